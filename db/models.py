@@ -1,0 +1,146 @@
+"""SQLAlchemy 2 models: datasets, budgets, releases, the append-only privacy ledger, API keys.
+
+Privacy amounts are stored EXACTLY as integers in fixed units so that SQL sums are exact on every
+backend (SQLite has no decimal type): epsilon and rho in units of 1e-12 (``*_units`` columns, see
+``EPSILON_SCALE``), delta in units of 1e-18. The service rounds every charge *up* and every budget
+*down* to that grid, which can only make the accounting more conservative.
+
+Sensitive rows do not live in these tables: each dataset's rows are in a table of their own,
+``data_<dataset id>``, created at load time (see :mod:`db.tables`).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    DateTime,
+    ForeignKey,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+EPSILON_SCALE = 10**12  # epsilon_units / EPSILON_SCALE = epsilon; the same for rho
+DELTA_SCALE = 10**18  # delta_units / DELTA_SCALE = delta
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Dataset(Base):
+    __tablename__ = "datasets"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True, nullable=False)
+    # JSON: {"columns": [{"name", "size", "kind", "sql"}...]} in table order; "sql" is the column's
+    # name in the data table.
+    domain_json: Mapped[str] = mapped_column(Text, nullable=False)
+    data_table: Mapped[str] = mapped_column(String(64), unique=True, nullable=False)
+    row_count: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    source: Mapped[str] = mapped_column(Text, nullable=False, default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
+
+
+class Budget(Base):
+    """A dataset's total budget (epsilon_B, delta_B). Its row is also the lock that serialises
+    check-and-charge on PostgreSQL (``SELECT ... FOR UPDATE``)."""
+
+    __tablename__ = "budgets"
+    __table_args__ = (
+        CheckConstraint("epsilon_units > 0", name="ck_budget_epsilon_positive"),
+        CheckConstraint("delta_units >= 0", name="ck_budget_delta_nonnegative"),
+    )
+
+    dataset_id: Mapped[int] = mapped_column(ForeignKey("datasets.id"), primary_key=True)
+    epsilon_units: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    delta_units: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
+
+
+class Release(Base):
+    """One release: what was measured, how, and its payload (a fitted model or statistics).
+
+    ``status``: ``pending`` while the mechanism runs; ``complete``; ``failed_before_noise`` (its
+    charge was refunded); ``failed_after_noise`` (its charge stands, the payload is lost).
+    """
+
+    __tablename__ = "releases"
+    __table_args__ = (
+        CheckConstraint(
+            "status IN ('pending', 'complete', 'failed_before_noise', 'failed_after_noise')",
+            name="ck_release_status",
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    dataset_id: Mapped[int] = mapped_column(ForeignKey("datasets.id"), nullable=False, index=True)
+    kind: Mapped[str] = mapped_column(String(40), nullable=False)  # "marginals", "gram", "model"
+    mechanism: Mapped[str] = mapped_column(String(40), nullable=False)
+    params_json: Mapped[str] = mapped_column(Text, nullable=False)  # workload, options, seed flag
+    status: Mapped[str] = mapped_column(String(24), nullable=False, default="pending")
+    payload: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    details_json: Mapped[str] = mapped_column(Text, nullable=False, default="{}")
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    principal: Mapped[str] = mapped_column(String(200), nullable=False, default="cli")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class LedgerEntry(Base):
+    """An append-only row of the privacy ledger (UPDATE and DELETE are refused by triggers).
+
+    ``entry`` is ``charge``, ``refund`` or ``budget`` (a budget change: zero amounts, recorded so
+    the audit trail shows it and ``epsilon_spent_after_units`` is recomputed for the new delta_B).
+    A refund carries the negated amounts of the charge it
+    reverses (``refunds_entry_id``) and is only ever written for a release that failed before any
+    noisy value existed. ``epsilon_spent_after_units`` is the composed epsilon of the dataset's
+    whole ledger after this row, as computed by the accountant's rule (docs/privacy.md), so an
+    auditor can check the conversion row by row.
+    """
+
+    __tablename__ = "ledger_entries"
+    __table_args__ = (CheckConstraint("entry IN ('charge', 'refund', 'budget')", name="ck_ledger_entry"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    dataset_id: Mapped[int] = mapped_column(ForeignKey("datasets.id"), nullable=False, index=True)
+    release_id: Mapped[int | None] = mapped_column(ForeignKey("releases.id"), nullable=True)
+    entry: Mapped[str] = mapped_column(String(10), nullable=False)
+    refunds_entry_id: Mapped[int | None] = mapped_column(ForeignKey("ledger_entries.id"), nullable=True)
+    mechanism: Mapped[str] = mapped_column(String(40), nullable=False)
+    epsilon_units: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0)
+    delta_units: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0)
+    rho_units: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0)
+    epsilon_spent_after_units: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    principal: Mapped[str] = mapped_column(String(200), nullable=False, default="cli")
+    note: Mapped[str] = mapped_column(Text, nullable=False, default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
+
+
+class ApiKey(Base):
+    """A principal's API key; only a SHA-256 hash of the key is stored."""
+
+    __tablename__ = "api_keys"
+    __table_args__ = (
+        CheckConstraint("role IN ('steward', 'analyst', 'auditor')", name="ck_api_key_role"),
+        UniqueConstraint("key_hash", name="uq_api_key_hash"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), nullable=False)
+    role: Mapped[str] = mapped_column(String(16), nullable=False)
+    key_hash: Mapped[str] = mapped_column(String(64), nullable=False)
+    # JSON list of dataset names a steward key is limited to; NULL = all datasets.
+    scope_json: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)

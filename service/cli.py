@@ -1,0 +1,334 @@
+"""The ``marginalia`` command line (typer). Every command that prints takes ``--json``.
+
+Errors are one paragraph on stderr (or ``{"error", "message"}`` on stdout with ``--json``) and exit
+status 2; nothing is stored when a command fails before its release produced noise.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, help="Differentially private releases of sensitive tables.")
+dataset_app = typer.Typer(no_args_is_help=True, help="Load and list sensitive tables.")
+budget_app = typer.Typer(no_args_is_help=True, help="Set and show privacy budgets.")
+release_app = typer.Typer(no_args_is_help=True, help="Make and list releases (the only commands that spend budget).")
+app.add_typer(dataset_app, name="dataset")
+app.add_typer(budget_app, name="budget")
+app.add_typer(release_app, name="release")
+
+stdout = Console()
+stderr = Console(stderr=True)
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+QuietFlag = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
+
+
+def _engine():  # noqa: ANN202
+    from db.engine import make_engine
+    from db.migrate import upgrade_to_head
+
+    engine = make_engine()
+    upgrade_to_head(engine)
+    return engine
+
+
+def _emit(as_json: bool, payload: Any, human: Callable[[], None]) -> None:
+    if as_json:
+        sys.stdout.write(json.dumps(payload, indent=2, default=str) + "\n")
+    else:
+        human()
+
+
+def handles_errors(func: Callable[..., None]) -> Callable[..., None]:
+    """Turn service errors into a clear message and exit status 2 (never a traceback)."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        from service.errors import ServiceError
+
+        as_json = bool(kwargs.get("as_json"))
+        try:
+            func(*args, **kwargs)
+        except ServiceError as exc:
+            _fail(as_json, exc.code, exc.message)
+        except (ValueError, TypeError) as exc:
+            _fail(as_json, "invalid_input", str(exc))
+
+    return wrapper
+
+
+def _fail(as_json: bool, code: str, message: str) -> None:
+    if as_json:
+        sys.stdout.write(json.dumps({"error": code, "message": message}) + "\n")
+    else:
+        stderr.print(f"[bold red]error[/] ({code}): {message}", highlight=False)
+    raise typer.Exit(2)
+
+
+class _Bar:
+    """A rich progress bar fed by ``progress(done, total, message)`` callbacks (on stderr)."""
+
+    def __init__(self, description: str, quiet: bool) -> None:
+        self.quiet = quiet
+        self.progress = Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("{task.fields[note]}"), console=stderr, transient=False,
+        )
+        self.description = description
+        self.task = None
+
+    def __enter__(self) -> _Bar:
+        if not self.quiet:
+            self.progress.start()
+            self.task = self.progress.add_task(self.description, total=None, note="")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if not self.quiet:
+            self.progress.stop()
+
+    def __call__(self, done: int, total: int, message: str = "") -> None:
+        if self.task is not None:
+            self.progress.update(self.task, completed=done, total=total, note=message[:60])
+
+
+# init -------------------------------------------------------------------------------------------
+@app.command()
+@handles_errors
+def init(as_json: JsonFlag = False) -> None:
+    """Create or upgrade the database schema (MARGINALIA_DATABASE_URL, default ./marginalia.db)."""
+    from db.engine import database_url
+
+    _engine()
+    _emit(as_json, {"database": database_url(), "status": "ready"},
+          lambda: stdout.print(f"database ready: {database_url()}"))
+
+
+# datasets ---------------------------------------------------------------------------------------
+@dataset_app.command("load")
+@handles_errors
+def dataset_load(
+    name: Annotated[str, typer.Argument(help="Name of the new dataset.")],
+    csv: Annotated[list[Path], typer.Option("--csv", help="CSV file(s); repeat for several raw files.")],
+    domain: Annotated[Path | None, typer.Option(help="private-pgm domain JSON {column: size} for coded tables.")] = None,
+    bins: Annotated[Path | None, typer.Option(help="Public binning spec (YAML/JSON) for raw tables.")] = None,
+    categorical: Annotated[str, typer.Option(help="Comma-separated unordered columns (with --domain).")] = "",
+    quiet: QuietFlag = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Load a sensitive table: coded 0..size-1 with --domain, or raw with a public --bins spec."""
+    from service import datasets
+    from service.errors import InvalidInput
+
+    if (domain is None) == (bins is None):
+        raise InvalidInput("give exactly one of --domain (coded table) or --bins (raw table with a binning spec)",
+                           code="invalid_parameter")
+    engine = _engine()
+    with _Bar(f"loading {name}", quiet or as_json) as bar:
+        if domain is not None:
+            if len(csv) != 1:
+                raise InvalidInput("a coded table is one --csv file", code="invalid_parameter")
+            cats = tuple(c.strip() for c in categorical.split(",") if c.strip())
+            info = datasets.load_coded_csv(engine, name, csv[0], domain, cats, progress=bar)
+        else:
+            info = datasets.load_raw_csv(engine, name, list(csv), bins, progress=bar)
+    _emit(as_json, info.to_json(), lambda: stdout.print(
+        f"loaded [bold]{info.name}[/]: {info.rows:,} rows, {len(info.domain)} columns"))
+
+
+@dataset_app.command("list")
+@handles_errors
+def dataset_list(as_json: JsonFlag = False) -> None:
+    """List datasets (public metadata only)."""
+    from service import datasets
+
+    items = datasets.list_datasets(_engine())
+    payload = [{"name": d.name, "rows": d.rows, "columns": len(d.domain), "domain": d.domain.to_dict()} for d in items]
+
+    def human() -> None:
+        table = Table("name", "rows", "columns")
+        for d in items:
+            table.add_row(d.name, f"{d.rows:,}", str(len(d.domain)))
+        stdout.print(table)
+
+    _emit(as_json, payload, human)
+
+
+@dataset_app.command("show")
+@handles_errors
+def dataset_show(name: str, as_json: JsonFlag = False) -> None:
+    """Show a dataset's domain (sizes and kinds of its columns)."""
+    from service import datasets
+
+    d = datasets.get_dataset(_engine(), name)
+    payload = {"name": d.name, "rows": d.rows, "domain": d.domain.to_dict()}
+
+    def human() -> None:
+        table = Table("column", "size", "kind", title=f"{d.name}: {d.rows:,} rows")
+        for a in d.domain.attributes:
+            table.add_row(a.name, str(a.size), a.kind)
+        stdout.print(table)
+
+    _emit(as_json, payload, human)
+
+
+# budgets ----------------------------------------------------------------------------------------
+def _print_budget(status: Any) -> None:
+    data = status.to_json()
+    table = Table("", "value", title=f"budget of {status.dataset}")
+    for key in ("epsilon_total", "delta_total", "epsilon_spent", "delta_spent", "rho_spent", "epsilon_remaining"):
+        table.add_row(key, f"{data[key]:.6g}")
+    stdout.print(table)
+
+
+@budget_app.command("set")
+@handles_errors
+def budget_set(
+    name: str,
+    epsilon: Annotated[str, typer.Option(help="Total epsilon.")],
+    delta: Annotated[str, typer.Option(help="Total delta.")] = "0",
+    as_json: JsonFlag = False,
+) -> None:
+    """Set a dataset's total privacy budget (epsilon, delta)."""
+    from service import accountant
+
+    status = accountant.set_budget(_engine(), name, epsilon, delta)
+    _emit(as_json, status.to_json(), lambda: _print_budget(status))
+
+
+@budget_app.command("show")
+@handles_errors
+def budget_show(name: str, as_json: JsonFlag = False) -> None:
+    """Show what is spent and what remains."""
+    from service import accountant
+
+    status = accountant.budget_status(_engine(), name)
+    _emit(as_json, status.to_json(), lambda: _print_budget(status))
+
+
+# releases ---------------------------------------------------------------------------------------
+@release_app.command("marginals")
+@handles_errors
+def release_marginals(
+    name: str,
+    mechanism: Annotated[str, typer.Option(help="laplace, gaussian, mst or aim.")],
+    workload: Annotated[str, typer.Option(help="all-1way, all-2way, all-3way, target:COL or a JSON file.")] = "all-2way",
+    epsilon: Annotated[str | None, typer.Option(help="Epsilon to spend.")] = None,
+    delta: Annotated[str | None, typer.Option(help="Delta (zCDP mechanisms convert (epsilon, delta) to rho).")] = None,
+    rho: Annotated[str | None, typer.Option(help="zCDP rho to spend (gaussian, mst, aim).")] = None,
+    seed: Annotated[int | None, typer.Option(help="Seed for reproducible tests/benchmarks; NOT for production.")] = None,
+    rounds: Annotated[int | None, typer.Option(help="AIM: number of rounds (default: AIM's rule).")] = None,
+    max_model_size: Annotated[float | None, typer.Option(help="Largest graphical model in MB.")] = None,
+    quiet: QuietFlag = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Release a marginal workload under the accountant; prints the release id and its cost."""
+    from service import releases
+
+    options: dict[str, object] = {}
+    if rounds is not None:
+        options["rounds"] = rounds
+    if max_model_size is not None:
+        options["max_model_size"] = max_model_size
+    engine = _engine()
+    with _Bar(f"{mechanism} release of {name}", quiet) as bar:
+        outcome = releases.release_marginals(engine, name, mechanism, workload, epsilon=epsilon, delta=delta, rho=rho,
+                                             seed=seed, options=options, progress=bar)
+    _emit(as_json, outcome.to_json(), lambda: stdout.print(
+        f"release [bold]{outcome.release_id}[/] ({mechanism}) charged "
+        + ", ".join(f"{k}={v:.6g}" for k, v in outcome.cost.to_json().items() if v)))
+
+
+@release_app.command("list")
+@handles_errors
+def release_list(name: Annotated[str | None, typer.Argument()] = None, as_json: JsonFlag = False) -> None:
+    """List releases (of one dataset, or all)."""
+    from service import releases
+
+    items = releases.list_releases(_engine(), name)
+
+    def human() -> None:
+        table = Table("id", "dataset", "kind", "mechanism", "status")
+        for r in items:
+            table.add_row(str(r.id), r.dataset.name, r.kind, r.mechanism, r.status)
+        stdout.print(table)
+
+    _emit(as_json, [r.to_json() for r in items], human)
+
+
+@app.command()
+@handles_errors
+def marginal(
+    release: Annotated[int, typer.Argument(help="Release id.")],
+    attributes: Annotated[list[str], typer.Argument(help="Attributes of the marginal, in the order wanted.")],
+    as_json: JsonFlag = False,
+) -> None:
+    """Answer any marginal from a stored release (free)."""
+    from service import releases
+
+    answer = releases.answer_marginal(_engine(), release, list(attributes))
+
+    def human() -> None:
+        import numpy as np
+
+        counts = np.asarray(answer["counts"])
+        stdout.print(f"marginal {answer['attributes']} from release {release}, shape {answer['shape']}")
+        stdout.print(np.array2string(np.round(counts, 1), max_line_width=120, threshold=400))
+
+    _emit(as_json, answer, human)
+
+
+@app.command()
+@handles_errors
+def synth(
+    release: Annotated[int, typer.Argument(help="Release id.")],
+    rows: Annotated[int, typer.Option(help="Number of synthetic rows.")],
+    out: Annotated[Path, typer.Option(help="CSV file to write.")],
+    seed: Annotated[int | None, typer.Option(help="Seed for a reproducible sample.")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Draw synthetic rows from a stored release (free) into a CSV file."""
+    from service import releases
+
+    frame = releases.synthetic_frame(_engine(), release, rows, seed)
+    frame.to_csv(out, index=False)
+    _emit(as_json, {"release_id": release, "rows": len(frame), "out": str(out)},
+          lambda: stdout.print(f"wrote {len(frame):,} synthetic rows to {out}"))
+
+
+@app.command()
+@handles_errors
+def ledger(name: str, as_json: JsonFlag = False) -> None:
+    """Print a dataset's privacy ledger (append-only), oldest first."""
+    from service import accountant
+
+    rows = accountant.ledger_rows(_engine(), name)
+
+    def human() -> None:
+        table = Table("#", "entry", "release", "status", "mechanism", "epsilon", "delta", "rho", "eps spent after",
+                      title=f"privacy ledger of {name}")
+        for r in rows:
+            table.add_row(str(r["entry_id"]), str(r["entry"]), str(r["release_id"] or ""),
+                          str(r["release_status"] or ""), str(r["mechanism"]), f"{r['epsilon']:.6g}",
+                          f"{r['delta']:.3g}", f"{r['rho']:.6g}", f"{r['epsilon_spent_after']:.6g}")
+        stdout.print(table)
+
+    _emit(as_json, rows, human)
+
+
+def main() -> None:  # pragma: no cover
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

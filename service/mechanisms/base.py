@@ -1,0 +1,52 @@
+"""What every marginal mechanism receives and returns.
+
+A mechanism sees sensitive data only through a :class:`CountOracle` (exact counts, computed by the
+database with ``GROUP BY``) and draws every random value from the project's one
+:class:`service.noise.NoiseSource`. It returns a :class:`MechanismResult`: the noisy measurements,
+the fitted graphical model that answers any marginal afterwards, and the privacy it actually used,
+which the release engine checks against what the accountant charged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from service import pgm
+from service.cost import PrivacyCost
+from workloads.domain import Domain
+
+
+class CountOracle(Protocol):
+    """Exact marginal counts of one sensitive table."""
+
+    domain: Domain
+
+    def counts(self, attributes: tuple[str, ...]) -> np.ndarray:
+        """Integer counts with shape ``domain.shape(attributes)``, axes in the order given."""
+        ...
+
+
+class MechanismError(ValueError):
+    """A mechanism cannot run with the given settings (e.g. the model would not fit in memory).
+
+    Raised before any noise is drawn, so the release is rolled back and nothing is charged."""
+
+
+#: ``progress(done, total, message)``; mechanisms call it once per step so the CLI can draw a bar.
+Progress = Callable[[int, int, str], None]
+
+
+def no_progress(done: int, total: int, message: str) -> None:  # noqa: ARG001
+    return None
+
+
+@dataclass
+class MechanismResult:
+    measurements: list[pgm.Measurement]
+    model: pgm.Model
+    cost: PrivacyCost
+    details: dict[str, object] = field(default_factory=dict)

@@ -1,0 +1,378 @@
+"""The release engine: the only code path that touches sensitive rows and spends budget.
+
+A release goes through four steps:
+
+1. **validate** the privacy parameters, the workload and the mechanism's options; nothing is
+   written if any is wrong;
+2. **reserve**: in one serialised transaction, insert the release (``pending``) and its charge,
+   after the accountant checked that the charge fits the budget;
+3. **run** the mechanism, with every random value drawn from a :class:`TrackedNoise`, which
+   remembers whether any noisy value was produced;
+4. **store** the payload and mark the release ``complete``.
+
+If step 3 fails before any noise was drawn, the charge is refunded (an appended ``refund`` row)
+and the release is marked ``failed_before_noise``. Once noise exists, the charge stands whatever
+happens next: a failure marks the release ``failed_after_noise``. A process killed in step 3 or
+4 leaves a ``pending`` release with its charge; :func:`recover_interrupted` marks those
+``failed_after_noise`` on the next start.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import numpy as np
+import pandas as pd
+from sqlalchemy import Engine, select, update
+
+from db.engine import serialized_transaction, transaction
+from db.models import Release, utcnow
+from service import accountant, pgm, zcdp
+from service.cost import PrivacyCost, exact, floor_to_grid
+from service.datasets import StoredDataset, get_dataset, stored_dataset
+from service.errors import InvalidInput, NotFound, ServiceError
+from service.mechanisms.base import MechanismError, MechanismResult, Progress, no_progress
+from service.noise import NoiseSource
+from service.oracle import SqlCountOracle
+from workloads.marginals import Query, WorkloadError, canonical, parse_workload, total_cells
+
+MECHANISMS = ("laplace", "gaussian", "mst", "aim")
+ZCDP_MECHANISMS = ("gaussian", "mst", "aim")
+MAX_WORKLOAD_CELLS = 50_000_000
+MAX_SYNTHETIC_ROWS = 10_000_000
+
+
+class TrackedNoise:
+    """A :class:`NoiseSource` that records whether any random value has been drawn from it."""
+
+    def __init__(self, source: NoiseSource) -> None:
+        self._source = source
+        self.drawn = False
+
+    def __getattr__(self, name: str):  # noqa: ANN204
+        attribute = getattr(self._source, name)
+        if callable(attribute):
+            def tracked(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+                self.drawn = True
+                return attribute(*args, **kwargs)
+            return tracked
+        return attribute
+
+
+@dataclass(frozen=True)
+class ReleaseOutcome:
+    release_id: int
+    cost: PrivacyCost
+    mechanism: str
+    details: dict[str, object] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, object]:
+        return {"release_id": self.release_id, "mechanism": self.mechanism, "cost": self.cost.to_json()}
+
+
+def marginal_cost(mechanism: str, epsilon: object, delta: object, rho: object) -> PrivacyCost:
+    """The charge for a marginal release, from what the steward asked for.
+
+    ``laplace`` is pure DP: ``--epsilon`` only. The zCDP mechanisms take ``--rho``, or an
+    (epsilon, delta) pair converted to the largest rho that satisfies it (CKS 2020), rounded down
+    to the accountant's grid so the mechanism calibrates to exactly the rho that is charged."""
+    if mechanism not in MECHANISMS:
+        raise InvalidInput(f"mechanism must be one of {list(MECHANISMS)}, got {mechanism!r}", code="invalid_parameter")
+    try:
+        if mechanism == "laplace":
+            if rho is not None:
+                raise InvalidInput("laplace is a pure-DP mechanism: give --epsilon, not --rho", code="invalid_parameter")
+            if delta not in (None, 0, 0.0, "0"):
+                raise InvalidInput("laplace is pure DP: --delta must be omitted or 0", code="invalid_parameter")
+            if epsilon is None:
+                raise InvalidInput("laplace needs --epsilon", code="invalid_parameter")
+            return PrivacyCost(epsilon=exact(zcdp.validate_epsilon(epsilon, "epsilon")))
+        if rho is not None:
+            if epsilon is not None or delta is not None:
+                raise InvalidInput("give either --rho or --epsilon with --delta, not both", code="invalid_parameter")
+            return PrivacyCost(rho=floor_to_grid(exact(zcdp.validate_rho(rho, "rho"))))
+        if epsilon is None or delta is None:
+            raise InvalidInput(
+                f"{mechanism} is a zCDP mechanism: give --rho, or --epsilon and --delta (delta > 0)",
+                code="invalid_parameter",
+            )
+        eps = float(zcdp.validate_epsilon(epsilon, "epsilon"))
+        dlt = float(zcdp.validate_delta(delta, "delta"))
+        if dlt == 0:
+            raise InvalidInput(f"{mechanism} needs delta > 0 to convert (epsilon, delta) to rho", code="invalid_parameter")
+        converted = floor_to_grid(zcdp.cdp_rho(eps, dlt))
+        if converted <= 0:
+            raise InvalidInput(f"epsilon={eps}, delta={dlt} converts to rho below 1e-12", code="invalid_parameter")
+        return PrivacyCost(rho=converted)
+    except zcdp.PrivacyParameterError as exc:
+        raise InvalidInput(str(exc), code="invalid_parameter") from None
+
+
+def _resolve_workload(dataset: StoredDataset, workload: str | list[object]) -> tuple[Query, ...]:
+    from workloads.marginals import from_entries
+
+    try:
+        queries = parse_workload(workload, dataset.domain) if isinstance(workload, str) else from_entries(
+            dataset.domain, workload
+        )
+    except WorkloadError as exc:
+        raise InvalidInput(f"workload: {exc}", code="invalid_workload") from None
+    cells = total_cells(dataset.domain, queries)
+    if cells > MAX_WORKLOAD_CELLS:
+        raise InvalidInput(
+            f"workload has {cells:,} cells in all, above the limit of {MAX_WORKLOAD_CELLS:,}", code="workload_too_large"
+        )
+    return queries
+
+
+def release_marginals(
+    engine: Engine,
+    name: str,
+    mechanism: str,
+    workload: str | list[object],
+    *,
+    epsilon: object = None,
+    delta: object = None,
+    rho: object = None,
+    seed: int | None = None,
+    options: dict[str, object] | None = None,
+    principal: str = "cli",
+    progress: Progress = no_progress,
+) -> ReleaseOutcome:
+    """Release a marginal workload of dataset ``name`` (see module docstring for the steps)."""
+    options = dict(options or {})
+    cost = marginal_cost(mechanism, epsilon, delta, rho)
+    dataset = get_dataset(engine, name)
+    queries = _resolve_workload(dataset, workload) if mechanism != "mst" else ()
+    runner = _runner(mechanism, queries, cost, options)
+    params = {
+        "workload": [{"attributes": list(q.attributes), "weight": q.weight} for q in queries],
+        "options": options,
+        "seeded": seed is not None,
+        "requested": {"epsilon": _num(epsilon), "delta": _num(delta), "rho": _num(rho)},
+    }
+    return run_release(engine, dataset, kind="marginals", mechanism=mechanism, cost=cost, params=params,
+                       runner=runner, seed=seed, principal=principal, progress=progress)
+
+
+def run_release(
+    engine: Engine,
+    dataset: StoredDataset,
+    *,
+    kind: str,
+    mechanism: str,
+    cost: PrivacyCost,
+    params: dict[str, object],
+    runner: Callable[[SqlCountOracle, TrackedNoise, Progress], MechanismResult],
+    seed: int | None,
+    principal: str,
+    progress: Progress = no_progress,
+    encode_payload: Callable[[MechanismResult], bytes] | None = None,
+) -> ReleaseOutcome:
+    """Reserve, run, store (module docstring). ``runner`` gets the count oracle and the noise."""
+    release_id, charge_id = reserve_release(engine, dataset, kind, mechanism, cost, params, principal)
+    noise = TrackedNoise(NoiseSource(seed))
+    try:
+        result = runner(SqlCountOracle(engine, dataset), noise, progress)
+        if result.cost != cost:
+            raise RuntimeError(f"mechanism {mechanism} used {result.cost} but was charged {cost}")
+        payload = (encode_payload or _encode_marginal_payload)(result)
+    except BaseException as exc:
+        _fail(engine, release_id, charge_id, noise.drawn, exc)
+        raise
+    try:
+        with transaction(engine) as session:
+            release = session.get(Release, release_id)
+            release.payload = payload
+            release.details_json = json.dumps(result.details, default=_json_default)
+            release.status = "complete"
+            release.finished_at = utcnow()
+    except BaseException as exc:
+        _fail(engine, release_id, charge_id, True, exc)
+        raise
+    return ReleaseOutcome(release_id, cost, mechanism, result.details)
+
+
+def reserve_release(
+    engine: Engine,
+    dataset: StoredDataset,
+    kind: str,
+    mechanism: str,
+    cost: PrivacyCost,
+    params: dict[str, object],
+    principal: str,
+) -> tuple[int, int]:
+    """Check-and-charge: insert the ``pending`` release and its charge in one serialised
+    transaction; raises :class:`BudgetExceeded` (nothing written) when the cost does not fit.
+    Returns (release id, charge id)."""
+    with serialized_transaction(engine) as session:
+        record = accountant.dataset_by_name(session, dataset.name)
+        release = Release(dataset_id=record.id, kind=kind, mechanism=mechanism, params_json=json.dumps(params),
+                          status="pending", details_json="{}", principal=principal)
+        session.add(release)
+        session.flush()
+        entry = accountant.charge_in_session(session, record, cost, mechanism=mechanism, release_id=release.id,
+                                             principal=principal, note=f"{kind} release {release.id}")
+        return release.id, entry.id
+
+
+def _fail(engine: Engine, release_id: int, charge_id: int, noise_drawn: bool, exc: BaseException) -> None:
+    status = "failed_after_noise" if noise_drawn else "failed_before_noise"
+    message = f"{type(exc).__name__}: {exc}"[:2000]
+    with transaction(engine) as session:
+        session.execute(
+            update(Release).where(Release.id == release_id).values(status=status, error=message, finished_at=utcnow())
+        )
+    if not noise_drawn:
+        accountant.refund(engine, charge_id, f"release {release_id} failed before any noise was drawn: {message}")
+
+
+def recover_interrupted(engine: Engine) -> int:
+    """Mark releases left ``pending`` by a killed process as ``failed_after_noise`` (their charges
+    stand: we cannot prove no noisy value left the process). Returns how many were marked.
+
+    Call only when no release is running (at server start)."""
+    with transaction(engine) as session:
+        result = session.execute(
+            update(Release)
+            .where(Release.status == "pending")
+            .values(status="failed_after_noise", error="interrupted: the process stopped during the release",
+                    finished_at=utcnow())
+        )
+        return int(result.rowcount or 0)
+
+
+def _runner(
+    mechanism: str, queries: tuple[Query, ...], cost: PrivacyCost, options: dict[str, object]
+) -> Callable[[SqlCountOracle, TrackedNoise, Progress], MechanismResult]:
+    from service.mechanisms import direct
+
+    if mechanism == "laplace":
+        return lambda oracle, noise, progress: direct.run_laplace(oracle, queries, cost.epsilon, noise,
+                                                                  progress=progress, **options)
+    if mechanism == "gaussian":
+        return lambda oracle, noise, progress: direct.run_gaussian(oracle, queries, cost.rho, noise,
+                                                                   progress=progress, **options)
+    if mechanism == "mst":
+        from service.mechanisms.mst import run_mst
+
+        return lambda oracle, noise, progress: run_mst(oracle, cost.rho, noise, progress=progress, **options)
+    from service.mechanisms.aim import run_aim
+
+    return lambda oracle, noise, progress: run_aim(oracle, queries, cost.rho, noise, progress=progress, **options)
+
+
+def _encode_marginal_payload(result: MechanismResult) -> bytes:
+    return pgm.model_to_bytes(result.model)
+
+
+# answering from releases (free) -------------------------------------------------------------------
+@dataclass(frozen=True)
+class StoredRelease:
+    id: int
+    dataset: StoredDataset
+    kind: str
+    mechanism: str
+    status: str
+    params: dict[str, object]
+    details: dict[str, object]
+    payload: bytes | None
+
+    def to_json(self) -> dict[str, object]:
+        return {"release_id": self.id, "dataset": self.dataset.name, "kind": self.kind, "mechanism": self.mechanism,
+                "status": self.status, "params": self.params, "details": self.details}
+
+
+def get_release(engine: Engine, release_id: int) -> StoredRelease:
+    with transaction(engine) as session:
+        release = session.get(Release, release_id)
+        if release is None:
+            raise NotFound(f"no release with id {release_id}", code="release_not_found")
+        from db.models import Dataset
+
+        dataset = stored_dataset(session.get(Dataset, release.dataset_id))
+        return StoredRelease(release.id, dataset, release.kind, release.mechanism, release.status,
+                             json.loads(release.params_json), json.loads(release.details_json), release.payload)
+
+
+def list_releases(engine: Engine, name: str | None = None) -> list[StoredRelease]:
+    from db.models import Dataset
+
+    with transaction(engine) as session:
+        query = select(Release.id).order_by(Release.id)
+        if name is not None:
+            query = query.join(Dataset, Dataset.id == Release.dataset_id).where(Dataset.name == name)
+        ids = list(session.execute(query).scalars())
+    return [get_release(engine, i) for i in ids]
+
+
+def _complete_marginal_release(engine: Engine, release_id: int) -> StoredRelease:
+    release = get_release(engine, release_id)
+    if release.kind != "marginals":
+        raise InvalidInput(f"release {release_id} is a {release.kind} release, not a marginal release",
+                           code="wrong_release_kind")
+    if release.status != "complete" or release.payload is None:
+        raise ServiceError(f"release {release_id} is {release.status}; it has no model to answer from",
+                           code="release_not_complete", status=409)
+    return release
+
+
+_MODEL_CACHE: dict[tuple[str, int], pgm.Model] = {}
+
+
+def release_model(engine: Engine, release_id: int) -> tuple[StoredRelease, pgm.Model]:
+    """The fitted model of a complete marginal release (cached per process: releases never change)."""
+    release = _complete_marginal_release(engine, release_id)
+    key = (str(engine.url), release_id)
+    if key not in _MODEL_CACHE:
+        _MODEL_CACHE[key] = pgm.model_from_bytes(release.payload, release.dataset.domain)
+    return release, _MODEL_CACHE[key]
+
+
+def answer_marginal(engine: Engine, release_id: int, attributes: list[str]) -> dict[str, object]:
+    """Any marginal of a release's model: free post-processing."""
+    release, model = release_model(engine, release_id)
+    try:
+        ordered = canonical(release.dataset.domain, attributes)
+    except WorkloadError as exc:
+        raise InvalidInput(str(exc), code="invalid_attributes") from None
+    cells = release.dataset.domain.cells(ordered)
+    if cells > 10_000_000:
+        raise InvalidInput(f"marginal {attributes} has {cells:,} cells; the limit is 10,000,000", code="too_large")
+    values = pgm.marginal(model, ordered)
+    values = np.moveaxis(values, [ordered.index(a) for a in attributes], range(len(attributes)))
+    return {
+        "release_id": release_id,
+        "attributes": list(attributes),
+        "shape": list(values.shape),
+        "counts": values.tolist(),
+    }
+
+
+def synthetic_frame(engine: Engine, release_id: int, rows: int, seed: int | None = None) -> pd.DataFrame:
+    """``rows`` synthetic records drawn from a release's model (free). Without a seed, fresh
+    entropy is used."""
+    if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1 or rows > MAX_SYNTHETIC_ROWS:
+        raise InvalidInput(f"rows must be an integer in 1..{MAX_SYNTHETIC_ROWS:,}, got {rows!r}", code="invalid_rows")
+    release, model = release_model(engine, release_id)
+    seed = secrets.randbits(32) if seed is None else int(seed)
+    columns = pgm.synthetic_rows(model, rows, seed)
+    return pd.DataFrame({name: columns[name] for name in release.dataset.domain.names})
+
+
+def _num(value: object) -> float | None:
+    return None if value is None else float(exact(value))
+
+
+def _json_default(value: object) -> object:
+    if isinstance(value, Fraction):
+        return float(value)
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    return str(value)

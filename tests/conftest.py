@@ -1,0 +1,77 @@
+"""Shared fixtures. ``engine`` is parametrised: every database-touching test runs on SQLite AND
+on a real PostgreSQL server that this test session starts itself (see tests/pgserver.py).
+
+Set ``MARGINALIA_TEST_POSTGRES=skip`` to run SQLite only (local iteration); CI runs both, and a
+PostgreSQL that cannot start is then a failure, not a skip.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from tests.pgserver import PostgresServer, PostgresUnavailable, start_server
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+DATA = Path(os.environ.get("MARGINALIA_SHARED_DATA", SHARED / "data"))
+REPO = Path(__file__).resolve().parents[1]
+
+_counter = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    if not DATA.is_dir():
+        pytest.fail(f"shared data not found at {DATA} (set MARGINALIA_SHARED_DATA)")
+    return DATA
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    if os.environ.get("MARGINALIA_TEST_POSTGRES") == "skip":
+        pytest.skip("PostgreSQL tests disabled by MARGINALIA_TEST_POSTGRES=skip")
+    try:
+        server = start_server()
+    except PostgresUnavailable as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"PostgreSQL is required in CI: {exc}")
+        pytest.skip(f"PostgreSQL unavailable: {exc}")
+    yield server
+    server.stop()
+
+
+def new_postgres_database(server: PostgresServer) -> str:
+    name = f"t{os.getpid()}_{next(_counter)}"
+    admin = create_engine(server.admin_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f'CREATE DATABASE "{name}"'))
+    admin.dispose()
+    return server.url(name)
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh, empty database URL on each backend."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'test.db'}"
+    server = request.getfixturevalue("postgres_server")
+    return new_postgres_database(server)
+
+
+@pytest.fixture
+def engine(database_url: str, monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
+    """An engine on a fresh database upgraded to the newest migration; MARGINALIA_DATABASE_URL
+    points at it so CLI calls in the same test see the same database."""
+    from db.engine import make_engine
+    from db.migrate import upgrade_to_head
+
+    monkeypatch.setenv("MARGINALIA_DATABASE_URL", database_url)
+    engine = make_engine(database_url)
+    upgrade_to_head(engine)
+    yield engine
+    engine.dispose()
