@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine
+
+from alembic import command
 
 MIGRATIONS = Path(__file__).resolve().parent.parent / "alembic"
 

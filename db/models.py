@@ -28,6 +28,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 EPSILON_SCALE = 10**12  # epsilon_units / EPSILON_SCALE = epsilon; the same for rho
 DELTA_SCALE = 10**18  # delta_units / DELTA_SCALE = delta
+ALPHA_SCALE = 10**9  # anchor_alpha_units / ALPHA_SCALE = the anchor's Renyi order alpha
 
 
 def utcnow() -> datetime:
@@ -65,6 +66,8 @@ class Budget(Base):
     dataset_id: Mapped[int] = mapped_column(ForeignKey("datasets.id"), primary_key=True)
     epsilon_units: Mapped[int] = mapped_column(BigInteger, nullable=False)
     delta_units: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    # delta kept back for (epsilon, delta) charges made after zCDP charges started (docs/privacy.md 6.3)
+    delta_reserve_units: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
 
 
@@ -107,6 +110,11 @@ class LedgerEntry(Base):
     noisy value existed. ``epsilon_spent_after_units`` is the composed epsilon of the dataset's
     whole ledger after this row, as computed by the accountant's rule (docs/privacy.md), so an
     auditor can check the conversion row by row.
+
+    The first charge with rho > 0 on a dataset also carries the **anchor** of the accountant's rule
+    (docs/privacy.md, section 6.3): the Renyi order ``alpha`` (units of 1e-9), the share of delta
+    given to the zCDP charges ``delta_z`` and the offset ``t`` (epsilon units, rounded up). From then
+    on the epsilon spent is ``E + alpha R + t``. An anchor, once written, stays in force.
     """
 
     __tablename__ = "ledger_entries"
@@ -122,6 +130,9 @@ class LedgerEntry(Base):
     delta_units: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0)
     rho_units: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0)
     epsilon_spent_after_units: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    anchor_alpha_units: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    anchor_delta_z_units: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    anchor_offset_units: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     principal: Mapped[str] = mapped_column(String(200), nullable=False, default="cli")
     note: Mapped[str] = mapped_column(Text, nullable=False, default="")
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
@@ -144,3 +155,29 @@ class ApiKey(Base):
     scope_json: Mapped[str | None] = mapped_column(Text, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class IdempotencyRecord(Base):
+    """A charging request made with an ``Idempotency-Key`` header, and the response it produced.
+
+    One row per (API key, idempotency key). ``state`` is ``pending`` while the request runs and
+    ``done`` once its response is stored; a retry with the same key and the same request replays
+    that response instead of charging again (service/idempotency.py). ``request_hash`` is the
+    SHA-256 of the request's method, path and canonical JSON body.
+    """
+
+    __tablename__ = "idempotency_keys"
+    __table_args__ = (
+        CheckConstraint("state IN ('pending', 'done')", name="ck_idempotency_state"),
+        UniqueConstraint("api_key_id", "key", name="uq_idempotency_key"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    api_key_id: Mapped[int] = mapped_column(ForeignKey("api_keys.id"), nullable=False)
+    key: Mapped[str] = mapped_column(String(200), nullable=False)
+    request_hash: Mapped[str] = mapped_column(String(64), nullable=False)
+    state: Mapped[str] = mapped_column(String(10), nullable=False, default="pending")
+    response_status: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    response_json: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)

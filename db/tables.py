@@ -8,6 +8,7 @@ non-empty cells come back, never rows.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -15,6 +16,10 @@ from sqlalchemy import Column, Connection, Integer, MetaData, SmallInteger, Tabl
 from sqlalchemy.dialects import postgresql
 
 SMALLINT_MAX = 32767
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+#: ``work_mem`` of the one-scan (GROUPING SETS) count on PostgreSQL, for that transaction only.
+ONE_SCAN_WORK_MEM = "64MB"
 
 
 def data_table_name(dataset_id: int) -> str:
@@ -66,16 +71,131 @@ def _copy_rows(connection: Connection, table: Table, codes: np.ndarray) -> None:
 def count_marginal(
     connection: Connection, table: Table, columns: Sequence[str], shape: Sequence[int]
 ) -> np.ndarray:
-    """Counts of ``table`` over ``columns`` as an int64 array of ``shape`` (axes in that order),
-    computed by ``SELECT col…, COUNT(*) … GROUP BY col…``."""
-    cols = [table.c[name] for name in columns]
-    counts = np.zeros(tuple(shape), dtype=np.int64)
-    result = connection.execute(select(*cols, func.count()).group_by(*cols))
-    rows = result.fetchall()
-    if rows:
-        array = np.asarray(rows, dtype=np.int64)
-        counts[tuple(array[:, :-1].T)] = array[:, -1]
-    return counts
+    """Counts of ``table`` over ``columns`` as an int64 array of ``shape`` (axes in that order).
+
+    One ``SELECT <cell index>, COUNT(*) … GROUP BY 1``: the database groups on a single integer, the
+    row-major cell index of :func:`cell_index_sql` (faster than grouping on the columns, see
+    benchmarks/README.md), and only the non-empty cells come back, through the DB-API cursor."""
+    return count_marginals(connection, table, [(columns, shape)], one_scan=False)[0]
+
+
+def count_marginals(
+    connection: Connection,
+    table: Table,
+    marginals: Sequence[tuple[Sequence[str], Sequence[int]]],
+    *,
+    one_scan: bool | None = None,
+) -> list[np.ndarray]:
+    """Counts of ``table`` over each ``(columns, shape)`` of ``marginals``, in that order.
+
+    With ``one_scan`` (the default on PostgreSQL when there are several marginals) all of them are counted by
+    one statement, ``GROUP BY GROUPING SETS ((k0), (k1), …)`` over their cell indexes, so the table is read
+    once; otherwise (always on SQLite, which has no grouping sets) one ``GROUP BY`` query per marginal."""
+    asked = [_check_marginal(table, columns, shape) for columns, shape in marginals]
+    # Each distinct marginal is counted once; a repeat gets a copy.
+    specs = list(dict.fromkeys(asked))
+    counted = dict(zip(specs, _count_distinct(connection, table, specs, one_scan), strict=True))
+    seen: set[tuple[tuple[str, ...], tuple[int, ...]]] = set()
+    out = []
+    for spec in asked:
+        out.append(counted[spec].copy() if spec in seen else counted[spec])
+        seen.add(spec)
+    return out
+
+
+def _count_distinct(
+    connection: Connection,
+    table: Table,
+    specs: list[tuple[tuple[str, ...], tuple[int, ...]]],
+    one_scan: bool | None,
+) -> list[np.ndarray]:
+    dialect = connection.dialect.name
+    if one_scan is None:
+        one_scan = dialect == "postgresql" and len(specs) > 1
+    if one_scan and dialect != "postgresql":
+        raise ValueError(f"one_scan needs GROUPING SETS, which the {dialect} dialect does not have")
+    quote = connection.dialect.identifier_preparer.quote
+    source = quote(table.name)
+    keys = [cell_index_sql([quote(c) for c in columns], shape) for columns, shape in specs]
+    if not one_scan:
+        out = []
+        for key, (_, shape) in zip(keys, specs, strict=True):
+            cells = _fetch_int64(connection, f"SELECT {key} AS cell, COUNT(*) FROM {source} GROUP BY 1", 2)
+            out.append(_dense(cells[:, 0], cells[:, 1], shape))
+        return out
+    aliases = [f"k{i}" for i in range(len(keys))]
+    which = " ".join(f"WHEN GROUPING({a}) = 0 THEN {i}" for i, a in enumerate(aliases))
+    sql = (
+        f"SELECT CASE {which} END AS m, COALESCE({', '.join(aliases)}) AS cell, COUNT(*) "
+        f"FROM (SELECT {', '.join(f'{k} AS {a}' for k, a in zip(keys, aliases, strict=True))} FROM {source}) AS s "
+        f"GROUP BY GROUPING SETS ({', '.join(f'({a})' for a in aliases)})"
+    )
+    # The per-set hash tables need more than the default 4MB work_mem, or PostgreSQL sorts instead;
+    # SET LOCAL ends with the transaction (benchmarks/README.md measures the difference).
+    rows = _fetch_int64(connection, sql, 3, setup=f"SET LOCAL work_mem = '{ONE_SCAN_WORK_MEM}'")
+    order = np.argsort(rows[:, 0], kind="stable")
+    rows = rows[order]
+    bounds = np.searchsorted(rows[:, 0], np.arange(len(specs) + 1))
+    return [
+        _dense(rows[lo:hi, 1], rows[lo:hi, 2], shape)
+        for (_, shape), lo, hi in zip(specs, bounds[:-1], bounds[1:], strict=True)
+    ]
+
+
+def cell_index_sql(columns: Sequence[str], shape: Sequence[int]) -> str:
+    """SQL for a row's row-major (C-order) cell index over ``columns`` of sizes ``shape``, the SQL twin of
+    ``numpy.ravel_multi_index(columns, shape)``: ``((c_0 * k_1 + c_1) * k_2 + c_2) …`` (Horner's rule).
+
+    ``columns`` must already be quoted identifiers. SQLite computes in 64-bit integers; PostgreSQL would
+    compute ``SMALLINT * INTEGER`` in 32 bits, so beyond :data:`INT32_MAX` cells the first column is cast to
+    ``BIGINT``. A marginal with no columns has the single cell 0."""
+    if len(columns) != len(shape):
+        raise ValueError(f"shape {tuple(shape)} must have one size per column {list(columns)}")
+    if not columns:
+        return "0"
+    expr = columns[0] if math.prod(shape) <= INT32_MAX else f"CAST({columns[0]} AS BIGINT)"
+    for name, size in zip(columns[1:], shape[1:], strict=True):
+        expr = f"({expr}) * {int(size)} + {name}"
+    return expr
+
+
+def _check_marginal(
+    table: Table, columns: Sequence[str], shape: Sequence[int]
+) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    columns, shape = tuple(columns), tuple(shape)
+    unknown = [c for c in columns if c not in table.c]
+    if unknown:
+        raise ValueError(f"columns {unknown} are not columns of {table.name}")
+    if len(set(columns)) != len(columns):
+        raise ValueError(f"columns {list(columns)} repeat a column")
+    if len(shape) != len(columns):
+        raise ValueError(f"shape {shape} must have one size per column {list(columns)}")
+    if any(isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 1 for s in shape):
+        raise ValueError(f"shape {shape} must hold positive integer sizes")
+    if math.prod(shape) > INT64_MAX:
+        raise ValueError(f"shape {shape} has more than 2^63 cells; its cell index does not fit an integer")
+    return columns, tuple(int(s) for s in shape)
+
+
+def _fetch_int64(connection: Connection, sql: str, width: int, setup: str | None = None) -> np.ndarray:
+    """Run ``sql`` on the DB-API cursor of ``connection`` (inside its transaction, if one is open) and return
+    the rows as an int64 array ``rows x width``. Skipping SQLAlchemy's result rows halves the fetch time of
+    large marginals (benchmarks/README.md)."""
+    cursor = connection.connection.cursor()
+    try:
+        if setup is not None:
+            cursor.execute(setup)
+        cursor.execute(sql)
+        rows = cursor.fetchall()
+    finally:
+        cursor.close()
+    return np.array(rows, dtype=np.int64).reshape(len(rows), width)
+
+
+def _dense(cells: np.ndarray, counts: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    out = np.zeros(math.prod(shape), dtype=np.int64)
+    out[cells] = counts
+    return out.reshape(shape)
 
 
 def count_rows(connection: Connection, table: Table) -> int:

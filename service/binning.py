@@ -86,7 +86,8 @@ def parse_spec(raw: object, source: str = "spec") -> BinningSpec:
     header = bool(fmt.get("header", True))
     if not header and not names:
         raise BinningError(f"{source}: format.header is false, so format.names must list the file's columns")
-    return BinningSpec(columns, header=header, names=names, comment=fmt.get("comment"), strip=bool(fmt.get("strip", True)))
+    return BinningSpec(columns, header=header, names=names, comment=fmt.get("comment"),
+                       strip=bool(fmt.get("strip", True)))
 
 
 def _parse_column(name: str, entry: object, source: str) -> ColumnBins:
@@ -133,7 +134,9 @@ def apply_spec(spec: BinningSpec, frame: pd.DataFrame, first_line: int = 2) -> n
     ``first_line`` is the file line number of the chunk's first row, for error messages."""
     missing = [c.name for c in spec.columns if c.name not in frame.columns]
     if missing:
-        raise BinningError(f"raw file lacks column(s) {missing} named in the binning spec; it has {list(frame.columns)}")
+        raise BinningError(
+            f"raw file lacks column(s) {missing} named in the binning spec; it has {list(frame.columns)}"
+        )
     out = np.empty((len(frame), len(spec.columns)), dtype=np.int64)
     for j, column in enumerate(spec.columns):
         raw = frame[column.name].astype(str)

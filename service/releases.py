@@ -29,13 +29,13 @@ import numpy as np
 import pandas as pd
 from sqlalchemy import Engine, select, update
 
-from db.engine import serialized_transaction, transaction
+from db.engine import transaction
 from db.models import Release, utcnow
 from service import accountant, pgm, zcdp
 from service.cost import PrivacyCost, exact, floor_to_grid
 from service.datasets import StoredDataset, get_dataset, stored_dataset
 from service.errors import InvalidInput, NotFound, ServiceError
-from service.mechanisms.base import MechanismError, MechanismResult, Progress, no_progress
+from service.mechanisms.base import MechanismResult, Progress, no_progress
 from service.noise import NoiseSource
 from service.oracle import SqlCountOracle
 from workloads.marginals import Query, WorkloadError, canonical, parse_workload, total_cells
@@ -85,7 +85,8 @@ def marginal_cost(mechanism: str, epsilon: object, delta: object, rho: object) -
     try:
         if mechanism == "laplace":
             if rho is not None:
-                raise InvalidInput("laplace is a pure-DP mechanism: give --epsilon, not --rho", code="invalid_parameter")
+                raise InvalidInput("laplace is a pure-DP mechanism: give --epsilon, not --rho",
+                                   code="invalid_parameter")
             if delta not in (None, 0, 0.0, "0"):
                 raise InvalidInput("laplace is pure DP: --delta must be omitted or 0", code="invalid_parameter")
             if epsilon is None:
@@ -103,7 +104,8 @@ def marginal_cost(mechanism: str, epsilon: object, delta: object, rho: object) -
         eps = float(zcdp.validate_epsilon(epsilon, "epsilon"))
         dlt = float(zcdp.validate_delta(delta, "delta"))
         if dlt == 0:
-            raise InvalidInput(f"{mechanism} needs delta > 0 to convert (epsilon, delta) to rho", code="invalid_parameter")
+            raise InvalidInput(f"{mechanism} needs delta > 0 to convert (epsilon, delta) to rho",
+                               code="invalid_parameter")
         converted = floor_to_grid(zcdp.cdp_rho(eps, dlt))
         if converted <= 0:
             raise InvalidInput(f"epsilon={eps}, delta={dlt} converts to rho below 1e-12", code="invalid_parameter")
@@ -174,7 +176,7 @@ def run_release(
     encode_payload: Callable[[MechanismResult], bytes] | None = None,
 ) -> ReleaseOutcome:
     """Reserve, run, store (module docstring). ``runner`` gets the count oracle and the noise."""
-    release_id, charge_id = reserve_release(engine, dataset, kind, mechanism, cost, params, principal)
+    release_id, charge_id = accountant.reserve_release(engine, dataset.name, kind, mechanism, cost, params, principal)
     noise = TrackedNoise(NoiseSource(seed))
     try:
         result = runner(SqlCountOracle(engine, dataset), noise, progress)
@@ -195,29 +197,6 @@ def run_release(
         _fail(engine, release_id, charge_id, True, exc)
         raise
     return ReleaseOutcome(release_id, cost, mechanism, result.details)
-
-
-def reserve_release(
-    engine: Engine,
-    dataset: StoredDataset,
-    kind: str,
-    mechanism: str,
-    cost: PrivacyCost,
-    params: dict[str, object],
-    principal: str,
-) -> tuple[int, int]:
-    """Check-and-charge: insert the ``pending`` release and its charge in one serialised
-    transaction; raises :class:`BudgetExceeded` (nothing written) when the cost does not fit.
-    Returns (release id, charge id)."""
-    with serialized_transaction(engine) as session:
-        record = accountant.dataset_by_name(session, dataset.name)
-        release = Release(dataset_id=record.id, kind=kind, mechanism=mechanism, params_json=json.dumps(params),
-                          status="pending", details_json="{}", principal=principal)
-        session.add(release)
-        session.flush()
-        entry = accountant.charge_in_session(session, record, cost, mechanism=mechanism, release_id=release.id,
-                                             principal=principal, note=f"{kind} release {release.id}")
-        return release.id, entry.id
 
 
 def _fail(engine: Engine, release_id: int, charge_id: int, noise_drawn: bool, exc: BaseException) -> None:

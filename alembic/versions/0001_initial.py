@@ -26,6 +26,9 @@ SELECT l.id AS entry_id,
        l.delta_units,
        l.rho_units,
        l.epsilon_spent_after_units,
+       l.anchor_alpha_units,
+       l.anchor_delta_z_units,
+       l.anchor_offset_units,
        l.epsilon_units / 1e12 AS epsilon,
        l.delta_units / 1e18 AS delta,
        l.rho_units / 1e12 AS rho,
@@ -45,6 +48,9 @@ SELECT s.dataset_id,
        s.delta_spent_units,
        s.rho_spent_units,
        s.epsilon_spent_units,
+       s.anchor_alpha_units,
+       s.anchor_delta_z_units,
+       s.anchor_offset_units,
        s.epsilon_total_units - s.epsilon_spent_units AS epsilon_remaining_units,
        s.delta_total_units - s.delta_spent_units AS delta_remaining_units,
        s.epsilon_total_units / 1e12 AS epsilon_total,
@@ -62,7 +68,13 @@ FROM (
            COALESCE(SUM(l.delta_units), 0) AS delta_spent_units,
            COALESCE(SUM(l.rho_units), 0) AS rho_spent_units,
            COALESCE((SELECT l2.epsilon_spent_after_units FROM ledger_entries l2
-                     WHERE l2.dataset_id = d.id ORDER BY l2.id DESC LIMIT 1), 0) AS epsilon_spent_units
+                     WHERE l2.dataset_id = d.id ORDER BY l2.id DESC LIMIT 1), 0) AS epsilon_spent_units,
+           (SELECT a.anchor_alpha_units FROM ledger_entries a WHERE a.dataset_id = d.id
+                AND a.anchor_alpha_units IS NOT NULL ORDER BY a.id LIMIT 1) AS anchor_alpha_units,
+           (SELECT a.anchor_delta_z_units FROM ledger_entries a WHERE a.dataset_id = d.id
+                AND a.anchor_alpha_units IS NOT NULL ORDER BY a.id LIMIT 1) AS anchor_delta_z_units,
+           (SELECT a.anchor_offset_units FROM ledger_entries a WHERE a.dataset_id = d.id
+                AND a.anchor_alpha_units IS NOT NULL ORDER BY a.id LIMIT 1) AS anchor_offset_units
     FROM datasets d
     JOIN budgets b ON b.dataset_id = d.id
     LEFT JOIN ledger_entries l ON l.dataset_id = d.id
@@ -105,6 +117,7 @@ def upgrade() -> None:
         sa.Column("dataset_id", sa.Integer(), sa.ForeignKey("datasets.id"), primary_key=True),
         sa.Column("epsilon_units", sa.BigInteger(), nullable=False),
         sa.Column("delta_units", sa.BigInteger(), nullable=False),
+        sa.Column("delta_reserve_units", sa.BigInteger(), nullable=False),
         sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
         sa.CheckConstraint("epsilon_units > 0", name="ck_budget_epsilon_positive"),
         sa.CheckConstraint("delta_units >= 0", name="ck_budget_delta_nonnegative"),
@@ -141,6 +154,9 @@ def upgrade() -> None:
         sa.Column("delta_units", sa.BigInteger(), nullable=False),
         sa.Column("rho_units", sa.BigInteger(), nullable=False),
         sa.Column("epsilon_spent_after_units", sa.BigInteger(), nullable=False),
+        sa.Column("anchor_alpha_units", sa.BigInteger(), nullable=True),
+        sa.Column("anchor_delta_z_units", sa.BigInteger(), nullable=True),
+        sa.Column("anchor_offset_units", sa.BigInteger(), nullable=True),
         sa.Column("principal", sa.String(200), nullable=False),
         sa.Column("note", sa.Text(), nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),

@@ -1,0 +1,111 @@
+"""What every regression estimator here shares: input errors, parameter checks, and prediction from a linear score.
+
+Fitted estimators hold ``coef_`` (one entry per column of ``X``, no intercept), ``intercept_`` (0.0 when fit
+without one), ``feature_names_`` and ``n_features_in_`` (scikit-learn conventions, see ``design.md``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from workloads.encodings import INTERCEPT_NAME
+
+
+class EstimatorError(ValueError):
+    """Bad input to an estimator or a calibration function; the message names the parameter."""
+
+
+class NotFittedError(EstimatorError):
+    """``predict`` called before ``fit``."""
+
+
+def check_positive(name: str, value: object) -> float:
+    """A finite number > 0 (epsilon, rho, a norm bound, ...)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | np.floating | np.integer):
+        raise EstimatorError(f"{name} must be a positive finite number, got {value!r}")
+    value = float(value)
+    if not math.isfinite(value) or value <= 0:
+        raise EstimatorError(f"{name} must be a positive finite number, got {value!r}")
+    return value
+
+
+def check_non_negative(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | np.floating | np.integer):
+        raise EstimatorError(f"{name} must be a non-negative finite number, got {value!r}")
+    value = float(value)
+    if not math.isfinite(value) or value < 0:
+        raise EstimatorError(f"{name} must be a non-negative finite number, got {value!r}")
+    return value
+
+
+def check_probability(name: str, value: object) -> float:
+    """A number strictly between 0 and 1 (delta of an approximate-DP guarantee, a failure probability)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | np.floating | np.integer):
+        raise EstimatorError(f"{name} must be a number in (0, 1), got {value!r}")
+    value = float(value)
+    if not 0.0 < value < 1.0:
+        raise EstimatorError(f"{name} must be a number in (0, 1), got {value!r}")
+    return value
+
+
+def as_matrix(name: str, X: object, n_columns: int | None = None) -> np.ndarray:
+    array = np.asarray(X, dtype=float)
+    if array.ndim != 2:
+        raise EstimatorError(f"{name} must be a 2-d array, got shape {array.shape}")
+    if n_columns is not None and array.shape[1] != n_columns:
+        raise EstimatorError(f"{name} must have {n_columns} columns, got {array.shape[1]}")
+    if not np.all(np.isfinite(array)):
+        raise EstimatorError(f"{name} must be finite")
+    return array
+
+
+class LinearScoreModel:
+    """Shared fitted state and the linear score ``X coef_ + intercept_``."""
+
+    coef_: np.ndarray
+    intercept_: float
+    feature_names_: tuple[str, ...]
+    n_features_in_: int
+
+    def _store(self, theta: np.ndarray, feature_names: tuple[str, ...], intercept: bool) -> None:
+        """Split a parameter vector laid out as ``[intercept?, features...]`` into ``intercept_`` and ``coef_``."""
+        theta = np.asarray(theta, dtype=float)
+        if intercept:
+            self.intercept_, self.coef_ = float(theta[0]), theta[1:].copy()
+        else:
+            self.intercept_, self.coef_ = 0.0, theta.copy()
+        self.feature_names_ = tuple(feature_names)
+        self.n_features_in_ = self.coef_.size
+
+    def decision_function(self, X: object) -> np.ndarray:
+        if not hasattr(self, "coef_"):
+            raise NotFittedError(f"{type(self).__name__} is not fitted yet; call fit first")
+        return as_matrix("X", X, self.n_features_in_) @ self.coef_ + self.intercept_
+
+    def coefficients(self) -> dict[str, float]:
+        """``{feature name: coefficient}`` (the intercept under :data:`INTERCEPT_NAME`)."""
+        out = {INTERCEPT_NAME: self.intercept_}
+        out.update(zip(self.feature_names_, self.coef_.tolist(), strict=True))
+        return out
+
+
+class LinearRegressor(LinearScoreModel):
+    def predict(self, X: object) -> np.ndarray:
+        """Predicted target values on the encoded scale (``[-1, 1]`` for the default scalar target)."""
+        return self.decision_function(X)
+
+
+class BinaryClassifier(LinearScoreModel):
+    """Labels are ``{-1, +1}`` as in Sec. 3.3; ``predict_proba`` columns follow ``classes_``."""
+
+    classes_ = np.array([-1, 1])
+
+    def predict_proba(self, X: object) -> np.ndarray:
+        score = self.decision_function(X)
+        positive = 0.5 * (1.0 + np.tanh(0.5 * score))  # the logistic function, without overflow
+        return np.column_stack([1.0 - positive, positive])
+
+    def predict(self, X: object) -> np.ndarray:
+        return np.where(self.decision_function(X) > 0, 1, -1)
