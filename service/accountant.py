@@ -103,6 +103,8 @@ def _anchor_units(anchor: ZcdpAnchor) -> tuple[int, int, int]:
 
 def _composed_units(e_units: int, d_units: int, r_units: int, budget: Budget, anchor: ZcdpAnchor | None) -> int:
     """The composed epsilon of sums (E, D, R) (docs/privacy.md 6.3), rounded UP to the grid."""
+    if r_units == 0:
+        return e_units  # basic composition: exactly E, no float round trip
     spent = zcdp.epsilon_spent(
         from_units(e_units, EPSILON_SCALE),
         from_units(d_units, DELTA_SCALE),

@@ -17,7 +17,7 @@ import pandas as pd
 from sqlalchemy import Engine, select
 
 from db import tables
-from db.engine import transaction
+from db.engine import serialized_transaction, transaction
 from db.models import Dataset
 from service.binning import BinningError, BinningSpec, apply_spec, load_spec, read_options
 from service.errors import Conflict, InvalidInput, NotFound
@@ -48,8 +48,11 @@ def load_coded_csv(
     domain_path: Path,
     categorical: tuple[str, ...] = (),
     progress: LoadProgress | None = None,
+    source: str | None = None,
 ) -> DatasetInfo:
-    """Load a table already coded 0..size-1 with a private-pgm domain file ``{column: size}``."""
+    """Load a table already coded 0..size-1 with a private-pgm domain file ``{column: size}``.
+
+    ``source`` is what the dataset records as its origin (default: the CSV path)."""
     try:
         domain_text = domain_path.read_text()
     except OSError as exc:
@@ -70,7 +73,7 @@ def load_coded_csv(
             code="column_mismatch",
         )
     chunks = _coded_chunks(csv_path, domain)
-    return _store(engine, name, domain, chunks, total, source=str(csv_path), progress=progress)
+    return _store(engine, name, domain, chunks, total, source=source or str(csv_path), progress=progress)
 
 
 def load_raw_csv(
@@ -79,6 +82,7 @@ def load_raw_csv(
     csv_paths: list[Path],
     spec_path: Path,
     progress: LoadProgress | None = None,
+    source: str | None = None,
 ) -> DatasetInfo:
     """Load raw files (numbers, strings) through a public binning spec (:mod:`service.binning`)."""
     try:
@@ -92,7 +96,8 @@ def load_raw_csv(
         for path in csv_paths:
             yield from _raw_chunks(path, spec)
 
-    return _store(engine, name, domain, chunks(), total, source=", ".join(map(str, csv_paths)), progress=progress)
+    return _store(engine, name, domain, chunks(), total, source=source or ", ".join(map(str, csv_paths)),
+                  progress=progress)
 
 
 def _store(
@@ -106,7 +111,8 @@ def _store(
 ) -> DatasetInfo:
     _check_name(name)
     rows = 0
-    with transaction(engine) as session:
+    # Serialised from the start: the name check and the insert must not interleave with another load.
+    with serialized_transaction(engine) as session:
         if session.execute(select(Dataset.id).where(Dataset.name == name)).first() is not None:
             raise Conflict(f"a dataset named {name!r} already exists; choose another name", code="duplicate_dataset")
         columns = [

@@ -19,7 +19,9 @@ happens next: a failure marks the release ``failed_after_noise``. A process kill
 
 from __future__ import annotations
 
+import inspect
 import json
+import math
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -187,12 +189,14 @@ def run_release(
         _fail(engine, release_id, charge_id, noise.drawn, exc)
         raise
     try:
+        # One UPDATE (no read first): on SQLite a transaction that reads and then writes fails at
+        # once with "database is locked" when another writer committed in between.
         with transaction(engine) as session:
-            release = session.get(Release, release_id)
-            release.payload = payload
-            release.details_json = json.dumps(result.details, default=_json_default)
-            release.status = "complete"
-            release.finished_at = utcnow()
+            session.execute(
+                update(Release).where(Release.id == release_id).values(
+                    payload=payload, details_json=json.dumps(result.details, default=_json_default),
+                    status="complete", finished_at=utcnow())
+            )
     except BaseException as exc:
         _fail(engine, release_id, charge_id, True, exc)
         raise
@@ -225,24 +229,54 @@ def recover_interrupted(engine: Engine) -> int:
         return int(result.rowcount or 0)
 
 
-def _runner(
-    mechanism: str, queries: tuple[Query, ...], cost: PrivacyCost, options: dict[str, object]
-) -> Callable[[SqlCountOracle, TrackedNoise, Progress], MechanismResult]:
+def _mechanism_function(mechanism: str) -> Callable[..., MechanismResult]:
     from service.mechanisms import direct
 
     if mechanism == "laplace":
-        return lambda oracle, noise, progress: direct.run_laplace(oracle, queries, cost.epsilon, noise,
-                                                                  progress=progress, **options)
+        return direct.run_laplace
     if mechanism == "gaussian":
-        return lambda oracle, noise, progress: direct.run_gaussian(oracle, queries, cost.rho, noise,
-                                                                   progress=progress, **options)
+        return direct.run_gaussian
     if mechanism == "mst":
         from service.mechanisms.mst import run_mst
 
-        return lambda oracle, noise, progress: run_mst(oracle, cost.rho, noise, progress=progress, **options)
+        return run_mst
     from service.mechanisms.aim import run_aim
 
-    return lambda oracle, noise, progress: run_aim(oracle, queries, cost.rho, noise, progress=progress, **options)
+    return run_aim
+
+
+NUMERIC_OPTIONS = {"rounds": int, "iters": int, "max_model_size": float}
+
+
+def check_options(mechanism: str, options: dict[str, object]) -> None:
+    """Refuse unknown or ill-typed mechanism options BEFORE anything is reserved or charged."""
+    function = _mechanism_function(mechanism)
+    allowed = {
+        name for name, parameter in inspect.signature(function).parameters.items()
+        if parameter.kind is inspect.Parameter.KEYWORD_ONLY and name != "progress"
+    }
+    for name, value in options.items():
+        if name not in allowed:
+            raise InvalidInput(f"{mechanism} has no option {name!r}; it takes {sorted(allowed)}",
+                               code="invalid_parameter")
+        kind = NUMERIC_OPTIONS.get(name)
+        if kind is not None and (isinstance(value, bool) or not isinstance(value, int | float)
+                                 or (kind is int and int(value) != value) or not math.isfinite(value) or value <= 0):
+            raise InvalidInput(f"option {name} must be a positive {kind.__name__}, got {value!r}",
+                               code="invalid_parameter")
+
+
+def _runner(
+    mechanism: str, queries: tuple[Query, ...], cost: PrivacyCost, options: dict[str, object]
+) -> Callable[[SqlCountOracle, TrackedNoise, Progress], MechanismResult]:
+    check_options(mechanism, options)
+    function = _mechanism_function(mechanism)
+    if mechanism == "laplace":
+        return lambda oracle, noise, progress: function(oracle, queries, cost.epsilon, noise,
+                                                        progress=progress, **options)
+    if mechanism == "mst":
+        return lambda oracle, noise, progress: function(oracle, cost.rho, noise, progress=progress, **options)
+    return lambda oracle, noise, progress: function(oracle, queries, cost.rho, noise, progress=progress, **options)
 
 
 def _encode_marginal_payload(result: MechanismResult) -> bytes:

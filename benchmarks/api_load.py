@@ -1,0 +1,191 @@
+"""Load benchmark of the HTTP API: concurrent analysts asking for marginals from stored releases.
+
+16 client threads (each its own :class:`service.client.Client`, i.e. HTTP keep-alive + JSON + a
+pandas DataFrame) ask a real ``marginalia serve`` on 127.0.0.1 for random 1- and 2-way
+marginals of stored releases; then the same calls are made in-process
+(:func:`service.releases.answer_marginal`, 16 threads) on the same database. Reported: p50/p99
+latency, requests per second, and the HTTP/in-process ratios. The target for answers that need no
+new release is p99 < 200 ms.
+
+Every attribute set is asked once before timing starts (the first query of a new set compiles a
+JAX program, ~0.4 s; that cost is reported separately as ``warmup``).
+
+Regression fits (DD-SSP) are not served over HTTP yet; they join this benchmark with their route.
+
+    .venv/bin/python benchmarks/api_load.py [--requests-per-client 150] [--clients 16]
+
+Writes benchmarks/results/api_load.json and benchmarks/results/api_load.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import platform
+import random
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from db.engine import make_engine
+from db.migrate import upgrade_to_head
+from service import accountant, auth, datasets, releases
+from service.api.server import background_server
+from service.client import Client
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = Path(os.environ.get("MARGINALIA_SHARED_DATA", REPO.parent / "shared" / "data"))
+RESULTS = REPO / "benchmarks" / "results"
+TARGET_P99_MS = 200.0
+
+# (dataset, categorical columns, mechanism, workload, privacy) of the stored releases
+RELEASES = [
+    ("titanic", ("Sex", "Embarked"), "laplace", "target:Survived", {"epsilon": 1.0}),
+    ("titanic", ("Sex", "Embarked"), "gaussian", "all-1way", {"rho": 0.1}),
+]
+
+
+def prepare(folder: Path) -> tuple[str, str, list[int], dict[int, list[str]]]:
+    """A SQLite database with the releases; returns (url, analyst key, release ids, columns)."""
+    url = f"sqlite:///{folder / 'bench.db'}"
+    engine = make_engine(url)
+    upgrade_to_head(engine)
+    ids, columns = [], {}
+    for name, categorical, mechanism, workload, privacy in RELEASES:
+        if name not in [d.name for d in datasets.list_datasets(engine)]:
+            source = DATA / name
+            datasets.load_coded_csv(engine, name, source / f"{name}.csv", source / f"{name}-domain.json", categorical)
+            accountant.set_budget(engine, name, 10.0, 1e-6)
+        outcome = releases.release_marginals(engine, name, mechanism, workload, seed=0, **privacy)
+        ids.append(outcome.release_id)
+        columns[outcome.release_id] = list(datasets.get_dataset(engine, name).domain.names)
+    _, key = auth.create_key(engine, "analyst", "benchmark")
+    engine.dispose()
+    return url, key, ids, columns
+
+
+def queries(ids: Sequence[int], columns: dict[int, list[str]], count: int, seed: int) -> list[tuple[int, list[str]]]:
+    """``count`` (release, attributes) pairs: 1- and 2-way marginals, fixed by ``seed``."""
+    rng = random.Random(seed)
+    pool = [(r, list(c)) for r in ids for k in (1, 2) for c in itertools.combinations(columns[r], k)]
+    return [pool[rng.randrange(len(pool))] for _ in range(count)]
+
+
+def timed(clients: int, work: list[list[tuple[int, list[str]]]], call: Callable[[int, int, list[str]], None]
+          ) -> tuple[np.ndarray, float]:
+    """Run each client's list of queries in its own thread; latencies (s) and wall time (s)."""
+    latencies: list[list[float]] = [[] for _ in range(clients)]
+    barrier = threading.Barrier(clients)
+
+    def client(i: int) -> None:
+        barrier.wait()
+        for release_id, attrs in work[i]:
+            start = time.perf_counter()
+            call(i, release_id, attrs)
+            latencies[i].append(time.perf_counter() - start)
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=clients) as pool:
+        list(pool.map(client, range(clients)))
+    return np.asarray([x for row in latencies for x in row]), time.perf_counter() - start
+
+
+def summary(latencies: np.ndarray, wall: float) -> dict[str, float]:
+    return {
+        "requests": int(latencies.size),
+        "p50_ms": float(np.percentile(latencies, 50) * 1e3),
+        "p99_ms": float(np.percentile(latencies, 99) * 1e3),
+        "max_ms": float(latencies.max() * 1e3),
+        "mean_ms": float(latencies.mean() * 1e3),
+        "requests_per_second": float(latencies.size / wall),
+        "wall_seconds": float(wall),
+    }
+
+
+def plot(http: np.ndarray, local: np.ndarray, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(7, 4))
+    for label, values in (("HTTP (real server, Python client)", http), ("in-process answer_marginal", local)):
+        ordered = np.sort(values) * 1e3
+        axis.plot(ordered, np.arange(1, ordered.size + 1) / ordered.size, label=label)
+    axis.axvline(TARGET_P99_MS, color="grey", linestyle="--", label="p99 target 200 ms")
+    axis.set_xscale("log")
+    axis.set_xlabel("latency (ms, log scale)")
+    axis.set_ylabel("fraction of requests")
+    axis.set_title("Marginals from stored releases, 16 concurrent clients")
+    axis.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--requests-per-client", type=int, default=150)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    load_at_start = os.getloadavg()[0]  # other work on the machine inflates every latency
+    with tempfile.TemporaryDirectory(prefix="marginalia-bench-") as tmp:
+        folder = Path(tmp)
+        url, key, ids, columns = prepare(folder)
+        plan = queries(ids, columns, args.clients * args.requests_per_client, args.seed)
+        work = [plan[i :: args.clients] for i in range(args.clients)]
+        distinct = sorted({(r, tuple(a)) for r, a in plan})
+
+        with background_server(url, folder / "server.log") as server:
+            sessions = [Client(server.url, key, timeout=120) for _ in range(args.clients)]
+            start = time.perf_counter()
+            for release_id, attrs in distinct:
+                sessions[0].marginal(release_id, attrs)
+            http_warmup = time.perf_counter() - start
+            http, http_wall = timed(args.clients, work, lambda i, r, a: sessions[i].marginal(r, a))
+            for session in sessions:
+                session.close()
+
+        engine = make_engine(url)
+        start = time.perf_counter()
+        for release_id, attrs in distinct:
+            releases.answer_marginal(engine, release_id, list(attrs))
+        local_warmup = time.perf_counter() - start
+        local, local_wall = timed(args.clients, work, lambda i, r, a: releases.answer_marginal(engine, r, list(a)))
+        engine.dispose()
+
+    result = {
+        "benchmark": "api_load: marginals from stored releases",
+        "clients": args.clients,
+        "requests_per_client": args.requests_per_client,
+        "distinct_queries": len(distinct),
+        "releases": [{"dataset": d, "mechanism": m, "workload": w, **p} for d, _, m, w, p in RELEASES],
+        "database": "sqlite (temporary file)",
+        "http": {**summary(http, http_wall), "warmup_seconds": http_warmup},
+        "in_process": {**summary(local, local_wall), "warmup_seconds": local_warmup},
+        "target_p99_ms": TARGET_P99_MS,
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
+                    "load_average_1min_at_start": load_at_start},
+        "fits": "not measured: the DD-SSP fit routes are not served yet",
+    }
+    result["ratio_http_to_in_process"] = {
+        "p50": result["http"]["p50_ms"] / result["in_process"]["p50_ms"],
+        "p99": result["http"]["p99_ms"] / result["in_process"]["p99_ms"],
+        "requests_per_second": result["http"]["requests_per_second"] / result["in_process"]["requests_per_second"],
+    }
+    result["meets_target"] = result["http"]["p99_ms"] < TARGET_P99_MS
+    (RESULTS / "api_load.json").write_text(json.dumps(result, indent=2) + "\n")
+    plot(http, local, RESULTS / "api_load.png")
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,57 @@
+"""The FastAPI application: :func:`create_app` wires routes, authentication and error handling
+around an engine. It touches no database at construction; ``marginalia serve``
+(:mod:`service.api.server`) migrates and recovers the database before serving."""
+
+from __future__ import annotations
+
+from importlib import metadata
+
+from fastapi import FastAPI
+from sqlalchemy import Engine
+
+from service.api import routes_datasets, routes_releases, schemas
+from service.api.errors import DEFAULT_MAX_BODY_BYTES, SafeJSONResponse, install_error_handlers
+
+DESCRIPTION = """Differentially private statistics about sensitive tables, under an exact privacy budget.
+
+Stewards load tables, set budgets and make releases; analysts read domains, budgets and releases and
+answer marginals or draw synthetic rows from releases (free post-processing); auditors read the ledger.
+No route returns a row of a sensitive table. Authenticate with `Authorization: Bearer <key>`
+(`marginalia keys create`). Every error is JSON `{"error": code, "message": ...}`.
+"""
+
+ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
+    status: {"model": schemas.ErrorBody, "description": description}
+    for status, description in [
+        (400, "Malformed request (e.g. the body is not JSON)"),
+        (401, "Missing, unknown or revoked API key"),
+        (403, "The key's role or scope does not allow this"),
+        (404, "No such dataset, release or route"),
+        (409, "Conflict: budget exceeded, duplicate name, release not complete, idempotency key in use"),
+        (413, "Request body too large"),
+        (422, "Invalid input: the message names the field, parameter or column"),
+    ]
+}
+
+
+def version() -> str:
+    try:
+        return metadata.version("marginalia")
+    except metadata.PackageNotFoundError:  # pragma: no cover - running from a plain checkout
+        return "0.0.0"
+
+
+def create_app(engine: Engine, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> FastAPI:
+    """The HTTP API over the database behind ``engine``."""
+    app = FastAPI(title="Marginalia", version=version(), description=DESCRIPTION,
+                  default_response_class=SafeJSONResponse, responses=ERROR_RESPONSES)
+    app.state.engine = engine
+    install_error_handlers(app, max_body_bytes)
+
+    @app.get("/health", response_model=schemas.Health, tags=["service"], summary="Liveness (no key needed)")
+    def health() -> dict[str, str]:
+        return {"status": "ok", "version": version()}
+
+    app.include_router(routes_datasets.router)
+    app.include_router(routes_releases.router)
+    return app

@@ -1,0 +1,160 @@
+"""Every error the API returns is JSON ``{"error": code, "message": ...}``; never a stack trace.
+
+* :class:`~service.errors.ServiceError` -> its own status and code (404, 409, 422, ...);
+* a request that does not match the schema -> 422 ``invalid_request`` naming the field(s), or 400
+  ``malformed_json`` when the body is not JSON at all;
+* a ``ValueError`` subclass raised by the project's own packages (they signal bad input that way:
+  ``PrivacyParameterError``, ``WorkloadError``, ``MechanismError``, ...) -> 422 ``invalid_input``;
+* an unknown route or method -> 404 / 405; a body over the size limit -> 413;
+* anything else -> 500 ``internal_error`` with a reference number; the traceback goes to the
+  server log only.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+from typing import Any
+
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from service.errors import ServiceError
+
+log = logging.getLogger("marginalia.api")
+
+OWN_PACKAGES = ("service", "workloads", "estimators")
+DEFAULT_MAX_BODY_BYTES = 96 * 2**20
+
+
+class SafeJSONResponse(JSONResponse):
+    """JSON with non-ASCII escaped (so a lone surrogate echoed in a message cannot break the
+    encoding) and NaN/infinity refused (they are not JSON)."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")
+
+
+def error_response(status: int, code: str, message: str, **extra: object) -> SafeJSONResponse:
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return SafeJSONResponse({"error": code, "message": message, **extra}, status_code=status, headers=headers)
+
+
+def is_bad_input(exc: BaseException) -> bool:
+    """A ValueError subclass of the project's own packages: bad input by convention (422)."""
+    return isinstance(exc, ValueError) and type(exc).__module__.split(".")[0] in OWN_PACKAGES
+
+
+def error_body_for(exc: BaseException) -> tuple[int, dict[str, str]]:
+    """Status and body for an exception raised while handling a request."""
+    if isinstance(exc, ServiceError):
+        return exc.status, exc.to_json()
+    if is_bad_input(exc):
+        return 422, {"error": "invalid_input", "message": str(exc)}
+    reference = secrets.token_hex(6)
+    log.error("internal error %s", reference, exc_info=exc)
+    message = f"the server failed to handle this request; the log has the details (reference {reference})"
+    return 500, {"error": "internal_error", "message": message}
+
+
+def _field(loc: tuple[Any, ...]) -> str:
+    return ".".join(str(part) for part in loc)
+
+
+async def _service_error(request: Request, exc: ServiceError) -> SafeJSONResponse:  # noqa: ARG001
+    return error_response(exc.status, exc.code, exc.message)
+
+
+async def _validation_error(request: Request, exc: RequestValidationError) -> SafeJSONResponse:  # noqa: ARG001
+    errors = exc.errors()
+    if any(e.get("type") == "json_invalid" for e in errors):
+        return error_response(400, "malformed_json", "the request body is not valid JSON")
+    fields = [_field(e.get("loc", ())) for e in errors]
+    parts = [f"{_field(e.get('loc', ()))}: {e.get('msg', 'invalid')}" for e in errors[:10]]
+    more = f" (and {len(errors) - 10} more)" if len(errors) > 10 else ""
+    return error_response(422, "invalid_request", "; ".join(parts) + more, fields=fields)
+
+
+async def _http_error(request: Request, exc: StarletteHTTPException) -> SafeJSONResponse:
+    codes = {400: "bad_request", 404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}
+    code = codes.get(exc.status_code, "http_error")
+    message = f"no route {request.method} {request.url.path}" if exc.status_code == 404 else str(exc.detail)
+    return error_response(exc.status_code, code, message)
+
+
+async def _own_value_error(request: Request, exc: ValueError) -> SafeJSONResponse:
+    status, body = error_body_for(exc)
+    return error_response(status, body["error"], body["message"])
+
+
+def install_error_handlers(app: FastAPI, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
+    app.add_exception_handler(ServiceError, _service_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(ValueError, _own_value_error)
+    app.add_middleware(CatchAll)
+    app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
+
+
+class BodyLimit:
+    """413 for request bodies over ``max_bytes``: by Content-Length up front, or counted while the
+    body streams in (raised as an HTTPException so the JSON error handler formats it)."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    def _message(self) -> str:
+        return (f"the request body is over the limit of {self.max_bytes:,} bytes; "
+                "load large tables with the `marginalia dataset load` command")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
+            await error_response(413, "payload_too_large", self._message())(scope, receive, send)
+            return
+        seen = 0
+
+        async def counting_receive() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_bytes:
+                    raise HTTPException(413, detail=self._message())
+            return message
+
+        await self.app(scope, counting_receive, send)
+
+
+class CatchAll:
+    """The last line: an exception no handler took becomes a JSON 500 without internals."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception as exc:  # noqa: BLE001
+            if started:
+                raise
+            status, body = error_body_for(exc)
+            await error_response(status, body["error"], body["message"])(scope, receive, send)

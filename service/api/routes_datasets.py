@@ -1,0 +1,126 @@
+"""Dataset routes: list and describe tables, load a table (data goes in, never out), budgets,
+marginal releases and the ledger. No route returns a row of a sensitive table."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Header, Request
+from fastapi import Path as PathParam
+
+from service import accountant, datasets, releases
+from service.api import schemas
+from service.api.charging import IDEMPOTENCY_HEADER, run_charged
+from service.api.errors import SafeJSONResponse
+from service.api.security import AUDITOR, EVERYONE, STEWARD, check_scope, engine_of, require
+from service.auth import Principal
+from service.datasets import StoredDataset
+
+router = APIRouter(prefix="/datasets", tags=["datasets"])
+
+Name = Annotated[str, PathParam(min_length=1, max_length=schemas.MAX_NAME, pattern=schemas.NAME_PATTERN,
+                                description="Dataset name.")]
+IdempotencyKey = Annotated[str | None, Header(
+    alias=IDEMPOTENCY_HEADER, description="Makes a retry of this charging request safe: same key, same answer, "
+    "one charge (1–200 visible ASCII characters; a UUID is a good choice).")]
+
+
+def dataset_out(dataset: StoredDataset, principal: Principal) -> dict[str, object]:
+    """Public metadata; the exact row count is not a DP statistic, so only stewards see it."""
+    rows = dataset.rows if principal.role == STEWARD else None
+    return {"name": dataset.name, "rows": rows, "domain": dataset.domain.to_dict()}
+
+
+@router.get("", response_model=list[schemas.DatasetOut], summary="List datasets and their domains")
+def list_datasets(request: Request, principal: Principal = Depends(require(*EVERYONE))) -> list[dict[str, object]]:
+    items = datasets.list_datasets(engine_of(request))
+    return [dataset_out(d, principal) for d in items if principal.may_access(d.name)]
+
+
+@router.get("/{name}", response_model=schemas.DatasetOut, summary="A dataset's domain")
+def get_dataset(request: Request, name: Name, principal: Principal = Depends(require(*EVERYONE))) -> dict[str, object]:
+    check_scope(principal, name)
+    return dataset_out(datasets.get_dataset(engine_of(request), name), principal)
+
+
+@router.post("", status_code=201, response_model=schemas.DatasetOut, summary="Load a table (stewards)")
+def load_dataset(
+    request: Request, body: schemas.DatasetUpload, principal: Principal = Depends(require(STEWARD))
+) -> SafeJSONResponse:
+    """Load a sensitive table in one transaction: nothing is stored if any row is bad. For tables
+    larger than the request size limit use `marginalia dataset load` on the server."""
+    check_scope(principal, body.name)
+    engine = engine_of(request)
+    with tempfile.TemporaryDirectory(prefix="marginalia-upload-") as tmp:
+        folder = Path(tmp)
+        csv = folder / "upload.csv"
+        csv.write_text(body.csv, encoding="utf-8")
+        if body.domain is not None:
+            sizes = {c: s if isinstance(s, int) else s.model_dump() for c, s in body.domain.items()}
+            domain = folder / "domain.json"
+            domain.write_text(json.dumps(sizes), encoding="utf-8")
+            info = datasets.load_coded_csv(engine, body.name, csv, domain, tuple(body.categorical),
+                                           source=f"HTTP upload by {principal.name}")
+        else:
+            spec = folder / "bins.json"
+            spec.write_text(json.dumps(body.bins.model_dump(exclude_none=True)), encoding="utf-8")
+            info = datasets.load_raw_csv(engine, body.name, [csv], spec, source=f"HTTP upload by {principal.name}")
+    payload = {"name": info.name, "rows": info.rows, "domain": info.domain.to_dict()}
+    return SafeJSONResponse(payload, status_code=201, headers={"Location": f"/datasets/{info.name}"})
+
+
+@router.get("/{name}/budget", response_model=schemas.BudgetOut, summary="What is spent and what remains")
+def get_budget(request: Request, name: Name, principal: Principal = Depends(require(*EVERYONE))) -> dict[str, object]:
+    check_scope(principal, name)
+    return accountant.budget_status(engine_of(request), name).to_json()
+
+
+@router.put("/{name}/budget", response_model=schemas.BudgetOut, summary="Set the total budget (stewards)")
+def set_budget(
+    request: Request, name: Name, body: schemas.BudgetIn, principal: Principal = Depends(require(STEWARD))
+) -> dict[str, object]:
+    check_scope(principal, name)
+    status = accountant.set_budget(engine_of(request), name, body.epsilon, body.delta, principal=principal.label,
+                                   delta_reserve=body.delta_reserve)
+    return status.to_json()
+
+
+@router.post(
+    "/{name}/releases/marginals",
+    status_code=201,
+    response_model=schemas.ReleaseCreated,
+    summary="Release a marginal workload (stewards; spends budget)",
+)
+def release_marginals(
+    request: Request,
+    name: Name,
+    body: schemas.MarginalReleaseIn,
+    principal: Principal = Depends(require(STEWARD)),
+    idempotency_key: IdempotencyKey = None,  # noqa: ARG001 - read by run_charged; declared for the schema
+) -> SafeJSONResponse:
+    """The accountant checks and charges the cost in one transaction (409 with the remaining
+    budget when it does not fit). Send an `Idempotency-Key` to make retries safe."""
+    check_scope(principal, name)
+    engine = engine_of(request)
+
+    def work() -> tuple[int, dict[str, object]]:
+        outcome = releases.release_marginals(
+            engine, name, body.mechanism, body.service_workload(), epsilon=body.epsilon, delta=body.delta,
+            rho=body.rho, seed=body.seed, options=body.service_options(), principal=principal.label,
+        )
+        return 201, {"release_id": outcome.release_id, "dataset": name, "mechanism": outcome.mechanism,
+                     "status": "complete", "cost": outcome.cost.to_json()}
+
+    return run_charged(request, principal, body, work, location=lambda p: f"/releases/{p['release_id']}")
+
+
+@router.get("/{name}/ledger", response_model=schemas.LedgerOut, summary="The privacy ledger (auditors, stewards)")
+def get_ledger(
+    request: Request, name: Name, principal: Principal = Depends(require(AUDITOR, STEWARD))
+) -> dict[str, object]:
+    check_scope(principal, name)
+    return {"dataset": name, "entries": accountant.ledger_rows(engine_of(request), name)}
+

@@ -1,0 +1,74 @@
+"""Release routes: list and describe releases, and answer from them (free post-processing)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi import Path as PathParam
+
+from service import releases
+from service.api import schemas
+from service.api.security import ANALYST, EVERYONE, STEWARD, check_scope, engine_of, require
+from service.auth import Principal
+from service.releases import StoredRelease
+
+router = APIRouter(prefix="/releases", tags=["releases"])
+
+ReleaseId = Annotated[int, PathParam(ge=1, le=2**63 - 1, description="Release id.")]
+
+
+def _visible(request: Request, release_id: int, principal: Principal) -> StoredRelease | None:
+    """The release, when the caller's scope must be checked against its dataset (scoped stewards);
+    None for unscoped callers, whose answers come straight from the service (which 404s)."""
+    if principal.scope is None:
+        return None
+    release = releases.get_release(engine_of(request), release_id)
+    check_scope(principal, release.dataset.name)
+    return release
+
+
+@router.get("", response_model=list[schemas.ReleaseInfo], summary="List releases")
+def list_releases(
+    request: Request,
+    principal: Principal = Depends(require(*EVERYONE)),
+    dataset: Annotated[str | None, Query(min_length=1, max_length=schemas.MAX_NAME, pattern=schemas.NAME_PATTERN,
+                                         description="Only the releases of this dataset.")] = None,
+) -> list[dict[str, object]]:
+    if dataset is not None:
+        check_scope(principal, dataset)
+    items = releases.list_releases(engine_of(request), dataset)
+    return [r.to_json() for r in items if principal.may_access(r.dataset.name)]
+
+
+@router.get("/{release_id}", response_model=schemas.ReleaseInfo, summary="A release's mechanism, parameters, status")
+def get_release(
+    request: Request, release_id: ReleaseId, principal: Principal = Depends(require(*EVERYONE))
+) -> dict[str, object]:
+    return (_visible(request, release_id, principal) or releases.get_release(engine_of(request), release_id)).to_json()
+
+
+@router.post("/{release_id}/marginal", response_model=schemas.MarginalOut,
+             summary="Any marginal from a release (free; analysts, stewards)")
+def marginal(
+    request: Request,
+    release_id: ReleaseId,
+    body: schemas.MarginalQuery,
+    principal: Principal = Depends(require(ANALYST, STEWARD)),
+) -> dict[str, object]:
+    _visible(request, release_id, principal)
+    return releases.answer_marginal(engine_of(request), release_id, list(body.attributes))
+
+
+@router.post("/{release_id}/synthetic", response_model=schemas.SyntheticOut,
+             summary="Synthetic rows drawn from a release (free; analysts, stewards)")
+def synthetic(
+    request: Request,
+    release_id: ReleaseId,
+    body: schemas.SyntheticQuery,
+    principal: Principal = Depends(require(ANALYST, STEWARD)),
+) -> dict[str, object]:
+    _visible(request, release_id, principal)
+    frame = releases.synthetic_frame(engine_of(request), release_id, body.rows, body.seed)
+    return {"release_id": release_id, "rows": len(frame), "columns": list(frame.columns),
+            "data": {str(c): frame[c].astype("int64").tolist() for c in frame.columns}}

@@ -1,0 +1,261 @@
+"""Request and response bodies of the HTTP API (pydantic), with the limits the API enforces.
+
+Every request body forbids unknown fields, every number is finite (``NaN`` and infinities are
+refused with a 422 naming the field), and every list and string has an upper bound, so a request
+that passes validation is small enough to run. The service functions validate again (privacy
+parameters, column names, workload sizes): the schema is the first line, not the only one.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+
+from service.releases import MECHANISMS
+
+#: Dataset names usable in URLs: no control characters and no "/" (it would split the path).
+NAME_PATTERN = r"^[^\x00-\x1f\x7f/]+$"
+MAX_NAME = 200
+MAX_COLUMNS = 64  # attributes in one marginal
+MAX_WORKLOAD_ENTRIES = 5_000
+MAX_EPSILON = 1e6  # larger budgets overflow the ledger's fixed-point columns and mean nothing
+MAX_SEED = 2**63 - 1
+MAX_SYNTHETIC_ROWS = 1_000_000  # per request; the CLI writes larger samples to files
+MAX_CSV_CHARS = 64 * 2**20
+
+
+def _printable(value: str) -> str:
+    """Refuse strings that cannot be stored as UTF-8 text (lone surrogates) or hold NUL."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("text must be valid Unicode (no lone surrogates)") from None
+    if "\x00" in value:
+        raise ValueError("text must not contain NUL characters")
+    return value
+
+
+Text = Annotated[str, AfterValidator(_printable)]
+DatasetName = Annotated[str, Field(min_length=1, max_length=MAX_NAME, pattern=NAME_PATTERN)]
+ColumnName = Annotated[Text, Field(min_length=1, max_length=MAX_NAME)]
+Epsilon = Annotated[float, Field(gt=0, le=MAX_EPSILON, allow_inf_nan=False)]
+Delta = Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)]
+Seed = Annotated[int, Field(ge=0, le=MAX_SEED)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# errors -------------------------------------------------------------------------------------------
+class ErrorBody(BaseModel):
+    error: str = Field(description="A stable machine-readable code, e.g. budget_exceeded.")
+    message: str = Field(description="What went wrong, naming the parameter, column or row at fault.")
+    fields: list[str] | None = Field(None, description="For validation errors: the offending fields.")
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+    version: str
+
+
+# datasets -----------------------------------------------------------------------------------------
+class AttributeSpec(Strict):
+    size: Annotated[int, Field(ge=1, le=2**31 - 1)]
+    kind: Literal["categorical", "ordinal"] = "ordinal"
+
+
+class BinFormat(Strict):
+    header: bool = True
+    names: Annotated[list[ColumnName], Field(max_length=10_000)] | None = None
+    comment: Annotated[Text, Field(min_length=1, max_length=1)] | None = None
+    strip: bool = True
+
+    @model_validator(mode="after")
+    def _names(self) -> BinFormat:
+        if self.names is not None and len(set(self.names)) != len(self.names):
+            raise ValueError("format.names contains duplicates")
+        return self
+
+
+class BinColumn(Strict):
+    kind: Literal["categorical", "ordinal"] | None = None
+    edges: Annotated[list[float], Field(min_length=2, max_length=100_000)] | None = None
+    values: Annotated[list[Annotated[Text, Field(max_length=1000)]], Field(min_length=1, max_length=100_000)] | None = (
+        None
+    )
+    strip_suffix: Annotated[Text, Field(max_length=100)] = ""
+
+
+class BinSpec(Strict):
+    """A public binning spec, as in :mod:`service.binning` (the YAML file's content as JSON)."""
+
+    format: BinFormat | None = None
+    columns: Annotated[dict[ColumnName, BinColumn], Field(min_length=1, max_length=10_000)]
+
+
+class DatasetUpload(Strict):
+    """A table to load: CSV text plus either a domain (coded table) or a binning spec (raw table)."""
+
+    name: DatasetName
+    csv: Annotated[Text, Field(min_length=1, max_length=MAX_CSV_CHARS,
+                               description="The table as CSV text with a header line.")]
+    domain: Annotated[dict[ColumnName, int | AttributeSpec], Field(min_length=1, max_length=10_000)] | None = Field(
+        None, description="For a table coded 0..size-1: {column: size} or {column: {size, kind}}.")
+    categorical: Annotated[list[ColumnName], Field(max_length=10_000)] = Field(
+        default_factory=list, description="With `domain`: the unordered columns.")
+    bins: BinSpec | None = Field(None, description="For a raw table: the public binning spec.")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> DatasetUpload:
+        if (self.domain is None) == (self.bins is None):
+            raise ValueError("give exactly one of domain (coded table) or bins (raw table with a binning spec)")
+        if self.bins is not None and self.categorical:
+            raise ValueError("categorical goes with domain; a binning spec gives each column's kind itself")
+        if self.domain is not None:
+            for column, size in self.domain.items():
+                if isinstance(size, int) and not 1 <= size <= 2**31 - 1:
+                    raise ValueError(f"domain: size of column {column!r} must be a positive integer, got {size}")
+        return self
+
+
+class DatasetOut(BaseModel):
+    name: str
+    rows: int | None = Field(description="The exact row count: shown to stewards only (it is not a DP statistic).")
+    domain: dict[str, AttributeSpec]
+
+
+# budgets ------------------------------------------------------------------------------------------
+class BudgetIn(Strict):
+    epsilon: Epsilon
+    delta: Delta = 0.0
+    delta_reserve: Delta = Field(0.0, description="The part of delta kept for (epsilon, delta) charges made after "
+                                 "zCDP charges have started (docs/privacy.md 6.3); at most delta.")
+
+
+class BudgetOut(BaseModel):
+    dataset: str
+    epsilon_total: float
+    delta_total: float
+    epsilon_spent: float
+    delta_spent: float
+    rho_spent: float
+    epsilon_pure_spent: float
+    epsilon_remaining: float
+    delta_remaining: float
+    zcdp_anchor_fixed: bool = Field(description="Whether the first zCDP charge has fixed the accountant's anchor.")
+
+
+# releases -----------------------------------------------------------------------------------------
+class WorkloadEntry(Strict):
+    attributes: Annotated[list[ColumnName], Field(min_length=1, max_length=MAX_COLUMNS)]
+    weight: Annotated[float, Field(gt=0, le=1e6, allow_inf_nan=False)] = 1.0
+
+
+NamedWorkload = Annotated[str, Field(pattern=r"^(all-[1-9][0-9]?way|target:[^\x00]{1,200})$",
+                                     description="all-1way, all-2way, all-3way ... or target:COLUMN")]
+WorkloadList = Annotated[
+    list[Annotated[list[ColumnName], Field(min_length=1, max_length=MAX_COLUMNS)] | WorkloadEntry],
+    Field(min_length=1, max_length=MAX_WORKLOAD_ENTRIES),
+]
+
+
+class ReleaseOptions(Strict):
+    rounds: Annotated[int, Field(ge=1, le=100_000, description="AIM only: number of rounds.")] | None = None
+    max_model_size: Annotated[float, Field(gt=0, le=4096, allow_inf_nan=False,
+                                           description="Largest graphical model in MB.")] | None = None
+
+
+class MarginalReleaseIn(Strict):
+    """A marginal release. Laplace takes epsilon; gaussian/mst/aim take rho, or epsilon and delta."""
+
+    mechanism: Literal[MECHANISMS]  # type: ignore[valid-type]
+    workload: NamedWorkload | WorkloadList = "all-2way"
+    epsilon: Epsilon | None = None
+    delta: Delta | None = None
+    rho: Annotated[float, Field(gt=0, le=MAX_EPSILON, allow_inf_nan=False)] | None = None
+    seed: Seed | None = Field(None, description="For reproducible tests and benchmarks; never in production.")
+    options: ReleaseOptions = Field(default_factory=ReleaseOptions)
+
+    @model_validator(mode="after")
+    def _options_fit_mechanism(self) -> MarginalReleaseIn:
+        if self.options.rounds is not None and self.mechanism != "aim":
+            raise ValueError(f"options.rounds is for aim, not {self.mechanism}")
+        return self
+
+    def service_workload(self) -> str | list[object]:
+        if isinstance(self.workload, str):
+            return self.workload
+        return [e if isinstance(e, list) else e.model_dump() for e in self.workload]
+
+    def service_options(self) -> dict[str, object]:
+        return self.options.model_dump(exclude_none=True)
+
+
+class Cost(BaseModel):
+    epsilon: float
+    delta: float
+    rho: float
+
+
+class ReleaseCreated(BaseModel):
+    release_id: int
+    dataset: str
+    mechanism: str
+    status: str
+    cost: Cost
+
+
+class ReleaseInfo(BaseModel):
+    release_id: int
+    dataset: str
+    kind: str
+    mechanism: str
+    status: str
+    params: dict[str, Any]
+    details: dict[str, Any]
+
+
+class MarginalQuery(Strict):
+    attributes: Annotated[list[ColumnName], Field(min_length=1, max_length=MAX_COLUMNS)]
+
+
+class MarginalOut(BaseModel):
+    release_id: int
+    attributes: list[str]
+    shape: list[int]
+    counts: Any = Field(description="Nested lists (axes in the order of `attributes`) of estimated counts.")
+
+
+class SyntheticQuery(Strict):
+    rows: Annotated[int, Field(ge=1, le=MAX_SYNTHETIC_ROWS)]
+    seed: Seed | None = None
+
+
+class SyntheticOut(BaseModel):
+    release_id: int
+    rows: int
+    columns: list[str]
+    data: dict[str, list[int]] = Field(description="Column name -> codes, one per synthetic row.")
+
+
+# ledger -------------------------------------------------------------------------------------------
+class LedgerRow(BaseModel):
+    entry_id: int
+    entry: str
+    release_id: int | None
+    release_status: str | None
+    mechanism: str
+    epsilon: float
+    delta: float
+    rho: float
+    epsilon_spent_after: float
+    principal: str
+    note: str
+    created_at: str
+
+
+class LedgerOut(BaseModel):
+    dataset: str
+    entries: list[LedgerRow]

@@ -1,0 +1,136 @@
+"""``marginalia serve``: migrate, recover, then serve the API with uvicorn (one process); and
+:func:`background_server`, which runs ``marginalia serve`` in a subprocess on loopback (for demos,
+benchmarks and the tests against a real server).
+
+Start-up brings the schema to the newest migration and repairs what a killed server left behind:
+releases still ``pending`` become ``failed_after_noise`` (their charges stand;
+:func:`service.releases.recover_interrupted`) and idempotency claims still ``pending`` get a stored
+``request_interrupted`` answer (:func:`service.idempotency.recover_interrupted_claims`). This is only
+safe while no other process serves the same database, hence one uvicorn worker. Put a TLS-terminating
+proxy in front when serving beyond loopback.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import Engine
+
+from service.api.errors import DEFAULT_MAX_BODY_BYTES
+
+log = logging.getLogger("marginalia.api")
+REPO = Path(__file__).resolve().parents[2]
+
+
+def prepare_database(engine: Engine) -> dict[str, int]:
+    """Upgrade to the newest schema and recover interrupted work; returns what was recovered."""
+    from db.migrate import upgrade_to_head
+    from service.idempotency import recover_interrupted_claims
+    from service.releases import recover_interrupted
+
+    upgrade_to_head(engine)
+    return {"releases_marked_failed_after_noise": recover_interrupted(engine),
+            "idempotency_claims_interrupted": recover_interrupted_claims(engine)}
+
+
+def serve(url: str, host: str, port: int, *, log_level: str = "info",
+          max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
+    """Serve the API for the database at ``url`` until interrupted."""
+    import uvicorn
+
+    from db.engine import make_engine
+    from service.api.app import create_app
+
+    engine = make_engine(url)
+    recovered = prepare_database(engine)
+    logging.basicConfig(level=log_level.upper())
+    log.info("database ready (%s); recovered: %s", engine.url.render_as_string(hide_password=True), recovered)
+    uvicorn.run(create_app(engine, max_body_bytes=max_body_bytes), host=host, port=port, log_level=log_level,
+                workers=1, access_log=False)
+
+
+# a server in the background ------------------------------------------------------------------------
+def free_port() -> int:
+    """A TCP port that is free on 127.0.0.1 right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def serve_command(port: int) -> list[str]:
+    """``marginalia serve`` on 127.0.0.1:``port`` with this interpreter."""
+    return [sys.executable, "-m", "service.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
+            "--log-level", "warning"]
+
+
+@dataclass
+class BackgroundServer:
+    url: str
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def log_tail(self) -> str:
+        return self.log.read_text(errors="replace")[-3000:] if self.log.exists() else ""
+
+    def kill(self) -> None:
+        """SIGKILL the server's process group (a crash, as far as the database can tell)."""
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=30)
+
+    def stop(self) -> None:
+        """SIGTERM (uvicorn shuts down cleanly), SIGKILL after 20 s."""
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+@contextmanager
+def background_server(
+    database_url: str,
+    log: Path,
+    command: Callable[[int], list[str]] = serve_command,
+    startup_seconds: float = 120.0,
+) -> Iterator[BackgroundServer]:
+    """Run ``command(port)`` (default: ``marginalia serve``) for ``database_url`` on a free loopback
+    port, wait until ``GET /health`` answers, and stop it when the block ends. Output goes to ``log``."""
+    port = free_port()
+    env = {**os.environ, "MARGINALIA_DATABASE_URL": database_url}
+    with log.open("ab") as sink:
+        process = subprocess.Popen(command(port), cwd=REPO, env=env, stdout=sink, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
+    server = BackgroundServer(f"http://127.0.0.1:{port}", process, log)
+    try:
+        _wait_until_healthy(server, startup_seconds)
+        yield server
+    finally:
+        server.stop()
+
+
+def _wait_until_healthy(server: BackgroundServer, seconds: float) -> None:
+    import httpx
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            raise RuntimeError(f"the server exited with status {server.process.returncode}:\n{server.log_tail()}")
+        try:
+            if httpx.get(server.url + "/health", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"the server did not answer /health within {seconds:g} s:\n{server.log_tail()}")

@@ -1,0 +1,157 @@
+"""Principals and their API keys.
+
+A key is a random 256-bit token shown ONCE, when it is created; the database keeps only its
+SHA-256 hash (``api_keys.key_hash``), so a copy of the database does not let anyone call the API.
+A token carries 256 bits of entropy, so an unsalted fast hash is enough: there is no password to
+guess. Each key belongs to one role:
+
+* ``steward``: loads tables, sets budgets, makes releases; optionally scoped to named datasets
+  (``scope``; ``None`` = every dataset);
+* ``analyst``: reads datasets' domains, budgets and releases, queries marginals and synthetic rows;
+* ``auditor``: reads budgets, releases and the privacy ledger.
+
+What each role may call is decided in :mod:`service.api.security`; this module only stores keys.
+Revoked keys stay in the table (with ``revoked_at``) so the ledger's principals stay explainable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import Engine, select
+
+from db.engine import serialized_transaction, transaction
+from db.models import ApiKey, utcnow
+from service.errors import Conflict, InvalidInput, NotFound
+
+ROLES = ("steward", "analyst", "auditor")
+KEY_PREFIX = "mgl_"
+MAX_NAME_LENGTH = 200
+MAX_SCOPE = 1000
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling: the holder of one live API key."""
+
+    key_id: int
+    name: str
+    role: str
+    scope: tuple[str, ...] | None = None
+
+    def may_access(self, dataset: str) -> bool:
+        """Whether this principal's scope covers ``dataset`` (unscoped keys cover every dataset)."""
+        return self.scope is None or dataset in self.scope
+
+    @property
+    def label(self) -> str:
+        """How the ledger and the releases table name this principal."""
+        return f"{self.role}:{self.name} (key {self.key_id})"[:200]
+
+
+@dataclass(frozen=True)
+class KeyInfo:
+    """What may be shown about a key: never the key nor its hash."""
+
+    id: int
+    name: str
+    role: str
+    scope: tuple[str, ...] | None
+    created_at: datetime
+    revoked_at: datetime | None
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "role": self.role,
+            "datasets": None if self.scope is None else list(self.scope),
+            "created_at": self.created_at.isoformat(),
+            "revoked_at": None if self.revoked_at is None else self.revoked_at.isoformat(),
+        }
+
+
+def hash_key(key: str) -> str:
+    """The SHA-256 hex digest that is stored in place of ``key``."""
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def _info(row: ApiKey) -> KeyInfo:
+    scope = None if row.scope_json is None else tuple(json.loads(row.scope_json))
+    return KeyInfo(row.id, row.name, row.role, scope, row.created_at, row.revoked_at)
+
+
+def _check_scope(role: str, datasets: list[str] | tuple[str, ...] | None) -> tuple[str, ...] | None:
+    if datasets is None:
+        return None
+    if role != "steward":
+        raise InvalidInput(f"only steward keys can be scoped to datasets, not {role} keys", code="invalid_parameter")
+    names = tuple(dict.fromkeys(datasets))
+    if not names:
+        raise InvalidInput("datasets: a scoped key needs at least one dataset name", code="invalid_parameter")
+    if len(names) > MAX_SCOPE:
+        raise InvalidInput(f"datasets: at most {MAX_SCOPE} names in a scope", code="invalid_parameter")
+    for name in names:
+        if not isinstance(name, str) or not name.strip() or name != name.strip() or len(name) > 200:
+            raise InvalidInput(f"datasets: {name!r} is not a valid dataset name", code="invalid_parameter")
+    return names
+
+
+def create_key(
+    engine: Engine, role: str, name: str, datasets: list[str] | tuple[str, ...] | None = None
+) -> tuple[KeyInfo, str]:
+    """Create a key for a new principal. Returns its public record and the key itself, which is
+    not stored anywhere and cannot be shown again.
+
+    ``datasets`` scopes a steward key to those dataset names (which need not exist yet: a scoped
+    steward may load a dataset of that name)."""
+    if role not in ROLES:
+        raise InvalidInput(f"role must be one of {list(ROLES)}, got {role!r}", code="invalid_parameter")
+    if not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME_LENGTH:
+        raise InvalidInput(f"name must be 1–{MAX_NAME_LENGTH} characters, got {name!r}", code="invalid_parameter")
+    scope = _check_scope(role, datasets)
+    key = KEY_PREFIX + secrets.token_urlsafe(32)
+    with transaction(engine) as session:
+        row = ApiKey(name=name.strip(), role=role, key_hash=hash_key(key),
+                     scope_json=None if scope is None else json.dumps(list(scope)), created_at=utcnow())
+        session.add(row)
+        session.flush()
+        return _info(row), key
+
+
+def revoke_key(engine: Engine, key_id: int) -> KeyInfo:
+    """Revoke a key: every later request made with it gets 401. Revoking twice is a conflict."""
+    with serialized_transaction(engine) as session:  # read-then-write: take SQLite's write lock first
+        row = session.get(ApiKey, key_id)
+        if row is None:
+            raise NotFound(f"no API key with id {key_id}", code="key_not_found")
+        if row.revoked_at is not None:
+            raise Conflict(f"API key {key_id} was already revoked at {row.revoked_at.isoformat()}",
+                           code="already_revoked")
+        row.revoked_at = utcnow()
+        session.flush()
+        return _info(row)
+
+
+def list_keys(engine: Engine) -> list[KeyInfo]:
+    """Every key ever created (revoked ones included), oldest first, without keys or hashes."""
+    with transaction(engine) as session:
+        return [_info(row) for row in session.execute(select(ApiKey).order_by(ApiKey.id)).scalars()]
+
+
+def lookup_key(engine: Engine, key: str) -> Principal | None:
+    """The principal holding ``key``, or None when the key is unknown or revoked."""
+    if not key.startswith(KEY_PREFIX) or len(key) > 200:
+        return None
+    with transaction(engine) as session:
+        row = session.execute(
+            select(ApiKey).where(ApiKey.key_hash == hash_key(key), ApiKey.revoked_at.is_(None))
+        ).scalar_one_or_none()
+        if row is None:
+            return None
+        info = _info(row)
+        return Principal(info.id, info.name, info.role, info.scope)

@@ -1,0 +1,95 @@
+"""Shared set-up for the API tests: a database with the titanic table, a budget, one release and a
+key of every kind, plus a snapshot of what the database holds (to check that bad input stores
+nothing)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine, func, inspect, select
+
+from db.engine import make_engine, transaction
+from db.migrate import upgrade_to_head
+from db.models import ApiKey, Budget, Dataset, IdempotencyRecord, LedgerEntry, Release
+from service import accountant, auth, datasets, releases
+from tests.conftest import new_postgres_database
+
+BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
+# One cheap release for the tests to answer from: two small marginals of titanic, Laplace.
+SMALL_WORKLOAD = [["Sex"], ["Pclass", "Survived"]]
+
+
+@dataclass
+class World:
+    engine: Engine
+    url: str
+    keys: dict[str, str]  # role label -> key; "revoked" is a revoked analyst key
+    key_ids: dict[str, int]
+    dataset: str
+    release_id: int
+
+
+def database_url(backend: str, request: pytest.FixtureRequest, folder: Path) -> str:
+    """A fresh database on ``backend`` (a module-scoped fixture's counterpart of conftest's)."""
+    if backend == "sqlite":
+        return f"sqlite:///{folder / 'api.db'}"
+    return new_postgres_database(request.getfixturevalue("postgres_server"))
+
+
+def titanic_upload(data_dir: Path, name: str = "titanic") -> dict[str, object]:
+    """The JSON body of ``POST /datasets`` for the titanic table."""
+    folder = data_dir / "titanic"
+    return {
+        "name": name,
+        "csv": (folder / "titanic.csv").read_text(),
+        "domain": json.loads((folder / "titanic-domain.json").read_text()),
+        "categorical": ["Sex", "Embarked"],
+    }
+
+
+def load_titanic(engine: Engine, data_dir: Path, name: str = "titanic") -> None:
+    folder = data_dir / "titanic"
+    datasets.load_coded_csv(engine, name, folder / "titanic.csv", folder / "titanic-domain.json", ("Sex", "Embarked"))
+
+
+def make_keys(engine: Engine) -> tuple[dict[str, str], dict[str, int]]:
+    keys, ids = {}, {}
+    for label, role, scope in [
+        ("steward", "steward", None),
+        ("scoped_steward", "steward", ["elsewhere"]),
+        ("analyst", "analyst", None),
+        ("auditor", "auditor", None),
+        ("revoked", "analyst", None),
+    ]:
+        info, key = auth.create_key(engine, role, f"test {label}", scope)
+        keys[label], ids[label] = key, info.id
+    auth.revoke_key(engine, ids["revoked"])
+    return keys, ids
+
+
+def build_world(url: str, data_dir: Path, budget: float = 5.0) -> World:
+    engine = make_engine(url)
+    upgrade_to_head(engine)
+    load_titanic(engine, data_dir)
+    accountant.set_budget(engine, "titanic", budget, 1e-6)
+    keys, ids = make_keys(engine)
+    outcome = releases.release_marginals(engine, "titanic", "laplace", SMALL_WORKLOAD, epsilon=0.1, seed=0)
+    return World(engine, url, keys, ids, "titanic", outcome.release_id)
+
+
+def bearer(key: str | None) -> dict[str, str]:
+    return {} if key is None else {"Authorization": f"Bearer {key}"}
+
+
+def snapshot(engine: Engine) -> dict[str, object]:
+    """Row counts of every table the API can write, and the per-dataset data tables."""
+    counts: dict[str, object] = {}
+    with transaction(engine) as session:
+        for model in (Dataset, Budget, Release, LedgerEntry, ApiKey, IdempotencyRecord):
+            counts[model.__tablename__] = session.execute(select(func.count()).select_from(model)).scalar_one()
+        counts["budget_units"] = sorted(session.execute(select(Budget.epsilon_units, Budget.delta_units)).all())
+    counts["data_tables"] = sorted(t for t in inspect(engine).get_table_names() if t.startswith("data_"))
+    return counts
