@@ -1,0 +1,223 @@
+"""Pieces shared by the data-dependent marginal mechanisms (MST, AIM): exact zCDP bookkeeping,
+noisy measurement, private selection, the AIM candidate set, and count oracles.
+
+Privacy facts used here (derivations in docs/mechanisms.md):
+
+* A marginal has L2 sensitivity 1 under add/remove-one neighbours (one row moves one cell by one),
+  so adding discrete Gaussian noise of variance parameter sigma^2 to its counts is
+  1/(2 sigma^2)-zCDP (Canonne, Kamath & Steinke 2020, Thm. 4).
+* The exponential mechanism with parameter epsilon, P(i) ∝ exp(epsilon q_i / (2 Delta)) for a score
+  q of sensitivity Delta, is epsilon-bounded-range (Durfee & Rogers 2019), and an epsilon-bounded-
+  range mechanism is epsilon^2/8-zCDP (Cesar & Rogers 2021, "Bounding, Concentrating, and
+  Truncating: Unifying Privacy Loss Composition for Data Analytics", ALT 2021; the AIM paper uses
+  the same fact). The generic pure-DP bound (Bun & Steinke 2016, Prop. 1.4) would give epsilon^2/2.
+* zCDP composes additively, also adaptively (Bun & Steinke 2016, Lemma 2.3).
+
+Every amount is a :class:`fractions.Fraction`. Selection epsilons are dyadic rationals (an
+integer over a power of two with about 30 significant bits), so the float handed to the sampler is
+that very number and epsilon^2/8 is exact; noise variances are Fractions too. The sum of the
+charges is therefore exactly the rho a run used.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from service import pgm
+from service.mechanisms.base import CountOracle, MechanismError
+from workloads.domain import Domain
+from workloads.marginals import Query
+
+if TYPE_CHECKING:
+    from service.noise import NoiseSource
+
+Clique = tuple[str, ...]
+
+#: Significant bits of a selection epsilon (see :func:`exponential_epsilon`).
+EPSILON_BITS = 30
+
+
+# privacy arithmetic ---------------------------------------------------------------------------
+def check_rho(rho: object) -> Fraction:
+    """``rho`` as a positive Fraction, or a :class:`MechanismError` naming the parameter."""
+    if isinstance(rho, bool) or not isinstance(rho, Fraction | int):
+        raise MechanismError(f"rho must be a Fraction (exact rational), got {rho!r}")
+    rho = Fraction(rho)
+    if rho <= 0:
+        raise MechanismError(f"rho must be positive, got {rho}")
+    return rho
+
+
+def gaussian_cost(sigma2: Fraction) -> Fraction:
+    """zCDP cost of one marginal (L2 sensitivity 1) with discrete Gaussian noise of parameter
+    ``sigma2``: 1 / (2 sigma^2) (CKS 2020, Thm. 4)."""
+    return 1 / (2 * sigma2)
+
+
+def gaussian_sigma2(rho: Fraction) -> Fraction:
+    """The sigma^2 whose :func:`gaussian_cost` is exactly ``rho``."""
+    return 1 / (2 * rho)
+
+
+def exponential_cost(epsilon: Fraction) -> Fraction:
+    """zCDP cost of one exponential-mechanism selection: epsilon^2 / 8 (Cesar & Rogers 2021, via
+    bounded range)."""
+    return epsilon * epsilon / 8
+
+
+def exponential_epsilon(budget: Fraction, bits: int = EPSILON_BITS) -> Fraction:
+    """The largest dyadic epsilon = m / 2^k with about ``bits`` significant bits such that
+    epsilon^2 / 8 <= ``budget``: m = isqrt(floor(8 budget 4^k)) gives m^2 <= 8 budget 4^k. The
+    float of the result is exact, so the sampler uses precisely the epsilon that is charged."""
+    if budget <= 0:
+        return Fraction(0)
+    target = 8 * Fraction(budget)
+    k = bits - (target.numerator.bit_length() - target.denominator.bit_length()) // 2
+    m = math.isqrt(math.floor(target * Fraction(4) ** k))
+    epsilon = Fraction(m) / Fraction(2) ** k
+    assert exponential_cost(epsilon) <= budget and Fraction(float(epsilon)) == epsilon
+    return epsilon
+
+
+@dataclass
+class Ledger:
+    """The zCDP charges of one run, in order: ``(what, rho)`` pairs and their exact sum."""
+
+    steps: list[tuple[str, Fraction]] = field(default_factory=list)
+
+    def charge(self, what: str, rho: Fraction) -> None:
+        self.steps.append((what, Fraction(rho)))
+
+    @property
+    def total(self) -> Fraction:
+        return sum((rho for _, rho in self.steps), Fraction(0))
+
+    def summary(self) -> dict[str, float]:
+        """Rho by kind of step (the text before the first ':' of ``what``), as floats for JSON."""
+        out: dict[str, Fraction] = {}
+        for what, rho in self.steps:
+            kind = what.split(":", 1)[0]
+            out[kind] = out.get(kind, Fraction(0)) + rho
+        return {k: float(v) for k, v in out.items()}
+
+
+# measuring and selecting ----------------------------------------------------------------------
+def measure(
+    counts: np.ndarray, attributes: Clique, sigma2: Fraction, noise: NoiseSource, ledger: Ledger
+) -> pgm.Measurement:
+    """Add discrete Gaussian noise of parameter ``sigma2`` to exact ``counts`` and charge it."""
+    counts = np.asarray(counts)
+    noisy = counts + np.asarray(noise.discrete_gaussian(sigma2, counts.size)).reshape(counts.shape)
+    ledger.charge(f"measure:{'×'.join(attributes)}", gaussian_cost(sigma2))
+    return pgm.Measurement(tuple(attributes), noisy.astype(np.float64), math.sqrt(float(sigma2)))
+
+
+def select(
+    scores: Sequence[float], epsilon: Fraction, sensitivity: float, noise: NoiseSource, ledger: Ledger, what: str
+) -> int:
+    """Index chosen by the exponential mechanism, P(i) ∝ exp(epsilon score_i / (2 sensitivity)),
+    charged epsilon^2/8."""
+    index = int(noise.exponential_mechanism(np.asarray(scores, dtype=np.float64), float(epsilon), float(sensitivity)))
+    ledger.charge(f"select:{what}", exponential_cost(epsilon))
+    return index
+
+
+# AIM's candidates -------------------------------------------------------------------------------
+def clique_key(domain: Domain, clique: Sequence[str]) -> tuple[int, tuple[int, ...]]:
+    """Sort key of a canonical clique: size, then the domain positions of its attributes. Sorting
+    by it makes candidate order independent of Python's string hashing."""
+    position = {n: i for i, n in enumerate(domain.names)}
+    return len(clique), tuple(position[a] for a in clique)
+
+
+def downward_closure(domain: Domain, workload: Sequence[Query]) -> list[tuple[Clique, float]]:
+    """AIM's candidates and weights (McKenna et al. 2022, Sec. 4): every non-empty subset r of a
+    workload marginal, with w_r = sum_{s in W} c_s |r ∩ s|, sorted by :func:`clique_key`."""
+    if not workload:
+        raise MechanismError("workload must contain at least one marginal")
+    queries = []
+    for q in workload:
+        if not (math.isfinite(q.weight) and q.weight > 0):
+            raise MechanismError(f"workload weight of {list(q.attributes)} must be positive, got {q.weight}")
+        try:
+            queries.append((pgm.canonical_clique(domain, q.attributes), float(q.weight)))
+        except ValueError as exc:
+            raise MechanismError(f"workload marginal {list(q.attributes)}: {exc}") from None
+    closure: set[Clique] = set()
+    for clique, _ in queries:
+        for k in range(1, len(clique) + 1):
+            closure.update(itertools.combinations(clique, k))
+    weights = {r: sum(c * len(set(r) & set(s)) for s, c in queries) for r in closure}
+    return [(r, weights[r]) for r in sorted(closure, key=lambda r: clique_key(domain, r))]
+
+
+# count oracles ----------------------------------------------------------------------------------
+class CachedCounts:
+    """Counts from a :class:`CountOracle`, each clique asked once per run (AIM scores every
+    candidate every round)."""
+
+    def __init__(self, oracle: CountOracle) -> None:
+        self.oracle = oracle
+        self.domain = oracle.domain
+        self._cache: dict[Clique, np.ndarray] = {}
+
+    def prefetch(self, cliques: Sequence[Clique]) -> None:
+        """Ask for many cliques at once when the oracle can (an optional ``counts_many(requests)``
+        returning ``{clique: counts}``, as the SQL oracle's batched GROUPING SETS); otherwise
+        nothing happens here and :meth:`counts` asks one by one."""
+        many = getattr(self.oracle, "counts_many", None)
+        wanted = [c for c in dict.fromkeys(tuple(c) for c in cliques) if c not in self._cache]
+        if many is None or not wanted:
+            return
+        answers = many(wanted)
+        for clique in wanted:
+            self._store(clique, answers[clique])
+
+    def counts(self, attributes: Clique) -> np.ndarray:
+        attributes = tuple(attributes)
+        if attributes not in self._cache:
+            self._store(attributes, self.oracle.counts(attributes))
+        return self._cache[attributes]
+
+    def _store(self, attributes: Clique, values: object) -> None:
+        values = np.asarray(values)
+        if values.shape != self.domain.shape(attributes):
+            raise MechanismError(
+                f"count oracle returned shape {values.shape} for {list(attributes)}, "
+                f"expected {self.domain.shape(attributes)}"
+            )
+        self._cache[attributes] = values
+
+
+class ArrayOracle:
+    """An in-memory :class:`CountOracle` over integer-coded columns (tests, benchmarks, local
+    files): one ``np.bincount`` over the raveled cell index per marginal."""
+
+    def __init__(self, domain: Domain, columns: Mapping[str, np.ndarray]) -> None:
+        self.domain = domain
+        missing = [n for n in domain.names if n not in columns]
+        if missing:
+            raise ValueError(f"columns missing for attribute(s) {missing}")
+        self.columns = {n: np.asarray(columns[n], dtype=np.int64) for n in domain.names}
+        rows = {len(c) for c in self.columns.values()}
+        if len(rows) != 1:
+            raise ValueError(f"columns have different lengths {sorted(rows)}")
+        for name, values in self.columns.items():
+            if values.size and (values.min() < 0 or values.max() >= domain.size(name)):
+                raise ValueError(f"column {name!r} has codes outside 0..{domain.size(name) - 1}")
+        self.rows = rows.pop()
+
+    def counts(self, attributes: tuple[str, ...]) -> np.ndarray:
+        attributes = tuple(attributes)
+        shape = self.domain.shape(attributes)
+        if not attributes:
+            return np.array(self.rows, dtype=np.int64)
+        index = np.ravel_multi_index([self.columns[a] for a in attributes], shape)
+        return np.bincount(index, minlength=math.prod(shape)).reshape(shape).astype(np.int64)
