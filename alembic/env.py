@@ -2,7 +2,6 @@
 ``service.migrate`` passes in the config), with ``db.models`` as the target metadata."""
 
 from alembic import context
-
 from db.engine import database_url, make_engine
 from db.models import Base
 

@@ -18,7 +18,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help="Differentially private releases of sensitive tables.")
+app = typer.Typer(no_args_is_help=True, add_completion=False,
+                  help="Differentially private releases of sensitive tables.")
 dataset_app = typer.Typer(no_args_is_help=True, help="Load and list sensitive tables.")
 budget_app = typer.Typer(no_args_is_help=True, help="Set and show privacy budgets.")
 release_app = typer.Typer(no_args_is_help=True, help="Make and list releases (the only commands that spend budget).")
@@ -120,7 +121,7 @@ def init(as_json: JsonFlag = False) -> None:
 def dataset_load(
     name: Annotated[str, typer.Argument(help="Name of the new dataset.")],
     csv: Annotated[list[Path], typer.Option("--csv", help="CSV file(s); repeat for several raw files.")],
-    domain: Annotated[Path | None, typer.Option(help="private-pgm domain JSON {column: size} for coded tables.")] = None,
+    domain: Annotated[Path | None, typer.Option(help="private-pgm domain JSON {column: size}.")] = None,
     bins: Annotated[Path | None, typer.Option(help="Public binning spec (YAML/JSON) for raw tables.")] = None,
     categorical: Annotated[str, typer.Option(help="Comma-separated unordered columns (with --domain).")] = "",
     quiet: QuietFlag = False,
@@ -197,12 +198,14 @@ def budget_set(
     name: str,
     epsilon: Annotated[str, typer.Option(help="Total epsilon.")],
     delta: Annotated[str, typer.Option(help="Total delta.")] = "0",
+    delta_reserve: Annotated[str, typer.Option(
+        help="Delta kept for (epsilon, delta) releases after zCDP releases start (docs/privacy.md 6.3).")] = "0",
     as_json: JsonFlag = False,
 ) -> None:
     """Set a dataset's total privacy budget (epsilon, delta)."""
     from service import accountant
 
-    status = accountant.set_budget(_engine(), name, epsilon, delta)
+    status = accountant.set_budget(_engine(), name, epsilon, delta, delta_reserve=delta_reserve)
     _emit(as_json, status.to_json(), lambda: _print_budget(status))
 
 
@@ -222,11 +225,14 @@ def budget_show(name: str, as_json: JsonFlag = False) -> None:
 def release_marginals(
     name: str,
     mechanism: Annotated[str, typer.Option(help="laplace, gaussian, mst or aim.")],
-    workload: Annotated[str, typer.Option(help="all-1way, all-2way, all-3way, target:COL or a JSON file.")] = "all-2way",
+    workload: Annotated[str, typer.Option(
+        help="all-1way, all-2way, all-3way, target:COL or a JSON file.")] = "all-2way",
     epsilon: Annotated[str | None, typer.Option(help="Epsilon to spend.")] = None,
-    delta: Annotated[str | None, typer.Option(help="Delta (zCDP mechanisms convert (epsilon, delta) to rho).")] = None,
+    delta: Annotated[str | None, typer.Option(
+        help="Delta (zCDP mechanisms convert (epsilon, delta) to rho).")] = None,
     rho: Annotated[str | None, typer.Option(help="zCDP rho to spend (gaussian, mst, aim).")] = None,
-    seed: Annotated[int | None, typer.Option(help="Seed for reproducible tests/benchmarks; NOT for production.")] = None,
+    seed: Annotated[int | None, typer.Option(
+        help="Seed for reproducible tests/benchmarks; NOT for production.")] = None,
     rounds: Annotated[int | None, typer.Option(help="AIM: number of rounds (default: AIM's rule).")] = None,
     max_model_size: Annotated[float | None, typer.Option(help="Largest graphical model in MB.")] = None,
     quiet: QuietFlag = False,
@@ -324,6 +330,175 @@ def ledger(name: str, as_json: JsonFlag = False) -> None:
         stdout.print(table)
 
     _emit(as_json, rows, human)
+
+
+# server and API keys (issue 5) -------------------------------------------------------------------
+keys_app = typer.Typer(no_args_is_help=True, help="Create, list and revoke API keys (a key is shown once).")
+app.add_typer(keys_app, name="keys")
+
+
+@app.command()
+@handles_errors
+def serve(
+    host: Annotated[str, typer.Option(help="Address to listen on (use a TLS proxy beyond loopback).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
+    log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
+) -> None:
+    """Serve the HTTP API: migrates the database and recovers interrupted releases first."""
+    from db.engine import database_url
+    from service.api.server import serve as run_server
+
+    run_server(database_url(), host, port, log_level=log_level)
+
+
+@keys_app.command("create")
+@handles_errors
+def keys_create(
+    role: Annotated[str, typer.Option(help="steward, analyst or auditor.")],
+    name: Annotated[str, typer.Option(help="Who holds the key (shown in the ledger).")],
+    dataset: Annotated[list[str] | None, typer.Option(help="Scope a steward key to this dataset; repeatable.")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Create an API key and print it ONCE; only its SHA-256 hash is stored."""
+    from service import auth
+
+    info, key = auth.create_key(_engine(), role, name, dataset or None)
+    _emit(as_json, {"key": key, **info.to_json()}, lambda: stdout.print(
+        f"API key {info.id} for {info.role} [bold]{info.name}[/]: {key}\n"
+        "store it now: it is not kept and cannot be shown again", highlight=False))
+
+
+@keys_app.command("revoke")
+@handles_errors
+def keys_revoke(
+    key_id: Annotated[int, typer.Argument(help="Key id (from `keys list`).")], as_json: JsonFlag = False
+) -> None:
+    """Revoke a key: every later request made with it is refused (401)."""
+    from service import auth
+
+    info = auth.revoke_key(_engine(), key_id)
+    _emit(as_json, info.to_json(), lambda: stdout.print(f"revoked API key {info.id} ({info.role} {info.name})"))
+
+
+@keys_app.command("list")
+@handles_errors
+def keys_list(as_json: JsonFlag = False) -> None:
+    """List keys (never the keys themselves nor their hashes)."""
+    from service import auth
+
+    items = auth.list_keys(_engine())
+
+    def human() -> None:
+        table = Table("id", "name", "role", "datasets", "created", "revoked")
+        for k in items:
+            table.add_row(str(k.id), k.name, k.role, ", ".join(k.scope) if k.scope else "all",
+                          k.created_at.isoformat(timespec="seconds"),
+                          k.revoked_at.isoformat(timespec="seconds") if k.revoked_at else "")
+        stdout.print(table)
+
+    _emit(as_json, [k.to_json() for k in items], human)
+
+
+# private regression and its benchmark (issue 4) ----------------------------------------------------
+bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks on temporary databases (yours is never touched).")
+app.add_typer(bench_app, name="bench")
+
+
+def _column_list(text: str | None) -> list[str] | None:
+    return None if text is None else [c.strip() for c in text.split(",") if c.strip()]
+
+
+@app.command()
+@handles_errors
+def fit(
+    task: Annotated[str, typer.Argument(help="linear or logistic.")],
+    name: Annotated[str, typer.Argument(help="Dataset to regress on.")],
+    target: Annotated[str, typer.Option(help="Target column.")],
+    method: Annotated[str, typer.Option(help="dd-ssp, adassp (linear), objpert (logistic) or aim-synth.")] = "dd-ssp",
+    features: Annotated[str | None, typer.Option(help="Comma-separated feature columns (default: all others).")] = None,
+    categorical: Annotated[str | None, typer.Option(
+        help="Comma-separated features to one-hot encode (default: the dataset's categorical columns).")] = None,
+    epsilon: Annotated[str | None, typer.Option(help="Epsilon a new release may spend.")] = None,
+    delta: Annotated[str | None, typer.Option(help="Delta a new release may spend.")] = None,
+    release: Annotated[int | None, typer.Option(help="Answer from this release (free).")] = None,
+    intercept: Annotated[bool, typer.Option("--intercept/--no-intercept", help="Fit an intercept.")] = True,
+    seed: Annotated[int | None, typer.Option(help="Seed for tests/benchmarks; NOT for production.")] = None,
+    mechanism: Annotated[str, typer.Option(help="Marginal mechanism of a new dd-ssp/aim-synth release.")] = "aim",
+    quiet: QuietFlag = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Fit a private linear or logistic regression from a release (reused for free when one can answer)."""
+    from service import regression
+
+    engine = _engine()
+    with _Bar(f"{method} {task} regression of {name}", quiet or as_json) as bar:
+        outcome = regression.fit(engine, name, task, target, _column_list(features), _column_list(categorical),
+                                 method, epsilon, delta, release, intercept, seed, mechanism=mechanism, progress=bar)
+    payload = outcome.to_json()
+
+    def human() -> None:
+        spent = ", ".join(f"{k}={v:.6g}" for k, v in payload["cost"].items() if v) or "nothing (reused)"
+        stdout.print(f"{method} {task} regression of [bold]{target}[/] answered by release "
+                     f"[bold]{outcome.release_id}[/] ({outcome.release_mechanism}); this call spent {spent}")
+        table = Table("column", "coefficient", title="coefficients (target on its encoded scale)")
+        for column, value in outcome.coefficients.items():
+            table.add_row(column, f"{value:.6g}")
+        stdout.print(table)
+
+    _emit(as_json, payload, human)
+
+
+@bench_app.command("regression")
+@handles_errors
+def bench_regression(
+    train: Annotated[Path, typer.Option(help="Training CSV (coded 0..size-1).")],
+    test: Annotated[Path, typer.Option(help="Test CSV (coded the same way).")],
+    domain: Annotated[Path, typer.Option(help="private-pgm domain JSON {column: size}.")],
+    target: Annotated[str, typer.Option(help="Target column.")],
+    task: Annotated[str, typer.Option(help="linear or logistic.")],
+    json_out: Annotated[Path, typer.Option("--json", help="Write the JSON result to this file.")],
+    categorical: Annotated[str, typer.Option(help="Comma-separated unordered columns (one-hot).")] = "",
+    features: Annotated[str | None, typer.Option(help="Comma-separated features (default: all others).")] = None,
+    methods: Annotated[str | None, typer.Option(
+        help="Comma-separated, from ols,adassp,dd-ssp,aim-synth,objpert,logreg (default: all).")] = None,
+    epsilons: Annotated[str, typer.Option(help="Comma-separated epsilons.")] = "0.05,0.1,0.5,1,2",
+    delta: Annotated[float, typer.Option(help="Delta of every release.")] = 1e-5,
+    trials: Annotated[int, typer.Option(help="Trials per epsilon.")] = 5,
+    max_train: Annotated[int, typer.Option(help="Cap on training rows (a seeded sample).")] = 50_000,
+    seed: Annotated[int, typer.Option(help="Seed of the whole run.")] = 0,
+    intercept: Annotated[bool, typer.Option("--intercept/--no-intercept", help="Fit intercepts.")] = True,
+    plot: Annotated[Path | None, typer.Option(help="Write a PNG plot of metric vs epsilon here.")] = None,
+    mechanism: Annotated[str, typer.Option(help="Marginal mechanism for dd-ssp / aim-synth.")] = "aim",
+    aim_rounds: Annotated[int | None, typer.Option(help="AIM's planned rounds (default: AIM's rule).")] = None,
+    max_model_size: Annotated[float | None, typer.Option(help="Largest graphical model in MB.")] = None,
+    marginal_trials: Annotated[int | None, typer.Option(help="Fewer trials for the AIM-based methods.")] = None,
+    quiet: QuietFlag = False,
+) -> None:
+    """Run paper 002's regression protocol through the real release path on a temporary SQLite database."""
+    from service import bench
+
+    try:
+        eps = tuple(float(e) for e in epsilons.split(",") if e.strip())
+    except ValueError:
+        raise bench.BenchError(f"epsilons must be comma-separated numbers, got {epsilons!r}") from None
+    options: dict[str, object] = {}
+    if aim_rounds is not None:
+        options["rounds"] = aim_rounds
+    if max_model_size is not None:
+        options["max_model_size"] = max_model_size
+    config = bench.RegressionBench(
+        train=train, test=test, domain=domain, target=target, task=task,
+        features=tuple(_column_list(features)) if features is not None else None,
+        categorical=tuple(_column_list(categorical) or ()),
+        methods=tuple(_column_list(methods) or ()) if methods is not None else bench.BENCH_METHODS,
+        epsilons=eps, delta=delta, trials=trials, max_train=max_train, seed=seed, intercept=intercept,
+        mechanism=mechanism, marginal_options=options, marginal_trials=marginal_trials,
+    )
+    result = bench.run_regression_bench(config, log=(lambda m: None) if quiet else (lambda m: stderr.print(m)))
+    json_out.write_text(json.dumps(result, indent=1, default=str) + "\n")
+    if plot is not None:
+        bench.plot_regression_bench(result, plot)
+    stdout.print(f"wrote {json_out}" + (f" and {plot}" if plot is not None else ""))
 
 
 def main() -> None:  # pragma: no cover

@@ -15,8 +15,9 @@ Every error the server reports is raised as :class:`MarginaliaError` carrying it
 ``message`` and HTTP ``status``. Charging calls send an ``Idempotency-Key`` and retry connection
 failures with the same key, so a retry never charges twice.
 
-Regression fits (``fit_linear`` / ``fit_logistic``) will arrive with the server's
-``/datasets/{name}/fit/...`` routes.
+Analysts fit regressions with :meth:`Client.fit_linear` / :meth:`Client.fit_logistic`; the answer is
+a :class:`service.fitted.FittedRegression` with ``coef_``, ``predict`` and ``predict_proba``, plus
+``release_id`` (the release that answered) and ``cost`` (zero when a stored release could answer).
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from typing import Any
 
 import httpx
 import pandas as pd
+
+from service.fitted import FittedRegression
 
 Workload = str | Sequence[Sequence[str]] | Sequence[dict[str, object]]
 
@@ -169,6 +172,35 @@ class Client:
         if options:
             body["options"] = dict(options)
         return self._charging(f"/datasets/{_segment(name)}/releases/marginals", body, idempotency_key)
+
+    def fit_linear(self, name: str, target: str, features: Sequence[str] | None = None, method: str = "dd-ssp",
+                   epsilon: float | None = None, delta: float | None = None, release: int | None = None,
+                   **options: Any) -> FittedRegression:
+        """A private linear regression of ``target`` (methods dd-ssp, adassp, aim-synth). Free when a
+        stored release can answer; otherwise a new release is made with ``epsilon``/``delta`` and charged.
+        ``options``: ``intercept`` (default True), ``seed``, ``idempotency_key``."""
+        return self._fit("linear", name, target, features, method, epsilon, delta, release, options)
+
+    def fit_logistic(self, name: str, target: str, features: Sequence[str] | None = None, method: str = "dd-ssp",
+                     epsilon: float | None = None, delta: float | None = None, release: int | None = None,
+                     **options: Any) -> FittedRegression:
+        """A private logistic regression of a binary ``target`` (dd-ssp, objpert, aim-synth); as
+        :meth:`fit_linear`."""
+        return self._fit("logistic", name, target, features, method, epsilon, delta, release, options)
+
+    def _fit(self, task: str, name: str, target: str, features: Sequence[str] | None, method: str,
+             epsilon: float | None, delta: float | None, release: int | None,
+             options: dict[str, Any]) -> FittedRegression:
+        unknown = set(options) - {"intercept", "seed", "idempotency_key"}
+        if unknown:
+            raise TypeError(f"unknown option(s) {sorted(unknown)}; allowed: intercept, seed, idempotency_key")
+        body: dict[str, object] = {"target": target, "method": method, "intercept": options.get("intercept", True)}
+        for key, value in (("features", None if features is None else list(features)), ("epsilon", epsilon),
+                           ("delta", delta), ("release", release), ("seed", options.get("seed"))):
+            if value is not None:
+                body[key] = value
+        answer = self._charging(f"/datasets/{_segment(name)}/fit/{task}", body, options.get("idempotency_key"))
+        return FittedRegression(answer, self.domain(name))
 
     def releases(self, name: str | None = None) -> list[dict[str, object]]:
         return self._request("GET", "/releases", params=None if name is None else {"dataset": name})

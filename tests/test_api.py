@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
@@ -23,6 +24,7 @@ from service.api.schemas import MarginalReleaseIn
 from service.client import Client, MarginaliaError
 from service.mechanisms import direct
 from tests.apihelpers import BACKENDS, World, bearer, build_world, database_url, snapshot
+from tests.conftest import DATA
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = {"csv": "a,b\n0,1\n1,0\n2,1\n1,1\n", "domain": {"a": 3, "b": 2}}
@@ -382,6 +384,36 @@ def test_client_releases_and_reads_the_ledger(world: World) -> None:
     ledger = api_client(world, "auditor").ledger(name)
     assert list(ledger["entry"]) == ["budget", "charge"]
     assert ledger.loc[1, "release_id"] == release["release_id"] and ledger.loc[1, "epsilon"] == 0.2
+
+
+def test_client_fits_charge_once_then_reuse_for_free(world: World) -> None:
+    steward_client, analyst = api_client(world, "steward"), api_client(world, "analyst")
+    name = f"fit-{uuid.uuid4().hex[:8]}"
+    frame = pd.read_csv(DATA / "titanic/titanic.csv")
+    steward_client.load_dataset(name, frame.to_csv(index=False),
+                                domain=json.loads((DATA / "titanic/titanic-domain.json").read_text()),
+                                categorical=["Sex", "Embarked"])
+    steward_client.set_budget(name, 2.0, 1e-6)
+    fit = analyst.fit_linear(name, "Fare", ["Pclass", "Sex", "Age"], method="dd-ssp", epsilon=1.0, delta=1e-6,
+                             seed=3)
+    assert not fit.reused and fit.cost["rho"] > 0
+    ledger = api_client(world, "auditor").ledger(name)
+    assert list(ledger["entry"]) == ["budget", "charge"] and ledger.loc[1, "release_id"] == fit.release_id
+    assert ledger.loc[1, "rho"] == pytest.approx(fit.cost["rho"])
+    # The same question again, and a logistic one on the same release: answered for free.
+    again = analyst.fit_linear(name, "Fare", ["Pclass", "Sex", "Age"], method="dd-ssp", epsilon=1.0, delta=1e-6)
+    assert again.reused and again.release_id == fit.release_id and again.cost == {"epsilon": 0, "delta": 0, "rho": 0}
+    np.testing.assert_allclose(again.coef_, fit.coef_)
+    clf = analyst.fit_logistic(name, "Sex", ["Pclass", "Fare"], release=fit.release_id)
+    assert clf.cost == {"epsilon": 0, "delta": 0, "rho": 0}
+    assert len(api_client(world, "auditor").ledger(name)) == 2
+    # Predictions from rows of codes and from the encoded matrix agree; probabilities are probabilities.
+    rows = frame.head(20)
+    proba = clf.predict_proba(rows)
+    assert proba.shape == (20, 2) and np.allclose(proba.sum(axis=1), 1) and ((proba >= 0) & (proba <= 1)).all()
+    np.testing.assert_allclose(clf.decision_function(rows), clf.decision_function(clf.design_.encode_features(rows)))
+    assert set(np.unique(clf.predict(rows))) <= {-1, 1}
+    assert fit.predict(rows).shape == (20,)
 
 
 def test_importing_the_client_stays_light() -> None:

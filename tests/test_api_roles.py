@@ -13,7 +13,7 @@ from service.api import create_app
 from tests.apihelpers import BACKENDS, SMALL_WORKLOAD, World, bearer, build_world, database_url
 
 REPO = Path(__file__).resolve().parents[1]
-DOCS_WITH_TABLE = [REPO / "docs" / "api.md"]  # the lead adds README.md once the table is copied there
+DOCS_WITH_TABLE = [REPO / "docs" / "api.md", REPO / "README.md"]
 
 CALLERS = ("steward", "scoped_steward", "analyst", "auditor", "no_key", "revoked")
 HEADINGS = ("steward", "steward scoped to another dataset", "analyst", "auditor", "no key", "revoked key")
@@ -28,6 +28,8 @@ ROLE_TABLE: dict[tuple[str, str], tuple[int, ...]] = {
     ("PUT", "/datasets/{name}/budget"): (200, 403, 403, 403, 401, 401),
     ("POST", "/datasets/{name}/releases/marginals"): (201, 403, 403, 403, 401, 401),
     ("GET", "/datasets/{name}/ledger"): (200, 403, 403, 200, 401, 401),
+    ("POST", "/datasets/{name}/fit/linear"): (200, 403, 200, 403, 401, 401),
+    ("POST", "/datasets/{name}/fit/logistic"): (200, 403, 200, 403, 401, 401),
     ("GET", "/releases"): (200, 200, 200, 200, 401, 401),
     ("GET", "/releases/{release_id}"): (200, 403, 200, 200, 401, 401),
     ("POST", "/releases/{release_id}/marginal"): (200, 403, 200, 403, 401, 401),
@@ -53,6 +55,8 @@ def _request(route: str, caller: str, world: World) -> tuple[str, dict[str, obje
         "/datasets/{name}/releases/marginals": {"mechanism": "laplace", "workload": SMALL_WORKLOAD,
                                                 "epsilon": 0.01, "seed": 1},
         "/releases/{release_id}/marginal": {"attributes": ["Survived", "Sex"]},
+        "/datasets/{name}/fit/linear": {"target": "Pclass", "features": ["Sex"], "release": world.release_id},
+        "/datasets/{name}/fit/logistic": {"target": "Sex", "features": ["Pclass"], "release": world.release_id},
         "/releases/{release_id}/synthetic": {"rows": 3, "seed": 0},
     }
     return url, bodies.get(route)

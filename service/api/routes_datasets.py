@@ -11,11 +11,11 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Header, Request
 from fastapi import Path as PathParam
 
-from service import accountant, datasets, releases
+from service import accountant, datasets, regression, releases
 from service.api import schemas
 from service.api.charging import IDEMPOTENCY_HEADER, run_charged
 from service.api.errors import SafeJSONResponse
-from service.api.security import AUDITOR, EVERYONE, STEWARD, check_scope, engine_of, require
+from service.api.security import ANALYST, AUDITOR, EVERYONE, STEWARD, check_scope, engine_of, require
 from service.auth import Principal
 from service.datasets import StoredDataset
 
@@ -124,3 +124,45 @@ def get_ledger(
     check_scope(principal, name)
     return {"dataset": name, "entries": accountant.ledger_rows(engine_of(request), name)}
 
+
+
+def _fit(request: Request, name: str, task: str, body: schemas.FitIn, principal: Principal) -> SafeJSONResponse:
+    check_scope(principal, name)
+    engine = engine_of(request)
+
+    def work() -> tuple[int, dict[str, object]]:
+        outcome = regression.fit(
+            engine, name, task, body.target, body.features, method=body.method, epsilon=body.epsilon,
+            delta=body.delta, release_id=body.release, intercept=body.intercept, seed=body.seed,
+            principal=principal.label,
+        )
+        return 200, {**outcome.to_json(), "design": outcome.design.to_dict()}
+
+    return run_charged(request, principal, body, work, location=lambda p: f"/releases/{p['release_id']}")
+
+
+@router.post("/{name}/fit/linear", response_model=schemas.FitOut,
+             summary="A private linear regression (analysts, stewards; spends budget only for a new release)")
+def fit_linear(
+    request: Request,
+    name: Name,
+    body: schemas.FitIn,
+    principal: Principal = Depends(require(ANALYST, STEWARD)),
+    idempotency_key: IdempotencyKey = None,  # noqa: ARG001 - read by run_charged; declared for the schema
+) -> SafeJSONResponse:
+    """Answered from a stored release when one can (free); otherwise a new release serving the
+    question is made and charged. The answer says which release answered and what this call cost."""
+    return _fit(request, name, "linear", body, principal)
+
+
+@router.post("/{name}/fit/logistic", response_model=schemas.FitOut,
+             summary="A private logistic regression (analysts, stewards; spends budget only for a new release)")
+def fit_logistic(
+    request: Request,
+    name: Name,
+    body: schemas.FitIn,
+    principal: Principal = Depends(require(ANALYST, STEWARD)),
+    idempotency_key: IdempotencyKey = None,  # noqa: ARG001 - read by run_charged; declared for the schema
+) -> SafeJSONResponse:
+    """As the linear fit, for a binary target (coded {-1, +1} by the design's encoding)."""
+    return _fit(request, name, "logistic", body, principal)

@@ -199,6 +199,48 @@ class Cost(BaseModel):
     rho: float
 
 
+# regression fits ----------------------------------------------------------------------------------
+FIT_METHODS = ("dd-ssp", "adassp", "objpert", "aim-synth")
+
+
+class FitIn(Strict):
+    """A private regression. With ``release`` the fit reads that release (free); without it a stored
+    release that can answer is reused (free), or a new one is made with ``epsilon``/``delta`` and
+    charged through the accountant."""
+
+    target: ColumnName
+    features: Annotated[list[ColumnName], Field(min_length=1, max_length=10_000)] | None = None
+    method: Literal[FIT_METHODS] = "dd-ssp"  # type: ignore[valid-type]
+    epsilon: Epsilon | None = None
+    delta: Delta | None = None
+    release: Annotated[int, Field(ge=1, le=2**63 - 1)] | None = None
+    intercept: bool = True
+    seed: Seed | None = Field(None, description="For reproducible tests and benchmarks; never in production.")
+
+    @model_validator(mode="after")
+    def _budget_or_release(self) -> FitIn:
+        if self.release is not None and (self.epsilon is not None or self.delta is not None):
+            raise ValueError("give either release or epsilon/delta, not both")
+        return self
+
+
+class FitOut(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    dataset: str
+    task: str
+    method: str
+    target: str
+    features: list[str]
+    intercept: bool
+    release_id: int
+    reused: bool
+    cost: Cost = Field(description="What THIS call was charged (zero when a stored release answered).")
+    feature_names: list[str]
+    coefficients: dict[str, float]
+    design: dict[str, Any] = Field(description="The encoding, so a client can encode rows the same way.")
+
+
 class ReleaseCreated(BaseModel):
     release_id: int
     dataset: str

@@ -1,0 +1,274 @@
+"""The AdaSSP sufficient-statistics release: a noisy Gram matrix ``Z^T Z`` plus a noisy ``lambda_min``.
+
+AdaSSP (Wang 2018, "Revisiting differentially private linear regression: optimal and adaptive prediction &
+estimation in unbounded domain", UAI; restated as Alg. 2 of paper 002, App. B) perturbs ``X^T X``, ``X^T y`` and
+``lambda_min(X^T X)``. The service releases the same kind of statistics once, over a *set of columns*, so that
+every linear regression among them can be answered later for free:
+
+* ``Z = [1?, A_1 x_1, ..., A_m x_m]`` holds the encoded columns of the requested features and target
+  (:class:`workloads.encodings.DesignEncoding`; the constant column only when an intercept was asked for);
+* ``Z^T Z`` is computed exactly from the 1- and 2-way marginals, counted in SQL (Prop. 3.2 of paper 002 with
+  exact counts, :func:`estimators.sufficient_stats.gram_from_marginals`): no row leaves the database;
+* its upper triangle (diagonal included) gets i.i.d. ``N(0, sigma_gram^2)`` noise and is mirrored (Alg. 2,
+  steps 4 and 5 as one Gaussian mechanism); ``lambda_min(Z^T Z)`` gets ``N(0, sigma_lambda^2)`` (step 2).
+
+Privacy (zCDP; derivation in docs/privacy-regression.md). Neighbours differ by adding or removing one row
+``z`` (the relation of paper 002, App. B). Let ``s_j = ||A_j e||^2`` be the squared norm of block ``j`` of
+``z`` (the intercept is a block with ``s = 1``) and ``m_j = max s_j`` (``AttributeEncoding.squared_norm_bound``).
+
+* Upper triangle: it changes by ``(z_i z_j)_{i <= j}``, of squared norm
+  ``sum_{i<=j} z_i^2 z_j^2 = (||z||^4 + sum_i z_i^4) / 2 <= (B^4 + sum_j m_j^2) / 2`` with ``B^2 = sum_j m_j`` the
+  bound of Prop. 3.1 (``sum_i z_i^4 <= sum_j s_j^2`` within each block). Every built-in encoding has at most one
+  non-zero entry per block, and a row with every block at its maximum exists, so the bound is attained: it is
+  the exact l2 sensitivity, below the ``B^2`` of App. B (``||z z^T||_F``, which counts off-diagonal entries twice).
+* ``lambda_min(Z^T Z)``: adding ``z z^T`` moves every eigenvalue up by between 0 and ``||z||^2`` (Weyl), so
+  the sensitivity is ``B^2``. By Cauchy interlacing, ``lambda_min`` of any principal submatrix -- the
+  ``X^T X`` of any regression among the columns -- is at least ``lambda_min(Z^T Z)``, so the released value
+  is a valid (conservative) stand-in for Alg. 2's ``lambda_min(X^T X)`` for every such regression.
+* Each part is a Gaussian mechanism: ``sigma = Delta / sqrt(2 rho_part)`` is ``rho_part``-zCDP (Bun & Steinke
+  2016, Prop. 1.6); the parts get ``rho_lambda = lambda_share * rho`` (1/3 as in Alg. 2) and ``rho_gram = rho -
+  rho_lambda`` (Alg. 2's two thirds for ``X^T X`` and ``X^T y``), which compose to exactly ``rho`` (Lemma 2.3).
+
+The noise is continuous (``NoiseSource.gaussian``), the one floating-point mechanism family of the service:
+see docs/privacy.md on floating point.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from estimators.adassp import AdaSSPNoiseScales
+from estimators.sufficient_stats import GramStatistics, gram_from_marginals
+from service import zcdp
+from service.cost import PrivacyCost
+from service.mechanisms.base import CountOracle, MechanismError, MechanismResult, Progress, no_progress
+from workloads.domain import Domain
+from workloads.encodings import INTERCEPT_NAME, DesignEncoding
+
+if TYPE_CHECKING:
+    from service.noise import NoiseSource
+
+#: Share of rho for the minimum eigenvalue (Alg. 2 gives it a third of the budget).
+DEFAULT_LAMBDA_SHARE = Fraction(1, 3)
+#: Alg. 2's failure probability (its "rho", 0.05 in paper 002), used in the ridge constant.
+DEFAULT_FAILURE_PROB = 0.05
+#: The confidence parameter of Alg. 2 steps 2-3 when the request gave no delta (a rho-only request).
+DEFAULT_CONFIDENCE_DELTA = 1e-5
+#: Largest Gram matrix released (columns incl. intercept): q(q+1)/2 noisy entries.
+MAX_COLUMNS = 2000
+
+
+# the released columns -----------------------------------------------------------------------------
+def column_design(domain: Domain, spec: Mapping[str, object]) -> DesignEncoding:
+    """The :class:`DesignEncoding` whose ``Z = [1?, X, y]`` is the released column set ``spec``
+    (``{"columns": [...], "encodings": {...}, "intercept": bool}``): its last column plays the target."""
+    columns = list(spec["columns"])  # type: ignore[arg-type]
+    return DesignEncoding(domain, columns[:-1], columns[-1], "linear", bool(spec["intercept"]),
+                          overrides=dict(spec.get("encodings") or {}))  # type: ignore[arg-type]
+
+
+def column_spec(design: DesignEncoding) -> dict[str, object]:
+    """The column set of ``design`` (features then target), JSON-ready: what a Gram release measures."""
+    def encoding(enc: object) -> object:
+        return enc.matrix.tolist() if enc.kind == "custom" else enc.kind  # type: ignore[attr-defined]
+
+    return {
+        "columns": [enc.attribute for enc in design.attribute_encodings],
+        "encodings": {enc.attribute: encoding(enc) for enc in design.attribute_encodings},
+        "intercept": design.intercept,
+    }
+
+
+# calibration --------------------------------------------------------------------------------------
+def block_bounds(design: DesignEncoding) -> list[float]:
+    """``m_j``: the largest squared norm of each block of a row of ``Z`` (intercept first when present)."""
+    head = [1.0] if design.intercept else []
+    return head + [enc.squared_norm_bound for enc in design.attribute_encodings]
+
+
+def upper_triangle_sensitivity(design: DesignEncoding) -> float:
+    """Exact l2 sensitivity of the upper triangle of ``Z^T Z``: ``sqrt((B^4 + sum_j m_j^2) / 2)`` (module docstring)."""
+    bounds = block_bounds(design)
+    b2 = math.fsum(bounds)
+    return math.nextafter(math.sqrt((b2 * b2 + math.fsum(m * m for m in bounds)) / 2.0), math.inf)
+
+
+def lambda_min_sensitivity(design: DesignEncoding) -> float:
+    """``B^2 = sum_j m_j``: how far one row can move ``lambda_min(Z^T Z)`` (Weyl)."""
+    return math.nextafter(math.fsum(block_bounds(design)), math.inf)
+
+
+@dataclass(frozen=True)
+class GramCalibration:
+    """The two Gaussian mechanisms of one release: their zCDP shares (exact) and noise scales."""
+
+    rho_gram: Fraction
+    rho_lambda: Fraction
+    sensitivity_gram: float
+    sensitivity_lambda: float
+    sigma_gram: float
+    sigma_lambda: float
+
+    @property
+    def cost(self) -> PrivacyCost:
+        return PrivacyCost(rho=self.rho_gram + self.rho_lambda)
+
+    def to_json(self) -> dict[str, float]:
+        return {
+            "rho_gram": float(self.rho_gram),
+            "rho_lambda_min": float(self.rho_lambda),
+            "sensitivity_gram": self.sensitivity_gram,
+            "sensitivity_lambda_min": self.sensitivity_lambda,
+            "sigma_gram": self.sigma_gram,
+            "sigma_lambda_min": self.sigma_lambda,
+        }
+
+
+def calibrate(design: DesignEncoding, rho: Fraction, lambda_share: Fraction = DEFAULT_LAMBDA_SHARE) -> GramCalibration:
+    """Split ``rho`` exactly and set ``sigma = Delta / sqrt(2 rho_part)`` for each part (rounded up)."""
+    rho = Fraction(rho)
+    lambda_share = Fraction(lambda_share)
+    if rho <= 0:
+        raise MechanismError(f"rho must be > 0, got {rho}")
+    if not 0 < lambda_share < 1:
+        raise MechanismError(f"lambda_share must be strictly between 0 and 1, got {lambda_share}")
+    rho_lambda = rho * lambda_share
+    rho_gram = rho - rho_lambda
+    sens_gram, sens_lambda = upper_triangle_sensitivity(design), lambda_min_sensitivity(design)
+    return GramCalibration(
+        rho_gram=rho_gram,
+        rho_lambda=rho_lambda,
+        sensitivity_gram=sens_gram,
+        sensitivity_lambda=sens_lambda,
+        sigma_gram=zcdp.gaussian_sigma(float_down(rho_gram), sens_gram),
+        sigma_lambda=zcdp.gaussian_sigma(float_down(rho_lambda), sens_lambda),
+    )
+
+
+def float_down(value: Fraction) -> float:
+    """The largest float <= ``value``: a privacy parameter rounded so that noise computed from it is never too
+    small (also used by :mod:`service.mechanisms.objpert`)."""
+    as_float = float(value)
+    return math.nextafter(as_float, 0.0) if Fraction(as_float) > value else as_float
+
+
+# the payload --------------------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class GramPayload:
+    """What a Gram release stores: the noisy ``Z^T Z`` (rows/columns named ``names``) and noisy ``lambda_min``."""
+
+    names: tuple[str, ...]
+    zz: np.ndarray
+    lambda_min_noisy: float
+
+    def to_bytes(self) -> bytes:
+        buffer = io.BytesIO()
+        header = np.frombuffer(json.dumps({"names": list(self.names), "format": 1}).encode(), dtype=np.uint8)
+        np.savez_compressed(buffer, zz=np.asarray(self.zz, dtype=np.float64),
+                            lambda_min=np.array([self.lambda_min_noisy]), header=header)
+        return buffer.getvalue()
+
+    @classmethod
+    def from_bytes(cls, payload: bytes) -> GramPayload:
+        with np.load(io.BytesIO(payload), allow_pickle=False) as npz:
+            header = json.loads(npz["header"].tobytes().decode())
+            return cls(tuple(header["names"]), np.array(npz["zz"]), float(npz["lambda_min"][0]))
+
+
+# the mechanism ------------------------------------------------------------------------------------
+def exact_gram(oracle: CountOracle, design: DesignEncoding) -> GramStatistics:
+    """``Z^T Z`` from exact 1- and 2-way counts (Prop. 3.2 with exact marginals equals the row computation).
+
+    With a :class:`service.oracle.SqlCountOracle` the marginals are counted in one batch (``counts_many``)."""
+    needed = design.required_marginals()
+    batch = getattr(oracle, "counts_many", None)
+    counts = batch(needed) if batch is not None else {m: oracle.counts(m) for m in needed}
+    total = float(counts[needed[0]].sum())
+    return gram_from_marginals(design, lambda attrs: counts[tuple(attrs)], total=total)
+
+
+class GramRelease:
+    """A release runner for :func:`service.releases.run_release` (``runner=release, encode_payload=release.encode``).
+
+    ``design`` fixes the released columns (:func:`column_spec`), ``rho`` the exact zCDP cost.
+    """
+
+    def __init__(self, design: DesignEncoding, rho: Fraction, lambda_share: Fraction = DEFAULT_LAMBDA_SHARE) -> None:
+        q = len(design.gram_names)
+        if q > MAX_COLUMNS:
+            raise MechanismError(f"the Gram matrix would have {q} columns; the limit is {MAX_COLUMNS}")
+        self.design = design
+        self.calibration = calibrate(design, rho, lambda_share)
+        self.payload: GramPayload | None = None
+
+    def __call__(self, oracle: CountOracle, noise: NoiseSource, progress: Progress = no_progress) -> MechanismResult:
+        exact = exact_gram(oracle, self.design)
+        progress(1, 3, "counted the 1- and 2-way marginals")
+        exact_lambda = float(np.linalg.eigvalsh(exact.zz)[0])
+        q = exact.zz.shape[0]
+        rows, cols = np.triu_indices(q)
+        cal = self.calibration
+        upper = np.asarray(noise.gaussian(cal.sigma_gram, rows.size), dtype=float)
+        lam = float(np.asarray(noise.gaussian(cal.sigma_lambda, 1), dtype=float)[0])
+        perturbation = np.zeros((q, q))
+        perturbation[rows, cols] = upper
+        perturbation[cols, rows] = upper
+        self.payload = GramPayload(tuple(self.design.gram_names), exact.zz + perturbation, exact_lambda + lam)
+        progress(3, 3, "perturbed Z^T Z and lambda_min")
+        details = {"gram_names": list(self.design.gram_names), **cal.to_json()}
+        return MechanismResult([], None, cal.cost, details)  # type: ignore[arg-type]
+
+    def encode(self, result: MechanismResult) -> bytes:  # noqa: ARG002 - the payload is kept on the runner
+        if self.payload is None:
+            raise RuntimeError("the Gram release has not run")
+        return self.payload.to_bytes()
+
+
+# answering from a stored release (free post-processing) -------------------------------------------
+def sub_statistics(payload: GramPayload, design: DesignEncoding) -> GramStatistics:
+    """The noisy ``Z^T Z`` of ``design`` (a regression among the released columns): a principal submatrix.
+
+    ``n`` is the noisy constant-column entry when the release has one, else 0.0 (not released; AdaSSP does
+    not use it)."""
+    index = {name: i for i, name in enumerate(payload.names)}
+    missing = [name for name in design.gram_names if name not in index]
+    if missing:
+        raise KeyError(f"the release has no column(s) {missing}")
+    picks = [index[name] for name in design.gram_names]
+    zz = payload.zz[np.ix_(picks, picks)]
+    n = float(payload.zz[index[INTERCEPT_NAME], index[INTERCEPT_NAME]]) if INTERCEPT_NAME in index else 0.0
+    return GramStatistics.for_design(design, zz, n)
+
+
+def adassp_scales(
+    details: Mapping[str, object], d: int, confidence_delta: float, failure_prob: float
+) -> AdaSSPNoiseScales:
+    """Alg. 2's constants for a regression with ``d`` columns of ``X`` (intercept included) answered from a
+    release with the noise scales in ``details``: ``shift = sqrt(log(6/delta)) sigma_lambda`` (step 2) and
+    ``ridge_offset = sqrt(d log(2 d^2 / failure_prob)) sigma_gram`` (step 3), Alg. 2's formulas written with the
+    release's own sigmas (as :func:`estimators.adassp.adassp_noise_scales` does for its zCDP calibration)."""
+    sigma_gram = float(details["sigma_gram"])  # type: ignore[arg-type]
+    sigma_lambda = float(details["sigma_lambda_min"])  # type: ignore[arg-type]
+    return AdaSSPNoiseScales(
+        calibration="zcdp",
+        d=d,
+        delta=confidence_delta,
+        failure_prob=failure_prob,
+        include_yty=True,
+        sensitivity_lambda_min=float(details["sensitivity_lambda_min"]),  # type: ignore[arg-type]
+        sensitivity_xtx=float(details["sensitivity_gram"]),  # type: ignore[arg-type]
+        sensitivity_xty=float(details["sensitivity_gram"]),  # type: ignore[arg-type]
+        sigma_lambda_min=sigma_lambda,
+        sigma_xtx=sigma_gram,
+        sigma_xty=sigma_gram,
+        lambda_min_shift=math.sqrt(math.log(6.0 / confidence_delta)) * sigma_lambda,
+        ridge_offset=math.sqrt(d * math.log(2.0 * d * d / failure_prob)) * sigma_gram,
+    )
