@@ -23,11 +23,10 @@ import random
 import threading
 import weakref
 from collections.abc import Callable
-from fractions import Fraction
 
 import numpy as np
 
-from service.zcdp import PrivacyParameterError, exact_number, validate_epsilon
+from service.zcdp import PrivacyParameterError, exact_number, positive_exact, validate_epsilon
 
 __all__ = ["NoiseSource"]
 
@@ -176,13 +175,6 @@ def _discrete_gaussian_one(n: int, d: int, t: int, below: Callable[[int], int], 
             return y
 
 
-def _positive_fraction(x: object, name: str) -> Fraction:
-    value = exact_number(x, name)
-    if value <= 0:
-        raise PrivacyParameterError(f"{name} must be > 0, got {x!r}")
-    return value
-
-
 def _shape(size: object) -> tuple[int, ...]:
     dims = (size,) if not isinstance(size, tuple) else size
     for dim in dims:
@@ -242,7 +234,7 @@ class NoiseSource:
         No rounding to a nearby simple fraction is done. Adding this noise to an integer query with
         L2 sensitivity Delta gives rho = Delta^2 / (2 sigma2) (CKS Thm. 4; see zcdp.gaussian_sigma2_exact).
         """
-        value = _positive_fraction(sigma2, "sigma2")
+        value = positive_exact(sigma2, "sigma2")
         shape = _shape(size)
         n, d = value.numerator, value.denominator
         t = math.isqrt(n // d) + 1  # floor(sqrt(n/d)) = floor(sqrt(floor(n/d)))
@@ -258,7 +250,7 @@ class NoiseSource:
         integer query with L1 sensitivity Delta gives pure epsilon-DP with epsilon = Delta / scale
         (see zcdp.laplace_scale_exact).
         """
-        value = _positive_fraction(scale, "scale")
+        value = positive_exact(scale, "scale")
         shape = _shape(size)
         t, s = value.numerator, value.denominator
         below, bit = self._below, self._bit
@@ -277,7 +269,7 @@ class NoiseSource:
     def gaussian(self, sigma: float, size: int | tuple[int, ...] = 1) -> np.ndarray:
         """Continuous N(0, sigma^2) draws (float64), for mechanisms whose output is real-valued (objective
         perturbation's noise vector, noisy Gram matrices). Floating point: see docs/privacy.md."""
-        sigma_value = float(_positive_fraction(sigma, "sigma"))
+        sigma_value = float(positive_exact(sigma, "sigma"))
         shape = _shape(size)
         return self.numpy_generator().normal(0.0, sigma_value, size=shape)
 
@@ -297,7 +289,7 @@ class NoiseSource:
         if not np.all(np.isfinite(values)):
             raise ValueError("scores must all be finite")
         eps = validate_epsilon(epsilon)
-        sens = float(_positive_fraction(sensitivity, "sensitivity"))
+        sens = float(positive_exact(sensitivity, "sensitivity"))
         factor = eps / (2.0 * sens)
         if not math.isfinite(factor):
             raise PrivacyParameterError(

@@ -39,6 +39,7 @@ __all__ = [
     "gaussian_sigma",
     "gaussian_sigma2_exact",
     "laplace_scale",
+    "positive_exact",
     "laplace_scale_exact",
     "optimal_order",
     "remaining_rho",
@@ -257,7 +258,7 @@ def cdp_rho(eps: float, delta: float) -> float:
 # --------------------------------------------------------------------------------------------------
 # noise calibration
 # --------------------------------------------------------------------------------------------------
-def _positive_exact(x: object, name: str) -> Fraction:
+def positive_exact(x: object, name: str) -> Fraction:
     value = exact_number(x, name)
     if value <= 0:
         raise PrivacyParameterError(f"{name} must be > 0, got {x!r}")
@@ -269,14 +270,14 @@ def gaussian_sigma(rho: float, l2_sensitivity: float) -> float:
     Prop. 1.6); the same for the discrete Gaussian with sigma^2 (CKS 2020, Thm. 4 and its multivariate
     form for independent coordinates). Rounded up (by a few ulps) so that the noise is never too small."""
     rho = validate_rho(rho)
-    delta2 = float(_positive_exact(l2_sensitivity, "l2_sensitivity"))
+    delta2 = float(positive_exact(l2_sensitivity, "l2_sensitivity"))
     return math.nextafter(delta2 / math.sqrt(2.0 * rho) * (1.0 + 2.0**-50), math.inf)
 
 
 def gaussian_sigma2_exact(rho: object, l2_sensitivity: object) -> Fraction:
     """sigma^2 = Delta_2^2 / (2 rho) as an exact rational, for the exact discrete Gaussian sampler."""
-    rho_exact = _positive_exact(rho, "rho")
-    delta2 = _positive_exact(l2_sensitivity, "l2_sensitivity")
+    rho_exact = positive_exact(rho, "rho")
+    delta2 = positive_exact(l2_sensitivity, "l2_sensitivity")
     return delta2 * delta2 / (2 * rho_exact)
 
 
@@ -284,13 +285,13 @@ def laplace_scale(epsilon: float, l1_sensitivity: float) -> float:
     """Laplace scale b = Delta_1 / epsilon (pure epsilon-DP; Dwork, McSherry, Nissim & Smith 2006),
     rounded up by one ulp."""
     epsilon = validate_epsilon(epsilon)
-    delta1 = float(_positive_exact(l1_sensitivity, "l1_sensitivity"))
+    delta1 = float(positive_exact(l1_sensitivity, "l1_sensitivity"))
     return math.nextafter(delta1 / epsilon, math.inf)
 
 
 def laplace_scale_exact(epsilon: object, l1_sensitivity: object) -> Fraction:
     """b = Delta_1 / epsilon as an exact rational, for the exact discrete Laplace sampler."""
-    return _positive_exact(l1_sensitivity, "l1_sensitivity") / _positive_exact(epsilon, "epsilon")
+    return positive_exact(l1_sensitivity, "l1_sensitivity") / positive_exact(epsilon, "epsilon")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -360,7 +361,7 @@ def zcdp_anchor(
     (eps, delta) charges cost linearly. Raises :class:`PrivacyParameterError` when no epsilon or delta is left
     for a zCDP charge. (Any alpha > 1 would be valid: the choice only affects how much fits.)
     """
-    eps_b = _positive_exact(eps_budget, "eps_budget")
+    eps_b = positive_exact(eps_budget, "eps_budget")
     delta_b = exact_number(delta_budget, "delta_budget")
     validate_delta(delta_b, "delta_budget")
     e_before = _nonnegative_exact(eps_before, "eps_before")
@@ -424,7 +425,7 @@ def budget_holds(
     not: an adaptive analyst can exceed delta_B under it (docs/privacy.md and tests/test_zcdp.py).
     """
     e, d, r = _sums(E, D, R)
-    eps_b = _positive_exact(eps_B, "eps_B")
+    eps_b = positive_exact(eps_B, "eps_B")
     delta_b = exact_number(delta_B, "delta_B")
     validate_delta(delta_b, "delta_B")
     if r == 0:
@@ -449,7 +450,7 @@ def remaining_rho(
     about cdp_rho(eps_B - E, delta_B - D - delta_reserve).
     """
     e, d, r = _sums(E, D, R)
-    eps_b = _positive_exact(eps_B, "eps_B")
+    eps_b = positive_exact(eps_B, "eps_B")
     if anchor is None:
         if r != 0:
             raise _need_anchor()
