@@ -23,6 +23,19 @@ REPO = Path(__file__).resolve().parents[1]
 
 _counter = itertools.count()
 
+#: The unordered columns of the Adult table (the rest are ordinal), as in the DD-SSP paper's experiments.
+ADULT_CATEGORICAL = [
+    "workclass", "education", "marital-status", "occupation", "relationship", "race", "sex", "native-country",
+    "income>50K",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def adult_domain():  # noqa: ANN201
+    from workloads.domain import Domain
+
+    return Domain.from_json((DATA / "adult" / "adult-domain.json").read_text(), ADULT_CATEGORICAL)
+
 
 @pytest.fixture(scope="session")
 def data_dir() -> Path:

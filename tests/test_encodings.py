@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -12,6 +11,7 @@ import pytest
 from numpy.polynomial import chebyshev as cheb
 from scipy.integrate import quad
 
+from tests.conftest import DATA
 from workloads.chebyshev import (
     ChebyshevError,
     chebyshev_basis_coefficients,
@@ -32,17 +32,6 @@ from workloads.encodings import (
     row_norm_bound,
     scalar,
 )
-
-DATA = Path("/work/shared/data")
-ADULT_CATEGORICAL = [
-    "workclass", "education", "marital-status", "occupation", "relationship", "race", "sex", "native-country",
-    "income>50K",
-]  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def adult_domain() -> Domain:
-    return Domain.from_json((DATA / "adult" / "adult-domain.json").read_text(), ADULT_CATEGORICAL)
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -31,26 +30,17 @@ from estimators.sufficient_stats import (
     gram_from_rows,
     statistics_from_rows,
 )
+from tests.conftest import DATA
 from workloads.chebyshev import chebyshev_basis_coefficients, chebyshev_monomial_coefficients
 from workloads.domain import Domain
 from workloads.encodings import DesignEncoding
 
-DATA = Path("/work/shared/data")
-ADULT_CATEGORICAL = [
-    "workclass", "education", "marital-status", "occupation", "relationship", "race", "sex", "native-country",
-    "income>50K",
-]  # fmt: skip
 # Ten well-populated adult attributes for the logistic checks (the paper uses all; rare native-country and
 # occupation levels make the unpenalised reference MLE diverge on a 5,000-row subsample, see below).
 LOGISTIC_FEATURES = [
     "age", "education-num", "hours-per-week", "sex", "relationship", "race", "workclass", "capital-gain",
     "capital-loss", "marital-status",
 ]  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def adult_domain() -> Domain:
-    return Domain.from_json((DATA / "adult" / "adult-domain.json").read_text(), ADULT_CATEGORICAL)
 
 
 @pytest.fixture(scope="module")

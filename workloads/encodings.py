@@ -13,7 +13,7 @@ encoding of level ``s``. The matrices here:
 :class:`DesignEncoding` fixes the encoding of every feature and of the target, names the encoded columns, encodes
 integer-coded rows, and gives the row-norm bound of Prop. 3.1 that the baselines' sensitivities use.
 
-The default rule is the one of the paper's experiments (see notes in ``/work/shared/notes.md``): categorical
+The default rule is the one of the paper's experiments (see notes in ``shared/notes.md``): categorical
 features -> reduced one-hot, ordinal features -> scalar in ``[-1, 1]``, a linear target -> scalar, a logistic target
 -> ``{-1, +1}``. The paper fits without an intercept; ``intercept=True`` (our default) adds a constant column 1 as
 the first column of the design's Gram matrix. Its Gram entries are the total count and the 1-way sums
