@@ -1,16 +1,14 @@
-"""Load benchmark of the HTTP API: concurrent analysts asking for marginals from stored releases.
+"""Load benchmark of the HTTP API: concurrent analysts asking for answers from stored releases.
 
 16 client threads (each its own :class:`service.client.Client`, i.e. HTTP keep-alive + JSON + a
-pandas DataFrame) ask a real ``marginalia serve`` on 127.0.0.1 for random 1- and 2-way
-marginals of stored releases; then the same calls are made in-process
-(:func:`service.releases.answer_marginal`, 16 threads) on the same database. Reported: p50/p99
-latency, requests per second, and the HTTP/in-process ratios. The target for answers that need no
-new release is p99 < 200 ms.
+pandas DataFrame or a fitted model) ask a real ``marginalia serve`` on 127.0.0.1 for random 1- and
+2-way marginals and, for a quarter of the requests, DD-SSP linear or logistic fits answered from
+those releases (free, no new release); then the same service calls are made in-process (16
+threads) on the same database. Reported: p50/p99 latency, requests per second, and the
+HTTP/in-process ratios. The target for answers that need no new release is p99 < 200 ms.
 
-Every attribute set is asked once before timing starts (the first query of a new set compiles a
-JAX program, ~0.4 s; that cost is reported separately as ``warmup``).
-
-Regression fits (DD-SSP) are not served over HTTP yet; they join this benchmark with their route.
+Every distinct request is made once before timing starts (caches warm); that cost is reported
+separately as ``warmup``.
 
     .venv/bin/python benchmarks/api_load.py [--requests-per-client 150] [--clients 16]
 
@@ -36,7 +34,7 @@ import numpy as np
 
 from db.engine import make_engine
 from db.migrate import upgrade_to_head
-from service import accountant, auth, datasets, releases
+from service import accountant, auth, datasets, regression, releases
 from service.api.server import background_server
 from service.client import Client
 
@@ -71,24 +69,54 @@ def prepare(folder: Path) -> tuple[str, str, list[int], dict[int, list[str]]]:
     return url, key, ids, columns
 
 
-def queries(ids: Sequence[int], columns: dict[int, list[str]], count: int, seed: int) -> list[tuple[int, list[str]]]:
-    """``count`` (release, attributes) pairs: 1- and 2-way marginals, fixed by ``seed``."""
+# DD-SSP fits answered from the stored releases (task, target, features), all free
+FITS = [
+    ("linear", "Fare", ["Pclass", "Sex", "Age", "SibSp", "Parch", "Embarked"]),
+    ("logistic", "Sex", ["Pclass", "Fare", "Age", "Survived"]),
+]
+FIT_SHARE = 0.25  # a quarter of the requests are fits, the rest marginals
+
+Query = tuple[str, int, object]  # ("marginal", release, attributes) or ("fit", release, (task, target, features))
+
+
+def queries(ids: Sequence[int], columns: dict[int, list[str]], count: int, seed: int) -> list[Query]:
+    """``count`` requests fixed by ``seed``: 1- and 2-way marginals, and DD-SSP fits (``FIT_SHARE``)."""
     rng = random.Random(seed)
-    pool = [(r, list(c)) for r in ids for k in (1, 2) for c in itertools.combinations(columns[r], k)]
-    return [pool[rng.randrange(len(pool))] for _ in range(count)]
+    marginals = [("marginal", r, list(c)) for r in ids for k in (1, 2) for c in itertools.combinations(columns[r], k)]
+    fits = [("fit", r, fit) for r in ids for fit in FITS]
+    return [fits[rng.randrange(len(fits))] if rng.random() < FIT_SHARE else marginals[rng.randrange(len(marginals))]
+            for _ in range(count)]
 
 
-def timed(clients: int, work: list[list[tuple[int, list[str]]]], call: Callable[[int, int, list[str]], None]
-          ) -> tuple[np.ndarray, float]:
+def over_http(session: Client, query: Query) -> None:
+    kind, release_id, what = query
+    if kind == "marginal":
+        session.marginal(release_id, what)
+        return
+    task, target, features = what
+    fit = session.fit_linear if task == "linear" else session.fit_logistic
+    fit("titanic", target, features, release=release_id)
+
+
+def in_process(engine, query: Query) -> None:  # noqa: ANN001
+    kind, release_id, what = query
+    if kind == "marginal":
+        releases.answer_marginal(engine, release_id, list(what))
+        return
+    task, target, features = what
+    regression.fit(engine, "titanic", task, target, features, release_id=release_id)
+
+
+def timed(clients: int, work: list[list[Query]], call: Callable[[int, Query], None]) -> tuple[np.ndarray, float]:
     """Run each client's list of queries in its own thread; latencies (s) and wall time (s)."""
     latencies: list[list[float]] = [[] for _ in range(clients)]
     barrier = threading.Barrier(clients)
 
     def client(i: int) -> None:
         barrier.wait()
-        for release_id, attrs in work[i]:
+        for query in work[i]:
             start = time.perf_counter()
-            call(i, release_id, attrs)
+            call(i, query)
             latencies[i].append(time.perf_counter() - start)
 
     start = time.perf_counter()
@@ -116,14 +144,14 @@ def plot(http: np.ndarray, local: np.ndarray, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     figure, axis = plt.subplots(figsize=(7, 4))
-    for label, values in (("HTTP (real server, Python client)", http), ("in-process answer_marginal", local)):
+    for label, values in (("HTTP (real server, Python client)", http), ("in process (same service calls)", local)):
         ordered = np.sort(values) * 1e3
         axis.plot(ordered, np.arange(1, ordered.size + 1) / ordered.size, label=label)
     axis.axvline(TARGET_P99_MS, color="grey", linestyle="--", label="p99 target 200 ms")
     axis.set_xscale("log")
     axis.set_xlabel("latency (ms, log scale)")
     axis.set_ylabel("fraction of requests")
-    axis.set_title("Marginals from stored releases, 16 concurrent clients")
+    axis.set_title("Marginals and DD-SSP fits from stored releases, 16 concurrent clients")
     axis.legend()
     figure.tight_layout()
     figure.savefig(path, dpi=120)
@@ -137,33 +165,35 @@ def main() -> None:
     args = parser.parse_args()
     RESULTS.mkdir(parents=True, exist_ok=True)
     load_at_start = os.getloadavg()[0]  # other work on the machine inflates every latency
-    with tempfile.TemporaryDirectory(prefix="marginalia-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="marginalia-api-load-") as tmp:
         folder = Path(tmp)
         url, key, ids, columns = prepare(folder)
         plan = queries(ids, columns, args.clients * args.requests_per_client, args.seed)
         work = [plan[i :: args.clients] for i in range(args.clients)]
-        distinct = sorted({(r, tuple(a)) for r, a in plan})
+        distinct = list({json.dumps(q): q for q in plan}.values())
 
         with background_server(url, folder / "server.log") as server:
             sessions = [Client(server.url, key, timeout=120) for _ in range(args.clients)]
             start = time.perf_counter()
-            for release_id, attrs in distinct:
-                sessions[0].marginal(release_id, attrs)
+            for query in distinct:
+                over_http(sessions[0], query)
             http_warmup = time.perf_counter() - start
-            http, http_wall = timed(args.clients, work, lambda i, r, a: sessions[i].marginal(r, a))
+            http, http_wall = timed(args.clients, work, lambda i, q: over_http(sessions[i], q))
             for session in sessions:
                 session.close()
 
         engine = make_engine(url)
         start = time.perf_counter()
-        for release_id, attrs in distinct:
-            releases.answer_marginal(engine, release_id, list(attrs))
+        for query in distinct:
+            in_process(engine, query)
         local_warmup = time.perf_counter() - start
-        local, local_wall = timed(args.clients, work, lambda i, r, a: releases.answer_marginal(engine, r, list(a)))
+        local, local_wall = timed(args.clients, work, lambda i, q: in_process(engine, q))
         engine.dispose()
 
     result = {
-        "benchmark": "api_load: marginals from stored releases",
+        "benchmark": "api_load: marginals and DD-SSP fits from stored releases",
+        "fit_share": FIT_SHARE,
+        "fits": [{"task": t, "target": y, "features": f} for t, y, f in FITS],
         "clients": args.clients,
         "requests_per_client": args.requests_per_client,
         "distinct_queries": len(distinct),
@@ -174,7 +204,6 @@ def main() -> None:
         "target_p99_ms": TARGET_P99_MS,
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
                     "load_average_1min_at_start": load_at_start},
-        "fits": "not measured: the DD-SSP fit routes are not served yet",
     }
     result["ratio_http_to_in_process"] = {
         "p50": result["http"]["p50_ms"] / result["in_process"]["p50_ms"],

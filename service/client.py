@@ -64,6 +64,7 @@ class Client:
     ) -> None:
         self.url = url.rstrip("/")
         self.retries = retries
+        self._domains: dict[str, dict[str, dict[str, object]]] = {}
         headers = {"Authorization": f"Bearer {api_key}", "Accept": "application/json"}
         if http is None:
             self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
@@ -114,8 +115,11 @@ class Client:
         return self._request("GET", "/datasets")
 
     def domain(self, name: str) -> dict[str, dict[str, object]]:
-        """``{column: {"size": k, "kind": "categorical" | "ordinal"}}`` in table order."""
-        return self._request("GET", f"/datasets/{_segment(name)}")["domain"]
+        """``{column: {"size": k, "kind": "categorical" | "ordinal"}}`` in table order (a dataset's
+        domain never changes, so it is asked once per client)."""
+        if name not in self._domains:
+            self._domains[name] = self._request("GET", f"/datasets/{_segment(name)}")["domain"]
+        return self._domains[name]
 
     def load_dataset(
         self,

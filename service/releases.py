@@ -19,10 +19,12 @@ happens next: a failure marks the release ``failed_after_noise``. A process kill
 
 from __future__ import annotations
 
+import collections
 import inspect
 import json
 import math
 import secrets
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -334,16 +336,28 @@ def _complete_marginal_release(engine: Engine, release_id: int) -> StoredRelease
     return release
 
 
-_MODEL_CACHE: dict[tuple[str, int], pgm.Model] = {}
+_MODEL_CACHE: collections.OrderedDict[tuple[str, int], tuple[StoredRelease, pgm.Model]] = collections.OrderedDict()
+_MODEL_CACHE_SIZE = 32
+_MODEL_CACHE_LOCK = threading.Lock()
 
 
 def release_model(engine: Engine, release_id: int) -> tuple[StoredRelease, pgm.Model]:
-    """The fitted model of a complete marginal release (cached per process: releases never change)."""
-    release = _complete_marginal_release(engine, release_id)
+    """The fitted model of a complete marginal release. A complete release never changes, so the
+    release and its model are cached per process (the last ``_MODEL_CACHE_SIZE`` used) and the
+    payload is read from the database once."""
     key = (str(engine.url), release_id)
-    if key not in _MODEL_CACHE:
-        _MODEL_CACHE[key] = pgm.model_from_bytes(release.payload, release.dataset.domain)
-    return release, _MODEL_CACHE[key]
+    with _MODEL_CACHE_LOCK:
+        hit = _MODEL_CACHE.get(key)
+        if hit is not None:
+            _MODEL_CACHE.move_to_end(key)
+            return hit
+    release = _complete_marginal_release(engine, release_id)
+    entry = (release, pgm.model_from_bytes(release.payload, release.dataset.domain))
+    with _MODEL_CACHE_LOCK:
+        _MODEL_CACHE[key] = entry
+        while len(_MODEL_CACHE) > _MODEL_CACHE_SIZE:
+            _MODEL_CACHE.popitem(last=False)
+    return entry
 
 
 def answer_marginal(engine: Engine, release_id: int, attributes: list[str]) -> dict[str, object]:
