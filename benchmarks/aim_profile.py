@@ -27,56 +27,37 @@ import argparse
 import itertools
 import json
 import os
-import platform
-import resource
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-DATA = Path(os.environ.get("MARGINALIA_SHARED_DATA", REPO.parent / "shared" / "data"))
-TABLES = {
-    "adult": ("adult/adult_train.csv", "adult/adult-domain.json"),
-    "adult-pgm": ("adult_pgm/adult.csv", "adult_pgm/adult-domain.json"),
-    "acs-income": ("acs/ACSincome-LIN_train.csv", "acs/ACSincome-LIN-domain.json"),
-    "titanic": ("titanic/titanic.csv", "titanic/titanic-domain.json"),
-}
-COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+from _measure import (
+    REPO,
+    TABLES,
+    CompileCounter,
+    engine_rho,
+    load_oracle,
+    machine,
+    peak_rss_mb,
+    run_child,
+    two_way_pairs,
+    workload_error,
+)
 
 
 def run_one(config: dict[str, object]) -> dict[str, object]:
     """One run in this (fresh) process; returns its measurements."""
-    import jax.monitoring
+    compiles = CompileCounter()
 
-    compiles = {"count": 0, "seconds": 0.0}
-
-    def on_duration(event: str, duration: float, **_: object) -> None:
-        if event == COMPILE_EVENT:
-            compiles["count"] += 1
-            compiles["seconds"] += duration
-
-    jax.monitoring.register_event_duration_secs_listener(on_duration)
-
-    import numpy as np
-    import pandas as pd
-
-    sys.path.insert(0, str(REPO))
     from service import pgm
-    from service.cost import floor_to_grid
     from service.mechanisms.aim import run_aim
     from service.mechanisms.mst import run_mst
-    from service.mechanisms.selection import ArrayOracle
     from service.noise import NoiseSource
-    from service.zcdp import cdp_rho
-    from workloads.domain import Domain
     from workloads.marginals import all_kway
 
-    csv, domain_file = TABLES[str(config["table"])]
-    domain = Domain.from_sizes(json.loads((DATA / domain_file).read_text()))
-    frame = pd.read_csv(DATA / csv)
-    oracle = ArrayOracle(domain, {n: frame[n].to_numpy() for n in domain.names})
-    rho = floor_to_grid(cdp_rho(float(config["epsilon"]), float(config["delta"])))
+    oracle = load_oracle(str(config["table"]))
+    domain = oracle.domain
+    rho = engine_rho(float(config["epsilon"]), float(config["delta"]))
     noise = NoiseSource(int(config["seed"]))
     rounds_seen: list[tuple[float, str]] = []
     started = time.perf_counter()
@@ -84,7 +65,7 @@ def run_one(config: dict[str, object]) -> dict[str, object]:
     def progress(done: int, total: int, message: str) -> None:
         rounds_seen.append((time.perf_counter() - started, message))
 
-    compiles_before = dict(compiles)
+    compiles_before = compiles.snapshot()
     cpu0, wall0 = time.process_time(), time.perf_counter()
     if config["mechanism"] == "mst":
         result = run_mst(oracle, rho, noise, progress=progress, iters=int(config["iters"]))
@@ -93,12 +74,12 @@ def run_one(config: dict[str, object]) -> dict[str, object]:
                    "max_model_size": float(config["max_model_size"])}
         result = run_aim(oracle, all_kway(domain, 2), rho, noise, progress=progress, **options)
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    mechanism_compiles = compiles["count"] - compiles_before["count"]
+    peak_mb = peak_rss_mb()
+    mechanism_compiles, compile_s = compiles.since(compiles_before)
 
     assert result.cost.rho == rho, (result.cost.rho, rho)
-    pairs = list(itertools.combinations(domain.names, 2))
-    error = sum(float(np.abs(pgm.marginal(result.model, p) - oracle.counts(p)).sum()) for p in pairs)
+    pairs = two_way_pairs(oracle)
+    error = workload_error(lambda p: pgm.marginal(result.model, p), oracle, pairs)
     details = {k: v for k, v in result.details.items() if k in ("rounds", "annealed", "model_size_mb",
                                                                 "fit_iterations", "tree", "selected")}
     return {
@@ -110,8 +91,8 @@ def run_one(config: dict[str, object]) -> dict[str, object]:
         "cpu_s": cpu,
         "peak_rss_mb": peak_mb,
         "jax_compiles": mechanism_compiles,
-        "jax_compile_s": compiles["seconds"] - compiles_before["seconds"],
-        "workload_error": error / oracle.rows / len(pairs),
+        "jax_compile_s": compile_s,
+        "workload_error": error,
         "load_average": os.getloadavg(),
         "last_rounds": rounds_seen[-3:],
         **details,
@@ -142,11 +123,10 @@ def main() -> None:
         config = {"table": table, "mechanism": mechanism, "epsilon": epsilon, "delta": args.delta,
                   "seed": args.seed + trial, "trial": trial, "iters": args.iters, "round_iters": args.round_iters,
                   "max_model_size": args.max_model_size}
-        child = subprocess.run([sys.executable, __file__, "--child", json.dumps(config)], capture_output=True,
-                               text=True, cwd=REPO)
-        if child.returncode != 0:
-            raise SystemExit(f"run {config} failed:\n{child.stderr[-4000:]}")
-        run = json.loads(child.stdout.strip().splitlines()[-1])
+        try:
+            run = run_child(__file__, config)
+        except RuntimeError as exc:
+            raise SystemExit(str(exc)) from None
         runs.append(run)
         print(f"{table:10s} {mechanism:4s} eps={epsilon:<4} trial={trial} wall={run['wall_s']:7.1f}s "
               f"cpu={run['cpu_s']:7.1f}s rss={run['peak_rss_mb']:6.0f}MB compiles={run['jax_compiles']:3d} "
@@ -154,7 +134,7 @@ def main() -> None:
               f"error={run['workload_error']:.4f} load={run['load_average'][0]:.1f}", flush=True)
     report = {
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+        "machine": machine(),
         "runs": runs,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,108 @@
+"""Measurement helpers shared by the mechanism benchmarks (``aim_profile.py``, ``marginals.py``).
+
+One configuration runs in a fresh Python process (:func:`run_child`), so that its peak RSS
+(``resource.getrusage(RUSAGE_SELF).ru_maxrss``, :func:`peak_rss_mb`) and its count of XLA
+compilations (:class:`CompileCounter`, a ``jax.monitoring`` listener) belong to it alone.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = Path(os.environ.get("MARGINALIA_SHARED_DATA", REPO.parent / "shared" / "data"))
+TABLES = {
+    "adult": ("adult/adult_train.csv", "adult/adult-domain.json"),
+    "adult-pgm": ("adult_pgm/adult.csv", "adult_pgm/adult-domain.json"),
+    "acs-income": ("acs/ACSincome-LIN_train.csv", "acs/ACSincome-LIN-domain.json"),
+    "titanic": ("titanic/titanic.csv", "titanic/titanic-domain.json"),
+}
+COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+
+class CompileCounter:
+    """Counts XLA backend compilations (and their seconds) from the moment it is created.
+
+    Create it before anything compiles; :meth:`snapshot` / :meth:`since` give per-phase counts."""
+
+    def __init__(self) -> None:
+        import jax.monitoring
+
+        self.count = 0
+        self.seconds = 0.0
+        jax.monitoring.register_event_duration_secs_listener(self._on_duration)
+
+    def _on_duration(self, event: str, duration: float, **_: object) -> None:
+        if event == COMPILE_EVENT:
+            self.count += 1
+            self.seconds += duration
+
+    def snapshot(self) -> tuple[int, float]:
+        return self.count, self.seconds
+
+    def since(self, snapshot: tuple[int, float]) -> tuple[int, float]:
+        return self.count - snapshot[0], self.seconds - snapshot[1]
+
+
+def peak_rss_mb() -> float:
+    """Peak resident set size of this process so far, in MB (Linux reports ru_maxrss in kB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def load_oracle(table: str) -> Any:
+    """The table's integer-coded columns as an in-memory ``selection.ArrayOracle`` (no SQL)."""
+    import pandas as pd
+
+    from service.mechanisms.selection import ArrayOracle
+    from workloads.domain import Domain
+
+    csv, domain_file = TABLES[table]
+    domain = Domain.from_sizes(json.loads((DATA / domain_file).read_text()))
+    frame = pd.read_csv(DATA / csv)
+    return ArrayOracle(domain, {n: frame[n].to_numpy() for n in domain.names})
+
+
+def engine_rho(epsilon: float, delta: float) -> Fraction:
+    """The zCDP rho the release engine charges for (epsilon, delta): ``floor_to_grid(cdp_rho(.))``."""
+    from service.cost import floor_to_grid
+    from service.zcdp import cdp_rho
+
+    return floor_to_grid(cdp_rho(float(epsilon), float(delta)))
+
+
+def two_way_pairs(oracle: Any) -> list[tuple[str, str]]:
+    return list(itertools.combinations(oracle.domain.names, 2))
+
+
+def workload_error(answer: Any, oracle: Any, pairs: list[tuple[str, ...]]) -> float:
+    """The issue-3 metric: sum over ``pairs`` of the L1 distance between ``answer(pair)`` and the
+    true counts, divided by N and by the number of marginals."""
+    total = sum(float(np.abs(np.asarray(answer(p), dtype=float) - oracle.counts(p)).sum()) for p in pairs)
+    return total / oracle.rows / len(pairs)
+
+
+def run_child(script: str | Path, config: dict[str, object]) -> dict[str, object]:
+    """Run ``script --child CONFIG`` in a fresh interpreter; its last stdout line is the JSON result."""
+    child = subprocess.run([sys.executable, str(script), "--child", json.dumps(config)], capture_output=True,
+                           text=True, cwd=REPO)
+    if child.returncode != 0:
+        raise RuntimeError(f"run {config} failed:\n{child.stderr[-4000:]}")
+    return json.loads(child.stdout.strip().splitlines()[-1])
+
+
+def machine() -> dict[str, object]:
+    return {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()}
