@@ -12,7 +12,7 @@ with :func:`service.regression.fit`, exactly as an analyst's request would be:
 * ``adassp-paper`` (optional, not in the default list) reproduces the paper's AdaSSP baseline exactly as Alg. 2 is
   printed, with its (epsilon, delta) calibration ``sqrt(log(6/delta)) Delta / (epsilon/3)`` per part
   (:func:`estimators.adassp.adassp_noise_scales` with ``epsilon=``). That calibration is NOT certified by the
-  service (docs/privacy-regression.md), so this is computed in the benchmark process on the training rows, like the
+  service (docs/privacy.md, section 8.5), so this is computed in the benchmark process on the training rows, like the
   non-private references, never through a release: it shows how the service's AdaSSP compares to the paper's.
 
 Methods that do not apply to the task (``ols``/``adassp`` for logistic, ``objpert``/``logreg`` for linear) are

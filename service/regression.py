@@ -26,7 +26,7 @@
 New releases: dd-ssp / aim-synth measure all pairs among target and features with AIM (``mechanism``; MST and the
 Gaussian mechanism are accepted for tests and small tables), charged the rho that (epsilon, delta) converts to;
 adassp releases the whole noisy ``Z^T Z`` of the encoded target and features, charged the same converted rho
-(the zCDP calibration: the paper's printed (eps, delta) calibration is not used, see docs/privacy-regression.md);
+(the zCDP calibration: the paper's printed (eps, delta) calibration is not used, see docs/privacy.md, section 8.5);
 objpert is charged (epsilon, delta) itself.
 """
 

@@ -12,7 +12,7 @@ every linear regression among them can be answered later for free:
 * its upper triangle (diagonal included) gets i.i.d. ``N(0, sigma_gram^2)`` noise and is mirrored (Alg. 2,
   steps 4 and 5 as one Gaussian mechanism); ``lambda_min(Z^T Z)`` gets ``N(0, sigma_lambda^2)`` (step 2).
 
-Privacy (zCDP; derivation in docs/privacy-regression.md). Neighbours differ by adding or removing one row
+Privacy (zCDP; derivation in docs/privacy.md, section 8.5). Neighbours differ by adding or removing one row
 ``z`` (the relation of paper 002, App. B). Let ``s_j = ||A_j e||^2`` be the squared norm of block ``j`` of
 ``z`` (the intercept is a block with ``s = 1``) and ``m_j = max s_j`` (``AttributeEncoding.squared_norm_bound``).
 

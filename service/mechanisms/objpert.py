@@ -5,7 +5,7 @@ COLT, Thm. 2), as restated in paper 002, App. C, Alg. 3: with ``||x|| <= ||X||``
 included, Prop. 3.1), ``Delta = ||X||^2 / (2 eps)`` and ``b ~ N(0, ||X||^2 (8 log(2/delta) + 4 eps) / eps^2 I)``, the
 exact minimiser of ``sum_i log(1 + exp(-y_i x_i.theta)) + Delta/2 ||theta||^2 + b.theta`` is (eps, delta)-DP
 under add/remove-one neighbours. The conditions of the theorem and why the logistic loss meets them are in
-docs/privacy-regression.md ("Objective perturbation release"); the calibration and the solver live in
+docs/privacy.md, section 8.6; the calibration and the solver live in
 :mod:`estimators.objpert` and :class:`estimators.logistic.ObjPertLogisticRegression`.
 
 This is the one mechanism of the service that reads rows (:meth:`service.oracle.SqlCountOracle.rows`): the
