@@ -34,9 +34,13 @@ test-fast: install
 lint: install
 	$(VENV)/bin/ruff check .
 
-## bench: the benchmarks (minutes to hours; JSON and plots under benchmarks/results/)
+## bench: the benchmarks (an hour or more; JSON and plots under benchmarks/results/)
 bench: install
 	$(PY) benchmarks/counting.py
+	$(PY) benchmarks/aim_profile.py --trials 2
+	$(PY) benchmarks/marginals.py
+	$(PY) benchmarks/api_load.py
+	benchmarks/results/regression/run.sh 1 4
 
 clean:
 	rm -rf $(VENV) demo-output .pytest_cache
