@@ -134,11 +134,21 @@ def adassp_noise_scales(
         sigma_lambda_min=sigmas[0],
         sigma_xtx=sigmas[1],
         sigma_xty=sigmas[2],
-        lambda_min_shift=math.sqrt(log_term) * sigmas[0],
-        ridge_offset=math.sqrt(d * math.log(2.0 * d * d / failure_prob)) * sigmas[1],
+        lambda_min_shift=lambda_min_shift(sigmas[0], delta),
+        ridge_offset=ridge_offset(sigmas[1], d, failure_prob),
         epsilon_parts=eps_parts,
         rho_parts=rho_parts,
     )
+
+
+def lambda_min_shift(sigma_lambda_min: float, delta: float) -> float:
+    """Alg. 2, step 2: the noisy minimum eigenvalue is shifted down by ``sqrt(log(6/delta)) sigma``."""
+    return math.sqrt(math.log(6.0 / delta)) * sigma_lambda_min
+
+
+def ridge_offset(sigma_gram: float, d: int, failure_prob: float) -> float:
+    """Alg. 2, step 3: the ridge offset ``sqrt(d log(2 d^2 / failure_prob)) sigma`` on the noisy ``X^T X``."""
+    return math.sqrt(d * math.log(2.0 * d * d / failure_prob)) * sigma_gram
 
 
 def adassp_entry_std(scales: AdaSSPNoiseScales) -> np.ndarray:

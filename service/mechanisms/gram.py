@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from estimators.adassp import AdaSSPNoiseScales
+from estimators.adassp import AdaSSPNoiseScales, lambda_min_shift, ridge_offset
 from estimators.sufficient_stats import GramStatistics, gram_from_marginals
 from service import zcdp
 from service.cost import PrivacyCost
@@ -269,6 +269,6 @@ def adassp_scales(
         sigma_lambda_min=sigma_lambda,
         sigma_xtx=sigma_gram,
         sigma_xty=sigma_gram,
-        lambda_min_shift=math.sqrt(math.log(6.0 / confidence_delta)) * sigma_lambda,
-        ridge_offset=math.sqrt(d * math.log(2.0 * d * d / failure_prob)) * sigma_gram,
+        lambda_min_shift=lambda_min_shift(sigma_lambda, confidence_delta),
+        ridge_offset=ridge_offset(sigma_gram, d, failure_prob),
     )
