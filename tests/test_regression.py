@@ -150,17 +150,25 @@ def test_gram_release_answers_a_second_target_for_free(titanic) -> None:  # noqa
     assert not other.reused and other.release_id != first.release_id
 
 
-def test_gram_release_noise_matches_its_calibration(tmp_path: Path, titanic_csv) -> None:  # noqa: ANN001
+def _titanic_on_sqlite(
+    tmp_path: Path, titanic_csv: tuple[Path, Path], task: str, target: str, features: list[str]
+) -> tuple[object, SqlCountOracle, pd.DataFrame]:
+    """Titanic loaded into a fresh SQLite file: the design, a count oracle over it and the rows (for
+    statistical tests that draw many seeded releases and need no second backend)."""
     from db.engine import make_engine
     from db.migrate import upgrade_to_head
 
-    engine = make_engine(f"sqlite:///{tmp_path / 'gram.db'}")
+    engine = make_engine(f"sqlite:///{tmp_path / 'stats.db'}")
     upgrade_to_head(engine)
     _load(engine, "titanic", titanic_csv)
     stored = datasets.get_dataset(engine, "titanic")
-    design = regression.build_design(stored.domain, "linear", "Fare", GRAM_FEATURES)
-    oracle = SqlCountOracle(engine, stored)
+    design = regression.build_design(stored.domain, task, target, features)
     frame, _ = _frame(titanic_csv)
+    return design, SqlCountOracle(engine, stored), frame
+
+
+def test_gram_release_noise_matches_its_calibration(tmp_path: Path, titanic_csv) -> None:  # noqa: ANN001
+    design, oracle, frame = _titanic_on_sqlite(tmp_path, titanic_csv, "linear", "Fare", GRAM_FEATURES)
 
     # Z^T Z computed from SQL counts equals the row computation (Prop. 3.2 with exact marginals)
     exact = gram.exact_gram(oracle, design)
@@ -168,7 +176,7 @@ def test_gram_release_noise_matches_its_calibration(tmp_path: Path, titanic_csv)
     assert np.allclose(exact.zz, gram_from_rows(X, y, intercept=True), rtol=0, atol=1e-9)
 
     # the sensitivity is the largest change any single row makes to the upper triangle (brute force over rows)
-    sizes = [stored.domain.size(a) for a in (*GRAM_FEATURES, "Fare")]
+    sizes = [oracle.domain.size(a) for a in (*GRAM_FEATURES, "Fare")]
     rows = pd.DataFrame(list(itertools.product(*[range(k) for k in sizes])), columns=[*GRAM_FEATURES, "Fare"])
     Xa, ya = design.encode(rows)
     Z = np.column_stack([np.ones(len(Xa)), Xa, ya])
@@ -223,16 +231,7 @@ def test_objpert_is_charged_epsilon_delta_and_reused_only_for_the_same_request(t
 def test_objpert_noise_norm_matches_its_calibration(tmp_path: Path, titanic_csv) -> None:  # noqa: ANN001
     """The noise b inside the release is recovered from the released model by the first-order condition of
     Alg. 3: sum_i grad l(theta; z_i) + Delta theta + b = 0. Its squared norm over sigma^2 must be chi^2_d."""
-    from db.engine import make_engine
-    from db.migrate import upgrade_to_head
-
-    engine = make_engine(f"sqlite:///{tmp_path / 'objpert.db'}")
-    upgrade_to_head(engine)
-    _load(engine, "titanic", titanic_csv)
-    stored = datasets.get_dataset(engine, "titanic")
-    design = regression.build_design(stored.domain, "logistic", "Sex", LOGISTIC_FEATURES)
-    oracle = SqlCountOracle(engine, stored)
-    frame, _ = _frame(titanic_csv)
+    design, oracle, frame = _titanic_on_sqlite(tmp_path, titanic_csv, "logistic", "Sex", LOGISTIC_FEATURES)
     X, y = design.encode(frame)
     Z = np.column_stack([np.ones(len(X)), X])
     release = ObjPertRelease(design, Fraction(1), Fraction(1, 100_000))
