@@ -1,27 +1,73 @@
 """Engines and sessions for SQLite (the embedded default) and PostgreSQL.
 
 ``MARGINALIA_DATABASE_URL`` selects the database; without it, ``sqlite:///marginalia.db`` in the
-working directory. SQLite runs in WAL mode with a generous busy timeout, and every write
-transaction that must serialise with others (the accountant's check-and-charge) starts with
-``BEGIN IMMEDIATE`` so two writers never both read the old balance.
+working directory. ``postgres://`` and ``postgresql://`` URLs (as hosting providers print them) mean
+the psycopg 3 driver, the one installed. A database that cannot be opened raises
+:class:`DatabaseUnavailable` with a one-line reason and the URL without its password.
+
+SQLite runs in WAL mode with a generous busy timeout, and every write transaction that must
+serialise with others (the accountant's check-and-charge) starts with ``BEGIN IMMEDIATE`` so two
+writers never both read the old balance.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
 
 from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 from sqlalchemy.orm import Session, sessionmaker
 
 DEFAULT_URL = "sqlite:///marginalia.db"
 SQLITE_BUSY_TIMEOUT_MS = 60_000
+URL_EXAMPLES = "sqlite:///marginalia.db or postgresql+psycopg://user@host/database"
+
+
+class DatabaseUnavailable(RuntimeError):
+    """The database cannot be opened: a bad URL, an unknown driver, a server that does not answer, a
+    file that cannot be created. The message names the URL (without password) and the reason."""
 
 
 def database_url() -> str:
     return os.environ.get("MARGINALIA_DATABASE_URL", DEFAULT_URL)
+
+
+def normalized_url(url: str) -> str:
+    """``url`` with the PostgreSQL driver made explicit (``postgres://`` and ``postgresql://`` mean psycopg 3)."""
+    for prefix in ("postgres://", "postgresql://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix):]
+    return url
+
+
+def safe_url(url: str) -> str:
+    """``url`` for messages: the password replaced by ``***``."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)
+
+
+def unavailable(url: str, exc: BaseException) -> DatabaseUnavailable:
+    """A :class:`DatabaseUnavailable` for ``exc`` raised while opening ``url``: its first line only."""
+    if isinstance(exc, ArgumentError | NoSuchModuleError):
+        return DatabaseUnavailable(
+            f"MARGINALIA_DATABASE_URL={safe_url(url)!r} is not a database URL this service can open "
+            f"({str(exc).splitlines()[0]}); use e.g. {URL_EXAMPLES}")
+    reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    hint = ""
+    if url.startswith("sqlite") and "unable to open" in reason:
+        hint = " (does the file's folder exist, and may this user write there?)"
+    return DatabaseUnavailable(f"cannot open the database {safe_url(url)} (MARGINALIA_DATABASE_URL): {reason}{hint}")
+
+
+#: What opening an unreachable or misnamed database raises, turned into :class:`DatabaseUnavailable`.
+OPEN_ERRORS = (ArgumentError, NoSuchModuleError, DBAPIError)
 
 
 def is_sqlite(engine: Engine) -> bool:
@@ -29,13 +75,17 @@ def is_sqlite(engine: Engine) -> bool:
 
 
 def make_engine(url: str | None = None) -> Engine:
-    """A new engine for ``url`` (default :func:`database_url`)."""
-    url = url or database_url()
-    if url.startswith("sqlite"):
-        engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
-        _configure_sqlite(engine)
-    else:
-        engine = create_engine(url, pool_pre_ping=True)
+    """A new engine for ``url`` (default :func:`database_url`); nothing is connected yet. A URL that
+    cannot be parsed, or names a driver that is not installed, raises :class:`DatabaseUnavailable`."""
+    url = normalized_url(url or database_url())
+    try:
+        if url.startswith("sqlite"):
+            engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
+            _configure_sqlite(engine)
+        else:
+            engine = create_engine(url, pool_pre_ping=True)
+    except (ArgumentError, NoSuchModuleError, ImportError) as exc:
+        raise unavailable(url, exc) from None
     return engine
 
 

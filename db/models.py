@@ -76,6 +76,8 @@ class Release(Base):
 
     ``status``: ``pending`` while the mechanism runs; ``complete``; ``failed_before_noise`` (its
     charge was refunded); ``failed_after_noise`` (its charge stands, the payload is lost).
+    ``runner_*`` and ``heartbeat_at`` say which process runs a pending release, so that recovery
+    only touches releases whose runner is provably gone (service/runners.py).
     """
 
     __tablename__ = "releases"
@@ -98,6 +100,10 @@ class Release(Base):
     principal: Mapped[str] = mapped_column(String(200), nullable=False, default="cli")
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    runner_host: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    runner_pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    runner_started: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
 
 class LedgerEntry(Base):
@@ -179,5 +185,36 @@ class IdempotencyRecord(Base):
     state: Mapped[str] = mapped_column(String(10), nullable=False, default="pending")
     response_status: Mapped[int | None] = mapped_column(Integer, nullable=True)
     response_json: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class Job(Base):
+    """A long request run in the background (``Prefer: respond-async``): its progress while it runs,
+    and the response the synchronous request would have given once it is done.
+
+    ``state``: ``running``, ``done`` (``response_*`` holds a 2xx answer) or ``failed`` (an error
+    answer). A job whose runner is provably gone (the server was killed) becomes ``failed`` with a
+    409 ``request_interrupted`` answer (service/runners.py)."""
+
+    __tablename__ = "jobs"
+    __table_args__ = (CheckConstraint("state IN ('running', 'done', 'failed')", name="ck_job_state"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    api_key_id: Mapped[int | None] = mapped_column(ForeignKey("api_keys.id"), nullable=True)
+    dataset: Mapped[str] = mapped_column(String(200), nullable=False)
+    kind: Mapped[str] = mapped_column(String(40), nullable=False)  # "release", "fit"
+    state: Mapped[str] = mapped_column(String(10), nullable=False, default="running")
+    progress_done: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    progress_total: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    progress_message: Mapped[str] = mapped_column(Text, nullable=False, default="")
+    fit_done: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    fit_total: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    response_status: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    response_json: Mapped[str | None] = mapped_column(Text, nullable=True)
+    runner_host: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    runner_pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    runner_started: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)

@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 from db.engine import serialized_transaction, transaction
 from db.models import ALPHA_SCALE, DELTA_SCALE, EPSILON_SCALE, Budget, Dataset, LedgerEntry, Release, utcnow
 from service import zcdp
-from service.cost import PrivacyCost, ceil_units, exact, floor_units, from_units
+from service.cost import PrivacyCost, ceil_units, check_amount, exact, floor_units, from_units
 from service.errors import BudgetExceeded, NotFound, ServiceError
 from service.zcdp import ZcdpAnchor
 
@@ -162,7 +162,7 @@ def set_budget(
 
     ``delta_reserve`` is the part of delta kept for (epsilon, delta) charges made after zCDP charges
     have started (docs/privacy.md 6.3); it only matters until the first zCDP charge."""
-    epsilon_b = exact(zcdp.validate_epsilon(epsilon, "epsilon"))
+    epsilon_b = check_amount(exact(zcdp.validate_epsilon(epsilon, "epsilon")), "epsilon")
     delta_b = exact(zcdp.validate_delta(delta, "delta"))
     reserve = exact(zcdp.validate_delta(delta_reserve, "delta_reserve"))
     if reserve > delta_b:
@@ -286,14 +286,15 @@ def reserve_release(
     cost: PrivacyCost,
     params: dict[str, object],
     principal: str,
+    runner: dict[str, object] | None = None,
 ) -> tuple[int, int]:
     """Check-and-charge for a release: insert the ``pending`` release and its charge in one
     serialised transaction. Raises :class:`BudgetExceeded` (nothing written) when the cost does not
-    fit. Returns (release id, charge id)."""
+    fit. Returns (release id, charge id). ``runner`` fills the release's ``runner_*`` columns."""
     with serialized_transaction(engine) as session:
         dataset = dataset_by_name(session, dataset_name)
         release = Release(dataset_id=dataset.id, kind=kind, mechanism=mechanism, params_json=json.dumps(params),
-                          status="pending", details_json="{}", principal=principal)
+                          status="pending", details_json="{}", principal=principal, **(runner or {}))
         session.add(release)
         session.flush()
         entry = charge_in_session(session, dataset, cost, mechanism=mechanism, release_id=release.id,

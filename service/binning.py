@@ -50,6 +50,20 @@ class ColumnBins:
     def size(self) -> int:
         return len(self.edges) - 1 if self.edges else len(self.values)
 
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """What each code stands for: the category's name, or the bin as an interval (``[25, 30)``;
+        the last bin is closed, ``[80, 100]``)."""
+        if not self.edges:
+            return self.values
+        last = len(self.edges) - 2
+        return tuple(f"[{_number(a)}, {_number(b)}{']' if i == last else ')'}"
+                     for i, (a, b) in enumerate(zip(self.edges, self.edges[1:], strict=False)))
+
+
+def _number(value: float) -> str:
+    return "inf" if value == math.inf else "-inf" if value == -math.inf else f"{value:g}"
+
 
 @dataclass(frozen=True)
 class BinningSpec:
@@ -63,7 +77,29 @@ class BinningSpec:
         return Domain(tuple(Attribute(c.name, c.size, c.kind) for c in self.columns))
 
 
+#: Public binning specs shipped with Marginalia: ``--bins NAME`` finds ``SHIPPED_SPECS / NAME.yml``.
+SHIPPED_SPECS = Path(__file__).resolve().parents[1] / "specs"
+
+
+def shipped_specs() -> list[str]:
+    return sorted(p.stem for p in SHIPPED_SPECS.glob("*.yml"))
+
+
+def resolve_spec(path: Path) -> Path:
+    """``path`` if it is a file; otherwise the shipped spec of that name (``adult-uci``,
+    ``adult-uci.yml`` or ``specs/adult-uci.yml`` from any directory), or a :class:`BinningError`."""
+    if path.is_file():
+        return path
+    shipped = SHIPPED_SPECS / (path.name if path.suffix in (".yml", ".yaml", ".json") else f"{path.name}.yml")
+    if shipped.is_file():
+        return shipped
+    raise BinningError(f"binning spec {path} is not a file, nor the name of a shipped spec "
+                       f"({', '.join(shipped_specs()) or 'none'})")
+
+
 def load_spec(path: Path) -> BinningSpec:
+    """Read a spec file, or a shipped spec by name (:func:`resolve_spec`)."""
+    path = resolve_spec(path)
     try:
         text = path.read_text()
     except OSError as exc:
@@ -118,20 +154,11 @@ def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and not math.isnan(value)
 
 
-def read_options(spec: BinningSpec) -> dict[str, object]:
-    """Keyword arguments for :func:`pandas.read_csv` that read a raw file as the spec says."""
-    options: dict[str, object] = {"dtype": str, "keep_default_na": False, "skipinitialspace": spec.strip}
-    if not spec.header:
-        options.update(header=None, names=list(spec.names))
-    if spec.comment:
-        options["comment"] = spec.comment
-    return options
-
-
-def apply_spec(spec: BinningSpec, frame: pd.DataFrame, first_line: int = 2) -> np.ndarray:
+def apply_spec(spec: BinningSpec, frame: pd.DataFrame, lines: Sequence[int] | None = None) -> np.ndarray:
     """Code a chunk of raw rows; returns an int64 array ``rows x len(spec.columns)``.
 
-    ``first_line`` is the file line number of the chunk's first row, for error messages."""
+    ``lines`` are the file line numbers of the rows, for error messages (default: 2, 3, ...)."""
+    lines = np.arange(2, 2 + len(frame)) if lines is None else np.asarray(lines)
     missing = [c.name for c in spec.columns if c.name not in frame.columns]
     if missing:
         raise BinningError(
@@ -142,18 +169,18 @@ def apply_spec(spec: BinningSpec, frame: pd.DataFrame, first_line: int = 2) -> n
         raw = frame[column.name].astype(str)
         if spec.strip:
             raw = raw.str.strip()
-        out[:, j] = _code_column(column, raw, first_line)
+        out[:, j] = _code_column(column, raw, lines)
     return out
 
 
-def _code_column(column: ColumnBins, raw: pd.Series, first_line: int) -> np.ndarray:
+def _code_column(column: ColumnBins, raw: pd.Series, lines: np.ndarray) -> np.ndarray:
     if column.edges:
         numbers = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=float)
         edges = np.asarray(column.edges)
         codes = np.searchsorted(edges, numbers, side="right") - 1
         codes = np.where(numbers == edges[-1], len(edges) - 2, codes)
         bad = np.isnan(numbers) | (codes < 0) | (codes >= len(edges) - 1)
-        _raise_on_bad(column, raw, bad, first_line, f"a number in [{edges[0]:g}, {edges[-1]:g}]")
+        _raise_on_bad(column, raw, bad, lines, f"a number in [{edges[0]:g}, {edges[-1]:g}]")
         return codes
     values = raw
     if column.strip_suffix:
@@ -161,15 +188,15 @@ def _code_column(column: ColumnBins, raw: pd.Series, first_line: int) -> np.ndar
     lookup = {v: i for i, v in enumerate(column.values)}
     codes = values.map(lookup)
     bad = codes.isna().to_numpy()
-    _raise_on_bad(column, raw, bad, first_line, f"one of {list(column.values)}")
+    _raise_on_bad(column, raw, bad, lines, f"one of {list(column.values)}")
     return codes.to_numpy(dtype=np.int64)
 
 
-def _raise_on_bad(column: ColumnBins, raw: pd.Series, bad: np.ndarray, first_line: int, expected: str) -> None:
+def _raise_on_bad(column: ColumnBins, raw: pd.Series, bad: np.ndarray, lines: np.ndarray, expected: str) -> None:
     if not bad.any():
         return
     positions = np.flatnonzero(bad)[:5]
-    examples = ", ".join(f"line {first_line + int(p)}: {raw.iloc[int(p)]!r}" for p in positions)
+    examples = ", ".join(f"line {int(lines[p])}: {raw.iloc[int(p)]!r}" for p in positions)
     raise BinningError(
         f"column {column.name!r}: {int(bad.sum())} value(s) cannot be coded; expected {expected}. First: {examples}"
     )

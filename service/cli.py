@@ -1,28 +1,71 @@
 """The ``marginalia`` command line (typer). Every command that prints takes ``--json``.
 
 Errors are one paragraph on stderr (or ``{"error", "message"}`` on stdout with ``--json``) and exit
-status 2; nothing is stored when a command fails before its release produced noise.
+status 2; nothing is stored when a command fails before its release produced noise, and a command
+that made a release says what became of its charge. Ctrl-C (or SIGTERM) stops a command at the next
+safe point (:mod:`service.interrupts`): a release then says whether its charge was refunded or
+stands, and the command exits with status 130. A bug is one paragraph too, with exit status 1
+(``MARGINALIA_DEBUG=1`` shows its traceback).
+
+Every command first upgrades the database and recovers the releases that a killed process left
+``pending`` (:func:`service.releases.recover_interrupted`), saying so on stderr.
 """
 
 from __future__ import annotations
 
-import functools
-import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
 
-import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
+if __name__ == "__main__" or Path(sys.argv[0]).name == "marginalia":  # the program itself, not an import:
+    from service import interrupts as _interrupts  # defer Ctrl-C before anything slow is imported
 
-app = typer.Typer(no_args_is_help=True, add_completion=False,
-                  help="Differentially private releases of sensitive tables.")
-dataset_app = typer.Typer(no_args_is_help=True, help="Load and list sensitive tables.")
-budget_app = typer.Typer(no_args_is_help=True, help="Set and show privacy budgets.")
-release_app = typer.Typer(no_args_is_help=True, help="Make and list releases (the only commands that spend budget).")
+    _interrupts.defer_signals()
+
+import functools  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from typing import Annotated, Any  # noqa: E402
+
+import click  # noqa: E402
+import typer  # noqa: E402
+from rich.console import Console  # noqa: E402
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn  # noqa: E402
+from rich.table import Column, Table  # noqa: E402
+
+
+class _PlainHelp:
+    """Commands whose ``--help`` flag shows no ``<bool>`` type, like our own flags."""
+
+    def get_help_option(self, ctx: click.Context) -> Any:
+        option = super().get_help_option(ctx)  # type: ignore[misc]
+        if option is not None:
+            option.metavar = ""
+        return option
+
+
+class _Command(_PlainHelp, typer.core.TyperCommand):
+    pass
+
+
+class _Group(_PlainHelp, typer.core.TyperGroup):
+    pass
+
+
+class _Typer(typer.Typer):
+    """typer.Typer whose commands and groups use the classes above."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(cls=_Group, no_args_is_help=True, **kwargs)
+
+    def command(self, *args: Any, **kwargs: Any) -> Any:
+        return super().command(*args, cls=_Command, **kwargs)
+
+
+app = _Typer(add_completion=False, help="Differentially private releases of sensitive tables.")
+dataset_app = _Typer(help="Load and list sensitive tables.")
+budget_app = _Typer(help="Set and show privacy budgets.")
+release_app = _Typer(help="Make and list releases (the only commands that spend budget).")
 app.add_typer(dataset_app, name="dataset")
 app.add_typer(budget_app, name="budget")
 app.add_typer(release_app, name="release")
@@ -30,17 +73,31 @@ app.add_typer(release_app, name="release")
 stdout = Console()
 stderr = Console(stderr=True)
 
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
-QuietFlag = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.", metavar="")]
+QuietFlag = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.", metavar="")]
+DatasetName = Annotated[str, typer.Argument(help="Dataset name.", metavar="NAME")]
+ReleaseId = Annotated[int, typer.Argument(help="Release id (`marginalia release list`).", metavar="RELEASE")]
 
 
 def _engine():  # noqa: ANN202
-    from db.engine import make_engine
-    from db.migrate import upgrade_to_head
+    """The database of MARGINALIA_DATABASE_URL, upgraded, with the releases of dead processes recovered."""
+    return _open_and_recover()[0]
 
-    engine = make_engine()
-    upgrade_to_head(engine)
-    return engine
+
+def _open_and_recover() -> tuple[Any, list[Any]]:
+    """Open and upgrade the database, recover what dead processes left behind (saying so on stderr);
+    returns the engine and the recovered releases."""
+    from db.migrate import open_database
+    from service.recovery import describe_cost, recover_interrupted, recover_jobs
+
+    engine = open_database()
+    recovered = recover_interrupted(engine)
+    for failure in recovered:
+        stderr.print(f"recovered release {failure.release_id} ({failure.mechanism}), left pending by a process that "
+                     f"stopped: it is now failed_after_noise and its charge of {describe_cost(failure.cost)} stands",
+                     highlight=False)
+    recover_jobs(engine)
+    return engine, recovered
 
 
 def _emit(as_json: bool, payload: Any, human: Callable[[], None]) -> None:
@@ -51,33 +108,66 @@ def _emit(as_json: bool, payload: Any, human: Callable[[], None]) -> None:
 
 
 def handles_errors(func: Callable[..., None]) -> Callable[..., None]:
-    """Turn service errors into a clear message and exit status 2 (never a traceback)."""
+    """Turn every failure into one paragraph (JSON with ``--json``) and an exit status: 2 for bad
+    input and refusals, 130 for an interrupt, 1 for a bug. Never a traceback (unless MARGINALIA_DEBUG)."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> None:
+        from db.engine import DatabaseUnavailable
         from service.errors import ServiceError
+        from service.interrupts import EXIT_STATUS, Interrupted
 
         as_json = bool(kwargs.get("as_json"))
         try:
             func(*args, **kwargs)
+        except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
+            raise
+        except Interrupted as exc:
+            _fail(as_json, exc.code, exc.message, EXIT_STATUS, exc.outcome)
         except ServiceError as exc:
-            _fail(as_json, exc.code, exc.message)
+            _fail(as_json, exc.code, _with_notes(exc.message, exc), 2, _release_failure(exc))
+        except DatabaseUnavailable as exc:
+            _fail(as_json, "database_unavailable", str(exc))
         except (ValueError, TypeError) as exc:
-            _fail(as_json, "invalid_input", str(exc))
+            _fail(as_json, "invalid_input", _with_notes(str(exc), exc), 2, _release_failure(exc))
+        except OSError as exc:
+            where = f" {exc.filename}" if exc.filename else ""
+            _fail(as_json, "file_error", f"cannot use{where}: {exc.strerror or exc}", 2, _release_failure(exc))
+        except Exception as exc:
+            if os.environ.get("MARGINALIA_DEBUG"):
+                raise
+            message = (f"{type(exc).__name__}: {exc} -- this is a bug in marginalia; rerun with "
+                       "MARGINALIA_DEBUG=1 for the traceback")
+            _fail(as_json, "internal_error", _with_notes(message, exc), 1, _release_failure(exc))
 
     return wrapper
 
 
-def _fail(as_json: bool, code: str, message: str) -> None:
+def _with_notes(message: str, exc: BaseException) -> str:
+    """The message plus the notes the service attached (e.g. what became of a release's charge)."""
+    notes = [n for n in getattr(exc, "__notes__", ()) if n not in message]
+    return " ".join([message.rstrip("."), *notes]) if notes else message
+
+
+def _release_failure(exc: BaseException) -> Any:
+    return getattr(exc, "release_failure", None)
+
+
+def _fail(as_json: bool, code: str, message: str, status: int = 2, release: Any = None) -> None:
     if as_json:
-        sys.stdout.write(json.dumps({"error": code, "message": message}) + "\n")
+        body: dict[str, object] = {"error": code, "message": message}
+        if release is not None:
+            body["release"] = release.to_json()
+        sys.stdout.write(json.dumps(body) + "\n")
     else:
         stderr.print(f"[bold red]error[/] ({code}): {message}", highlight=False)
-    raise typer.Exit(2)
+    raise typer.Exit(status)
 
 
 class _Bar:
-    """A rich progress bar fed by ``progress(done, total, message)`` callbacks (on stderr)."""
+    """A rich progress bar fed by ``progress(done, total, message)`` callbacks (on stderr). Reports of
+    a graphical-model fit (message ``FIT_PHASE``) get a second bar of their own, so a long fit shows
+    its iterations instead of a step counter that seems stuck."""
 
     def __init__(self, description: str, quiet: bool) -> None:
         self.quiet = quiet
@@ -87,6 +177,7 @@ class _Bar:
         )
         self.description = description
         self.task = None
+        self.fit_task = None
 
     def __enter__(self) -> _Bar:
         if not self.quiet:
@@ -99,27 +190,38 @@ class _Bar:
             self.progress.stop()
 
     def __call__(self, done: int, total: int, message: str = "") -> None:
-        if self.task is not None:
-            self.progress.update(self.task, completed=done, total=total, note=message[:60])
+        from service.progress import FIT_PHASE
+
+        if self.task is None:
+            return
+        if message == FIT_PHASE:
+            if self.fit_task is None:
+                self.fit_task = self.progress.add_task(f"  {FIT_PHASE}", total=total, note="iterations")
+            self.progress.update(self.fit_task, completed=done, total=total)
+            return
+        self.progress.update(self.task, completed=done, total=total, note=message[:60])
 
 
 # init -------------------------------------------------------------------------------------------
 @app.command()
 @handles_errors
 def init(as_json: JsonFlag = False) -> None:
-    """Create or upgrade the database schema (MARGINALIA_DATABASE_URL, default ./marginalia.db)."""
-    from db.engine import database_url
+    """Create or upgrade the database schema and recover what killed processes left pending.
 
-    _engine()
-    _emit(as_json, {"database": database_url(), "status": "ready"},
-          lambda: stdout.print(f"database ready: {database_url()}"))
+    The database is MARGINALIA_DATABASE_URL (default ./marginalia.db). Every command recovers too."""
+    from db.engine import database_url, safe_url
+
+    _, recovered = _open_and_recover()
+    url = safe_url(database_url())
+    _emit(as_json, {"database": url, "status": "ready", "recovered_releases": [f.to_json() for f in recovered]},
+          lambda: stdout.print(f"database ready: {url}", highlight=False))
 
 
 # datasets ---------------------------------------------------------------------------------------
 @dataset_app.command("load")
 @handles_errors
 def dataset_load(
-    name: Annotated[str, typer.Argument(help="Name of the new dataset.")],
+    name: Annotated[str, typer.Argument(help="Name of the new dataset.", metavar="NAME")],
     csv: Annotated[list[Path], typer.Option("--csv", help="CSV file(s); repeat for several raw files.")],
     domain: Annotated[Path | None, typer.Option(help="private-pgm domain JSON {column: size}.")] = None,
     bins: Annotated[Path | None, typer.Option(help="Public binning spec (YAML/JSON) for raw tables.")] = None,
@@ -167,7 +269,7 @@ def dataset_list(as_json: JsonFlag = False) -> None:
 
 @dataset_app.command("show")
 @handles_errors
-def dataset_show(name: str, as_json: JsonFlag = False) -> None:
+def dataset_show(name: DatasetName, as_json: JsonFlag = False) -> None:
     """Show a dataset's domain (sizes and kinds of its columns)."""
     from service import datasets
 
@@ -195,7 +297,7 @@ def _print_budget(status: Any) -> None:
 @budget_app.command("set")
 @handles_errors
 def budget_set(
-    name: str,
+    name: DatasetName,
     epsilon: Annotated[str, typer.Option(help="Total epsilon.")],
     delta: Annotated[str, typer.Option(help="Total delta.")] = "0",
     delta_reserve: Annotated[str, typer.Option(
@@ -211,7 +313,7 @@ def budget_set(
 
 @budget_app.command("show")
 @handles_errors
-def budget_show(name: str, as_json: JsonFlag = False) -> None:
+def budget_show(name: DatasetName, as_json: JsonFlag = False) -> None:
     """Show what is spent and what remains."""
     from service import accountant
 
@@ -223,7 +325,7 @@ def budget_show(name: str, as_json: JsonFlag = False) -> None:
 @release_app.command("marginals")
 @handles_errors
 def release_marginals(
-    name: str,
+    name: DatasetName,
     mechanism: Annotated[str, typer.Option(help="laplace, gaussian, mst or aim.")],
     workload: Annotated[str, typer.Option(
         help="all-1way, all-2way, all-3way, target:COL or a JSON file.")] = "all-2way",
@@ -238,8 +340,12 @@ def release_marginals(
     quiet: QuietFlag = False,
     as_json: JsonFlag = False,
 ) -> None:
-    """Release a marginal workload under the accountant; prints the release id and its cost."""
+    """Release a marginal workload under the accountant; prints the release id and what it was charged.
+
+    Ctrl-C stops it at the next safe point: the charge is refunded if no noise was drawn yet and stands
+    otherwise; the command says which and exits with status 130."""
     from service import releases
+    from service.recovery import describe_cost
 
     options: dict[str, object] = {}
     if rounds is not None:
@@ -250,14 +356,27 @@ def release_marginals(
     with _Bar(f"{mechanism} release of {name}", quiet) as bar:
         outcome = releases.release_marginals(engine, name, mechanism, workload, epsilon=epsilon, delta=delta, rho=rho,
                                              seed=seed, options=options, progress=bar)
-    _emit(as_json, outcome.to_json(), lambda: stdout.print(
-        f"release [bold]{outcome.release_id}[/] ({mechanism}) charged "
-        + ", ".join(f"{k}={v:.6g}" for k, v in outcome.cost.to_json().items() if v)))
+    _late_interrupt(outcome.release_id)
+    _emit(as_json, {**outcome.to_json(), "status": "complete"}, lambda: stdout.print(
+        f"release [bold]{outcome.release_id}[/] ({mechanism}) complete: charged {describe_cost(outcome.cost)}",
+        highlight=False))
+
+
+def _late_interrupt(release_id: int) -> None:
+    """Say so when Ctrl-C came after the release was stored (too late to stop it: it is complete)."""
+    from service import interrupts
+
+    if interrupts.requested():
+        stderr.print(f"the interrupt came after release {release_id} was stored: it is complete and charged",
+                     highlight=False)
 
 
 @release_app.command("list")
 @handles_errors
-def release_list(name: Annotated[str | None, typer.Argument()] = None, as_json: JsonFlag = False) -> None:
+def release_list(
+    name: Annotated[str | None, typer.Argument(help="Only the releases of this dataset.", metavar="[NAME]")] = None,
+    as_json: JsonFlag = False,
+) -> None:
     """List releases (of one dataset, or all)."""
     from service import releases
 
@@ -275,53 +394,108 @@ def release_list(name: Annotated[str | None, typer.Argument()] = None, as_json: 
 @app.command()
 @handles_errors
 def marginal(
-    release: Annotated[int, typer.Argument(help="Release id.")],
-    attributes: Annotated[list[str], typer.Argument(help="Attributes of the marginal, in the order wanted.")],
+    release: ReleaseId,
+    attributes: Annotated[list[str], typer.Argument(
+        help="Attributes of the marginal, in the order wanted (quote names such as 'income>50K').",
+        metavar="ATTRIBUTE...")],
     as_json: JsonFlag = False,
 ) -> None:
-    """Answer any marginal from a stored release (free)."""
+    """Answer any marginal from a stored release (free); says what the release measured of it."""
     from service import releases
 
     answer = releases.answer_marginal(_engine(), release, list(attributes))
+    _emit(as_json, answer, lambda: _print_marginal(answer))
 
-    def human() -> None:
-        import numpy as np
 
-        counts = np.asarray(answer["counts"])
-        stdout.print(f"marginal {answer['attributes']} from release {release}, shape {answer['shape']}")
-        stdout.print(np.array2string(np.round(counts, 1), max_line_width=120, threshold=400))
+def _print_marginal(answer: dict[str, Any]) -> None:
+    """A marginal as a table: one row per cell of the other axes (labels where the table has them)."""
+    import numpy as np
 
-    _emit(as_json, answer, human)
+    attributes, labels = answer["attributes"], answer["labels"]
+    counts = np.asarray(answer["counts"], dtype=float)
+    names = [labels.get(a) or [str(code) for code in range(size)] for a, size in zip(attributes, counts.shape,
+                                                                                       strict=True)]
+    stdout.print(f"marginal {attributes} from release {answer['release_id']} (estimated counts)", highlight=False)
+    if counts.ndim == 1:
+        table = Table(attributes[0], "count")
+        for name, value in zip(names[0], counts, strict=True):
+            table.add_row(name, f"{value:,.1f}")
+    else:
+        table = Table(" × ".join(attributes[:-1]) + f" \\ {attributes[-1]}",
+                      *(Column(n, justify="right", no_wrap=True) for n in names[-1]))
+        for index in np.ndindex(*counts.shape[:-1]):
+            table.add_row(" × ".join(names[axis][i] for axis, i in enumerate(index)),
+                          *(f"{v:,.1f}" for v in counts[index]))
+    stdout.print(table)
+    warning = answer["coverage"]["warning"]
+    if warning:
+        stderr.print(f"[bold yellow]warning[/]: {warning}", highlight=False)
 
 
 @app.command()
 @handles_errors
 def synth(
-    release: Annotated[int, typer.Argument(help="Release id.")],
+    release: ReleaseId,
     rows: Annotated[int, typer.Option(help="Number of synthetic rows.")],
-    out: Annotated[Path, typer.Option(help="CSV file to write.")],
+    out: Annotated[Path, typer.Option(help="CSV file to write (refused if it exists, unless --force).")],
     seed: Annotated[int | None, typer.Option(help="Seed for a reproducible sample.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite --out if it exists.", metavar="")] = False,
+    codes: Annotated[bool, typer.Option("--codes", help="Write codes, not the labels of a raw table's bins.",
+                                        metavar="")] = False,
     as_json: JsonFlag = False,
 ) -> None:
-    """Draw synthetic rows from a stored release (free) into a CSV file."""
+    """Draw synthetic rows from a stored release (free) into a CSV file.
+
+    A raw table's columns hold its binning spec's labels (--codes for the codes)."""
     from service import releases
 
-    frame = releases.synthetic_frame(_engine(), release, rows, seed)
-    frame.to_csv(out, index=False)
+    _check_output(out, force, "--out")
+    frame = releases.synthetic_frame(_engine(), release, rows, seed, labels=not codes)
+    _write_output(out, "--out", lambda path: frame.to_csv(path, index=False))
     _emit(as_json, {"release_id": release, "rows": len(frame), "out": str(out)},
-          lambda: stdout.print(f"wrote {len(frame):,} synthetic rows to {out}"))
+          lambda: stdout.print(f"wrote {len(frame):,} synthetic rows to {out}", highlight=False))
+
+
+def _check_output(path: Path, force: bool, option: str) -> None:
+    """Refuse, before any work, an output file that cannot or must not be written."""
+    from service.errors import InvalidInput
+
+    if path.is_dir():
+        raise InvalidInput(f"{option} {path} is a folder; give a file name", code="invalid_parameter")
+    if path.exists() and not force:
+        raise InvalidInput(f"{option} {path} exists; add --force to overwrite it", code="file_exists")
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise InvalidInput(f"{option} {path}: the folder {folder} does not exist", code="invalid_parameter")
+    if not os.access(folder, os.W_OK):
+        raise InvalidInput(f"{option} {path}: the folder {folder} is not writable", code="invalid_parameter")
+
+
+def _write_output(path: Path, option: str, write: Callable[[Path], None]) -> None:
+    from service.errors import InvalidInput
+
+    try:
+        write(path)
+    except OSError as exc:
+        raise InvalidInput(f"{option} {path}: cannot write it ({exc.strerror or exc})",
+                           code="invalid_parameter") from None
 
 
 @app.command()
 @handles_errors
-def ledger(name: str, as_json: JsonFlag = False) -> None:
+def ledger(name: DatasetName, as_json: JsonFlag = False) -> None:
     """Print a dataset's privacy ledger (append-only), oldest first."""
     from service import accountant
 
     rows = accountant.ledger_rows(_engine(), name)
 
     def human() -> None:
-        table = Table("#", "entry", "release", "status", "mechanism", "epsilon", "delta", "rho", "eps spent after",
+        # numbers are never cut: they keep their width, and the words wrap when the terminal is narrow
+        words = {"overflow": "fold"}
+        number = {"justify": "right", "no_wrap": True}
+        table = Table(Column("#", **number), Column("entry", **words), Column("release", **number),
+                      Column("status", **words), Column("mechanism", **words), Column("epsilon", **number),
+                      Column("delta", **number), Column("rho", **number), Column("eps spent after", **number),
                       title=f"privacy ledger of {name}")
         for r in rows:
             table.add_row(str(r["entry_id"]), str(r["entry"]), str(r["release_id"] or ""),
@@ -333,7 +507,7 @@ def ledger(name: str, as_json: JsonFlag = False) -> None:
 
 
 # server and API keys (issue 5) -------------------------------------------------------------------
-keys_app = typer.Typer(no_args_is_help=True, help="Create, list and revoke API keys (a key is shown once).")
+keys_app = _Typer(help="Create, list and revoke API keys (a key is shown once).")
 app.add_typer(keys_app, name="keys")
 
 
@@ -371,7 +545,8 @@ def keys_create(
 @keys_app.command("revoke")
 @handles_errors
 def keys_revoke(
-    key_id: Annotated[int, typer.Argument(help="Key id (from `keys list`).")], as_json: JsonFlag = False
+    key_id: Annotated[int, typer.Argument(help="Key id (from `keys list`).", metavar="KEY_ID")],
+    as_json: JsonFlag = False,
 ) -> None:
     """Revoke a key: every later request made with it is refused (401)."""
     from service import auth
@@ -400,7 +575,7 @@ def keys_list(as_json: JsonFlag = False) -> None:
 
 
 # private regression and its benchmark (issue 4) ----------------------------------------------------
-bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks on temporary databases (yours is never touched).")
+bench_app = _Typer(help="Benchmarks on temporary databases (yours is never touched).")
 app.add_typer(bench_app, name="bench")
 
 
@@ -411,8 +586,8 @@ def _column_list(text: str | None) -> list[str] | None:
 @app.command()
 @handles_errors
 def fit(
-    task: Annotated[str, typer.Argument(help="linear or logistic.")],
-    name: Annotated[str, typer.Argument(help="Dataset to regress on.")],
+    task: Annotated[str, typer.Argument(help="linear or logistic.", metavar="TASK")],
+    name: Annotated[str, typer.Argument(help="Dataset to regress on.", metavar="NAME")],
     target: Annotated[str, typer.Option(help="Target column.")],
     method: Annotated[str, typer.Option(help="dd-ssp, adassp (linear), objpert (logistic) or aim-synth.")] = "dd-ssp",
     features: Annotated[str | None, typer.Option(help="Comma-separated feature columns (default: all others).")] = None,
@@ -421,29 +596,43 @@ def fit(
     epsilon: Annotated[str | None, typer.Option(help="Epsilon a new release may spend.")] = None,
     delta: Annotated[str | None, typer.Option(help="Delta a new release may spend.")] = None,
     release: Annotated[int | None, typer.Option(help="Answer from this release (free).")] = None,
-    intercept: Annotated[bool, typer.Option("--intercept/--no-intercept", help="Fit an intercept.")] = True,
+    intercept: Annotated[bool, typer.Option("--intercept/--no-intercept", help="Fit an intercept.",
+                                            metavar="")] = True,
     seed: Annotated[int | None, typer.Option(help="Seed for tests/benchmarks; NOT for production.")] = None,
-    mechanism: Annotated[str, typer.Option(help="Marginal mechanism of a new dd-ssp/aim-synth release.")] = "aim",
+    mechanism: Annotated[str | None, typer.Option(
+        help="Marginal mechanism of a new dd-ssp/aim-synth release (default aim); a reused release keeps its own.")
+    ] = None,
+    allow_unmeasured: Annotated[bool, typer.Option(
+        "--allow-unmeasured", metavar="",
+        help="Let a release that did not measure every column and pair of the regression answer (they are then "
+             "the model's extrapolation).")] = False,
     quiet: QuietFlag = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Fit a private linear or logistic regression from a release (reused for free when one can answer)."""
     from service import regression
+    from service.recovery import describe_cost
 
     engine = _engine()
     with _Bar(f"{method} {task} regression of {name}", quiet or as_json) as bar:
         outcome = regression.fit(engine, name, task, target, _column_list(features), _column_list(categorical),
-                                 method, epsilon, delta, release, intercept, seed, mechanism=mechanism, progress=bar)
+                                 method, epsilon, delta, release, intercept, seed, mechanism=mechanism, progress=bar,
+                                 allow_unmeasured=allow_unmeasured)
+    if not outcome.reused:
+        _late_interrupt(outcome.release_id)
     payload = outcome.to_json()
 
     def human() -> None:
-        spent = ", ".join(f"{k}={v:.6g}" for k, v in payload["cost"].items() if v) or "nothing (reused)"
+        spent = "nothing (a stored release answered)" if outcome.cost.is_zero else describe_cost(outcome.cost)
         stdout.print(f"{method} {task} regression of [bold]{target}[/] answered by release "
-                     f"[bold]{outcome.release_id}[/] ({outcome.release_mechanism}); this call spent {spent}")
+                     f"[bold]{outcome.release_id}[/] ({outcome.release_mechanism}); this call spent {spent}",
+                     highlight=False)
         table = Table("column", "coefficient", title="coefficients (target on its encoded scale)")
         for column, value in outcome.coefficients.items():
             table.add_row(column, f"{value:.6g}")
         stdout.print(table)
+        for note in outcome.notes:
+            stderr.print(f"note: {note}", highlight=False)
 
     _emit(as_json, payload, human)
 
@@ -456,7 +645,8 @@ def bench_regression(
     domain: Annotated[Path, typer.Option(help="private-pgm domain JSON {column: size}.")],
     target: Annotated[str, typer.Option(help="Target column.")],
     task: Annotated[str, typer.Option(help="linear or logistic.")],
-    json_out: Annotated[Path, typer.Option("--json", help="Write the JSON result to this file.")],
+    out: Annotated[Path, typer.Option(
+        help="Write the JSON result to this file (refused if it exists, unless --force).")],
     categorical: Annotated[str, typer.Option(help="Comma-separated unordered columns (one-hot).")] = "",
     features: Annotated[str | None, typer.Option(help="Comma-separated features (default: all others).")] = None,
     methods: Annotated[str | None, typer.Option(
@@ -466,13 +656,16 @@ def bench_regression(
     trials: Annotated[int, typer.Option(help="Trials per epsilon.")] = 5,
     max_train: Annotated[int, typer.Option(help="Cap on training rows (a seeded sample).")] = 50_000,
     seed: Annotated[int, typer.Option(help="Seed of the whole run.")] = 0,
-    intercept: Annotated[bool, typer.Option("--intercept/--no-intercept", help="Fit intercepts.")] = True,
+    intercept: Annotated[bool, typer.Option("--intercept/--no-intercept", help="Fit intercepts.", metavar="")] = True,
     plot: Annotated[Path | None, typer.Option(help="Write a PNG plot of metric vs epsilon here.")] = None,
     mechanism: Annotated[str, typer.Option(help="Marginal mechanism for dd-ssp / aim-synth.")] = "aim",
     aim_rounds: Annotated[int | None, typer.Option(help="AIM's planned rounds (default: AIM's rule).")] = None,
     max_model_size: Annotated[float | None, typer.Option(help="Largest graphical model in MB.")] = None,
     marginal_trials: Annotated[int | None, typer.Option(help="Fewer trials for the AIM-based methods.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite --out and --plot if they exist.",
+                                        metavar="")] = False,
     quiet: QuietFlag = False,
+    as_json: JsonFlag = False,
 ) -> None:
     """Run paper 002's regression protocol through the real release path on a temporary SQLite database."""
     from service import bench
@@ -494,11 +687,15 @@ def bench_regression(
         epsilons=eps, delta=delta, trials=trials, max_train=max_train, seed=seed, intercept=intercept,
         mechanism=mechanism, marginal_options=options, marginal_trials=marginal_trials,
     )
-    result = bench.run_regression_bench(config, log=(lambda m: None) if quiet else (lambda m: stderr.print(m)))
-    json_out.write_text(json.dumps(result, indent=1, default=str) + "\n")
+    _check_output(out, force, "--out")
     if plot is not None:
-        bench.plot_regression_bench(result, plot)
-    stdout.print(f"wrote {json_out}" + (f" and {plot}" if plot is not None else ""))
+        _check_output(plot, force, "--plot")
+    result = bench.run_regression_bench(config, log=(lambda m: None) if quiet else (lambda m: stderr.print(m)))
+    _write_output(out, "--out", lambda path: path.write_text(json.dumps(result, indent=1, default=str) + "\n"))
+    if plot is not None:
+        _write_output(plot, "--plot", lambda path: bench.plot_regression_bench(result, path))
+    _emit(as_json, result, lambda: stdout.print(f"wrote {out}" + (f" and {plot}" if plot is not None else ""),
+                                                highlight=False))
 
 
 def main() -> None:  # pragma: no cover

@@ -15,6 +15,10 @@ from fractions import Fraction
 
 from db.models import DELTA_SCALE, EPSILON_SCALE
 
+#: The largest epsilon or rho a budget or a charge may name. Beyond it a release protects nothing,
+#: and the ledger's 64-bit units (1e-12 each, at most 9.2e18) would overflow after a few of them.
+MAX_AMOUNT = 10**6
+
 
 @dataclass(frozen=True)
 class PrivacyCost:
@@ -64,6 +68,15 @@ def exact(value: object) -> Fraction:
     if isinstance(value, str):
         return Fraction(Decimal(value.strip()))
     raise TypeError(f"cannot read {value!r} as a privacy amount")
+
+
+def check_amount(value: Fraction, name: str) -> Fraction:
+    """``value`` unchanged when it is at most :data:`MAX_AMOUNT`; otherwise a ``ValueError`` naming
+    ``name`` (raised before anything reaches the database, whose integer columns would overflow)."""
+    if value > MAX_AMOUNT:
+        raise ValueError(f"{name} must be at most {MAX_AMOUNT:g} (a larger value protects nothing), "
+                         f"got {float(value):g}")
+    return value
 
 
 def ceil_units(value: Fraction, scale: int) -> int:

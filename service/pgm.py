@@ -71,6 +71,7 @@ def estimate(
     total: float | None = None,
     warm_start: Model | None = None,
     callback: Callable[[object], None] | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Model:
     """Fit a Markov random field to noisy marginals by mirror descent (McKenna et al. 2019).
 
@@ -79,12 +80,12 @@ def estimate(
 
     Without ``warm_start`` and ``callback`` this is :func:`fit` (numpy, nothing compiled) converted
     to an mbi model; with either, mbi's ``MirrorDescent`` runs (compiled for each clique set), since
-    both hooks are defined in mbi's terms.
+    both hooks are defined in mbi's terms. ``progress(iteration, iters)`` is :func:`fit`'s.
     """
     if not measurements:
         raise ValueError("estimate needs at least one measurement")
     if warm_start is None and callback is None:
-        return fit(domain, measurements, iters=iters, total=total).to_mbi()
+        return fit(domain, measurements, iters=iters, total=total, progress=progress).to_mbi()
     return mbi_estimation.MirrorDescent().estimate(
         mbi_domain(domain),
         [m.to_mbi() for m in measurements],
@@ -796,6 +797,7 @@ def fit(
     warm_start: Fit | None = None,
     structural_zeros: Mapping[Sequence[str], np.ndarray] | None = None,
     tol: float | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Fit:
     """Fit a graphical model to noisy marginals with numpy (no JAX compilation).
 
@@ -808,7 +810,9 @@ def fit(
 
     ``structural_zeros`` maps a clique to a boolean array (axes in the clique's order) that is True
     on impossible cells; those cells get probability exactly zero. ``tol`` stops early once the
-    relative loss decrease over 50 iterations stays below it twice in a row.
+    relative loss decrease over 50 iterations stays below it twice in a row. ``progress(done, iters)``
+    is called before the first iteration and after each one (a long fit shows its own progress, and a
+    caller may stop it there by raising).
     """
     if not measurements:
         raise ValueError("fit needs at least one measurement")
@@ -843,6 +847,8 @@ def fit(
     loss, gradient = objective.loss_and_gradient(marginals)
     block_start, stalls = loss, 0
     done = 0
+    if progress is not None:
+        progress(0, iters)
     for done in range(1, iters + 1):
         trial = {c: potentials[c] - stepsize * gradient[c] for c in cliques}
         trial_probabilities, trial_marginals = evaluate(trial)
@@ -858,6 +864,8 @@ def fit(
             block_start = loss
             if stalls >= 2:
                 break
+        if progress is not None:
+            progress(done, iters)
     return Fit(domain, tree, potentials, zeros, probabilities, total, loss, stepsize, objective.lipschitz, done)
 
 

@@ -39,22 +39,24 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 import numpy as np
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, select
 
 from db.engine import transaction
-from db.models import DELTA_SCALE, EPSILON_SCALE, LedgerEntry, Release
+from db.models import Release
 from estimators.base import BinaryClassifier, EstimatorError, LinearScoreModel
 from estimators.linear import AdaSSPLinearRegression, DDSSPLinearRegression
 from estimators.logistic import DDSSPLogisticRegression
 from estimators.reference import fit_on_rows
 from estimators.sufficient_stats import gram_from_marginals
 from service import pgm, releases, zcdp
-from service.cost import PrivacyCost, exact, from_units
+from service.cost import PrivacyCost, check_amount, exact
+from service.coverage import Coverage, coverage, measured_cliques
 from service.datasets import StoredDataset, get_dataset
 from service.errors import InvalidInput, ServiceError
 from service.mechanisms import gram
 from service.mechanisms.base import MechanismError, Progress, no_progress
 from service.mechanisms.objpert import ModelPayload, ObjPertRelease
+from service.recovery import release_costs
 from workloads.domain import Domain
 from workloads.encodings import TASKS, DesignEncoding, EncodingError
 from workloads.marginals import canonical
@@ -92,6 +94,7 @@ class FitOutcome:
     cost: PrivacyCost
     release_cost: PrivacyCost
     details: dict[str, object] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
 
     @property
     def feature_names(self) -> tuple[str, ...]:
@@ -122,6 +125,7 @@ class FitOutcome:
             "coefficients": self.coefficients,
             "encodings": self.design.to_dict()["encodings"],
             "details": self.details,
+            "notes": list(self.notes),
         }
 
 
@@ -187,7 +191,7 @@ def _budget(epsilon: object, delta: object) -> tuple[Fraction, Fraction]:
     if epsilon is None or delta is None:
         raise RegressionInputError("give epsilon and delta for a new release (or the id of a release to answer from)")
     try:
-        zcdp.validate_epsilon(epsilon, "epsilon")
+        check_amount(exact(zcdp.validate_epsilon(epsilon, "epsilon")), "epsilon")
         if zcdp.validate_delta(delta, "delta") == 0:
             raise zcdp.PrivacyParameterError("delta must be > 0: every regression release here adds Gaussian noise")
         return exact(epsilon), exact(delta)
@@ -206,12 +210,21 @@ class _Candidate:
     details: dict[str, object]
 
 
-def _cannot_answer(candidate: _Candidate, domain: Domain, design: DesignEncoding, method: str) -> str | None:
-    """Why ``candidate`` cannot answer ``method`` on ``design`` (None when it can)."""
+def _cannot_answer(candidate: _Candidate, domain: Domain, design: DesignEncoding, method: str,
+                   allow_unmeasured: bool = False) -> str | None:
+    """Why ``candidate`` cannot answer ``method`` on ``design`` (None when it can). A marginal release
+    that did not measure every column and pair the regression reads cannot, unless ``allow_unmeasured``."""
     if candidate.status != "complete":
         return f"it is {candidate.status}"
     if method in MARGINAL_METHODS:
-        return None if candidate.kind == "marginals" else f"it is a {candidate.kind} release, not a marginal release"
+        if candidate.kind != "marginals":
+            return f"it is a {candidate.kind} release, not a marginal release"
+        gaps = _coverage(candidate, domain, design)
+        if gaps.complete_pairs or allow_unmeasured:
+            return None
+        return (f"{gaps.warning()}; the regression reads every column and pair among target and features, so its "
+                "answer would be the model's extrapolation. Fit anyway with --allow-unmeasured "
+                "(allow_unmeasured=True), or let a new release measure them")
     if method == "adassp":
         if candidate.kind != "gram":
             return f"it is a {candidate.kind} release, not a Gram (AdaSSP) release"
@@ -263,59 +276,39 @@ def _candidates(engine: Engine, dataset: StoredDataset, kind: str) -> list[_Cand
     return [_Candidate(r[0], r[1], r[2], r[3], json.loads(r[4]), json.loads(r[5])) for r in rows]
 
 
-def release_costs(engine: Engine, release_ids: Sequence[int]) -> dict[int, PrivacyCost]:
-    """What the ledger charged each release (charges minus refunds), exactly."""
-    if not release_ids:
-        return {}
-    with transaction(engine) as session:
-        rows = session.execute(
-            select(LedgerEntry.release_id, func.sum(LedgerEntry.epsilon_units), func.sum(LedgerEntry.delta_units),
-                   func.sum(LedgerEntry.rho_units))
-            .where(LedgerEntry.release_id.in_(list(release_ids)))
-            .group_by(LedgerEntry.release_id)
-        ).all()
-    costs = {int(r[0]): PrivacyCost(from_units(int(r[1]), EPSILON_SCALE), from_units(int(r[2]), DELTA_SCALE),
-                                    from_units(int(r[3]), EPSILON_SCALE)) for r in rows}
-    return {i: costs.get(i, PrivacyCost()) for i in release_ids}
-
-
 def _strength(cost: PrivacyCost) -> Fraction:
     """A release's budget in zCDP terms (pure epsilon counts as epsilon^2/2, Bun & Steinke 2016 Prop. 1.4): more
     budget, less noise, a better answer."""
     return cost.rho + cost.epsilon * cost.epsilon / 2
 
 
-def _covered_pairs(candidate: _Candidate) -> set[frozenset[str]]:
-    cliques: list[list[str]] = []
-    for entry in candidate.params.get("workload") or []:  # type: ignore[union-attr]
-        if isinstance(entry, dict) and isinstance(entry.get("attributes"), list):
-            cliques.append(entry["attributes"])
-    for clique in candidate.details.get("model_cliques") or []:  # type: ignore[union-attr]
-        if isinstance(clique, list):
-            cliques.append(clique)
-    return {frozenset(pair) for clique in cliques for pair in itertools.combinations(clique, 2)}
+def _coverage(candidate: _Candidate, domain: Domain, design: DesignEncoding) -> Coverage:
+    """What ``candidate`` (a marginal release) measured of the regression's target and features."""
+    cliques = measured_cliques(candidate.mechanism, candidate.params, candidate.details, domain.names)
+    return coverage(candidate.id, cliques, [*design.features, design.target])
 
 
 def find_release(engine: Engine, dataset: StoredDataset, design: DesignEncoding, method: str,
-                 epsilon: Fraction | None = None, delta: Fraction | None = None) -> int | None:
+                 epsilon: Fraction | None = None, delta: Fraction | None = None,
+                 allow_unmeasured: bool = False) -> int | None:
     """The stored complete release that answers ``method`` on ``design`` best, or None.
 
-    Marginal methods: releases whose workload (or model cliques) covers every pair among target and features
-    first, then the one with the largest budget, then the newest. AdaSSP: the Gram release with the largest
-    budget, then the newest. ObjPert: the newest model release of this design at exactly ``epsilon`` and
-    ``delta`` (the model *is* the answer, so its privacy parameters are part of the question)."""
+    Marginal methods: releases that measured every column and pair among target and features (with
+    ``allow_unmeasured`` any marginal release, those that did first), then the one with the largest
+    budget, then the newest. AdaSSP: the Gram release with the largest budget, then the newest.
+    ObjPert: the newest model release of this design at exactly ``epsilon`` and ``delta`` (the model
+    *is* the answer, so its privacy parameters are part of the question)."""
     kind = {"adassp": "gram", "objpert": "model"}.get(method, "marginals")
-    found = [c for c in _candidates(engine, dataset, kind) if _cannot_answer(c, dataset.domain, design, method) is None]
+    found = [c for c in _candidates(engine, dataset, kind)
+             if _cannot_answer(c, dataset.domain, design, method, allow_unmeasured) is None]
     if method == "objpert":
         found = [c for c in found if _same_request(c, epsilon, delta)]
     if not found:
         return None
     costs = release_costs(engine, [c.id for c in found])
-    attributes = design.features + (design.target,)
-    needed = {frozenset(p) for p in itertools.combinations(attributes, 2)}
 
     def rank(c: _Candidate) -> tuple[bool, Fraction, int]:
-        covers = method in MARGINAL_METHODS and needed <= _covered_pairs(c)
+        covers = method in MARGINAL_METHODS and _coverage(c, dataset.domain, design).complete_pairs
         return covers, _strength(costs[c.id]), c.id
 
     return max(found, key=rank).id
@@ -435,17 +428,25 @@ def fit(
     principal: str = "cli",
     *,
     reuse: bool = True,
-    mechanism: str = DEFAULT_MARGINAL_MECHANISM,
+    mechanism: str | None = None,
     options: dict[str, object] | None = None,
     progress: Progress = no_progress,
+    allow_unmeasured: bool = False,
 ) -> FitOutcome:
     """Fit a private regression of ``target`` on ``features`` of dataset ``name`` (module docstring).
 
     ``release_id`` answers from that release (free; ``epsilon`` / ``delta`` must then be omitted). Otherwise
     ``epsilon`` and ``delta`` are what a new release would cost; a stored release that can answer is used instead
-    when there is one (``reuse=False`` always makes a new release, as benchmarks need). ``mechanism`` and
-    ``options`` configure a new marginal release (dd-ssp, aim-synth). ``seed`` makes the new release and the
-    synthetic rows of aim-synth reproducible (tests and benchmarks only)."""
+    when there is one (``reuse=False`` always makes a new release, as benchmarks need). ``mechanism`` (default
+    AIM) and ``options`` configure a new marginal release (dd-ssp, aim-synth); the answer's notes say so when a
+    stored release answered instead. ``seed`` makes the new release and the synthetic rows of aim-synth
+    reproducible (tests and benchmarks only).
+
+    A marginal release answers dd-ssp and aim-synth only if it measured every column and pair among target and
+    features (service/coverage.py); ``allow_unmeasured=True`` lets one that did not answer anyway (the model then
+    extrapolates the missing parts, and the answer's ``details["coverage"]`` says which)."""
+    if not isinstance(allow_unmeasured, bool):
+        raise RegressionInputError(f"allow_unmeasured must be True or False, got {allow_unmeasured!r}")
     if method not in METHODS:
         raise RegressionInputError(f"method must be one of {list(METHODS)}, got {method!r}")
     if task in TASKS and task not in METHOD_TASKS[method]:
@@ -463,20 +464,31 @@ def fit(
             raise ReleaseCannotAnswer(f"release {release_id} is a release of {release.dataset.name!r}, not of {name!r}")
         candidate = _Candidate(release.id, release.kind, release.mechanism, release.status, release.params,
                                release.details)
-        reason = _cannot_answer(candidate, dataset.domain, design, method)
+        reason = _cannot_answer(candidate, dataset.domain, design, method, allow_unmeasured)
         if reason is not None:
             raise ReleaseCannotAnswer(f"release {release_id} cannot answer {method}: {reason}")
         reused = True
     else:
         eps, dlt = _budget(epsilon, delta)
-        found = find_release(engine, dataset, design, method, eps, dlt) if reuse else None
+        found = find_release(engine, dataset, design, method, eps, dlt, allow_unmeasured) if reuse else None
         reused = found is not None
         if found is None:
             outcome = make_release(engine, dataset, design, method, eps, dlt, seed=seed, principal=principal,
-                                   mechanism=mechanism, options=options, progress=progress)
+                                   mechanism=mechanism or DEFAULT_MARGINAL_MECHANISM, options=options,
+                                   progress=progress)
             found, cost = outcome.release_id, outcome.cost
         release = releases.get_release(engine, found)
     model, details = answer(engine, release, design, method, seed)
+    notes = []
+    if method in MARGINAL_METHODS:
+        gaps = release.coverage([*design.features, design.target])
+        details = {**details, "coverage": gaps.to_json()}
+        if not gaps.complete_pairs:
+            notes.append(f"{gaps.warning()}: those parts of the fit are the model's extrapolation")
+    if reused and release_id is None:
+        notes.append(f"release {release.id} ({release.mechanism}) already answers this question, so this call spent "
+                     "nothing" + (f"; --mechanism {mechanism} applies only to a new release" if mechanism
+                                  and mechanism != release.mechanism and method in MARGINAL_METHODS else ""))
     release_cost = release_costs(engine, [release.id])[release.id]
     return FitOutcome(model, method, dataset.name, design, release.id, release.kind, release.mechanism, reused, cost,
-                      release_cost, details)
+                      release_cost, details, tuple(notes))

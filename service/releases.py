@@ -12,9 +12,18 @@ A release goes through four steps:
 
 If step 3 fails before any noise was drawn, the charge is refunded (an appended ``refund`` row)
 and the release is marked ``failed_before_noise``. Once noise exists, the charge stands whatever
-happens next: a failure marks the release ``failed_after_noise``. A process killed in step 3 or
-4 leaves a ``pending`` release with its charge; :func:`recover_interrupted` marks those
-``failed_after_noise`` on the next start.
+happens next: a failure marks the release ``failed_after_noise``. Either way the exception carries
+a :class:`ReleaseFailure` (``exc.release_failure``) saying which, and how much was charged.
+
+A stop request (Ctrl-C in the command line, :mod:`service.interrupts`) is honoured at known points
+only: before step 2 (nothing is charged) and at every progress callback of the mechanism (each
+measurement, selection round and estimation iteration), where it raises
+:class:`~service.interrupts.Interrupted` carrying the release's :class:`ReleaseFailure`.
+
+A process killed in step 3 or 4 leaves a ``pending`` release with its charge. The release records
+its runner (process and heartbeat, :mod:`service.runners`); :func:`service.recovery.recover_interrupted`,
+run by every command and at server start, marks ``failed_after_noise`` the pending releases whose
+runner is provably gone, and only those.
 """
 
 from __future__ import annotations
@@ -25,7 +34,7 @@ import json
 import math
 import secrets
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -35,13 +44,15 @@ from sqlalchemy import Engine, select, update
 
 from db.engine import transaction
 from db.models import Release, utcnow
-from service import accountant, pgm, zcdp
-from service.cost import PrivacyCost, exact, floor_to_grid
+from service import accountant, interrupts, pgm, runners, zcdp
+from service.cost import PrivacyCost, check_amount, exact, floor_to_grid
+from service.coverage import Coverage, coverage, measured_cliques
 from service.datasets import StoredDataset, get_dataset, stored_dataset
 from service.errors import InvalidInput, NotFound, ServiceError
 from service.mechanisms.base import MechanismResult, Progress, no_progress
 from service.noise import NoiseSource
 from service.oracle import SqlCountOracle
+from service.recovery import ReleaseFailure
 from workloads.marginals import Query, WorkloadError, canonical, parse_workload, total_cells
 
 MECHANISMS = ("laplace", "gaussian", "mst", "aim")
@@ -95,17 +106,17 @@ def marginal_cost(mechanism: str, epsilon: object, delta: object, rho: object) -
                 raise InvalidInput("laplace is pure DP: --delta must be omitted or 0", code="invalid_parameter")
             if epsilon is None:
                 raise InvalidInput("laplace needs --epsilon", code="invalid_parameter")
-            return PrivacyCost(epsilon=exact(zcdp.validate_epsilon(epsilon, "epsilon")))
+            return PrivacyCost(epsilon=check_amount(exact(zcdp.validate_epsilon(epsilon, "epsilon")), "epsilon"))
         if rho is not None:
             if epsilon is not None or delta is not None:
                 raise InvalidInput("give either --rho or --epsilon with --delta, not both", code="invalid_parameter")
-            return PrivacyCost(rho=floor_to_grid(exact(zcdp.validate_rho(rho, "rho"))))
+            return PrivacyCost(rho=floor_to_grid(check_amount(exact(zcdp.validate_rho(rho, "rho")), "rho")))
         if epsilon is None or delta is None:
             raise InvalidInput(
                 f"{mechanism} is a zCDP mechanism: give --rho, or --epsilon and --delta (delta > 0)",
                 code="invalid_parameter",
             )
-        eps = float(zcdp.validate_epsilon(epsilon, "epsilon"))
+        eps = float(check_amount(exact(zcdp.validate_epsilon(epsilon, "epsilon")), "epsilon"))
         dlt = float(zcdp.validate_delta(delta, "delta"))
         if dlt == 0:
             raise InvalidInput(f"{mechanism} needs delta > 0 to convert (epsilon, delta) to rho",
@@ -114,7 +125,7 @@ def marginal_cost(mechanism: str, epsilon: object, delta: object, rho: object) -
         if converted <= 0:
             raise InvalidInput(f"epsilon={eps}, delta={dlt} converts to rho below 1e-12", code="invalid_parameter")
         return PrivacyCost(rho=converted)
-    except zcdp.PrivacyParameterError as exc:
+    except ValueError as exc:
         raise InvalidInput(str(exc), code="invalid_parameter") from None
 
 
@@ -179,56 +190,67 @@ def run_release(
     progress: Progress = no_progress,
     encode_payload: Callable[[MechanismResult], bytes] | None = None,
 ) -> ReleaseOutcome:
-    """Reserve, run, store (module docstring). ``runner`` gets the count oracle and the noise."""
-    release_id, charge_id = accountant.reserve_release(engine, dataset.name, kind, mechanism, cost, params, principal)
+    """Reserve, run, store (module docstring). ``runner`` gets the count oracle, the noise and a
+    progress callback, at each call of which a stop request is honoured."""
+    interrupts.raise_if_requested("before the release was reserved: nothing was charged")
+    release_id, charge_id = accountant.reserve_release(engine, dataset.name, kind, mechanism, cost, params, principal,
+                                                       runner=runners.current().columns())
     noise = TrackedNoise(NoiseSource(seed))
-    try:
-        result = runner(SqlCountOracle(engine, dataset), noise, progress)
-        if result.cost != cost:
-            raise RuntimeError(f"mechanism {mechanism} used {result.cost} but was charged {cost}")
-        payload = (encode_payload or _encode_marginal_payload)(result)
-    except BaseException as exc:
-        _fail(engine, release_id, charge_id, noise.drawn, exc)
-        raise
-    try:
-        # One UPDATE (no read first): on SQLite a transaction that reads and then writes fails at
-        # once with "database is locked" when another writer committed in between.
-        with transaction(engine) as session:
-            session.execute(
-                update(Release).where(Release.id == release_id).values(
-                    payload=payload, details_json=json.dumps(result.details, default=_json_default),
-                    status="complete", finished_at=utcnow())
-            )
-    except BaseException as exc:
-        _fail(engine, release_id, charge_id, True, exc)
-        raise
+    where = f"during release {release_id}"
+
+    def checked(done: int, total: int, message: str) -> None:
+        interrupts.raise_if_requested(where)
+        progress(done, total, message)
+
+    with runners.Heartbeat(engine, Release.__table__, release_id):
+        try:
+            result = runner(SqlCountOracle(engine, dataset), noise, checked)
+            if result.cost != cost:
+                raise RuntimeError(f"mechanism {mechanism} used {result.cost} but was charged {cost}")
+            payload = (encode_payload or _encode_marginal_payload)(result)
+        except BaseException as exc:
+            raise _failed(engine, release_id, charge_id, mechanism, cost, noise.drawn, exc) from None
+        try:
+            _store(engine, release_id, payload, result.details)
+        except BaseException as exc:
+            raise _failed(engine, release_id, charge_id, mechanism, cost, True, exc) from None
     return ReleaseOutcome(release_id, cost, mechanism, result.details)
 
 
-def _fail(engine: Engine, release_id: int, charge_id: int, noise_drawn: bool, exc: BaseException) -> None:
+def _store(engine: Engine, release_id: int, payload: bytes, details: dict[str, object]) -> None:
+    # One UPDATE (no read first): on SQLite a transaction that reads and then writes fails at once
+    # with "database is locked" when another writer committed in between.
+    with transaction(engine) as session:
+        stored = session.execute(
+            update(Release).where(Release.id == release_id, Release.status == "pending").values(
+                payload=payload, details_json=json.dumps(details, default=_json_default),
+                status="complete", finished_at=utcnow())
+        ).rowcount
+    if stored != 1:  # recovery took this runner for dead (it was stopped longer than the lease)
+        raise ServiceError(f"release {release_id} was marked failed by recovery while it ran; its charge stands",
+                           code="release_recovered", status=409)
+
+
+def _failed(engine: Engine, release_id: int, charge_id: int, mechanism: str, cost: PrivacyCost, noise_drawn: bool,
+            exc: BaseException) -> BaseException:
+    """Mark the release failed (refunding its charge if no noise was drawn) and return the exception
+    to raise: ``exc`` with the :class:`ReleaseFailure` attached as ``exc.release_failure`` (and as a
+    note), or for a stop request an :class:`~service.interrupts.Interrupted` carrying it."""
     status = "failed_after_noise" if noise_drawn else "failed_before_noise"
     message = f"{type(exc).__name__}: {exc}"[:2000]
     with transaction(engine) as session:
-        session.execute(
-            update(Release).where(Release.id == release_id).values(status=status, error=message, finished_at=utcnow())
-        )
+        session.execute(update(Release).where(Release.id == release_id, Release.status == "pending")
+                        .values(status=status, error=message, finished_at=utcnow()))
     if not noise_drawn:
         accountant.refund(engine, charge_id, f"release {release_id} failed before any noise was drawn: {message}")
-
-
-def recover_interrupted(engine: Engine) -> int:
-    """Mark releases left ``pending`` by a killed process as ``failed_after_noise`` (their charges
-    stand: we cannot prove no noisy value left the process). Returns how many were marked.
-
-    Call only when no release is running (at server start)."""
-    with transaction(engine) as session:
-        result = session.execute(
-            update(Release)
-            .where(Release.status == "pending")
-            .values(status="failed_after_noise", error="interrupted: the process stopped during the release",
-                    finished_at=utcnow())
-        )
-        return int(result.rowcount or 0)
+    failure = ReleaseFailure(release_id, mechanism, status, cost)
+    if isinstance(exc, interrupts.Interrupted):
+        exc = interrupts.Interrupted(f"interrupted by {interrupts.signal_name()}: {failure.sentence()}",
+                                     outcome=failure)
+    else:
+        exc.add_note(failure.sentence())
+    exc.release_failure = failure  # type: ignore[attr-defined]
+    return exc
 
 
 def _mechanism_function(mechanism: str) -> Callable[..., MechanismResult]:
@@ -301,6 +323,11 @@ class StoredRelease:
         return {"release_id": self.id, "dataset": self.dataset.name, "kind": self.kind, "mechanism": self.mechanism,
                 "status": self.status, "params": self.params, "details": self.details}
 
+    def coverage(self, attributes: Sequence[str]) -> Coverage:
+        """What this marginal release measured of ``attributes`` (service/coverage.py)."""
+        cliques = measured_cliques(self.mechanism, self.params, self.details, self.dataset.domain.names)
+        return coverage(self.id, cliques, attributes)
+
 
 def get_release(engine: Engine, release_id: int) -> StoredRelease:
     with transaction(engine) as session:
@@ -361,7 +388,9 @@ def release_model(engine: Engine, release_id: int) -> tuple[StoredRelease, pgm.M
 
 
 def answer_marginal(engine: Engine, release_id: int, attributes: list[str]) -> dict[str, object]:
-    """Any marginal of a release's model: free post-processing."""
+    """Any marginal of a release's model: free post-processing. The answer says what the release
+    measured of it (``coverage``: what is data and what the model's extrapolation) and, for a raw
+    table, the label of each code of each axis (``labels``)."""
     release, model = release_model(engine, release_id)
     try:
         ordered = canonical(release.dataset.domain, attributes)
@@ -377,18 +406,24 @@ def answer_marginal(engine: Engine, release_id: int, attributes: list[str]) -> d
         "attributes": list(attributes),
         "shape": list(values.shape),
         "counts": values.tolist(),
+        "labels": release.dataset.labels_of(attributes),
+        "coverage": release.coverage(attributes).to_json(),
     }
 
 
-def synthetic_frame(engine: Engine, release_id: int, rows: int, seed: int | None = None) -> pd.DataFrame:
+def synthetic_frame(engine: Engine, release_id: int, rows: int, seed: int | None = None, *,
+                    labels: bool = False) -> pd.DataFrame:
     """``rows`` synthetic records drawn from a release's model (free). Without a seed, fresh
-    entropy is used."""
+    entropy is used. With ``labels``, the columns of a raw table hold their codes' labels (from its
+    binning spec) instead of the codes."""
     if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1 or rows > MAX_SYNTHETIC_ROWS:
         raise InvalidInput(f"rows must be an integer in 1..{MAX_SYNTHETIC_ROWS:,}, got {rows!r}", code="invalid_rows")
     release, model = release_model(engine, release_id)
     seed = secrets.randbits(32) if seed is None else int(seed)
     columns = pgm.synthetic_rows(model, rows, seed)
-    return pd.DataFrame({name: columns[name] for name in release.dataset.domain.names})
+    names = release.dataset.labels if labels else {}
+    return pd.DataFrame({name: np.asarray(names[name], dtype=object)[columns[name]] if name in names else columns[name]
+                         for name in release.dataset.domain.names})
 
 
 def _num(value: object) -> float | None:

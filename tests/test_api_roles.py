@@ -55,8 +55,9 @@ def _request(route: str, caller: str, world: World) -> tuple[str, dict[str, obje
         "/datasets/{name}/releases/marginals": {"mechanism": "laplace", "workload": SMALL_WORKLOAD,
                                                 "epsilon": 0.01, "seed": 1},
         "/releases/{release_id}/marginal": {"attributes": ["Survived", "Sex"]},
-        "/datasets/{name}/fit/linear": {"target": "Pclass", "features": ["Sex"], "release": world.release_id},
-        "/datasets/{name}/fit/logistic": {"target": "Sex", "features": ["Pclass"], "release": world.release_id},
+        "/datasets/{name}/fit/linear": {"target": "Pclass", "features": ["Survived"], "release": world.release_id},
+        "/datasets/{name}/fit/logistic": {"target": "Sex", "features": ["Pclass"], "release": world.release_id,
+                                          "allow_unmeasured": True},  # the release never measured Sex x Pclass
         "/releases/{release_id}/synthetic": {"rows": 3, "seed": 0},
     }
     return url, bodies.get(route)

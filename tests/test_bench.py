@@ -26,7 +26,7 @@ def _run(tmp_path: Path, data_dir: Path, task: str, target: str, features: str) 
         "--domain", str(titanic / "titanic-domain.json"), "--target", target, "--task", task,
         "--categorical", CATEGORICAL, "--features", features, "--methods", ALL_METHODS,
         "--epsilons", ",".join(map(str, EPSILONS)), "--delta", "1e-5", "--trials", "1", "--seed", "3",
-        "--json", str(out), "--plot", str(plot), "--quiet",
+        "--out", str(out), "--plot", str(plot), "--quiet",
     ])
     assert result.exit_code == 0, result.output
     return json.loads(out.read_text()), plot

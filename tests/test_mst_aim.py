@@ -22,7 +22,7 @@ import pytest
 
 from service import pgm
 from service.mechanisms.aim import plan_round, run_aim
-from service.mechanisms.base import MechanismError
+from service.mechanisms.base import FIT_PHASE, MechanismError
 from service.mechanisms.mst import project_to_simplex, run_mst
 from service.mechanisms.selection import (
     ArrayOracle,
@@ -300,8 +300,12 @@ def test_initial_cliques_and_progress_per_round() -> None:
     assert result.measurements[0].attributes == ("Survived", "Sex")
     assert result.details["initial_cliques"] == [["Survived", "Sex"]]
     rounds = result.details["rounds"]
-    assert [c[0] for c in calls] == list(range(1, rounds + 2))  # one call per round, one for the final fit
-    assert calls[-1][0] == calls[-1][1]
+    steps = [c for c in calls if c[2] != FIT_PHASE]
+    # counted, one call per round, the final fit starting and done
+    assert [c[0] for c in steps] == [0, *range(1, rounds + 1), rounds, rounds + 1]
+    assert steps[-1][0] == steps[-1][1]
+    fits = [c for c in calls if c[2] == FIT_PHASE]  # every estimation reports its iterations
+    assert (0, 20, FIT_PHASE) in fits and (20, 20, FIT_PHASE) in fits and len(fits) == (rounds + 2) * 21
 
 
 # the estimator ---------------------------------------------------------------------------------

@@ -97,11 +97,19 @@ def test_dd_ssp_is_charged_once_then_answers_other_targets_free(titanic) -> None
     again = regression.fit(engine, "titanic", "linear", "Fare", LINEAR_FEATURES, method="dd-ssp", epsilon="1",
                            delta="1e-5")
     assert again.release_id == first.release_id and again.cost.is_zero
-    # ... but when no release covers the pairs, the one with the larger budget answers
-    uncovered = regression.fit(engine, "titanic", "linear", "Age", ["Cabin"], method="dd-ssp", epsilon="1",
-                               delta="1e-5")
-    assert uncovered.release_id == oneway.release_id and uncovered.cost.is_zero
+    # ... and a release that did not measure them answers only when asked to, saying what it extrapolated ...
+    extrapolated = regression.fit(engine, "titanic", "linear", "Age", ["Cabin"], method="dd-ssp", epsilon="1",
+                                  delta="1e-5", allow_unmeasured=True)
+    assert extrapolated.release_id == oneway.release_id and extrapolated.cost.is_zero
+    assert extrapolated.details["coverage"]["unmeasured_attributes"] == ["Cabin"]
+    assert any("extrapolation" in note for note in extrapolated.notes)
     assert len(_charges(engine, "titanic")) == 2
+    # ... otherwise a new release measures them (charged) instead of a free extrapolation
+    measured = regression.fit(engine, "titanic", "linear", "Age", ["Cabin"], method="dd-ssp", epsilon="1",
+                              delta="1e-5", seed=3, mechanism="gaussian")
+    assert not measured.reused and measured.release_id not in (first.release_id, oneway.release_id)
+    assert measured.details["coverage"]["measured"] and measured.notes == ()
+    assert len(_charges(engine, "titanic")) == 3
 
 
 def test_dd_ssp_reads_the_release_marginals_and_nearly_recovers_ols(titanic, titanic_csv) -> None:  # noqa: ANN001

@@ -141,16 +141,6 @@ def test_failure_after_noise_keeps_the_charge(engine, titanic, monkeypatch) -> N
         releases.answer_marginal(engine, rows[-1]["release_id"], ["Sex"])
 
 
-def test_interrupted_release_is_marked_and_keeps_its_charge(engine, titanic) -> None:  # noqa: ANN001
-    from service.cost import PrivacyCost
-
-    release_id, _ = accountant.reserve_release(engine, "titanic", "marginals", "gaussian",
-                                               PrivacyCost(rho=Fraction(1, 10)), {}, "killed")
-    assert releases.recover_interrupted(engine) == 1
-    assert releases.get_release(engine, release_id).status == "failed_after_noise"
-    assert accountant.budget_status(engine, "titanic").rho_spent == Fraction(1, 10)
-
-
 @pytest.mark.parametrize(("mechanism", "options", "fragment"), [
     ("mst", {"rounds": 3}, "no option 'rounds'"),
     ("laplace", {"max_model_size": -1}, "positive"),

@@ -18,6 +18,7 @@ from service.api.errors import SafeJSONResponse
 from service.api.security import ANALYST, AUDITOR, EVERYONE, STEWARD, check_scope, engine_of, require
 from service.auth import Principal
 from service.datasets import StoredDataset
+from service.errors import ServiceError
 
 router = APIRouter(prefix="/datasets", tags=["datasets"])
 
@@ -31,7 +32,7 @@ IdempotencyKey = Annotated[str | None, Header(
 def dataset_out(dataset: StoredDataset, principal: Principal) -> dict[str, object]:
     """Public metadata; the exact row count is not a DP statistic, so only stewards see it."""
     rows = dataset.rows if principal.role == STEWARD else None
-    return {"name": dataset.name, "rows": rows, "domain": dataset.domain.to_dict()}
+    return {"name": dataset.name, "rows": rows, "domain": dataset.domain.to_dict(), "labels": dataset.labels}
 
 
 @router.get("", response_model=list[schemas.DatasetOut], summary="List datasets and their domains")
@@ -56,20 +57,32 @@ def load_dataset(
     engine = engine_of(request)
     with tempfile.TemporaryDirectory(prefix="marginalia-upload-") as tmp:
         folder = Path(tmp)
-        csv = folder / "upload.csv"
+        csv, domain, spec = folder / "upload.csv", folder / "domain.json", folder / "bins.json"
+        names = {csv: "the uploaded csv", domain: "the uploaded domain", spec: "the uploaded bins"}
         csv.write_text(body.csv, encoding="utf-8")
-        if body.domain is not None:
-            sizes = {c: s if isinstance(s, int) else s.model_dump() for c, s in body.domain.items()}
-            domain = folder / "domain.json"
-            domain.write_text(json.dumps(sizes), encoding="utf-8")
-            info = datasets.load_coded_csv(engine, body.name, csv, domain, tuple(body.categorical),
-                                           source=f"HTTP upload by {principal.name}")
-        else:
-            spec = folder / "bins.json"
-            spec.write_text(json.dumps(body.bins.model_dump(exclude_none=True)), encoding="utf-8")
-            info = datasets.load_raw_csv(engine, body.name, [csv], spec, source=f"HTTP upload by {principal.name}")
-    payload = {"name": info.name, "rows": info.rows, "domain": info.domain.to_dict()}
+        try:
+            if body.domain is not None:
+                sizes = {c: s if isinstance(s, int) else s.model_dump() for c, s in body.domain.items()}
+                domain.write_text(json.dumps(sizes), encoding="utf-8")
+                info = datasets.load_coded_csv(engine, body.name, csv, domain, tuple(body.categorical),
+                                               source=f"HTTP upload by {principal.name}")
+            else:
+                spec.write_text(json.dumps(body.bins.model_dump(exclude_none=True)), encoding="utf-8")
+                info = datasets.load_raw_csv(engine, body.name, [csv], spec, source=f"HTTP upload by {principal.name}")
+        except ServiceError as exc:
+            raise _without_server_paths(exc, names) from None
+    payload = {"name": info.name, "rows": info.rows, "domain": info.domain.to_dict(), "labels": info.labels}
     return SafeJSONResponse(payload, status_code=201, headers={"Location": f"/datasets/{info.name}"})
+
+
+def _without_server_paths(exc: ServiceError, names: dict[Path, str]) -> ServiceError:
+    """``exc`` with the server's temporary file names in its message replaced by what the caller sent."""
+    message = exc.message
+    for path, name in names.items():
+        message = message.replace(str(path), name)
+    exc.message = message
+    exc.args = (message,)
+    return exc
 
 
 @router.get("/{name}/budget", response_model=schemas.BudgetOut, summary="What is spent and what remains")
@@ -134,7 +147,7 @@ def _fit(request: Request, name: str, task: str, body: schemas.FitIn, principal:
         outcome = regression.fit(
             engine, name, task, body.target, body.features, method=body.method, epsilon=body.epsilon,
             delta=body.delta, release_id=body.release, intercept=body.intercept, seed=body.seed,
-            principal=principal.label,
+            principal=principal.label, allow_unmeasured=body.allow_unmeasured,
         )
         return 200, {**outcome.to_json(), "design": outcome.design.to_dict()}
 

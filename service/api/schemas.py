@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from service.cost import MAX_AMOUNT
 from service.releases import MECHANISMS
 
 #: Dataset names usable in URLs: no control characters and no "/" (it would split the path).
@@ -19,7 +20,7 @@ NAME_PATTERN = r"^[^\x00-\x1f\x7f/]+$"
 MAX_NAME = 200
 MAX_COLUMNS = 64  # attributes in one marginal
 MAX_WORKLOAD_ENTRIES = 5_000
-MAX_EPSILON = 1e6  # larger budgets overflow the ledger's fixed-point columns and mean nothing
+MAX_EPSILON = float(MAX_AMOUNT)  # larger budgets overflow the ledger's fixed-point columns and mean nothing
 MAX_SEED = 2**63 - 1
 MAX_SYNTHETIC_ROWS = 1_000_000  # per request; the CLI writes larger samples to files
 MAX_CSV_CHARS = 64 * 2**20
@@ -124,6 +125,9 @@ class DatasetOut(BaseModel):
     name: str
     rows: int | None = Field(description="The exact row count: shown to stewards only (it is not a DP statistic).")
     domain: dict[str, AttributeSpec]
+    labels: dict[str, list[str]] = Field(
+        default_factory=dict, description="For a raw table loaded with a binning spec: the label of each code of a "
+        "column (a bin such as `[25, 30)` or a category's name), from the public spec.")
 
 
 # budgets ------------------------------------------------------------------------------------------
@@ -216,6 +220,9 @@ class FitIn(Strict):
     release: Annotated[int, Field(ge=1, le=2**63 - 1)] | None = None
     intercept: bool = True
     seed: Seed | None = Field(None, description="For reproducible tests and benchmarks; never in production.")
+    allow_unmeasured: bool = Field(False, description="Let a marginal release that did not measure every column "
+                                   "and pair among target and features answer (dd-ssp, aim-synth): the missing "
+                                   "parts are then the model's extrapolation. Refused (422) otherwise.")
 
     @model_validator(mode="after")
     def _budget_or_release(self) -> FitIn:

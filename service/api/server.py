@@ -2,12 +2,14 @@
 :func:`background_server`, which runs ``marginalia serve`` in a subprocess on loopback (for demos,
 benchmarks and the tests against a real server).
 
-Start-up brings the schema to the newest migration and repairs what a killed server left behind:
-releases still ``pending`` become ``failed_after_noise`` (their charges stand;
-:func:`service.releases.recover_interrupted`) and idempotency claims still ``pending`` get a stored
-``request_interrupted`` answer (:func:`service.idempotency.recover_interrupted_claims`). This is only
-safe while no other process serves the same database, hence one uvicorn worker. Put a TLS-terminating
-proxy in front when serving beyond loopback.
+Start-up brings the schema to the newest migration and repairs what a killed process left behind:
+releases still ``pending`` whose runner is provably gone become ``failed_after_noise`` (their charges
+stand; :func:`service.recovery.recover_interrupted`, which every command also runs), background jobs
+of a dead server fail with a ``request_interrupted`` answer (:func:`service.recovery.recover_jobs`),
+and idempotency claims still ``pending`` get that answer too
+(:func:`service.idempotency.recover_interrupted_claims`). The last step is only safe while no other
+server serves the same database, hence one uvicorn worker. Put a TLS-terminating proxy in front when
+serving beyond loopback.
 """
 
 from __future__ import annotations
@@ -36,10 +38,11 @@ def prepare_database(engine: Engine) -> dict[str, int]:
     """Upgrade to the newest schema and recover interrupted work; returns what was recovered."""
     from db.migrate import upgrade_to_head
     from service.idempotency import recover_interrupted_claims
-    from service.releases import recover_interrupted
+    from service.recovery import recover_interrupted, recover_jobs
 
     upgrade_to_head(engine)
-    return {"releases_marked_failed_after_noise": recover_interrupted(engine),
+    return {"releases_marked_failed_after_noise": len(recover_interrupted(engine)),
+            "jobs_interrupted": recover_jobs(engine),
             "idempotency_claims_interrupted": recover_interrupted_claims(engine)}
 
 
@@ -48,10 +51,10 @@ def serve(url: str, host: str, port: int, *, log_level: str = "info",
     """Serve the API for the database at ``url`` until interrupted."""
     import uvicorn
 
-    from db.engine import make_engine
+    from db.migrate import open_database
     from service.api.app import create_app
 
-    engine = make_engine(url)
+    engine = open_database(url)
     recovered = prepare_database(engine)
     logging.basicConfig(level=log_level.upper())
     log.info("database ready (%s); recovered: %s", engine.url.render_as_string(hide_password=True), recovered)

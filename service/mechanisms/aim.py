@@ -37,7 +37,7 @@ import numpy as np
 
 from service import pgm
 from service.cost import PrivacyCost
-from service.mechanisms.base import CountOracle, MechanismError, MechanismResult, Progress, no_progress
+from service.mechanisms.base import CountOracle, MechanismError, MechanismResult, Progress, fit_progress, no_progress
 from service.mechanisms.selection import (
     CachedCounts,
     Ledger,
@@ -155,11 +155,13 @@ def run_aim(
 
     counts = CachedCounts(oracle)
     counts.prefetch([*initial, *(r for r, _ in candidates)])  # round 1 scores every candidate anyway
+    fitting = fit_progress(progress)
+    progress(0, 1 + total_rounds, f"counted {len(candidates)} candidate marginals")
 
     # --- from here on, noise is drawn ---------------------------------------------------------
     ledger = Ledger()
     measurements = [measure(counts.counts(c), c, sigma2, noise, ledger) for c in initial]
-    model = pgm.fit(domain, measurements, iters=round_iters, structural_zeros=zeros)
+    model = pgm.fit(domain, measurements, iters=round_iters, structural_zeros=zeros, progress=fitting)
     measured: list[Clique] = list(initial)
     chosen: list[list[str]] = []
     annealed = 0
@@ -182,7 +184,8 @@ def run_aim(
         if r not in measured:
             measured.append(r)
         chosen.append(list(r))
-        model = pgm.fit(domain, measurements, iters=round_iters, warm_start=model, structural_zeros=zeros)
+        model = pgm.fit(domain, measurements, iters=round_iters, warm_start=model, structural_zeros=zeros,
+                        progress=fitting)
         moved = float(np.abs(model.marginal(r) - estimates[r]).sum())
         if not budget.last and moved <= EXPECTED_ABS_NOISE * sigma * domain.cells(r):
             sigma2, epsilon = sigma2 / 4, epsilon * 2
@@ -193,7 +196,8 @@ def run_aim(
 
     if ledger.total != rho:
         raise AssertionError(f"AIM accounting is off: used {ledger.total}, given {rho}")
-    model = pgm.fit(domain, measurements, iters=iters, warm_start=model, structural_zeros=zeros)
+    progress(t, t + 1, "fitting the final model")
+    model = pgm.fit(domain, measurements, iters=iters, warm_start=model, structural_zeros=zeros, progress=fitting)
     progress(t + 1, t + 1, "fitted final model")
     details = {
         "rounds": t,

@@ -9,7 +9,6 @@ which the release engine checks against what the accountant charged.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -17,6 +16,7 @@ import numpy as np
 
 from service import pgm
 from service.cost import PrivacyCost
+from service.progress import FIT_PHASE, Progress, fit_progress, no_progress
 from workloads.domain import Domain
 
 
@@ -30,18 +30,16 @@ class CountOracle(Protocol):
         ...
 
 
+__all__ = ["FIT_PHASE", "CountOracle", "MechanismError", "MechanismResult", "Progress", "fit_progress",
+           "no_progress"]
+
+
 class MechanismError(ValueError):
     """A mechanism cannot run with the given settings (e.g. the model would not fit in memory).
 
     Raised before any noise is drawn, so the release is rolled back and nothing is charged."""
 
 
-#: ``progress(done, total, message)``; mechanisms call it once per step so the CLI can draw a bar.
-Progress = Callable[[int, int, str], None]
-
-
-def no_progress(done: int, total: int, message: str) -> None:  # noqa: ARG001
-    return None
 
 
 @dataclass

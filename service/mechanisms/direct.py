@@ -28,7 +28,7 @@ import numpy as np
 
 from service import pgm
 from service.cost import PrivacyCost, exact
-from service.mechanisms.base import CountOracle, MechanismError, MechanismResult, Progress, no_progress
+from service.mechanisms.base import CountOracle, MechanismError, MechanismResult, Progress, fit_progress, no_progress
 from service.noise import NoiseSource
 from workloads.marginals import Query
 
@@ -56,13 +56,14 @@ def run_laplace(
     measurements = []
     steps = len(workload) + 1
     for i, (query, eps_i) in enumerate(zip(workload, _shares(workload, epsilon), strict=True)):
+        progress(i, steps, f"measuring {'×'.join(query.attributes)}")
         counts = oracle.counts(query.attributes)
         scale = 1 / eps_i
         noisy = counts + noise.discrete_laplace(scale, counts.size).reshape(counts.shape)
         # Var of the discrete Laplace is below 2 scale^2; the continuous value is a safe stand-in.
         measurements.append(pgm.Measurement(query.attributes, noisy.astype(float), math.sqrt(2) * float(scale)))
         progress(i + 1, steps, f"measured {'×'.join(query.attributes)}")
-    model, used = _fit(oracle, measurements, max_model_size, iters)
+    model, used = _fit(oracle, measurements, max_model_size, iters, progress)
     progress(steps, steps, "fitted model")
     return MechanismResult(measurements, model, PrivacyCost(epsilon=epsilon), {"model_cliques": used})
 
@@ -81,12 +82,13 @@ def run_gaussian(
     measurements = []
     steps = len(workload) + 1
     for i, (query, rho_i) in enumerate(zip(workload, _shares(workload, rho), strict=True)):
+        progress(i, steps, f"measuring {'×'.join(query.attributes)}")
         counts = oracle.counts(query.attributes)
         sigma2 = 1 / (2 * rho_i)
         noisy = counts + noise.discrete_gaussian(sigma2, counts.size).reshape(counts.shape)
         measurements.append(pgm.Measurement(query.attributes, noisy.astype(float), math.sqrt(float(sigma2))))
         progress(i + 1, steps, f"measured {'×'.join(query.attributes)}")
-    model, used = _fit(oracle, measurements, max_model_size, iters)
+    model, used = _fit(oracle, measurements, max_model_size, iters, progress)
     progress(steps, steps, "fitted model")
     return MechanismResult(measurements, model, PrivacyCost(rho=rho), {"model_cliques": used})
 
@@ -138,9 +140,9 @@ def tractable_cliques(
 
 
 def _fit(
-    oracle: CountOracle, measurements: list[pgm.Measurement], max_model_size: float, iters: int
+    oracle: CountOracle, measurements: list[pgm.Measurement], max_model_size: float, iters: int, progress: Progress
 ) -> tuple[pgm.Model, list[list[str]]]:
     cliques = set(tractable_cliques(oracle, measurements, max_model_size))
     used = [m for m in measurements if m.attributes in cliques]
-    model = pgm.estimate(oracle.domain, used, iters=iters)
+    model = pgm.estimate(oracle.domain, used, iters=iters, progress=fit_progress(progress))
     return model, [list(m.attributes) for m in used]

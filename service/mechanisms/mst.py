@@ -30,7 +30,7 @@ import numpy as np
 
 from service import pgm
 from service.cost import PrivacyCost
-from service.mechanisms.base import CountOracle, MechanismError, MechanismResult, Progress, no_progress
+from service.mechanisms.base import CountOracle, MechanismError, MechanismResult, Progress, fit_progress, no_progress
 from service.mechanisms.selection import (
     CachedCounts,
     Ledger,
@@ -92,6 +92,7 @@ def run_mst(
     counts.prefetch([(n,) for n in names] + pairs)  # every count MST can need, before any noise
     ledger = Ledger()
     done = 0
+    progress(done, steps, "counted every marginal")
 
     # 1. one-way marginals
     rho_oneway = rho if d == 1 else rho / 3
@@ -139,7 +140,7 @@ def run_mst(
 
     if ledger.total != rho:
         raise AssertionError(f"MST accounting is off: used {ledger.total}, given {rho}")
-    fitted = pgm.fit(domain, measurements, iters=iters)
+    fitted = pgm.fit(domain, measurements, iters=iters, progress=fit_progress(progress))
     progress(steps, steps, "fitted model")
     details = {
         "tree": [list(p) for p in tree],

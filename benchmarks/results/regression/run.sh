@@ -29,7 +29,7 @@ bench() {  # name, number of attributes in the design, then the options
   local name=$1 attributes=$2; shift 2
   echo "== $name ($(date +%T))"
   "$PY" -m service.cli bench regression "$@" "${COMMON[@]}" --aim-rounds $((RPA * attributes)) \
-    --json "$OUT/$name.json" --plot "$OUT/$name.png"
+    --out "$OUT/$name.json" --plot "$OUT/$name.png" --force
 }
 
 ADULT=(--train "$DATA/adult/adult_train.csv" --test "$DATA/adult/adult_test.csv" --domain "$DATA/adult/adult-domain.json"
