@@ -55,7 +55,7 @@ def safe_url(url: str) -> str:
 
 def unavailable(url: str, exc: BaseException) -> DatabaseUnavailable:
     """A :class:`DatabaseUnavailable` for ``exc`` raised while opening ``url``: its first line only."""
-    if isinstance(exc, ArgumentError | NoSuchModuleError):
+    if isinstance(exc, ArgumentError | NoSuchModuleError | ImportError):
         return DatabaseUnavailable(
             f"MARGINALIA_DATABASE_URL={safe_url(url)!r} is not a database URL this service can open "
             f"({str(exc).splitlines()[0]}); use e.g. {URL_EXAMPLES}")

@@ -13,7 +13,15 @@ auditors. It speaks HTTP only (httpx) and imports neither FastAPI, SQLAlchemy no
 
 Every error the server reports is raised as :class:`MarginaliaError` carrying its ``code``,
 ``message`` and HTTP ``status``. Charging calls send an ``Idempotency-Key`` and retry connection
-failures with the same key, so a retry never charges twice.
+failures with the same key, so a retry never charges twice. They also ask the server to work in
+the background (``Prefer: respond-async``) and poll the job it answers with, so a release that takes
+minutes neither hits a timeout nor looks hung: ``progress=True`` draws its steps and its model fit
+on stderr (or pass a function, called with each job report).
+
+Answers say what backs them: a marginal whose attributes the release never measured together
+comes with ``frame.attrs["coverage"]`` and an :class:`ExtrapolationWarning`; a regression from such a
+release is refused unless ``allow_unmeasured=True``. Tables loaded raw with a binning spec come back
+with their labels (``[25, 30)``, ``Private``) instead of codes (``labels=False`` for the codes).
 
 Analysts fit regressions with :meth:`Client.fit_linear` / :meth:`Client.fit_logistic`; the answer is
 a :class:`service.fitted.FittedRegression` with ``coef_``, ``predict`` and ``predict_proba``, plus
@@ -22,17 +30,24 @@ a :class:`service.fitted.FittedRegression` with ``coef_``, ``predict`` and ``pre
 
 from __future__ import annotations
 
+import sys
 import time
 import uuid
-from collections.abc import Sequence
+import warnings
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import httpx
 import pandas as pd
 
-from service.fitted import FittedRegression
+from service.fitted import ExtrapolationWarning, FittedRegression
 
 Workload = str | Sequence[Sequence[str]] | Sequence[dict[str, object]]
+#: ``True`` (a line on stderr), ``False``, or a function called with every job report (``GET /jobs/{id}``).
+ProgressOption = bool | Callable[[dict[str, Any]], None]
+FIT_PHASE = "fitting the model"  # service.progress.FIT_PHASE (the client imports nothing of the server)
+
+__all__ = ["Client", "ExtrapolationWarning", "MarginaliaError", "marginal_frame"]
 
 
 class MarginaliaError(Exception):
@@ -50,7 +65,9 @@ class Client:
 
     ``http`` replaces the underlying :class:`httpx.Client` (tests pass FastAPI's ``TestClient``).
     ``retries`` is how often a charging request is re-sent, with the same idempotency key, after
-    a connection failure or while the server still runs the first attempt.
+    a connection failure or while the server still runs the first attempt. ``progress`` is the
+    default of every charging call (see the module docstring); ``poll_seconds`` the longest pause
+    between two looks at a background job.
     """
 
     def __init__(
@@ -61,9 +78,13 @@ class Client:
         timeout: float = 300.0,
         retries: int = 3,
         http: httpx.Client | None = None,
+        progress: ProgressOption = False,
+        poll_seconds: float = 2.0,
     ) -> None:
         self.url = url.rstrip("/")
         self.retries = retries
+        self.progress = progress
+        self.poll_seconds = poll_seconds
         self._domains: dict[str, dict[str, dict[str, object]]] = {}
         headers = {"Authorization": f"Bearer {api_key}", "Accept": "application/json"}
         if http is None:
@@ -92,18 +113,51 @@ class Client:
             raise _error_of(response)
         return response.json()
 
-    def _charging(self, path: str, body: dict[str, object], idempotency_key: str | None) -> Any:
-        """POST a request that may spend budget: one idempotency key for every attempt."""
-        headers = {"Idempotency-Key": idempotency_key or str(uuid.uuid4())}
+    def _charging(self, path: str, body: dict[str, object], idempotency_key: str | None,
+                  progress: ProgressOption | None = None) -> Any:
+        """POST a request that may spend budget: one idempotency key for every attempt; the server
+        runs it in the background and this call follows the job until it is done."""
+        headers = {"Idempotency-Key": idempotency_key or str(uuid.uuid4()), "Prefer": "respond-async"}
         for attempt in range(self.retries + 1):
             try:
-                return self._request("POST", path, json=body, headers=headers)
+                answer = self._request("POST", path, json=body, headers=headers)
+                break
             except MarginaliaError as exc:
                 retriable = exc.status == 0 or exc.code == "idempotency_in_progress"
                 if not retriable or attempt == self.retries:
                     raise
                 time.sleep(min(0.5 * 2**attempt, 10.0))
-        raise AssertionError("unreachable")  # pragma: no cover
+        if isinstance(answer, dict) and "job_id" in answer and "state" in answer:
+            return self.wait(answer, self.progress if progress is None else progress)
+        return answer
+
+    def job(self, job_id: int) -> dict[str, Any]:
+        """A background request's state, progress and (once finished) answer."""
+        return self._request("GET", f"/jobs/{int(job_id)}")
+
+    def wait(self, job: dict[str, Any], progress: ProgressOption = False) -> Any:
+        """Poll ``job`` until it finishes; return its answer or raise its error as :class:`MarginaliaError`."""
+        show = _ProgressLine() if progress is True else progress or None
+        delay, failures = 0.1, 0
+        while True:
+            if show is not None:
+                show(job)
+            if job["state"] != "running":
+                break
+            time.sleep(delay)
+            delay = min(delay * 1.5, self.poll_seconds)
+            try:
+                job = self.job(job["job_id"])
+                failures = 0
+            except MarginaliaError as exc:  # a look is safe to repeat; the job goes on meanwhile
+                failures += 1
+                if exc.status != 0 or failures > self.retries:
+                    raise
+        result = job["result"]
+        if job["state"] == "failed" or (job["status_code"] or 0) >= 400:
+            raise MarginaliaError(str(result.get("error", "job_failed")), str(result.get("message", result)),
+                                  int(job["status_code"] or 500))
+        return result
 
     # service ----------------------------------------------------------------------------------
     def health(self) -> dict[str, str]:
@@ -164,25 +218,28 @@ class Client:
         *,
         options: dict[str, object] | None = None,
         idempotency_key: str | None = None,
+        progress: ProgressOption | None = None,
     ) -> dict[str, object]:
         """Stewards: release a marginal workload; spends budget. Returns ``release_id``, ``cost``.
 
         ``workload`` is ``"all-2way"``-style, ``"target:COL"``, or a list of attribute lists (or
-        ``{"attributes": [...], "weight": w}``). A 409 ``budget_exceeded`` error says what remains."""
+        ``{"attributes": [...], "weight": w}``). A 409 ``budget_exceeded`` error says what remains.
+        ``progress`` overrides the client's default for this call."""
         body: dict[str, object] = {"mechanism": mechanism, "workload": _workload(workload)}
         for key, value in (("epsilon", epsilon), ("delta", delta), ("rho", rho), ("seed", seed)):
             if value is not None:
                 body[key] = value
         if options:
             body["options"] = dict(options)
-        return self._charging(f"/datasets/{_segment(name)}/releases/marginals", body, idempotency_key)
+        return self._charging(f"/datasets/{_segment(name)}/releases/marginals", body, idempotency_key, progress)
 
     def fit_linear(self, name: str, target: str, features: Sequence[str] | None = None, method: str = "dd-ssp",
                    epsilon: float | None = None, delta: float | None = None, release: int | None = None,
                    **options: Any) -> FittedRegression:
         """A private linear regression of ``target`` (methods dd-ssp, adassp, aim-synth). Free when a
         stored release can answer; otherwise a new release is made with ``epsilon``/``delta`` and charged.
-        ``options``: ``intercept`` (default True), ``seed``, ``idempotency_key``."""
+        ``options``: ``intercept`` (default True), ``allow_unmeasured`` (let a release that did not measure
+        every pair answer), ``idempotency_key``, ``progress``."""
         return self._fit("linear", name, target, features, method, epsilon, delta, release, options)
 
     def fit_logistic(self, name: str, target: str, features: Sequence[str] | None = None, method: str = "dd-ssp",
@@ -195,15 +252,18 @@ class Client:
     def _fit(self, task: str, name: str, target: str, features: Sequence[str] | None, method: str,
              epsilon: float | None, delta: float | None, release: int | None,
              options: dict[str, Any]) -> FittedRegression:
-        unknown = set(options) - {"intercept", "seed", "idempotency_key"}
+        allowed = {"intercept", "seed", "idempotency_key", "allow_unmeasured", "progress"}
+        unknown = set(options) - allowed
         if unknown:
-            raise TypeError(f"unknown option(s) {sorted(unknown)}; allowed: intercept, seed, idempotency_key")
+            raise TypeError(f"unknown option(s) {sorted(unknown)}; allowed: {', '.join(sorted(allowed))}")
         body: dict[str, object] = {"target": target, "method": method, "intercept": options.get("intercept", True)}
         for key, value in (("features", None if features is None else list(features)), ("epsilon", epsilon),
-                           ("delta", delta), ("release", release), ("seed", options.get("seed"))):
+                           ("delta", delta), ("release", release), ("seed", options.get("seed")),
+                           ("allow_unmeasured", options.get("allow_unmeasured"))):
             if value is not None:
                 body[key] = value
-        answer = self._charging(f"/datasets/{_segment(name)}/fit/{task}", body, options.get("idempotency_key"))
+        answer = self._charging(f"/datasets/{_segment(name)}/fit/{task}", body, options.get("idempotency_key"),
+                                options.get("progress"))
         return FittedRegression(answer, self.domain(name))
 
     def releases(self, name: str | None = None) -> list[dict[str, object]]:
@@ -212,19 +272,30 @@ class Client:
     def release(self, release_id: int) -> dict[str, object]:
         return self._request("GET", f"/releases/{int(release_id)}")
 
-    def marginal(self, release: int, attrs: Sequence[str]) -> pd.DataFrame:
-        """A marginal estimated from a release (free): one row per cell, a column per attribute
-        (its code) and ``count``."""
+    def marginal(self, release: int, attrs: Sequence[str], labels: bool = True) -> pd.DataFrame:
+        """A marginal estimated from a release (free): one row per cell, a column per attribute (its
+        label for a raw table, else its code; ``labels=False`` for codes) and ``count``.
+        ``frame.attrs["coverage"]`` says what the release measured of it; an extrapolated marginal also
+        raises an :class:`ExtrapolationWarning`."""
         answer = self._request("POST", f"/releases/{int(release)}/marginal", json={"attributes": list(attrs)})
-        return marginal_frame(answer["attributes"], answer["shape"], answer["counts"])
+        frame = marginal_frame(answer["attributes"], answer["shape"], answer["counts"],
+                               answer.get("labels") if labels else None)
+        frame.attrs["coverage"] = answer.get("coverage")
+        warning = (answer.get("coverage") or {}).get("warning")
+        if warning:
+            warnings.warn(warning, ExtrapolationWarning, stacklevel=2)
+        return frame
 
-    def synthetic(self, release: int, rows: int, seed: int | None = None) -> pd.DataFrame:
-        """``rows`` synthetic records drawn from a release (free), one column per attribute."""
+    def synthetic(self, release: int, rows: int, seed: int | None = None, labels: bool = True) -> pd.DataFrame:
+        """``rows`` synthetic records drawn from a release (free), one column per attribute (labels
+        for a raw table's columns; ``labels=False`` for codes)."""
         body: dict[str, object] = {"rows": rows}
         if seed is not None:
             body["seed"] = seed
         answer = self._request("POST", f"/releases/{int(release)}/synthetic", json=body)
-        return pd.DataFrame({c: answer["data"][c] for c in answer["columns"]}, columns=answer["columns"])
+        names = (answer.get("labels") or {}) if labels else {}
+        return pd.DataFrame({c: _labelled(answer["data"][c], names.get(c)) for c in answer["columns"]},
+                            columns=answer["columns"])
 
     # ledger -----------------------------------------------------------------------------------
     def ledger(self, name: str) -> pd.DataFrame:
@@ -235,15 +306,53 @@ class Client:
         return pd.DataFrame(entries, columns=columns)
 
 
-def marginal_frame(attributes: Sequence[str], shape: Sequence[int], counts: object) -> pd.DataFrame:
-    """Long format of a marginal table: every cell (codes in C order) with its count."""
+def marginal_frame(attributes: Sequence[str], shape: Sequence[int], counts: object,
+                   labels: dict[str, list[str]] | None = None) -> pd.DataFrame:
+    """Long format of a marginal table: every cell (codes in C order, or their labels for the
+    attributes in ``labels``) with its count."""
     import numpy as np
 
     table = np.asarray(counts, dtype=float).reshape(tuple(shape))
     index = np.indices(table.shape).reshape(len(shape), -1)
-    frame = pd.DataFrame({a: index[i] for i, a in enumerate(attributes)})
+    names = labels or {}
+    frame = pd.DataFrame({a: _labelled(index[i], names.get(a)) for i, a in enumerate(attributes)})
     frame["count"] = table.ravel()
     return frame
+
+
+def _labelled(codes: Sequence[int], labels: Sequence[str] | None) -> object:
+    """``codes`` as they are, or as their labels (an ordered categorical, in code order)."""
+    if not labels:
+        return list(codes)
+    return pd.Categorical.from_codes(list(codes), categories=list(labels), ordered=True)
+
+
+class _ProgressLine:
+    """A one-line progress display of a background job on stderr (rewritten in place on a terminal)."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.last = ""
+        self.tty = sys.stderr.isatty()
+
+    def __call__(self, job: dict[str, Any]) -> None:
+        step = job.get("progress") or {}
+        text = f"{job.get('kind', 'job')} {job.get('job_id')} of {job.get('dataset')}: "
+        text += f"{step.get('done', 0)}/{step.get('total') or '?'} {step.get('message', '')}"
+        fit = job.get("fit")
+        if fit:
+            text += f" | {FIT_PHASE} {fit['done']}/{fit['total']}"
+        text += f" [{time.monotonic() - self.started:.0f} s]"
+        if job.get("state") != "running":
+            text += f" {job['state']}"
+        if text == self.last:
+            return
+        self.last = text
+        if self.tty:
+            sys.stderr.write("\r" + text[:150].ljust(150) + ("\n" if job.get("state") != "running" else ""))
+        else:
+            sys.stderr.write(text + "\n")
+        sys.stderr.flush()
 
 
 def _workload(workload: Workload) -> object:

@@ -6,6 +6,7 @@ columns (encoded exactly as the fit encoded them) or an already-encoded feature 
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -15,11 +16,17 @@ from workloads.domain import Domain
 from workloads.encodings import DesignEncoding
 
 
+class ExtrapolationWarning(UserWarning):
+    """An answer rests in part on a release's model, not on what the release measured."""
+
+
 class FittedRegression:
     """A private linear or logistic regression answered by the server (scikit-learn style).
 
     ``coef_`` (in the order of ``feature_names_``), ``intercept_``, ``release_id`` (the release that
-    answered) and ``cost`` (what this call was charged: zero when a stored release answered)."""
+    answered) and ``cost`` (what this call was charged: zero when a stored release answered).
+    ``notes`` are the server's remarks (a reused release, extrapolated pairs) and ``coverage`` what the
+    release measured of the regression's columns; an extrapolated fit raises an ExtrapolationWarning."""
 
     def __init__(self, answer: Mapping[str, Any], domain: Mapping[str, Mapping[str, object]]) -> None:
         self.answer = dict(answer)
@@ -35,6 +42,11 @@ class FittedRegression:
         self.design_ = DesignEncoding.from_dict(Domain.from_dict(domain), answer["design"])
         if self.task == "logistic":
             self.classes_ = np.array([-1, 1])
+        self.notes: list[str] = list(answer.get("notes") or [])
+        self.coverage: dict[str, Any] | None = (answer.get("details") or {}).get("coverage")
+        if self.coverage is not None and (self.coverage.get("unmeasured_pairs")
+                                          or self.coverage.get("unmeasured_attributes")):
+            warnings.warn(self.coverage.get("warning") or "extrapolated", ExtrapolationWarning, stacklevel=3)
 
     def _features(self, rows: Any) -> np.ndarray:
         if hasattr(rows, "columns"):

@@ -14,7 +14,7 @@ from sqlalchemy import Engine, func, inspect, select
 from db.engine import make_engine, transaction
 from db.migrate import upgrade_to_head
 from db.models import ApiKey, Budget, Dataset, IdempotencyRecord, LedgerEntry, Release
-from service import accountant, auth, datasets, releases
+from service import accountant, auth, datasets, jobs, releases
 from tests.conftest import new_postgres_database
 
 BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
@@ -30,6 +30,7 @@ class World:
     key_ids: dict[str, int]
     dataset: str
     release_id: int
+    job_id: int
 
 
 def database_url(backend: str, request: pytest.FixtureRequest, folder: Path) -> str:
@@ -77,7 +78,9 @@ def build_world(url: str, data_dir: Path, budget: float = 5.0) -> World:
     accountant.set_budget(engine, "titanic", budget, 1e-6)
     keys, ids = make_keys(engine)
     outcome = releases.release_marginals(engine, "titanic", "laplace", SMALL_WORKLOAD, epsilon=0.1, seed=0)
-    return World(engine, url, keys, ids, "titanic", outcome.release_id)
+    job_id = jobs.create(engine, "titanic", "release", ids["steward"])  # a finished background release
+    jobs.finish(engine, job_id, "done", 201, {"release_id": outcome.release_id})
+    return World(engine, url, keys, ids, "titanic", outcome.release_id, job_id)
 
 
 def bearer(key: str | None) -> dict[str, str]:

@@ -34,6 +34,7 @@ ROLE_TABLE: dict[tuple[str, str], tuple[int, ...]] = {
     ("GET", "/releases/{release_id}"): (200, 403, 200, 200, 401, 401),
     ("POST", "/releases/{release_id}/marginal"): (200, 403, 200, 403, 401, 401),
     ("POST", "/releases/{release_id}/synthetic"): (200, 403, 200, 403, 401, 401),
+    ("GET", "/jobs/{job_id}"): (200, 403, 200, 200, 401, 401),
 }
 ERROR_CODES = {401: "unauthorized", 403: "forbidden"}
 
@@ -48,7 +49,8 @@ def render_table() -> str:
 
 def _request(route: str, caller: str, world: World) -> tuple[str, dict[str, object] | None]:
     """The concrete URL and a VALID body for ``route``, so only the caller decides the status."""
-    url = route.replace("{name}", world.dataset).replace("{release_id}", str(world.release_id))
+    url = route.replace("{name}", world.dataset).replace("{release_id}", str(world.release_id)).replace(
+        "{job_id}", str(world.job_id))
     bodies: dict[str, dict[str, object]] = {
         "/datasets": {"name": f"upload {caller}", "csv": "a,b\n0,1\n1,0\n2,1\n", "domain": {"a": 3, "b": 2}},
         "/datasets/{name}/budget": {"epsilon": 5.0, "delta": 1e-6},

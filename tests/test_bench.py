@@ -26,10 +26,12 @@ def _run(tmp_path: Path, data_dir: Path, task: str, target: str, features: str) 
         "--domain", str(titanic / "titanic-domain.json"), "--target", target, "--task", task,
         "--categorical", CATEGORICAL, "--features", features, "--methods", ALL_METHODS,
         "--epsilons", ",".join(map(str, EPSILONS)), "--delta", "1e-5", "--trials", "1", "--seed", "3",
-        "--out", str(out), "--plot", str(plot), "--quiet",
+        "--out", str(out), "--plot", str(plot), "--quiet", "--json",
     ])
     assert result.exit_code == 0, result.output
-    return json.loads(out.read_text()), plot
+    written = json.loads(out.read_text())
+    assert json.loads(result.stdout) == json.loads(json.dumps(written))  # --json prints it, as everywhere else
+    return written, plot
 
 
 def _check(body: dict, plot: Path, metric: str, private: list[str], reference: str, skipped: list[str]) -> None:

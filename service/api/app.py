@@ -9,7 +9,7 @@ from importlib import metadata
 from fastapi import FastAPI
 from sqlalchemy import Engine
 
-from service.api import routes_datasets, routes_releases, schemas
+from service.api import routes_datasets, routes_jobs, routes_releases, schemas
 from service.api.errors import DEFAULT_MAX_BODY_BYTES, SafeJSONResponse, install_error_handlers
 
 DESCRIPTION = """Differentially private statistics about sensitive tables, under an exact privacy budget.
@@ -26,7 +26,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
         (400, "Malformed request (e.g. the body is not JSON)"),
         (401, "Missing, unknown or revoked API key"),
         (403, "The key's role or scope does not allow this"),
-        (404, "No such dataset, release or route"),
+        (404, "No such dataset, release, job or route"),
         (409, "Conflict: budget exceeded, duplicate name, release not complete, idempotency key in use"),
         (413, "Request body too large"),
         (422, "Invalid input: the message names the field, parameter or column"),
@@ -54,4 +54,5 @@ def create_app(engine: Engine, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) 
 
     app.include_router(routes_datasets.router)
     app.include_router(routes_releases.router)
+    app.include_router(routes_jobs.router)
     return app

@@ -19,6 +19,7 @@ from service.api.security import ANALYST, AUDITOR, EVERYONE, STEWARD, check_scop
 from service.auth import Principal
 from service.datasets import StoredDataset
 from service.errors import ServiceError
+from service.progress import Progress
 
 router = APIRouter(prefix="/datasets", tags=["datasets"])
 
@@ -27,6 +28,11 @@ Name = Annotated[str, PathParam(min_length=1, max_length=schemas.MAX_NAME, patte
 IdempotencyKey = Annotated[str | None, Header(
     alias=IDEMPOTENCY_HEADER, description="Makes a retry of this charging request safe: same key, same answer, "
     "one charge (1–200 visible ASCII characters; a UUID is a good choice).")]
+Prefer = Annotated[str | None, Header(
+    alias="Prefer", description="`respond-async`: answer 202 at once with a job (`Location: /jobs/{id}`) whose "
+    "progress and final answer `GET /jobs/{id}` shows (RFC 7240). Without it the request answers when done.")]
+ACCEPTED = {202: {"model": schemas.JobOut, "description": "With `Prefer: respond-async`: the job doing the work; "
+                  "poll `GET /jobs/{job_id}` (its `result` is this route's answer once `state` is done or failed)"}}
 
 
 def dataset_out(dataset: StoredDataset, principal: Principal) -> dict[str, object]:
@@ -105,6 +111,7 @@ def set_budget(
     "/{name}/releases/marginals",
     status_code=201,
     response_model=schemas.ReleaseCreated,
+    responses=ACCEPTED,
     summary="Release a marginal workload (stewards; spends budget)",
 )
 def release_marginals(
@@ -113,21 +120,25 @@ def release_marginals(
     body: schemas.MarginalReleaseIn,
     principal: Principal = Depends(require(STEWARD)),
     idempotency_key: IdempotencyKey = None,  # noqa: ARG001 - read by run_charged; declared for the schema
+    prefer: Prefer = None,  # noqa: ARG001 - read by run_charged; declared for the schema
 ) -> SafeJSONResponse:
     """The accountant checks and charges the cost in one transaction (409 with the remaining
-    budget when it does not fit). Send an `Idempotency-Key` to make retries safe."""
+    budget when it does not fit). Send an `Idempotency-Key` to make retries safe, and
+    `Prefer: respond-async` to follow a long release's progress (202 and a job)."""
     check_scope(principal, name)
     engine = engine_of(request)
 
-    def work() -> tuple[int, dict[str, object]]:
+    def work(progress: Progress) -> tuple[int, dict[str, object]]:
         outcome = releases.release_marginals(
             engine, name, body.mechanism, body.service_workload(), epsilon=body.epsilon, delta=body.delta,
             rho=body.rho, seed=body.seed, options=body.service_options(), principal=principal.label,
+            progress=progress,
         )
         return 201, {"release_id": outcome.release_id, "dataset": name, "mechanism": outcome.mechanism,
                      "status": "complete", "cost": outcome.cost.to_json()}
 
-    return run_charged(request, principal, body, work, location=lambda p: f"/releases/{p['release_id']}")
+    return run_charged(request, principal, body, work, location=lambda p: f"/releases/{p['release_id']}",
+                       dataset=name, kind="release")
 
 
 @router.get("/{name}/ledger", response_model=schemas.LedgerOut, summary="The privacy ledger (auditors, stewards)")
@@ -143,18 +154,19 @@ def _fit(request: Request, name: str, task: str, body: schemas.FitIn, principal:
     check_scope(principal, name)
     engine = engine_of(request)
 
-    def work() -> tuple[int, dict[str, object]]:
+    def work(progress: Progress) -> tuple[int, dict[str, object]]:
         outcome = regression.fit(
             engine, name, task, body.target, body.features, method=body.method, epsilon=body.epsilon,
             delta=body.delta, release_id=body.release, intercept=body.intercept, seed=body.seed,
-            principal=principal.label, allow_unmeasured=body.allow_unmeasured,
+            principal=principal.label, allow_unmeasured=body.allow_unmeasured, progress=progress,
         )
         return 200, {**outcome.to_json(), "design": outcome.design.to_dict()}
 
-    return run_charged(request, principal, body, work, location=lambda p: f"/releases/{p['release_id']}")
+    return run_charged(request, principal, body, work, location=lambda p: f"/releases/{p['release_id']}",
+                       dataset=name, kind=f"fit/{task}")
 
 
-@router.post("/{name}/fit/linear", response_model=schemas.FitOut,
+@router.post("/{name}/fit/linear", response_model=schemas.FitOut, responses=ACCEPTED,
              summary="A private linear regression (analysts, stewards; spends budget only for a new release)")
 def fit_linear(
     request: Request,
@@ -162,13 +174,14 @@ def fit_linear(
     body: schemas.FitIn,
     principal: Principal = Depends(require(ANALYST, STEWARD)),
     idempotency_key: IdempotencyKey = None,  # noqa: ARG001 - read by run_charged; declared for the schema
+    prefer: Prefer = None,  # noqa: ARG001 - read by run_charged; declared for the schema
 ) -> SafeJSONResponse:
     """Answered from a stored release when one can (free); otherwise a new release serving the
     question is made and charged. The answer says which release answered and what this call cost."""
     return _fit(request, name, "linear", body, principal)
 
 
-@router.post("/{name}/fit/logistic", response_model=schemas.FitOut,
+@router.post("/{name}/fit/logistic", response_model=schemas.FitOut, responses=ACCEPTED,
              summary="A private logistic regression (analysts, stewards; spends budget only for a new release)")
 def fit_logistic(
     request: Request,
@@ -176,6 +189,7 @@ def fit_logistic(
     body: schemas.FitIn,
     principal: Principal = Depends(require(ANALYST, STEWARD)),
     idempotency_key: IdempotencyKey = None,  # noqa: ARG001 - read by run_charged; declared for the schema
+    prefer: Prefer = None,  # noqa: ARG001 - read by run_charged; declared for the schema
 ) -> SafeJSONResponse:
     """As the linear fit, for a binary target (coded {-1, +1} by the design's encoding)."""
     return _fit(request, name, "logistic", body, principal)

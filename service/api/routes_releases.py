@@ -68,7 +68,8 @@ def synthetic(
     body: schemas.SyntheticQuery,
     principal: Principal = Depends(require(ANALYST, STEWARD)),
 ) -> dict[str, object]:
-    _visible(request, release_id, principal)
+    release = _visible(request, release_id, principal) or releases.get_release(engine_of(request), release_id)
     frame = releases.synthetic_frame(engine_of(request), release_id, body.rows, body.seed)
     return {"release_id": release_id, "rows": len(frame), "columns": list(frame.columns),
-            "data": {str(c): frame[c].astype("int64").tolist() for c in frame.columns}}
+            "data": {str(c): frame[c].astype("int64").tolist() for c in frame.columns},
+            "labels": release.dataset.labels_of(list(frame.columns))}

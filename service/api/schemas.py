@@ -266,8 +266,44 @@ class ReleaseInfo(BaseModel):
     details: dict[str, Any]
 
 
+class JobProgressOut(BaseModel):
+    done: int
+    total: int
+    message: str
+
+
+class JobFitOut(BaseModel):
+    done: int = Field(description="Iterations of the graphical-model fit done so far.")
+    total: int
+
+
+class JobOut(BaseModel):
+    job_id: int
+    dataset: str
+    kind: str = Field(description="`release`, `fit/linear` or `fit/logistic`.")
+    state: Literal["running", "done", "failed"]
+    progress: JobProgressOut = Field(description="The release's steps (measurements, selection rounds).")
+    fit: JobFitOut | None = Field(description="While a graphical model is fitted: its iterations.")
+    status_code: int | None = Field(description="Once finished: the status the synchronous request would have had.")
+    result: Any = Field(description="Once finished: the body the synchronous request would have had (its answer, "
+                        "or an error body).")
+    created_at: str
+    finished_at: str | None
+
+
 class MarginalQuery(Strict):
     attributes: Annotated[list[ColumnName], Field(min_length=1, max_length=MAX_COLUMNS)]
+
+
+class CoverageOut(BaseModel):
+    measured: bool = Field(description="Whether one marginal the release measured holds every attribute asked.")
+    measured_cliques: list[list[str]] = Field(description="The release's measured marginals over two (for a "
+                                              "1-way question: one) of the attributes asked.")
+    unmeasured_attributes: list[str] = Field(description="Attributes the release never measured: the model knows "
+                                             "nothing of them.")
+    unmeasured_pairs: list[list[str]] = Field(description="Pairs never measured together: their dependence in the "
+                                              "answer is the model's extrapolation (often independence).")
+    warning: str | None = Field(description="A sentence saying what is extrapolated, or null when all was measured.")
 
 
 class MarginalOut(BaseModel):
@@ -275,6 +311,10 @@ class MarginalOut(BaseModel):
     attributes: list[str]
     shape: list[int]
     counts: Any = Field(description="Nested lists (axes in the order of `attributes`) of estimated counts.")
+    labels: dict[str, list[str]] = Field(description="For a raw table: the label of each code of each axis "
+                                         "(empty for coded tables).")
+    coverage: CoverageOut = Field(description="What of this marginal the release measured, and what its model "
+                                  "extrapolates.")
 
 
 class SyntheticQuery(Strict):
@@ -287,6 +327,8 @@ class SyntheticOut(BaseModel):
     rows: int
     columns: list[str]
     data: dict[str, list[int]] = Field(description="Column name -> codes, one per synthetic row.")
+    labels: dict[str, list[str]] = Field(description="For a raw table: column -> the label of each code, so that "
+                                         "`labels[c][data[c][i]]` is row i's value (empty for coded tables).")
 
 
 # ledger -------------------------------------------------------------------------------------------

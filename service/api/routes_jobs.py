@@ -1,0 +1,27 @@
+"""Job routes: the progress and the answer of a request sent with ``Prefer: respond-async``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request
+from fastapi import Path as PathParam
+
+from service import jobs
+from service.api import schemas
+from service.api.security import EVERYONE, check_scope, engine_of, require
+from service.auth import Principal
+
+router = APIRouter(prefix="/jobs", tags=["jobs"])
+
+JobId = Annotated[int, PathParam(ge=1, le=2**63 - 1, description="Job id (from the 202 answer's `job_id`).")]
+
+
+@router.get("/{job_id}", response_model=schemas.JobOut, summary="A background request's progress and answer")
+def get_job(request: Request, job_id: JobId, principal: Principal = Depends(require(*EVERYONE))) -> dict[str, object]:
+    """While `state` is `running`: the release's steps (`progress`) and, while a model is fitted, its
+    iterations (`fit`). Then `status_code` and `result`: the answer the synchronous request would have
+    given. Visible to every key that may see the job's dataset."""
+    job = jobs.get(engine_of(request), job_id)
+    check_scope(principal, job.dataset)
+    return job.to_json()
