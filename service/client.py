@@ -303,7 +303,9 @@ class Client:
         entries = self._request("GET", f"/datasets/{_segment(name)}/ledger")["entries"]
         columns = ["entry_id", "entry", "release_id", "release_status", "mechanism", "epsilon", "delta", "rho",
                    "epsilon_spent_after", "principal", "note", "created_at"]
-        return pd.DataFrame(entries, columns=columns)
+        frame = pd.DataFrame(entries, columns=columns)
+        frame["release_id"] = frame["release_id"].astype("Int64")  # an id, not a float (budget rows have none)
+        return frame
 
 
 def marginal_frame(attributes: Sequence[str], shape: Sequence[int], counts: object,
@@ -342,12 +344,12 @@ class _ProgressLine:
         fit = job.get("fit")
         if fit:
             text += f" | {FIT_PHASE} {fit['done']}/{fit['total']}"
-        text += f" [{time.monotonic() - self.started:.0f} s]"
         if job.get("state") != "running":
             text += f" {job['state']}"
-        if text == self.last:
+        if text == self.last and self.tty is False:  # a log: only what changed (a terminal also shows the time)
             return
         self.last = text
+        text += f" [{time.monotonic() - self.started:.0f} s]"
         if self.tty:
             sys.stderr.write("\r" + text[:150].ljust(150) + ("\n" if job.get("state") != "running" else ""))
         else:
