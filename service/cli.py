@@ -22,6 +22,7 @@ if __name__ == "__main__" or Path(sys.argv[0]).name == "marginalia":  # the prog
     _interrupts.defer_signals()
 
 import functools  # noqa: E402
+import itertools  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 from collections.abc import Callable  # noqa: E402
@@ -407,6 +408,9 @@ def marginal(
     _emit(as_json, answer, lambda: _print_marginal(answer))
 
 
+MARGINAL_ROWS_SHOWN = 200
+
+
 def _print_marginal(answer: dict[str, Any]) -> None:
     """A marginal as a table: one row per cell of the other axes (labels where the table has them)."""
     import numpy as np
@@ -423,10 +427,13 @@ def _print_marginal(answer: dict[str, Any]) -> None:
     else:
         table = Table(" × ".join(attributes[:-1]) + f" \\ {attributes[-1]}",
                       *(Column(n, justify="right", no_wrap=True) for n in names[-1]))
-        for index in np.ndindex(*counts.shape[:-1]):
+        for index in itertools.islice(np.ndindex(*counts.shape[:-1]), MARGINAL_ROWS_SHOWN):
             table.add_row(" × ".join(names[axis][i] for axis, i in enumerate(index)),
                           *(f"{v:,.1f}" for v in counts[index]))
     stdout.print(table)
+    rows = int(np.prod(counts.shape[:-1])) if counts.ndim > 1 else counts.shape[0]
+    if counts.ndim > 1 and rows > MARGINAL_ROWS_SHOWN:
+        stdout.print(f"(the first {MARGINAL_ROWS_SHOWN} of {rows:,} rows; --json gives them all)")
     warning = answer["coverage"]["warning"]
     if warning:
         stderr.print(f"[bold yellow]warning[/]: {warning}", highlight=False)
