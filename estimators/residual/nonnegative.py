@@ -119,7 +119,7 @@ class _Dual:
         self.s = np.concatenate([np.full(n, v) for v, n in zip(self.residual_scales, sizes, strict=True)])
         rows, cols, vals = [], [], []
         self.coverage = np.zeros(len(self.names))  # c_A = sum_{T ⊇ A} 1 / k_{T,A}
-        self.links: list[tuple[int, int, float]] = []
+        self.links: list[tuple[int, int]] = []  # (target, residual) pairs with residual ⊆ target
         for t, target in enumerate(self.targets):
             cells = domain.cells(target)
             for i, residual in enumerate(self.names):
@@ -132,7 +132,7 @@ class _Dual:
                 cols.append(self.offsets[i] + index)
                 vals.append(np.full(cells, inverse))
                 self.coverage[i] += inverse
-                self.links.append((t, i, inverse))
+                self.links.append((t, i))
         self.centering = self._centering_maps(sizes)
         shape = (int(self.target_offsets[-1]), int(self.offsets[-1]))
         self.expand = sparse.csr_matrix(
@@ -190,7 +190,7 @@ class _Dual:
         ``||sum_T E_{T,A}^T lambda_T||^2 <= c_A sum_{T ⊇ A} ||lambda_T||^2`` with ``c_A = sum_{T ⊇ A} 1/k_{T,A}``;
         with ``||P_A|| <= 1``, ``lambda^T H lambda <= sum_T ||lambda_T||^2 sum_{A ⊆ T} s_A c_A``."""
         per_target = np.zeros(len(self.targets))
-        for t, i, _ in self.links:
+        for t, i in self.links:
             per_target[t] += self.residual_scales[i] * self.coverage[i]
         return float(per_target.max())
 

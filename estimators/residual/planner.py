@@ -68,7 +68,7 @@ from workloads.domain import Domain
 
 LOSSES = ("sum_var", "max_var")
 
-__all__ = ["LOSSES", "KroneckerQuery", "ResidualPlan", "plan_residuals"]
+__all__ = ["LOSSES", "KroneckerQuery", "ResidualPlan", "plan_residuals", "sigma_rounded_up"]
 
 
 @dataclass(frozen=True, eq=False)
