@@ -395,10 +395,22 @@ def _sums(e: object, d: object, r: object) -> tuple[Fraction, Fraction, Fraction
     return _nonnegative_exact(e, "E"), _nonnegative_exact(d, "D"), _nonnegative_exact(r, "R")
 
 
-def _priced(priced: object, e: Fraction) -> Fraction:
-    """C, the sum of the priced amounts of the (eps, delta) charges; by default every charge at its epsilon (C = E),
-    which is what charges made before the anchor cost and is always a valid (conservative) price."""
-    return e if priced is None else _nonnegative_exact(priced, "C")
+def _ledger(
+    E: object, D: object, R: object, priced: object, anchor: ZcdpAnchor | None
+) -> tuple[Fraction, Fraction, Fraction, Fraction]:
+    """(E, D, R, C) validated; C, the sum of the prices of the (eps, delta) charges, defaults to E (every charge at
+    its epsilon: what charges made before the anchor cost, and always a valid, conservative price). R > 0 needs the
+    anchor."""
+    e, d, r = _sums(E, D, R)
+    c = e if priced is None else _nonnegative_exact(priced, "C")
+    if anchor is None and r != 0:
+        raise _need_anchor()
+    return e, d, r, c
+
+
+def _delta_held(d: Fraction, delta_B: object, anchor: ZcdpAnchor) -> bool:
+    """Whether the (eps, delta) charges' D intrudes on the delta_z the zCDP charges hold."""
+    return d > exact_number(delta_B, "delta_B") - anchor.delta_z
 
 
 def _need_anchor() -> PrivacyParameterError:
@@ -483,12 +495,9 @@ def epsilon_spent(
     * anchored, R > 0: C + alpha R + t;
     * anchored, R = 0 (the first zCDP release was refunded): the smaller of E and C + t.
     """
-    e, _d, r = _sums(E, D, R)
-    c = _priced(priced, e)
+    e, _d, r, c = _ledger(E, D, R, priced, anchor)
     validate_delta(delta_B, "delta_B")
     if anchor is None:
-        if r != 0:
-            raise _need_anchor()
         return _float_up(e)
     anchored = c + anchor.alpha * r + anchor.offset
     return _float_up(min(e, anchored) if r == 0 else anchored)
@@ -519,16 +528,13 @@ def budget_holds(
     releases (proof: docs/privacy.md, Theorem B). The design's rule E + cdp_eps(R, delta_B - D) <= eps_B is not:
     an adaptive analyst can exceed delta_B under it (docs/privacy.md and tests/test_zcdp.py).
     """
-    e, d, r = _sums(E, D, R)
-    c = _priced(priced, e)
+    e, d, r, c = _ledger(E, D, R, priced, anchor)
     eps_b = positive_exact(eps_B, "eps_B")
     delta_b = exact_number(delta_B, "delta_B")
     validate_delta(delta_b, "delta_B")
     if anchor is None:
-        if r != 0:
-            raise _need_anchor()
         return e <= eps_b and d <= delta_b
-    if d > delta_b - anchor.delta_z:
+    if _delta_held(d, delta_b, anchor):
         return False
     if r == 0 and e <= eps_b:
         return True
@@ -551,18 +557,15 @@ def remaining_rho(
     Before the first rho charge (anchor None) it is computed through the anchor that charge would fix, i.e.
     about cdp_rho(eps_B - E, delta_B - D - delta_reserve).
     """
-    e, d, r = _sums(E, D, R)
-    c = _priced(priced, e)
+    e, d, r, c = _ledger(E, D, R, priced, anchor)
     eps_b = positive_exact(eps_B, "eps_B")
     if anchor is None:
-        if r != 0:
-            raise _need_anchor()
         try:
             anchor = zcdp_anchor(eps_b, delta_B, e, d, delta_reserve)
         except PrivacyParameterError:
             return Fraction(0)
         c = e
-    if d > exact_number(delta_B, "delta_B") - anchor.delta_z:
+    if _delta_held(d, delta_B, anchor):
         return Fraction(0)
     return max(Fraction(0), (eps_b - c - anchor.offset) / anchor.alpha - r)
 
@@ -580,14 +583,11 @@ def remaining_epsilon(
     """The largest epsilon of one further (eps, delta) charge that ``budget_holds`` accepts (its delta must fit
     ``remaining_delta`` too), on the ledger's 1e-12 grid. Before the anchor: eps_B - E. After: the largest eps whose
     price fits eps_B - C - alpha R - t (or eps_B - E while R = 0, whichever is larger)."""
-    e, d, r = _sums(E, D, R)
-    c = _priced(priced, e)
+    e, d, r, c = _ledger(E, D, R, priced, anchor)
     eps_b = positive_exact(eps_B, "eps_B")
     if anchor is None:
-        if r != 0:
-            raise _need_anchor()
         return _on_grid_down(max(Fraction(0), eps_b - e))
-    if d > exact_number(delta_B, "delta_B") - anchor.delta_z:
+    if _delta_held(d, delta_B, anchor):
         return Fraction(0)
     best = _largest_priced_epsilon(eps_b - c - anchor.alpha * r - anchor.offset, anchor.alpha)
     if r == 0:
