@@ -470,8 +470,9 @@ def budget_effect(engine: Engine, charge_id: int) -> BudgetEffect:
                 f"as an offset t={float(anchor.offset):.6g} in epsilon; it costs alpha*rho + t = "
                 f"{float(anchor.alpha * rho):.6g} + {float(anchor.offset):.6g}, every later zCDP release only "
                 f"alpha*rho (docs/privacy.md 6.3)")
-    elif anchor is not None and charge.epsilon_units > 0:
-        priced = from_units(charge.epsilon_priced_units or charge.epsilon_units, EPSILON_SCALE)
+    elif anchor is not None and charge.epsilon_priced_units is not None \
+            and charge.epsilon_priced_units < charge.epsilon_units:  # made after the anchor: priced below its epsilon
+        priced = from_units(charge.epsilon_priced_units, EPSILON_SCALE)
         note = (f"after zCDP releases, epsilon={float(from_units(charge.epsilon_units, EPSILON_SCALE)):.6g} is "
                 f"priced at the Renyi divergence of randomized response at alpha={float(anchor.alpha):.6g}: "
                 f"{float(priced):.6g} (docs/privacy.md 6.3)")
