@@ -5,6 +5,9 @@
 * ``ledger_entries.epsilon_priced_units``: what the row's epsilon costs in the accountant's rule (docs/privacy.md
   6.3). Rows written before this migration were all priced at their epsilon, so they keep NULL (read as
   ``epsilon_units``): the ledger is append-only and its triggers refuse UPDATE.
+* Objective-perturbation releases made before this migration stored solver diagnostics in their details
+  (``converged``, ``gradient_norm``, ``iterations``): data-dependent, and shown by ``GET /releases/{id}``. They are
+  removed here (issue 11, finding 2).
 * The views: ``privacy_ledger`` gains ``epsilon_priced_units``; ``budget_remaining`` gains the priced sum, the
   budget's ``delta_reserve_units``, and its ``delta_remaining_units`` becomes what (epsilon, delta) charges can
   actually still spend, ``delta_B - delta_z - D`` once the zCDP anchor holds ``delta_z``.
@@ -15,6 +18,7 @@ Create Date: 2026-11-23
 """
 
 import importlib.util
+import json
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -107,6 +111,20 @@ MARK_SEEDED = {
 }
 
 
+SOLVER_DIAGNOSTICS = ("converged", "gradient_norm", "iterations")
+
+
+def _scrub_objpert_details() -> None:
+    bind = op.get_bind()
+    rows = bind.execute(sa.text("SELECT id, details_json FROM releases WHERE mechanism = 'objpert'")).all()
+    for release_id, details_json in rows:
+        details = json.loads(details_json or "{}")
+        if any(key in details for key in SOLVER_DIAGNOSTICS):
+            kept = {k: v for k, v in details.items() if k not in SOLVER_DIAGNOSTICS}
+            bind.execute(sa.text("UPDATE releases SET details_json = :d WHERE id = :i"),
+                         {"d": json.dumps(kept), "i": release_id})
+
+
 def _initial_views() -> tuple[str, str]:
     """The views as migration 0001 created them (for the downgrade)."""
     spec = importlib.util.spec_from_file_location("migration_0001", Path(__file__).with_name("0001_initial.py"))
@@ -119,6 +137,7 @@ def upgrade() -> None:
     op.add_column("releases", sa.Column("seeded", sa.Boolean(), nullable=False, server_default=sa.false()))
     op.add_column("ledger_entries", sa.Column("epsilon_priced_units", sa.BigInteger(), nullable=True))
     op.execute(MARK_SEEDED[op.get_bind().dialect.name])
+    _scrub_objpert_details()
     op.execute("DROP VIEW budget_remaining")
     op.execute("DROP VIEW privacy_ledger")
     op.execute(PRIVACY_LEDGER_VIEW)
