@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -32,6 +33,8 @@ stderr = Console(stderr=True)
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 QuietFlag = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
+SeedOption = Annotated[int | None, typer.Option(
+    help="Seed for tests/benchmarks only (no privacy): refused unless MARGINALIA_UNSAFE_SEEDED_RELEASES=1.")]
 
 
 def _engine():  # noqa: ANN202
@@ -77,7 +80,10 @@ def _fail(as_json: bool, code: str, message: str) -> None:
 
 
 class _Bar:
-    """A rich progress bar fed by ``progress(done, total, message)`` callbacks (on stderr)."""
+    """A rich progress bar fed by ``progress(done, total, message)`` callbacks (on stderr).
+
+    Nothing is drawn until the first callback: the work reports progress only once every parameter has been
+    validated, so a refused request prints its error alone, without an empty bar above it."""
 
     def __init__(self, description: str, quiet: bool) -> None:
         self.quiet = quiet
@@ -89,18 +95,37 @@ class _Bar:
         self.task = None
 
     def __enter__(self) -> _Bar:
-        if not self.quiet:
-            self.progress.start()
-            self.task = self.progress.add_task(self.description, total=None, note="")
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if not self.quiet:
+        if self.task is not None:
             self.progress.stop()
 
     def __call__(self, done: int, total: int, message: str = "") -> None:
-        if self.task is not None:
-            self.progress.update(self.task, completed=done, total=total, note=message[:60])
+        if self.quiet:
+            return
+        if self.task is None:
+            self.progress.start()
+            self.task = self.progress.add_task(self.description, total=None, note="")
+        self.progress.update(self.task, completed=done, total=total, note=message[:60])
+
+
+def _unsafe_seeds_allowed() -> bool:
+    from service.releases import UNSAFE_SEEDED_RELEASES_ENV
+
+    return os.environ.get(UNSAFE_SEEDED_RELEASES_ENV) == "1"
+
+
+def _check_seed(seed: int | None) -> None:
+    """Refuse ``--seed`` on a command that makes a release, unless the unsafe switch is on (tests, benchmarks)."""
+    from service.errors import InvalidInput
+    from service.releases import UNSAFE_SEEDED_RELEASES_ENV
+
+    if seed is not None and not _unsafe_seeds_allowed():
+        raise InvalidInput(
+            "--seed makes the release's noise reproducible by anyone who knows the seed: such a release carries no "
+            "privacy and is for tests and benchmarks only. It is refused unless the environment variable "
+            f"{UNSAFE_SEEDED_RELEASES_ENV}=1 is set; leave --seed out for a real release", code="invalid_parameter")
 
 
 # init -------------------------------------------------------------------------------------------
@@ -187,8 +212,19 @@ def dataset_show(name: str, as_json: JsonFlag = False) -> None:
 def _print_budget(status: Any) -> None:
     data = status.to_json()
     table = Table("", "value", title=f"budget of {status.dataset}")
-    for key in ("epsilon_total", "delta_total", "epsilon_spent", "delta_spent", "rho_spent", "epsilon_remaining"):
-        table.add_row(key, f"{data[key]:.6g}")
+    for key, label in (("epsilon_total", "epsilon (total)"), ("delta_total", "delta (total)"),
+                       ("delta_reserve", "delta reserve (for (epsilon, delta) releases after zCDP ones)"),
+                       ("epsilon_spent", "epsilon spent (composed)"), ("epsilon_remaining", "epsilon remaining"),
+                       ("epsilon_pure_spent", "epsilon of (epsilon, delta) releases"),
+                       ("delta_spent", "delta of (epsilon, delta) releases"), ("rho_spent", "rho of zCDP releases")):
+        table.add_row(label, f"{data[key]:.6g}")
+    if status.anchor is not None:
+        table.add_row("zCDP anchor: alpha, offset t", f"{data['zcdp_alpha']:.6g}, {data['zcdp_offset']:.6g}")
+        table.add_row("delta held by zCDP releases", f"{data['zcdp_delta']:.3g}")
+    table.add_section()
+    table.add_row("can still spend: epsilon of one (epsilon, delta) release", f"{data['epsilon_spendable']:.6g}")
+    table.add_row("can still spend: delta of (epsilon, delta) releases", f"{data['delta_spendable']:.3g}")
+    table.add_row("can still spend: rho of one zCDP release", f"{data['rho_spendable']:.6g}")
     stdout.print(table)
 
 
@@ -198,8 +234,9 @@ def budget_set(
     name: str,
     epsilon: Annotated[str, typer.Option(help="Total epsilon.")],
     delta: Annotated[str, typer.Option(help="Total delta.")] = "0",
-    delta_reserve: Annotated[str, typer.Option(
-        help="Delta kept for (epsilon, delta) releases after zCDP releases start (docs/privacy.md 6.3).")] = "0",
+    delta_reserve: Annotated[str | None, typer.Option(
+        help="Delta kept for (epsilon, delta) releases (objective perturbation) after zCDP releases start "
+             "(docs/privacy.md 6.3). Default: a tenth of --delta; 0 gives all of delta to zCDP releases.")] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Set a dataset's total privacy budget (epsilon, delta)."""
@@ -212,7 +249,7 @@ def budget_set(
 @budget_app.command("show")
 @handles_errors
 def budget_show(name: str, as_json: JsonFlag = False) -> None:
-    """Show what is spent and what remains."""
+    """Show what is spent and what can still be spent (epsilon, delta and rho)."""
     from service import accountant
 
     status = accountant.budget_status(_engine(), name)
@@ -231,16 +268,17 @@ def release_marginals(
     delta: Annotated[str | None, typer.Option(
         help="Delta (zCDP mechanisms convert (epsilon, delta) to rho).")] = None,
     rho: Annotated[str | None, typer.Option(help="zCDP rho to spend (gaussian, mst, aim).")] = None,
-    seed: Annotated[int | None, typer.Option(
-        help="Seed for reproducible tests/benchmarks; NOT for production.")] = None,
+    seed: SeedOption = None,
     rounds: Annotated[int | None, typer.Option(help="AIM: number of rounds (default: AIM's rule).")] = None,
     max_model_size: Annotated[float | None, typer.Option(help="Largest graphical model in MB.")] = None,
     quiet: QuietFlag = False,
     as_json: JsonFlag = False,
 ) -> None:
-    """Release a marginal workload under the accountant; prints the release id and its cost."""
+    """Release a marginal workload under the accountant; prints the release id, its cost and what it cost in the
+    budget's own epsilon."""
     from service import releases
 
+    _check_seed(seed)
     options: dict[str, object] = {}
     if rounds is not None:
         options["rounds"] = rounds
@@ -252,7 +290,10 @@ def release_marginals(
                                              seed=seed, options=options, progress=bar)
     _emit(as_json, outcome.to_json(), lambda: stdout.print(
         f"release [bold]{outcome.release_id}[/] ({mechanism}) charged "
-        + ", ".join(f"{k}={v:.6g}" for k, v in outcome.cost.to_json().items() if v)))
+        + ", ".join(f"{k}={v:.6g}" for k, v in outcome.cost.to_json().items() if v)
+        + (f"\n{outcome.budget.describe()}" if outcome.budget is not None else "")
+        + ("\n[bold red]seeded[/]: its noise is known to whoever knows the seed; it carries no privacy"
+           if outcome.seeded else ""), highlight=False))
 
 
 @release_app.command("list")
@@ -264,9 +305,9 @@ def release_list(name: Annotated[str | None, typer.Argument()] = None, as_json: 
     items = releases.list_releases(_engine(), name)
 
     def human() -> None:
-        table = Table("id", "dataset", "kind", "mechanism", "status")
+        table = Table("id", "dataset", "kind", "mechanism", "status", "seeded")
         for r in items:
-            table.add_row(str(r.id), r.dataset.name, r.kind, r.mechanism, r.status)
+            table.add_row(str(r.id), r.dataset.name, r.kind, r.mechanism, r.status, "SEEDED" if r.seeded else "")
         stdout.print(table)
 
     _emit(as_json, [r.to_json() for r in items], human)
@@ -282,7 +323,7 @@ def marginal(
     """Answer any marginal from a stored release (free)."""
     from service import releases
 
-    answer = releases.answer_marginal(_engine(), release, list(attributes))
+    answer = releases.answer_marginal(_engine(), release, list(attributes), allow_seeded=_unsafe_seeds_allowed())
 
     def human() -> None:
         import numpy as np
@@ -306,7 +347,7 @@ def synth(
     """Draw synthetic rows from a stored release (free) into a CSV file."""
     from service import releases
 
-    frame = releases.synthetic_frame(_engine(), release, rows, seed)
+    frame = releases.synthetic_frame(_engine(), release, rows, seed, allow_seeded=_unsafe_seeds_allowed())
     frame.to_csv(out, index=False)
     _emit(as_json, {"release_id": release, "rows": len(frame), "out": str(out)},
           lambda: stdout.print(f"wrote {len(frame):,} synthetic rows to {out}"))
@@ -321,12 +362,13 @@ def ledger(name: str, as_json: JsonFlag = False) -> None:
     rows = accountant.ledger_rows(_engine(), name)
 
     def human() -> None:
-        table = Table("#", "entry", "release", "status", "mechanism", "epsilon", "delta", "rho", "eps spent after",
-                      title=f"privacy ledger of {name}")
+        table = Table("#", "entry", "release", "status", "mechanism", "epsilon", "delta", "rho", "eps priced",
+                      "eps spent after", title=f"privacy ledger of {name}")
         for r in rows:
             table.add_row(str(r["entry_id"]), str(r["entry"]), str(r["release_id"] or ""),
                           str(r["release_status"] or ""), str(r["mechanism"]), f"{r['epsilon']:.6g}",
-                          f"{r['delta']:.3g}", f"{r['rho']:.6g}", f"{r['epsilon_spent_after']:.6g}")
+                          f"{r['delta']:.3g}", f"{r['rho']:.6g}", f"{r['epsilon_priced']:.6g}",
+                          f"{r['epsilon_spent_after']:.6g}")
         stdout.print(table)
 
     _emit(as_json, rows, human)
@@ -422,7 +464,7 @@ def fit(
     delta: Annotated[str | None, typer.Option(help="Delta a new release may spend.")] = None,
     release: Annotated[int | None, typer.Option(help="Answer from this release (free).")] = None,
     intercept: Annotated[bool, typer.Option("--intercept/--no-intercept", help="Fit an intercept.")] = True,
-    seed: Annotated[int | None, typer.Option(help="Seed for tests/benchmarks; NOT for production.")] = None,
+    seed: SeedOption = None,
     mechanism: Annotated[str, typer.Option(help="Marginal mechanism of a new dd-ssp/aim-synth release.")] = "aim",
     quiet: QuietFlag = False,
     as_json: JsonFlag = False,
@@ -430,16 +472,21 @@ def fit(
     """Fit a private linear or logistic regression from a release (reused for free when one can answer)."""
     from service import regression
 
+    _check_seed(seed)
     engine = _engine()
     with _Bar(f"{method} {task} regression of {name}", quiet or as_json) as bar:
         outcome = regression.fit(engine, name, task, target, _column_list(features), _column_list(categorical),
-                                 method, epsilon, delta, release, intercept, seed, mechanism=mechanism, progress=bar)
+                                 method, epsilon, delta, release, intercept, seed, mechanism=mechanism, progress=bar,
+                                 allow_seeded=_unsafe_seeds_allowed())
     payload = outcome.to_json()
 
     def human() -> None:
         spent = ", ".join(f"{k}={v:.6g}" for k, v in payload["cost"].items() if v) or "nothing (reused)"
         stdout.print(f"{method} {task} regression of [bold]{target}[/] answered by release "
-                     f"[bold]{outcome.release_id}[/] ({outcome.release_mechanism}); this call spent {spent}")
+                     f"[bold]{outcome.release_id}[/] ({outcome.release_mechanism}); this call spent {spent}",
+                     highlight=False)
+        if outcome.budget is not None:
+            stdout.print(outcome.budget.describe(), highlight=False)
         table = Table("column", "coefficient", title="coefficients (target on its encoded scale)")
         for column, value in outcome.coefficients.items():
             table.add_row(column, f"{value:.6g}")

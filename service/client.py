@@ -5,15 +5,18 @@ auditors. It speaks HTTP only (httpx) and imports neither FastAPI, SQLAlchemy no
 
     with Client("http://127.0.0.1:8000", api_key) as mg:
         mg.datasets()                                    # names and domains
-        mg.budget("adult")                               # what is spent and what remains
+        mg.budget("adult")                               # what is spent and what can still be spent
         release = mg.release_marginals("adult", "gaussian", "all-2way", epsilon=1.0, delta=1e-6)  # stewards
+        release["budget"]                                # its cost in the budget's own epsilon
         mg.marginal(release["release_id"], ["age", "income>50K"])   # a DataFrame, free
-        mg.synthetic(release["release_id"], rows=1000, seed=0)      # a DataFrame, free
+        mg.synthetic(release["release_id"], rows=1000)              # a DataFrame, free
         mg.ledger("adult")                               # auditors and stewards
 
 Every error the server reports is raised as :class:`MarginaliaError` carrying its ``code``,
 ``message`` and HTTP ``status``. Charging calls send an ``Idempotency-Key`` and retry connection
-failures with the same key, so a retry never charges twice.
+failures with the same key, so a retry never charges twice. No call takes a seed: the server draws
+every random value from its cryptographically secure source (whoever chose a release's seed could
+subtract its noise).
 
 Analysts fit regressions with :meth:`Client.fit_linear` / :meth:`Client.fit_logistic`; the answer is
 a :class:`service.fitted.FittedRegression` with ``coef_``, ``predict`` and ``predict_proba``, plus
@@ -142,13 +145,19 @@ class Client:
 
     # budgets ----------------------------------------------------------------------------------
     def budget(self, name: str) -> dict[str, float]:
-        """Totals, what is spent (epsilon, delta, rho) and what remains."""
+        """Totals, what is spent (the composed ``epsilon_spent``; delta; rho) and what can still be spent:
+        ``epsilon_spendable`` and ``delta_spendable`` for one (epsilon, delta) release, ``rho_spendable`` for
+        one zCDP release (docs/privacy.md 6.3)."""
         return self._request("GET", f"/datasets/{_segment(name)}/budget")
 
-    def set_budget(self, name: str, epsilon: float, delta: float = 0.0, delta_reserve: float = 0.0) -> dict[str, float]:
+    def set_budget(self, name: str, epsilon: float, delta: float = 0.0,
+                   delta_reserve: float | None = None) -> dict[str, float]:
         """Stewards: set the dataset's total budget (epsilon, delta); ``delta_reserve`` is the part of
-        delta kept for (epsilon, delta) charges made after zCDP charges have started."""
-        body = {"epsilon": epsilon, "delta": delta, "delta_reserve": delta_reserve}
+        delta kept for (epsilon, delta) charges made after zCDP charges have started (default: a tenth
+        of delta; 0 gives it all to zCDP releases)."""
+        body: dict[str, object] = {"epsilon": epsilon, "delta": delta}
+        if delta_reserve is not None:
+            body["delta_reserve"] = delta_reserve
         return self._request("PUT", f"/datasets/{_segment(name)}/budget", json=body)
 
     # releases ---------------------------------------------------------------------------------
@@ -160,17 +169,18 @@ class Client:
         epsilon: float | None = None,
         delta: float | None = None,
         rho: float | None = None,
-        seed: int | None = None,
         *,
         options: dict[str, object] | None = None,
         idempotency_key: str | None = None,
     ) -> dict[str, object]:
-        """Stewards: release a marginal workload; spends budget. Returns ``release_id``, ``cost``.
+        """Stewards: release a marginal workload; spends budget. Returns ``release_id``, ``cost`` and
+        ``budget`` (the budget's composed epsilon spent before and after, with a note when that is not
+        just the release's epsilon).
 
         ``workload`` is ``"all-2way"``-style, ``"target:COL"``, or a list of attribute lists (or
-        ``{"attributes": [...], "weight": w}``). A 409 ``budget_exceeded`` error says what remains."""
+        ``{"attributes": [...], "weight": w}``). A 409 ``budget_exceeded`` error says what can still be spent."""
         body: dict[str, object] = {"mechanism": mechanism, "workload": _workload(workload)}
-        for key, value in (("epsilon", epsilon), ("delta", delta), ("rho", rho), ("seed", seed)):
+        for key, value in (("epsilon", epsilon), ("delta", delta), ("rho", rho)):
             if value is not None:
                 body[key] = value
         if options:
@@ -182,7 +192,7 @@ class Client:
                    **options: Any) -> FittedRegression:
         """A private linear regression of ``target`` (methods dd-ssp, adassp, aim-synth). Free when a
         stored release can answer; otherwise a new release is made with ``epsilon``/``delta`` and charged.
-        ``options``: ``intercept`` (default True), ``seed``, ``idempotency_key``."""
+        ``options``: ``intercept`` (default True), ``idempotency_key``."""
         return self._fit("linear", name, target, features, method, epsilon, delta, release, options)
 
     def fit_logistic(self, name: str, target: str, features: Sequence[str] | None = None, method: str = "dd-ssp",
@@ -195,12 +205,12 @@ class Client:
     def _fit(self, task: str, name: str, target: str, features: Sequence[str] | None, method: str,
              epsilon: float | None, delta: float | None, release: int | None,
              options: dict[str, Any]) -> FittedRegression:
-        unknown = set(options) - {"intercept", "seed", "idempotency_key"}
+        unknown = set(options) - {"intercept", "idempotency_key"}
         if unknown:
-            raise TypeError(f"unknown option(s) {sorted(unknown)}; allowed: intercept, seed, idempotency_key")
+            raise TypeError(f"unknown option(s) {sorted(unknown)}; allowed: intercept, idempotency_key")
         body: dict[str, object] = {"target": target, "method": method, "intercept": options.get("intercept", True)}
         for key, value in (("features", None if features is None else list(features)), ("epsilon", epsilon),
-                           ("delta", delta), ("release", release), ("seed", options.get("seed"))):
+                           ("delta", delta), ("release", release)):
             if value is not None:
                 body[key] = value
         answer = self._charging(f"/datasets/{_segment(name)}/fit/{task}", body, options.get("idempotency_key"))
@@ -218,12 +228,10 @@ class Client:
         answer = self._request("POST", f"/releases/{int(release)}/marginal", json={"attributes": list(attrs)})
         return marginal_frame(answer["attributes"], answer["shape"], answer["counts"])
 
-    def synthetic(self, release: int, rows: int, seed: int | None = None) -> pd.DataFrame:
-        """``rows`` synthetic records drawn from a release (free), one column per attribute."""
-        body: dict[str, object] = {"rows": rows}
-        if seed is not None:
-            body["seed"] = seed
-        answer = self._request("POST", f"/releases/{int(release)}/synthetic", json=body)
+    def synthetic(self, release: int, rows: int) -> pd.DataFrame:
+        """``rows`` synthetic records drawn from a release (free), one column per attribute, with fresh
+        randomness of the server's."""
+        answer = self._request("POST", f"/releases/{int(release)}/synthetic", json={"rows": rows})
         return pd.DataFrame({c: answer["data"][c] for c in answer["columns"]}, columns=answer["columns"])
 
     # ledger -----------------------------------------------------------------------------------
@@ -231,7 +239,7 @@ class Client:
         """Auditors and stewards: the dataset's privacy ledger, oldest entry first."""
         entries = self._request("GET", f"/datasets/{_segment(name)}/ledger")["entries"]
         columns = ["entry_id", "entry", "release_id", "release_status", "mechanism", "epsilon", "delta", "rho",
-                   "epsilon_spent_after", "principal", "note", "created_at"]
+                   "epsilon_priced", "epsilon_spent_after", "principal", "note", "created_at"]
         return pd.DataFrame(entries, columns=columns)
 
 

@@ -48,7 +48,7 @@ from estimators.linear import AdaSSPLinearRegression, DDSSPLinearRegression
 from estimators.logistic import DDSSPLogisticRegression
 from estimators.reference import fit_on_rows
 from estimators.sufficient_stats import gram_from_marginals
-from service import pgm, releases, zcdp
+from service import accountant, pgm, releases, zcdp
 from service.cost import PrivacyCost, exact, from_units
 from service.datasets import StoredDataset, get_dataset
 from service.errors import InvalidInput, ServiceError
@@ -64,6 +64,9 @@ METHOD_TASKS = {"dd-ssp": TASKS, "aim-synth": TASKS, "adassp": ("linear",), "obj
 MARGINAL_METHODS = ("dd-ssp", "aim-synth")
 MARGINAL_MECHANISMS = ("aim", "mst", "gaussian")
 DEFAULT_MARGINAL_MECHANISM = "aim"
+#: What a fit answered by an objective-perturbation model reports: public calibration constants only (no solver
+#: diagnostics: whether and how fast the solver converged depends on the data).
+PUBLIC_OBJPERT_DETAILS = ("regularization", "noise_std", "output_noise_std", "gradient_tolerance")
 
 
 class RegressionInputError(InvalidInput, ValueError):
@@ -92,6 +95,7 @@ class FitOutcome:
     cost: PrivacyCost
     release_cost: PrivacyCost
     details: dict[str, object] = field(default_factory=dict)
+    budget: accountant.BudgetEffect | None = None  # what a new release cost in the budget's epsilon (None: reused)
 
     @property
     def feature_names(self) -> tuple[str, ...]:
@@ -122,6 +126,7 @@ class FitOutcome:
             "coefficients": self.coefficients,
             "encodings": self.design.to_dict()["encodings"],
             "details": self.details,
+            **({"budget": self.budget.to_json()} if self.budget is not None else {}),
         }
 
 
@@ -257,7 +262,8 @@ def _candidates(engine: Engine, dataset: StoredDataset, kind: str) -> list[_Cand
         rows = session.execute(
             select(Release.id, Release.kind, Release.mechanism, Release.status, Release.params_json,
                    Release.details_json)
-            .where(Release.dataset_id == dataset.id, Release.kind == kind, Release.status == "complete")
+            .where(Release.dataset_id == dataset.id, Release.kind == kind, Release.status == "complete",
+                   Release.seeded.is_(False))
             .order_by(Release.id)
         ).all()
     return [_Candidate(r[0], r[1], r[2], r[3], json.loads(r[4]), json.loads(r[5])) for r in rows]
@@ -298,7 +304,8 @@ def _covered_pairs(candidate: _Candidate) -> set[frozenset[str]]:
 
 def find_release(engine: Engine, dataset: StoredDataset, design: DesignEncoding, method: str,
                  epsilon: Fraction | None = None, delta: Fraction | None = None) -> int | None:
-    """The stored complete release that answers ``method`` on ``design`` best, or None.
+    """The stored complete release that answers ``method`` on ``design`` best, or None. Seeded releases (made with
+    a known seed for tests and benchmarks, no privacy) are never picked.
 
     Marginal methods: releases whose workload (or model cliques) covers every pair among target and features
     first, then the one with the largest budget, then the newest. AdaSSP: the Gram release with the largest
@@ -350,7 +357,8 @@ def answer(
                 estimator = DDSSPLinearRegression() if design.task == "linear" else DDSSPLogisticRegression()
                 return estimator.fit(stats), {"total": total}
             rows = min(max(1, round(total)), releases.MAX_SYNTHETIC_ROWS)
-            frame = releases.synthetic_frame(engine, release.id, rows, seed)
+            # fit() decided whether this release may answer (a seeded one only for an in-process caller who allows it)
+            frame = releases.synthetic_frame(engine, release.id, rows, seed, allow_seeded=True)
             return fit_on_rows(frame, design), {"synthetic_rows": rows}
         if method == "adassp":
             payload = gram.GramPayload.from_bytes(release.payload or b"")
@@ -361,7 +369,7 @@ def answer(
             return estimator, {"ridge": estimator.ridge_, "lambda_min_tilde": estimator.lambda_min_tilde_}
         payload = ModelPayload.from_bytes(release.payload or b"")
         return ReleasedLogisticModel(payload, design), {
-            k: release.details.get(k) for k in ("converged", "gradient_norm", "regularization", "noise_std")
+            k: release.details[k] for k in PUBLIC_OBJPERT_DETAILS if k in release.details
         }
     except (EstimatorError, KeyError) as exc:
         raise ServiceError(f"release {release.id} could not answer {method}: {exc}", code="answer_failed",
@@ -385,7 +393,6 @@ def make_release(
 ) -> releases.ReleaseOutcome:
     """A new release that can answer ``method`` on ``design``, checked and charged by the accountant."""
     requested = {"epsilon": float(epsilon), "delta": float(delta)}
-    seeded = seed is not None
     if method in MARGINAL_METHODS:
         if mechanism not in MARGINAL_MECHANISMS:
             raise RegressionInputError(f"mechanism must be one of {list(MARGINAL_MECHANISMS)}, got {mechanism!r}")
@@ -405,7 +412,7 @@ def make_release(
             raise RegressionInputError(str(exc)) from None
         params = {"columns": gram.column_spec(design), "confidence_delta": float(delta),
                   "failure_prob": gram.DEFAULT_FAILURE_PROB, "lambda_share": str(gram.DEFAULT_LAMBDA_SHARE),
-                  "requested": requested, "seeded": seeded}
+                  "requested": requested}
         return releases.run_release(engine, dataset, kind="gram", mechanism="adassp", cost=cost, params=params,
                                     runner=runner, seed=seed, principal=principal, progress=progress,
                                     encode_payload=runner.encode)
@@ -413,7 +420,7 @@ def make_release(
         model_runner = ObjPertRelease(design, epsilon, delta)
     except MechanismError as exc:
         raise RegressionInputError(str(exc)) from None
-    params = {"design": design.to_dict(), "requested": requested, "seeded": seeded}
+    params = {"design": design.to_dict(), "requested": requested}
     return releases.run_release(engine, dataset, kind="model", mechanism="objpert", cost=model_runner.cost,
                                 params=params, runner=model_runner, seed=seed, principal=principal, progress=progress,
                                 encode_payload=model_runner.encode)
@@ -438,6 +445,7 @@ def fit(
     mechanism: str = DEFAULT_MARGINAL_MECHANISM,
     options: dict[str, object] | None = None,
     progress: Progress = no_progress,
+    allow_seeded: bool = False,
 ) -> FitOutcome:
     """Fit a private regression of ``target`` on ``features`` of dataset ``name`` (module docstring).
 
@@ -445,7 +453,8 @@ def fit(
     ``epsilon`` and ``delta`` are what a new release would cost; a stored release that can answer is used instead
     when there is one (``reuse=False`` always makes a new release, as benchmarks need). ``mechanism`` and
     ``options`` configure a new marginal release (dd-ssp, aim-synth). ``seed`` makes the new release and the
-    synthetic rows of aim-synth reproducible (tests and benchmarks only)."""
+    synthetic rows of aim-synth reproducible (in-process tests and benchmarks only: a seeded release carries no
+    privacy); ``allow_seeded`` lets ``release_id`` name a seeded release (refused otherwise, 409)."""
     if method not in METHODS:
         raise RegressionInputError(f"method must be one of {list(METHODS)}, got {method!r}")
     if task in TASKS and task not in METHOD_TASKS[method]:
@@ -455,12 +464,14 @@ def fit(
     dataset = get_dataset(engine, name)
     design = build_design(dataset.domain, task, target, features, categorical, intercept)
     cost = PrivacyCost()
+    effect = None
     if release_id is not None:
         if epsilon is not None or delta is not None:
             raise RegressionInputError("give either a release id or epsilon and delta, not both")
         release = releases.get_release(engine, int(release_id))
         if release.dataset.name != dataset.name:
             raise ReleaseCannotAnswer(f"release {release_id} is a release of {release.dataset.name!r}, not of {name!r}")
+        release.check_answerable(allow_seeded)
         candidate = _Candidate(release.id, release.kind, release.mechanism, release.status, release.params,
                                release.details)
         reason = _cannot_answer(candidate, dataset.domain, design, method)
@@ -474,9 +485,9 @@ def fit(
         if found is None:
             outcome = make_release(engine, dataset, design, method, eps, dlt, seed=seed, principal=principal,
                                    mechanism=mechanism, options=options, progress=progress)
-            found, cost = outcome.release_id, outcome.cost
+            found, cost, effect = outcome.release_id, outcome.cost, outcome.budget
         release = releases.get_release(engine, found)
     model, details = answer(engine, release, design, method, seed)
     release_cost = release_costs(engine, [release.id])[release.id]
     return FitOutcome(model, method, dataset.name, design, release.id, release.kind, release.mechanism, reused, cost,
-                      release_cost, details)
+                      release_cost, details, effect)

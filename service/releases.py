@@ -15,6 +15,11 @@ and the release is marked ``failed_before_noise``. Once noise exists, the charge
 happens next: a failure marks the release ``failed_after_noise``. A process killed in step 3 or
 4 leaves a ``pending`` release with its charge; :func:`recover_interrupted` marks those
 ``failed_after_noise`` on the next start.
+
+A ``seed`` (in-process callers only: tests and benchmarks; no HTTP route and no client call takes one) makes the
+noise reproducible by whoever knows the seed, so the release carries no privacy. Such a release is marked
+``seeded`` in the database, is never reused to answer a question, and answers nothing unless the caller says
+``allow_seeded=True`` (in-process tests and benchmarks; the HTTP API never does).
 """
 
 from __future__ import annotations
@@ -38,13 +43,15 @@ from db.models import Release, utcnow
 from service import accountant, pgm, zcdp
 from service.cost import PrivacyCost, exact, floor_to_grid
 from service.datasets import StoredDataset, get_dataset, stored_dataset
-from service.errors import InvalidInput, NotFound, ServiceError
+from service.errors import Conflict, InvalidInput, NotFound, ServiceError
 from service.mechanisms.base import MechanismResult, Progress, no_progress
 from service.noise import NoiseSource
 from service.oracle import SqlCountOracle
 from workloads.marginals import Query, WorkloadError, canonical, parse_workload, total_cells
 
 MECHANISMS = ("laplace", "gaussian", "mst", "aim")
+#: The command line refuses ``--seed`` on a release unless this environment variable is "1" (tests, benchmarks).
+UNSAFE_SEEDED_RELEASES_ENV = "MARGINALIA_UNSAFE_SEEDED_RELEASES"
 ZCDP_MECHANISMS = ("gaussian", "mst", "aim")
 MAX_WORKLOAD_CELLS = 50_000_000
 MAX_SYNTHETIC_ROWS = 10_000_000
@@ -67,15 +74,37 @@ class TrackedNoise:
         return attribute
 
 
+class SeededReleaseError(Conflict):
+    """A release made with a known seed was asked to answer where privacy is expected."""
+
+    code = "seeded_release"
+
+
+def refuse_seeded(release_id: int) -> SeededReleaseError:
+    return SeededReleaseError(
+        f"release {release_id} was made with a known seed, for tests and benchmarks: anyone who knows the seed can "
+        "regenerate and subtract its noise, so it carries no privacy and cannot answer here; make a new release "
+        "without a seed"
+    )
+
+
 @dataclass(frozen=True)
 class ReleaseOutcome:
     release_id: int
     cost: PrivacyCost
     mechanism: str
     details: dict[str, object] = field(default_factory=dict)
+    budget: accountant.BudgetEffect | None = None
+    seeded: bool = False
 
     def to_json(self) -> dict[str, object]:
-        return {"release_id": self.release_id, "mechanism": self.mechanism, "cost": self.cost.to_json()}
+        body: dict[str, object] = {"release_id": self.release_id, "mechanism": self.mechanism,
+                                   "cost": self.cost.to_json()}
+        if self.budget is not None:
+            body["budget"] = self.budget.to_json()
+        if self.seeded:
+            body["seeded"] = True
+        return body
 
 
 def marginal_cost(mechanism: str, epsilon: object, delta: object, rho: object) -> PrivacyCost:
@@ -99,7 +128,11 @@ def marginal_cost(mechanism: str, epsilon: object, delta: object, rho: object) -
         if rho is not None:
             if epsilon is not None or delta is not None:
                 raise InvalidInput("give either --rho or --epsilon with --delta, not both", code="invalid_parameter")
-            return PrivacyCost(rho=floor_to_grid(exact(zcdp.validate_rho(rho, "rho"))))
+            charged = floor_to_grid(exact(zcdp.validate_rho(rho, "rho")))
+            if charged <= 0:
+                raise InvalidInput(f"rho={rho} is below the accountant's resolution of 1e-12 (the ledger's unit of "
+                                   "rho): it cannot be charged", code="invalid_parameter")
+            return PrivacyCost(rho=charged)
         if epsilon is None or delta is None:
             raise InvalidInput(
                 f"{mechanism} is a zCDP mechanism: give --rho, or --epsilon and --delta (delta > 0)",
@@ -158,7 +191,6 @@ def release_marginals(
     params = {
         "workload": [{"attributes": list(q.attributes), "weight": q.weight} for q in queries],
         "options": options,
-        "seeded": seed is not None,
         "requested": {"epsilon": _num(epsilon), "delta": _num(delta), "rho": _num(rho)},
     }
     return run_release(engine, dataset, kind="marginals", mechanism=mechanism, cost=cost, params=params,
@@ -180,7 +212,9 @@ def run_release(
     encode_payload: Callable[[MechanismResult], bytes] | None = None,
 ) -> ReleaseOutcome:
     """Reserve, run, store (module docstring). ``runner`` gets the count oracle and the noise."""
-    release_id, charge_id = accountant.reserve_release(engine, dataset.name, kind, mechanism, cost, params, principal)
+    seeded = seed is not None
+    release_id, charge_id = accountant.reserve_release(engine, dataset.name, kind, mechanism, cost,
+                                                       {**params, "seeded": seeded}, principal, seeded=seeded)
     noise = TrackedNoise(NoiseSource(seed))
     try:
         result = runner(SqlCountOracle(engine, dataset), noise, progress)
@@ -202,7 +236,8 @@ def run_release(
     except BaseException as exc:
         _fail(engine, release_id, charge_id, True, exc)
         raise
-    return ReleaseOutcome(release_id, cost, mechanism, result.details)
+    return ReleaseOutcome(release_id, cost, mechanism, result.details, accountant.budget_effect(engine, charge_id),
+                          seeded)
 
 
 def _fail(engine: Engine, release_id: int, charge_id: int, noise_drawn: bool, exc: BaseException) -> None:
@@ -296,10 +331,20 @@ class StoredRelease:
     params: dict[str, object]
     details: dict[str, object]
     payload: bytes | None
+    seeded: bool = False
 
-    def to_json(self) -> dict[str, object]:
+    def to_json(self, *, hide_seeded_details: bool = False) -> dict[str, object]:
+        """Metadata. ``hide_seeded_details`` (the HTTP API) leaves out the details of a seeded release: they can be
+        noisy outputs (AIM's selected cliques) whose noise the seed's holder knows."""
+        details = {} if (self.seeded and hide_seeded_details) else self.details
         return {"release_id": self.id, "dataset": self.dataset.name, "kind": self.kind, "mechanism": self.mechanism,
-                "status": self.status, "params": self.params, "details": self.details}
+                "status": self.status, "seeded": self.seeded, "params": self.params, "details": details}
+
+    def check_answerable(self, allow_seeded: bool) -> None:
+        """Refuse (409 ``seeded_release``) to answer from a seeded release unless ``allow_seeded`` (in-process tests
+        and benchmarks)."""
+        if self.seeded and not allow_seeded:
+            raise refuse_seeded(self.id)
 
 
 def get_release(engine: Engine, release_id: int) -> StoredRelease:
@@ -311,7 +356,8 @@ def get_release(engine: Engine, release_id: int) -> StoredRelease:
 
         dataset = stored_dataset(session.get(Dataset, release.dataset_id))
         return StoredRelease(release.id, dataset, release.kind, release.mechanism, release.status,
-                             json.loads(release.params_json), json.loads(release.details_json), release.payload)
+                             json.loads(release.params_json), json.loads(release.details_json), release.payload,
+                             bool(release.seeded))
 
 
 def list_releases(engine: Engine, name: str | None = None) -> list[StoredRelease]:
@@ -360,9 +406,13 @@ def release_model(engine: Engine, release_id: int) -> tuple[StoredRelease, pgm.M
     return entry
 
 
-def answer_marginal(engine: Engine, release_id: int, attributes: list[str]) -> dict[str, object]:
-    """Any marginal of a release's model: free post-processing."""
+def answer_marginal(
+    engine: Engine, release_id: int, attributes: list[str], *, allow_seeded: bool = False
+) -> dict[str, object]:
+    """Any marginal of a release's model: free post-processing (refused for a seeded release unless
+    ``allow_seeded``)."""
     release, model = release_model(engine, release_id)
+    release.check_answerable(allow_seeded)
     try:
         ordered = canonical(release.dataset.domain, attributes)
     except WorkloadError as exc:
@@ -380,12 +430,15 @@ def answer_marginal(engine: Engine, release_id: int, attributes: list[str]) -> d
     }
 
 
-def synthetic_frame(engine: Engine, release_id: int, rows: int, seed: int | None = None) -> pd.DataFrame:
-    """``rows`` synthetic records drawn from a release's model (free). Without a seed, fresh
-    entropy is used."""
+def synthetic_frame(
+    engine: Engine, release_id: int, rows: int, seed: int | None = None, *, allow_seeded: bool = False
+) -> pd.DataFrame:
+    """``rows`` synthetic records drawn from a release's model (free). Without a seed, fresh entropy is used (the
+    HTTP API never passes one); refused for a seeded release unless ``allow_seeded``."""
     if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1 or rows > MAX_SYNTHETIC_ROWS:
         raise InvalidInput(f"rows must be an integer in 1..{MAX_SYNTHETIC_ROWS:,}, got {rows!r}", code="invalid_rows")
     release, model = release_model(engine, release_id)
+    release.check_answerable(allow_seeded)
     seed = secrets.randbits(32) if seed is None else int(seed)
     columns = pgm.synthetic_rows(model, rows, seed)
     return pd.DataFrame({name: columns[name] for name in release.dataset.domain.names})

@@ -76,7 +76,7 @@ def build_world(url: str, data_dir: Path, budget: float = 5.0) -> World:
     load_titanic(engine, data_dir)
     accountant.set_budget(engine, "titanic", budget, 1e-6)
     keys, ids = make_keys(engine)
-    outcome = releases.release_marginals(engine, "titanic", "laplace", SMALL_WORKLOAD, epsilon=0.1, seed=0)
+    outcome = releases.release_marginals(engine, "titanic", "laplace", SMALL_WORKLOAD, epsilon=0.1)
     return World(engine, url, keys, ids, "titanic", outcome.release_id)
 
 

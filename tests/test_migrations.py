@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
@@ -52,3 +54,42 @@ def test_ledger_refuses_update_and_delete(engine, statement: str) -> None:  # no
             connection.execute(text(statement))
     with engine.connect() as connection:
         assert connection.execute(text("SELECT epsilon_units FROM ledger_entries")).scalar_one() == 100
+
+
+def test_migration_0003_marks_seeded_releases_scrubs_diagnostics_and_prices_old_rows(database_url: str) -> None:
+    """Issue 11: releases seeded before 0003 are marked seeded (so they are never reused), objective-perturbation
+    details lose their solver diagnostics, and old ledger rows (priced NULL) count at their epsilon in the views."""
+    from alembic import command
+    from db.engine import make_engine
+    from db.migrate import alembic_config
+
+    engine = make_engine(database_url)
+    config = alembic_config(database_url)
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0002")
+    with engine.begin() as connection:
+        _insert_dataset_and_entry(connection)  # a charge of 1e-10 epsilon written before 0003
+        connection.execute(text("INSERT INTO budgets (dataset_id, epsilon_units, delta_units, delta_reserve_units, "
+                                "updated_at) VALUES (1, 1000, 0, 0, CURRENT_TIMESTAMP)"))
+        for release_id, mechanism, params, details in [
+            (1, "laplace", '{"seeded": true}', '{"model_cliques": [["a"]]}'),
+            (2, "laplace", '{"seeded": false}', "{}"),
+            (3, "objpert", '{"seeded": false}', '{"converged": true, "gradient_norm": 1e-10, "iterations": 7, '
+                                                '"noise_std": 2.0}'),
+        ]:
+            connection.execute(text(
+                "INSERT INTO releases (id, dataset_id, kind, mechanism, params_json, status, details_json, principal, "
+                "created_at) VALUES (:i, 1, 'marginals', :m, :p, 'complete', :d, 'x', CURRENT_TIMESTAMP)"),
+                {"i": release_id, "m": mechanism, "p": params, "d": details})
+    upgrade_to_head(engine)
+    with engine.connect() as connection:
+        seeded = dict(connection.execute(text("SELECT id, seeded FROM releases")).all())
+        details = connection.execute(text("SELECT details_json FROM releases WHERE id = 3")).scalar_one()
+        view = connection.execute(text("SELECT epsilon_priced_spent_units, delta_remaining_units FROM "
+                                       "budget_remaining")).one()
+        priced = connection.execute(text("SELECT epsilon_priced_units FROM privacy_ledger")).scalar_one()
+    assert {k: bool(v) for k, v in seeded.items()} == {1: True, 2: False, 3: False}
+    assert json.loads(details) == {"noise_std": 2.0}
+    assert int(priced) == 100 and int(view[0]) == 100 and int(view[1]) == 0
+    engine.dispose()
