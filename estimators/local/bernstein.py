@@ -209,6 +209,11 @@ class _LocalBernsteinFit:
             raise EstimatorError("constraint_lower must not exceed constraint_upper")
         return k, p, low, high, c_low, c_high
 
+    def check_settings(self) -> None:
+        """The settings' errors (p > 3, a bad degree, order or box), for a caller that validates before collecting."""
+        self._box()
+        check_count("order", self.order)
+
     def _fit_grid_values(self, grid_values: np.ndarray, feature_names: object) -> None:
         k, p, low, high, c_low, c_high = self._box()
         surface = BernsteinSurface(grid_values, k, p, check_count("order", self.order))

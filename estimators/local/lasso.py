@@ -64,6 +64,12 @@ class LabelPrivateLasso(LinearRegressor):
         self.label_bound = label_bound
         self.alpha = alpha
 
+    def check_settings(self) -> None:
+        """The settings' errors (epsilon, delta, label bound, alpha), for a caller that validates before collecting."""
+        label_noise_sigma(self.label_bound, self.epsilon, self.delta)
+        if self.alpha is not None:
+            check_positive("alpha", self.alpha)
+
     def fit(self, X: object, noisy_y: object, feature_names: object = None) -> LabelPrivateLasso:
         design = as_matrix("X", X)
         n, p = design.shape

@@ -13,6 +13,7 @@ from estimators.central.dp_iht import (
     DPIHTLinearRegression,
     DPIHTLogisticRegression,
     clip_rows,
+    clipped_gradient_sum,
     dp_iht_calibration,
 )
 from estimators.local.sparse_synthetic import relative_error, sparse_linear_data
@@ -99,6 +100,10 @@ def test_clipping_bounds_the_sensitivity_of_every_release() -> None:
     difference = step(np.vstack([X, extra_x]), np.append(y, extra_y)) - step(X, y)
     assert np.linalg.norm(difference) <= 2.5 * (1 + 1e-12)
     np.testing.assert_allclose(np.linalg.norm(clip_rows(np.array([[3.0, 4.0], [0.3, 0.4]]), 1.0), axis=1), [1.0, 0.5])
+    slopes = rng.normal(size=50) * 5
+    np.testing.assert_allclose(  # the two-pass form equals clipping the n x p matrix of gradients
+        clipped_gradient_sum(X, np.linalg.norm(X, axis=1), slopes, 2.5), clip_rows(X * slopes[:, None], 2.5).sum(axis=0)
+    )
 
 
 def test_linear_dp_iht_recovers_theta_star() -> None:
