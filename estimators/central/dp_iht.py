@@ -11,8 +11,8 @@ we run the same iteration as ``T`` Gaussian mechanisms with an exact zCDP cost:
 squared loss ``||x (<theta, x> - y)||`` is unbounded in ``theta`` without it). Iteration ``t`` releases the noisy
 *sum* ``S_t = sum_i clip_G(grad l(theta_t; z_i)) + N(0, sigma^2 I_p)``. Under add/remove-one neighbours (the
 service's relation, ``docs/privacy.md`` section 1) adding a row adds one clipped vector, so the l2 sensitivity of
-``S_t`` is exactly ``G`` for any ``theta_t``. The l2 penalty ``(lambda/2) ||theta||^2`` of the logistic loss does not
-depend on the data and is added after the noise.
+``S_t`` is exactly ``G`` for any ``theta_t``. The optional penalty ``(l2/2) ||theta||^2`` (Sec. 7.2 uses it with the
+logistic loss) does not depend on the data and is added after the noise.
 
 **Cost.** Each iteration is ``G^2 / (2 sigma^2)``-zCDP (Bun & Steinke 2016, Prop. 1.6); ``theta_t`` depends on
 earlier releases only (post-processing), and the ``T`` mechanisms with costs fixed in advance compose adaptively to
@@ -32,7 +32,7 @@ Cor. 13), as for the other Gaussian releases.
 
 **Noise comes from the caller.** ``fit(X, y, noise)`` takes ``noise(sigma, size) -> ndarray`` (the release engine
 passes ``NoiseSource.gaussian``); nothing here creates a random generator. Every setting is checked before the first
-draw. The step is ``theta - eta (S_t / n_hat + lambda theta)``, then ``Trunc(., k)`` (no ball projection: Alg. 3's
+draw. The step is ``theta - eta (S_t / n_hat + l2 theta)``, then ``Trunc(., k)`` (no ball projection: Alg. 3's
 constraint set is ``{||theta||_0 <= k}``). The release's payload is the fitted model.
 """
 
@@ -155,7 +155,13 @@ def _draw(noise: GaussianNoise, sigma: float, size: int) -> np.ndarray:
 
 
 class _DPIHT:
-    """Alg. 3 with clipped per-example gradients and an exact zCDP cost; subclasses give the loss."""
+    """Alg. 3 with clipped per-example gradients and an exact zCDP cost; subclasses give the loss.
+
+    Settings: ``sparsity`` (``k``), ``iterations`` (``T``), ``eta`` (the step), ``rho`` (the total zCDP charge),
+    ``clip_norm`` (``G``), ``l2`` (the data-free penalty ``(l2/2) ||theta||^2``), ``normalizer`` (a public or released
+    row count, else one is released), ``count_fraction`` (its share of ``rho``), ``theta0`` (a public start, default 0).
+    Fitted: ``coef_``, ``calibration_`` (:class:`DPIHTCalibration`), ``normalizer_`` (the ``n_hat`` used).
+    """
 
     def __init__(
         self,
@@ -164,6 +170,7 @@ class _DPIHT:
         eta: float,
         rho: float,
         clip_norm: float,
+        l2: float = 0.0,
         normalizer: float | None = None,
         count_fraction: object = Fraction(1, 10),
         theta0: object = None,
@@ -173,6 +180,7 @@ class _DPIHT:
         self.eta = eta
         self.rho = rho
         self.clip_norm = clip_norm
+        self.l2 = l2
         self.normalizer = normalizer
         self.count_fraction = count_fraction
         self.theta0 = theta0
@@ -189,9 +197,6 @@ class _DPIHT:
         """The scalars ``a_i`` with per-example gradient ``a_i x_i`` of the data term."""
         raise NotImplementedError
 
-    def _penalty_gradient(self, theta: np.ndarray) -> np.ndarray:
-        return np.zeros_like(theta)
-
     def _check_labels(self, y: np.ndarray) -> None:
         """Label checks of the loss (none for the squared loss)."""
 
@@ -205,7 +210,7 @@ class _DPIHT:
         step = check_positive("eta", self.eta)
         theta = np.zeros(p) if self.theta0 is None else check_vector("theta0", self.theta0, p)
         calibration = self.calibration()
-        self._check_penalty()
+        penalty = check_non_negative("l2", self.l2)
         if not callable(noise):
             raise EstimatorError("noise must be callable as noise(sigma, size)")
         if calibration.sigma_count is None:
@@ -217,18 +222,17 @@ class _DPIHT:
             slopes = self._slopes(theta, design, labels)
             clipped_sum = clipped_gradient_sum(design, row_norms, slopes, calibration.clip_norm)
             noisy_sum = clipped_sum + _draw(noise, calibration.sigma_gradient, p)
-            theta = hard_threshold(theta - step * (noisy_sum / n_hat + self._penalty_gradient(theta)), k)
+            theta = hard_threshold(theta - step * (noisy_sum / n_hat + penalty * theta), k)
         self.calibration_ = calibration
         self.normalizer_ = n_hat
         self._store(theta, names, intercept=False)  # type: ignore[attr-defined]
         return self
 
-    def _check_penalty(self) -> None:
-        """Penalty settings (none for the squared loss)."""
-
 
 class DPIHTLinearRegression(_DPIHT, LinearRegressor):
-    """DP-IHT for ``(1/2n) sum_i (<theta, x_i> - y_i)^2`` s.t. ``||theta||_0 <= k``; no intercept (add a column)."""
+    """DP-IHT for ``(1/2n) sum_i (<theta, x_i> - y_i)^2 + (l2/2) ||theta||^2`` s.t. ``||theta||_0 <= k``.
+
+    No intercept: add a constant column to ``X`` (it counts towards ``k`` and towards ``||x||``)."""
 
     def _slopes(self, theta: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
         return X @ theta - y  # grad (1/2)(<theta, x> - y)^2 = (<theta, x> - y) x
@@ -237,31 +241,10 @@ class DPIHTLinearRegression(_DPIHT, LinearRegressor):
 class DPIHTLogisticRegression(_DPIHT, BinaryClassifier):
     """DP-IHT for ``(1/n) sum_i log(1 + exp(-y_i <theta, x_i>)) + (l2/2) ||theta||^2``, ``y`` in ``{-1, +1}``."""
 
-    def __init__(
-        self,
-        sparsity: int,
-        iterations: int,
-        eta: float,
-        rho: float,
-        clip_norm: float,
-        l2: float = 0.0,
-        normalizer: float | None = None,
-        count_fraction: object = Fraction(1, 10),
-        theta0: object = None,
-    ) -> None:
-        super().__init__(sparsity, iterations, eta, rho, clip_norm, normalizer, count_fraction, theta0)
-        self.l2 = l2
-
     def _check_labels(self, y: np.ndarray) -> None:
         if not np.all(np.isin(y, (-1.0, 1.0))):
             raise EstimatorError("y must hold labels in {-1, +1}")
 
-    def _check_penalty(self) -> None:
-        check_non_negative("l2", self.l2)
-
     def _slopes(self, theta: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
         margins = y * (X @ theta)
         return -y * 0.5 * (1.0 - np.tanh(0.5 * margins))  # d/dm log(1 + e^{-m}) = -1 / (1 + e^m), times y
-
-    def _penalty_gradient(self, theta: np.ndarray) -> np.ndarray:
-        return float(self.l2) * theta

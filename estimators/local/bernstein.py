@@ -31,17 +31,16 @@ import numpy as np
 
 from estimators.base import BinaryClassifier, EstimatorError, LinearRegressor, as_matrix
 from estimators.local.argument_checks import check_count, check_generator, check_vector, feature_names_for
-from workloads.local.randomizers.bernstein import MAX_BERNSTEIN_DIMENSION
+from workloads.local.randomizers.bernstein import check_bernstein_dimension
+from workloads.local.randomizers.randomizer_checks import RandomizerError
 
 
 def check_dimension(dimension: object) -> int:
-    p = check_count("dimension", dimension)
-    if p > MAX_BERNSTEIN_DIMENSION:
-        raise EstimatorError(
-            f"dimension must be at most {MAX_BERNSTEIN_DIMENSION} for the Bernstein mechanism (its grid has "
-            f"(k + 1)^p points), got {dimension!r}"
-        )
-    return p
+    """``1 <= p <= 3``: the participants' rule (``workloads.local.randomizers.bernstein.check_bernstein_dimension``)."""
+    try:
+        return check_bernstein_dimension(dimension)
+    except RandomizerError as exc:
+        raise EstimatorError(str(exc)) from None
 
 
 def bernstein_basis(x: object, degree: int) -> np.ndarray:
