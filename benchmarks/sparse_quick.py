@@ -388,15 +388,15 @@ def main() -> None:
         previous = json.loads(OUT.read_text())
         results = {k: v for k, v in previous.get("results", {}).items() if k not in args.only}
         seconds = {k: v for k, v in previous.get("seconds", {}).items() if k not in args.only}
+    OUT.parent.mkdir(parents=True, exist_ok=True)
     for name in args.only:
         started = time.perf_counter()
         print(f"{name} ...", flush=True)
         results[name] = SECTIONS[name](args.trials, args.seed)
         seconds[name] = round(time.perf_counter() - started, 1)
         print(f"{name}: {seconds[name]} s", flush=True)
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps({"machine": machine(), "trials": args.trials, "seed": args.seed, "seconds": seconds,
-                               "results": results}, indent=1))  # fmt: skip
+        OUT.write_text(json.dumps({"machine": machine(), "trials": args.trials, "seed": args.seed, "seconds": seconds,
+                                   "results": results}, indent=1))  # fmt: skip  (after every section)
     print_tables(results)
     plot(results, OUT.with_suffix(".png"))
     print(f"\nwrote {OUT} and {OUT.with_suffix('.png')}")

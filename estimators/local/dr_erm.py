@@ -31,7 +31,7 @@ import numpy as np
 
 from estimators.base import EstimatorError, LinearRegressor, as_matrix, check_positive
 from estimators.local.argument_checks import check_vector, feature_names_for
-from estimators.local.convex import solve_convex
+from estimators.local.convex import LP_SOLVERS, solve_convex
 from estimators.psd import project_psd
 from workloads.local.randomizers.projected import unpack_projected_statistics
 
@@ -84,7 +84,7 @@ def recover_from_projection(
         problem = cp.Problem(cp.Minimize(cp.norm1(w)), [phi @ w == target])
     else:
         problem = cp.Problem(cp.Minimize(cp.sum(w)), [phi @ w == target, w >= 0])
-    solve_convex(problem, f"DR-ERM recovery ({kind})")
+    solve_convex(problem, f"DR-ERM recovery ({kind})", LP_SOLVERS)
     return np.asarray(w.value, dtype=float)
 
 

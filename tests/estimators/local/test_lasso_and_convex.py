@@ -70,7 +70,13 @@ def test_solver_statuses_other_than_optimal_are_named_errors() -> None:
     with pytest.raises(ConvexSolverError, match="'infeasible'"):
         solve_convex(cp.Problem(cp.Minimize(cp.sum(x)), [x >= 1, cp.sum(x) <= 0]), "infeasible test")
     with pytest.raises(ConvexSolverError, match="'solver_error'"):
-        solve_convex(cp.Problem(cp.Minimize(cp.sum_squares(x))), "missing solver", solver="MOSEK")
+        solve_convex(cp.Problem(cp.Minimize(cp.sum_squares(x))), "missing solver", solvers=("MOSEK",))
+    with pytest.raises(ConvexSolverError, match="CLARABEL: 'infeasible', HIGHS: 'infeasible'") as both:
+        solve_convex(cp.Problem(cp.Minimize(cp.sum(x)), [x >= 1, cp.sum(x) <= 0]), "LP", solvers=("CLARABEL", "HIGHS"))
+    assert both.value.statuses == {"CLARABEL": "infeasible", "HIGHS": "infeasible"}
+    # a solver that fails hands over to the next one
+    fallback = solve_convex(cp.Problem(cp.Minimize(cp.sum_squares(x - 2))), "fallback", solvers=("MOSEK", "CLARABEL"))
+    assert fallback == pytest.approx(0.0, abs=1e-9)
     with pytest.raises(EstimatorError, match="not convex"):
         solve_convex(cp.Problem(cp.Maximize(cp.sum_squares(x)), [x <= 1]), "non-convex")
     assert solve_convex(cp.Problem(cp.Minimize(cp.sum_squares(x - 1))), "fine") == pytest.approx(0.0, abs=1e-9)
