@@ -24,7 +24,8 @@ Sections (all by default; ``--only`` picks some):
 Run from the repository root (about 8 minutes on 2 shared cores with 3 trials)::
 
     .venv/bin/python benchmarks/sparse_quick.py                   # everything, 3 trials
-    .venv/bin/python benchmarks/sparse_quick.py --only sec71 --trials 5
+    .venv/bin/python benchmarks/sparse_quick.py --only sec71 --trials 5   # reruns one section, keeps the others
+    .venv/bin/python benchmarks/sparse_quick.py --replot                  # tables and plot from the JSON
 
 Writes ``benchmarks/results/sparse_quick.json`` (every trial and the means) and ``sparse_quick.png``.
 """
@@ -357,8 +358,13 @@ def plot(results: dict[str, list[dict]], path: Path) -> None:
         axes[2].legend(fontsize=7)
     if results.get("drerm"):
         means = mean_by(results["drerm"], ("n", "m", "method"), "relative_excess")
-        for (n, m, method), value in sorted(means.items()):
-            axes[3].scatter(m, value, marker="o" if method == "private" else "s", label=f"{method} n={n}")
+        for method, marker in (("private", "o"), ("exact_stats", "s")):
+            for n, color in ((20_000, "tab:blue"), (200_000, "tab:red")):
+                points = sorted((m, v) for (n_, m, method_), v in means.items() if (n_, method_) == (n, method))
+                if points:
+                    ms, values = zip(*points, strict=True)
+                    axes[3].plot(ms, values, marker=marker, color=color, ls="-" if method == "private" else ":",
+                                 label=f"{method} n={n}")  # fmt: skip
         axes[3].set(
             xscale="log", xlabel="m (projected dimension)", ylabel="(L - L*) / (L(0) - L*)", title="DR-ERM, p = 5000"
         )
@@ -381,7 +387,13 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only", nargs="+", choices=sorted(SECTIONS), default=list(SECTIONS))
+    parser.add_argument("--replot", action="store_true", help="print the tables and redraw the plot from the JSON")
     args = parser.parse_args()
+    if args.replot:
+        saved = json.loads(OUT.read_text())["results"]
+        print_tables(saved)
+        plot(saved, OUT.with_suffix(".png"))
+        return
     results: dict[str, list[dict]] = {}
     seconds: dict[str, float] = {}
     if OUT.exists():  # keep sections not rerun
@@ -395,8 +407,18 @@ def main() -> None:
         results[name] = SECTIONS[name](args.trials, args.seed)
         seconds[name] = round(time.perf_counter() - started, 1)
         print(f"{name}: {seconds[name]} s", flush=True)
-        OUT.write_text(json.dumps({"machine": machine(), "trials": args.trials, "seed": args.seed, "seconds": seconds,
-                                   "results": results}, indent=1))  # fmt: skip  (after every section)
+        OUT.write_text(
+            json.dumps(
+                {
+                    "machine": machine(),
+                    "trials": args.trials,
+                    "seed": args.seed,
+                    "seconds": seconds,
+                    "results": results,
+                },
+                indent=1,
+            )
+        )  # fmt: skip  (after every section)
     print_tables(results)
     plot(results, OUT.with_suffix(".png"))
     print(f"\nwrote {OUT} and {OUT.with_suffix('.png')}")
