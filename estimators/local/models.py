@@ -30,7 +30,8 @@ class LinkModel(LinearScoreModel):
 
     def predict_mean(self, X: object) -> np.ndarray:
         """``E[y | x]`` under the fitted model."""
-        return self.link_.mean(self.decision_function(X))
+        score = self.decision_function(X)  # NotFittedError before fit
+        return self.link_.mean(score)
 
 
 class LinkRegressor(LinkModel, LinearRegressor):

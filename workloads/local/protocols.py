@@ -151,7 +151,7 @@ class ReportSchema:
                 raise ReportError(f"field {f.name!r} has {array.shape[0]} reports, earlier fields have {count}",
                                   f.name)
             count = array.shape[0]
-            flat = array.reshape(count, -1)
+            flat = array.reshape(count, math.prod(f.shape))
             bad = ~np.all(np.isfinite(flat), axis=1)
             if bad.any():
                 index = int(np.argmax(bad))
