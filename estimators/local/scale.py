@@ -36,6 +36,11 @@ from estimators.local.links import Link, get_link
 #: where 64 nodes gave only 6e-5 (tests/estimators/local/test_scale.py). numpy's rule overflows past ~280 nodes.
 HERMITE_NODES = 200
 _SCAN_STEPS = 60  # doublings (or halvings) from the start: a factor 1e18 either way
+#: At a root found over public rows, at least this many rows must carry the average (Kish's effective sample size
+#: ``(sum |g_k|)^2 / sum g_k^2`` of ``g_k = slope(c t_k)``; its relative standard error is then about
+#: ``1 / sqrt(30) = 18 %`` or less). Without it, a noise-dominated ``w_ols`` (no root in the population) still gets a
+#: spurious root from the one row with ``t_k`` nearest 0: ``c slope(c t_k) / m`` exceeds 1 near ``c = m / |...|``.
+MIN_EFFECTIVE_ROWS = 30.0
 _LARGE = 1e300  # overflowed values of H are capped here, keeping their sign
 
 
@@ -45,10 +50,14 @@ class NoRootError(EstimatorError):
 
 @dataclass(frozen=True)
 class IndexSample:
-    """Points ``t_k`` and weights ``w_k`` (summing to 1) standing for the distribution of ``<x, w_ols>``."""
+    """Points ``t_k`` and weights ``w_k`` (summing to 1) standing for the distribution of ``<x, w_ols>``.
+
+    ``min_effective`` (public rows: :data:`MIN_EFFECTIVE_ROWS`) is the least number of points that must carry the
+    average at the root (Kish's effective sample size of ``|slope(c t_k)|``); see :func:`solve_link_scale`."""
 
     values: np.ndarray
     weights: np.ndarray
+    min_effective: float = 0.0
 
     @classmethod
     def from_rows(cls, rows: object, coef: object) -> IndexSample:
@@ -59,7 +68,7 @@ class IndexSample:
             raise EstimatorError(f"public_rows must be a non-empty (m, {direction.size}) matrix, got {matrix.shape}")
         if not np.all(np.isfinite(matrix)):
             raise EstimatorError("public_rows must be finite")
-        return cls(matrix @ direction, np.full(matrix.shape[0], 1.0 / matrix.shape[0]))
+        return cls(matrix @ direction, np.full(matrix.shape[0], 1.0 / matrix.shape[0]), MIN_EFFECTIVE_ROWS)
 
     @classmethod
     def gaussian(cls, std: float, nodes: int = HERMITE_NODES) -> IndexSample:
@@ -105,7 +114,22 @@ def solve_link_scale(link: str | Link, index: IndexSample) -> float:
     root = _newton_in_bracket(h, h_prime, lower, upper)
     if root is None:
         root = brentq(h, lower, upper, xtol=1e-15 * upper, rtol=4 * np.finfo(float).eps, maxiter=200)
+    _check_resolved(link, index, sign * float(root))
     return sign * float(root)
+
+
+def _check_resolved(link: Link, index: IndexSample, c: float) -> None:
+    if index.min_effective <= 0:
+        return
+    with np.errstate(over="ignore", invalid="ignore"):
+        terms = np.abs(index.weights * link.slope(c * index.values))
+    effective = float(np.sum(terms) ** 2 / np.sum(np.square(terms))) if np.sum(terms) > 0 else 0.0
+    if not effective >= index.min_effective:
+        raise NoRootError(
+            f"no root of c E[slope(c t)] = 1 for link {link.name!r} that the public rows resolve: the crossing at "
+            f"c = {c:.4g} rests on about {effective:.1f} of {index.values.size} rows (at least "
+            f"{index.min_effective:g} needed); the population equation has no root here (the assumptions of "
+            f"Wang et al., f(c_bar) >= 1 + tau, fail for this link on these data)")
 
 
 def _bracket(h, start: float, link: Link) -> tuple[float, float]:  # noqa: ANN001

@@ -111,3 +111,13 @@ def test_index_samples() -> None:
         IndexSample.from_rows(np.zeros((3, 2)), np.zeros(3))
     with pytest.raises(ValueError, match="std"):
         IndexSample.gaussian(-1.0)
+
+
+def test_a_root_made_by_one_public_row_is_refused() -> None:
+    """t ~ N(0, 0.5^2) over 100,000 public rows: the population equation of the logistic link has no root
+    (0.5 > phi(0) = 0.399), but the row with t nearest 0 makes c mean(sigmoid'(c t)) cross 1 near c = 5e5. That
+    crossing rests on about one row and is refused; with the same rows at a spread of 0.3 a root exists."""
+    rows = np.random.default_rng(2).normal(size=(100_000, 3))
+    with pytest.raises(NoRootError, match="'logistic' that the public rows resolve.*about 1.[0-9] of 100000 rows"):
+        solve_link_scale("logistic", IndexSample.from_rows(rows, np.array([0.5, 0.0, 0.0])))
+    assert 6 < solve_link_scale("logistic", IndexSample.from_rows(rows, np.array([0.3, 0.0, 0.0]))) < 7
