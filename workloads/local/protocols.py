@@ -48,7 +48,8 @@ from workloads.local.randomizers.laplace import interval_scale, randomize_interv
 from workloads.local.randomizers.projection import randomize_projection
 from workloads.local.randomizers.sufficient_statistics import (
     NORMS,
-    noise_scale,
+    StatisticsNoise,
+    noise_scales,
     randomize_sufficient_statistics,
     triangle_size,
 )
@@ -499,15 +500,12 @@ class LdpAverageSpec(ProtocolSpec):
 
 
 # ------------------------------------------------------------------------------------------------------- Stein GLMs
-def _statistics_schema(
-    dimension: int, norm_bound: float, label_bound: float, sigma: float, gram: bool = True
-) -> ReportSchema:
-    tail = GAUSSIAN_TAIL * sigma
-    square = norm_bound**2 + tail  # |x_i x_j| <= ||x||_2^2 <= r^2
-    product = norm_bound * label_bound + tail  # |x_i y| <= r B
+def _statistics_schema(dimension: int, norm_bound: float, label_bound: float, noise: StatisticsNoise) -> ReportSchema:
+    product = norm_bound * label_bound + GAUSSIAN_TAIL * noise.xy  # |x_i y| <= r B
     moment = FieldSchema("xy", (dimension,), -product, product)
-    if not gram:
+    if noise.xx is None:
         return ReportSchema((moment,))
+    square = norm_bound**2 + GAUSSIAN_TAIL * noise.xx  # |x_i x_j| <= ||x||_2^2 <= r^2
     return ReportSchema((FieldSchema("xx", (triangle_size(dimension),), -square, square), moment))
 
 
@@ -525,15 +523,17 @@ class _StatisticsBounds:
         object.__setattr__(self, "label_bound", _checked(check_positive, "label_bound", self.label_bound))
         _check_norm(norm)
 
-    def statistics_sigma(self, epsilon: float, delta: float, gram: bool = True) -> float:
+    def statistics_noise(
+        self, epsilon: float, delta: float, gram: bool = True, xy_ratio: float | None = None
+    ) -> StatisticsNoise:
         try:
-            return noise_scale(self.dimension, self.norm_bound, self.label_bound, epsilon, delta, gram)
+            return noise_scales(self.dimension, self.norm_bound, self.label_bound, epsilon, delta, gram, xy_ratio)
         except CalibrationError as error:
             raise ProtocolError(str(error)) from None
 
     def _randomize_statistics(
         self, data: Mapping[str, Any], epsilon: float, delta: float, norm: str, gram: bool,
-        rng: np.random.Generator | None,
+        xy_ratio: float | None, rng: np.random.Generator | None,
     ) -> dict[str, np.ndarray]:
         x = _features(data, self.dimension)
         y = _participant_array(data, "y")
@@ -541,7 +541,7 @@ class _StatisticsBounds:
             raise ProtocolError(f"participant data 'y' must have shape {x.shape[:-1]}, got {y.shape}")
         return randomize_sufficient_statistics(
             x, y, norm_bound=self.norm_bound, label_bound=self.label_bound, epsilon=epsilon, delta=delta, norm=norm,
-            gram=gram, rng=rng)
+            gram=gram, xy_ratio=xy_ratio, rng=rng)
 
 
 @register_protocol
@@ -552,27 +552,32 @@ class SteinGlmSpec(_StatisticsBounds, ProtocolSpec):
     ``|y| <= label_bound``. The link is not part of the spec: one collection answers many GLMs (Remark 16).
 
     Report: ``{"xx": (p (p + 1) / 2,), "xy": (p,)}``; with ``gram=False`` only ``{"xy": (p,)}`` (the server then
-    takes ``X^T X`` from public rows; less noise on ``x y``). Participant data: ``{"x": (p,), "y": ()}``."""
+    takes ``X^T X`` from public rows; less noise on ``x y``). ``xy_ratio``: the noise on ``x y`` over the noise on
+    ``x x^T`` (default ``sqrt(2) B / r``, each part's noise proportional to its own sensitivity).
+    Participant data: ``{"x": (p,), "y": ()}``."""
 
     protocol: ClassVar[str] = "stein-glm"
     epsilon: float
     delta: float
     norm: str = "l2"
     gram: bool = True
+    xy_ratio: float | None = None
     participants: int | None = None
 
     def __post_init__(self) -> None:
         self._check_bounds(self.norm)
         if not isinstance(self.gram, bool):
             raise ProtocolError(f"gram must be true or false, got {self.gram!r}")
+        if self.xy_ratio is not None:
+            object.__setattr__(self, "xy_ratio", _checked(check_positive, "xy_ratio", self.xy_ratio))
         object.__setattr__(self, "epsilon", _checked(check_positive, "epsilon", self.epsilon))
         object.__setattr__(self, "delta", _checked(check_delta, "delta", self.delta))
         self._check_groups_and_rounds()
 
     @property
-    def sigma(self) -> float:
-        """The noise standard deviation of every report entry."""
-        return self.statistics_sigma(self.epsilon, self.delta, self.gram)
+    def noise(self) -> StatisticsNoise:
+        """The noise standard deviations of the report's two parts."""
+        return self.statistics_noise(self.epsilon, self.delta, self.gram, self.xy_ratio)
 
     def rounds(self) -> tuple[RoundSpec, ...]:
         return (RoundSpec("all", self.epsilon, self.delta),)
@@ -582,13 +587,13 @@ class SteinGlmSpec(_StatisticsBounds, ProtocolSpec):
 
     def report_schema(self, round_index: int, state: RoundState) -> ReportSchema:
         self._check_state_round(round_index, state)
-        return _statistics_schema(self.dimension, self.norm_bound, self.label_bound, self.sigma, self.gram)
+        return _statistics_schema(self.dimension, self.norm_bound, self.label_bound, self.noise)
 
     def randomize(
         self, round_index: int, state: RoundState, data: Mapping[str, Any], rng: np.random.Generator | None = None
     ) -> dict[str, np.ndarray]:
         self._check_state_round(round_index, state)
-        return self._randomize_statistics(data, self.epsilon, self.delta, self.norm, self.gram, rng)
+        return self._randomize_statistics(data, self.epsilon, self.delta, self.norm, self.gram, self.xy_ratio, rng)
 
 
 @register_protocol
@@ -645,9 +650,9 @@ class TwoRoundSteinSpec(_StatisticsBounds, ProtocolSpec):
                    RoundSpec("second", epsilon, 0.0), groups, **options)
 
     @property
-    def sigma(self) -> float:
-        """The noise standard deviation of every entry of a round-0 report."""
-        return self.statistics_sigma(self.first.epsilon, self.first.delta)
+    def noise(self) -> StatisticsNoise:
+        """The noise standard deviations of a round-0 report (default split, as :class:`SteinGlmSpec`)."""
+        return self.statistics_noise(self.first.epsilon, self.first.delta)
 
     def rounds(self) -> tuple[RoundSpec, ...]:
         return (self.first, self.second)
@@ -663,7 +668,7 @@ class TwoRoundSteinSpec(_StatisticsBounds, ProtocolSpec):
     def report_schema(self, round_index: int, state: RoundState) -> ReportSchema:
         self._check_state_round(round_index, state)
         if round_index == 0:
-            return _statistics_schema(self.dimension, self.norm_bound, self.label_bound, self.sigma)
+            return _statistics_schema(self.dimension, self.norm_bound, self.label_bound, self.noise)
         bound = self._projection_state(state)[1]
         limit = bound + LAPLACE_TAIL * self.projection_laplace_scale(state)
         return ReportSchema((FieldSchema("projection", (), -limit, limit),))
@@ -673,7 +678,7 @@ class TwoRoundSteinSpec(_StatisticsBounds, ProtocolSpec):
     ) -> dict[str, np.ndarray]:
         self._check_state_round(round_index, state)
         if round_index == 0:
-            return self._randomize_statistics(data, self.first.epsilon, self.first.delta, self.norm, True, rng)
+            return self._randomize_statistics(data, self.first.epsilon, self.first.delta, self.norm, True, None, rng)
         coef, bound = self._projection_state(state)
         projection = randomize_projection(_features(data, self.dimension), coef, norm_bound=self.norm_bound,
                                           bound=bound, epsilon=self.second.epsilon, norm=self.norm, rng=rng)

@@ -63,8 +63,9 @@ def run_protocol(spec: TwoRoundSteinSpec, x: np.ndarray, y: np.ndarray, second_x
 def test_two_round_protocol_end_to_end(layout: str) -> None:
     """x ~ N(0, I_2), logistic labels, w* = (1, 1)/sqrt(2), r = 3.5, epsilon 20 (10 per round in the split-budget
     layout), n = 400,000. To first order w_ols-hat = w_ols + e - E w_ols with e, E the noise of X^T y / n and
-    X^T X / n (entries N(0, sigma^2 / n)), so its squared relative error is about V chi2_p / p with
-    V = p sigma^2 / n (1 / ||w_ols||^2 + 1); chi2_2 / 2 exceeds 9.2 with probability 1e-4. The constant is required
+    X^T X / n (entries N(0, sigma_xy^2 / n) and N(0, sigma_xx^2 / n)), so its squared relative error is about
+    V chi2_p / p with V = p (sigma_xy^2 / ||w_ols||^2 + sigma_xx^2) / n; chi2_2 / 2 exceeds 9.2 with probability
+    1e-4. The constant is required
     within 15 % of c* = 1 / E[sigmoid'(<x, w*>)], so (by (a + b)^2 <= 2 a^2 + 2 b^2) the squared relative error of
     c w_ols-hat is at most 2 (9.2 V) + 2 (0.15)^2."""
     rng = np.random.default_rng(3)
@@ -81,7 +82,7 @@ def test_two_round_protocol_end_to_end(layout: str) -> None:
     c_star = 1 / stats.norm.expect(lambda t: 0.25 / np.cosh(t / 2) ** 2)
     assert fit.scale_ == pytest.approx(c_star, rel=0.15)
     w_ols_norm = np.linalg.norm(coef) / c_star
-    variance = p * spec.sigma**2 / fit.ols_.n_reports_ * (1 / w_ols_norm**2 + 1)
+    variance = p * (spec.noise.xy**2 / w_ols_norm**2 + spec.noise.xx**2) / fit.ols_.n_reports_
     error = squared_relative_error(fit.coef_, coef)
     assert error <= 2 * 9.2 * variance + 2 * 0.15**2, (error, variance)
     assert state.number("bound") <= spec.norm_bound * np.linalg.norm(state.vector("coef", p))

@@ -28,6 +28,7 @@ SPECS = [
     LdpAverageSpec(0.0, 10.0, 1.5, participants=1000),
     SteinGlmSpec(4, 3.0, 1.0, 2.0, 1e-6),
     SteinGlmSpec(4, 1.0, 1.0, 10.0, 1e-7, norm="l1", gram=False, participants=5000),
+    SteinGlmSpec(4, 3.0, 1.0, 2.0, 1e-6, xy_ratio=0.5),
     TwoRoundSteinSpec.split_budget(3, 2.0, 1.0, 4.0, 1e-6, participants=300),
     TwoRoundSteinSpec.split_groups(3, 2.0, 1.0, 4.0, 1e-6, 100, 200, projection_scale=3.0),
 ]
@@ -60,13 +61,14 @@ def test_registry_finds_protocols_by_name() -> None:
         ({**SPECS[1].to_json(), "norm_bound": -1}, "norm_bound"),
         ({**SPECS[1].to_json(), "label_bound": float("nan")}, "label_bound"),
         ({**SPECS[1].to_json(), "gram": "yes"}, "gram"),
+        ({**SPECS[1].to_json(), "xy_ratio": -2.0}, "xy_ratio"),
         ({**SPECS[1].to_json(), "seed": 3}, "unknown key 'seed'"),
         ({k: v for k, v in SPECS[1].to_json().items() if k != "delta"}, "missing key 'delta'"),
         ({**SPECS[0].to_json(), "upper": -5.0}, "lower < upper"),
-        ({**SPECS[3].to_json(), "second": {"group": "all", "epsilon": 1.0, "delta": 1e-6}}, "second.delta"),
-        ({**SPECS[3].to_json(), "first": {"group": "nobody", "epsilon": 1.0, "delta": 1e-6}}, "group 'nobody'"),
-        ({**SPECS[3].to_json(), "participant_groups": [{"name": "all", "size": -3}]}, "size"),
-        ({**SPECS[3].to_json(), "projection_scale": 0}, "projection_scale"),
+        ({**SPECS[4].to_json(), "second": {"group": "all", "epsilon": 1.0, "delta": 1e-6}}, "second.delta"),
+        ({**SPECS[4].to_json(), "first": {"group": "nobody", "epsilon": 1.0, "delta": 1e-6}}, "group 'nobody'"),
+        ({**SPECS[4].to_json(), "participant_groups": [{"name": "all", "size": -3}]}, "size"),
+        ({**SPECS[4].to_json(), "projection_scale": 0}, "projection_scale"),
     ],
 )
 def test_bad_specs_are_refused_naming_the_parameter(data: dict, pattern: str) -> None:
@@ -77,10 +79,10 @@ def test_bad_specs_are_refused_naming_the_parameter(data: dict, pattern: str) ->
 def test_rounds_groups_and_participant_costs() -> None:
     one = SPECS[1]
     assert one.round_count == 1 and one.participant_cost("all") == (2.0, 1e-6)
-    budget = SPECS[3]
+    budget = SPECS[4]
     assert budget.round_count == 2 and budget.rounds()[1].delta == 0.0
     assert budget.participant_cost("all") == (4.0, 1e-6)  # epsilon/2 twice, delta once
-    groups = SPECS[4]
+    groups = SPECS[5]
     assert groups.participant_cost("first") == (4.0, 1e-6)
     assert groups.participant_cost("second") == (4.0, 0.0)
     assert groups.max_participant_cost() == (4.0, 1e-6)
@@ -92,7 +94,7 @@ def test_rounds_groups_and_participant_costs() -> None:
 
 
 def test_round_state_round_trip_and_checks() -> None:
-    spec = SPECS[3]
+    spec = SPECS[4]
     state = spec.projection_state([0.1, -0.2, 0.3], 1.5)
     assert RoundState.from_json(json.loads(json.dumps(state.to_json()))) == state
     spec.report_schema(1, state)
@@ -138,7 +140,8 @@ def test_honest_batches_pass(stein_batch) -> None:  # noqa: ANN001
     extreme = spec.randomize(0, spec.initial_state(), {"x": np.full((20_000, 4), 100.0), "y": np.full(20_000, 5.0)},
                              rng)
     schema.validate(extreme)
-    assert schema.fields[0].high == pytest.approx(spec.norm_bound**2 + GAUSSIAN_TAIL * spec.sigma)
+    assert schema.fields[0].high == pytest.approx(spec.norm_bound**2 + GAUSSIAN_TAIL * spec.noise.xx)
+    assert schema.fields[1].high == pytest.approx(spec.norm_bound * spec.label_bound + GAUSSIAN_TAIL * spec.noise.xy)
 
 
 @pytest.mark.parametrize(
@@ -189,7 +192,7 @@ def test_schemas_of_every_protocol(stein_batch) -> None:  # noqa: ANN001
     schema = avg.report_schema(0, avg.initial_state())
     assert schema.names == ("value",) and schema.fields[0].shape == ()
     assert SPECS[2].report_schema(0, SPECS[2].initial_state()).names == ("xy",)
-    two = SPECS[3]
+    two = SPECS[4]
     state = two.projection_state([1.0, 0.0, 0.0], 2.0)
     projection = two.report_schema(1, state)
     assert projection.names == ("projection",)

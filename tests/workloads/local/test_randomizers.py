@@ -20,7 +20,8 @@ from workloads.local.randomizers.laplace import interval_scale, randomize_interv
 from workloads.local.randomizers.projection import randomize_projection
 from workloads.local.randomizers.sufficient_statistics import (
     clip_features,
-    noise_scale,
+    default_xy_ratio,
+    noise_scales,
     randomize_sufficient_statistics,
     sufficient_statistics,
 )
@@ -97,13 +98,15 @@ def test_clipping_scales_rows_into_the_ball() -> None:
     assert np.abs(l1[0]).sum() <= 1.0 and np.allclose(l1[0], [3 / 7, 4 / 7])
 
 
-def test_gaussian_reports_are_unbiased_with_variance_sigma_squared() -> None:
+def test_gaussian_reports_are_unbiased_with_the_stated_variances() -> None:
     rng = np.random.default_rng(4)
     count, r, b, epsilon, delta = 200_000, 2.0, 1.0, 2.0, 1e-6
     x = np.array([0.5, -1.0, 0.8])
     reports = randomize_sufficient_statistics(np.tile(x, (count, 1)), np.full(count, 0.7), norm_bound=r,
                                               label_bound=b, epsilon=epsilon, delta=delta, rng=rng)
-    sigma = noise_scale(3, r, b, epsilon, delta)
+    scales = noise_scales(3, r, b, epsilon, delta)
+    assert scales.xy == pytest.approx(default_xy_ratio(r, b) * scales.xx, rel=1e-12)
+    sigma = np.array([scales.xx] * 6 + [scales.xy] * 3)
     exact = sufficient_statistics(x, 0.7)
     noise = np.concatenate([reports["xx"] - exact["xx"], reports["xy"] - exact["xy"]], axis=1)
     assert np.all(np.abs(noise.mean(axis=0)) <= Z * sigma / math.sqrt(count))
@@ -112,16 +115,17 @@ def test_gaussian_reports_are_unbiased_with_variance_sigma_squared() -> None:
     # independent entries: correlations are N(0, 1/N)
     correlation = np.corrcoef(noise.T) - np.eye(noise.shape[1])
     assert np.abs(correlation).max() <= (Z + 1) / math.sqrt(count)
-    assert stats.kstest(noise[:, 0] / sigma, "norm").pvalue > P_FLOOR
+    assert stats.kstest(noise[:, 0] / scales.xx, "norm").pvalue > P_FLOOR
+    assert stats.kstest(noise[:, -1] / scales.xy, "norm").pvalue > P_FLOOR
 
 
 def test_gram_free_reports_have_less_noise() -> None:
     rng = np.random.default_rng(5)
     out = randomize_sufficient_statistics(np.zeros((100_000, 4)), np.zeros(100_000), norm_bound=5.0, label_bound=1.0,
                                           epsilon=1.0, delta=1e-6, gram=False, rng=rng)
-    sigma = noise_scale(4, 5.0, 1.0, 1.0, 1e-6, gram=False)
-    assert list(out) == ["xy"]
-    assert sigma < noise_scale(4, 5.0, 1.0, 1.0, 1e-6) / 3
+    sigma = noise_scales(4, 5.0, 1.0, 1.0, 1e-6, gram=False).xy
+    assert list(out) == ["xy"] and noise_scales(4, 5.0, 1.0, 1.0, 1e-6, gram=False).xx is None
+    assert sigma < noise_scales(4, 5.0, 1.0, 1.0, 1e-6).xy
     assert np.all(np.abs(out["xy"].std(axis=0) - sigma) <= Z * sigma / math.sqrt(2 * 100_000))
 
 
@@ -134,28 +138,34 @@ def test_participants_outside_the_bounds_report_their_clipped_values() -> None:
     reports = randomize_sufficient_statistics(np.tile(x, (count, 1)), np.full(count, 9.0), norm_bound=5.0,
                                               label_bound=1.0, epsilon=3.0, delta=1e-5, rng=rng)
     expected = sufficient_statistics(np.array([3.0, 4.0]), 1.0)
-    sigma = noise_scale(2, 5.0, 1.0, 3.0, 1e-5)
-    for name in ("xx", "xy"):
+    scales = noise_scales(2, 5.0, 1.0, 3.0, 1e-5)
+    for name, sigma in (("xx", scales.xx), ("xy", scales.xy)):
         assert np.all(np.abs(reports[name].mean(axis=0) - expected[name]) <= Z * sigma / math.sqrt(count))
 
 
-def test_gaussian_report_privacy_loss_matches_the_calibration() -> None:
-    """End to end: for the pair of inputs that attains the sensitivity, the privacy loss of the randomizer's own
-    outputs gives delta(epsilon) = E[(1 - e^(epsilon - L))_+] within Monte Carlo error of the exact profile of
-    Balle & Wang 2018, Thm. 8, which is at most the requested delta (epsilon = 1, delta = 0.01 so that Monte Carlo
-    can resolve it)."""
+@pytest.mark.parametrize("ratio", [None, 0.3, 4.0])
+def test_gaussian_report_privacy_loss_matches_the_calibration(ratio: float | None) -> None:
+    """End to end: for the pair of inputs that attains the (weighted) sensitivity, the privacy loss of the
+    randomizer's own outputs gives delta(epsilon) = E[(1 - e^(epsilon - L))_+] within Monte Carlo error of the exact
+    profile of Balle & Wang 2018, Thm. 8, which is at most the requested delta (epsilon = 1, delta = 0.01 so that
+    Monte Carlo can resolve it). The two parts have their own noise; L sums both parts' log-density ratios."""
     rng = np.random.default_rng(7)
     dimension, r, b, epsilon, delta, count = 3, 1.5, 1.0, 1.0, 0.01, 400_000
-    x, y, x_prime, y_prime = attaining_pair(dimension, r, b)
-    sigma = noise_scale(dimension, r, b, epsilon, delta)
+    weight = 1.0 / (default_xy_ratio(r, b) if ratio is None else ratio)
+    x, _, x_prime, _ = attaining_pair(dimension, r, b * weight)  # extremal in the weighted space
+    y, y_prime = b, -b
+    scales = noise_scales(dimension, r, b, epsilon, delta, xy_ratio=ratio)
     reports = randomize_sufficient_statistics(np.tile(x, (count, 1)), np.full(count, y), norm_bound=r, label_bound=b,
-                                              epsilon=epsilon, delta=delta, rng=rng)
+                                              epsilon=epsilon, delta=delta, xy_ratio=ratio, rng=rng)
     z = np.concatenate([reports["xx"], reports["xy"]], axis=1)
+    sigma = np.array([scales.xx] * 6 + [scales.xy] * 3)
     mean, mean_prime = statistic(x, y), statistic(x_prime, y_prime)
-    loss = (np.square(z - mean_prime).sum(axis=1) - np.square(z - mean).sum(axis=1)) / (2 * sigma**2)
+    loss = (np.square((z - mean_prime) / sigma).sum(axis=1) - np.square((z - mean) / sigma).sum(axis=1)) / 2
     terms = np.clip(1 - np.exp(epsilon - loss), 0, None)
     estimate, error = terms.mean(), terms.std() / math.sqrt(count)
-    profile = gaussian_privacy_profile(sufficient_statistics_sensitivity(dimension, r, b) / sigma, epsilon)
+    mu = float(np.linalg.norm((mean - mean_prime) / sigma))
+    assert mu == pytest.approx(sufficient_statistics_sensitivity(dimension, r, b * weight) / scales.xx, rel=1e-9)
+    profile = gaussian_privacy_profile(mu, epsilon)
     assert profile <= delta
     assert abs(estimate - profile) <= Z * error
     assert profile >= 0.999 * delta  # calibrated tightly, not over-noised

@@ -8,14 +8,20 @@ triangle i.i.d. Gaussian) and ``x y + E_2``. Two departures, derived in ``docs/p
   her private ``x``, which is not locally private. Here every participant clips: ``x <- x min(1, r / ||x||)`` (in the
   l2 norm for Algs. 1 and 3, in the l1 norm for Algs. 2 and 4) and ``y <- clip(y, -B, B)``, then adds noise, so the
   report has the same output space for every input.
-* **Calibration.** The report is the concatenated vector ``(upper triangle of x x^T, x y)`` of length
-  ``p (p + 1) / 2 + p``, perturbed by ``N(0, sigma^2 I)`` with ``sigma`` from the analytic Gaussian mechanism
-  (Balle & Wang 2018, Thm. 8) for the vector's exact l2 diameter
-  (:func:`workloads.local.calibration.sufficient_statistics_sensitivity`), valid for every epsilon; the paper's
-  ``sigma^2 = 32 r^4 log(2.5 / delta) / epsilon^2`` is the classical mechanism, valid only for epsilon < 1.
+* **Calibration.** The report is one Gaussian mechanism over the concatenated vector ``(upper triangle of x x^T,
+  x y)`` of length ``p (p + 1) / 2 + p``: noise ``N(0, sigma_xx^2)`` on the first part and ``N(0, sigma_xy^2)`` on the
+  second, ``sigma_xy = ratio sigma_xx``. That is the mechanism ``(u, x y / ratio) + N(0, sigma_xx^2 I)`` followed by
+  multiplying the second part by ``ratio`` (post-processing), so ``sigma_xx`` is the analytic Gaussian mechanism's
+  (Balle & Wang 2018, Thm. 8, valid for every epsilon) for the exact l2 diameter of ``(u, x y / ratio)``, which is
+  :func:`~workloads.local.calibration.sufficient_statistics_sensitivity` with the label bound ``B / ratio``. The
+  default ``ratio = sqrt(2) B / r`` makes each part's noise proportional to its own diameter (``sqrt(2) r^2`` for the
+  triangle, ``2 r B`` for ``x y``), the split of the paper, whose ``sigma^2 = 32 r^4 log(2.5 / delta) / epsilon^2``
+  (and ``32 r^2 ...`` for ``x y``) is the classical mechanism per part at (epsilon/2, delta/2), valid only for
+  epsilon < 2.
 
 The report is ``{"xx": (p (p + 1) / 2,), "xy": (p,)}``, the upper triangle in ``numpy.triu_indices(p)`` order.
-Each entry is an unbiased estimate of the participant's clipped statistic with variance ``sigma^2``.
+Each entry is an unbiased estimate of the participant's clipped statistic (variance ``sigma_xx^2`` or
+``sigma_xy^2``).
 
 With ``gram=False`` the report is ``{"xy": (p,)}`` alone, calibrated to its own diameter ``2 r B``
 (:func:`~workloads.local.calibration.moment_sensitivity`): when the server estimates ``X^T X`` from public unlabeled
@@ -25,6 +31,9 @@ rows (Remark 11 taken to its end: ``X^T X`` needs no labels), the ``x x^T`` part
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
 import numpy as np
 
 from workloads.local.calibration import (
@@ -33,6 +42,7 @@ from workloads.local.calibration import (
     check_dimension,
     check_positive,
     moment_sensitivity,
+    round_up,
     sufficient_statistics_sensitivity,
 )
 from workloads.local.rng import generator_or_device
@@ -49,16 +59,34 @@ def triangle_size(dimension: int) -> int:
     return p * (p + 1) // 2
 
 
-def noise_scale(
-    dimension: int, norm_bound: float, label_bound: float, epsilon: float, delta: float, gram: bool = True
-) -> float:
-    """The standard deviation of every noise entry of one report (with or without the ``x x^T`` part)."""
+@dataclass(frozen=True)
+class StatisticsNoise:
+    """Noise standard deviations of one report: ``xx`` (``None`` when the report has no ``x x^T`` part) and ``xy``."""
+
+    xx: float | None
+    xy: float
+
+
+def default_xy_ratio(norm_bound: float, label_bound: float) -> float:
+    """``sqrt(2) B / r``: the ratio of the diameters of ``x y`` alone (``2 r B``) and of the triangle alone
+    (``sqrt(2) r^2``), so that each part's noise is proportional to its own sensitivity."""
+    return math.sqrt(2.0) * check_positive("label_bound", label_bound) / check_positive("norm_bound", norm_bound)
+
+
+def noise_scales(
+    dimension: int, norm_bound: float, label_bound: float, epsilon: float, delta: float, gram: bool = True,
+    xy_ratio: float | None = None,
+) -> StatisticsNoise:
+    """The noise of one report: ``sigma_xx`` from the diameter of ``(u, x y / ratio)`` and ``sigma_xy = ratio
+    sigma_xx`` (rounded up); with ``gram=False``, ``sigma_xy`` from the diameter ``2 r B`` of ``x y``."""
     check_dimension("dimension", dimension)
-    if gram:
-        sensitivity = sufficient_statistics_sensitivity(dimension, norm_bound, label_bound)
-    else:
-        sensitivity = moment_sensitivity(norm_bound, label_bound)
-    return analytic_gaussian_sigma(epsilon, delta, sensitivity)
+    if not gram:
+        moment_only = moment_sensitivity(norm_bound, label_bound)
+        return StatisticsNoise(None, analytic_gaussian_sigma(epsilon, delta, moment_only))
+    ratio = default_xy_ratio(norm_bound, label_bound) if xy_ratio is None else check_positive("xy_ratio", xy_ratio)
+    weighted = sufficient_statistics_sensitivity(dimension, norm_bound, label_bound / ratio)
+    sigma_xx = analytic_gaussian_sigma(epsilon, delta, weighted)
+    return StatisticsNoise(sigma_xx, round_up(sigma_xx * ratio))
 
 
 def clip_features(x: object, norm_bound: float, norm: str = "l2") -> np.ndarray:
@@ -108,11 +136,13 @@ def randomize_sufficient_statistics(
     delta: float,
     norm: str = "l2",
     gram: bool = True,
+    xy_ratio: float | None = None,
     rng: np.random.Generator | None = None,
 ) -> dict[str, np.ndarray]:
-    """One report per row: clip ``x`` and ``y``, then add ``N(0, sigma^2)`` to every entry of the statistics."""
+    """One report per row: clip ``x`` and ``y``, then add Gaussian noise to every entry (:func:`noise_scales`)."""
     features = clip_features(x, norm_bound, norm)
-    sigma = noise_scale(features.shape[-1], norm_bound, label_bound, epsilon, delta, gram)
+    noise = noise_scales(features.shape[-1], norm_bound, label_bound, epsilon, delta, gram, xy_ratio)
     statistics = sufficient_statistics(features, clip_labels(y, label_bound), gram)
+    sigmas = {"xx": noise.xx, "xy": noise.xy}
     generator = generator_or_device(rng)
-    return {name: value + generator.normal(0.0, sigma, size=value.shape) for name, value in statistics.items()}
+    return {name: value + generator.normal(0.0, sigmas[name], size=value.shape) for name, value in statistics.items()}
