@@ -191,8 +191,19 @@ def _shape_text(shape: tuple[int, ...]) -> str:
 
 
 # ------------------------------------------------------------------------------------------------- rounds and state
+class _JsonFields:
+    """``to_json`` / ``from_json`` of a frozen dataclass, field by field (unknown or missing keys refused)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {f.name: _to_json_value(getattr(self, f.name)) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Any:
+        return cls(**_exact_keys(cls, data))
+
+
 @dataclass(frozen=True)
-class GroupSpec:
+class GroupSpec(_JsonFields):
     """A group of participants; ``size`` is the number the steward plans (public), ``None`` when open-ended."""
 
     name: str
@@ -204,16 +215,9 @@ class GroupSpec:
         if self.size is not None:
             object.__setattr__(self, "size", _checked(check_dimension, f"group {self.name!r} size", self.size))
 
-    def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "size": self.size}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> GroupSpec:
-        return cls(**_exact_keys(cls, data))
-
 
 @dataclass(frozen=True)
-class RoundSpec:
+class RoundSpec(_JsonFields):
     """One round: the group that reports in it and the local (epsilon, delta) each of its reports spends."""
 
     group: str
@@ -221,19 +225,14 @@ class RoundSpec:
     delta: float = 0.0
 
     def __post_init__(self) -> None:
+        if not isinstance(self.group, str) or not self.group:
+            raise ProtocolError(f"a round's group must be a non-empty string, got {self.group!r}")
         object.__setattr__(self, "epsilon", _checked(check_positive, "epsilon", self.epsilon))
         object.__setattr__(self, "delta", _checked(check_delta, "delta", self.delta, allow_zero=True))
 
-    def to_json(self) -> dict[str, Any]:
-        return {"group": self.group, "epsilon": self.epsilon, "delta": self.delta}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> RoundSpec:
-        return cls(**_exact_keys(cls, data))
-
 
 @dataclass(frozen=True)
-class RoundState:
+class RoundState(_JsonFields):
     """The public state of round ``round_index`` (0-based): numbers and vectors the server publishes."""
 
     round_index: int
@@ -266,14 +265,6 @@ class RoundState:
         if name not in self.values:
             raise ProtocolError(f"the state of round {self.round_index} lacks {name!r}")
         return self.values[name]
-
-    def to_json(self) -> dict[str, Any]:
-        return {"round_index": self.round_index,
-                "values": {k: list(v) if isinstance(v, tuple) else v for k, v in self.values.items()}}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> RoundState:
-        return cls(**_exact_keys(cls, data))
 
 
 # ------------------------------------------------------------------------------------------------------ spec base
@@ -353,10 +344,8 @@ class ProtocolSpec:
         return max(c[0] for c in costs), max(c[1] for c in costs)
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"protocol": self.protocol}
-        for f in dataclasses.fields(self):  # type: ignore[arg-type]
-            out[f.name] = _to_json_value(getattr(self, f.name))
-        return out
+        fields = {f.name: _to_json_value(getattr(self, f.name)) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+        return {"protocol": self.protocol, **fields}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ProtocolSpec:
@@ -407,6 +396,8 @@ def _to_json_value(value: Any) -> Any:
         return value.to_json()
     if isinstance(value, tuple):
         return [_to_json_value(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): _to_json_value(v) for k, v in value.items()}
     return value
 
 
