@@ -94,11 +94,13 @@ def solve_link_scale(link: str | Link, index: IndexSample) -> float:
             value = u * sign * _average(w, link.slope(sign * u * t)) - 1.0
         return _capped(value, link)
 
-    def h_prime(u: float) -> float:
-        c = sign * u
+    def h_and_slope(u: float) -> tuple[float, float]:
+        """``H(u)`` and ``H'(u)`` from one pass (Newton's steps)."""
+        scaled = sign * u * t
         with np.errstate(over="ignore", invalid="ignore"):
-            value = sign * _average(w, link.slope(c * t)) + u * _average(w, link.slope_derivative(c * t) * t)
-        return _capped(value, link)
+            mean = _average(w, link.slope(scaled))
+            derivative = sign * mean + u * _average(w, link.slope_derivative(scaled) * t)
+        return _capped(u * sign * mean - 1.0, link), _capped(derivative, link)
 
     scale = index.scale
     if scale == 0.0:  # every t is 0: h(u) = u sign slope(0) - 1
@@ -111,7 +113,7 @@ def solve_link_scale(link: str | Link, index: IndexSample) -> float:
     lower, upper = _bracket(h, 1.0 / at_zero if at_zero > 0 else 1.0 / scale, link)
     if h(upper) == 0.0:
         return sign * upper
-    root = _newton_in_bracket(h, h_prime, lower, upper)
+    root = _newton_in_bracket(h_and_slope, lower, upper)
     if root is None:
         root = brentq(h, lower, upper, xtol=1e-15 * upper, rtol=4 * np.finfo(float).eps, maxiter=200)
     _check_resolved(link, index, sign * float(root))
@@ -154,10 +156,10 @@ def _bracket(h, start: float, link: Link) -> tuple[float, float]:  # noqa: ANN00
         f"for this link here")
 
 
-def _newton_in_bracket(h, h_prime, lower: float, upper: float) -> float | None:  # noqa: ANN001
+def _newton_in_bracket(h_and_slope, lower: float, upper: float) -> float | None:  # noqa: ANN001
     try:
-        result = root_scalar(h, fprime=h_prime, x0=0.5 * (lower + upper), method="newton", xtol=1e-14 * upper,
-                             maxiter=50)
+        result = root_scalar(h_and_slope, fprime=True, x0=0.5 * (lower + upper), method="newton",
+                             xtol=1e-14 * upper, maxiter=50)
     except (ArithmeticError, ValueError, RuntimeError):
         return None
     if result.converged and lower <= result.root <= upper and np.isfinite(result.root):
