@@ -123,13 +123,10 @@ class ReportSchema:
             self._check_names(report.keys(), index)
         batch: dict[str, np.ndarray] = {}
         for f in self.fields:
-            try:
-                batch[f.name] = np.array([r[f.name] for r in reports], dtype=float).reshape(len(reports), *f.shape)
-            except (TypeError, ValueError):
-                index = next(i for i, r in enumerate(reports) if not _has_shape(r[f.name], f.shape))
-                raise ReportError(
-                    f"report {index}: field {f.name!r} must be numbers of shape {f.shape}", f.name, index
-                ) from None
+            bad = next((i for i, r in enumerate(reports) if not _has_shape(r[f.name], f.shape)), None)
+            if bad is not None:
+                raise ReportError(f"report {bad}: field {f.name!r} must be numbers of shape {f.shape}", f.name, bad)
+            batch[f.name] = np.array([r[f.name] for r in reports], dtype=float).reshape(len(reports), *f.shape)
         return batch
 
     def validate(self, batch: Mapping[str, Any]) -> dict[str, np.ndarray]:

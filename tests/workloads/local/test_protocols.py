@@ -183,6 +183,10 @@ def test_stack_builds_a_batch_from_single_reports(stein_batch) -> None:  # noqa:
     with pytest.raises(ReportError, match="report 9: field 'xy'") as caught:
         schema.stack(reports)
     assert caught.value.index == 9
+    # the right number of entries in the wrong shape is refused too
+    reshaped = [{**r, "xy": np.reshape(r["xy"], (2, 2)).tolist()} if i == 4 else r for i, r in enumerate(reports[:9])]
+    with pytest.raises(ReportError, match="report 4: field 'xy'"):
+        schema.stack(reshaped)
     with pytest.raises(ReportError, match="report 2: field 'xx' is missing"):
         schema.stack([reports[0], reports[1], {"xy": [0.0] * 4}])
 
