@@ -97,7 +97,13 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=2021)
     parser.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=list(SETTINGS))
     parser.add_argument("--out", type=Path, default=RESULTS / "stein_glm_quick.json")
+    parser.add_argument("--replot", action="store_true", help="redraw the plot from the JSON in --out, run nothing")
     args = parser.parse_args()
+    if args.replot:
+        stored = json.loads(args.out.read_text())
+        args.settings, args.epsilons = stored["args"]["settings"], stored["args"]["epsilons"]
+        plot(stored["rows"], args)
+        return
 
     rng = np.random.default_rng(args.seed)
     started = time.perf_counter()
@@ -158,11 +164,12 @@ def plot(rows: list[dict], args: argparse.Namespace) -> None:
             ax = axes[i][j]
             for epsilon in args.epsilons:
                 mine = [r for r in rows if (r["setting"], r["variant"], r["epsilon"]) == (name, variant, epsilon)
-                        and r["mean_error"] is not None]
-                ax.loglog([r["n"] for r in mine], [r["mean_error"] for r in mine], marker="o", label=f"eps={epsilon:g}")
+                        and r["median_error"] is not None]
+                ax.loglog([r["n"] for r in mine], [r["median_error"] for r in mine], marker="o",
+                          label=f"eps={epsilon:g}")
             ax.set_title(f"{name} {variant}")
             ax.set_xlabel("n")
-            ax.set_ylabel("squared relative error")
+            ax.set_ylabel("median squared relative error")
             ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(args.out.with_suffix(".png"), dpi=110)
