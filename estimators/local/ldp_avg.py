@@ -1,4 +1,4 @@
-"""1-dim LDP-AVG (Wang, Gaboardi & Xu 2019, "Empirical risk minimization in non-interactive local differential privacy
+"""1-dim LDP-AVG (Wang, Gaboardi & Xu 2018, "Empirical risk minimization in non-interactive local differential privacy
 revisited", Alg. 1): the average of the reports.
 
 Each report is ``clip(v_i) + Lap(b)`` (:mod:`workloads.local.randomizers.laplace`), so ``mean_`` is unbiased for the

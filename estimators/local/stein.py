@@ -1,7 +1,7 @@
 """Stein-lemma GLMs from local reports: private OLS once, then one constant per link (Algs. 1-4, Remarks 11, 16).
 
 Wang, Hu, Zhang, Gaboardi & Xu, "Generalized linear models in non-interactive local differential privacy with public
-data" (ALT 2021; JMLR 2023). Each participant sent noisy ``(x x^T, x y)``
+data" (ALT 2021, and its journal version). Each participant sent noisy ``(x x^T, x y)``
 (:mod:`workloads.local.randomizers.sufficient_statistics`); the server
 
 1. estimates ``w_ols = (X^T X)^{-1} X^T y`` from the sums of the reports (:class:`PrivateOLS`), optionally helped by

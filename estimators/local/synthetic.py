@@ -2,12 +2,12 @@
 
 * Designs (:data:`DESIGNS`): ``gaussian-diagonal`` (``x ~ N(0, Sigma)``, ``Sigma`` diagonal with entries uniform on
   ``[0, 1]``), ``gaussian-rotated`` (``Sigma = Q D Q^T`` with ``D`` as before and ``Q`` a uniformly random orthogonal
-  matrix: our reading of "we randomly generate an orthogonal matrix"; the JMLR text's ``Sigma = U + I`` is garbled),
+  matrix: our reading of "we randomly generate an orthogonal matrix"; the journal text's ``Sigma = U + I`` is garbled),
   ``bernoulli`` (entries ``+-1/p`` with probability 1/2 each, so ``||x||_1 = 1``).
 * ``w* = (1, ..., 1) / sqrt(p)`` (:func:`true_coefficients`), ``p = 10`` in the paper.
 * Labels (:func:`draw_labels`): the link's own model — Bernoulli(mean) for logistic, probit and boosting, Poisson for
-  ``poisson``, ``f(t) + U[-C, C]`` for the regression links with ``C = 0.001`` (ALT 2021; the JMLR version uses 0.05);
-  ``labels="mean"`` gives ``y = E[y | x]`` instead, as the JMLR version does for its GLMs.
+  ``poisson``, ``f(t) + U[-C, C]`` for the regression links with ``C = 0.001`` (ALT 2021; the journal version uses
+  0.05); ``labels="mean"`` gives ``y = E[y | x]`` instead, as the journal version does for its GLMs.
 * Metrics: squared relative error in l2 (Gaussian designs) or l-infinity (Bernoulli), :func:`squared_relative_error`.
 
 Everything takes a ``numpy.random.Generator`` (or an integer seed), so a problem is reproducible.

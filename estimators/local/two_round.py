@@ -1,4 +1,4 @@
-"""The 2-round Stein GLM protocol without public data (JMLR version, App. E, Alg. 5; ALT 2021, Remark 10).
+"""The 2-round Stein GLM protocol without public data (journal version, App. E, Alg. 5; ALT 2021, Remark 10).
 
 Wang, Hu, Zhang, Gaboardi & Xu, "Generalized linear models in non-interactive local differential privacy with public
 data". Round 0 collects noisy ``(x x^T, x y)`` and gives ``w_ols`` (:class:`~estimators.local.stein.PrivateOLS` with

@@ -439,7 +439,7 @@ def _check_norm(norm: str) -> str:
 @register_protocol
 @dataclass(frozen=True)
 class LdpAverageSpec(ProtocolSpec):
-    """1-dim LDP-AVG (Wang, Gaboardi & Xu 2019, Alg. 1): one round, each value in ``[lower, upper]`` plus Laplace.
+    """1-dim LDP-AVG (Wang, Gaboardi & Xu 2018, Alg. 1): one round, each value in ``[lower, upper]`` plus Laplace.
 
     Report: ``{"value": ()}``. Participant data: ``{"value": v}``. Pure epsilon-LDP (delta = 0)."""
 
@@ -587,7 +587,7 @@ class SteinGlmSpec(_StatisticsBounds, ProtocolSpec):
 @register_protocol
 @dataclass(frozen=True)
 class TwoRoundSteinSpec(_StatisticsBounds, ProtocolSpec):
-    """The 2-round Stein GLM protocol without public data (JMLR version, App. E, Alg. 5; Remark 10 of ALT 2021).
+    """The 2-round Stein GLM protocol without public data (journal version, App. E, Alg. 5; Remark 10 of ALT 2021).
 
     Round 0: noisy ``(x x^T, x y)`` as in :class:`SteinGlmSpec` (Gaussian, ``first.epsilon``, ``first.delta``).
     Round 1: the server publishes ``coef`` (round 0's OLS estimate) and ``bound``; each participant of

@@ -1,6 +1,6 @@
 """The 1-dimensional Laplace randomizer of LDP-AVG.
 
-Wang, Gaboardi & Xu 2019, "Empirical risk minimization in non-interactive local differential privacy revisited"
+Wang, Gaboardi & Xu 2018, "Empirical risk minimization in non-interactive local differential privacy revisited"
 (NeurIPS), Alg. 1 (1-dim LDP-AVG): a participant holding ``v in [0, b]`` sends ``z = v + Lap(b / epsilon)``; the
 server averages. Here the interval is any public ``[lower, upper]``: the value is first clipped into it (so every
 participant sends a report from the same output space whatever her value; ``docs/privacy.md`` 8.7), then

@@ -1,7 +1,7 @@
-"""The second-round randomizer of the 2-round Stein GLM protocol (Alg. 5 of the JMLR version).
+"""The second-round randomizer of the 2-round Stein GLM protocol (Alg. 5 of the journal version).
 
 Wang, Hu, Zhang, Gaboardi & Xu, "Generalized linear models in non-interactive local differential privacy with public
-data" (JMLR 2023), App. E, Alg. 5, second round: the server publishes the first round's OLS estimate ``w``; each
+data" (journal version), App. E, Alg. 5, second round: the server publishes the first round's OLS estimate ``w``; each
 participant computes ``t = <x, w>``, projects it onto a public interval and adds noise. Here ``x`` is first clipped
 to the first round's ball (``||x|| <= r``), the interval is ``[-bound, bound]`` with ``bound`` published with ``w``,
 and the noise is Laplace (epsilon-LDP, delta = 0) instead of the paper's Gaussian: for one number Laplace needs less

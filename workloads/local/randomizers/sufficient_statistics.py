@@ -1,8 +1,8 @@
 """The Gaussian randomizer of a participant's sufficient statistics ``(x x^T, x y)`` for the Stein-lemma GLMs.
 
 Wang, Hu, Zhang, Gaboardi & Xu, "Generalized linear models in non-interactive local differential privacy with public
-data" (ALT 2021; JMLR 2023), Algs. 1-4: every participant releases ``x x^T + E_1`` (``E_1`` symmetric, its upper
-triangle i.i.d. Gaussian) and ``x y + E_2``. Two departures, derived in ``docs/privacy.md`` 8.7:
+data" (ALT 2021, and its journal version), Algs. 1-4: every participant releases ``x x^T + E_1`` (``E_1`` symmetric,
+its upper triangle i.i.d. Gaussian) and ``x y + E_2``. Two departures, derived in ``docs/privacy.md`` 8.7:
 
 * **No ⊥.** Alg. 1 lets a participant whose ``||x||`` exceeds the bound ``r`` release ⊥; whether she does depends on
   her private ``x``, which is not locally private. Here every participant clips: ``x <- x min(1, r / ||x||)`` (in the
