@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     CheckConstraint,
     DateTime,
     ForeignKey,
@@ -23,6 +24,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -78,6 +80,10 @@ class Release(Base):
     charge was refunded); ``failed_after_noise`` (its charge stands, the payload is lost).
     ``runner_*`` and ``heartbeat_at`` say which process runs a pending release, so that recovery
     only touches releases whose runner is provably gone (service/runners.py).
+
+    ``seeded``: the noise came from a caller-chosen seed (tests and benchmarks, in-process only): whoever knows the
+    seed can regenerate and subtract it, so the release carries no privacy. A seeded release is never reused to
+    answer a question and answers nothing through the HTTP API (docs/privacy.md, section 7).
     """
 
     __tablename__ = "releases"
@@ -92,7 +98,8 @@ class Release(Base):
     dataset_id: Mapped[int] = mapped_column(ForeignKey("datasets.id"), nullable=False, index=True)
     kind: Mapped[str] = mapped_column(String(40), nullable=False)  # "marginals", "gram", "model"
     mechanism: Mapped[str] = mapped_column(String(40), nullable=False)
-    params_json: Mapped[str] = mapped_column(Text, nullable=False)  # workload, options, seed flag
+    params_json: Mapped[str] = mapped_column(Text, nullable=False)  # workload, options, requested amounts
+    seeded: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False, server_default=false())
     status: Mapped[str] = mapped_column(String(24), nullable=False, default="pending")
     payload: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
     details_json: Mapped[str] = mapped_column(Text, nullable=False, default="{}")
@@ -120,7 +127,13 @@ class LedgerEntry(Base):
     The first charge with rho > 0 on a dataset also carries the **anchor** of the accountant's rule
     (docs/privacy.md, section 6.3): the Renyi order ``alpha`` (units of 1e-9), the share of delta
     given to the zCDP charges ``delta_z`` and the offset ``t`` (epsilon units, rounded up). From then
-    on the epsilon spent is ``E + alpha R + t``. An anchor, once written, stays in force.
+    on the epsilon spent is ``C + alpha R + t``. An anchor, once written, stays in force.
+
+    ``epsilon_priced_units`` is what the row's epsilon costs in that rule (C is its sum): the epsilon itself for
+    charges made before the anchor, ``min(eps, D_alpha(RR_eps))`` rounded up for (epsilon, delta) charges made
+    after it (docs/privacy.md 6.3), the negation of the charge's price for a refund, 0 for a budget row. NULL only
+    in rows written before migration 0003, all of which were priced at their epsilon: read it as
+    ``COALESCE(epsilon_priced_units, epsilon_units)`` (the views do).
     """
 
     __tablename__ = "ledger_entries"
@@ -136,6 +149,7 @@ class LedgerEntry(Base):
     delta_units: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0)
     rho_units: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0)
     epsilon_spent_after_units: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    epsilon_priced_units: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     anchor_alpha_units: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     anchor_delta_z_units: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     anchor_offset_units: Mapped[int | None] = mapped_column(BigInteger, nullable=True)

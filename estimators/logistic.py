@@ -6,6 +6,8 @@ Labels are ``y in {-1, +1}`` throughout (Sec. 3.3); the fitted models predict
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import numpy as np
 from scipy.optimize import minimize
 
@@ -17,12 +19,11 @@ from estimators.base import (
     check_positive,
     check_probability,
 )
+from estimators.certified import ExactLogisticObjective, certified_minimizer
 from estimators.objpert import objpert_hessian, objpert_objective, objpert_regularization
 from estimators.psd import project_psd, solve_psd
 from estimators.sufficient_stats import GramStatistics
 from workloads.chebyshev import chebyshev_monomial_coefficients
-
-_NEWTON_POLISH_STEPS = 5
 
 
 class DDSSPLogisticRegression(BinaryClassifier):
@@ -77,16 +78,21 @@ class DDSSPLogisticRegression(BinaryClassifier):
 
 
 class ObjPertLogisticRegression(BinaryClassifier):
-    """Objective perturbation (Kifer et al. 2012; paper 002, App. C, Alg. 3) with the noise vector given.
+    """Objective perturbation (Kifer et al. 2012; paper 002, App. C, Alg. 3) with a certified approximate minimiser
+    and optional output noise (approximate minima perturbation, Iyengar et al. 2019; docs/privacy.md 8.6).
 
-    ``fit(X, y, noise)`` sees rows: it runs inside the release engine, which samples ``noise`` with
-    :func:`estimators.objpert.objpert_noise_scale` and stores only the fitted model. ``X`` is the encoded feature
-    matrix without intercept; with ``fit_intercept`` a column of ones is prepended and ``noise`` has one entry per
-    column of ``[1, X]``. ``row_norm_bound`` is ``||X||`` of Prop. 3.1 for those columns; a row exceeding it is an
-    error, because the privacy proof would not cover it. ``l2`` is an optional extra regulariser
-    ``r(theta) = l2 / 2 ||theta||^2``. The minimiser is scipy's trust-region Newton method (``trust-exact``) from 0,
-    deterministic, polished by at most 5 plain Newton steps (``J`` is strongly convex) until the gradient norm is at
-    most ``tol``; ``converged_`` says whether it got there and ``gradient_norm_`` how close it is.
+    ``fit(X, y, noise, output_noise=...)`` sees rows: it runs inside the release engine, which samples ``noise``
+    (``b``, :func:`estimators.objpert.objpert_noise_scale`) and ``output_noise`` and stores only the fitted model.
+    ``X`` is the encoded feature matrix without intercept; with ``fit_intercept`` a column of ones is prepended and
+    both noise vectors have one entry per column of ``[1, X]``. ``row_norm_bound`` is ``||X||`` of Prop. 3.1 for those
+    columns; a row exceeding it is an error (the privacy proof would not cover it). ``l2`` is an optional extra
+    regulariser ``r(theta) = l2 / 2 ||theta||^2``.
+
+    The minimiser: scipy's trust-region Newton method (``trust-exact``) from 0 on the un-divided objective ``J``, then
+    :func:`estimators.certified.certified_minimizer`, which stops only when the exact gradient of ``J`` is at most
+    ``gradient_tolerance`` (default ``1e-10 * Delta``, i.e. within ``1e-10`` of the exact minimiser). The fitted
+    coefficients are that point plus ``output_noise``. No diagnostic (iterations, gradient norm) is kept: they
+    depend on the data. Any ``n >= 0`` works, including no rows at all.
     """
 
     def __init__(
@@ -96,7 +102,7 @@ class ObjPertLogisticRegression(BinaryClassifier):
         row_norm_bound: float,
         fit_intercept: bool = True,
         l2: float = 0.0,
-        tol: float = 1e-9,
+        gradient_tolerance: float | None = None,
         max_iter: int = 500,
     ) -> None:
         self.epsilon = epsilon
@@ -104,15 +110,20 @@ class ObjPertLogisticRegression(BinaryClassifier):
         self.row_norm_bound = row_norm_bound
         self.fit_intercept = fit_intercept
         self.l2 = l2
-        self.tol = tol
+        self.gradient_tolerance = gradient_tolerance
         self.max_iter = max_iter
 
     def design_matrix(self, X: object) -> np.ndarray:
-        X = as_matrix("X", X)
-        return np.column_stack([np.ones(X.shape[0]), X]) if self.fit_intercept else X
+        matrix = as_matrix("X", X)
+        return np.column_stack([np.ones(matrix.shape[0]), matrix]) if self.fit_intercept else matrix
 
     def fit(
-        self, X: object, y: object, noise: object, feature_names: tuple[str, ...] | None = None
+        self,
+        X: object,
+        y: object,
+        noise: object,
+        feature_names: tuple[str, ...] | None = None,
+        output_noise: object = None,
     ) -> ObjPertLogisticRegression:
         eps = check_positive("epsilon", self.epsilon)
         check_probability("delta", self.delta)
@@ -120,23 +131,25 @@ class ObjPertLogisticRegression(BinaryClassifier):
         l2 = check_non_negative("l2", self.l2)
         design = self.design_matrix(X)
         n, d = design.shape
-        if n == 0:
-            raise EstimatorError("X must have at least one row")
         labels = np.asarray(y, dtype=float)
         if labels.shape != (n,) or not np.all(np.isin(labels, (-1.0, 1.0))):
-            raise EstimatorError(f"y must be a vector of {n} labels in {{-1, +1}}")
+            raise EstimatorError("y must hold one label in {-1, +1} per row of X")
         b = np.asarray(noise, dtype=float)
         if b.shape != (d,) or not np.all(np.isfinite(b)):
             raise EstimatorError(f"noise must be a finite vector of length {d} (intercept included), got {b.shape}")
-        largest = float(np.sqrt(np.max(np.sum(design**2, axis=1))))
-        if largest > bound * (1.0 + 1e-12):
-            raise EstimatorError(
-                f"row_norm_bound={bound:.6g} is below the norm {largest:.6g} of a row of X (intercept included)"
-            )
-        names = tuple(feature_names) if feature_names is not None else tuple(f"x{i}" for i in range(X.shape[1]))
-        if len(names) != d - int(self.fit_intercept):
-            raise EstimatorError(f"feature_names must name {d - int(self.fit_intercept)} columns, got {len(names)}")
+        shift = np.zeros(d) if output_noise is None else np.asarray(output_noise, dtype=float)
+        if shift.shape != (d,) or not np.all(np.isfinite(shift)):
+            raise EstimatorError(f"output_noise must be a finite vector of length {d} (intercept included)")
+        if n and float(np.max(np.sum(design**2, axis=1))) > bound * bound * (1.0 + 1e-12):
+            raise EstimatorError(f"a row of X (intercept included) has a norm above row_norm_bound={bound:.6g}; "
+                                 "the bound must hold for every possible row")
+        width = d - int(self.fit_intercept)
+        names = tuple(feature_names) if feature_names is not None else tuple(f"x{i}" for i in range(width))
+        if len(names) != width:
+            raise EstimatorError(f"feature_names must name {width} columns, got {len(names)}")
         regularization = objpert_regularization(eps, bound)
+        tolerance = 1e-10 * regularization if self.gradient_tolerance is None else self.gradient_tolerance
+        tolerance = check_positive("gradient_tolerance", tolerance)
 
         def value_and_gradient(theta: np.ndarray) -> tuple[float, np.ndarray]:
             return objpert_objective(theta, design, labels, b, regularization, l2)
@@ -150,18 +163,14 @@ class ObjPertLogisticRegression(BinaryClassifier):
             jac=True,
             hess=hessian,
             method="trust-exact",
-            options={"gtol": check_positive("tol", self.tol), "maxiter": int(self.max_iter)},
+            options={"gtol": tolerance, "maxiter": int(self.max_iter)},
         )
-        theta, tol = result.x, float(self.tol)
-        gradient = value_and_gradient(theta)[1]
-        for _ in range(_NEWTON_POLISH_STEPS):  # the trust region stalls once J's changes reach rounding level
-            if np.linalg.norm(gradient) <= tol:
-                break
-            theta = theta - np.linalg.solve(hessian(theta), gradient)
-            gradient = value_and_gradient(theta)[1]
+        start = result.x if np.all(np.isfinite(result.x)) else np.zeros(d)
+        objective = ExactLogisticObjective(design, labels, b, regularization + l2)
+        theta = certified_minimizer(objective, start, hessian, tolerance)
         self.regularization_ = regularization
-        self.gradient_norm_ = float(np.linalg.norm(gradient))
-        self.converged_ = bool(self.gradient_norm_ <= tol)
-        self.n_iter_ = int(result.nit)
-        self._store(theta, names, self.fit_intercept)
+        self.gradient_tolerance_ = tolerance
+        # the released point is a function of the exact sum theta_hat + output noise (rounded once: post-processing)
+        self._store(np.array([float(t + Decimal(float(s))) for t, s in zip(theta, shift, strict=True)]), names,
+                    self.fit_intercept)
         return self

@@ -5,6 +5,12 @@ PostgreSQL ``SELECT … FOR UPDATE`` on the budget row), so concurrent requests 
 overspend. The ledger is append-only (database triggers refuse UPDATE and DELETE); the remaining
 budget is the ``budget_remaining`` view over it. The composition rule is in
 :func:`service.zcdp.budget_holds` and derived in docs/privacy.md.
+
+Every charge row stores its epsilon, delta and rho, and what its epsilon costs in the rule
+(``epsilon_priced_units``: the epsilon itself before the zCDP anchor, the Renyi divergence of randomized response
+after it), so an auditor recomputes the composed epsilon from plain SQL sums (docs/privacy.md 6.4).
+:class:`BudgetStatus` says what can still be spent (the largest epsilon of an (epsilon, delta) release, the delta
+and the largest rho); :func:`budget_effect` says what one charge cost in the budget's own epsilon.
 """
 
 from __future__ import annotations
@@ -23,9 +29,16 @@ from service.cost import PrivacyCost, ceil_units, check_amount, exact, floor_uni
 from service.errors import BudgetExceeded, NotFound, ServiceError
 from service.zcdp import ZcdpAnchor
 
+#: The default ``delta_reserve`` of a budget, as a fraction of its delta: enough for (epsilon, delta) releases
+#: (objective perturbation) at delta_B / 10 in all after zCDP releases have started, for about 1 % less rho
+#: (docs/privacy.md 6.3, "delta_reserve").
+DEFAULT_RESERVE_SHARE = Fraction(1, 10)
+
 
 @dataclass(frozen=True)
 class BudgetStatus:
+    """What a budget has spent and what it can still spend, as the accountant's rule (docs/privacy.md 6.3) sees it."""
+
     dataset: str
     epsilon_total: Fraction
     delta_total: Fraction
@@ -34,28 +47,86 @@ class BudgetStatus:
     rho_spent: Fraction  # R
     epsilon_spent: Fraction  # the composed epsilon of the whole ledger (rounded up to the grid)
     anchored: bool = False  # whether zCDP charges have fixed the rule's anchor
+    epsilon_priced_spent: Fraction = Fraction(0)  # C: the sum of the (epsilon, delta) charges' prices
+    delta_reserve: Fraction = Fraction(0)
+    anchor: ZcdpAnchor | None = None
+    epsilon_spendable: Fraction = Fraction(0)  # the largest epsilon of one more (epsilon, delta) charge
+    delta_spendable: Fraction = Fraction(0)  # the delta (epsilon, delta) charges can still spend
+    rho_spendable: Fraction = Fraction(0)  # the largest rho of one more zCDP charge
 
     @property
     def epsilon_remaining(self) -> Fraction:
+        """What is left in the budget's own (composed) epsilon."""
         return self.epsilon_total - self.epsilon_spent
 
     @property
     def delta_remaining(self) -> Fraction:
-        return self.delta_total - self.delta_spent
+        """The delta (epsilon, delta) releases can still spend (delta_B - delta_z - D once zCDP releases hold
+        delta_z; delta_B - D before)."""
+        return self.delta_spendable
+
+    def can_still_spend(self) -> str:
+        """One sentence: what one more release may cost, in the units it would be charged."""
+        eps = float(self.epsilon_spendable)
+        if eps > 0 and self.delta_spendable > 0:
+            pure = f"an (epsilon, delta) release with epsilon up to {eps:.6g} and delta up to " \
+                   f"{float(self.delta_spendable):.3g}"
+        elif eps > 0:
+            pure = f"a pure-DP release with epsilon up to {eps:.6g} (no delta is left for (epsilon, delta) releases)"
+        else:
+            pure = "no (epsilon, delta) release"
+        zcdp_part = (f"a zCDP release with rho up to {float(self.rho_spendable):.6g}" if self.rho_spendable > 0
+                     else "no zCDP release")
+        return f"{pure}, or {zcdp_part}"
+
+    def explain_delta(self) -> str:
+        if self.anchor is None:
+            return f"delta_spent={float(self.delta_spent):.3g} of delta={float(self.delta_total):.3g}"
+        return (f"the zCDP releases hold delta_zcdp={float(self.anchor.delta_z):.3g} of the budget's "
+                f"delta={float(self.delta_total):.3g} and (epsilon, delta) releases have spent "
+                f"{float(self.delta_spent):.3g}")
 
     def to_json(self) -> dict[str, object]:
+        anchor = self.anchor
         return {
             "dataset": self.dataset,
             "epsilon_total": float(self.epsilon_total),
             "delta_total": float(self.delta_total),
+            "delta_reserve": float(self.delta_reserve),
             "epsilon_spent": float(self.epsilon_spent),
             "delta_spent": float(self.delta_spent),
             "rho_spent": float(self.rho_spent),
             "epsilon_pure_spent": float(self.epsilon_pure_spent),
+            "epsilon_priced_spent": float(self.epsilon_priced_spent),
             "epsilon_remaining": float(self.epsilon_remaining),
             "delta_remaining": float(self.delta_remaining),
+            "epsilon_spendable": float(self.epsilon_spendable),
+            "delta_spendable": float(self.delta_spendable),
+            "rho_spendable": float(self.rho_spendable),
             "zcdp_anchor_fixed": self.anchored,
+            "zcdp_alpha": None if anchor is None else float(anchor.alpha),
+            "zcdp_delta": None if anchor is None else float(anchor.delta_z),
+            "zcdp_offset": None if anchor is None else float(anchor.offset),
         }
+
+
+@dataclass(frozen=True)
+class BudgetEffect:
+    """What one charge cost in the budget's own epsilon: the composed epsilon spent before and after it, and why."""
+
+    epsilon_total: Fraction
+    epsilon_before: Fraction
+    epsilon_after: Fraction
+    note: str = ""
+
+    def to_json(self) -> dict[str, object]:
+        return {"epsilon_total": float(self.epsilon_total), "epsilon_spent_before": float(self.epsilon_before),
+                "epsilon_spent_after": float(self.epsilon_after), "note": self.note}
+
+    def describe(self) -> str:
+        line = (f"budget epsilon spent {float(self.epsilon_before):.6g} -> {float(self.epsilon_after):.6g} "
+                f"of {float(self.epsilon_total):.6g}")
+        return f"{line}\n{self.note}" if self.note else line
 
 
 def dataset_by_name(session: Session, name: str) -> Dataset:
@@ -65,15 +136,33 @@ def dataset_by_name(session: Session, name: str) -> Dataset:
     return dataset
 
 
-def _sums(session: Session, dataset_id: int) -> tuple[int, int, int]:
+@dataclass(frozen=True)
+class _Sums:
+    """Ledger sums in units: E (epsilon), D (delta), R (rho) and C (the priced epsilons)."""
+
+    e: int
+    d: int
+    r: int
+    c: int
+
+    def plus(self, e: int, d: int, r: int, c: int) -> _Sums:
+        return _Sums(self.e + e, self.d + d, self.r + r, self.c + c)
+
+    def exact(self) -> tuple[Fraction, Fraction, Fraction, Fraction]:
+        return (from_units(self.e, EPSILON_SCALE), from_units(self.d, DELTA_SCALE), from_units(self.r, EPSILON_SCALE),
+                from_units(self.c, EPSILON_SCALE))
+
+
+def _sums(session: Session, dataset_id: int) -> _Sums:
     row = session.execute(
         select(
             func.coalesce(func.sum(LedgerEntry.epsilon_units), 0),
             func.coalesce(func.sum(LedgerEntry.delta_units), 0),
             func.coalesce(func.sum(LedgerEntry.rho_units), 0),
+            func.coalesce(func.sum(func.coalesce(LedgerEntry.epsilon_priced_units, LedgerEntry.epsilon_units)), 0),
         ).where(LedgerEntry.dataset_id == dataset_id)
     ).one()
-    return int(row[0]), int(row[1]), int(row[2])
+    return _Sums(int(row[0]), int(row[1]), int(row[2]), int(row[3]))
 
 
 def _anchor(session: Session, dataset_id: int) -> ZcdpAnchor | None:
@@ -101,29 +190,29 @@ def _anchor_units(anchor: ZcdpAnchor) -> tuple[int, int, int]:
     return int(alpha_units), int(delta_z_units), ceil_units(anchor.offset, EPSILON_SCALE)
 
 
-def _composed_units(e_units: int, d_units: int, r_units: int, budget: Budget, anchor: ZcdpAnchor | None) -> int:
-    """The composed epsilon of sums (E, D, R) (docs/privacy.md 6.3), rounded UP to the grid."""
-    if r_units == 0:
-        return e_units  # basic composition: exactly E, no float round trip
-    spent = zcdp.epsilon_spent(
-        from_units(e_units, EPSILON_SCALE),
-        from_units(d_units, DELTA_SCALE),
-        from_units(r_units, EPSILON_SCALE),
-        from_units(budget.delta_units, DELTA_SCALE),
-        anchor if r_units > 0 else None,
-    )
+def _budget_exact(budget: Budget) -> tuple[Fraction, Fraction]:
+    return from_units(budget.epsilon_units, EPSILON_SCALE), from_units(budget.delta_units, DELTA_SCALE)
+
+
+def _composed_units(sums: _Sums, budget: Budget, anchor: ZcdpAnchor | None) -> int:
+    """The composed epsilon of the sums (docs/privacy.md 6.3), rounded UP to the grid."""
+    if anchor is None:
+        return sums.e  # basic composition: exactly E, no float round trip
+    e, d, r, c = sums.exact()
+    spent = zcdp.epsilon_spent(e, d, r, _budget_exact(budget)[1], anchor, priced=c)
     return ceil_units(Fraction(spent), EPSILON_SCALE)
 
 
-def _holds(e_units: int, d_units: int, r_units: int, budget: Budget, anchor: ZcdpAnchor | None) -> bool:
-    return zcdp.budget_holds(
-        from_units(e_units, EPSILON_SCALE),
-        from_units(d_units, DELTA_SCALE),
-        from_units(r_units, EPSILON_SCALE),
-        from_units(budget.epsilon_units, EPSILON_SCALE),
-        from_units(budget.delta_units, DELTA_SCALE),
-        anchor if r_units > 0 else None,
-    )
+def _holds(sums: _Sums, budget: Budget, anchor: ZcdpAnchor | None) -> bool:
+    e, d, r, c = sums.exact()
+    return zcdp.budget_holds(e, d, r, *_budget_exact(budget), anchor, priced=c)
+
+
+def _price_units(epsilon_units: int, anchor: ZcdpAnchor | None) -> int:
+    """What a charge's epsilon costs in the rule: itself before the anchor, ``zcdp.price_epsilon`` after."""
+    if anchor is None or epsilon_units == 0:
+        return epsilon_units
+    return ceil_units(zcdp.price_epsilon(from_units(epsilon_units, EPSILON_SCALE), anchor.alpha), EPSILON_SCALE)
 
 
 def _locked_budget(session: Session, dataset: Dataset) -> Budget:
@@ -140,31 +229,71 @@ def _locked_budget(session: Session, dataset: Dataset) -> Budget:
     return budget
 
 
-def _status(session: Session, dataset: Dataset, budget: Budget) -> BudgetStatus:
-    e, d, r = _sums(session, dataset.id)
-    anchor = _anchor(session, dataset.id)
+def _status_of(name: str, sums: _Sums, budget: Budget, anchor: ZcdpAnchor | None) -> BudgetStatus:
+    e, d, r, c = sums.exact()
+    eps_b, delta_b = _budget_exact(budget)
+    reserve = from_units(budget.delta_reserve_units, DELTA_SCALE)
     return BudgetStatus(
-        dataset=dataset.name,
-        epsilon_total=from_units(budget.epsilon_units, EPSILON_SCALE),
-        delta_total=from_units(budget.delta_units, DELTA_SCALE),
-        epsilon_pure_spent=from_units(e, EPSILON_SCALE),
-        delta_spent=from_units(d, DELTA_SCALE),
-        rho_spent=from_units(r, EPSILON_SCALE),
-        epsilon_spent=from_units(_composed_units(e, d, r, budget, anchor), EPSILON_SCALE),
+        dataset=name,
+        epsilon_total=eps_b,
+        delta_total=delta_b,
+        epsilon_pure_spent=e,
+        delta_spent=d,
+        rho_spent=r,
+        epsilon_spent=from_units(_composed_units(sums, budget, anchor), EPSILON_SCALE),
         anchored=anchor is not None,
+        epsilon_priced_spent=c,
+        delta_reserve=reserve,
+        anchor=anchor,
+        epsilon_spendable=zcdp.remaining_epsilon(e, d, r, eps_b, delta_b, anchor, priced=c),
+        delta_spendable=zcdp.remaining_delta(d, delta_b, anchor),
+        rho_spendable=from_units(floor_units(zcdp.remaining_rho(e, d, r, eps_b, delta_b, anchor, reserve, priced=c),
+                                             EPSILON_SCALE), EPSILON_SCALE),  # on the grid: chargeable as it is
     )
 
 
+def _status(session: Session, dataset: Dataset, budget: Budget) -> BudgetStatus:
+    return _status_of(dataset.name, _sums(session, dataset.id), budget, _anchor(session, dataset.id))
+
+
+def _budget_refusal(name: str, epsilon_b: Fraction, delta_b: Fraction, sums: _Sums,
+                    anchor: ZcdpAnchor | None) -> str:
+    """Why a proposed budget cannot hold what the ledger has already spent, naming the parameter at fault."""
+    e, d, r, _c = sums.exact()
+    if anchor is not None and d > delta_b - anchor.delta_z:
+        needed = anchor.delta_z + d
+        return (f"dataset {name!r}: a budget with delta={float(delta_b):.3g} cannot hold what is already spent: the "
+                f"zCDP releases were given delta_zcdp={float(anchor.delta_z):.3g} of delta (and (epsilon, delta) "
+                f"releases spent {float(d):.3g}), so delta must be at least {float(needed):.3g}"
+                + ("; did you forget --delta?" if delta_b == 0 else ""))
+    if anchor is None and d > delta_b:
+        return (f"dataset {name!r}: a budget with delta={float(delta_b):.3g} cannot hold the delta={float(d):.3g} "
+                "already spent")
+    return (f"dataset {name!r}: a budget with epsilon={float(epsilon_b):g} cannot hold what is already spent "
+            f"(epsilon {float(e):.6g} by (epsilon, delta) releases, rho {float(r):.6g} by zCDP releases); "
+            "a budget can only be lowered to what has been spent")
+
+
 def set_budget(
-    engine: Engine, name: str, epsilon: object, delta: object, principal: str = "cli", delta_reserve: object = 0
+    engine: Engine,
+    name: str,
+    epsilon: object,
+    delta: object,
+    principal: str = "cli",
+    delta_reserve: object = None,
 ) -> BudgetStatus:
     """Set (or change) a dataset's total budget. Refused if what is already spent would not fit.
 
-    ``delta_reserve`` is the part of delta kept for (epsilon, delta) charges made after zCDP charges
-    have started (docs/privacy.md 6.3); it only matters until the first zCDP charge."""
+    ``delta_reserve`` is the part of delta kept for (epsilon, delta) charges made after zCDP charges have started
+    (docs/privacy.md 6.3); it only matters until the first zCDP charge. ``None`` (the default) keeps
+    ``DEFAULT_RESERVE_SHARE`` (a tenth) of delta, so that objective perturbation stays possible after zCDP
+    releases; pass 0 to give all of delta to zCDP releases."""
     epsilon_b = check_amount(exact(zcdp.validate_epsilon(epsilon, "epsilon")), "epsilon")
     delta_b = exact(zcdp.validate_delta(delta, "delta"))
-    reserve = exact(zcdp.validate_delta(delta_reserve, "delta_reserve"))
+    if delta_reserve is None:
+        reserve = delta_b * DEFAULT_RESERVE_SHARE
+    else:
+        reserve = exact(zcdp.validate_delta(delta_reserve, "delta_reserve"))
     if reserve > delta_b:
         raise ServiceError(f"delta_reserve {delta_reserve} exceeds delta {delta}", code="invalid_parameter")
     eps_units, delta_units = floor_units(epsilon_b, EPSILON_SCALE), floor_units(delta_b, DELTA_SCALE)
@@ -175,15 +304,13 @@ def set_budget(
         budget = session.execute(
             select(Budget).where(Budget.dataset_id == dataset.id).with_for_update()
         ).scalar_one_or_none()
-        e, d, r = _sums(session, dataset.id)
+        sums = _sums(session, dataset.id)
         anchor = _anchor(session, dataset.id)
         proposed = Budget(dataset_id=dataset.id, epsilon_units=eps_units, delta_units=delta_units,
-                          delta_reserve_units=ceil_units(reserve, DELTA_SCALE))
-        if (e or d or r) and not _holds(e, d, r, proposed, anchor):
-            raise BudgetExceeded(
-                f"dataset {name!r} has already spent more than a budget of epsilon={epsilon}, delta={delta} allows; "
-                "a budget can only be lowered to what has been spent"
-            )
+                          delta_reserve_units=min(ceil_units(reserve, DELTA_SCALE), delta_units))
+        if (sums.e or sums.d or sums.r or anchor is not None) and not _holds(sums, proposed, anchor):
+            raise BudgetExceeded(_budget_refusal(name, from_units(eps_units, EPSILON_SCALE),
+                                                 from_units(delta_units, DELTA_SCALE), sums, anchor))
         if budget is None:
             budget = proposed
             session.add(budget)
@@ -198,10 +325,11 @@ def set_budget(
                 epsilon_units=0,
                 delta_units=0,
                 rho_units=0,
-                epsilon_spent_after_units=_composed_units(e, d, r, proposed, anchor),
+                epsilon_priced_units=0,
+                epsilon_spent_after_units=_composed_units(sums, proposed, anchor),
                 principal=principal,
                 note=f"budget set to epsilon={float(epsilon_b)!r}, delta={float(delta_b)!r}, "
-                     f"delta_reserve={float(reserve)!r}",
+                     f"delta_reserve={float(from_units(proposed.delta_reserve_units, DELTA_SCALE))!r}",
             )
         )
         session.flush()
@@ -217,6 +345,27 @@ def budget_status(engine: Engine, name: str) -> BudgetStatus:
         return _status(session, dataset, budget)
 
 
+def _refusal(name: str, cost: PrivacyCost, status: BudgetStatus, reason: str) -> BudgetExceeded:
+    """The one refusal message: what the request costs, why it does not fit, and what can still be spent (the same
+    figures ``budget show`` prints)."""
+    return BudgetExceeded(
+        f"dataset {name!r}: this request costs {_describe(cost)} but {reason}; of the budget "
+        f"epsilon={float(status.epsilon_total):g}, delta={float(status.delta_total):g} "
+        f"(epsilon spent {float(status.epsilon_spent):.6g}, epsilon={float(status.epsilon_remaining):.6g} remains) "
+        f"what can still be spent is {status.can_still_spend()}"
+    )
+
+
+def _why_refused(cost: PrivacyCost, status: BudgetStatus) -> str:
+    if cost.delta > status.delta_spendable:
+        return (f"its delta does not fit: (epsilon, delta) releases can spend delta={float(status.delta_spendable):.3g}"
+                f" more ({status.explain_delta()})")
+    if cost.rho > 0 and cost.rho > status.rho_spendable:
+        return f"its rho does not fit: the largest zCDP charge that still fits is rho={float(status.rho_spendable):.6g}"
+    return (f"its epsilon does not fit: the largest epsilon of an (epsilon, delta) release that still fits is "
+            f"{float(status.epsilon_spendable):.6g}")
+
+
 def charge_in_session(
     session: Session,
     dataset: Dataset,
@@ -230,33 +379,24 @@ def charge_in_session(
     """Check that ``cost`` fits the budget and append its charge, inside the caller's serialised
     transaction (see :func:`db.engine.serialized_transaction`)."""
     budget = _locked_budget(session, dataset)
-    e, d, r = _sums(session, dataset.id)
+    sums = _sums(session, dataset.id)
     de, dd, dr = cost.as_units()
     anchor = _anchor(session, dataset.id)
+    price = _price_units(de, anchor)  # priced with the anchor in force BEFORE this charge
     new_anchor = None
     if dr > 0 and anchor is None:
         # The first zCDP charge fixes the rule's Renyi order and delta split from the sums before it.
         try:
-            new_anchor = anchor = zcdp.zcdp_anchor(
-                from_units(budget.epsilon_units, EPSILON_SCALE), from_units(budget.delta_units, DELTA_SCALE),
-                from_units(e, EPSILON_SCALE), from_units(d, DELTA_SCALE),
-                from_units(budget.delta_reserve_units, DELTA_SCALE),
-            )
+            e, d, _r, _c = sums.exact()
+            new_anchor = anchor = zcdp.zcdp_anchor(*_budget_exact(budget), e, d,
+                                                   from_units(budget.delta_reserve_units, DELTA_SCALE))
         except zcdp.PrivacyParameterError as exc:
-            raise BudgetExceeded(f"dataset {dataset.name!r}: no budget is left for a zCDP release ({exc})") from None
-    if not _holds(e + de, d + dd, r + dr, budget, anchor):
-        status = _status(session, dataset, budget)
-        room = ""
-        if anchor is not None:
-            rho_left = zcdp.remaining_rho(
-                from_units(e, EPSILON_SCALE), from_units(d, DELTA_SCALE), from_units(r, EPSILON_SCALE),
-                from_units(budget.epsilon_units, EPSILON_SCALE), from_units(budget.delta_units, DELTA_SCALE), anchor)
-            room = f"; the largest zCDP charge that still fits is rho={float(rho_left):.6g}"
-        raise BudgetExceeded(
-            f"dataset {dataset.name!r}: this request costs {_describe(cost)} but only epsilon="
-            f"{float(status.epsilon_remaining):.6g} (delta={float(status.delta_remaining):.3g}) of the budget "
-            f"epsilon={float(status.epsilon_total):g}, delta={float(status.delta_total):g} remains{room}"
-        )
+            status = _status_of(dataset.name, sums, budget, None)
+            raise _refusal(dataset.name, cost, status, f"no zCDP release fits ({exc})") from None
+    after = sums.plus(de, dd, dr, price)
+    if not _holds(after, budget, anchor):
+        status = _status_of(dataset.name, sums, budget, None if new_anchor is not None else anchor)
+        raise _refusal(dataset.name, cost, status, _why_refused(cost, status))
     alpha_u, delta_z_u, offset_u = _anchor_units(new_anchor) if new_anchor is not None else (None, None, None)
     entry = LedgerEntry(
         dataset_id=dataset.id,
@@ -266,7 +406,8 @@ def charge_in_session(
         epsilon_units=de,
         delta_units=dd,
         rho_units=dr,
-        epsilon_spent_after_units=_composed_units(e + de, d + dd, r + dr, budget, anchor),
+        epsilon_priced_units=price,
+        epsilon_spent_after_units=_composed_units(after, budget, anchor),
         anchor_alpha_units=alpha_u,
         anchor_delta_z_units=delta_z_u,
         anchor_offset_units=offset_u,
@@ -287,19 +428,66 @@ def reserve_release(
     params: dict[str, object],
     principal: str,
     runner: dict[str, object] | None = None,
+    *,
+    seeded: bool = False,
 ) -> tuple[int, int]:
     """Check-and-charge for a release: insert the ``pending`` release and its charge in one
     serialised transaction. Raises :class:`BudgetExceeded` (nothing written) when the cost does not
-    fit. Returns (release id, charge id). ``runner`` fills the release's ``runner_*`` columns."""
+    fit. Returns (release id, charge id). ``runner`` fills the release's ``runner_*`` columns; ``seeded`` marks a
+    release whose noise comes from a caller's seed."""
     with serialized_transaction(engine) as session:
         dataset = dataset_by_name(session, dataset_name)
         release = Release(dataset_id=dataset.id, kind=kind, mechanism=mechanism, params_json=json.dumps(params),
-                          status="pending", details_json="{}", principal=principal, **(runner or {}))
+                          status="pending", details_json="{}", principal=principal, seeded=bool(seeded),
+                          **(runner or {}))
         session.add(release)
         session.flush()
         entry = charge_in_session(session, dataset, cost, mechanism=mechanism, release_id=release.id,
                                   principal=principal, note=f"{kind} release {release.id}")
         return release.id, entry.id
+
+
+def budget_effect(engine: Engine, charge_id: int) -> BudgetEffect:
+    """What charge ``charge_id`` cost in the budget's own epsilon: the composed epsilon spent just before it (the
+    previous ledger row) and just after it, with a one-line explanation when it fixed the zCDP anchor (why the
+    first zCDP release costs more epsilon than its nominal epsilon) or was priced on that anchor. For a charge that
+    was refunded, "after" is the spend once the refund was written (the refund's row), and there is no note."""
+    with transaction(engine) as session:
+        charge = session.get(LedgerEntry, charge_id)
+        if charge is None or charge.entry != "charge":
+            raise NotFound(f"no charge with id {charge_id}", code="charge_not_found")
+        before = session.execute(
+            select(LedgerEntry.epsilon_spent_after_units)
+            .where(LedgerEntry.dataset_id == charge.dataset_id, LedgerEntry.id < charge.id)
+            .order_by(LedgerEntry.id.desc()).limit(1)
+        ).scalar_one_or_none()
+        refunded_after = session.execute(
+            select(LedgerEntry.epsilon_spent_after_units).where(LedgerEntry.refunds_entry_id == charge.id)
+        ).scalar_one_or_none()
+        budget = session.execute(select(Budget).where(Budget.dataset_id == charge.dataset_id)).scalar_one()
+        anchor = _anchor(session, charge.dataset_id)
+    total = from_units(budget.epsilon_units, EPSILON_SCALE)
+    before_eps = from_units(before or 0, EPSILON_SCALE)
+    if refunded_after is not None:
+        return BudgetEffect(total, before_eps, from_units(refunded_after, EPSILON_SCALE))
+    after_eps = from_units(charge.epsilon_spent_after_units, EPSILON_SCALE)
+    note = ""
+    if charge.anchor_alpha_units is not None and anchor is not None:
+        rho = from_units(charge.rho_units, EPSILON_SCALE)
+        note = (f"this is the first zCDP release on this budget: it fixes the accountant's Renyi order "
+                f"alpha={float(anchor.alpha):.6g} and sets aside delta_zcdp={float(anchor.delta_z):.3g}, paid once "
+                f"as an offset t={float(anchor.offset):.6g} in epsilon; it costs alpha*rho + t = "
+                f"{float(anchor.alpha * rho):.6g} + {float(anchor.offset):.6g}, every later zCDP release only "
+                f"alpha*rho (docs/privacy.md 6.3)")
+    elif anchor is not None and charge.epsilon_priced_units is not None \
+            and charge.epsilon_priced_units < charge.epsilon_units:  # made after the anchor: priced below its epsilon
+        priced = from_units(charge.epsilon_priced_units, EPSILON_SCALE)
+        note = (f"after zCDP releases, epsilon={float(from_units(charge.epsilon_units, EPSILON_SCALE)):.6g} is "
+                f"priced at the Renyi divergence of randomized response at alpha={float(anchor.alpha):.6g}: "
+                f"{float(priced):.6g} (docs/privacy.md 6.3)")
+    elif anchor is not None and charge.rho_units > 0:
+        note = f"a zCDP release costs alpha*rho with alpha={float(anchor.alpha):.6g} (docs/privacy.md 6.3)"
+    return BudgetEffect(total, before_eps, after_eps, note)
 
 
 def refund(engine: Engine, charge_id: int, reason: str) -> LedgerEntry:
@@ -315,8 +503,8 @@ def refund(engine: Engine, charge_id: int, reason: str) -> LedgerEntry:
             raise ServiceError(f"charge {charge_id} was already refunded", code="already_refunded", status=409)
         dataset = session.get(Dataset, charge.dataset_id)
         budget = _locked_budget(session, dataset)
-        e, d, r = _sums(session, dataset.id)
-        e, d, r = e - charge.epsilon_units, d - charge.delta_units, r - charge.rho_units
+        price = charge.epsilon_units if charge.epsilon_priced_units is None else charge.epsilon_priced_units
+        sums = _sums(session, dataset.id).plus(-charge.epsilon_units, -charge.delta_units, -charge.rho_units, -price)
         anchor = _anchor(session, dataset.id)
         entry = LedgerEntry(
             dataset_id=charge.dataset_id,
@@ -327,7 +515,8 @@ def refund(engine: Engine, charge_id: int, reason: str) -> LedgerEntry:
             epsilon_units=-charge.epsilon_units,
             delta_units=-charge.delta_units,
             rho_units=-charge.rho_units,
-            epsilon_spent_after_units=_composed_units(e, d, r, budget, anchor),
+            epsilon_priced_units=-price,
+            epsilon_spent_after_units=_composed_units(sums, budget, anchor),
             principal=charge.principal,
             note=reason,
         )
@@ -356,6 +545,9 @@ def ledger_rows(engine: Engine, name: str) -> list[dict[str, object]]:
                 "epsilon": float(from_units(entry.epsilon_units, EPSILON_SCALE)),
                 "delta": float(from_units(entry.delta_units, DELTA_SCALE)),
                 "rho": float(from_units(entry.rho_units, EPSILON_SCALE)),
+                "epsilon_priced": float(from_units(
+                    entry.epsilon_units if entry.epsilon_priced_units is None else entry.epsilon_priced_units,
+                    EPSILON_SCALE)),
                 "epsilon_spent_after": float(from_units(entry.epsilon_spent_after_units, EPSILON_SCALE)),
                 "principal": entry.principal,
                 "note": entry.note,

@@ -8,7 +8,7 @@ stands, and the command exits with status 130. A bug is one paragraph too, with 
 (``MARGINALIA_DEBUG=1`` shows its traceback).
 
 Every command first upgrades the database and recovers the releases that a killed process left
-``pending`` (:func:`service.releases.recover_interrupted`), saying so on stderr.
+``pending`` (:func:`service.recovery.recover_interrupted`), saying so on stderr.
 """
 
 from __future__ import annotations
@@ -78,6 +78,8 @@ JsonFlag = Annotated[bool, typer.Option("--json", help="Print machine-readable J
 QuietFlag = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.", metavar="")]
 DatasetName = Annotated[str, typer.Argument(help="Dataset name.", metavar="NAME")]
 ReleaseId = Annotated[int, typer.Argument(help="Release id (`marginalia release list`).", metavar="RELEASE")]
+SeedOption = Annotated[int | None, typer.Option(
+    help="Seed for tests/benchmarks only (no privacy): refused unless MARGINALIA_UNSAFE_SEEDED_RELEASES=1.")]
 
 
 def _engine():  # noqa: ANN202
@@ -168,7 +170,10 @@ def _fail(as_json: bool, code: str, message: str, status: int = 2, release: Any 
 class _Bar:
     """A rich progress bar fed by ``progress(done, total, message)`` callbacks (on stderr). Reports of
     a graphical-model fit (message ``FIT_PHASE``) get a second bar of their own, so a long fit shows
-    its iterations instead of a step counter that seems stuck."""
+    its iterations instead of a step counter that seems stuck.
+
+    Nothing is drawn until the first callback: the work reports progress only once every parameter has been
+    validated, so a refused request prints its error alone, without an empty bar above it."""
 
     def __init__(self, description: str, quiet: bool) -> None:
         self.quiet = quiet
@@ -181,26 +186,44 @@ class _Bar:
         self.fit_task = None
 
     def __enter__(self) -> _Bar:
-        if not self.quiet:
-            self.progress.start()
-            self.task = self.progress.add_task(self.description, total=None, note="")
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if not self.quiet:
+        if self.task is not None:
             self.progress.stop()
 
     def __call__(self, done: int, total: int, message: str = "") -> None:
         from service.progress import FIT_PHASE
 
-        if self.task is None:
+        if self.quiet:
             return
+        if self.task is None:
+            self.progress.start()
+            self.task = self.progress.add_task(self.description, total=None, note="")
         if message == FIT_PHASE:
             if self.fit_task is None:
                 self.fit_task = self.progress.add_task(f"  {FIT_PHASE}", total=total, note="iterations")
             self.progress.update(self.fit_task, completed=done, total=total)
             return
         self.progress.update(self.task, completed=done, total=total, note=message[:60])
+
+
+def _unsafe_seeds_allowed() -> bool:
+    from service.releases import UNSAFE_SEEDED_RELEASES_ENV
+
+    return os.environ.get(UNSAFE_SEEDED_RELEASES_ENV) == "1"
+
+
+def _check_seed(seed: int | None) -> None:
+    """Refuse ``--seed`` on a command that makes a release, unless the unsafe switch is on (tests, benchmarks)."""
+    from service.errors import InvalidInput
+    from service.releases import UNSAFE_SEEDED_RELEASES_ENV
+
+    if seed is not None and not _unsafe_seeds_allowed():
+        raise InvalidInput(
+            "--seed makes the release's noise reproducible by anyone who knows the seed: such a release carries no "
+            "privacy and is for tests and benchmarks only. It is refused unless the environment variable "
+            f"{UNSAFE_SEEDED_RELEASES_ENV}=1 is set; leave --seed out for a real release", code="invalid_parameter")
 
 
 # init -------------------------------------------------------------------------------------------
@@ -290,8 +313,19 @@ def dataset_show(name: DatasetName, as_json: JsonFlag = False) -> None:
 def _print_budget(status: Any) -> None:
     data = status.to_json()
     table = Table("", "value", title=f"budget of {status.dataset}")
-    for key in ("epsilon_total", "delta_total", "epsilon_spent", "delta_spent", "rho_spent", "epsilon_remaining"):
-        table.add_row(key, f"{data[key]:.6g}")
+    for key, label in (("epsilon_total", "epsilon (total)"), ("delta_total", "delta (total)"),
+                       ("delta_reserve", "delta reserve (for (epsilon, delta) releases after zCDP ones)"),
+                       ("epsilon_spent", "epsilon spent (composed)"), ("epsilon_remaining", "epsilon remaining"),
+                       ("epsilon_pure_spent", "epsilon of (epsilon, delta) releases"),
+                       ("delta_spent", "delta of (epsilon, delta) releases"), ("rho_spent", "rho of zCDP releases")):
+        table.add_row(label, f"{data[key]:.6g}")
+    if status.anchor is not None:
+        table.add_row("zCDP anchor: alpha, offset t", f"{data['zcdp_alpha']:.6g}, {data['zcdp_offset']:.6g}")
+        table.add_row("delta held by zCDP releases", f"{data['zcdp_delta']:.3g}")
+    table.add_section()
+    table.add_row("can still spend: epsilon of one (epsilon, delta) release", f"{data['epsilon_spendable']:.6g}")
+    table.add_row("can still spend: delta of (epsilon, delta) releases", f"{data['delta_spendable']:.3g}")
+    table.add_row("can still spend: rho of one zCDP release", f"{data['rho_spendable']:.6g}")
     stdout.print(table)
 
 
@@ -301,8 +335,9 @@ def budget_set(
     name: DatasetName,
     epsilon: Annotated[str, typer.Option(help="Total epsilon.")],
     delta: Annotated[str, typer.Option(help="Total delta.")] = "0",
-    delta_reserve: Annotated[str, typer.Option(
-        help="Delta kept for (epsilon, delta) releases after zCDP releases start (docs/privacy.md 6.3).")] = "0",
+    delta_reserve: Annotated[str | None, typer.Option(
+        help="Delta kept for (epsilon, delta) releases (objective perturbation) after zCDP releases start "
+             "(docs/privacy.md 6.3). Default: a tenth of --delta; 0 gives all of delta to zCDP releases.")] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Set a dataset's total privacy budget (epsilon, delta)."""
@@ -315,7 +350,7 @@ def budget_set(
 @budget_app.command("show")
 @handles_errors
 def budget_show(name: DatasetName, as_json: JsonFlag = False) -> None:
-    """Show what is spent and what remains."""
+    """Show what is spent and what can still be spent (epsilon, delta and rho)."""
     from service import accountant
 
     status = accountant.budget_status(_engine(), name)
@@ -334,20 +369,21 @@ def release_marginals(
     delta: Annotated[str | None, typer.Option(
         help="Delta (zCDP mechanisms convert (epsilon, delta) to rho).")] = None,
     rho: Annotated[str | None, typer.Option(help="zCDP rho to spend (gaussian, mst, aim).")] = None,
-    seed: Annotated[int | None, typer.Option(
-        help="Seed for reproducible tests/benchmarks; NOT for production.")] = None,
+    seed: SeedOption = None,
     rounds: Annotated[int | None, typer.Option(help="AIM: number of rounds (default: AIM's rule).")] = None,
     max_model_size: Annotated[float | None, typer.Option(help="Largest graphical model in MB.")] = None,
     quiet: QuietFlag = False,
     as_json: JsonFlag = False,
 ) -> None:
-    """Release a marginal workload under the accountant; prints the release id and what it was charged.
+    """Release a marginal workload under the accountant; prints the release id, its cost and what it cost in the
+    budget's own epsilon.
 
     Ctrl-C stops it at the next safe point: the charge is refunded if no noise was drawn yet and stands
     otherwise; the command says which and exits with status 130."""
     from service import releases
     from service.recovery import describe_cost
 
+    _check_seed(seed)
     options: dict[str, object] = {}
     if rounds is not None:
         options["rounds"] = rounds
@@ -359,8 +395,10 @@ def release_marginals(
                                              seed=seed, options=options, progress=bar)
     _late_interrupt(outcome.release_id)
     _emit(as_json, {**outcome.to_json(), "status": "complete"}, lambda: stdout.print(
-        f"release [bold]{outcome.release_id}[/] ({mechanism}) complete: charged {describe_cost(outcome.cost)}",
-        highlight=False))
+        f"release [bold]{outcome.release_id}[/] ({mechanism}) complete: charged {describe_cost(outcome.cost)}"
+        + (f"\n{outcome.budget.describe()}" if outcome.budget is not None else "")
+        + ("\n[bold red]seeded[/]: its noise is known to whoever knows the seed; it carries no privacy"
+           if outcome.seeded else ""), highlight=False))
 
 
 def _late_interrupt(release_id: int) -> None:
@@ -384,9 +422,9 @@ def release_list(
     items = releases.list_releases(_engine(), name)
 
     def human() -> None:
-        table = Table("id", "dataset", "kind", "mechanism", "status")
+        table = Table("id", "dataset", "kind", "mechanism", "status", "seeded")
         for r in items:
-            table.add_row(str(r.id), r.dataset.name, r.kind, r.mechanism, r.status)
+            table.add_row(str(r.id), r.dataset.name, r.kind, r.mechanism, r.status, "SEEDED" if r.seeded else "")
         stdout.print(table)
 
     _emit(as_json, [r.to_json() for r in items], human)
@@ -404,7 +442,7 @@ def marginal(
     """Answer any marginal from a stored release (free); says what the release measured of it."""
     from service import releases
 
-    answer = releases.answer_marginal(_engine(), release, list(attributes))
+    answer = releases.answer_marginal(_engine(), release, list(attributes), allow_seeded=_unsafe_seeds_allowed())
     _emit(as_json, answer, lambda: _print_marginal(answer))
 
 
@@ -457,7 +495,8 @@ def synth(
     from service import releases
 
     _check_output(out, force, "--out")
-    frame = releases.synthetic_frame(_engine(), release, rows, seed, labels=not codes)
+    frame = releases.synthetic_frame(_engine(), release, rows, seed, labels=not codes,
+                                     allow_seeded=_unsafe_seeds_allowed())
     _write_output(out, "--out", lambda path: frame.to_csv(path, index=False))
     _emit(as_json, {"release_id": release, "rows": len(frame), "out": str(out)},
           lambda: stdout.print(f"wrote {len(frame):,} synthetic rows to {out}", highlight=False))
@@ -502,12 +541,13 @@ def ledger(name: DatasetName, as_json: JsonFlag = False) -> None:
         number = {"justify": "right", "no_wrap": True}
         table = Table(Column("#", **number), Column("entry", **words), Column("release", **number),
                       Column("status", **words), Column("mechanism", **words), Column("epsilon", **number),
-                      Column("delta", **number), Column("rho", **number), Column("eps spent after", **number),
-                      title=f"privacy ledger of {name}")
+                      Column("delta", **number), Column("rho", **number), Column("eps priced", **number),
+                      Column("eps spent after", **number), title=f"privacy ledger of {name}")
         for r in rows:
             table.add_row(str(r["entry_id"]), str(r["entry"]), str(r["release_id"] or ""),
                           str(r["release_status"] or ""), str(r["mechanism"]), f"{r['epsilon']:.6g}",
-                          f"{r['delta']:.3g}", f"{r['rho']:.6g}", f"{r['epsilon_spent_after']:.6g}")
+                          f"{r['delta']:.3g}", f"{r['rho']:.6g}", f"{r['epsilon_priced']:.6g}",
+                          f"{r['epsilon_spent_after']:.6g}")
         stdout.print(table)
 
     _emit(as_json, rows, human)
@@ -605,7 +645,7 @@ def fit(
     release: Annotated[int | None, typer.Option(help="Answer from this release (free).")] = None,
     intercept: Annotated[bool, typer.Option("--intercept/--no-intercept", help="Fit an intercept.",
                                             metavar="")] = True,
-    seed: Annotated[int | None, typer.Option(help="Seed for tests/benchmarks; NOT for production.")] = None,
+    seed: SeedOption = None,
     mechanism: Annotated[str | None, typer.Option(
         help="Marginal mechanism of a new dd-ssp/aim-synth release (default aim); a reused release keeps its own.")
     ] = None,
@@ -620,11 +660,12 @@ def fit(
     from service import regression
     from service.recovery import describe_cost
 
+    _check_seed(seed)
     engine = _engine()
     with _Bar(f"{method} {task} regression of {name}", quiet or as_json) as bar:
         outcome = regression.fit(engine, name, task, target, _column_list(features), _column_list(categorical),
                                  method, epsilon, delta, release, intercept, seed, mechanism=mechanism, progress=bar,
-                                 allow_unmeasured=allow_unmeasured)
+                                 allow_unmeasured=allow_unmeasured, allow_seeded=_unsafe_seeds_allowed())
     if not outcome.reused:
         _late_interrupt(outcome.release_id)
     payload = outcome.to_json()
@@ -634,6 +675,8 @@ def fit(
         stdout.print(f"{method} {task} regression of [bold]{target}[/] answered by release "
                      f"[bold]{outcome.release_id}[/] ({outcome.release_mechanism}); this call spent {spent}",
                      highlight=False)
+        if outcome.budget is not None:
+            stdout.print(outcome.budget.describe(), highlight=False)
         table = Table("column", "coefficient", title="coefficients (target on its encoded scale)")
         for column, value in outcome.coefficients.items():
             table.add_row(column, f"{value:.6g}")

@@ -5,10 +5,11 @@ auditors. It speaks HTTP only (httpx) and imports neither FastAPI, SQLAlchemy no
 
     with Client("http://127.0.0.1:8000", api_key) as mg:
         mg.datasets()                                    # names and domains
-        mg.budget("adult")                               # what is spent and what remains
+        mg.budget("adult")                               # what is spent and what can still be spent
         release = mg.release_marginals("adult", "gaussian", "all-2way", epsilon=1.0, delta=1e-6)  # stewards
+        release["budget"]                                # its cost in the budget's own epsilon
         mg.marginal(release["release_id"], ["age", "income>50K"])   # a DataFrame, free
-        mg.synthetic(release["release_id"], rows=1000, seed=0)      # a DataFrame, free
+        mg.synthetic(release["release_id"], rows=1000)              # a DataFrame, free
         mg.ledger("adult")                               # auditors and stewards
 
 Every error the server reports is raised as :class:`MarginaliaError` carrying its ``code``,
@@ -16,7 +17,9 @@ Every error the server reports is raised as :class:`MarginaliaError` carrying it
 failures with the same key, so a retry never charges twice. They also ask the server to work in
 the background (``Prefer: respond-async``) and poll the job it answers with, so a release that takes
 minutes neither hits a timeout nor looks hung: ``progress=True`` draws its steps and its model fit
-on stderr (or pass a function, called with each job report).
+on stderr (or pass a function, called with each job report). No call takes a seed: the server draws
+every random value from its cryptographically secure source (whoever chose a release's seed could
+subtract its noise).
 
 Answers say what backs them: a marginal whose attributes the release never measured together
 comes with ``frame.attrs["coverage"]`` and an :class:`ExtrapolationWarning`; a regression from such a
@@ -196,13 +199,19 @@ class Client:
 
     # budgets ----------------------------------------------------------------------------------
     def budget(self, name: str) -> dict[str, float]:
-        """Totals, what is spent (epsilon, delta, rho) and what remains."""
+        """Totals, what is spent (the composed ``epsilon_spent``; delta; rho) and what can still be spent:
+        ``epsilon_spendable`` and ``delta_spendable`` for one (epsilon, delta) release, ``rho_spendable`` for
+        one zCDP release (docs/privacy.md 6.3)."""
         return self._request("GET", f"/datasets/{_segment(name)}/budget")
 
-    def set_budget(self, name: str, epsilon: float, delta: float = 0.0, delta_reserve: float = 0.0) -> dict[str, float]:
+    def set_budget(self, name: str, epsilon: float, delta: float = 0.0,
+                   delta_reserve: float | None = None) -> dict[str, float]:
         """Stewards: set the dataset's total budget (epsilon, delta); ``delta_reserve`` is the part of
-        delta kept for (epsilon, delta) charges made after zCDP charges have started."""
-        body = {"epsilon": epsilon, "delta": delta, "delta_reserve": delta_reserve}
+        delta kept for (epsilon, delta) charges made after zCDP charges have started (default: a tenth
+        of delta; 0 gives it all to zCDP releases)."""
+        body: dict[str, object] = {"epsilon": epsilon, "delta": delta}
+        if delta_reserve is not None:
+            body["delta_reserve"] = delta_reserve
         return self._request("PUT", f"/datasets/{_segment(name)}/budget", json=body)
 
     # releases ---------------------------------------------------------------------------------
@@ -214,19 +223,20 @@ class Client:
         epsilon: float | None = None,
         delta: float | None = None,
         rho: float | None = None,
-        seed: int | None = None,
         *,
         options: dict[str, object] | None = None,
         idempotency_key: str | None = None,
         progress: ProgressOption | None = None,
     ) -> dict[str, object]:
-        """Stewards: release a marginal workload; spends budget. Returns ``release_id``, ``cost``.
+        """Stewards: release a marginal workload; spends budget. Returns ``release_id``, ``cost`` and
+        ``budget`` (the budget's composed epsilon spent before and after, with a note when that is not
+        just the release's epsilon).
 
         ``workload`` is ``"all-2way"``-style, ``"target:COL"``, or a list of attribute lists (or
-        ``{"attributes": [...], "weight": w}``). A 409 ``budget_exceeded`` error says what remains.
+        ``{"attributes": [...], "weight": w}``). A 409 ``budget_exceeded`` error says what can still be spent.
         ``progress`` overrides the client's default for this call."""
         body: dict[str, object] = {"mechanism": mechanism, "workload": _workload(workload)}
-        for key, value in (("epsilon", epsilon), ("delta", delta), ("rho", rho), ("seed", seed)):
+        for key, value in (("epsilon", epsilon), ("delta", delta), ("rho", rho)):
             if value is not None:
                 body[key] = value
         if options:
@@ -252,13 +262,13 @@ class Client:
     def _fit(self, task: str, name: str, target: str, features: Sequence[str] | None, method: str,
              epsilon: float | None, delta: float | None, release: int | None,
              options: dict[str, Any]) -> FittedRegression:
-        allowed = {"intercept", "seed", "idempotency_key", "allow_unmeasured", "progress"}
+        allowed = {"intercept", "idempotency_key", "allow_unmeasured", "progress"}
         unknown = set(options) - allowed
         if unknown:
             raise TypeError(f"unknown option(s) {sorted(unknown)}; allowed: {', '.join(sorted(allowed))}")
         body: dict[str, object] = {"target": target, "method": method, "intercept": options.get("intercept", True)}
         for key, value in (("features", None if features is None else list(features)), ("epsilon", epsilon),
-                           ("delta", delta), ("release", release), ("seed", options.get("seed")),
+                           ("delta", delta), ("release", release),
                            ("allow_unmeasured", options.get("allow_unmeasured"))):
             if value is not None:
                 body[key] = value
@@ -286,13 +296,10 @@ class Client:
             warnings.warn(warning, ExtrapolationWarning, stacklevel=2)
         return frame
 
-    def synthetic(self, release: int, rows: int, seed: int | None = None, labels: bool = True) -> pd.DataFrame:
+    def synthetic(self, release: int, rows: int, labels: bool = True) -> pd.DataFrame:
         """``rows`` synthetic records drawn from a release (free), one column per attribute (labels
-        for a raw table's columns; ``labels=False`` for codes)."""
-        body: dict[str, object] = {"rows": rows}
-        if seed is not None:
-            body["seed"] = seed
-        answer = self._request("POST", f"/releases/{int(release)}/synthetic", json=body)
+        for a raw table's columns; ``labels=False`` for codes), with fresh randomness of the server's."""
+        answer = self._request("POST", f"/releases/{int(release)}/synthetic", json={"rows": rows})
         names = (answer.get("labels") or {}) if labels else {}
         return pd.DataFrame({c: _labelled(answer["data"][c], names.get(c)) for c in answer["columns"]},
                             columns=answer["columns"])
@@ -302,7 +309,7 @@ class Client:
         """Auditors and stewards: the dataset's privacy ledger, oldest entry first."""
         entries = self._request("GET", f"/datasets/{_segment(name)}/ledger")["entries"]
         columns = ["entry_id", "entry", "release_id", "release_status", "mechanism", "epsilon", "delta", "rho",
-                   "epsilon_spent_after", "principal", "note", "created_at"]
+                   "epsilon_priced", "epsilon_spent_after", "principal", "note", "created_at"]
         frame = pd.DataFrame(entries, columns=columns)
         frame["release_id"] = frame["release_id"].astype("Int64")  # an id, not a float (budget rows have none)
         return frame

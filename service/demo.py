@@ -50,7 +50,8 @@ ADULT = DATA / "adult"
 CATEGORICAL = "workclass,education,marital-status,occupation,relationship,race,sex,native-country,income>50K"
 MARGINALIA = str(Path(sys.executable).with_name("marginalia"))
 COMPARED = (["sex", "income>50K"], ["race", "sex"], ["relationship", "income>50K"], ["age", "hours-per-week"])
-LEDGER_COLUMNS = ["entry_id", "entry", "release_id", "mechanism", "epsilon", "delta", "rho", "epsilon_spent_after"]
+LEDGER_COLUMNS = ["entry_id", "entry", "release_id", "mechanism", "epsilon", "delta", "rho", "epsilon_priced",
+                  "epsilon_spent_after"]
 
 
 @dataclass
@@ -71,8 +72,9 @@ class Story:
     def env(self) -> dict[str, str]:
         return {**os.environ, "MARGINALIA_DATABASE_URL": f"sqlite:///{self.database}", "COLUMNS": "150"}
 
-    def run(self, *args: str, as_json: bool = False) -> object:
-        """Run one CLI command against the demo database, echoing it like a terminal session."""
+    def run(self, *args: str, as_json: bool = False, summary: Callable[[dict], str] | None = None) -> object:
+        """Run one CLI command against the demo database, echoing it like a terminal session. With
+        ``as_json`` the JSON answer is returned, and shown cut to a line (or as ``summary`` says)."""
         print(f"\n$ marginalia {' '.join(shlex.quote(a) for a in args)}", flush=True)
         if not as_json:
             subprocess.run([MARGINALIA, *args], env=self.env, check=True)
@@ -84,7 +86,7 @@ class Story:
             sys.stderr.write(result.stdout)
             raise SystemExit(f"demo step failed: marginalia {' '.join(args)}")
         payload = json.loads(result.stdout)
-        print(json.dumps(payload)[:300])
+        print(summary(payload) if summary is not None else json.dumps(payload)[:300])
         return payload
 
 
@@ -119,8 +121,25 @@ def steward_releases(story: Story) -> None:
     ]
     for mechanism, args in plan:
         payload = story.run("release", "marginals", "adult", "--mechanism", mechanism, *args, "--quiet",
-                            as_json=True)
+                            as_json=True, summary=release_summary)
         story.releases[mechanism] = int(payload["release_id"])
+
+
+def release_summary(payload: dict) -> str:
+    """A release's answer as the command prints it without --json: its cost, and what that cost in the
+    budget's own epsilon (with the accountant's note when that is not simply its epsilon)."""
+    from fractions import Fraction
+
+    from service.accountant import BudgetEffect
+    from service.cost import PrivacyCost
+    from service.recovery import describe_cost
+
+    cost = PrivacyCost(*(Fraction(str(payload["cost"][k])) for k in ("epsilon", "delta", "rho")))
+    shown = payload["budget"]
+    budget = BudgetEffect(*(Fraction(str(shown[k])) for k in ("epsilon_total", "epsilon_spent_before",
+                                                               "epsilon_spent_after")), shown["note"])
+    return (f"release {payload['release_id']} ({payload['mechanism']}) {payload['status']}: charged "
+            f"{describe_cost(cost)}\n{budget.describe()}")
 
 
 def free_answers(story: Story) -> None:

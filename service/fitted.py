@@ -24,7 +24,8 @@ class FittedRegression:
     """A private linear or logistic regression answered by the server (scikit-learn style).
 
     ``coef_`` (in the order of ``feature_names_``), ``intercept_``, ``release_id`` (the release that
-    answered) and ``cost`` (what this call was charged: zero when a stored release answered).
+    answered), ``cost`` (what this call was charged: zero when a stored release answered) and ``budget``
+    (when a new release was made: the budget's composed epsilon spent before and after it, and why; else None).
     ``notes`` are the server's remarks (a reused release, extrapolated pairs) and ``coverage`` what the
     release measured of the regression's columns; an extrapolated fit raises an ExtrapolationWarning."""
 
@@ -35,6 +36,7 @@ class FittedRegression:
         self.release_id: int = answer["release_id"]
         self.reused: bool = answer["reused"]
         self.cost: dict[str, float] = dict(answer["cost"])
+        self.budget: dict[str, object] | None = answer.get("budget")
         self.feature_names_: list[str] = list(answer["feature_names"])
         coefficients = answer["coefficients"]
         self.coef_ = np.array([coefficients[name] for name in self.feature_names_], dtype=float)

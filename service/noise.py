@@ -5,9 +5,11 @@
   Algorithms 1-3. Every accept/reject decision is a comparison of integers; no floating point is involved,
   so the floating-point attacks of Mironov 2012 ("On significance of the least significant bits for
   differential privacy") do not apply.
-* Real-valued mechanisms (objective perturbation, noisy Gram matrices) get continuous Gaussian noise from a
-  numpy Generator seeded from the same source; selection steps (AIM, MST) call the exponential mechanism.
-  Both use floating point: see docs/privacy.md, "Randomness", for why and what that costs.
+* Real-valued mechanisms (objective perturbation, the minimum eigenvalue of a Gram release) get continuous Gaussian
+  noise, and selection steps (AIM, MST) the exponential mechanism's Gumbel noise, both by inverse transform of
+  uniforms built from the source's own bits (``os.urandom`` by default): vectorised, and with no second,
+  non-cryptographic generator in between. Both use floating point: see docs/privacy.md, "Randomness", for why and
+  what that costs.
 
 Randomness: ``NoiseSource()`` (no seed) draws every bit from the operating system's CSPRNG (``os.urandom``,
 buffered; the buffer is dropped in a forked child and guarded by a lock). ``NoiseSource(seed)`` uses
@@ -25,6 +27,7 @@ import weakref
 from collections.abc import Callable
 
 import numpy as np
+from scipy.special import ndtri
 
 from service.zcdp import PrivacyParameterError, exact_number, positive_exact, validate_epsilon
 
@@ -63,20 +66,29 @@ class _OsRandom(random.Random):
         self._buf = b""
         self._pos = 0
 
+    def _take(self, nbytes: int) -> bytes:
+        if nbytes > _CHUNK:
+            return os.urandom(nbytes)  # large requests bypass the buffer
+        with self._lock:
+            pos = self._pos
+            if pos + nbytes > len(self._buf):
+                self._buf = os.urandom(_CHUNK)
+                pos = 0
+            self._pos = pos + nbytes
+            return self._buf[pos : pos + nbytes]
+
     def getrandbits(self, k: int) -> int:
         if k <= 0:
             if k == 0:
                 return 0
             raise ValueError("number of bits must be non-negative")
         nbytes = (k + 7) // 8
-        with self._lock:
-            pos = self._pos
-            if pos + nbytes > len(self._buf):
-                self._buf = os.urandom(max(_CHUNK, nbytes))
-                pos = 0
-            self._pos = pos + nbytes
-            chunk = self._buf[pos : pos + nbytes]
-        return int.from_bytes(chunk, "little") >> (8 * nbytes - k)
+        return int.from_bytes(self._take(nbytes), "little") >> (8 * nbytes - k)
+
+    def randbytes(self, n: int) -> bytes:
+        if n < 0:
+            raise ValueError("number of bytes must be non-negative")
+        return self._take(n) if n else b""
 
     def random(self) -> float:
         return self.getrandbits(53) * (1.0 / 9007199254740992.0)
@@ -261,17 +273,30 @@ class NoiseSource:
     # floating-point noise and selection ---------------------------------------------------------
     def numpy_generator(self) -> np.random.Generator:
         """A fresh numpy Generator (PCG64) seeded with 256 bits drawn from this source: reproducible for a
-        seeded source, fresh OS entropy otherwise. For post-processing (synthetic rows) and the
-        floating-point mechanisms below."""
+        seeded source, fresh OS entropy otherwise. For post-processing only (synthetic rows): PCG64 is not a
+        cryptographic generator, so no mechanism draws its noise from it."""
         entropy = self._rng.getrandbits(256)
         return np.random.Generator(np.random.PCG64(np.random.SeedSequence(entropy)))
 
-    def gaussian(self, sigma: float, size: int | tuple[int, ...] = 1) -> np.ndarray:
-        """Continuous N(0, sigma^2) draws (float64), for mechanisms whose output is real-valued (objective
-        perturbation's noise vector, noisy Gram matrices). Floating point: see docs/privacy.md."""
-        sigma_value = float(positive_exact(sigma, "sigma"))
+    def uniform(self, size: int | tuple[int, ...] = 1) -> np.ndarray:
+        """Uniform draws on the open interval (0, 1), float64: ``(2k + 1) / 2^53`` with ``k`` uniform on
+        ``{0, ..., 2^52 - 1}``, i.e. the midpoints of a grid of 2^52 equal cells, each exactly representable.
+
+        The 52 bits of each ``k`` are the top bits of 8 bytes of this source (``os.urandom`` for ``NoiseSource()``;
+        the seeded Mersenne Twister's ``randbytes`` for ``NoiseSource(seed)``), read as little-endian uint64."""
         shape = _shape(size)
-        return self.numpy_generator().normal(0.0, sigma_value, size=shape)
+        count = math.prod(shape)
+        words = np.frombuffer(self._rng.randbytes(8 * count), dtype="<u8")
+        k = (words >> np.uint64(12)).astype(np.float64)  # < 2^52: exact in float64
+        return ((2.0 * k + 1.0) * (1.0 / 9007199254740992.0)).reshape(shape)
+
+    def gaussian(self, sigma: float, size: int | tuple[int, ...] = 1) -> np.ndarray:
+        """Continuous N(0, sigma^2) draws (float64) for mechanisms whose output is real-valued (objective
+        perturbation's noise vectors, a Gram release's minimum eigenvalue): ``sigma * Phi^{-1}(U)`` with ``U`` from
+        :meth:`uniform` (inverse transform; scipy's ``ndtri``). The tails are cut where ``U`` is: beyond about
+        8.1 sigma, a probability below 1e-15. Floating point: see docs/privacy.md, section 7."""
+        sigma_value = float(positive_exact(sigma, "sigma"))
+        return sigma_value * ndtri(self.uniform(size))
 
     def exponential_mechanism(self, scores: object, epsilon: float, sensitivity: float) -> int:
         """Index i chosen with probability proportional to exp(epsilon * score_i / (2 * sensitivity))
@@ -281,7 +306,8 @@ class NoiseSource:
 
         Gumbel-max trick: argmax_i (logit_i + G_i) with G_i iid standard Gumbel has exactly the softmax law.
         Stable: logits are shifted by their maximum (no overflow, argmax unchanged) and G = -log(E) with
-        E = -log1p(-V), V = (2k+1)/2^53 for k uniform on {0..2^52-1}, so 0 < V < 1 and G is finite.
+        E = -log1p(-V), V from :meth:`uniform` ((2k+1)/2^53 for k uniform on {0..2^52-1}, from this source's bits),
+        so 0 < V < 1 and G is finite.
         """
         values = np.asarray(scores, dtype=np.float64)
         if values.ndim != 1 or values.size == 0:
@@ -297,8 +323,5 @@ class NoiseSource:
             )
         with np.errstate(over="ignore"):  # a difference below -1.8e308 becomes -inf: probability 0, as it should
             logits = factor * (values - values.max())
-        rng = self.numpy_generator()
-        k = rng.integers(0, 1 << 52, size=values.size, dtype=np.int64)
-        v = (2.0 * k.astype(np.float64) + 1.0) * (1.0 / 9007199254740992.0)
-        gumbel = -np.log(-np.log1p(-v))
+        gumbel = -np.log(-np.log1p(-self.uniform(values.size)))
         return int(np.argmax(logits + gumbel))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine, func, select, update
 
@@ -22,15 +23,21 @@ from service import runners
 from service.cost import PrivacyCost, from_units
 from service.idempotency import INTERRUPTED_BODY, INTERRUPTED_STATUS
 
+if TYPE_CHECKING:
+    from service.accountant import BudgetEffect
+
 
 @dataclass(frozen=True)
 class ReleaseFailure:
-    """What became of a release that did not complete: its status and whether its charge was refunded."""
+    """What became of a release that did not complete: its status, whether its charge was refunded, and
+    (``budget``, when known) the budget's composed epsilon spent before its charge and after its outcome, as
+    a completed release reports it (:class:`service.accountant.BudgetEffect`)."""
 
     release_id: int
     mechanism: str
     status: str  # failed_before_noise (refunded) or failed_after_noise (the charge stands)
     cost: PrivacyCost
+    budget: BudgetEffect | None = None
 
     @property
     def refunded(self) -> bool:
@@ -39,15 +46,21 @@ class ReleaseFailure:
     def sentence(self) -> str:
         charge = describe_cost(self.cost)
         if self.refunded:
-            return (f"release {self.release_id} ({self.mechanism}) stopped before any noise was drawn: "
+            said = (f"release {self.release_id} ({self.mechanism}) stopped before any noise was drawn: "
                     f"its charge of {charge} was refunded, nothing was spent")
-        return (f"release {self.release_id} ({self.mechanism}) stopped after its noise was drawn: it is "
-                f"failed_after_noise and its charge of {charge} stands")
+        else:
+            said = (f"release {self.release_id} ({self.mechanism}) stopped after its noise was drawn: it is "
+                    f"failed_after_noise and its charge of {charge} stands")
+        return f"{said}; {self.budget.describe()}" if self.budget is not None else said
 
     def to_json(self) -> dict[str, object]:
-        return {"release_id": self.release_id, "mechanism": self.mechanism, "status": self.status,
-                "refunded": self.refunded, "charged": self.cost.to_json(),
-                "spent": (PrivacyCost() if self.refunded else self.cost).to_json()}
+        body: dict[str, object] = {
+            "release_id": self.release_id, "mechanism": self.mechanism, "status": self.status,
+            "refunded": self.refunded, "charged": self.cost.to_json(),
+            "spent": (PrivacyCost() if self.refunded else self.cost).to_json()}
+        if self.budget is not None:
+            body["budget"] = self.budget.to_json()
+        return body
 
 
 def describe_cost(cost: PrivacyCost) -> str:

@@ -48,7 +48,7 @@ from estimators.linear import AdaSSPLinearRegression, DDSSPLinearRegression
 from estimators.logistic import DDSSPLogisticRegression
 from estimators.reference import fit_on_rows
 from estimators.sufficient_stats import gram_from_marginals
-from service import pgm, releases, zcdp
+from service import accountant, pgm, releases, zcdp
 from service.cost import PrivacyCost, check_amount, exact
 from service.coverage import Coverage, coverage, measured_cliques
 from service.datasets import StoredDataset, get_dataset
@@ -66,6 +66,9 @@ METHOD_TASKS = {"dd-ssp": TASKS, "aim-synth": TASKS, "adassp": ("linear",), "obj
 MARGINAL_METHODS = ("dd-ssp", "aim-synth")
 MARGINAL_MECHANISMS = ("aim", "mst", "gaussian")
 DEFAULT_MARGINAL_MECHANISM = "aim"
+#: What a fit answered by an objective-perturbation model reports: public calibration constants only (no solver
+#: diagnostics: whether and how fast the solver converged depends on the data).
+PUBLIC_OBJPERT_DETAILS = ("regularization", "noise_std", "output_noise_std", "gradient_tolerance")
 
 
 class RegressionInputError(InvalidInput, ValueError):
@@ -95,6 +98,7 @@ class FitOutcome:
     release_cost: PrivacyCost
     details: dict[str, object] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    budget: accountant.BudgetEffect | None = None  # what a new release cost in the budget's epsilon (None: reused)
 
     @property
     def feature_names(self) -> tuple[str, ...]:
@@ -126,6 +130,7 @@ class FitOutcome:
             "encodings": self.design.to_dict()["encodings"],
             "details": self.details,
             "notes": list(self.notes),
+            **({"budget": self.budget.to_json()} if self.budget is not None else {}),
         }
 
 
@@ -270,7 +275,8 @@ def _candidates(engine: Engine, dataset: StoredDataset, kind: str) -> list[_Cand
         rows = session.execute(
             select(Release.id, Release.kind, Release.mechanism, Release.status, Release.params_json,
                    Release.details_json)
-            .where(Release.dataset_id == dataset.id, Release.kind == kind, Release.status == "complete")
+            .where(Release.dataset_id == dataset.id, Release.kind == kind, Release.status == "complete",
+                   Release.seeded.is_(False))
             .order_by(Release.id)
         ).all()
     return [_Candidate(r[0], r[1], r[2], r[3], json.loads(r[4]), json.loads(r[5])) for r in rows]
@@ -291,7 +297,8 @@ def _coverage(candidate: _Candidate, domain: Domain, design: DesignEncoding) -> 
 def find_release(engine: Engine, dataset: StoredDataset, design: DesignEncoding, method: str,
                  epsilon: Fraction | None = None, delta: Fraction | None = None,
                  allow_unmeasured: bool = False) -> int | None:
-    """The stored complete release that answers ``method`` on ``design`` best, or None.
+    """The stored complete release that answers ``method`` on ``design`` best, or None. Seeded releases (made with
+    a known seed for tests and benchmarks, no privacy) are never picked.
 
     Marginal methods: releases that measured every column and pair among target and features (with
     ``allow_unmeasured`` any marginal release, those that did first), then the one with the largest
@@ -343,7 +350,8 @@ def answer(
                 estimator = DDSSPLinearRegression() if design.task == "linear" else DDSSPLogisticRegression()
                 return estimator.fit(stats), {"total": total}
             rows = min(max(1, round(total)), releases.MAX_SYNTHETIC_ROWS)
-            frame = releases.synthetic_frame(engine, release.id, rows, seed)
+            # fit() decided whether this release may answer (a seeded one only for an in-process caller who allows it)
+            frame = releases.synthetic_frame(engine, release.id, rows, seed, allow_seeded=True)
             return fit_on_rows(frame, design), {"synthetic_rows": rows}
         if method == "adassp":
             payload = gram.GramPayload.from_bytes(release.payload or b"")
@@ -354,7 +362,7 @@ def answer(
             return estimator, {"ridge": estimator.ridge_, "lambda_min_tilde": estimator.lambda_min_tilde_}
         payload = ModelPayload.from_bytes(release.payload or b"")
         return ReleasedLogisticModel(payload, design), {
-            k: release.details.get(k) for k in ("converged", "gradient_norm", "regularization", "noise_std")
+            k: release.details[k] for k in PUBLIC_OBJPERT_DETAILS if k in release.details
         }
     except (EstimatorError, KeyError) as exc:
         raise ServiceError(f"release {release.id} could not answer {method}: {exc}", code="answer_failed",
@@ -378,7 +386,6 @@ def make_release(
 ) -> releases.ReleaseOutcome:
     """A new release that can answer ``method`` on ``design``, checked and charged by the accountant."""
     requested = {"epsilon": float(epsilon), "delta": float(delta)}
-    seeded = seed is not None
     if method in MARGINAL_METHODS:
         if mechanism not in MARGINAL_MECHANISMS:
             raise RegressionInputError(f"mechanism must be one of {list(MARGINAL_MECHANISMS)}, got {mechanism!r}")
@@ -398,7 +405,7 @@ def make_release(
             raise RegressionInputError(str(exc)) from None
         params = {"columns": gram.column_spec(design), "confidence_delta": float(delta),
                   "failure_prob": gram.DEFAULT_FAILURE_PROB, "lambda_share": str(gram.DEFAULT_LAMBDA_SHARE),
-                  "requested": requested, "seeded": seeded}
+                  "requested": requested}
         return releases.run_release(engine, dataset, kind="gram", mechanism="adassp", cost=cost, params=params,
                                     runner=runner, seed=seed, principal=principal, progress=progress,
                                     encode_payload=runner.encode)
@@ -406,7 +413,7 @@ def make_release(
         model_runner = ObjPertRelease(design, epsilon, delta)
     except MechanismError as exc:
         raise RegressionInputError(str(exc)) from None
-    params = {"design": design.to_dict(), "requested": requested, "seeded": seeded}
+    params = {"design": design.to_dict(), "requested": requested}
     return releases.run_release(engine, dataset, kind="model", mechanism="objpert", cost=model_runner.cost,
                                 params=params, runner=model_runner, seed=seed, principal=principal, progress=progress,
                                 encode_payload=model_runner.encode)
@@ -432,6 +439,7 @@ def fit(
     options: dict[str, object] | None = None,
     progress: Progress = no_progress,
     allow_unmeasured: bool = False,
+    allow_seeded: bool = False,
 ) -> FitOutcome:
     """Fit a private regression of ``target`` on ``features`` of dataset ``name`` (module docstring).
 
@@ -440,7 +448,8 @@ def fit(
     when there is one (``reuse=False`` always makes a new release, as benchmarks need). ``mechanism`` (default
     AIM) and ``options`` configure a new marginal release (dd-ssp, aim-synth); the answer's notes say so when a
     stored release answered instead. ``seed`` makes the new release and the synthetic rows of aim-synth
-    reproducible (tests and benchmarks only).
+    reproducible (in-process tests and benchmarks only: a seeded release carries no privacy); ``allow_seeded`` lets
+    ``release_id`` name a seeded release (refused otherwise, 409).
 
     A marginal release answers dd-ssp and aim-synth only if it measured every column and pair among target and
     features (service/coverage.py); ``allow_unmeasured=True`` lets one that did not answer anyway (the model then
@@ -456,12 +465,14 @@ def fit(
     dataset = get_dataset(engine, name)
     design = build_design(dataset.domain, task, target, features, categorical, intercept)
     cost = PrivacyCost()
+    effect = None
     if release_id is not None:
         if epsilon is not None or delta is not None:
             raise RegressionInputError("give either a release id or epsilon and delta, not both")
         release = releases.get_release(engine, int(release_id))
         if release.dataset.name != dataset.name:
             raise ReleaseCannotAnswer(f"release {release_id} is a release of {release.dataset.name!r}, not of {name!r}")
+        release.check_answerable(allow_seeded)
         candidate = _Candidate(release.id, release.kind, release.mechanism, release.status, release.params,
                                release.details)
         reason = _cannot_answer(candidate, dataset.domain, design, method, allow_unmeasured)
@@ -476,7 +487,7 @@ def fit(
             outcome = make_release(engine, dataset, design, method, eps, dlt, seed=seed, principal=principal,
                                    mechanism=mechanism or DEFAULT_MARGINAL_MECHANISM, options=options,
                                    progress=progress)
-            found, cost = outcome.release_id, outcome.cost
+            found, cost, effect = outcome.release_id, outcome.cost, outcome.budget
         release = releases.get_release(engine, found)
     model, details = answer(engine, release, design, method, seed)
     notes = []
@@ -491,4 +502,4 @@ def fit(
                                   and mechanism != release.mechanism and method in MARGINAL_METHODS else ""))
     release_cost = release_costs(engine, [release.id])[release.id]
     return FitOutcome(model, method, dataset.name, design, release.id, release.kind, release.mechanism, reused, cost,
-                      release_cost, details, tuple(notes))
+                      release_cost, details, tuple(notes), effect)

@@ -24,6 +24,11 @@ A process killed in step 3 or 4 leaves a ``pending`` release with its charge. Th
 its runner (process and heartbeat, :mod:`service.runners`); :func:`service.recovery.recover_interrupted`,
 run by every command and at server start, marks ``failed_after_noise`` the pending releases whose
 runner is provably gone, and only those.
+
+A ``seed`` (in-process callers only: tests and benchmarks; no HTTP route and no client call takes one) makes the
+noise reproducible by whoever knows the seed, so the release carries no privacy. Such a release is marked
+``seeded`` in the database, is never reused to answer a question, and answers nothing unless the caller says
+``allow_seeded=True`` (in-process tests and benchmarks; the HTTP API never does).
 """
 
 from __future__ import annotations
@@ -48,7 +53,7 @@ from service import accountant, interrupts, pgm, runners, zcdp
 from service.cost import PrivacyCost, check_amount, exact, floor_to_grid
 from service.coverage import Coverage, coverage, measured_cliques
 from service.datasets import StoredDataset, get_dataset, stored_dataset
-from service.errors import InvalidInput, NotFound, ServiceError
+from service.errors import Conflict, InvalidInput, NotFound, ServiceError
 from service.mechanisms.base import MechanismResult, Progress, no_progress
 from service.noise import NoiseSource
 from service.oracle import SqlCountOracle
@@ -56,6 +61,8 @@ from service.recovery import ReleaseFailure
 from workloads.marginals import Query, WorkloadError, canonical, parse_workload, total_cells
 
 MECHANISMS = ("laplace", "gaussian", "mst", "aim")
+#: The command line refuses ``--seed`` on a release unless this environment variable is "1" (tests, benchmarks).
+UNSAFE_SEEDED_RELEASES_ENV = "MARGINALIA_UNSAFE_SEEDED_RELEASES"
 ZCDP_MECHANISMS = ("gaussian", "mst", "aim")
 MAX_WORKLOAD_CELLS = 50_000_000
 MAX_SYNTHETIC_ROWS = 10_000_000
@@ -78,15 +85,37 @@ class TrackedNoise:
         return attribute
 
 
+class SeededReleaseError(Conflict):
+    """A release made with a known seed was asked to answer where privacy is expected."""
+
+    code = "seeded_release"
+
+
+def refuse_seeded(release_id: int) -> SeededReleaseError:
+    return SeededReleaseError(
+        f"release {release_id} was made with a known seed, for tests and benchmarks: anyone who knows the seed can "
+        "regenerate and subtract its noise, so it carries no privacy and cannot answer here; make a new release "
+        "without a seed"
+    )
+
+
 @dataclass(frozen=True)
 class ReleaseOutcome:
     release_id: int
     cost: PrivacyCost
     mechanism: str
     details: dict[str, object] = field(default_factory=dict)
+    budget: accountant.BudgetEffect | None = None
+    seeded: bool = False
 
     def to_json(self) -> dict[str, object]:
-        return {"release_id": self.release_id, "mechanism": self.mechanism, "cost": self.cost.to_json()}
+        body: dict[str, object] = {"release_id": self.release_id, "mechanism": self.mechanism,
+                                   "cost": self.cost.to_json()}
+        if self.budget is not None:
+            body["budget"] = self.budget.to_json()
+        if self.seeded:
+            body["seeded"] = True
+        return body
 
 
 def marginal_cost(mechanism: str, epsilon: object, delta: object, rho: object) -> PrivacyCost:
@@ -110,7 +139,11 @@ def marginal_cost(mechanism: str, epsilon: object, delta: object, rho: object) -
         if rho is not None:
             if epsilon is not None or delta is not None:
                 raise InvalidInput("give either --rho or --epsilon with --delta, not both", code="invalid_parameter")
-            return PrivacyCost(rho=floor_to_grid(check_amount(exact(zcdp.validate_rho(rho, "rho")), "rho")))
+            charged = floor_to_grid(check_amount(exact(zcdp.validate_rho(rho, "rho")), "rho"))
+            if charged <= 0:
+                raise InvalidInput(f"rho={rho} is below the accountant's resolution of 1e-12 (the ledger's unit of "
+                                   "rho): it cannot be charged", code="invalid_parameter")
+            return PrivacyCost(rho=charged)
         if epsilon is None or delta is None:
             raise InvalidInput(
                 f"{mechanism} is a zCDP mechanism: give --rho, or --epsilon and --delta (delta > 0)",
@@ -169,7 +202,6 @@ def release_marginals(
     params = {
         "workload": [{"attributes": list(q.attributes), "weight": q.weight} for q in queries],
         "options": options,
-        "seeded": seed is not None,
         "requested": {"epsilon": _num(epsilon), "delta": _num(delta), "rho": _num(rho)},
     }
     return run_release(engine, dataset, kind="marginals", mechanism=mechanism, cost=cost, params=params,
@@ -193,8 +225,10 @@ def run_release(
     """Reserve, run, store (module docstring). ``runner`` gets the count oracle, the noise and a
     progress callback, at each call of which a stop request is honoured."""
     interrupts.raise_if_requested("before the release was reserved: nothing was charged")
-    release_id, charge_id = accountant.reserve_release(engine, dataset.name, kind, mechanism, cost, params, principal,
-                                                       runner=runners.current().columns())
+    seeded = seed is not None
+    release_id, charge_id = accountant.reserve_release(engine, dataset.name, kind, mechanism, cost,
+                                                       {**params, "seeded": seeded}, principal,
+                                                       runner=runners.current().columns(), seeded=seeded)
     noise = TrackedNoise(NoiseSource(seed))
     where = f"during release {release_id}"
 
@@ -214,7 +248,8 @@ def run_release(
             _store(engine, release_id, payload, result.details)
         except BaseException as exc:
             raise _failed(engine, release_id, charge_id, mechanism, cost, True, exc) from None
-    return ReleaseOutcome(release_id, cost, mechanism, result.details)
+    return ReleaseOutcome(release_id, cost, mechanism, result.details, accountant.budget_effect(engine, charge_id),
+                          seeded)
 
 
 def _store(engine: Engine, release_id: int, payload: bytes, details: dict[str, object]) -> None:
@@ -243,7 +278,11 @@ def _failed(engine: Engine, release_id: int, charge_id: int, mechanism: str, cos
                         .values(status=status, error=message, finished_at=utcnow()))
     if not noise_drawn:
         accountant.refund(engine, charge_id, f"release {release_id} failed before any noise was drawn: {message}")
-    failure = ReleaseFailure(release_id, mechanism, status, cost)
+    try:
+        budget = accountant.budget_effect(engine, charge_id)
+    except Exception:  # noqa: BLE001 - the report is secondary: never hide the failure behind a second one
+        budget = None
+    failure = ReleaseFailure(release_id, mechanism, status, cost, budget)
     if isinstance(exc, interrupts.Interrupted):
         exc = interrupts.Interrupted(f"interrupted by {interrupts.signal_name()}: {failure.sentence()}",
                                      outcome=failure)
@@ -318,10 +357,20 @@ class StoredRelease:
     params: dict[str, object]
     details: dict[str, object]
     payload: bytes | None
+    seeded: bool = False
 
-    def to_json(self) -> dict[str, object]:
+    def to_json(self, *, hide_seeded_details: bool = False) -> dict[str, object]:
+        """Metadata. ``hide_seeded_details`` (the HTTP API) leaves out the details of a seeded release: they can be
+        noisy outputs (AIM's selected cliques) whose noise the seed's holder knows."""
+        details = {} if (self.seeded and hide_seeded_details) else self.details
         return {"release_id": self.id, "dataset": self.dataset.name, "kind": self.kind, "mechanism": self.mechanism,
-                "status": self.status, "params": self.params, "details": self.details}
+                "status": self.status, "seeded": self.seeded, "params": self.params, "details": details}
+
+    def check_answerable(self, allow_seeded: bool) -> None:
+        """Refuse (409 ``seeded_release``) to answer from a seeded release unless ``allow_seeded`` (in-process tests
+        and benchmarks)."""
+        if self.seeded and not allow_seeded:
+            raise refuse_seeded(self.id)
 
     def coverage(self, attributes: Sequence[str]) -> Coverage:
         """What this marginal release measured of ``attributes`` (service/coverage.py)."""
@@ -338,7 +387,8 @@ def get_release(engine: Engine, release_id: int) -> StoredRelease:
 
         dataset = stored_dataset(session.get(Dataset, release.dataset_id))
         return StoredRelease(release.id, dataset, release.kind, release.mechanism, release.status,
-                             json.loads(release.params_json), json.loads(release.details_json), release.payload)
+                             json.loads(release.params_json), json.loads(release.details_json), release.payload,
+                             bool(release.seeded))
 
 
 def list_releases(engine: Engine, name: str | None = None) -> list[StoredRelease]:
@@ -387,11 +437,14 @@ def release_model(engine: Engine, release_id: int) -> tuple[StoredRelease, pgm.M
     return entry
 
 
-def answer_marginal(engine: Engine, release_id: int, attributes: list[str]) -> dict[str, object]:
-    """Any marginal of a release's model: free post-processing. The answer says what the release
-    measured of it (``coverage``: what is data and what the model's extrapolation) and, for a raw
-    table, the label of each code of each axis (``labels``)."""
+def answer_marginal(
+    engine: Engine, release_id: int, attributes: list[str], *, allow_seeded: bool = False
+) -> dict[str, object]:
+    """Any marginal of a release's model: free post-processing (refused for a seeded release unless
+    ``allow_seeded``). The answer says what the release measured of it (``coverage``: what is data and what the
+    model's extrapolation) and, for a raw table, the label of each code of each axis (``labels``)."""
     release, model = release_model(engine, release_id)
+    release.check_answerable(allow_seeded)
     try:
         ordered = canonical(release.dataset.domain, attributes)
     except WorkloadError as exc:
@@ -411,14 +464,17 @@ def answer_marginal(engine: Engine, release_id: int, attributes: list[str]) -> d
     }
 
 
-def synthetic_frame(engine: Engine, release_id: int, rows: int, seed: int | None = None, *,
-                    labels: bool = False) -> pd.DataFrame:
-    """``rows`` synthetic records drawn from a release's model (free). Without a seed, fresh
-    entropy is used. With ``labels``, the columns of a raw table hold their codes' labels (from its
-    binning spec) instead of the codes."""
+def synthetic_frame(
+    engine: Engine, release_id: int, rows: int, seed: int | None = None, *, labels: bool = False,
+    allow_seeded: bool = False,
+) -> pd.DataFrame:
+    """``rows`` synthetic records drawn from a release's model (free). Without a seed, fresh entropy is used (the
+    HTTP API never passes one); refused for a seeded release unless ``allow_seeded``. With ``labels``, the columns
+    of a raw table hold their codes' labels (from its binning spec) instead of the codes."""
     if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1 or rows > MAX_SYNTHETIC_ROWS:
         raise InvalidInput(f"rows must be an integer in 1..{MAX_SYNTHETIC_ROWS:,}, got {rows!r}", code="invalid_rows")
     release, model = release_model(engine, release_id)
+    release.check_answerable(allow_seeded)
     seed = secrets.randbits(32) if seed is None else int(seed)
     columns = pgm.synthetic_rows(model, rows, seed)
     names = release.dataset.labels if labels else {}

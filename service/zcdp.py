@@ -12,7 +12,11 @@ Plain floats and exact rationals only (no numpy). Sources (see docs/privacy.md f
 
       delta(rho, eps) = inf_{alpha > 1} exp((alpha - 1)(alpha rho - eps)) / (alpha - 1) * (1 - 1/alpha)^alpha
 
-* The budget rule (``budget_holds``) is proved in docs/privacy.md, section "The accountant's rule".
+* The budget rule (``budget_holds``) is proved in docs/privacy.md, section "The accountant's rule". Once the
+  anchor is fixed, an (eps, delta) charge is priced at the Renyi divergence of order alpha of eps-randomized
+  response (``price_epsilon``): every eps-DP pair is a post-processing of randomized response (Kairouz, Oh &
+  Viswanath 2015, Thm. 2.1), so by data processing (van Erven & Harremoes 2014, Thm. 9) its Renyi divergence is
+  at most that of randomized response.
 
 Every public function validates its privacy parameters and raises :class:`PrivacyParameterError`
 (a ``ValueError``) naming the parameter and the bad value.
@@ -23,7 +27,7 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass
-from decimal import Decimal
+from decimal import Decimal, localcontext
 from fractions import Fraction
 
 __all__ = [
@@ -42,6 +46,10 @@ __all__ = [
     "positive_exact",
     "laplace_scale_exact",
     "optimal_order",
+    "price_epsilon",
+    "randomized_response_divergence",
+    "remaining_delta",
+    "remaining_epsilon",
     "remaining_rho",
     "validate_delta",
     "validate_epsilon",
@@ -387,6 +395,24 @@ def _sums(e: object, d: object, r: object) -> tuple[Fraction, Fraction, Fraction
     return _nonnegative_exact(e, "E"), _nonnegative_exact(d, "D"), _nonnegative_exact(r, "R")
 
 
+def _ledger(
+    E: object, D: object, R: object, priced: object, anchor: ZcdpAnchor | None
+) -> tuple[Fraction, Fraction, Fraction, Fraction]:
+    """(E, D, R, C) validated; C, the sum of the prices of the (eps, delta) charges, defaults to E (every charge at
+    its epsilon: what charges made before the anchor cost, and always a valid, conservative price). R > 0 needs the
+    anchor."""
+    e, d, r = _sums(E, D, R)
+    c = e if priced is None else _nonnegative_exact(priced, "C")
+    if anchor is None and r != 0:
+        raise _need_anchor()
+    return e, d, r, c
+
+
+def _delta_held(d: Fraction, delta_B: object, anchor: ZcdpAnchor) -> bool:
+    """Whether the (eps, delta) charges' D intrudes on the delta_z the zCDP charges hold."""
+    return d > exact_number(delta_B, "delta_B") - anchor.delta_z
+
+
 def _need_anchor() -> PrivacyParameterError:
     return PrivacyParameterError("R > 0 needs the anchor (a ZcdpAnchor) fixed at the first rho charge")
 
@@ -396,43 +422,123 @@ def _float_up(x: Fraction) -> float:
     return math.nextafter(as_float, math.inf) if Fraction(as_float) < x else as_float
 
 
-def epsilon_spent(E: object, D: object, R: object, delta_B: object, anchor: ZcdpAnchor | None = None) -> float:
-    """The epsilon the ledger has spent at the budget's delta_B, as a float rounded up: E while R = 0, else
-    E + alpha R + t with the anchor's alpha and t (see ``budget_holds``)."""
-    e, _d, r = _sums(E, D, R)
+# --------------------------------------------------------------------------------------------------
+# pricing (eps, delta) charges made after the anchor
+# --------------------------------------------------------------------------------------------------
+PRICE_DIGITS = 60  # decimal digits of the arithmetic that prices a charge (each exp/ln is correctly rounded)
+
+
+def randomized_response_divergence(epsilon: object, alpha: object) -> Decimal:
+    """D_alpha(RR_eps(0) || RR_eps(1)), the Renyi divergence of order alpha between the two output laws of
+    eps-randomized response (Bernoulli(e^eps / (1 + e^eps)) against Bernoulli(1 / (1 + e^eps))):
+
+        D = ln( (e^(alpha eps) + e^(-(alpha - 1) eps)) / (1 + e^eps) ) / (alpha - 1),
+
+    from sum_y P(y)^alpha Q(y)^(1 - alpha) = (e^(alpha eps) + e^((1 - alpha) eps)) / (1 + e^eps). Computed in
+    ``PRICE_DIGITS``-digit decimal arithmetic, so the value is exact to far below the ledger's 1e-12 grid. It is
+    at most eps (D_alpha <= D_infinity = eps) and about alpha eps^2 / 2 for small eps.
+    """
+    eps = _nonnegative_exact(epsilon, "epsilon")
+    a = exact_number(alpha, "alpha")
+    if a <= 1:
+        raise PrivacyParameterError(f"alpha must be > 1, got {alpha!r}")
+    if eps == 0:
+        return Decimal(0)
+    with localcontext() as context:
+        context.prec = PRICE_DIGITS
+        e = Decimal(eps.numerator) / Decimal(eps.denominator)
+        order = Decimal(a.numerator) / Decimal(a.denominator)
+        numerator = (order * e).exp() + (-(order - 1) * e).exp()
+        return (numerator / (1 + e.exp())).ln() / (order - 1)
+
+
+def price_epsilon(epsilon: object, alpha: object) -> Fraction:
+    """What an (eps, delta) charge made after the anchor costs in the rule: c = min(eps, D_alpha(RR_eps)) rounded UP
+    to the ledger's 1e-12 grid (after a margin of 1e-40 for the decimal arithmetic). docs/privacy.md 6.3: every
+    eps-DP pair is a post-processing of eps-randomized response (Kairouz, Oh & Viswanath 2015, Thm. 2.1), hence its
+    Renyi divergence of order alpha is at most D_alpha(RR_eps) (data processing, van Erven & Harremoes 2014,
+    Thm. 9); the same holds for the eps-DP part of an (eps, delta)-DP mechanism."""
+    eps = _nonnegative_exact(epsilon, "epsilon")
+    divergence = randomized_response_divergence(eps, alpha)
+    with localcontext() as context:
+        context.prec = PRICE_DIGITS
+        units = math.ceil((divergence + Decimal("1e-40")) * OFFSET_GRID)
+    return min(eps, Fraction(units, OFFSET_GRID))
+
+
+def _largest_priced_epsilon(room: Fraction, alpha: Fraction) -> Fraction:
+    """The largest eps on the 1e-12 grid whose price is at most ``room`` (0 when none is).
+
+    price is nondecreasing in eps, and price(eps) >= eps - ln 2 / (alpha - 1) (because (alpha - 1) D >= alpha eps -
+    ln(1 + e^eps) >= (alpha - 1) eps - ln 2), so the answer lies below room + 1 / (alpha - 1)."""
+    if room <= 0:
+        return Fraction(0)
+    lo, hi = 0, math.ceil((room + 1 / (alpha - 1)) * OFFSET_GRID) + 1
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if price_epsilon(Fraction(mid, OFFSET_GRID), alpha) <= room:
+            lo = mid
+        else:
+            hi = mid
+    return Fraction(lo, OFFSET_GRID)
+
+
+# --------------------------------------------------------------------------------------------------
+# the rule
+# --------------------------------------------------------------------------------------------------
+def epsilon_spent(
+    E: object, D: object, R: object, delta_B: object, anchor: ZcdpAnchor | None = None, *, priced: object = None
+) -> float:
+    """The epsilon the ledger has spent at the budget's delta_B, as a float rounded up (see ``budget_holds``):
+
+    * no anchor (no zCDP charge yet): E;
+    * anchored, R > 0: C + alpha R + t;
+    * anchored, R = 0 (the first zCDP release was refunded): the smaller of E and C + t.
+    """
+    e, _d, r, c = _ledger(E, D, R, priced, anchor)
     validate_delta(delta_B, "delta_B")
-    if r == 0:
-        return _float_up(e)
     if anchor is None:
-        raise _need_anchor()
-    return _float_up(e + anchor.alpha * r + anchor.offset)
+        return _float_up(e)
+    anchored = c + anchor.alpha * r + anchor.offset
+    return _float_up(min(e, anchored) if r == 0 else anchored)
 
 
 def budget_holds(
-    E: object, D: object, R: object, eps_B: object, delta_B: object, anchor: ZcdpAnchor | None = None
+    E: object,
+    D: object,
+    R: object,
+    eps_B: object,
+    delta_B: object,
+    anchor: ZcdpAnchor | None = None,
+    *,
+    priced: object = None,
 ) -> bool:
-    """Whether the ledger sums (E, D, R) -- including the charge under consideration -- fit the budget.
+    """Whether the ledger sums -- including the charge under consideration -- fit the budget.
 
-    E, D: sums of the (eps, delta) charges; R: sum of the rho charges. Everything is compared EXACTLY as
-    rationals (pass Fractions or Decimals: ten charges of Decimal("0.1") are exactly at a budget of 1).
+    E, D: sums of the (eps, delta) charges; R: sum of the rho charges; ``priced`` = C: sum of the prices of the
+    (eps, delta) charges (``price_epsilon`` for charges made after the anchor, eps itself before; default C = E).
+    Everything is compared EXACTLY as rationals (pass Fractions or Decimals: ten charges of Decimal("0.1") are
+    exactly at a budget of 1).
 
-    * R = 0 (no zCDP charge yet):  E <= eps_B and D <= delta_B   (basic composition filter).
-    * R > 0, with the anchor (alpha, delta_z, t) fixed at the first rho charge:
-      E + alpha R + t <= eps_B  and  D <= delta_B - delta_z.
+    * No anchor (no zCDP charge yet; R must be 0):  E <= eps_B and D <= delta_B   (basic composition filter).
+    * Anchored (alpha, delta_z, t), fixed at the first rho charge and in force from then on:
+      D <= delta_B - delta_z, and C + alpha R + t <= eps_B (or, while R = 0, E <= eps_B).
 
-    This is a valid privacy filter even when every charge's type and size are chosen after seeing
-    earlier releases (proof: docs/privacy.md). The design's rule E + cdp_eps(R, delta_B - D) <= eps_B is
-    not: an adaptive analyst can exceed delta_B under it (docs/privacy.md and tests/test_zcdp.py).
+    This is a valid privacy filter even when every charge's type and size are chosen after seeing earlier
+    releases (proof: docs/privacy.md, Theorem B). The design's rule E + cdp_eps(R, delta_B - D) <= eps_B is not:
+    an adaptive analyst can exceed delta_B under it (docs/privacy.md and tests/test_zcdp.py).
     """
-    e, d, r = _sums(E, D, R)
+    e, d, r, c = _ledger(E, D, R, priced, anchor)
     eps_b = positive_exact(eps_B, "eps_B")
     delta_b = exact_number(delta_B, "delta_B")
     validate_delta(delta_b, "delta_B")
-    if r == 0:
-        return e <= eps_b and d <= delta_b
     if anchor is None:
-        raise _need_anchor()
-    return d <= delta_b - anchor.delta_z and e + anchor.alpha * r + anchor.offset <= eps_b
+        return e <= eps_b and d <= delta_b
+    if _delta_held(d, delta_b, anchor):
+        return False
+    if r == 0 and e <= eps_b:
+        return True
+    return c + anchor.alpha * r + anchor.offset <= eps_b
 
 
 def remaining_rho(
@@ -443,21 +549,61 @@ def remaining_rho(
     delta_B: object,
     anchor: ZcdpAnchor | None = None,
     delta_reserve: object = 0,
+    *,
+    priced: object = None,
 ) -> Fraction:
     """The largest further rho charge that ``budget_holds`` accepts, exactly (0 when none fits).
 
     Before the first rho charge (anchor None) it is computed through the anchor that charge would fix, i.e.
     about cdp_rho(eps_B - E, delta_B - D - delta_reserve).
     """
-    e, d, r = _sums(E, D, R)
+    e, d, r, c = _ledger(E, D, R, priced, anchor)
     eps_b = positive_exact(eps_B, "eps_B")
     if anchor is None:
-        if r != 0:
-            raise _need_anchor()
         try:
             anchor = zcdp_anchor(eps_b, delta_B, e, d, delta_reserve)
         except PrivacyParameterError:
             return Fraction(0)
-    if d > exact_number(delta_B, "delta_B") - anchor.delta_z:
+        c = e
+    if _delta_held(d, delta_B, anchor):
         return Fraction(0)
-    return max(Fraction(0), (eps_b - e - anchor.offset) / anchor.alpha - r)
+    return max(Fraction(0), (eps_b - c - anchor.offset) / anchor.alpha - r)
+
+
+def remaining_epsilon(
+    E: object,
+    D: object,
+    R: object,
+    eps_B: object,
+    delta_B: object,
+    anchor: ZcdpAnchor | None = None,
+    *,
+    priced: object = None,
+) -> Fraction:
+    """The largest epsilon of one further (eps, delta) charge that ``budget_holds`` accepts (its delta must fit
+    ``remaining_delta`` too), on the ledger's 1e-12 grid. Before the anchor: eps_B - E. After: the largest eps whose
+    price fits eps_B - C - alpha R - t (or eps_B - E while R = 0, whichever is larger)."""
+    e, d, r, c = _ledger(E, D, R, priced, anchor)
+    eps_b = positive_exact(eps_B, "eps_B")
+    if anchor is None:
+        return _on_grid_down(max(Fraction(0), eps_b - e))
+    if _delta_held(d, delta_B, anchor):
+        return Fraction(0)
+    best = _largest_priced_epsilon(eps_b - c - anchor.alpha * r - anchor.offset, anchor.alpha)
+    if r == 0:
+        best = max(best, _on_grid_down(max(Fraction(0), eps_b - e)))
+    return best
+
+
+def remaining_delta(D: object, delta_B: object, anchor: ZcdpAnchor | None = None) -> Fraction:
+    """The delta that (eps, delta) charges can still spend: delta_B - D before the anchor, delta_B - delta_z - D
+    after it (the zCDP charges hold delta_z). Before the anchor, spending it leaves less for a first zCDP charge
+    (``zcdp_anchor`` gives the zCDP charges delta_B - D - delta_reserve)."""
+    d = _nonnegative_exact(D, "D")
+    delta_b = exact_number(delta_B, "delta_B")
+    held = anchor.delta_z if anchor is not None else Fraction(0)
+    return max(Fraction(0), delta_b - held - d)
+
+
+def _on_grid_down(x: Fraction) -> Fraction:
+    return Fraction(math.floor(x * OFFSET_GRID), OFFSET_GRID)

@@ -5,10 +5,12 @@ nothing)."""
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 from sqlalchemy import Engine, func, inspect, select
 
 from db.engine import make_engine, transaction
@@ -77,7 +79,7 @@ def build_world(url: str, data_dir: Path, budget: float = 5.0) -> World:
     load_titanic(engine, data_dir)
     accountant.set_budget(engine, "titanic", budget, 1e-6)
     keys, ids = make_keys(engine)
-    outcome = releases.release_marginals(engine, "titanic", "laplace", SMALL_WORKLOAD, epsilon=0.1, seed=0)
+    outcome = releases.release_marginals(engine, "titanic", "laplace", SMALL_WORKLOAD, epsilon=0.1)
     job_id = jobs.create(engine, "titanic", "release", ids["steward"])  # a finished background release
     jobs.finish(engine, job_id, "done", 201, {"release_id": outcome.release_id})
     return World(engine, url, keys, ids, "titanic", outcome.release_id, job_id)
@@ -85,6 +87,17 @@ def build_world(url: str, data_dir: Path, budget: float = 5.0) -> World:
 
 def bearer(key: str | None) -> dict[str, str]:
     return {} if key is None else {"Authorization": f"Bearer {key}"}
+
+
+def finished_job(client: TestClient, key: str, job_id: int, seconds: float = 120) -> dict[str, object]:
+    """Poll ``GET /jobs/{job_id}`` with ``key`` until the job is no longer running; its last state."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        job = client.get(f"/jobs/{job_id}", headers=bearer(key)).json()
+        if job["state"] != "running":
+            return job
+        time.sleep(0.05)
+    raise AssertionError(f"job {job_id} still running: {job}")
 
 
 def snapshot(engine: Engine) -> dict[str, object]:

@@ -44,12 +44,12 @@ def raw(engine, tmp_path: Path):  # noqa: ANN001, ANN201
     (tmp_path / "spec.json").write_text(json.dumps(SPEC))
     datasets.load_raw_csv(engine, "raw", [tmp_path / "raw.csv"], tmp_path / "spec.json")
     accountant.set_budget(engine, "raw", "100", "1e-5")
-    return releases.release_marginals(engine, "raw", "gaussian", "all-2way", rho="1", seed=1)
+    return releases.release_marginals(engine, "raw", "gaussian", "all-2way", rho="1")
 
 
 # coverage of marginals ------------------------------------------------------------------------------
 def test_a_marginal_says_what_its_release_measured(engine, titanic) -> None:  # noqa: ANN001
-    release = releases.release_marginals(engine, "titanic", "gaussian", SMALL, rho="0.5", seed=1).release_id
+    release = releases.release_marginals(engine, "titanic", "gaussian", SMALL, rho="0.5").release_id
     measured = releases.answer_marginal(engine, release, ["Survived", "Pclass"])["coverage"]
     assert measured == {"measured": True, "measured_cliques": [["Survived", "Pclass"]], "unmeasured_attributes": [],
                         "unmeasured_pairs": [], "warning": None}
@@ -78,7 +78,7 @@ def test_measured_cliques_by_mechanism() -> None:
 
 
 def test_the_cli_and_the_client_warn_about_extrapolated_marginals(engine, titanic) -> None:  # noqa: ANN001
-    release = releases.release_marginals(engine, "titanic", "gaussian", SMALL, rho="0.5", seed=1).release_id
+    release = releases.release_marginals(engine, "titanic", "gaussian", SMALL, rho="0.5").release_id
     shown = CliRunner().invoke(app, ["marginal", str(release), "Survived", "Sex"])
     assert shown.exit_code == 0 and "warning" in shown.stderr and "extrapolation" in shown.stderr
     quiet = CliRunner().invoke(app, ["marginal", str(release), "Pclass", "Survived"])
@@ -95,7 +95,7 @@ def test_the_cli_and_the_client_warn_about_extrapolated_marginals(engine, titani
 
 # regressions refuse unmeasured pairs ---------------------------------------------------------------------
 def test_dd_ssp_from_a_release_that_never_measured_its_pairs_is_refused(engine, titanic) -> None:  # noqa: ANN001
-    release = releases.release_marginals(engine, "titanic", "gaussian", SMALL, rho="0.5", seed=1).release_id
+    release = releases.release_marginals(engine, "titanic", "gaussian", SMALL, rho="0.5").release_id
     with pytest.raises(ReleaseCannotAnswer, match=r"allow-unmeasured") as refused:
         regression.fit(engine, "titanic", "linear", "Fare", ["Age", "Sex"], release_id=release)
     assert "['Fare', 'Age']" in refused.value.message or "never measured" in refused.value.message
@@ -111,7 +111,7 @@ def test_dd_ssp_from_a_release_that_never_measured_its_pairs_is_refused(engine, 
 
 
 def test_the_cli_and_the_api_refuse_unless_asked(engine, titanic) -> None:  # noqa: ANN001
-    release = releases.release_marginals(engine, "titanic", "gaussian", SMALL, rho="0.5", seed=1).release_id
+    release = releases.release_marginals(engine, "titanic", "gaussian", SMALL, rho="0.5").release_id
     args = ["fit", "linear", "titanic", "--target", "Fare", "--features", "Age,Sex", "--release", str(release),
             "--json", "--quiet"]
     refused = CliRunner().invoke(app, args)
@@ -130,7 +130,7 @@ def test_the_cli_and_the_api_refuse_unless_asked(engine, titanic) -> None:  # no
 
 def test_a_reused_release_says_the_mechanism_asked_for_was_not_used(engine, titanic) -> None:  # noqa: ANN001
     first = regression.fit(engine, "titanic", "linear", "Fare", ["Pclass"], epsilon="1", delta="1e-5",
-                           mechanism="gaussian", seed=1)
+                           mechanism="gaussian")
     again = regression.fit(engine, "titanic", "linear", "Fare", ["Pclass"], epsilon="1", delta="1e-5",
                            mechanism="mst")
     assert again.reused and again.release_id == first.release_id
@@ -185,3 +185,31 @@ def test_the_cli_writes_labels_and_the_api_and_client_give_them(engine, raw, tmp
     assert set(client.synthetic(raw.release_id, rows=20, labels=False)["income"]) <= {0, 1}
     table = client.marginal(raw.release_id, ["income", "work"])
     assert list(table["income"].unique()) == ["<=50K", ">50K"] and table["count"].sum() == pytest.approx(100, abs=60)
+
+
+# seeded releases (issue 11): coverage and labels never open a way around the refusal ---------------------------
+def test_a_seeded_release_answers_with_coverage_and_labels_only_where_seeds_are_allowed(engine, raw) -> None:  # noqa: ANN001
+    seeded = releases.release_marginals(engine, "raw", "gaussian", [["age", "work"]], rho="1", seed=1).release_id
+    with pytest.raises(releases.SeededReleaseError):
+        releases.answer_marginal(engine, seeded, ["work", "income"])
+    with pytest.raises(releases.SeededReleaseError):
+        releases.synthetic_frame(engine, seeded, 5, labels=True)
+    with pytest.raises(releases.SeededReleaseError):  # the seed is refused before coverage could allow anything
+        regression.fit(engine, "raw", "linear", "age", ["work", "income"], release_id=seeded, allow_unmeasured=True)
+    # in-process tests and benchmarks that allow it get the same answer as from any release
+    answer = releases.answer_marginal(engine, seeded, ["work", "income"], allow_seeded=True)
+    assert answer["coverage"]["unmeasured_attributes"] == ["income"] and answer["labels"]["work"][0] == "Private"
+    assert set(releases.synthetic_frame(engine, seeded, 5, labels=True, allow_seeded=True)["income"]) <= {
+        "<=50K", ">50K"}
+    # the command line: refused, unless the unsafe switch is on; then the coverage warning is printed as usual
+    refused = CliRunner().invoke(app, ["marginal", str(seeded), "work", "income", "--json"])
+    assert refused.exit_code == 2 and json.loads(refused.stdout)["error"] == "seeded_release"
+    allowed = CliRunner().invoke(app, ["marginal", str(seeded), "work", "income"],
+                                 env={"MARGINALIA_UNSAFE_SEEDED_RELEASES": "1", "COLUMNS": "200"})
+    assert allowed.exit_code == 0 and "State-gov" in allowed.stdout and "never measured" in allowed.stderr
+    # HTTP: 409, with nothing of the answer (no coverage, no labels, no counts)
+    _, key = auth.create_key(engine, "analyst", "ada")
+    http = TestClient(create_app(engine), raise_server_exceptions=False)
+    for route, body in (("marginal", {"attributes": ["work", "income"]}), ("synthetic", {"rows": 5})):
+        response = http.post(f"/releases/{seeded}/{route}", json=body, headers={"Authorization": f"Bearer {key}"})
+        assert response.status_code == 409 and set(response.json()) == {"error", "message"}, response.text

@@ -46,7 +46,7 @@ class Fuzzed:
 
         accountant.set_budget(self.engine, "answered", 1.0, 1e-6)
         self.release_id = releases.release_marginals(self.engine, "answered", "laplace", SMALL_WORKLOAD,
-                                                     epsilon=0.5, seed=0).release_id
+                                                     epsilon=0.5).release_id
         releases.synthetic_frame(self.engine, self.release_id, 3, 0)  # compile the sampler once, up front
         _, self.key = auth.create_key(self.engine, "steward", "fuzzer")
         self.app = create_app(self.engine)

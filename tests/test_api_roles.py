@@ -55,12 +55,12 @@ def _request(route: str, caller: str, world: World) -> tuple[str, dict[str, obje
         "/datasets": {"name": f"upload {caller}", "csv": "a,b\n0,1\n1,0\n2,1\n", "domain": {"a": 3, "b": 2}},
         "/datasets/{name}/budget": {"epsilon": 5.0, "delta": 1e-6},
         "/datasets/{name}/releases/marginals": {"mechanism": "laplace", "workload": SMALL_WORKLOAD,
-                                                "epsilon": 0.01, "seed": 1},
+                                                "epsilon": 0.01},
         "/releases/{release_id}/marginal": {"attributes": ["Survived", "Sex"]},
         "/datasets/{name}/fit/linear": {"target": "Pclass", "features": ["Survived"], "release": world.release_id},
         "/datasets/{name}/fit/logistic": {"target": "Sex", "features": ["Pclass"], "release": world.release_id,
                                           "allow_unmeasured": True},  # the release never measured Sex x Pclass
-        "/releases/{release_id}/synthetic": {"rows": 3, "seed": 0},
+        "/releases/{release_id}/synthetic": {"rows": 3},
     }
     return url, bodies.get(route)
 

@@ -96,7 +96,7 @@ def test_concurrent_clients_never_overspend(database: Database, tmp_path: Path) 
     with api_server(database.url, tmp_path / "server.log") as server:
         def release(i: int) -> object:
             with Client(server.url, database.steward_key, retries=0, timeout=300) as client:
-                return client.release_marginals("titanic", seed=i, **RELEASE)
+                return client.release_marginals("titanic", **RELEASE)
 
         results = run_concurrently(CLIENTS, release)
         unexpected = [r for r in results if isinstance(r, Exception) and not isinstance(r, MarginaliaError)]
@@ -106,7 +106,7 @@ def test_concurrent_clients_never_overspend(database: Database, tmp_path: Path) 
         assert len(granted) == round(BUDGET / EPSILON) and len(refused) == CLIENTS - len(granted), server.log_tail()
         for error in refused:
             assert (error.status, error.code) == (409, "budget_exceeded"), error
-            remaining = re.search(r"only epsilon=([-0-9.e]+)", error.message)
+            remaining = re.search(r"epsilon=([-0-9.e]+) remains", error.message)
             assert remaining and abs(float(remaining.group(1))) < 1e-9, error.message  # all 10 charges are 0.1
         with Client(server.url, database.steward_key) as client:
             budget = client.budget("titanic")
@@ -119,7 +119,7 @@ def test_concurrent_clients_never_overspend(database: Database, tmp_path: Path) 
 def test_concurrent_retries_with_one_key_charge_once(database: Database, tmp_path: Path) -> None:
     with api_server(database.url, tmp_path / "server.log") as server:
         def post(i: int) -> httpx.Response:
-            return httpx.post(f"{server.url}/datasets/titanic/releases/marginals", json={**RELEASE, "seed": 7},
+            return httpx.post(f"{server.url}/datasets/titanic/releases/marginals", json=RELEASE,
                               headers={"Authorization": f"Bearer {database.steward_key}", "Idempotency-Key": "one"},
                               timeout=300)
 
@@ -141,7 +141,7 @@ def test_killed_mid_release_leaves_a_consistent_database(database: Database, tmp
         def release() -> None:
             with Client(server.url, database.steward_key, retries=0, timeout=300) as client:
                 try:
-                    outcome["result"] = client.release_marginals("titanic", idempotency_key="crash", seed=1, **RELEASE)
+                    outcome["result"] = client.release_marginals("titanic", idempotency_key="crash", **RELEASE)
                 except MarginaliaError as exc:
                     outcome["error"] = exc
 
@@ -166,9 +166,9 @@ def test_killed_mid_release_leaves_a_consistent_database(database: Database, tmp
         assert assert_consistent(database.engine) == {"spent": EPSILON, "releases": 1}
         with Client(server.url, database.steward_key, retries=0) as client:
             with pytest.raises(MarginaliaError) as retried:
-                client.release_marginals("titanic", idempotency_key="crash", seed=1, **RELEASE)
+                client.release_marginals("titanic", idempotency_key="crash", **RELEASE)
             assert (retried.value.status, retried.value.code) == (409, "request_interrupted")
-            fresh = client.release_marginals("titanic", seed=2, **RELEASE)
+            fresh = client.release_marginals("titanic", **RELEASE)
             budget = client.budget("titanic")
             assert client.release(fresh["release_id"])["status"] == "complete"
     assert budget["epsilon_pure_spent"] == pytest.approx(2 * EPSILON, abs=1e-12)

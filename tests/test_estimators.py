@@ -245,8 +245,8 @@ def test_unpenalised_logistic_reference_is_the_mle(adult_domain, adult_train):
     model = LogisticReference().fit(X, y, design.feature_names)
     D = np.column_stack([np.ones(len(X)), X])
     theta = np.concatenate([[model.intercept_], model.coef_])
-    _, gradient = objpert_objective(theta, D, y, np.zeros(D.shape[1]), 0.0)  # mean logistic loss, no penalty
-    assert np.max(np.abs(gradient)) < 1e-5  # sklearn's lbfgs stops at tol=1e-8 on a scaled loss
+    _, gradient = objpert_objective(theta, D, y, np.zeros(D.shape[1]), 0.0)  # summed logistic loss, no penalty
+    assert np.max(np.abs(gradient)) / len(X) < 1e-5  # sklearn's lbfgs stops at tol=1e-8 on a scaled loss
     assert fit_on_rows(adult_train, design).coef_ == pytest.approx(model.coef_, rel=1e-6)
 
 
@@ -346,12 +346,15 @@ def test_objpert_minimises_the_stated_objective(adult_domain, adult_train, noise
     sigma = objpert_noise_scale(epsilon, delta, bound) * noise_scale
     noise = np.random.default_rng(11).normal(0.0, 1.0, X.shape[1] + 1) * sigma
     model = ObjPertLogisticRegression(epsilon, delta, bound).fit(X, y, noise, design.feature_names)
-    assert model.converged_
+    # nothing data-dependent about the solver is kept (issue 11, finding 2)
+    assert not any(hasattr(model, name) for name in ("converged_", "gradient_norm_", "n_iter_"))
     theta = np.concatenate([[model.intercept_], model.coef_])
     D = np.column_stack([np.ones(len(X)), X])
     reg = bound**2 / (2 * epsilon)
-    # central differences of the objective written out independently: truncation ~h^2 f''' and rounding
-    # ~1e-16 / h, both below 1e-9 with h = 1e-5, so a true minimiser shows |gradient| < 1e-7
+    assert reg <= model.regularization_ <= reg * (1 + 1e-13)  # rounded up, never down
+    # central differences of the objective written out independently (divided by n: the same minimiser):
+    # truncation ~h^2 f''' and rounding ~1e-16 / h, both below 1e-9 with h = 1e-5, so a true minimiser shows
+    # |gradient| < 1e-7
     h = 1e-5
     steps = h * np.eye(theta.size)
     grad = np.array(
@@ -359,20 +362,51 @@ def test_objpert_minimises_the_stated_objective(adult_domain, adult_train, noise
          for e in steps]
     )  # fmt: skip
     assert np.max(np.abs(grad)) < 1e-7
-    value, analytic = objpert_objective(theta, D, y, noise, reg)
-    assert value == pytest.approx(_objective_by_hand(theta, D, y, noise, reg), rel=1e-12)
-    assert np.max(np.abs(analytic - grad)) < 1e-7
+    value, analytic = objpert_objective(theta, D, y, noise, model.regularization_)
+    n = len(X)
+    assert value / n == pytest.approx(_objective_by_hand(theta, D, y, noise, model.regularization_), rel=1e-12)
+    assert np.max(np.abs(analytic / n - grad)) < 1e-7
+
+
+def test_objpert_certifies_the_undivided_gradient_and_adds_output_noise(adult_domain, adult_train):
+    """Issue 11, finding 2: the solver stops on the gradient of the un-divided objective (certified in decimal
+    arithmetic, whatever n is, n = 0 included) and the model is that point plus the output noise."""
+    b = np.array([0.3, -1.2, 2.5])
+    empty = ObjPertLogisticRegression(1.0, 1e-5, 2.0).fit(np.zeros((0, 2)), np.zeros(0), b)
+    reg = empty.regularization_
+    # no rows: J = reg/2 ||theta||^2 + b.theta, minimised exactly at -b / reg; the certified distance is 1e-10
+    assert np.max(np.abs(np.r_[empty.intercept_, empty.coef_] + b / reg)) <= 1e-10
+    design = DesignEncoding(adult_domain, ["age", "sex"], "income>50K", "logistic")
+    X, y = design.encode(adult_train.iloc[:3000])
+    noise = np.array([5.0, -3.0, 1.0])
+    base = ObjPertLogisticRegression(1.0, 1e-5, design.feature_norm_bound()).fit(X, y, noise)
+    tolerance = base.gradient_tolerance_
+    assert tolerance == pytest.approx(1e-10 * base.regularization_)
+    D = np.column_stack([np.ones(len(X)), X])
+    theta = np.r_[base.intercept_, base.coef_]
+    margins = y * (D @ theta)
+    # the un-divided gradient at the (float-rounded) certified point, summed exactly (fsum); rounding theta to float
+    # moves it by at most ||H|| * 1e-16 ||theta|| (H <= reg + n ||X||^2 / 4), far below the slack used here
+    terms = D * (-y / (1.0 + np.exp(margins)))[:, None]
+    gradient = np.array([math.fsum(terms[:, j]) for j in range(D.shape[1])]) + base.regularization_ * theta + noise
+    slack = (base.regularization_ + len(X) * 3.0 / 4) * 4e-16 * np.linalg.norm(theta) * 10
+    assert np.linalg.norm(gradient) <= tolerance + slack
+    shift = np.array([1e-3, -2e-3, 5e-4])
+    moved = ObjPertLogisticRegression(1.0, 1e-5, design.feature_norm_bound()).fit(X, y, noise, output_noise=shift)
+    np.testing.assert_allclose(np.r_[moved.intercept_, moved.coef_] - theta, shift, rtol=0, atol=1e-14)
 
 
 def test_objpert_rejects_bad_input(adult_domain, adult_train):
     design = DesignEncoding(adult_domain, ["age", "sex"], "income>50K", "logistic")
     X, y = design.encode(adult_train.iloc[:200])
-    with pytest.raises(EstimatorError, match="row_norm_bound"):
+    with pytest.raises(EstimatorError, match="row_norm_bound") as too_small:
         ObjPertLogisticRegression(1.0, 1e-5, 1.0).fit(X, y, np.zeros(3))  # true bound is sqrt(3)
+    assert "1.73" not in str(too_small.value) and "200" not in str(too_small.value)  # no row norm, no n
     with pytest.raises(EstimatorError, match="noise"):
         ObjPertLogisticRegression(1.0, 1e-5, 2.0).fit(X, y, np.zeros(2))
-    with pytest.raises(EstimatorError, match="labels"):
+    with pytest.raises(EstimatorError, match="label") as labels:
         ObjPertLogisticRegression(1.0, 1e-5, 2.0).fit(X, (y > 0).astype(float), np.zeros(3))
+    assert "200" not in str(labels.value)
     with pytest.raises(EstimatorError, match="epsilon"):
         ObjPertLogisticRegression(0.0, 1e-5, 2.0).fit(X, y, np.zeros(3))
 

@@ -62,6 +62,14 @@ def _net_charge(engine, release_id: int) -> tuple[int, int, int]:  # noqa: ANN00
     return int(row[0]), int(row[1]), int(row[2])
 
 
+def _spent_after(engine, release_id: int) -> float:  # noqa: ANN001
+    """The budget's composed epsilon after the release's last ledger row (its charge, or the refund of it)."""
+    with engine.connect() as connection:
+        return connection.execute(text(
+            "SELECT epsilon_spent_after_units FROM ledger_entries WHERE release_id = :r ORDER BY id DESC LIMIT 1"),
+            {"r": release_id}).scalar_one() / 1e12
+
+
 # the engine, in process -----------------------------------------------------------------------------
 def _run(engine, titanic, runner):  # noqa: ANN001, ANN202
     return releases.run_release(engine, titanic, kind="marginals", mechanism="laplace",
@@ -90,6 +98,9 @@ def test_a_stop_before_any_noise_refunds_the_charge(engine, titanic) -> None:  #
     assert _release_rows(engine) == [(outcome.release_id, "failed_before_noise")]
     assert _net_charge(engine, outcome.release_id) == (0, 0, 0)
     assert outcome.to_json()["spent"] == {"epsilon": 0.0, "delta": 0.0, "rho": 0.0}
+    # the budget's own epsilon, as a completed release reports it: back where it was
+    assert outcome.budget.epsilon_before == outcome.budget.epsilon_after == 0
+    assert "budget epsilon spent 0 -> 0 of 100" in str(caught.value.message)
 
 
 def test_a_stop_after_noise_keeps_the_charge(engine, titanic) -> None:  # noqa: ANN001
@@ -104,6 +115,10 @@ def test_a_stop_after_noise_keeps_the_charge(engine, titanic) -> None:  # noqa: 
     outcome = caught.value.outcome
     assert not outcome.refunded and outcome.status == "failed_after_noise"
     assert _net_charge(engine, outcome.release_id) == (10**11, 0, 0)
+    spent = accountant.budget_status(engine, "titanic").epsilon_spent
+    assert (outcome.budget.epsilon_before, outcome.budget.epsilon_after) == (0, spent) == (0, Fraction(1, 10))
+    assert "stands; budget epsilon spent 0 -> 0.1 of 100" in str(caught.value.message)
+    assert outcome.to_json()["budget"]["epsilon_spent_after"] == 0.1
 
 
 def test_a_stop_during_the_model_fit_is_honoured_between_iterations(engine, titanic) -> None:  # noqa: ANN001
@@ -251,6 +266,7 @@ def test_ctrl_c_at_random_moments_agrees_with_the_ledger(cli_database: dict[str,
         if process.returncode == 0:
             assert new == {answer["release_id"]: "complete"} and answer["status"] == "complete"
             assert _net_charge(engine, answer["release_id"]) == _units(answer["cost"])
+            assert answer["budget"]["epsilon_spent_after"] == pytest.approx(_spent_after(engine, answer["release_id"]))
             outcomes.append("complete")
         elif "release" not in answer:
             assert answer["error"] == "interrupted" and "nothing was charged" in answer["message"]
@@ -261,6 +277,12 @@ def test_ctrl_c_at_random_moments_agrees_with_the_ledger(cli_database: dict[str,
             assert answer["error"] == "interrupted" and new == {release["release_id"]: release["status"]}
             assert _net_charge(engine, release["release_id"]) == _units(release["spent"])
             assert release["refunded"] == (release["status"] == "failed_before_noise")
+            # the same cost report as a completed release's: the budget's epsilon before -> after
+            budget = release["budget"]
+            assert budget["epsilon_spent_after"] == pytest.approx(_spent_after(engine, release["release_id"]))
+            assert f"-> {budget['epsilon_spent_after']:.6g} of" in answer["message"]
+            if release["refunded"]:
+                assert budget["epsilon_spent_after"] == pytest.approx(budget["epsilon_spent_before"])
             outcomes.append(release["status"])
     assert "pending" not in dict(_release_rows(engine)).values()
     print("outcomes:", {o: outcomes.count(o) for o in sorted(set(outcomes))})  # noqa: T201

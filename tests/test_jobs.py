@@ -4,7 +4,6 @@ that polls it with a progress display."""
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -20,7 +19,7 @@ from service.api import create_app
 from service.client import Client, MarginaliaError
 from service.progress import FIT_PHASE
 from service.recovery import recover_jobs
-from tests.apihelpers import BACKENDS, World, bearer, build_world, database_url
+from tests.apihelpers import BACKENDS, World, bearer, build_world, database_url, finished_job
 
 ASYNC = {"Prefer": "respond-async"}
 TINY = {"csv": "a,b\n0,1\n1,0\n2,1\n1,1\n", "domain": {"a": 3, "b": 2}}
@@ -37,16 +36,6 @@ def world(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
 @pytest.fixture
 def client(world: World) -> TestClient:
     return TestClient(create_app(world.engine), raise_server_exceptions=False)
-
-
-def _finished(client: TestClient, world: World, job_id: int, seconds: float = 120) -> dict[str, object]:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        job = client.get(f"/jobs/{job_id}", headers=bearer(world.keys["auditor"])).json()
-        if job["state"] != "running":
-            return job
-        time.sleep(0.05)
-    raise AssertionError(f"job {job_id} still running: {job}")
 
 
 def _charges(world: World) -> int:
@@ -75,10 +64,19 @@ def test_a_release_in_the_background_answers_202_then_its_result(client: TestCli
     assert accepted["state"] == "running" and accepted["kind"] == "release" and accepted["dataset"] == "titanic"
     assert response.headers["location"] == f"/jobs/{accepted['job_id']}"
     assert response.headers["preference-applied"] == "respond-async"
-    job = _finished(client, world, accepted["job_id"])
+    job = finished_job(client, world.keys["auditor"], accepted["job_id"])
     assert job["state"] == "done" and job["status_code"] == 201
     result = job["result"]
     assert result["status"] == "complete" and result["cost"]["rho"] == 0.01 and _charges(world) == before + 1
+    # the job's answer carries the cost in the budget's own epsilon, as the synchronous answer does
+    with world.engine.connect() as connection:
+        spent = connection.execute(text(
+            "SELECT epsilon_spent_after_units FROM ledger_entries WHERE release_id = :r AND entry = 'charge'"),
+            {"r": result["release_id"]}).scalar_one() / 1e12
+    budget = result["budget"]
+    assert set(budget) == {"epsilon_total", "epsilon_spent_before", "epsilon_spent_after", "note"}
+    assert budget["epsilon_spent_after"] == pytest.approx(spent, abs=1e-12)
+    assert budget["epsilon_spent_before"] < budget["epsilon_spent_after"] <= budget["epsilon_total"]
     steps = [s["progress"] for s in seen if s["fit"] is None]
     fits = [s["fit"] for s in seen if s["fit"] is not None]
     assert steps[0]["message"].startswith("measuring") and steps[-1] == {"done": 3, "total": 3,
@@ -94,7 +92,7 @@ def test_background_requests_keep_idempotency(client: TestClient, world: World) 
     again = client.post(f"/datasets/{world.dataset}/releases/marginals", json=GAUSSIAN, headers=headers)
     assert first.status_code == again.status_code == 202
     assert again.json()["job_id"] == first.json()["job_id"] and again.headers["idempotent-replayed"] == "true"
-    assert _finished(client, world, first.json()["job_id"])["state"] == "done"
+    assert finished_job(client, world.keys["auditor"], first.json()["job_id"])["state"] == "done"
     replay = client.post(f"/datasets/{world.dataset}/releases/marginals", json=GAUSSIAN, headers=headers)
     assert replay.json()["job_id"] == first.json()["job_id"]
     assert _charges(world) == before + 1
@@ -107,14 +105,14 @@ def test_a_refused_background_request_frees_its_key(client: TestClient, world: W
     client.put(f"/datasets/{name}/budget", headers=steward, json={"epsilon": 0.1})
     body = {"mechanism": "laplace", "workload": [["a"]], "epsilon": 0.5}
     headers = {**steward, **ASYNC, "Idempotency-Key": "too-much"}
-    refused = _finished(client, world, client.post(f"/datasets/{name}/releases/marginals", json=body,
+    refused = finished_job(client, world.keys["auditor"], client.post(f"/datasets/{name}/releases/marginals", json=body,
                                                    headers=headers).json()["job_id"])
     assert refused["state"] == "failed" and refused["status_code"] == 409
     assert refused["result"]["error"] == "budget_exceeded"
     client.put(f"/datasets/{name}/budget", headers=steward, json={"epsilon": 1.0})
     retried = client.post(f"/datasets/{name}/releases/marginals", json=body, headers=headers)
     assert retried.status_code == 202 and retried.json()["job_id"] != refused["job_id"]  # a new job, not a replay
-    assert _finished(client, world, retried.json()["job_id"])["state"] == "done"
+    assert finished_job(client, world.keys["auditor"], retried.json()["job_id"])["state"] == "done"
 
 
 def test_jobs_are_visible_within_the_dataset_scope(client: TestClient, world: World) -> None:
@@ -143,6 +141,7 @@ def test_the_client_follows_a_background_release_and_shows_its_progress(world: W
                      poll_seconds=0.05)
     release = steward.release_marginals("titanic", progress=reports.append, **GAUSSIAN)
     assert release["status"] == "complete" and release["cost"]["rho"] == 0.01
+    assert release["budget"]["epsilon_spent_after"] > release["budget"]["epsilon_spent_before"]
     assert reports[0]["state"] == "running" and reports[-1]["state"] == "done"
     assert reports[-1]["result"] == release
     with pytest.raises(MarginaliaError) as refused:  # the job's error is raised like a synchronous one

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from alembic.autogenerate import compare_metadata
+from alembic.config import Config
 from alembic.migration import MigrationContext
-from sqlalchemy import text
+from sqlalchemy import Engine, inspect, text
 from sqlalchemy.exc import DBAPIError
 
-from db.migrate import upgrade_to_head
+from alembic import command
+from db.engine import make_engine
+from db.migrate import alembic_config, upgrade_to_head
 from db.models import Base
 
 
@@ -40,6 +45,16 @@ def _insert_dataset_and_entry(connection) -> None:  # noqa: ANN001
         "VALUES (1, 1, 'charge', 'laplace', 100, 0, 0, 100, 'x', '', CURRENT_TIMESTAMP)"))
 
 
+def _migrated_to(database_url: str, revision: str) -> tuple[Engine, Config]:
+    """An engine on ``database_url`` upgraded to ``revision`` only, and the Alembic config to go on from there."""
+    engine = make_engine(database_url)
+    config = alembic_config(database_url)
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, revision)
+    return engine, config
+
+
 @pytest.mark.parametrize("statement", [
     "UPDATE ledger_entries SET epsilon_units = 0",
     "DELETE FROM ledger_entries",
@@ -52,3 +67,67 @@ def test_ledger_refuses_update_and_delete(engine, statement: str) -> None:  # no
             connection.execute(text(statement))
     with engine.connect() as connection:
         assert connection.execute(text("SELECT epsilon_units FROM ledger_entries")).scalar_one() == 100
+
+
+def test_migration_0003_marks_seeded_releases_scrubs_diagnostics_and_prices_old_rows(database_url: str) -> None:
+    """Issue 11: releases seeded before 0003 are marked seeded (so they are never reused), objective-perturbation
+    details lose their solver diagnostics, and old ledger rows (priced NULL) count at their epsilon in the views."""
+    engine, _ = _migrated_to(database_url, "0002")
+    with engine.begin() as connection:
+        _insert_dataset_and_entry(connection)  # a charge of 1e-10 epsilon written before 0003
+        connection.execute(text("INSERT INTO budgets (dataset_id, epsilon_units, delta_units, delta_reserve_units, "
+                                "updated_at) VALUES (1, 1000, 0, 0, CURRENT_TIMESTAMP)"))
+        for release_id, mechanism, params, details in [
+            (1, "laplace", '{"seeded": true}', '{"model_cliques": [["a"]]}'),
+            (2, "laplace", '{"seeded": false}', "{}"),
+            (3, "objpert", '{"seeded": false}', '{"converged": true, "gradient_norm": 1e-10, "iterations": 7, '
+                                                '"noise_std": 2.0}'),
+        ]:
+            connection.execute(text(
+                "INSERT INTO releases (id, dataset_id, kind, mechanism, params_json, status, details_json, principal, "
+                "created_at) VALUES (:i, 1, 'marginals', :m, :p, 'complete', :d, 'x', CURRENT_TIMESTAMP)"),
+                {"i": release_id, "m": mechanism, "p": params, "d": details})
+    upgrade_to_head(engine)
+    with engine.connect() as connection:
+        seeded = dict(connection.execute(text("SELECT id, seeded FROM releases")).all())
+        details = connection.execute(text("SELECT details_json FROM releases WHERE id = 3")).scalar_one()
+        view = connection.execute(text("SELECT epsilon_priced_spent_units, delta_remaining_units FROM "
+                                       "budget_remaining")).one()
+        priced = connection.execute(text("SELECT epsilon_priced_units FROM privacy_ledger")).scalar_one()
+    assert {k: bool(v) for k, v in seeded.items()} == {1: True, 2: False, 3: False}
+    assert json.loads(details) == {"noise_std": 2.0}
+    assert int(priced) == 100 and int(view[0]) == 100 and int(view[1]) == 0
+    engine.dispose()
+
+
+def test_migration_0004_adds_runners_and_jobs_on_top_of_0003(database_url: str) -> None:
+    """Issue 12 after issue 11: a 0003 database (seeded flags, priced ledger) gains the runner columns and the jobs
+    table; its pending release keeps its seeded flag and has no runner (recovery then goes by its age), and a
+    downgrade to 0003 and back gives the schema the models describe."""
+    engine, config = _migrated_to(database_url, "0003")
+    with engine.begin() as connection:
+        _insert_dataset_and_entry(connection)
+        connection.execute(text(
+            "INSERT INTO releases (id, dataset_id, kind, mechanism, params_json, seeded, status, details_json, "
+            "principal, created_at) VALUES (1, 1, 'marginals', 'laplace', '{}', :s, 'pending', '{}', 'x', "
+            "CURRENT_TIMESTAMP)"), {"s": True})
+    upgrade_to_head(engine)
+    with engine.connect() as connection:
+        row = connection.execute(text("SELECT seeded, runner_host, runner_pid, runner_started, heartbeat_at "
+                                      "FROM releases WHERE id = 1")).one()
+        version = connection.execute(text("SELECT version_num FROM alembic_version")).scalar_one()
+        jobs = connection.execute(text("SELECT COUNT(*) FROM jobs")).scalar_one()
+    assert bool(row[0]) and tuple(row[1:]) == (None, None, None, None)
+    assert version == "0004" and jobs == 0
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.downgrade(config, "0003")
+    with engine.connect() as connection:
+        columns = {c["name"] for c in inspect(connection).get_columns("releases")}
+        assert "seeded" in columns and "runner_pid" not in columns and not inspect(connection).has_table("jobs")
+    upgrade_to_head(engine)
+    with engine.connect() as connection:
+        context = MigrationContext.configure(connection, opts={"include_object": _ignore_views, "compare_type": True})
+        assert compare_metadata(context, Base.metadata) == []
+        assert bool(connection.execute(text("SELECT seeded FROM releases WHERE id = 1")).scalar_one())
+    engine.dispose()

@@ -267,6 +267,56 @@ def test_gaussian_moments() -> None:
     assert abs(np.mean(samples**2) - 9.0) <= Z * math.sqrt(2 * 81 / n)
 
 
+def _replayable_urandom(n: int, _state: list[int] = [0]) -> bytes:  # noqa: B006 - a counter on purpose
+    """A stand-in for os.urandom: SHA-256 in counter mode, so the OS path is tested reproducibly."""
+    out = b"".join(hashlib.sha256(f"{_state[0]}:{i}".encode()).digest() for i in range((n + 31) // 32))
+    _state[0] += 1
+    return out[:n]
+
+
+def test_gaussian_passes_kolmogorov_smirnov_seeded_and_from_the_os(monkeypatch: pytest.MonkeyPatch) -> None:
+    # KS against N(0, sigma^2), 50,000 draws each: p-value floor as everywhere in this file. The OS path reads
+    # os.urandom, replaced here by a replayable stream so that the test is deterministic.
+    monkeypatch.setattr(noise_module.os, "urandom", _replayable_urandom)
+    for source in (NoiseSource(12), NoiseSource()):
+        samples = source.gaussian(2.5, 50_000)
+        assert stats.kstest(samples / 2.5, "norm").pvalue > P_FLOOR
+        assert abs(np.mean(samples**2) - 6.25) <= Z * math.sqrt(2 * 2.5**4 / samples.size)
+    # the uniforms behind it: on the open interval (0, 1), on the grid (2k + 1) / 2^53, and uniform (KS)
+    u = NoiseSource(13).uniform(50_000)
+    assert 0.0 < u.min() and u.max() < 1.0
+    assert np.all(np.mod(u * 2.0**53, 2.0) == 1.0)
+    assert stats.kstest(u, "uniform").pvalue > P_FLOOR
+
+
+def test_float_noise_comes_from_the_sources_own_bits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 11, finding 7: Gaussian and Gumbel noise are built from the source's bits (os.urandom for an unseeded
+    source), never from a second, non-cryptographic generator (numpy's PCG64)."""
+
+    def no_pcg64(self: NoiseSource) -> None:
+        raise AssertionError("a mechanism's noise must not come from numpy's PCG64")
+
+    monkeypatch.setattr(NoiseSource, "numpy_generator", no_pcg64)
+    requested: list[int] = []
+    real_urandom = os.urandom
+
+    def counting_urandom(n: int) -> bytes:
+        requested.append(n)
+        return real_urandom(n)
+
+    monkeypatch.setattr(noise_module.os, "urandom", counting_urandom)
+    source = NoiseSource()
+    big = source.gaussian(1.0, 10_000)  # 80,000 bytes: read straight from os.urandom
+    assert big.shape == (10_000,) and 80_000 in requested
+    source.gaussian(1.0, 3)
+    source.exponential_mechanism([0.0, 1.0, 2.0], 1.0, 1.0)
+    # seeded: the same bits, hence the same values, in any process (Python's Mersenne Twister, randbytes)
+    assert NoiseSource(5).gaussian(1.0, 4).tolist() == NoiseSource(5).gaussian(1.0, 4).tolist()
+    zeros = NoiseSource(5)
+    monkeypatch.setattr(zeros._rng, "randbytes", lambda n: b"\x00" * n)  # every k = 0: u = 2^-53
+    assert zeros.uniform(2).tolist() == [2.0**-53] * 2
+
+
 # ---------------------------------------------------------------- exponential mechanism
 def softmax(scores: np.ndarray, epsilon: float, sensitivity: float) -> np.ndarray:
     logits = epsilon * scores / (2 * sensitivity)

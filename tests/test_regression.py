@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 from sqlalchemy import text
 from typer.testing import CliRunner
 
@@ -23,14 +24,16 @@ from estimators.linear import DDSSPLinearRegression
 from estimators.objpert import objpert_noise_scale, objpert_regularization
 from estimators.reference import OLSReference
 from estimators.sufficient_stats import gram_from_marginals, gram_from_rows
-from service import accountant, datasets, regression, releases
+from service import accountant, datasets, regression, releases, zcdp
 from service.cli import app
 from service.cost import PrivacyCost
 from service.mechanisms import gram
+from service.mechanisms.base import MechanismError
 from service.mechanisms.objpert import ObjPertRelease
 from service.noise import NoiseSource
 from service.oracle import SqlCountOracle
 from workloads.domain import Domain
+from workloads.encodings import DesignEncoding
 
 TITANIC_CATEGORICAL = ("Sex", "Embarked", "Cabin", "Pclass", "Survived")
 LINEAR_FEATURES = ["Pclass", "Sex", "SibSp", "Embarked"]  # a small model: marginal releases stay fast
@@ -67,9 +70,11 @@ def _frame(titanic_csv: tuple[Path, Path]) -> tuple[pd.DataFrame, Domain]:
 def test_dd_ssp_is_charged_once_then_answers_other_targets_free(titanic) -> None:  # noqa: ANN001
     engine = titanic
     first = regression.fit(engine, "titanic", "linear", "Fare", LINEAR_FEATURES, method="dd-ssp", epsilon="1",
-                           delta="1e-5", seed=7, mechanism="gaussian")
+                           delta="1e-5", mechanism="gaussian")
     expected = releases.marginal_cost("gaussian", "1", "1e-5", None)
     assert not first.reused and first.cost == expected and first.release_cost == expected
+    budget = first.to_json()["budget"]  # what the new release cost in the budget's own epsilon, and why
+    assert budget["epsilon_spent_before"] == 0 and budget["epsilon_spent_after"] > 1 and "first zCDP" in budget["note"]
     (charge,) = _charges(engine, "titanic")
     assert charge["release_id"] == first.release_id and charge["mechanism"] == "gaussian"
     assert (charge["epsilon"], charge["delta"], charge["rho"]) == (0.0, 0.0, float(expected.rho))
@@ -93,7 +98,7 @@ def test_dd_ssp_is_charged_once_then_answers_other_targets_free(titanic) -> None
 
     # a stronger marginal release that did not measure the pairs is not preferred when another one did ...
     oneway = releases.release_marginals(engine, "titanic", "gaussian", [["Fare"], ["Pclass"], ["Age"]], epsilon="5",
-                                        delta="1e-5", seed=2)
+                                        delta="1e-5")
     again = regression.fit(engine, "titanic", "linear", "Fare", LINEAR_FEATURES, method="dd-ssp", epsilon="1",
                            delta="1e-5")
     assert again.release_id == first.release_id and again.cost.is_zero
@@ -121,7 +126,8 @@ def test_dd_ssp_reads_the_release_marginals_and_nearly_recovers_ols(titanic, tit
 
     # the same statistics from the public marginal-answering path (which orders axes on its own) give the same fit
     def marginal(attrs: tuple[str, ...]) -> np.ndarray:
-        return np.asarray(releases.answer_marginal(titanic, outcome.release_id, list(attrs))["counts"])
+        answer = releases.answer_marginal(titanic, outcome.release_id, list(attrs), allow_seeded=True)  # in-process
+        return np.asarray(answer["counts"])
 
     stats = gram_from_marginals(design, marginal, total=outcome.details["total"])
     assert np.allclose(DDSSPLinearRegression().fit(stats).coef_, outcome.model.coef_, rtol=1e-9, atol=1e-12)
@@ -140,7 +146,7 @@ def test_dd_ssp_reads_the_release_marginals_and_nearly_recovers_ols(titanic, tit
 def test_gram_release_answers_a_second_target_for_free(titanic) -> None:  # noqa: ANN001
     engine = titanic
     first = regression.fit(engine, "titanic", "linear", "Fare", GRAM_FEATURES, method="adassp", epsilon="0.5",
-                           delta="1e-5", seed=3)
+                           delta="1e-5")
     expected = releases.marginal_cost("gaussian", "0.5", "1e-5", None)  # the Gaussian conversion, charged as rho
     assert first.cost == expected and first.release_kind == "gram" and first.release_mechanism == "adassp"
     (charge,) = _charges(engine, "titanic")
@@ -218,13 +224,67 @@ def test_gram_release_noise_matches_its_calibration(tmp_path: Path, titanic_csv)
     assert abs(np.mean(lam)) < 5 / math.sqrt(lam.size)
 
 
+def _discrete_gaussian_cdf(sigma2: float, values: np.ndarray) -> np.ndarray:
+    """P(X <= v) for X ~ N_Z(0, sigma2), from the pmf summed over +-14 sigma (the rest is below 1e-40)."""
+    half = int(14 * math.sqrt(sigma2)) + 2
+    support = np.arange(-half, half + 1)
+    pmf = np.exp(-support.astype(float) ** 2 / (2 * sigma2))
+    cdf = np.cumsum(pmf / pmf.sum())
+    return np.where(values < -half, 0.0, cdf[np.clip(values + half, 0, 2 * half)])
+
+
+def test_gram_release_adds_exact_discrete_gaussian_noise(tmp_path: Path, titanic_csv) -> None:  # noqa: ANN001
+    """Issue 11, finding 7: each column is scaled by an integer (k - 1 for a scalar column) so that S Z^T Z S is an
+    integer matrix; each upper-triangle entry gets N_Z(0, sigma_gram^2 s_i^2 s_j^2), and the release divides back."""
+    design, oracle, frame = _titanic_on_sqlite(tmp_path, titanic_csv, "linear", "Fare", GRAM_FEATURES)
+    release = gram.GramRelease(design, Fraction(1, 10))
+    scales = np.array(release.integral.scales)
+    # 2 v / (k - 1) - 1 = (2 v - (k - 1)) / (k - 1): the smallest integer scale is (k - 1) / gcd(2, k - 1)
+    scalar = [(k - 1) // math.gcd(2, k - 1) for k in (oracle.domain.size(a) for a in ("SibSp", "Parch", "Fare"))]
+    assert list(scales) == [1, 1, 1, 1, *scalar] and max(scalar) > 1
+    W = gram.integer_gram(oracle, design, release.integral)
+    X, y = design.encode(frame)
+    assert all(isinstance(v, int) for v in W.ravel())
+    assert np.allclose(W.astype(float), gram_from_rows(X, y, intercept=True) * np.outer(scales, scales), atol=1e-6)
+    cal = release.calibration
+    assert cal.sigma2_gram == Fraction(gram.gram_sensitivity_squared(design)) / (2 * cal.rho_gram)  # exact
+    upper = np.triu_indices(len(scales))
+    product = np.outer(scales, scales)[upper]
+    uniforms, rng = [], np.random.default_rng(0)
+    for seed in range(120):
+        release(oracle, NoiseSource(seed))
+        shifted = release.payload.zz[upper] * product
+        noise = np.rint(shifted).astype(np.int64) - W[upper].astype(np.int64)
+        assert np.max(np.abs(shifted - np.rint(shifted))) < 1e-6  # integers, divided back by s_i s_j
+        # randomised probability integral transform of a discrete law: exactly Uniform(0, 1) under N_Z(0, sigma^2)
+        for value, p in zip(noise, product, strict=True):
+            sigma2 = float(cal.sigma2_gram) * float(p) ** 2
+            low, high = _discrete_gaussian_cdf(sigma2, np.array([value - 1, value]))
+            uniforms.append(low + rng.uniform() * (high - low))
+    # 120 releases x 28 entries; Kolmogorov-Smirnov p-value floor 1e-4 as in tests/test_noise.py
+    assert stats.kstest(uniforms, "uniform").pvalue > 1e-4
+    assert release.payload.zz.dtype == np.float64 and np.array_equal(release.payload.zz, release.payload.zz.T)
+
+
+def test_gram_release_needs_an_integral_encoding(titanic_csv) -> None:  # noqa: ANN001
+    _, domain = _frame(titanic_csv)
+    fine = regression.build_design(domain, "linear", "Fare", ["Pclass", "Sex"])
+    quarters = DesignEncoding(domain, ["Pclass", "Sex"], "Fare", "linear", True,
+                              overrides={"Pclass": [[0.5, -1.0, 0.25]]})
+    assert gram.GramRelease(quarters, Fraction(1, 10)).integral.scales[1] == 4
+    tenths = DesignEncoding(domain, ["Pclass", "Sex"], "Fare", "linear", True, overrides={"Pclass": [[0.1, 0.2, 0.3]]})
+    with pytest.raises(MechanismError, match="Pclass.*not rationals"):
+        gram.GramRelease(tenths, Fraction(1, 10))
+    assert gram.GramRelease(fine, Fraction(1, 10)).calibration.cost == PrivacyCost(rho=Fraction(1, 10))
+
+
 # ObjPert: the model is the payload -------------------------------------------------------------------------------
 def test_objpert_is_charged_epsilon_delta_and_reused_only_for_the_same_request(titanic) -> None:  # noqa: ANN001
     engine = titanic
     first = regression.fit(engine, "titanic", "logistic", "Sex", LOGISTIC_FEATURES, method="objpert",
-                           epsilon="1", delta="1e-5", seed=5)
+                           epsilon="1", delta="1e-5")
     assert first.cost == PrivacyCost(epsilon=Fraction(1), delta=Fraction(1, 100_000))
-    assert first.release_kind == "model" and first.details["converged"] is True
+    assert first.release_kind == "model" and set(first.details) == set(regression.PUBLIC_OBJPERT_DETAILS)
     (charge,) = _charges(engine, "titanic")
     assert (charge["epsilon"], charge["delta"], charge["rho"]) == (1.0, 1e-5, 0.0)
     same = regression.fit(engine, "titanic", "logistic", "Sex", list(reversed(LOGISTIC_FEATURES)), method="objpert",
@@ -238,29 +298,33 @@ def test_objpert_is_charged_epsilon_delta_and_reused_only_for_the_same_request(t
 
 def test_objpert_noise_norm_matches_its_calibration(tmp_path: Path, titanic_csv) -> None:  # noqa: ANN001
     """The noise b inside the release is recovered from the released model by the first-order condition of
-    Alg. 3: sum_i grad l(theta; z_i) + Delta theta + b = 0. Its squared norm over sigma^2 must be chi^2_d."""
+    Alg. 3: sum_i grad l(theta; z_i) + Delta theta + b = 0. Its squared norm over sigma^2 must be chi^2_d. (The
+    output noise, sd ~1e-6 here, moves the recovered b by ~1e-3 of its sd: invisible at this sample size.)"""
     design, oracle, frame = _titanic_on_sqlite(tmp_path, titanic_csv, "logistic", "Sex", LOGISTIC_FEATURES)
     X, y = design.encode(frame)
     Z = np.column_stack([np.ones(len(X)), X])
     release = ObjPertRelease(design, Fraction(1), Fraction(1, 100_000))
+    # the objective gets (1 - 1/1000) of (epsilon, delta), the output noise the rest; both calibrations round up
     bound = design.feature_norm_bound()
-    sigma = objpert_noise_scale(1.0, 1e-5, bound)
-    regularization = objpert_regularization(1.0, bound)
-    assert release.noise_std == sigma and release.dimension == Z.shape[1]
+    sigma = objpert_noise_scale(0.999, 0.999e-5, bound)
+    regularization = objpert_regularization(0.999, bound)
+    assert release.noise_std == pytest.approx(sigma, rel=1e-13) and release.noise_std >= sigma
+    assert release.regularization == pytest.approx(regularization, rel=1e-13) and release.dimension == Z.shape[1]
+    assert release.output_noise_std == pytest.approx(2e-10 / math.sqrt(2 * zcdp.cdp_rho(1e-3, 1e-8)), rel=1e-9)
     norms = []
-    for seed in range(400):
+    for seed in range(300):
         release(oracle, NoiseSource(seed))
         theta = np.array([release.payload.intercept, *release.payload.coef])
         margins = y * (Z @ theta)
         gradient = Z.T @ (-y / (1.0 + np.exp(margins)))
-        b = -(gradient + regularization * theta)
-        norms.append(float(b @ b) / sigma**2)
+        b = -(gradient + release.regularization * theta)
+        norms.append(float(b @ b) / release.noise_std**2)
     d, k = Z.shape[1], len(norms)
     # ||b||^2 / sigma^2 ~ chi^2_d: mean d, variance 2d; the mean of k draws has sd sqrt(2d / k): 5 sd
     assert abs(np.mean(norms) - d) < 5 * math.sqrt(2 * d / k)
     # and its variance (chi^2_d has variance 2d; the sample variance's sd is about sqrt((8d^2 + 48d) / k)): 5 sd
     assert abs(np.var(norms) - 2 * d) < 5 * math.sqrt((8 * d * d + 48 * d) / k)
-    assert oracle.rows_read == 400 * len(frame)
+    assert oracle.rows_read == 300 * len(frame)
 
 
 def test_oracle_rows_returns_every_row(engine, titanic_csv) -> None:  # noqa: ANN001
@@ -307,7 +371,7 @@ def test_bad_input_names_the_parameter_and_charges_nothing(titanic, kwargs: dict
 
 def test_a_release_of_the_wrong_kind_cannot_answer(titanic) -> None:  # noqa: ANN001
     first = regression.fit(titanic, "titanic", "linear", "Fare", GRAM_FEATURES, method="adassp", epsilon="1",
-                           delta="1e-5", seed=1)
+                           delta="1e-5")
     with pytest.raises(regression.ReleaseCannotAnswer, match="not a marginal release"):
         regression.fit(titanic, "titanic", "linear", "Fare", GRAM_FEATURES, method="dd-ssp",
                        release_id=first.release_id)
@@ -323,13 +387,13 @@ def test_a_release_of_the_wrong_kind_cannot_answer(titanic) -> None:  # noqa: AN
 def test_cli_fit_prints_the_answer_and_refuses_bad_input(titanic) -> None:  # noqa: ANN001
     runner = CliRunner()
     args = ["fit", "linear", "titanic", "--target", "Fare", "--features", ",".join(GRAM_FEATURES), "--method",
-            "adassp", "--epsilon", "1", "--delta", "1e-5", "--seed", "2", "--json"]
+            "adassp", "--epsilon", "1", "--delta", "1e-5", "--json"]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     body = json.loads(result.output)
     assert body["reused"] is False and body["cost"]["rho"] > 0 and body["release"]["kind"] == "gram"
     assert body["feature_names"] == ["Pclass=1", "Pclass=2", "Sex=1", "SibSp", "Parch"]
-    again = json.loads(runner.invoke(app, [*args[:-3], "--no-intercept", "--json"]).output)
+    again = json.loads(runner.invoke(app, [*args[:-1], "--no-intercept", "--json"]).output)
     assert again["reused"] is True and again["release_id"] == body["release_id"] and again["cost"]["rho"] == 0
     assert "(intercept)" not in again["coefficients"]
     bad = runner.invoke(app, ["fit", "linear", "titanic", "--target", "Nope", "--epsilon", "1", "--delta", "1e-5",

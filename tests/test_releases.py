@@ -61,7 +61,7 @@ def test_data_dependent_releases_are_charged_exactly(engine, titanic, mechanism:
     outcome = releases.release_marginals(engine, "titanic", mechanism, workload, rho="0.05", seed=3, options=options)
     assert outcome.cost.rho == Fraction(5, 100)
     assert _ledger_charges(engine) == [(outcome.release_id, 0, 0, 5 * 10**10)]
-    answer = releases.answer_marginal(engine, outcome.release_id, ["Survived", "Sex"])
+    answer = releases.answer_marginal(engine, outcome.release_id, ["Survived", "Sex"], allow_seeded=True)
     assert answer["shape"] == [3, 2] and abs(np.sum(answer["counts"]) - 1304) < 200
 
 
@@ -157,14 +157,15 @@ def test_answers_are_free_and_seeds_reproduce(engine, titanic) -> None:  # noqa:
     first = releases.release_marginals(engine, "titanic", "gaussian", SMALL, rho="0.05", seed=5)
     second = releases.release_marginals(engine, "titanic", "gaussian", SMALL, rho="0.05", seed=5)
     before = accountant.budget_status(engine, "titanic")
-    a = releases.answer_marginal(engine, first.release_id, ["Survived", "Pclass"])
-    b = releases.answer_marginal(engine, second.release_id, ["Survived", "Pclass"])
+    # seeded releases answer in-process only when the caller says so (tests, benchmarks)
+    a = releases.answer_marginal(engine, first.release_id, ["Survived", "Pclass"], allow_seeded=True)
+    b = releases.answer_marginal(engine, second.release_id, ["Survived", "Pclass"], allow_seeded=True)
     np.testing.assert_allclose(a["counts"], np.asarray(b["counts"]).tolist())
     # axes come back in the order asked
     np.testing.assert_allclose(np.asarray(a["counts"]).T, releases.answer_marginal(
-        engine, first.release_id, ["Pclass", "Survived"])["counts"])
-    sample_1 = releases.synthetic_frame(engine, first.release_id, 50, seed=9)
-    sample_2 = releases.synthetic_frame(engine, first.release_id, 50, seed=9)
+        engine, first.release_id, ["Pclass", "Survived"], allow_seeded=True)["counts"])
+    sample_1 = releases.synthetic_frame(engine, first.release_id, 50, seed=9, allow_seeded=True)
+    sample_2 = releases.synthetic_frame(engine, first.release_id, 50, seed=9, allow_seeded=True)
     assert sample_1.equals(sample_2) and list(sample_1.columns) == list(titanic.domain.names)
     assert accountant.budget_status(engine, "titanic") == before
 
@@ -184,7 +185,7 @@ def test_cli_release_json_and_bad_input(engine, titanic, tmp_path: Path) -> None
 
     runner = CliRunner()
     done = runner.invoke(app, ["release", "marginals", "titanic", "--mechanism", "laplace", "--workload", "all-1way",
-                               "--epsilon", "0.2", "--seed", "1", "--quiet", "--json"])
+                               "--epsilon", "0.2", "--quiet", "--json"])
     assert done.exit_code == 0, done.output
     payload = json.loads(done.stdout)
     assert payload["cost"] == {"epsilon": 0.2, "delta": 0.0, "rho": 0.0} and payload["release_id"] >= 1
@@ -198,3 +199,80 @@ def test_cli_release_json_and_bad_input(engine, titanic, tmp_path: Path) -> None
     out = tmp_path / "synthetic.csv"
     synth = runner.invoke(app, ["synth", str(payload["release_id"]), "--rows", "20", "--out", str(out), "--seed", "2"])
     assert synth.exit_code == 0 and len(out.read_text().splitlines()) == 21
+
+
+# issue 11: seeds are for tests only; sub-grid rho; the progress bar -------------------------------------------------
+def test_seeded_releases_are_marked_and_answer_only_when_allowed(engine, titanic) -> None:  # noqa: ANN001
+    seeded = releases.release_marginals(engine, "titanic", "laplace", SMALL, epsilon="0.1", seed=1)
+    plain = releases.release_marginals(engine, "titanic", "laplace", SMALL, epsilon="0.1")
+    assert seeded.seeded and not plain.seeded and seeded.to_json()["seeded"] is True
+    with engine.connect() as connection:
+        marks = dict(connection.execute(text("SELECT id, seeded FROM releases")).all())
+    assert bool(marks[seeded.release_id]) and not bool(marks[plain.release_id])
+    stored = releases.get_release(engine, seeded.release_id)
+    assert stored.seeded and stored.to_json()["seeded"] is True
+    assert stored.to_json(hide_seeded_details=True)["details"] == {} and stored.to_json()["details"]
+    with pytest.raises(releases.SeededReleaseError, match="known seed.*no privacy") as refused:
+        releases.answer_marginal(engine, seeded.release_id, ["Sex"])
+    assert refused.value.status == 409 and refused.value.code == "seeded_release"
+    with pytest.raises(releases.SeededReleaseError):
+        releases.synthetic_frame(engine, seeded.release_id, 5)
+    assert releases.answer_marginal(engine, seeded.release_id, ["Sex"], allow_seeded=True)["shape"] == [2]
+    assert releases.answer_marginal(engine, plain.release_id, ["Sex"])["shape"] == [2]
+
+
+def test_cli_refuses_seeds_unless_the_unsafe_switch_is_on(engine, titanic, monkeypatch) -> None:  # noqa: ANN001
+    from typer.testing import CliRunner
+
+    from service.cli import app
+
+    runner = CliRunner()
+    monkeypatch.delenv(releases.UNSAFE_SEEDED_RELEASES_ENV, raising=False)
+    release = ["release", "marginals", "titanic", "--mechanism", "laplace", "--workload", "all-1way",
+               "--epsilon", "0.2", "--seed", "1", "--json"]
+    refused = runner.invoke(app, release)
+    assert refused.exit_code == 2 and releases.UNSAFE_SEEDED_RELEASES_ENV in json.loads(refused.stdout)["message"]
+    fit = ["fit", "linear", "titanic", "--target", "Fare", "--features", "Sex", "--method", "adassp",
+           "--epsilon", "1", "--delta", "1e-6", "--seed", "3", "--json"]
+    assert runner.invoke(app, fit).exit_code == 2
+    assert _ledger_charges(engine) == []  # nothing was reserved or charged
+    monkeypatch.setenv(releases.UNSAFE_SEEDED_RELEASES_ENV, "1")
+    allowed = runner.invoke(app, release)
+    assert allowed.exit_code == 0, allowed.output
+    payload = json.loads(allowed.stdout)
+    assert payload["seeded"] is True
+    assert runner.invoke(app, ["marginal", str(payload["release_id"]), "Sex", "--json"]).exit_code == 0
+    monkeypatch.delenv(releases.UNSAFE_SEEDED_RELEASES_ENV)
+    answer = runner.invoke(app, ["marginal", str(payload["release_id"]), "Sex", "--json"])
+    assert answer.exit_code == 2 and json.loads(answer.stdout)["error"] == "seeded_release"
+
+
+def test_rho_below_the_ledger_unit_is_refused_up_front(engine, titanic) -> None:  # noqa: ANN001
+    """Issue 11, finding 6: a rho that rounds to 0 on the ledger's grid is refused, naming rho, before anything is
+    reserved (it used to become a zero charge, then a ZeroDivisionError and a refund)."""
+    with pytest.raises(InvalidInput, match=r"rho=1e-13 is below the accountant's resolution") as refused:
+        releases.release_marginals(engine, "titanic", "gaussian", SMALL, rho="1e-13")
+    assert refused.value.code == "invalid_parameter"
+    with engine.connect() as connection:
+        assert connection.execute(text("SELECT COUNT(*) FROM releases")).scalar_one() == 0
+        assert connection.execute(text("SELECT COUNT(*) FROM ledger_entries WHERE entry <> 'budget'")).scalar_one() == 0
+    assert releases.marginal_cost("gaussian", None, None, "1e-12").rho == Fraction(1, 10**12)
+
+
+def test_cli_validates_before_drawing_a_progress_bar(engine, titanic) -> None:  # noqa: ANN001
+    """A refused release prints its error alone: no (empty) progress bar above it."""
+    from typer.testing import CliRunner
+
+    from service.cli import app
+
+    runner = CliRunner()
+    bad = runner.invoke(app, ["release", "marginals", "titanic", "--mechanism", "laplace", "--epsilon", "-1"])
+    assert bad.exit_code == 2 and "epsilon must be > 0" in bad.output
+    assert "laplace release of titanic" not in bad.output and "0:00:00" not in bad.output
+    bad_fit = runner.invoke(app, ["fit", "linear", "titanic", "--target", "Fare", "--method", "adassp",
+                                  "--epsilon", "nan", "--delta", "1e-6"])
+    assert bad_fit.exit_code == 2 and "epsilon" in bad_fit.output and "regression of titanic" not in bad_fit.output
+    good = runner.invoke(app, ["release", "marginals", "titanic", "--mechanism", "laplace", "--workload", "all-1way",
+                               "--epsilon", "0.1"])
+    assert good.exit_code == 0 and "laplace release of titanic" in good.output  # the bar, once work started
+    assert "budget epsilon spent 0 -> 0.1 of 4" in good.output

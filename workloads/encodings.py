@@ -25,12 +25,15 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
 from workloads.domain import Domain
 
 TASKS = ("linear", "logistic")
+#: Largest denominator an entry of a custom encoding may have to be read as an exact rational (exact_matrix).
+MAX_EXACT_DENOMINATOR = 2**20
 ENCODINGS = ("one_hot", "reduced_one_hot", "scalar", "binary_pm1")
 INTERCEPT_NAME = "(intercept)"
 
@@ -177,6 +180,25 @@ class AttributeEncoding:
     def encode(self, codes: np.ndarray) -> np.ndarray:
         """Rows ``(A e_{code})^T`` for integer codes: shape ``(n, width)``."""
         return self.matrix[:, codes].T
+
+    def exact_matrix(self) -> list[list[Fraction]]:
+        """``A`` as exact rationals (``width`` rows of ``levels`` entries): what the float matrix stands for.
+
+        The scalar encoding is ``2 s / (k - 1) - 1`` exactly (its floats, e.g. ``-0.33333333333333337``, are within
+        an ulp of it); one-hot and ``{-1, +1}`` entries are exact floats already; a custom matrix is read at the
+        exact binary value of each float, which must have a denominator of at most ``MAX_EXACT_DENOMINATOR``
+        (integers, halves, quarters...), otherwise :class:`EncodingError`."""
+        if self.kind == "scalar":
+            k = self.levels
+            return [[Fraction(0)] if k == 1 else [Fraction(2 * s, k - 1) - 1 for s in range(k)]]
+        exact = [[Fraction(float(x)) for x in row] for row in self.matrix]
+        too_fine = [float(x) for row in exact for x in row if x.denominator > MAX_EXACT_DENOMINATOR]
+        if too_fine:
+            raise EncodingError(
+                f"the encoding of {self.attribute!r} has entries such as {too_fine[0]!r} that are not rationals with a "
+                f"denominator of at most 2^20; releases with exact integer noise need such entries"
+            )
+        return exact
 
 
 # --------------------------------------------------------------------------------------------------

@@ -122,20 +122,21 @@ def release_marginals(
     idempotency_key: IdempotencyKey = None,  # noqa: ARG001 - read by run_charged; declared for the schema
     prefer: Prefer = None,  # noqa: ARG001 - read by run_charged; declared for the schema
 ) -> SafeJSONResponse:
-    """The accountant checks and charges the cost in one transaction (409 with the remaining
-    budget when it does not fit). Send an `Idempotency-Key` to make retries safe, and
-    `Prefer: respond-async` to follow a long release's progress (202 and a job)."""
+    """The accountant checks and charges the cost in one transaction (409 with what can still be
+    spent when it does not fit). The answer says what the release cost in the budget's own epsilon
+    (`budget`). Send an `Idempotency-Key` to make retries safe, and `Prefer: respond-async` to follow
+    a long release's progress (202 and a job, whose result is this same answer). There is no seed:
+    the noise always comes from the server's cryptographically secure source."""
     check_scope(principal, name)
     engine = engine_of(request)
 
     def work(progress: Progress) -> tuple[int, dict[str, object]]:
         outcome = releases.release_marginals(
             engine, name, body.mechanism, body.service_workload(), epsilon=body.epsilon, delta=body.delta,
-            rho=body.rho, seed=body.seed, options=body.service_options(), principal=principal.label,
-            progress=progress,
+            rho=body.rho, options=body.service_options(), principal=principal.label, progress=progress,
         )
         return 201, {"release_id": outcome.release_id, "dataset": name, "mechanism": outcome.mechanism,
-                     "status": "complete", "cost": outcome.cost.to_json()}
+                     "status": "complete", "cost": outcome.cost.to_json(), "budget": outcome.budget.to_json()}
 
     return run_charged(request, principal, body, work, location=lambda p: f"/releases/{p['release_id']}",
                        dataset=name, kind="release")
@@ -157,8 +158,8 @@ def _fit(request: Request, name: str, task: str, body: schemas.FitIn, principal:
     def work(progress: Progress) -> tuple[int, dict[str, object]]:
         outcome = regression.fit(
             engine, name, task, body.target, body.features, method=body.method, epsilon=body.epsilon,
-            delta=body.delta, release_id=body.release, intercept=body.intercept, seed=body.seed,
-            principal=principal.label, allow_unmeasured=body.allow_unmeasured, progress=progress,
+            delta=body.delta, release_id=body.release, intercept=body.intercept, principal=principal.label,
+            allow_unmeasured=body.allow_unmeasured, progress=progress,
         )
         return 200, {**outcome.to_json(), "design": outcome.design.to_dict()}
 

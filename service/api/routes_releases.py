@@ -1,4 +1,7 @@
-"""Release routes: list and describe releases, and answer from them (free post-processing)."""
+"""Release routes: list and describe releases, and answer from them (free post-processing).
+
+A release made in-process with a known seed (tests, benchmarks) is listed with ``"seeded": true`` and without its
+details, and answers nothing here (409 ``seeded_release``): whoever knows its seed can subtract its noise."""
 
 from __future__ import annotations
 
@@ -38,14 +41,15 @@ def list_releases(
     if dataset is not None:
         check_scope(principal, dataset)
     items = releases.list_releases(engine_of(request), dataset)
-    return [r.to_json() for r in items if principal.may_access(r.dataset.name)]
+    return [r.to_json(hide_seeded_details=True) for r in items if principal.may_access(r.dataset.name)]
 
 
 @router.get("/{release_id}", response_model=schemas.ReleaseInfo, summary="A release's mechanism, parameters, status")
 def get_release(
     request: Request, release_id: ReleaseId, principal: Principal = Depends(require(*EVERYONE))
 ) -> dict[str, object]:
-    return (_visible(request, release_id, principal) or releases.get_release(engine_of(request), release_id)).to_json()
+    release = _visible(request, release_id, principal) or releases.get_release(engine_of(request), release_id)
+    return release.to_json(hide_seeded_details=True)
 
 
 @router.post("/{release_id}/marginal", response_model=schemas.MarginalOut,
@@ -69,7 +73,7 @@ def synthetic(
     principal: Principal = Depends(require(ANALYST, STEWARD)),
 ) -> dict[str, object]:
     release = _visible(request, release_id, principal) or releases.get_release(engine_of(request), release_id)
-    frame = releases.synthetic_frame(engine_of(request), release_id, body.rows, body.seed)
+    frame = releases.synthetic_frame(engine_of(request), release_id, body.rows)
     return {"release_id": release_id, "rows": len(frame), "columns": list(frame.columns),
             "data": {str(c): frame[c].astype("int64").tolist() for c in frame.columns},
             "labels": release.dataset.labels_of(list(frame.columns))}

@@ -4,6 +4,10 @@ Every request body forbids unknown fields, every number is finite (``NaN`` and i
 refused with a 422 naming the field), and every list and string has an upper bound, so a request
 that passes validation is small enough to run. The service functions validate again (privacy
 parameters, column names, workload sizes): the schema is the first line, not the only one.
+
+No request body has a ``seed``: whoever chooses the seed of a release can regenerate and subtract its noise, so no
+caller of the API may choose one, not even for post-processing (synthetic rows). Seeded releases exist only
+in-process (tests, benchmarks); the API shows them as ``seeded`` and answers nothing from them.
 """
 
 from __future__ import annotations
@@ -21,7 +25,6 @@ MAX_NAME = 200
 MAX_COLUMNS = 64  # attributes in one marginal
 MAX_WORKLOAD_ENTRIES = 5_000
 MAX_EPSILON = float(MAX_AMOUNT)  # larger budgets overflow the ledger's fixed-point columns and mean nothing
-MAX_SEED = 2**63 - 1
 MAX_SYNTHETIC_ROWS = 1_000_000  # per request; the CLI writes larger samples to files
 MAX_CSV_CHARS = 64 * 2**20
 
@@ -42,7 +45,6 @@ DatasetName = Annotated[str, Field(min_length=1, max_length=MAX_NAME, pattern=NA
 ColumnName = Annotated[Text, Field(min_length=1, max_length=MAX_NAME)]
 Epsilon = Annotated[float, Field(gt=0, le=MAX_EPSILON, allow_inf_nan=False)]
 Delta = Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)]
-Seed = Annotated[int, Field(ge=0, le=MAX_SEED)]
 
 
 class Strict(BaseModel):
@@ -134,21 +136,40 @@ class DatasetOut(BaseModel):
 class BudgetIn(Strict):
     epsilon: Epsilon
     delta: Delta = 0.0
-    delta_reserve: Delta = Field(0.0, description="The part of delta kept for (epsilon, delta) charges made after "
-                                 "zCDP charges have started (docs/privacy.md 6.3); at most delta.")
+    delta_reserve: Delta | None = Field(
+        None, description="The part of delta kept for (epsilon, delta) charges made after zCDP charges have started "
+        "(docs/privacy.md 6.3); at most delta. Omitted: a tenth of delta, so that objective perturbation stays "
+        "possible after zCDP releases; 0 gives all of delta to zCDP releases.")
 
 
 class BudgetOut(BaseModel):
     dataset: str
     epsilon_total: float
     delta_total: float
-    epsilon_spent: float
-    delta_spent: float
+    delta_reserve: float = Field(description="Delta kept for (epsilon, delta) releases after zCDP releases start.")
+    epsilon_spent: float = Field(description="The composed epsilon of everything spent (the accountant's rule).")
+    delta_spent: float = Field(description="Delta spent by (epsilon, delta) releases.")
     rho_spent: float
-    epsilon_pure_spent: float
-    epsilon_remaining: float
-    delta_remaining: float
+    epsilon_pure_spent: float = Field(description="Sum of the epsilons of (epsilon, delta) releases.")
+    epsilon_priced_spent: float = Field(description="What those epsilons cost in the rule (after the zCDP anchor: "
+                                        "the Renyi divergence of randomized response).")
+    epsilon_remaining: float = Field(description="epsilon_total - epsilon_spent, in the budget's own epsilon.")
+    delta_remaining: float = Field(description="The delta (epsilon, delta) releases can still spend.")
+    epsilon_spendable: float = Field(description="The largest epsilon of one more (epsilon, delta) release.")
+    delta_spendable: float = Field(description="The largest delta of one more (epsilon, delta) release.")
+    rho_spendable: float = Field(description="The largest rho of one more zCDP release.")
     zcdp_anchor_fixed: bool = Field(description="Whether the first zCDP charge has fixed the accountant's anchor.")
+    zcdp_alpha: float | None = Field(description="The anchor's Renyi order (null before the first zCDP release).")
+    zcdp_delta: float | None = Field(description="The delta held by zCDP releases (null before).")
+    zcdp_offset: float | None = Field(description="The anchor's one-time epsilon offset t (null before).")
+
+
+class BudgetEffectOut(BaseModel):
+    epsilon_total: float
+    epsilon_spent_before: float = Field(description="The budget's composed epsilon spent just before this release.")
+    epsilon_spent_after: float = Field(description="... and just after it.")
+    note: str = Field(description="Why the release cost what it did in epsilon, when that is not just its epsilon "
+                      "(e.g. the first zCDP release fixes the accountant's anchor).")
 
 
 # releases -----------------------------------------------------------------------------------------
@@ -179,7 +200,6 @@ class MarginalReleaseIn(Strict):
     epsilon: Epsilon | None = None
     delta: Delta | None = None
     rho: Annotated[float, Field(gt=0, le=MAX_EPSILON, allow_inf_nan=False)] | None = None
-    seed: Seed | None = Field(None, description="For reproducible tests and benchmarks; never in production.")
     options: ReleaseOptions = Field(default_factory=ReleaseOptions)
 
     @model_validator(mode="after")
@@ -219,7 +239,6 @@ class FitIn(Strict):
     delta: Delta | None = None
     release: Annotated[int, Field(ge=1, le=2**63 - 1)] | None = None
     intercept: bool = True
-    seed: Seed | None = Field(None, description="For reproducible tests and benchmarks; never in production.")
     allow_unmeasured: bool = Field(False, description="Let a marginal release that did not measure every column "
                                    "and pair among target and features answer (dd-ssp, aim-synth): the missing "
                                    "parts are then the model's extrapolation. Refused (422) otherwise.")
@@ -243,6 +262,8 @@ class FitOut(BaseModel):
     release_id: int
     reused: bool
     cost: Cost = Field(description="What THIS call was charged (zero when a stored release answered).")
+    budget: BudgetEffectOut | None = Field(None, description="When a new release was made: what it cost in the "
+                                           "budget's composed epsilon.")
     feature_names: list[str]
     coefficients: dict[str, float]
     design: dict[str, Any] = Field(description="The encoding, so a client can encode rows the same way.")
@@ -254,6 +275,7 @@ class ReleaseCreated(BaseModel):
     mechanism: str
     status: str
     cost: Cost
+    budget: BudgetEffectOut
 
 
 class ReleaseInfo(BaseModel):
@@ -262,6 +284,8 @@ class ReleaseInfo(BaseModel):
     kind: str
     mechanism: str
     status: str
+    seeded: bool = Field(description="Made with a known seed (tests, benchmarks): no privacy; it answers nothing "
+                         "here and its details are not shown.")
     params: dict[str, Any]
     details: dict[str, Any]
 
@@ -319,7 +343,6 @@ class MarginalOut(BaseModel):
 
 class SyntheticQuery(Strict):
     rows: Annotated[int, Field(ge=1, le=MAX_SYNTHETIC_ROWS)]
-    seed: Seed | None = None
 
 
 class SyntheticOut(BaseModel):
@@ -341,6 +364,7 @@ class LedgerRow(BaseModel):
     epsilon: float
     delta: float
     rho: float
+    epsilon_priced: float = Field(description="What the entry's epsilon costs in the accountant's rule.")
     epsilon_spent_after: float
     principal: str
     note: str

@@ -29,8 +29,16 @@ Privacy (zCDP; derivation in docs/privacy.md, section 8.5). Neighbours differ by
   2016, Prop. 1.6); the parts get ``rho_lambda = lambda_share * rho`` (1/3 as in Alg. 2) and ``rho_gram = rho -
   rho_lambda`` (Alg. 2's two thirds for ``X^T X`` and ``X^T y``), which compose to exactly ``rho`` (Lemma 2.3).
 
-The noise is continuous (``NoiseSource.gaussian``), the one floating-point mechanism family of the service:
-see docs/privacy.md on floating point.
+Exact integer noise (docs/privacy.md, section 8.5). Every built-in encoding has rational entries, so each column
+``c`` of ``Z`` becomes integer after multiplying it by an integer ``s_c`` (``k - 1`` for the scalar encoding
+``2 v / (k - 1) - 1``, 1 for one-hot, ``{-1, +1}`` and the constant column): ``W = S Z^T Z S`` is an integer matrix,
+computed exactly from integer counts. Each upper-triangle entry ``W_ij`` gets discrete Gaussian noise (Canonne,
+Kamath & Steinke 2020, the exact sampler of ``NoiseSource.discrete_gaussian``) with the rational parameter
+``sigma_ij^2 = sigma_gram^2 s_i^2 s_j^2``, and the release divides back: ``(W_ij + N_ij) / (s_i s_j)``. Adding a row
+moves ``W_ij`` by ``s_i s_j z_i z_j``, so the Renyi divergence of order alpha is at most
+``alpha sum_{i<=j} (s_i s_j z_i z_j)^2 / (2 sigma_ij^2) = alpha sum_{i<=j} (z_i z_j)^2 / (2 sigma_gram^2)``: the
+same ``rho_gram`` as continuous noise of scale ``sigma_gram``, with no floating point in the noise. Only the
+minimum eigenvalue, a real number, gets continuous Gaussian noise (from the OS CSPRNG, ``NoiseSource.gaussian``).
 """
 
 from __future__ import annotations
@@ -51,7 +59,7 @@ from service import zcdp
 from service.cost import PrivacyCost
 from service.mechanisms.base import CountOracle, MechanismError, MechanismResult, Progress, no_progress
 from workloads.domain import Domain
-from workloads.encodings import INTERCEPT_NAME, DesignEncoding
+from workloads.encodings import INTERCEPT_NAME, DesignEncoding, EncodingError
 
 if TYPE_CHECKING:
     from service.noise import NoiseSource
@@ -88,27 +96,66 @@ def column_spec(design: DesignEncoding) -> dict[str, object]:
 
 
 # calibration --------------------------------------------------------------------------------------
-def block_bounds(design: DesignEncoding) -> list[float]:
-    """``m_j``: the largest squared norm of each block of a row of ``Z`` (intercept first when present)."""
-    head = [1.0] if design.intercept else []
-    return head + [enc.squared_norm_bound for enc in design.attribute_encodings]
+@dataclass(frozen=True)
+class IntegralDesign:
+    """The released columns made integral: column ``c`` of ``Z`` times ``scales[c]`` is an integer at every level.
+
+    ``blocks[j]`` is the integer matrix ``S_j A_j`` of attribute ``j`` (feature blocks then the target, in Gram
+    order; an object array of Python ints) and ``bounds`` the exact ``m_j`` (intercept first when present)."""
+
+    scales: tuple[int, ...]
+    blocks: tuple[np.ndarray, ...]
+    bounds: tuple[Fraction, ...]
+
+
+def integral_design(design: DesignEncoding) -> IntegralDesign:
+    """Scales and integer blocks of ``design`` (:meth:`AttributeEncoding.exact_matrix`): each column's scale is the
+    least common multiple of the denominators of its entries. Raises :class:`MechanismError` for a custom encoding
+    whose entries are not such rationals."""
+    scales = [1] if design.intercept else []
+    bounds = [Fraction(1)] if design.intercept else []
+    blocks = []
+    for enc in design.attribute_encodings:
+        try:
+            exact = enc.exact_matrix()
+        except EncodingError as exc:
+            raise MechanismError(f"the Gram release adds exact integer noise: {exc}") from None
+        row_scales = [math.lcm(*(x.denominator for x in row)) for row in exact]
+        block = np.array([[int(x * m) for x in row] for row, m in zip(exact, row_scales, strict=True)], dtype=object)
+        scales.extend(row_scales)
+        blocks.append(block.reshape(len(exact), enc.levels))
+        bounds.append(max((sum((row[v] ** 2 for row in exact), Fraction(0)) for v in range(enc.levels)),
+                          default=Fraction(0)))
+    return IntegralDesign(tuple(scales), tuple(blocks), tuple(bounds))
+
+
+def block_bounds(design: DesignEncoding) -> list[Fraction]:
+    """``m_j``: the largest squared norm of each block of a row of ``Z`` (intercept first when present), exactly."""
+    return list(integral_design(design).bounds)
+
+
+def gram_sensitivity_squared(design: DesignEncoding) -> Fraction:
+    """``Delta_g^2 = (B^4 + sum_j m_j^2) / 2``, the squared l2 sensitivity of the upper triangle (module docstring)."""
+    bounds = block_bounds(design)
+    b2 = sum(bounds, Fraction(0))
+    return (b2 * b2 + sum((m * m for m in bounds), Fraction(0))) / 2
 
 
 def upper_triangle_sensitivity(design: DesignEncoding) -> float:
-    """Exact l2 sensitivity of the upper triangle of ``Z^T Z``: ``sqrt((B^4 + sum_j m_j^2) / 2)`` (module docstring)."""
-    bounds = block_bounds(design)
-    b2 = math.fsum(bounds)
-    return math.nextafter(math.sqrt((b2 * b2 + math.fsum(m * m for m in bounds)) / 2.0), math.inf)
+    """Exact l2 sensitivity of the upper triangle of ``Z^T Z``: ``sqrt((B^4 + sum_j m_j^2) / 2)``, rounded up."""
+    return _sqrt_up(gram_sensitivity_squared(design))
 
 
 def lambda_min_sensitivity(design: DesignEncoding) -> float:
-    """``B^2 = sum_j m_j``: how far one row can move ``lambda_min(Z^T Z)`` (Weyl)."""
-    return math.nextafter(math.fsum(block_bounds(design)), math.inf)
+    """``B^2 = sum_j m_j``: how far one row can move ``lambda_min(Z^T Z)`` (Weyl), rounded up."""
+    return _float_up(sum(block_bounds(design), Fraction(0)))
 
 
 @dataclass(frozen=True)
 class GramCalibration:
-    """The two Gaussian mechanisms of one release: their zCDP shares (exact) and noise scales."""
+    """The two Gaussian mechanisms of one release: their zCDP shares (exact), the exact discrete Gaussian parameter
+    of the Gram part on the encoded scale (``sigma2_gram``, divided into ``s_i^2 s_j^2`` per entry) and the floats
+    that post-processing uses (``sigma_gram = sqrt(sigma2_gram)`` rounded up)."""
 
     rho_gram: Fraction
     rho_lambda: Fraction
@@ -116,6 +163,7 @@ class GramCalibration:
     sensitivity_lambda: float
     sigma_gram: float
     sigma_lambda: float
+    sigma2_gram: Fraction
 
     @property
     def cost(self) -> PrivacyCost:
@@ -129,11 +177,13 @@ class GramCalibration:
             "sensitivity_lambda_min": self.sensitivity_lambda,
             "sigma_gram": self.sigma_gram,
             "sigma_lambda_min": self.sigma_lambda,
+            "gram_noise": "discrete_gaussian",
         }
 
 
 def calibrate(design: DesignEncoding, rho: Fraction, lambda_share: Fraction = DEFAULT_LAMBDA_SHARE) -> GramCalibration:
-    """Split ``rho`` exactly and set ``sigma = Delta / sqrt(2 rho_part)`` for each part (rounded up)."""
+    """Split ``rho`` exactly; the Gram part gets ``sigma_gram^2 = Delta_g^2 / (2 rho_gram)`` exactly (the discrete
+    Gaussian's parameter; CKS 2020, Thm. 4), the eigenvalue ``sigma = Delta_l / sqrt(2 rho_lambda)`` (rounded up)."""
     rho = Fraction(rho)
     lambda_share = Fraction(lambda_share)
     if rho <= 0:
@@ -142,14 +192,16 @@ def calibrate(design: DesignEncoding, rho: Fraction, lambda_share: Fraction = DE
         raise MechanismError(f"lambda_share must be strictly between 0 and 1, got {lambda_share}")
     rho_lambda = rho * lambda_share
     rho_gram = rho - rho_lambda
-    sens_gram, sens_lambda = upper_triangle_sensitivity(design), lambda_min_sensitivity(design)
+    sigma2_gram = zcdp.gaussian_sigma2_exact(rho_gram, 1) * gram_sensitivity_squared(design)
+    sens_lambda = lambda_min_sensitivity(design)
     return GramCalibration(
         rho_gram=rho_gram,
         rho_lambda=rho_lambda,
-        sensitivity_gram=sens_gram,
+        sensitivity_gram=upper_triangle_sensitivity(design),
         sensitivity_lambda=sens_lambda,
-        sigma_gram=zcdp.gaussian_sigma(float_down(rho_gram), sens_gram),
+        sigma_gram=_sqrt_up(sigma2_gram),
         sigma_lambda=zcdp.gaussian_sigma(float_down(rho_lambda), sens_lambda),
+        sigma2_gram=sigma2_gram,
     )
 
 
@@ -158,6 +210,19 @@ def float_down(value: Fraction) -> float:
     small (also used by :mod:`service.mechanisms.objpert`)."""
     as_float = float(value)
     return math.nextafter(as_float, 0.0) if Fraction(as_float) > value else as_float
+
+
+def _float_up(value: Fraction) -> float:
+    as_float = float(value)
+    return math.nextafter(as_float, math.inf) if Fraction(as_float) < value else as_float
+
+
+def _sqrt_up(value: Fraction) -> float:
+    """A float >= sqrt(value) (within a few ulps)."""
+    root = math.sqrt(_float_up(value))
+    while Fraction(root) * Fraction(root) < value:
+        root = math.nextafter(root, math.inf)
+    return root
 
 
 # the payload --------------------------------------------------------------------------------------
@@ -185,14 +250,44 @@ class GramPayload:
 
 # the mechanism ------------------------------------------------------------------------------------
 def exact_gram(oracle: CountOracle, design: DesignEncoding) -> GramStatistics:
-    """``Z^T Z`` from exact 1- and 2-way counts (Prop. 3.2 with exact marginals equals the row computation).
+    """``Z^T Z`` from exact 1- and 2-way counts (Prop. 3.2 with exact marginals equals the row computation), in
+    floating point.
 
     With a :class:`service.oracle.SqlCountOracle` the marginals are counted in one batch (``counts_many``)."""
+    counts = _count(oracle, design)
     needed = design.required_marginals()
-    batch = getattr(oracle, "counts_many", None)
-    counts = batch(needed) if batch is not None else {m: oracle.counts(m) for m in needed}
     total = float(counts[needed[0]].sum())
     return gram_from_marginals(design, lambda attrs: counts[tuple(attrs)], total=total)
+
+
+def _count(oracle: CountOracle, design: DesignEncoding) -> dict[tuple[str, ...], np.ndarray]:
+    needed = design.required_marginals()
+    batch = getattr(oracle, "counts_many", None)
+    return batch(needed) if batch is not None else {m: oracle.counts(m) for m in needed}
+
+
+def integer_gram(oracle: CountOracle, design: DesignEncoding, integral: IntegralDesign) -> np.ndarray:
+    """``W = S Z^T Z S`` exactly, as a ``q x q`` object array of Python ints, from integer 1- and 2-way counts
+    (Prop. 3.2 with the integer blocks ``S_j A_j``: ``W_[j,k] = (S_j A_j) mu_jk (S_k A_k)^T``)."""
+    counts = _count(oracle, design)
+    q = len(design.gram_names)
+    W = np.zeros((q, q), dtype=object)
+    spans = [rows for _, rows in design.gram_blocks()]
+    names = [enc.attribute for enc in design.attribute_encodings]
+    singles = [np.asarray(counts[(name,)]).astype(np.int64).astype(object) for name in names]
+    for block, rows, mu in zip(integral.blocks, spans, singles, strict=True):
+        W[rows, rows] = (block * mu) @ block.T
+        if design.intercept:
+            W[0, rows] = W[rows, 0] = block @ mu
+    if design.intercept:
+        W[0, 0] = int(sum(singles[0]))
+    for a in range(len(names)):
+        for b in range(a + 1, len(names)):
+            mu = np.asarray(counts[(names[a], names[b])]).astype(np.int64).astype(object)
+            block = integral.blocks[a] @ mu @ integral.blocks[b].T
+            W[spans[a], spans[b]] = block
+            W[spans[b], spans[a]] = block.T
+    return W
 
 
 class GramRelease:
@@ -206,24 +301,35 @@ class GramRelease:
         if q > MAX_COLUMNS:
             raise MechanismError(f"the Gram matrix would have {q} columns; the limit is {MAX_COLUMNS}")
         self.design = design
+        self.integral = integral_design(design)
         self.calibration = calibrate(design, rho, lambda_share)
         self.payload: GramPayload | None = None
 
     def __call__(self, oracle: CountOracle, noise: NoiseSource, progress: Progress = no_progress) -> MechanismResult:
-        exact = exact_gram(oracle, self.design)
+        W = integer_gram(oracle, self.design, self.integral)
         progress(1, 3, "counted the 1- and 2-way marginals")
-        exact_lambda = float(np.linalg.eigvalsh(exact.zz)[0])
-        q = exact.zz.shape[0]
-        rows, cols = np.triu_indices(q)
+        scales = self.integral.scales
+        q = W.shape[0]
+        exact = np.array([[W[i, j] / (scales[i] * scales[j]) for j in range(q)] for i in range(q)], dtype=float)
+        exact_lambda = float(np.linalg.eigvalsh(exact)[0])
         cal = self.calibration
-        upper = np.asarray(noise.gaussian(cal.sigma_gram, rows.size), dtype=float)
+        rows, cols = np.triu_indices(q)
+        by_scale: dict[int, list[int]] = {}
+        for k, (i, j) in enumerate(zip(rows.tolist(), cols.tolist(), strict=True)):
+            by_scale.setdefault(scales[i] * scales[j], []).append(k)
+        upper = np.empty(rows.size)
+        for product in sorted(by_scale):  # a fixed order: a seeded release is reproducible
+            entries = by_scale[product]
+            draws = noise.discrete_gaussian(cal.sigma2_gram * product * product, len(entries))
+            for k, n in zip(entries, draws.tolist(), strict=True):
+                upper[k] = (W[rows[k], cols[k]] + n) / product  # int / int: correctly rounded
         lam = float(np.asarray(noise.gaussian(cal.sigma_lambda, 1), dtype=float)[0])
-        perturbation = np.zeros((q, q))
-        perturbation[rows, cols] = upper
-        perturbation[cols, rows] = upper
-        self.payload = GramPayload(tuple(self.design.gram_names), exact.zz + perturbation, exact_lambda + lam)
+        noisy = np.zeros((q, q))
+        noisy[rows, cols] = upper
+        noisy[cols, rows] = upper
+        self.payload = GramPayload(tuple(self.design.gram_names), noisy, exact_lambda + lam)
         progress(3, 3, "perturbed Z^T Z and lambda_min")
-        details = {"gram_names": list(self.design.gram_names), **cal.to_json()}
+        details = {"gram_names": list(self.design.gram_names), "column_scales": list(scales), **cal.to_json()}
         return MechanismResult([], None, cal.cost, details)  # type: ignore[arg-type]
 
     def encode(self, result: MechanismResult) -> bytes:  # noqa: ARG002 - the payload is kept on the runner

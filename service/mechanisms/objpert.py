@@ -1,21 +1,34 @@
 """The objective-perturbation release: a logistic regression model whose payload is the model itself.
 
-Kifer, Smith & Thakurta 2012 ("Private convex empirical risk minimization and high-dimensional regression",
-COLT, Thm. 2), as restated in paper 002, App. C, Alg. 3: with ``||x|| <= ||X||`` for every encoded row (intercept
-included, Prop. 3.1), ``Delta = ||X||^2 / (2 eps)`` and ``b ~ N(0, ||X||^2 (8 log(2/delta) + 4 eps) / eps^2 I)``, the
-exact minimiser of ``sum_i log(1 + exp(-y_i x_i.theta)) + Delta/2 ||theta||^2 + b.theta`` is (eps, delta)-DP
-under add/remove-one neighbours. The conditions of the theorem and why the logistic loss meets them are in
-docs/privacy.md, section 8.6; the calibration and the solver live in
-:mod:`estimators.objpert` and :class:`estimators.logistic.ObjPertLogisticRegression`.
+Approximate minima perturbation (Iyengar, Near, Song, Thakkar, Thakurta & Wang 2019, "Towards Practical
+Differentially Private Convex Optimization", IEEE S&P, Alg. 1) around the objective perturbation of Kifer, Smith &
+Thakurta 2012 ("Private convex empirical risk minimization and high-dimensional regression", COLT, Thm. 2), as
+restated in paper 002, App. C, Alg. 3. The budget (eps, delta) is split: (eps_1, delta_1) = (1 - s)(eps, delta) for
+objective perturbation and (eps_2, delta_2) = s (eps, delta) for the output noise, s = ``OUTPUT_SHARE``.
+
+1. With ``||x|| <= ||X||`` for every encoded row (intercept included, Prop. 3.1), ``Delta = ||X||^2 / (2 eps_1)`` and
+   ``b ~ N(0, ||X||^2 (8 log(2/delta_1) + 4 eps_1) / eps_1^2 I)``, the exact minimiser ``theta*`` of
+   ``J(theta) = sum_i log(1 + exp(-y_i x_i.theta)) + Delta/2 ||theta||^2 + b.theta`` is (eps_1, delta_1)-DP under
+   add/remove-one neighbours (docs/privacy.md, section 8.6, for the conditions and the proof).
+2. The solver stops only at a point ``theta_hat`` where the exact gradient of this un-divided ``J`` has norm at most
+   ``gamma = tau Delta`` (certified in decimal arithmetic, :mod:`estimators.certified`); ``J`` is Delta-strongly
+   convex, so ``||theta_hat - theta*|| <= tau`` (``tau = DISTANCE_BOUND``) whatever the data.
+3. The release is ``theta_hat + N(0, sigma_out^2 I)`` with ``sigma_out = 2 tau / sqrt(2 rho_out)`` and
+   ``rho_out = cdp_rho(eps_2, delta_2)``: given ``theta*``, ``theta_hat - theta*`` is a vector of norm at most
+   ``tau`` on every dataset, so its l2 sensitivity is ``2 tau`` and the Gaussian mechanism is rho_out-zCDP, hence
+   (eps_2, delta_2)-DP (Bun & Steinke 2016, Prop. 1.6; Canonne, Kamath & Steinke 2020, Cor. 13).
+
+Composition: (eps_1 + eps_2, delta_1 + delta_2) = (eps, delta), the charge. Only public numbers (the calibration)
+are stored with the release: no solver diagnostic, no row count, no row norm.
 
 This is the one mechanism of the service that reads rows (:meth:`service.oracle.SqlCountOracle.rows`): the
 optimisation needs them. They stay inside the runner; only the fitted coefficients leave, in the payload.
-The charge is (eps, delta) itself (approximate DP), not a zCDP rho.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -25,7 +38,8 @@ import numpy as np
 
 from estimators.base import EstimatorError
 from estimators.logistic import ObjPertLogisticRegression
-from estimators.objpert import objpert_noise_scale, objpert_regularization
+from estimators.objpert import objpert_noise_scale, objpert_regularization, round_up
+from service import zcdp
 from service.cost import PrivacyCost
 from service.mechanisms.base import MechanismError, MechanismResult, Progress, no_progress
 from service.mechanisms.gram import float_down
@@ -54,17 +68,21 @@ class ModelPayload:
         return cls(tuple(data["feature_names"]), tuple(float(c) for c in data["coef"]), data["intercept"])
 
 
+#: The share s of (epsilon, delta) spent on the output noise; objective perturbation gets 1 - s.
+OUTPUT_SHARE = Fraction(1, 1000)
+#: tau: the certified distance between the released point (before output noise) and the exact minimiser.
+DISTANCE_BOUND = 1e-10
+
+
 class ObjPertRelease:
     """A release runner for :func:`service.releases.run_release` (``runner=release, encode_payload=release.encode``).
 
     ``design`` must be a logistic design (target in ``{-1, +1}``); ``epsilon`` and ``delta`` (exact, ``delta > 0``)
-    are the charge. The noise scale and ``Delta`` use floats rounded *down* from the exact values, so the noise is
-    never smaller than the charge requires.
+    are the charge, split as in the module docstring. Every float of the calibration is computed from the exact
+    shares rounded *down* and rounded *up* itself, so the noise is never smaller than the charge requires.
     """
 
-    def __init__(
-        self, design: DesignEncoding, epsilon: Fraction, delta: Fraction, *, tol: float = 1e-9, max_iter: int = 500
-    ) -> None:
+    def __init__(self, design: DesignEncoding, epsilon: Fraction, delta: Fraction, *, max_iter: int = 500) -> None:
         if design.task != "logistic":
             raise MechanismError("objective perturbation is implemented for logistic regression only")
         epsilon, delta = Fraction(epsilon), Fraction(delta)
@@ -72,12 +90,21 @@ class ObjPertRelease:
             raise MechanismError(f"objective perturbation needs epsilon > 0 and 0 < delta < 1, got {epsilon}, {delta}")
         self.design = design
         self.cost = PrivacyCost(epsilon=epsilon, delta=delta)
-        self.epsilon = float_down(epsilon)
-        self.delta = float_down(delta)
-        self.row_norm_bound = design.feature_norm_bound()
+        epsilon_out, delta_out = epsilon * OUTPUT_SHARE, delta * OUTPUT_SHARE
+        self.epsilon = float_down(epsilon - epsilon_out)  # eps_1, delta_1: objective perturbation
+        self.delta = float_down(delta - delta_out)
+        self.epsilon_output = float_down(epsilon_out)  # eps_2, delta_2: the output noise
+        self.delta_output = float_down(delta_out)
+        self.row_norm_bound = round_up(design.feature_norm_bound())
         self.noise_std = objpert_noise_scale(self.epsilon, self.delta, self.row_norm_bound)
+        self.regularization = objpert_regularization(self.epsilon, self.row_norm_bound)
+        self.gradient_tolerance = math.nextafter(DISTANCE_BOUND * self.regularization, 0.0)  # gamma / Delta <= tau
+        try:
+            rho_output = zcdp.cdp_rho(self.epsilon_output, self.delta_output)
+        except zcdp.PrivacyParameterError as exc:
+            raise MechanismError(f"objective perturbation: {exc}") from None
+        self.output_noise_std = zcdp.gaussian_sigma(rho_output, 2.0 * DISTANCE_BOUND)
         self.dimension = design.n_features + int(design.intercept)
-        self.tol = tol
         self.max_iter = max_iter
         self.payload: ModelPayload | None = None
 
@@ -85,32 +112,39 @@ class ObjPertRelease:
     def attributes(self) -> Sequence[str]:
         return (*self.design.features, self.design.target)
 
+    def public_details(self) -> dict[str, object]:
+        """The calibration: functions of the design and the charge only (nothing about the rows)."""
+        return {
+            "row_norm_bound": self.row_norm_bound,
+            "epsilon_objective": self.epsilon,
+            "delta_objective": self.delta,
+            "epsilon_output": self.epsilon_output,
+            "delta_output": self.delta_output,
+            "regularization": self.regularization,
+            "noise_std": self.noise_std,
+            "gradient_tolerance": self.gradient_tolerance,
+            "distance_bound": DISTANCE_BOUND,
+            "output_noise_std": self.output_noise_std,
+        }
+
     def __call__(self, oracle: SqlCountOracle, noise: NoiseSource, progress: Progress = no_progress) -> MechanismResult:
         codes = oracle.rows(self.attributes)
-        if len(codes) == 0:
-            raise MechanismError("the dataset has no rows")
         X, y = self.design.encode({name: codes[:, i] for i, name in enumerate(self.attributes)})
         del codes
-        progress(1, 3, f"encoded {len(y):,} rows")
+        progress(1, 3, "encoded the rows")
         b = np.asarray(noise.gaussian(self.noise_std, self.dimension), dtype=float)
+        output_noise = np.asarray(noise.gaussian(self.output_noise_std, self.dimension), dtype=float)
         model = ObjPertLogisticRegression(self.epsilon, self.delta, self.row_norm_bound,
-                                          fit_intercept=self.design.intercept, tol=self.tol, max_iter=self.max_iter)
+                                          fit_intercept=self.design.intercept,
+                                          gradient_tolerance=self.gradient_tolerance, max_iter=self.max_iter)
         try:
-            model.fit(X, y, b, self.design.feature_names)
+            model.fit(X, y, b, self.design.feature_names, output_noise=output_noise)
         except EstimatorError as exc:  # after the noise: the charge stands (release marked failed_after_noise)
             raise MechanismError(f"objective perturbation failed: {exc}") from None
         progress(3, 3, "minimised the perturbed objective")
         self.payload = ModelPayload(tuple(self.design.feature_names), tuple(float(c) for c in model.coef_),
                                     float(model.intercept_) if self.design.intercept else None)
-        details = {
-            "row_norm_bound": self.row_norm_bound,
-            "noise_std": self.noise_std,
-            "regularization": objpert_regularization(self.epsilon, self.row_norm_bound),
-            "converged": model.converged_,
-            "gradient_norm": model.gradient_norm_,
-            "iterations": model.n_iter_,
-        }
-        return MechanismResult([], None, self.cost, details)  # type: ignore[arg-type]
+        return MechanismResult([], None, self.cost, self.public_details())  # type: ignore[arg-type]
 
     def encode(self, result: MechanismResult) -> bytes:  # noqa: ARG002 - the payload is kept on the runner
         if self.payload is None:

@@ -1,0 +1,250 @@
+"""DP-IHT: sparsity-constrained DP-ERM in the central model (linear, and logistic with an l2 penalty).
+
+Source: Wang & Xu, "On sparse linear regression in the local differential privacy model" (ICML 2019), Sec. 6,
+Alg. 3: ``x_{t+1} = Trunc(x_t - eta (grad L(x_t; D) + z_t), k)`` for ``t = 0..T-1``, ``z_t ~ N(0, sigma^2 I_p)``,
+``sigma^2 = c T log(1/delta) G^2 / (n^2 eps^2)`` "for some constant c" and ``eps <= 1``, with ``G`` the Lipschitz
+constant of the per-example loss. The constant is not given, so the paper's calibration cannot be charged as printed;
+we run the same iteration as ``T`` Gaussian mechanisms with an exact zCDP cost:
+
+**Clipping and sensitivity.** Each per-example gradient of the data term is clipped to l2 norm ``G``
+(``clip_norm``; for the logistic loss ``||grad|| <= ||x||``, so ``G >= max ||x||`` clips nothing, and for the
+squared loss ``||x (<theta, x> - y)||`` is unbounded in ``theta`` without it). Iteration ``t`` releases the noisy
+*sum* ``S_t = sum_i clip_G(grad l(theta_t; z_i)) + N(0, sigma^2 I_p)``. Under add/remove-one neighbours (the
+service's relation, ``docs/privacy.md`` section 1) adding a row adds one clipped vector, so the l2 sensitivity of
+``S_t`` is exactly ``G`` for any ``theta_t``. The optional penalty ``(l2/2) ||theta||^2`` (Sec. 7.2 uses it with the
+logistic loss) does not depend on the data and is added after the noise.
+
+**Cost.** Each iteration is ``G^2 / (2 sigma^2)``-zCDP (Bun & Steinke 2016, Prop. 1.6); ``theta_t`` depends on
+earlier releases only (post-processing), and the ``T`` mechanisms with costs fixed in advance compose adaptively to
+the sum (Lemma 2.3). The average gradient needs ``n``, which is private under add/remove: either the caller passes a
+``normalizer`` that is public or already released (then no budget goes to it), or DP-IHT first releases
+``n_hat = n + N(0, sigma_n^2)`` (sensitivity 1) with a fraction ``count_fraction`` of the budget and divides by
+``max(n_hat, 1)``. For a total ``rho`` (exact rationals, :class:`DPIHTCalibration`):
+
+    rho_count = count_fraction * rho   (0 with a normalizer),   rho_iter = (rho - rho_count) / T,
+    sigma = G / sqrt(2 rho_iter),   sigma_n = 1 / sqrt(2 rho_count),   total = rho_count + T rho_iter = rho.
+
+Each ``sigma`` is computed from its share rounded down to a float and then rounded up by two ulps, so the noise is
+never smaller than the charge requires (a test checks ``G^2 / (2 sigma^2) <= rho_iter`` in exact arithmetic).
+
+A request at (eps, delta) is charged ``rho = cdp_rho(eps, delta)`` by the service (Canonne, Kamath & Steinke 2020,
+Cor. 13), as for the other Gaussian releases.
+
+**Noise comes from the caller.** ``fit(X, y, noise)`` takes ``noise(sigma, size) -> ndarray`` (the release engine
+passes ``NoiseSource.gaussian``); nothing here creates a random generator. Every setting is checked before the first
+draw. The step is ``theta - eta (S_t / n_hat + l2 theta)``, then ``Trunc(., k)`` (no ball projection: Alg. 3's
+constraint set is ``{||theta||_0 <= k}``). The release's payload is the fitted model.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from estimators.base import (
+    BinaryClassifier,
+    EstimatorError,
+    LinearRegressor,
+    as_matrix,
+    check_non_negative,
+    check_positive,
+)
+from estimators.local.argument_checks import check_count, check_sparsity, check_vector, feature_names_for
+from estimators.local.iht import hard_threshold
+
+#: ``noise(sigma, size)`` returns i.i.d. ``N(0, sigma^2)`` draws of shape ``size`` (``NoiseSource.gaussian``).
+GaussianNoise = Callable[[float, int], np.ndarray]
+
+
+def _exact(name: str, value: object) -> Fraction:
+    """A finite number > 0 as an exact rational: a Fraction as is, a float at its shortest decimal form (0.1 is 1/10,
+    as the accountant reads it), an int as is."""
+    if isinstance(value, Fraction):
+        if value <= 0:
+            raise EstimatorError(f"{name} must be a positive finite number, got {value!r}")
+        return value
+    number = check_positive(name, value)
+    return Fraction(repr(number)) if isinstance(value, float | np.floating) else Fraction(int(value))  # type: ignore[call-overload]
+
+
+def _float_down(value: Fraction) -> float:
+    """The largest float not above ``value``."""
+    nearest = float(value)
+    return math.nextafter(nearest, -math.inf) if Fraction(nearest) > value else nearest
+
+
+def _sigma_for(sensitivity: float, rho: Fraction) -> float:
+    """``Delta / sqrt(2 rho)`` from ``rho`` rounded down, then rounded up two ulps: ``Delta^2 / (2 sigma^2) <= rho``."""
+    sigma = sensitivity / math.sqrt(2.0 * _float_down(rho))
+    return math.nextafter(math.nextafter(sigma, math.inf), math.inf)
+
+
+@dataclass(frozen=True)
+class DPIHTCalibration:
+    """The exact zCDP cost of one DP-IHT release and the noise scales that realise it."""
+
+    rho: Fraction
+    iterations: int
+    clip_norm: float
+    rho_count: Fraction
+    rho_per_iteration: Fraction
+    sigma_gradient: float
+    sigma_count: float | None
+
+    @property
+    def rho_total(self) -> Fraction:
+        """``rho_count + T rho_per_iteration``: equals ``rho`` exactly (what the accountant charges)."""
+        return self.rho_count + self.iterations * self.rho_per_iteration
+
+
+def dp_iht_calibration(
+    rho: object,
+    iterations: int,
+    clip_norm: float,
+    count_fraction: object = Fraction(1, 10),
+    normalizer_given: bool = False,
+) -> DPIHTCalibration:
+    """Split ``rho`` between the count (unless a normalizer is given) and ``T`` equal gradient releases."""
+    total = _exact("rho", rho)
+    t_max = check_count("iterations", iterations)
+    g = check_positive("clip_norm", clip_norm)
+    if normalizer_given:
+        rho_count = Fraction(0)
+    else:
+        fraction = _exact("count_fraction", count_fraction)
+        if not fraction < 1:
+            raise EstimatorError(f"count_fraction must be in (0, 1), got {count_fraction!r}")
+        rho_count = total * fraction
+    per_iteration = (total - rho_count) / t_max
+    return DPIHTCalibration(
+        rho=total,
+        iterations=t_max,
+        clip_norm=g,
+        rho_count=rho_count,
+        rho_per_iteration=per_iteration,
+        sigma_gradient=_sigma_for(g, per_iteration),
+        sigma_count=None if normalizer_given else _sigma_for(1.0, rho_count),
+    )
+
+
+def clip_rows(rows: np.ndarray, bound: float) -> np.ndarray:
+    """Each row scaled down to l2 norm at most ``bound``."""
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    return rows * np.minimum(1.0, bound / np.maximum(norms, np.finfo(float).tiny))
+
+
+def clipped_gradient_sum(X: np.ndarray, row_norms: np.ndarray, slopes: np.ndarray, bound: float) -> np.ndarray:
+    """``sum_i clip_G(slope_i x_i)`` for generalized linear losses, whose per-example gradient is ``slope_i x_i``.
+
+    ``||slope_i x_i|| = |slope_i| ||x_i||``, so the clipped sum is ``X^T (slope * min(1, G / (|slope| ||x||)))``:
+    the same vector as :func:`clip_rows` on the ``n x p`` gradients, in two passes over ``X`` instead of a copy.
+    """
+    norms = np.abs(slopes) * row_norms
+    return X.T @ (slopes * np.minimum(1.0, bound / np.maximum(norms, np.finfo(float).tiny)))
+
+
+def _draw(noise: GaussianNoise, sigma: float, size: int) -> np.ndarray:
+    values = np.asarray(noise(sigma, size), dtype=float).reshape(-1)
+    if values.shape != (size,) or not np.all(np.isfinite(values)):
+        raise EstimatorError(f"noise(sigma, {size}) must return {size} finite numbers")
+    return values
+
+
+class _DPIHT:
+    """Alg. 3 with clipped per-example gradients and an exact zCDP cost; subclasses give the loss.
+
+    Settings: ``sparsity`` (``k``), ``iterations`` (``T``), ``eta`` (the step), ``rho`` (the total zCDP charge),
+    ``clip_norm`` (``G``), ``l2`` (the data-free penalty ``(l2/2) ||theta||^2``), ``normalizer`` (a public or released
+    row count, else one is released), ``count_fraction`` (its share of ``rho``), ``theta0`` (a public start, default 0).
+    Fitted: ``coef_``, ``calibration_`` (:class:`DPIHTCalibration`), ``normalizer_`` (the ``n_hat`` used).
+    """
+
+    def __init__(
+        self,
+        sparsity: int,
+        iterations: int,
+        eta: float,
+        rho: float,
+        clip_norm: float,
+        l2: float = 0.0,
+        normalizer: float | None = None,
+        count_fraction: object = Fraction(1, 10),
+        theta0: object = None,
+    ) -> None:
+        self.sparsity = sparsity
+        self.iterations = iterations
+        self.eta = eta
+        self.rho = rho
+        self.clip_norm = clip_norm
+        self.l2 = l2
+        self.normalizer = normalizer
+        self.count_fraction = count_fraction
+        self.theta0 = theta0
+
+    def calibration(self) -> DPIHTCalibration:
+        """The cost and noise scales these settings give (what the accountant charges: ``rho_total``)."""
+        if self.normalizer is not None:
+            check_positive("normalizer", self.normalizer)
+        return dp_iht_calibration(
+            self.rho, self.iterations, self.clip_norm, self.count_fraction, self.normalizer is not None
+        )
+
+    def _slopes(self, theta: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """The scalars ``a_i`` with per-example gradient ``a_i x_i`` of the data term."""
+        raise NotImplementedError
+
+    def _check_labels(self, y: np.ndarray) -> None:
+        """Label checks of the loss (none for the squared loss)."""
+
+    def fit(self, X: object, y: object, noise: GaussianNoise, feature_names: object = None) -> _DPIHT:
+        design = as_matrix("X", X)
+        n, p = design.shape
+        labels = check_vector("y", y, n)
+        self._check_labels(labels)
+        names = feature_names_for(feature_names, p)
+        k = check_sparsity(self.sparsity, p)
+        step = check_positive("eta", self.eta)
+        theta = np.zeros(p) if self.theta0 is None else check_vector("theta0", self.theta0, p)
+        calibration = self.calibration()
+        penalty = check_non_negative("l2", self.l2)
+        if not callable(noise):
+            raise EstimatorError("noise must be callable as noise(sigma, size)")
+        if calibration.sigma_count is None:
+            n_hat = float(self.normalizer)  # type: ignore[arg-type]
+        else:
+            n_hat = max(n + float(_draw(noise, calibration.sigma_count, 1)[0]), 1.0)
+        row_norms = np.linalg.norm(design, axis=1)
+        for _ in range(calibration.iterations):
+            slopes = self._slopes(theta, design, labels)
+            clipped_sum = clipped_gradient_sum(design, row_norms, slopes, calibration.clip_norm)
+            noisy_sum = clipped_sum + _draw(noise, calibration.sigma_gradient, p)
+            theta = hard_threshold(theta - step * (noisy_sum / n_hat + penalty * theta), k)
+        self.calibration_ = calibration
+        self.normalizer_ = n_hat
+        self._store(theta, names, intercept=False)  # type: ignore[attr-defined]
+        return self
+
+
+class DPIHTLinearRegression(_DPIHT, LinearRegressor):
+    """DP-IHT for ``(1/2n) sum_i (<theta, x_i> - y_i)^2 + (l2/2) ||theta||^2`` s.t. ``||theta||_0 <= k``.
+
+    No intercept: add a constant column to ``X`` (it counts towards ``k`` and towards ``||x||``)."""
+
+    def _slopes(self, theta: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return X @ theta - y  # grad (1/2)(<theta, x> - y)^2 = (<theta, x> - y) x
+
+
+class DPIHTLogisticRegression(_DPIHT, BinaryClassifier):
+    """DP-IHT for ``(1/n) sum_i log(1 + exp(-y_i <theta, x_i>)) + (l2/2) ||theta||^2``, ``y`` in ``{-1, +1}``."""
+
+    def _check_labels(self, y: np.ndarray) -> None:
+        if not np.all(np.isin(y, (-1.0, 1.0))):
+            raise EstimatorError("y must hold labels in {-1, +1}")
+
+    def _slopes(self, theta: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
+        margins = y * (X @ theta)
+        return -y * 0.5 * (1.0 - np.tanh(0.5 * margins))  # d/dm log(1 + e^{-m}) = -1 / (1 + e^m), times y

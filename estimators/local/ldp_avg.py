@@ -1,0 +1,36 @@
+"""1-dim LDP-AVG (Wang, Gaboardi & Xu 2018, "Empirical risk minimization in non-interactive local differential privacy
+revisited", Alg. 1): the average of the reports.
+
+Each report is ``clip(v_i) + Lap(b)`` (:mod:`workloads.local.randomizers.laplace`), so ``mean_`` is unbiased for the
+participants' average clipped value; Lemma 1 bounds its error by ``2 (upper - lower) sqrt(log(1/beta)) / (sqrt(n)
+epsilon)`` with probability ``1 - beta``. ``std_error_`` estimates the standard error from the reports' own spread
+(noise plus the spread of the values: the error for the population mean), ``noise_std_error_`` is the part due to
+privacy, ``sqrt(2) b / sqrt(n)`` (the error for the participants' own average).
+"""
+
+from __future__ import annotations
+
+import math
+
+from estimators.base import EstimatorError
+from estimators.local.aggregate import ReportAggregate
+from workloads.local.protocols import LdpAverageSpec
+
+
+class LdpAverage:
+    """``fit(aggregate, spec)`` sets ``mean_``, ``std_error_``, ``noise_std_error_`` and ``n_reports_``."""
+
+    def fit(self, aggregate: ReportAggregate, spec: LdpAverageSpec) -> LdpAverage:
+        if not isinstance(spec, LdpAverageSpec):
+            raise EstimatorError(f"spec must be an LdpAverageSpec, got {type(spec).__name__}")
+        if not isinstance(aggregate, ReportAggregate) or aggregate.protocol != spec.protocol:
+            raise EstimatorError(f"aggregate must hold reports of an {spec.protocol!r} campaign, got {aggregate!r}")
+        n = aggregate.count
+        if n == 0:
+            raise EstimatorError("the aggregate holds no reports yet")
+        self.mean_ = float(aggregate.mean("value"))
+        spread = max(float(aggregate.second_moment("value")) - self.mean_**2, 0.0) * n / max(n - 1, 1)
+        self.std_error_ = math.sqrt(spread / n)
+        self.noise_std_error_ = math.sqrt(2.0) * spec.scale / math.sqrt(n)
+        self.n_reports_ = n
+        return self

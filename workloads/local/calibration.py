@@ -1,0 +1,177 @@
+"""Noise calibration for the randomizers participants run: checks, Laplace scale, analytic Gaussian, sensitivities.
+
+``math`` and numpy only, so a participant's device computes the noise of its own report from the campaign's public
+parameters and needs no server-side package (and need not trust a noise scale the server sends).
+
+Sources (derivations in ``docs/privacy.md``, section 8.7):
+
+* Laplace mechanism: Dwork, McSherry, Nissim & Smith 2006, "Calibrating noise to sensitivity in private data
+  analysis": adding ``Lap(Delta_1 / epsilon)`` to a value whose possible inputs lie within l1 distance ``Delta_1`` of
+  each other is epsilon-LDP.
+* Analytic Gaussian mechanism: Balle & Wang 2018, "Improving the Gaussian mechanism for differential privacy:
+  analytical calibration and optimal denoising" (ICML), Thm. 8: ``f(x) + N(0, sigma^2 I)`` with l2 sensitivity
+  ``Delta`` is (epsilon, delta)-DP if and only if, with ``mu = Delta / sigma``,
+
+      Phi(mu / 2 - epsilon / mu) - e^epsilon Phi(-mu / 2 - epsilon / mu) <= delta,
+
+  valid for every epsilon > 0 (the classical ``sigma = sqrt(2 ln(1.25 / delta)) Delta / epsilon`` of Dwork & Roth
+  2014, Thm. A.1, needs epsilon < 1). The left side is the exact privacy profile of the pair ``N(0, 1)``,
+  ``N(mu, 1)`` (Dong, Roth & Su 2019 call it mu-GDP).
+
+Every result is rounded in the safe direction: a scale is never smaller than the exact calibration requires.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+
+#: Relative upward rounding applied to every noise scale (a few ulps of float64; covers the rounding of the
+#: divisions that produce it).
+_SCALE_ROUND_UP = 1.0 + 2.0**-50
+#: The computed profile is raised by this many ulps of its two terms (plus the error of ``exp`` of a large exponent),
+#: an upper bound on the floating-point error of ``math.erfc`` (a few ulps), ``log`` and the subtraction.
+_PROFILE_ULPS = 64
+_BISECTION_STEPS = 200
+
+
+class CalibrationError(ValueError):
+    """A privacy parameter, bound or dimension that cannot be used; the message names it."""
+
+
+def check_positive(name: str, value: object) -> float:
+    """A finite number > 0 (epsilon, a norm bound, a sensitivity...)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise CalibrationError(f"{name} must be a positive finite number, got {value!r}")
+    number = float(value)
+    if not math.isfinite(number) or number <= 0:
+        raise CalibrationError(f"{name} must be a positive finite number, got {value!r}")
+    return number
+
+
+def check_delta(name: str, value: object, *, allow_zero: bool = False) -> float:
+    """A finite delta in (0, 1), or [0, 1) with ``allow_zero``."""
+    interval = "[0, 1)" if allow_zero else "(0, 1)"
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise CalibrationError(f"{name} must be a number in {interval}, got {value!r}")
+    number = float(value)
+    if not (0.0 <= number < 1.0) or (number == 0.0 and not allow_zero):
+        raise CalibrationError(f"{name} must be a number in {interval}, got {value!r}")
+    return number
+
+
+def check_dimension(name: str, value: object) -> int:
+    """A positive integer (a dimension, a group size)."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise CalibrationError(f"{name} must be a positive integer, got {value!r}")
+    number = int(value)
+    if number < 1:
+        raise CalibrationError(f"{name} must be a positive integer, got {value!r}")
+    return number
+
+
+def round_up(scale: float) -> float:
+    """``scale`` raised by a few ulps: what every calibration returns."""
+    return math.nextafter(scale * _SCALE_ROUND_UP, math.inf)
+
+
+# ---------------------------------------------------------------------------------------------------------- Laplace
+def laplace_scale(epsilon: float, l1_sensitivity: float) -> float:
+    """``b = Delta_1 / epsilon`` (Dwork, McSherry, Nissim & Smith 2006), rounded up."""
+    return round_up(check_positive("l1_sensitivity", l1_sensitivity) / check_positive("epsilon", epsilon))
+
+
+# --------------------------------------------------------------------------------------------------------- Gaussian
+def standard_normal_cdf(x: float) -> float:
+    return 0.5 * math.erfc(-x / math.sqrt(2.0))
+
+
+def gaussian_privacy_profile(mu: float, epsilon: float) -> float:
+    """An upper bound (a few ulps above) on the exact delta(epsilon) of the Gaussian mechanism, ``mu = Delta/sigma``.
+
+    ``Phi(mu/2 - eps/mu) - e^eps Phi(-mu/2 - eps/mu)`` (Balle & Wang 2018, Thm. 8). The second term is computed as
+    ``exp(eps + log Phi(.))``, so ``e^eps`` never overflows; where ``Phi(.)`` underflows to 0 the term is dropped,
+    which only raises the bound.
+    """
+    mu = float(mu)
+    epsilon = float(epsilon)
+    if mu <= 0.0:
+        return 0.0
+    first = standard_normal_cdf(mu / 2.0 - epsilon / mu)
+    tail = standard_normal_cdf(-mu / 2.0 - epsilon / mu)
+    exponent = epsilon + math.log(tail) if tail > 0.0 else -math.inf
+    second = math.exp(exponent) if tail > 0.0 else 0.0
+    # exp(a) with a rounded to an ulp of |a| has relative error |a| 2^-52: the margin grows with the exponent
+    margin = 2.0**-52 * (_PROFILE_ULPS * first + (_PROFILE_ULPS + (abs(exponent) if tail > 0.0 else 0.0)) * second)
+    return min(1.0, max(first - second + margin, 0.0))
+
+
+@functools.lru_cache(maxsize=256)
+def gaussian_mu(epsilon: float, delta: float) -> float:
+    """The largest ``mu = Delta / sigma`` (to bisection precision, always on the feasible side) whose Gaussian
+    mechanism is (epsilon, delta)-DP by the exact profile of Balle & Wang 2018, Thm. 8."""
+    epsilon = check_positive("epsilon", epsilon)
+    delta = check_delta("delta", delta)
+    low, high = 0.0, 1.0
+    while gaussian_privacy_profile(high, epsilon) <= delta:
+        low, high = high, 2.0 * high
+        if high > 1e12:  # the profile -> 1 as mu grows, so this only guards against a broken bound
+            raise CalibrationError(f"cannot calibrate the Gaussian mechanism at epsilon={epsilon}, delta={delta}")
+    for _ in range(_BISECTION_STEPS):
+        middle = 0.5 * (low + high)
+        if middle in (low, high):
+            break
+        if gaussian_privacy_profile(middle, epsilon) <= delta:
+            low = middle
+        else:
+            high = middle
+    if low <= 0.0:
+        raise CalibrationError(f"delta={delta} is too small to calibrate at epsilon={epsilon}")
+    return low
+
+
+def analytic_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float) -> float:
+    """Smallest noise standard deviation (rounded up) that makes ``f(x) + N(0, sigma^2 I)`` (epsilon, delta)-DP when
+    ``||f(x) - f(x')||_2 <= l2_sensitivity`` for all inputs: ``sigma = Delta / mu`` with :func:`gaussian_mu`."""
+    sensitivity = check_positive("l2_sensitivity", l2_sensitivity)
+    return round_up(sensitivity / gaussian_mu(check_positive("epsilon", epsilon), check_delta("delta", delta)))
+
+
+# ---------------------------------------------------------------------------------------------------- sensitivities
+def sufficient_statistics_sensitivity(dimension: int, norm_bound: float, label_bound: float) -> float:
+    """The l2 diameter of ``{(upper triangle of x x^T, x y) : ||x||_2 <= r, |y| <= B}`` (local DP: any two inputs).
+
+    Derivation (ours; ``docs/privacy.md`` 8.7). Write ``a = ||x||``, ``b = ||x'||``, ``s = |<x, x'>|`` and
+    ``D = x x^T - x' x'^T``. The upper triangle (diagonal included) of ``D`` has squared norm
+    ``(||D||_F^2 + ||diag D||^2) / 2 <= ||D||_F^2 = a^4 + b^4 - 2 s^2``, with equality when ``D`` is diagonal, which
+    a common rotation of ``x`` and ``x'`` achieves for ``p >= 2``. The label part is at most
+    ``B^2 (a^2 + b^2 + 2 s)`` (``y = B``, ``y' = -B`` against the sign of ``<x, x'>``), and is rotation invariant.
+    For fixed ``s`` both parts grow with ``a`` and ``b`` (and ``s <= ab`` stays feasible), so ``a = b = r`` and the
+    squared diameter is ``max_{0 <= s <= r^2} 2 r^4 + 2 B^2 r^2 - 2 s^2 + 2 B^2 s``:
+
+    * ``B^2 <= 2 r^2``: ``s = B^2 / 2`` and ``Delta = sqrt(2) (r^2 + B^2 / 2)``;
+    * ``B^2 > 2 r^2``: ``s = r^2`` and ``Delta = 2 B r``.
+
+    For ``p = 1`` (no rotation) ``Delta^2 = max_{0 <= b <= r} (r^2 - b^2)^2 + B^2 (r + b)^2``, whose maximum is at
+    ``b = r`` or at the smaller root of ``2 b (r - b) = B^2``. Both are attained, so these are exact diameters; an
+    l1 bound ``||x||_1 <= r`` implies ``||x||_2 <= r`` and the same value is a valid (possibly loose) bound.
+    """
+    p = check_dimension("dimension", dimension)
+    r = check_positive("norm_bound", norm_bound)
+    label = check_positive("label_bound", label_bound)
+    if p == 1:
+        squared = 4.0 * label**2 * r**2
+        if label**2 < r**2 / 2.0:
+            b = (r - math.sqrt(r**2 - 2.0 * label**2)) / 2.0
+            squared = max(squared, (r**2 - b**2) ** 2 + label**2 * (r + b) ** 2)
+        return round_up(math.sqrt(squared))
+    if label**2 <= 2.0 * r**2:
+        return round_up(math.sqrt(2.0) * (r**2 + label**2 / 2.0))
+    return round_up(2.0 * label * r)
+
+
+def moment_sensitivity(norm_bound: float, label_bound: float) -> float:
+    """The l2 diameter ``2 r B`` of ``{x y : ||x||_2 <= r, |y| <= B}`` (``x = r e``, ``y = B`` against ``y' = -B``)."""
+    return round_up(2.0 * check_positive("norm_bound", norm_bound) * check_positive("label_bound", label_bound))

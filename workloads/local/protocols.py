@@ -1,0 +1,686 @@
+"""Local-DP campaign protocols: public specifications, rounds, report schemas and their validators.
+
+A campaign runs one **protocol**. Everything here is public and fixed before anyone reports:
+
+* a **spec** (a frozen dataclass, JSON round-trip with :meth:`ProtocolSpec.to_json` / :func:`spec_from_json`): the
+  protocol's name, dimension, bounds, the groups of participants and the **rounds**;
+* each round (:class:`RoundSpec`) names the group that reports in it and the local (epsilon, delta) one report
+  spends; a participant's total spend is the sum over the rounds of her group (basic composition, which holds for
+  adaptively chosen mechanisms with parameters fixed in advance: Dwork & Roth 2014, Thm. 3.16);
+* each round has a **public state** (:class:`RoundState`) the server publishes before the round opens: the first
+  from the spec (and a public table, if the protocol uses one) by :meth:`ProtocolSpec.initial_state`; round
+  ``t + 1``'s from round ``t``'s aggregate, computed server side (``estimators.local.rounds.next_state``);
+* reports of round ``t`` are randomized with round ``t``'s state (:meth:`ProtocolSpec.randomize`, which calls the
+  pure functions of :mod:`workloads.local.randomizers`) and checked against its :class:`ReportSchema`.
+
+A batch of reports is *columnar*: ``{field: array of shape (k, *field shape)}``; :meth:`ReportSchema.stack` builds one
+from a list of single reports. :meth:`ReportSchema.validate` checks a whole batch with array operations and refuses it
+with a :class:`ReportError` naming the field and the first bad report.
+
+Allowed ranges. A report is a clipped value plus unbounded noise, so any real number is *possible*; a schema still
+bounds each entry by the largest clipped value plus a tail of the noise that an honest report exceeds with
+negligible probability (``GAUSSIAN_TAIL`` standard deviations: below 1e-88 per entry; ``LAPLACE_TAIL`` scales:
+below 1e-26 per report). This refuses garbage (``1e308``, which would also overflow the running sums) without
+refusing honest reports; refusing is post-processing of what was sent and costs no privacy.
+
+Protocols are found by name in :data:`PROTOCOLS` (:func:`register_protocol`); adding one (e.g. LDP-IHT, T rounds)
+means a new spec class here, its randomizer module and its aggregate/estimator/next-state functions server side.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import typing
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from workloads.local.calibration import (
+    CalibrationError,
+    check_delta,
+    check_dimension,
+    check_positive,
+)
+from workloads.local.randomizers.laplace import interval_scale, randomize_interval_values
+from workloads.local.randomizers.projection import randomize_projection
+from workloads.local.randomizers.sufficient_statistics import (
+    NORMS,
+    StatisticsNoise,
+    noise_scales,
+    randomize_sufficient_statistics,
+    triangle_size,
+)
+
+#: Standard deviations of Gaussian noise an entry may exceed its clipped bound by (P(|N(0,1)| > 20) < 1e-88).
+GAUSSIAN_TAIL = 20.0
+#: Laplace scales a report may exceed its interval by (P(|Lap(1)| > 60) = e^-60 < 1e-26).
+LAPLACE_TAIL = 60.0
+
+
+class ProtocolError(ValueError):
+    """A spec, a round index, a public state or participant data that cannot be used; the message names it."""
+
+
+class ReportError(ValueError):
+    """A batch of reports refused: ``field`` and ``index`` (the first bad report, 0-based in the batch) name it."""
+
+    def __init__(self, message: str, field: str | None = None, index: int | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+        self.index = index
+
+
+# --------------------------------------------------------------------------------------------------- report schemas
+@dataclass(frozen=True)
+class FieldSchema:
+    """One field of a report: its per-report shape and the closed range ``[low, high]`` of every entry."""
+
+    name: str
+    shape: tuple[int, ...]
+    low: float
+    high: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", tuple(int(n) for n in self.shape))
+        if not (math.isfinite(self.low) and math.isfinite(self.high) and self.low < self.high):
+            raise ProtocolError(f"field {self.name!r}: low < high must be finite, got [{self.low}, {self.high}]")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "shape": list(self.shape), "low": self.low, "high": self.high}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> FieldSchema:
+        return cls(str(data["name"]), tuple(data["shape"]), float(data["low"]), float(data["high"]))
+
+
+@dataclass(frozen=True)
+class ReportSchema:
+    """The fields of one round's reports, and the vectorised check of a batch."""
+
+    fields: tuple[FieldSchema, ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in self.fields)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"fields": [f.to_json() for f in self.fields]}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ReportSchema:
+        return cls(tuple(FieldSchema.from_json(f) for f in data["fields"]))
+
+    def stack(self, reports: Sequence[Mapping[str, Any]]) -> dict[str, np.ndarray]:
+        """A columnar batch from single reports (each ``{field: value}``), checked field by field (not ranges)."""
+        if isinstance(reports, Mapping) or not isinstance(reports, Sequence):
+            raise ReportError("reports must be a list of reports, each a mapping of field to value")
+        for index, report in enumerate(reports):
+            if not isinstance(report, Mapping):
+                raise ReportError(f"report {index} must be a mapping of field to value", index=index)
+            self._check_names(report.keys(), index)
+        batch: dict[str, np.ndarray] = {}
+        for f in self.fields:
+            bad = next((i for i, r in enumerate(reports) if not _has_shape(r[f.name], f.shape)), None)
+            if bad is not None:
+                raise ReportError(f"report {bad}: field {f.name!r} must be numbers of shape {f.shape}", f.name, bad)
+            batch[f.name] = np.array([r[f.name] for r in reports], dtype=float).reshape(len(reports), *f.shape)
+        return batch
+
+    def validate(self, batch: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """The batch as float arrays ``{field: (k, *shape)}``, or :class:`ReportError` naming field and first index."""
+        if not isinstance(batch, Mapping):
+            raise ReportError("a batch must be a mapping of field name to an array of reports")
+        self._check_names(batch.keys(), None)
+        arrays: dict[str, np.ndarray] = {}
+        count: int | None = None
+        for f in self.fields:
+            try:
+                array = np.asarray(batch[f.name], dtype=float)
+            except (TypeError, ValueError):
+                raise ReportError(f"field {f.name!r} must hold numbers of shape (k, {_shape_text(f.shape)})",
+                                  f.name) from None
+            if array.ndim != 1 + len(f.shape) or array.shape[1:] != f.shape:
+                raise ReportError(f"field {f.name!r} must have shape (k, {_shape_text(f.shape)}), got {array.shape}",
+                                  f.name)
+            if count is not None and array.shape[0] != count:
+                raise ReportError(f"field {f.name!r} has {array.shape[0]} reports, earlier fields have {count}",
+                                  f.name)
+            count = array.shape[0]
+            flat = array.reshape(count, math.prod(f.shape))
+            bad = ~np.all(np.isfinite(flat), axis=1)
+            if bad.any():
+                index = int(np.argmax(bad))
+                raise ReportError(f"report {index}: field {f.name!r} has a value that is not a finite number",
+                                  f.name, index)
+            bad = ~np.all((flat >= f.low) & (flat <= f.high), axis=1)
+            if bad.any():
+                index = int(np.argmax(bad))
+                worst = flat[index][np.argmax((flat[index] < f.low) | (flat[index] > f.high))]
+                raise ReportError(
+                    f"report {index}: field {f.name!r} has {worst!r}, outside its allowed range [{f.low:.6g}, "
+                    f"{f.high:.6g}]", f.name, index)
+            arrays[f.name] = array
+        return arrays
+
+    def _check_names(self, names: typing.Iterable[str], index: int | None) -> None:
+        given = set(names)
+        where = f"report {index}: " if index is not None else ""
+        for f in self.fields:
+            if f.name not in given:
+                raise ReportError(f"{where}field {f.name!r} is missing", f.name, index)
+        extra = sorted(str(name) for name in given - set(self.names))
+        if extra:
+            raise ReportError(f"{where}unknown field {extra[0]!r} (expected {list(self.names)})", extra[0], index)
+
+
+def _has_shape(value: object, shape: tuple[int, ...]) -> bool:
+    try:
+        return np.asarray(value, dtype=float).shape == shape
+    except (TypeError, ValueError):
+        return False
+
+
+def _shape_text(shape: tuple[int, ...]) -> str:
+    return ", ".join(str(n) for n in shape) if shape else ""
+
+
+# ------------------------------------------------------------------------------------------------- rounds and state
+class _JsonFields:
+    """``to_json`` / ``from_json`` of a frozen dataclass, field by field (unknown or missing keys refused)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {f.name: _to_json_value(getattr(self, f.name)) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Any:
+        return cls(**_exact_keys(cls, data))
+
+
+@dataclass(frozen=True)
+class GroupSpec(_JsonFields):
+    """A group of participants; ``size`` is the number the steward plans (public), ``None`` when open-ended."""
+
+    name: str
+    size: int | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ProtocolError(f"a group name must be a non-empty string, got {self.name!r}")
+        if self.size is not None:
+            object.__setattr__(self, "size", _checked(check_dimension, f"group {self.name!r} size", self.size))
+
+
+@dataclass(frozen=True)
+class RoundSpec(_JsonFields):
+    """One round: the group that reports in it and the local (epsilon, delta) each of its reports spends."""
+
+    group: str
+    epsilon: float
+    delta: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.group, str) or not self.group:
+            raise ProtocolError(f"a round's group must be a non-empty string, got {self.group!r}")
+        object.__setattr__(self, "epsilon", _checked(check_positive, "epsilon", self.epsilon))
+        object.__setattr__(self, "delta", _checked(check_delta, "delta", self.delta, allow_zero=True))
+
+
+@dataclass(frozen=True)
+class RoundState(_JsonFields):
+    """The public state of round ``round_index`` (0-based): numbers and vectors the server publishes."""
+
+    round_index: int
+    values: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        clean: dict[str, float | tuple[float, ...]] = {}
+        for name, value in dict(self.values).items():
+            array = np.asarray(value, dtype=float)
+            if array.ndim > 1 or not np.all(np.isfinite(array)):
+                raise ProtocolError(f"state value {name!r} must be a finite number or vector")
+            clean[str(name)] = float(array) if array.ndim == 0 else tuple(array.tolist())
+        object.__setattr__(self, "values", clean)
+        object.__setattr__(self, "round_index", int(self.round_index))
+
+    def number(self, name: str) -> float:
+        value = self._get(name)
+        if isinstance(value, tuple):
+            raise ProtocolError(f"state value {name!r} of round {self.round_index} must be a number")
+        return value
+
+    def vector(self, name: str, length: int) -> np.ndarray:
+        value = np.asarray(self._get(name), dtype=float)
+        if value.shape != (length,):
+            raise ProtocolError(f"state value {name!r} of round {self.round_index} must be a vector of length "
+                                f"{length}, got shape {value.shape}")
+        return value
+
+    def _get(self, name: str) -> float | tuple[float, ...]:
+        if name not in self.values:
+            raise ProtocolError(f"the state of round {self.round_index} lacks {name!r}")
+        return self.values[name]
+
+
+# ------------------------------------------------------------------------------------------------------ spec base
+PROTOCOLS: dict[str, type[ProtocolSpec]] = {}
+
+
+def register_protocol(cls: type[ProtocolSpec]) -> type[ProtocolSpec]:
+    """Class decorator: make a spec class findable by its ``protocol`` name."""
+    if cls.protocol in PROTOCOLS:
+        raise ProtocolError(f"protocol {cls.protocol!r} is registered twice")
+    PROTOCOLS[cls.protocol] = cls
+    return cls
+
+
+def spec_from_json(data: Mapping[str, Any]) -> ProtocolSpec:
+    """The spec a :meth:`ProtocolSpec.to_json` dictionary describes (its ``protocol`` key picks the class)."""
+    if not isinstance(data, Mapping) or "protocol" not in data:
+        raise ProtocolError("a protocol spec must be a JSON object with a 'protocol' key")
+    name = data["protocol"]
+    if name not in PROTOCOLS:
+        raise ProtocolError(f"unknown protocol {name!r} (known: {sorted(PROTOCOLS)})")
+    return PROTOCOLS[name].from_json(data)
+
+
+class ProtocolSpec:
+    """Base of every protocol's spec (subclasses are frozen dataclasses registered with :func:`register_protocol`)."""
+
+    protocol: ClassVar[str]
+    #: the dimension of a participant's feature vector (1 for scalar protocols); a field or a property
+    dimension: int
+
+    # ---- what every protocol states
+    def rounds(self) -> tuple[RoundSpec, ...]:
+        raise NotImplementedError
+
+    def groups(self) -> tuple[GroupSpec, ...]:
+        raise NotImplementedError
+
+    def report_schema(self, round_index: int, state: RoundState) -> ReportSchema:
+        raise NotImplementedError
+
+    def randomize(
+        self, round_index: int, state: RoundState, data: Mapping[str, Any], rng: np.random.Generator | None = None
+    ) -> dict[str, np.ndarray]:
+        """A participant's report(s) for round ``round_index`` from her data (``rng=None``: the device's source).
+
+        ``data`` holds arrays; a leading batch axis randomizes many participants at once (simulations)."""
+        raise NotImplementedError
+
+    def initial_state(self, public_rows: np.ndarray | None = None) -> RoundState:
+        """Round 0's public state. Default: nothing beyond the spec."""
+        return RoundState(0, {})
+
+    # ---- shared
+    @property
+    def round_count(self) -> int:
+        return len(self.rounds())
+
+    def round(self, round_index: int) -> RoundSpec:
+        rounds = self.rounds()
+        if isinstance(round_index, bool) or not isinstance(round_index, int | np.integer) or not (
+            0 <= round_index < len(rounds)
+        ):
+            raise ProtocolError(f"round_index must be an integer in [0, {len(rounds) - 1}], got {round_index!r}")
+        return rounds[int(round_index)]
+
+    def participant_cost(self, group: str) -> tuple[float, float]:
+        """(epsilon, delta) a participant of ``group`` spends over the whole campaign (basic composition)."""
+        if group not in {g.name for g in self.groups()}:
+            raise ProtocolError(f"unknown group {group!r} (groups: {[g.name for g in self.groups()]})")
+        mine = [r for r in self.rounds() if r.group == group]
+        return math.fsum(r.epsilon for r in mine), math.fsum(r.delta for r in mine)
+
+    def max_participant_cost(self) -> tuple[float, float]:
+        """The largest (epsilon, delta) any participant spends (the campaign's stated local budget)."""
+        costs = [self.participant_cost(g.name) for g in self.groups()]
+        return max(c[0] for c in costs), max(c[1] for c in costs)
+
+    def to_json(self) -> dict[str, Any]:
+        fields = {f.name: _to_json_value(getattr(self, f.name)) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+        return {"protocol": self.protocol, **fields}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ProtocolSpec:
+        if data.get("protocol") != cls.protocol:
+            raise ProtocolError(f"expected protocol {cls.protocol!r}, got {data.get('protocol')!r}")
+        fields = _exact_keys(cls, {k: v for k, v in data.items() if k != "protocol"})
+        hints = typing.get_type_hints(cls)
+        return cls(**{name: _from_json_value(hints[name], value) for name, value in fields.items()})
+
+    def _check_groups_and_rounds(self) -> None:
+        names = [g.name for g in self.groups()]
+        if len(set(names)) != len(names):
+            raise ProtocolError(f"group names must be distinct, got {names}")
+        for index, r in enumerate(self.rounds()):
+            if r.group not in names:
+                raise ProtocolError(f"round {index} names group {r.group!r}, which is not among {names}")
+
+    def _check_state_round(self, round_index: int, state: RoundState) -> None:
+        self.round(round_index)
+        if state.round_index != round_index:
+            raise ProtocolError(f"the state is of round {state.round_index}, not of round {round_index}")
+
+
+def _checked(check: typing.Callable[..., Any], name: str, value: object, **kwargs: Any) -> Any:
+    try:
+        return check(name, value, **kwargs)
+    except CalibrationError as error:
+        raise ProtocolError(str(error)) from None
+
+
+def _exact_keys(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
+    if not isinstance(data, Mapping):
+        raise ProtocolError(f"{cls.__name__} must be a JSON object, got {type(data).__name__}")
+    known = [f.name for f in dataclasses.fields(cls)]
+    unknown = sorted(set(data) - set(known))
+    if unknown:
+        raise ProtocolError(f"{cls.__name__}: unknown key {unknown[0]!r} (known: {known})")
+    required = [f.name for f in dataclasses.fields(cls)
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    missing = [name for name in required if name not in data]
+    if missing:
+        raise ProtocolError(f"{cls.__name__}: missing key {missing[0]!r}")
+    return dict(data)
+
+
+def _to_json_value(value: Any) -> Any:
+    if hasattr(value, "to_json"):
+        return value.to_json()
+    if isinstance(value, tuple):
+        return [_to_json_value(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): _to_json_value(v) for k, v in value.items()}
+    return value
+
+
+def _from_json_value(hint: Any, value: Any) -> Any:
+    """Decode nested spec values by their annotation: a class with ``from_json``, or a tuple of such classes."""
+    if hasattr(hint, "from_json"):
+        return hint.from_json(value)
+    if typing.get_origin(hint) is tuple:
+        (item, *_) = typing.get_args(hint)
+        if not isinstance(value, list | tuple):
+            raise ProtocolError(f"expected a list, got {value!r}")
+        return tuple(_from_json_value(item, v) for v in value)
+    return value
+
+
+def _participant_array(data: Mapping[str, Any], name: str) -> np.ndarray:
+    if not isinstance(data, Mapping) or name not in data:
+        raise ProtocolError(f"participant data must contain {name!r}")
+    try:
+        array = np.asarray(data[name], dtype=float)
+    except (TypeError, ValueError):
+        raise ProtocolError(f"participant data {name!r} must be numbers") from None
+    if not np.all(np.isfinite(array)):
+        raise ProtocolError(f"participant data {name!r} must be finite")
+    return array
+
+
+def _features(data: Mapping[str, Any], dimension: int) -> np.ndarray:
+    x = _participant_array(data, "x")
+    if x.ndim not in (1, 2) or x.shape[-1] != dimension:
+        raise ProtocolError(f"participant data 'x' must have shape ({dimension},) or (k, {dimension}), got {x.shape}")
+    return x
+
+
+def _check_norm(norm: str) -> str:
+    if norm not in NORMS:
+        raise ProtocolError(f"norm must be one of {NORMS}, got {norm!r}")
+    return norm
+
+
+# ----------------------------------------------------------------------------------------------------------- LDP-AVG
+@register_protocol
+@dataclass(frozen=True)
+class LdpAverageSpec(ProtocolSpec):
+    """1-dim LDP-AVG (Wang, Gaboardi & Xu 2018, Alg. 1): one round, each value in ``[lower, upper]`` plus Laplace.
+
+    Report: ``{"value": ()}``. Participant data: ``{"value": v}``. Pure epsilon-LDP (delta = 0)."""
+
+    protocol: ClassVar[str] = "ldp-avg"
+    lower: float
+    upper: float
+    epsilon: float
+    participants: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "lower", float(self.lower))
+        object.__setattr__(self, "upper", float(self.upper))
+        object.__setattr__(self, "epsilon", _checked(check_positive, "epsilon", self.epsilon))
+        self.scale  # noqa: B018  (checks lower < upper)
+        self._check_groups_and_rounds()
+
+    @property
+    def dimension(self) -> int:
+        return 1
+
+    @property
+    def scale(self) -> float:
+        """The Laplace scale ``(upper - lower) / epsilon`` (rounded up)."""
+        try:
+            return interval_scale(self.lower, self.upper, self.epsilon)
+        except CalibrationError as error:
+            raise ProtocolError(str(error)) from None
+
+    def rounds(self) -> tuple[RoundSpec, ...]:
+        return (RoundSpec("all", self.epsilon, 0.0),)
+
+    def groups(self) -> tuple[GroupSpec, ...]:
+        return (GroupSpec("all", self.participants),)
+
+    def report_schema(self, round_index: int, state: RoundState) -> ReportSchema:
+        self._check_state_round(round_index, state)
+        tail = LAPLACE_TAIL * self.scale
+        return ReportSchema((FieldSchema("value", (), self.lower - tail, self.upper + tail),))
+
+    def randomize(
+        self, round_index: int, state: RoundState, data: Mapping[str, Any], rng: np.random.Generator | None = None
+    ) -> dict[str, np.ndarray]:
+        self._check_state_round(round_index, state)
+        value = _participant_array(data, "value")
+        return {"value": randomize_interval_values(value, self.lower, self.upper, self.epsilon, rng)}
+
+
+# ------------------------------------------------------------------------------------------------------- Stein GLMs
+def _statistics_schema(dimension: int, norm_bound: float, label_bound: float, noise: StatisticsNoise) -> ReportSchema:
+    product = norm_bound * label_bound + GAUSSIAN_TAIL * noise.xy  # |x_i y| <= r B
+    moment = FieldSchema("xy", (dimension,), -product, product)
+    if noise.xx is None:
+        return ReportSchema((moment,))
+    square = norm_bound**2 + GAUSSIAN_TAIL * noise.xx  # |x_i x_j| <= ||x||_2^2 <= r^2
+    return ReportSchema((FieldSchema("xx", (triangle_size(dimension),), -square, square), moment))
+
+
+@dataclass(frozen=True)
+class _StatisticsBounds:
+    """The bounds of the sufficient-statistics report shared by the one- and two-round Stein protocols."""
+
+    dimension: int
+    norm_bound: float
+    label_bound: float
+
+    def _check_bounds(self, norm: str) -> None:
+        object.__setattr__(self, "dimension", _checked(check_dimension, "dimension", self.dimension))
+        object.__setattr__(self, "norm_bound", _checked(check_positive, "norm_bound", self.norm_bound))
+        object.__setattr__(self, "label_bound", _checked(check_positive, "label_bound", self.label_bound))
+        _check_norm(norm)
+
+    def statistics_noise(
+        self, epsilon: float, delta: float, gram: bool = True, xy_ratio: float | None = None
+    ) -> StatisticsNoise:
+        try:
+            return noise_scales(self.dimension, self.norm_bound, self.label_bound, epsilon, delta, gram, xy_ratio)
+        except CalibrationError as error:
+            raise ProtocolError(str(error)) from None
+
+    def _randomize_statistics(
+        self, data: Mapping[str, Any], epsilon: float, delta: float, norm: str, gram: bool,
+        xy_ratio: float | None, rng: np.random.Generator | None,
+    ) -> dict[str, np.ndarray]:
+        x = _features(data, self.dimension)
+        y = _participant_array(data, "y")
+        if y.shape != x.shape[:-1]:
+            raise ProtocolError(f"participant data 'y' must have shape {x.shape[:-1]}, got {y.shape}")
+        return randomize_sufficient_statistics(
+            x, y, norm_bound=self.norm_bound, label_bound=self.label_bound, epsilon=epsilon, delta=delta, norm=norm,
+            gram=gram, xy_ratio=xy_ratio, rng=rng)
+
+
+@register_protocol
+@dataclass(frozen=True)
+class SteinGlmSpec(_StatisticsBounds, ProtocolSpec):
+    """Non-interactive Stein-lemma GLMs (Wang, Hu, Zhang, Gaboardi & Xu, Algs. 1-4): one round of noisy
+    ``(x x^T, x y)`` with ``||x|| <= norm_bound`` (``norm`` "l2": Algs. 1, 3; "l1": Algs. 2, 4) and
+    ``|y| <= label_bound``. The link is not part of the spec: one collection answers many GLMs (Remark 16).
+
+    Report: ``{"xx": (p (p + 1) / 2,), "xy": (p,)}``; with ``gram=False`` only ``{"xy": (p,)}`` (the server then
+    takes ``X^T X`` from public rows; less noise on ``x y``). ``xy_ratio``: the noise on ``x y`` over the noise on
+    ``x x^T`` (default ``sqrt(2) B / r``, each part's noise proportional to its own sensitivity).
+    Participant data: ``{"x": (p,), "y": ()}``."""
+
+    protocol: ClassVar[str] = "stein-glm"
+    epsilon: float
+    delta: float
+    norm: str = "l2"
+    gram: bool = True
+    xy_ratio: float | None = None
+    participants: int | None = None
+
+    def __post_init__(self) -> None:
+        self._check_bounds(self.norm)
+        if not isinstance(self.gram, bool):
+            raise ProtocolError(f"gram must be true or false, got {self.gram!r}")
+        if self.xy_ratio is not None:
+            object.__setattr__(self, "xy_ratio", _checked(check_positive, "xy_ratio", self.xy_ratio))
+        object.__setattr__(self, "epsilon", _checked(check_positive, "epsilon", self.epsilon))
+        object.__setattr__(self, "delta", _checked(check_delta, "delta", self.delta))
+        self._check_groups_and_rounds()
+
+    @property
+    def noise(self) -> StatisticsNoise:
+        """The noise standard deviations of the report's two parts."""
+        return self.statistics_noise(self.epsilon, self.delta, self.gram, self.xy_ratio)
+
+    def rounds(self) -> tuple[RoundSpec, ...]:
+        return (RoundSpec("all", self.epsilon, self.delta),)
+
+    def groups(self) -> tuple[GroupSpec, ...]:
+        return (GroupSpec("all", self.participants),)
+
+    def report_schema(self, round_index: int, state: RoundState) -> ReportSchema:
+        self._check_state_round(round_index, state)
+        return _statistics_schema(self.dimension, self.norm_bound, self.label_bound, self.noise)
+
+    def randomize(
+        self, round_index: int, state: RoundState, data: Mapping[str, Any], rng: np.random.Generator | None = None
+    ) -> dict[str, np.ndarray]:
+        self._check_state_round(round_index, state)
+        return self._randomize_statistics(data, self.epsilon, self.delta, self.norm, self.gram, self.xy_ratio, rng)
+
+
+@register_protocol
+@dataclass(frozen=True)
+class TwoRoundSteinSpec(_StatisticsBounds, ProtocolSpec):
+    """The 2-round Stein GLM protocol without public data (journal version, App. E, Alg. 5; Remark 10 of ALT 2021).
+
+    Round 0: noisy ``(x x^T, x y)`` as in :class:`SteinGlmSpec` (Gaussian, ``first.epsilon``, ``first.delta``).
+    Round 1: the server publishes ``coef`` (round 0's OLS estimate) and ``bound``; each participant of
+    ``second.group`` sends ``clip(<x, coef>, -bound, bound) + Lap(2 bound / second.epsilon)``
+    (:mod:`workloads.local.randomizers.projection`; ``second.delta`` must be 0). ``bound`` is
+    ``projection_scale`` times round 0's estimate of the standard deviation of ``<x, coef>``.
+
+    :meth:`split_budget` (the paper's Alg. 5: everyone reports twice, half the budget each) and :meth:`split_groups`
+    (Remark 10: two disjoint groups, each reports once) build the two usual layouts."""
+
+    protocol: ClassVar[str] = "stein-glm-2round"
+    first: RoundSpec
+    second: RoundSpec
+    participant_groups: tuple[GroupSpec, ...]
+    norm: str = "l2"
+    projection_scale: float = 4.0
+
+    def __post_init__(self) -> None:
+        self._check_bounds(self.norm)
+        if not isinstance(self.first, RoundSpec) or not isinstance(self.second, RoundSpec):
+            raise ProtocolError("first and second must be RoundSpec values")
+        if self.first.delta <= 0:
+            raise ProtocolError(f"first.delta must be in (0, 1) for the Gaussian first round, got {self.first.delta}")
+        if self.second.delta != 0:
+            raise ProtocolError(f"second.delta must be 0 (the second round is pure Laplace), got {self.second.delta}")
+        object.__setattr__(self, "participant_groups", tuple(self.participant_groups))
+        object.__setattr__(self, "projection_scale",
+                           _checked(check_positive, "projection_scale", self.projection_scale))
+        self._check_groups_and_rounds()
+
+    @classmethod
+    def split_budget(
+        cls, dimension: int, norm_bound: float, label_bound: float, epsilon: float, delta: float,
+        participants: int | None = None, **options: Any,
+    ) -> TwoRoundSteinSpec:
+        """Alg. 5: every participant reports in both rounds, epsilon/2 each; the Gaussian round takes all of delta."""
+        return cls(dimension, norm_bound, label_bound, RoundSpec("all", epsilon / 2.0, delta),
+                   RoundSpec("all", epsilon / 2.0, 0.0), (GroupSpec("all", participants),), **options)
+
+    @classmethod
+    def split_groups(
+        cls, dimension: int, norm_bound: float, label_bound: float, epsilon: float, delta: float,
+        first_size: int | None = None, second_size: int | None = None, **options: Any,
+    ) -> TwoRoundSteinSpec:
+        """Remark 10: a first group reports noisy statistics, a second group projections, each at full budget."""
+        groups = (GroupSpec("first", first_size), GroupSpec("second", second_size))
+        return cls(dimension, norm_bound, label_bound, RoundSpec("first", epsilon, delta),
+                   RoundSpec("second", epsilon, 0.0), groups, **options)
+
+    @property
+    def noise(self) -> StatisticsNoise:
+        """The noise standard deviations of a round-0 report (default split, as :class:`SteinGlmSpec`)."""
+        return self.statistics_noise(self.first.epsilon, self.first.delta)
+
+    def rounds(self) -> tuple[RoundSpec, ...]:
+        return (self.first, self.second)
+
+    def groups(self) -> tuple[GroupSpec, ...]:
+        return self.participant_groups
+
+    def projection_laplace_scale(self, state: RoundState) -> float:
+        """The Laplace scale ``2 bound / second.epsilon`` of round 1 (rounded up)."""
+        bound = self._projection_state(state)[1]
+        return interval_scale(-bound, bound, self.second.epsilon)
+
+    def report_schema(self, round_index: int, state: RoundState) -> ReportSchema:
+        self._check_state_round(round_index, state)
+        if round_index == 0:
+            return _statistics_schema(self.dimension, self.norm_bound, self.label_bound, self.noise)
+        bound = self._projection_state(state)[1]
+        limit = bound + LAPLACE_TAIL * self.projection_laplace_scale(state)
+        return ReportSchema((FieldSchema("projection", (), -limit, limit),))
+
+    def randomize(
+        self, round_index: int, state: RoundState, data: Mapping[str, Any], rng: np.random.Generator | None = None
+    ) -> dict[str, np.ndarray]:
+        self._check_state_round(round_index, state)
+        if round_index == 0:
+            return self._randomize_statistics(data, self.first.epsilon, self.first.delta, self.norm, True, None, rng)
+        coef, bound = self._projection_state(state)
+        projection = randomize_projection(_features(data, self.dimension), coef, norm_bound=self.norm_bound,
+                                          bound=bound, epsilon=self.second.epsilon, norm=self.norm, rng=rng)
+        return {"projection": projection}
+
+    def projection_state(self, coef: object, bound: float) -> RoundState:
+        """Round 1's public state (checked)."""
+        state = RoundState(1, {"coef": np.asarray(coef, dtype=float), "bound": bound})
+        self._projection_state(state)
+        return state
+
+    def _projection_state(self, state: RoundState) -> tuple[np.ndarray, float]:
+        if state.round_index != 1:
+            raise ProtocolError(f"the projection round is round 1, got a state of round {state.round_index}")
+        coef = state.vector("coef", self.dimension)
+        bound = _checked(check_positive, "state value 'bound'", state.number("bound"))
+        return coef, bound

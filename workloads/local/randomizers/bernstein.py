@@ -1,0 +1,138 @@
+"""The participant's side of the Local Bernstein Mechanism and of its 1-bit variant (dimension p <= 3).
+
+Source: Wang, Gaboardi & Xu, "Empirical risk minimization in non-interactive local differential privacy revisited"
+(NeurIPS 2018), Alg. 2 (Local Bernstein Mechanism) and Alg. 3 (player-efficient, 1 bit per player). The loss
+``l(theta; x)`` is public, maps the parameter box to ``[0, 1]`` and is evaluated on the public grid
+``{v / k : v in {0, ..., k}^p}`` (:func:`bernstein_grid`; a parameter box ``[lower, upper]^p`` is mapped to
+``[0, 1]^p`` affinely, as Sec. 3 allows).
+
+**Alg. 2 (one report of ``(k + 1)^p`` numbers).** The participant sends ``l(v; x) + Lap((k + 1)^p / eps)`` for every
+grid point ``v`` (Alg. 1 with ``b = 1`` at ``eps / (k + 1)^p`` per grid point). Privacy: the vector of clipped loss
+values lies in ``[0, 1]^G``, ``G = (k + 1)^p``, so two participants' vectors differ by at most ``G`` in l1 norm and
+Laplace noise of scale ``G / eps`` on each entry is eps-LDP (Dwork, McSherry, Nissim & Smith 2006).
+
+**Alg. 3 (one bit).** Each participant ``i`` is assigned one grid point ``l`` and one public number
+``y_i ~ Lap(1/a)`` (both public, independent of the data). She computes ``v = l(T(l); x_i)`` in ``[0, 1]`` and sends
+``b_i ~ Bernoulli(p_i)`` with
+
+    p_i = (1/2) Pr[v + Lap(1/a) = y_i] / Pr[Lap(1/a) = y_i] = (1/2) exp(-a (|y_i - v| - |y_i|)).
+
+The server's estimate of the group mean is ``2 mean(b_i y_i)``: ``E[b_i y_i] = E_y[y p(y)] = (1/2) int y f(y - v) dy
+= v / 2``, so ``2 b_i y_i`` is unbiased for ``v`` (Alg. 3 as printed scales by ``n / |I_l|`` instead of 2; our copy
+is garbled there and we use the derivation).
+
+*Privacy of Alg. 3 (our derivation; the paper's Thm. 4 claims eps-LDP for ``a = eps <= ln 2``, which does not hold).*
+Given the public ``y``, the bit ``1`` has probability ratio ``p(v)/p(v') = exp(a (|y - v'| - |y - v|)) <= e^a``
+between two loss values in ``[0, 1]``. The bit ``0`` is worse: for ``y >= 1`` (probability ``e^{-a}/2 > 0``),
+``p(0) = 1/2`` and ``p(1) = e^a / 2``, so ``(1 - p(0)) / (1 - p(1)) = 1 / (2 - e^a)``, and one checks over all ``y``
+that this is the largest ratio (for ``y <= 0`` the ratio is ``2 - e^{-a}``, smaller, and for ``y`` in ``(0, 1)`` it
+lies between). ``1 / (2 - e^a) >= e^a`` always (``(e^a - 1)^2 >= 0``). Hence the protocol is exactly
+``-ln(2 - e^a)``-LDP (:func:`one_bit_ldp_epsilon`), finite only for ``a < ln 2``, e.g. 1.05 for ``a = 0.5``. To
+guarantee a target ``eps`` we set ``a = ln(2 - e^{-eps})`` (:func:`one_bit_laplace_epsilon`): any ``eps > 0`` is
+reachable and ``a < min(eps, ln 2)``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from workloads.local.randomizers.randomizer_checks import (
+    RandomizerError,
+    as_finite_rows,
+    as_finite_vector,
+    check_count,
+    check_generator,
+    check_positive,
+)
+
+#: Alg. 2 sends ``(k + 1)^p`` numbers and the server's polynomial has as many coefficients: p <= 3 here.
+MAX_BERNSTEIN_DIMENSION = 3
+
+
+def check_bernstein_dimension(dimension: object) -> int:
+    p = check_count("dimension", dimension)
+    if p > MAX_BERNSTEIN_DIMENSION:
+        raise RandomizerError(
+            f"dimension must be at most {MAX_BERNSTEIN_DIMENSION} for the Bernstein mechanism (a grid of (k + 1)^p "
+            f"points per participant), got {dimension!r}"
+        )
+    return p
+
+
+def bernstein_grid(degree: int, dimension: int) -> np.ndarray:
+    """The public grid ``{v / k : v in {0..k}^p}`` as a ``((k + 1)^p, p)`` array, last coordinate fastest."""
+    k = check_count("degree", degree)
+    p = check_bernstein_dimension(dimension)
+    axes = np.meshgrid(*([np.arange(k + 1) / k] * p), indexing="ij")
+    return np.stack([axis.ravel() for axis in axes], axis=1)
+
+
+def grid_laplace_scale(grid_size: int, epsilon: float) -> float:
+    """Laplace scale ``G / eps`` per grid value (l1 sensitivity ``G`` of a vector in ``[0, 1]^G``)."""
+    return check_count("grid_size", grid_size) / check_positive("epsilon", epsilon)
+
+
+def randomize_grid_losses(loss_values: object, epsilon: float, rng: np.random.Generator) -> np.ndarray:
+    """Alg. 2: each row (one participant's losses at all grid points) clipped to ``[0, 1]`` plus Laplace noise."""
+    check_positive("epsilon", epsilon)
+    rows, single = as_finite_rows("loss_values", loss_values)
+    rng = check_generator(rng)
+    scale = grid_laplace_scale(rows.shape[1], epsilon)
+    reports = np.clip(rows, 0.0, 1.0) + rng.laplace(0.0, scale, size=rows.shape)
+    return reports[0] if single else reports
+
+
+def one_bit_laplace_epsilon(epsilon: float) -> float:
+    """The Laplace parameter ``a = ln(2 - e^{-eps})`` that makes Alg. 3 exactly eps-LDP (module docstring)."""
+    eps = check_positive("epsilon", epsilon)
+    return math.log1p(-math.expm1(-eps))  # ln(2 - e^{-eps}) = ln(1 + (1 - e^{-eps}))
+
+
+def one_bit_ldp_epsilon(laplace_epsilon: float) -> float:
+    """The exact LDP level ``-ln(2 - e^a)`` of Alg. 3 run with Laplace parameter ``a`` (``inf`` for ``a >= ln 2``)."""
+    a = check_positive("laplace_epsilon", laplace_epsilon)
+    remainder = 2.0 - math.exp(a)
+    return -math.log(remainder) if remainder > 0.0 else math.inf
+
+
+def public_laplace_strings(count: int, epsilon: float, rng: np.random.Generator) -> np.ndarray:
+    """Alg. 3, step 3: the public numbers ``y_i ~ Lap(1/a)``, one per participant (the server publishes them)."""
+    n = check_count("count", count)
+    a = one_bit_laplace_epsilon(epsilon)
+    return check_generator(rng).laplace(0.0, 1.0 / a, size=n)
+
+
+def one_bit_probability(loss_value: object, public_string: object, epsilon: float) -> np.ndarray:
+    """``p = (1/2) exp(-a (|y - v| - |y|))``, ``v`` clipped to ``[0, 1]``, ``a`` = :func:`one_bit_laplace_epsilon`."""
+    a = one_bit_laplace_epsilon(epsilon)
+    v = np.clip(as_finite_vector("loss_value", loss_value), 0.0, 1.0)
+    y = as_finite_vector("public_string", public_string)
+    if y.shape != v.shape:
+        raise RandomizerError(f"public_string has shape {y.shape}, loss_value has shape {v.shape}")
+    return 0.5 * np.exp(-a * (np.abs(y - v) - np.abs(y)))
+
+
+def one_bit_report(loss_value: object, public_string: object, epsilon: float, rng: np.random.Generator) -> np.ndarray:
+    """Alg. 3, step 8: the participant's bit(s) ``b ~ Bernoulli(p)`` as an int8 array (one per participant)."""
+    probability = one_bit_probability(loss_value, public_string, epsilon)
+    return (check_generator(rng).random(probability.shape) < probability).astype(np.int8)
+
+
+def squared_loss_on_grid(grid: object, x: object, y: float, lower: float, upper: float, scale: float) -> np.ndarray:
+    """``(<theta, x> - y)^2 / scale`` clipped to ``[0, 1]`` at ``theta = lower + (upper - lower) t``, ``t`` the grid.
+
+    A public loss for the experiments: choose ``scale`` at least the largest squared residual over the box and the
+    data's bounds so that clipping never binds (the mechanism stays private either way).
+    """
+    points, _ = as_finite_rows("grid", grid)
+    features = as_finite_vector("x", x)
+    if features.size != points.shape[1]:
+        raise RandomizerError(f"x must have {points.shape[1]} entries (the grid's dimension), got {features.size}")
+    low, high = float(lower), float(upper)
+    if not (math.isfinite(low) and math.isfinite(high) and low < high):
+        raise RandomizerError(f"lower < upper must be finite numbers, got lower={lower!r}, upper={upper!r}")
+    thetas = low + (high - low) * points
+    residual = thetas @ features - float(y)
+    return np.clip(residual**2 / check_positive("scale", scale), 0.0, 1.0)

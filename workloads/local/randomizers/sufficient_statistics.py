@@ -1,0 +1,148 @@
+"""The Gaussian randomizer of a participant's sufficient statistics ``(x x^T, x y)`` for the Stein-lemma GLMs.
+
+Wang, Hu, Zhang, Gaboardi & Xu, "Generalized linear models in non-interactive local differential privacy with public
+data" (ALT 2021, and its journal version), Algs. 1-4: every participant releases ``x x^T + E_1`` (``E_1`` symmetric,
+its upper triangle i.i.d. Gaussian) and ``x y + E_2``. Two departures, derived in ``docs/privacy.md`` 8.7:
+
+* **No ⊥.** Alg. 1 lets a participant whose ``||x||`` exceeds the bound ``r`` release ⊥; whether she does depends on
+  her private ``x``, which is not locally private. Here every participant clips: ``x <- x min(1, r / ||x||)`` (in the
+  l2 norm for Algs. 1 and 3, in the l1 norm for Algs. 2 and 4) and ``y <- clip(y, -B, B)``, then adds noise, so the
+  report has the same output space for every input.
+* **Calibration.** The report is one Gaussian mechanism over the concatenated vector ``(upper triangle of x x^T,
+  x y)`` of length ``p (p + 1) / 2 + p``: noise ``N(0, sigma_xx^2)`` on the first part and ``N(0, sigma_xy^2)`` on the
+  second, ``sigma_xy = ratio sigma_xx``. That is the mechanism ``(u, x y / ratio) + N(0, sigma_xx^2 I)`` followed by
+  multiplying the second part by ``ratio`` (post-processing), so ``sigma_xx`` is the analytic Gaussian mechanism's
+  (Balle & Wang 2018, Thm. 8, valid for every epsilon) for the exact l2 diameter of ``(u, x y / ratio)``, which is
+  :func:`~workloads.local.calibration.sufficient_statistics_sensitivity` with the label bound ``B / ratio``. The
+  default ``ratio = sqrt(2) B / r`` makes each part's noise proportional to its own diameter (``sqrt(2) r^2`` for the
+  triangle, ``2 r B`` for ``x y``), the split of the paper, whose ``sigma^2 = 32 r^4 log(2.5 / delta) / epsilon^2``
+  (and ``32 r^2 ...`` for ``x y``) is the classical mechanism per part at (epsilon/2, delta/2), valid only for
+  epsilon < 2.
+
+The report is ``{"xx": (p (p + 1) / 2,), "xy": (p,)}``, the upper triangle in ``numpy.triu_indices(p)`` order.
+Each entry is an unbiased estimate of the participant's clipped statistic (variance ``sigma_xx^2`` or
+``sigma_xy^2``).
+
+With ``gram=False`` the report is ``{"xy": (p,)}`` alone, calibrated to its own diameter ``2 r B``
+(:func:`~workloads.local.calibration.moment_sensitivity`): when the server estimates ``X^T X`` from public unlabeled
+rows (Remark 11 taken to its end: ``X^T X`` needs no labels), the ``x x^T`` part only costs noise on ``x y``. For
+``r`` large against ``B`` (Gaussian features) this divides the noise by about ``r / (sqrt(2) B)``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from workloads.local.calibration import (
+    CalibrationError,
+    analytic_gaussian_sigma,
+    check_dimension,
+    check_positive,
+    moment_sensitivity,
+    round_up,
+    sufficient_statistics_sensitivity,
+)
+from workloads.local.rng import generator_or_device
+
+#: The norms a feature bound can be stated in: l2 (Algs. 1, 3) or l1 (Algs. 2, 4).
+NORMS = ("l2", "l1")
+#: Clipped vectors are shrunk by this factor more, so rounding never leaves them a hair outside the ball.
+_CLIP_MARGIN = 1.0 - 2.0**-50
+
+
+def triangle_size(dimension: int) -> int:
+    """Entries in the upper triangle (diagonal included) of a ``p x p`` matrix."""
+    p = check_dimension("dimension", dimension)
+    return p * (p + 1) // 2
+
+
+@dataclass(frozen=True)
+class StatisticsNoise:
+    """Noise standard deviations of one report: ``xx`` (``None`` when the report has no ``x x^T`` part) and ``xy``."""
+
+    xx: float | None
+    xy: float
+
+
+def default_xy_ratio(norm_bound: float, label_bound: float) -> float:
+    """``sqrt(2) B / r``: the ratio of the diameters of ``x y`` alone (``2 r B``) and of the triangle alone
+    (``sqrt(2) r^2``), so that each part's noise is proportional to its own sensitivity."""
+    return math.sqrt(2.0) * check_positive("label_bound", label_bound) / check_positive("norm_bound", norm_bound)
+
+
+def noise_scales(
+    dimension: int, norm_bound: float, label_bound: float, epsilon: float, delta: float, gram: bool = True,
+    xy_ratio: float | None = None,
+) -> StatisticsNoise:
+    """The noise of one report: ``sigma_xx`` from the diameter of ``(u, x y / ratio)`` and ``sigma_xy = ratio
+    sigma_xx`` (rounded up); with ``gram=False``, ``sigma_xy`` from the diameter ``2 r B`` of ``x y``."""
+    check_dimension("dimension", dimension)
+    if not gram:
+        moment_only = moment_sensitivity(norm_bound, label_bound)
+        return StatisticsNoise(None, analytic_gaussian_sigma(epsilon, delta, moment_only))
+    ratio = default_xy_ratio(norm_bound, label_bound) if xy_ratio is None else check_positive("xy_ratio", xy_ratio)
+    weighted = sufficient_statistics_sensitivity(dimension, norm_bound, label_bound / ratio)
+    sigma_xx = analytic_gaussian_sigma(epsilon, delta, weighted)
+    return StatisticsNoise(sigma_xx, round_up(sigma_xx * ratio))
+
+
+def clip_features(x: object, norm_bound: float, norm: str = "l2") -> np.ndarray:
+    """Rows of ``x`` (shape ``(p,)`` or ``(k, p)``) scaled into the ball ``||x|| <= norm_bound`` of the given norm."""
+    if norm not in NORMS:
+        raise CalibrationError(f"norm must be one of {NORMS}, got {norm!r}")
+    bound = check_positive("norm_bound", norm_bound)
+    array = np.asarray(x, dtype=float)
+    if array.ndim not in (1, 2) or not np.all(np.isfinite(array)):
+        raise ValueError(f"x must be a finite vector or matrix of feature rows, got shape {array.shape}")
+    lengths = np.linalg.norm(array, ord=2 if norm == "l2" else 1, axis=-1, keepdims=True)
+    with np.errstate(divide="ignore"):
+        factor = np.where(lengths > bound, bound / np.where(lengths > 0, lengths, 1.0) * _CLIP_MARGIN, 1.0)
+    return array * factor
+
+
+def clip_labels(y: object, label_bound: float) -> np.ndarray:
+    bound = check_positive("label_bound", label_bound)
+    array = np.asarray(y, dtype=float)
+    if not np.all(np.isfinite(array)):
+        raise ValueError("y must be finite")
+    return np.clip(array, -bound, bound)
+
+
+def sufficient_statistics(x: object, y: object, gram: bool = True) -> dict[str, np.ndarray]:
+    """``{"xx": upper triangle of x x^T, "xy": x y}`` for one row (``x`` of shape ``(p,)``) or many (``(k, p)``);
+    only ``"xy"`` with ``gram=False``."""
+    features = np.asarray(x, dtype=float)
+    labels = np.asarray(y, dtype=float)
+    if features.ndim not in (1, 2) or labels.shape != features.shape[:-1]:
+        raise ValueError(f"x must have shape (p,) or (k, p) and y the matching (,) or (k,), got {features.shape} "
+                         f"and {labels.shape}")
+    moment = features * labels[..., None]
+    if not gram:
+        return {"xy": moment}
+    rows, cols = np.triu_indices(features.shape[-1])
+    return {"xx": features[..., rows] * features[..., cols], "xy": moment}
+
+
+def randomize_sufficient_statistics(
+    x: object,
+    y: object,
+    *,
+    norm_bound: float,
+    label_bound: float,
+    epsilon: float,
+    delta: float,
+    norm: str = "l2",
+    gram: bool = True,
+    xy_ratio: float | None = None,
+    rng: np.random.Generator | None = None,
+) -> dict[str, np.ndarray]:
+    """One report per row: clip ``x`` and ``y``, then add Gaussian noise to every entry (:func:`noise_scales`)."""
+    features = clip_features(x, norm_bound, norm)
+    noise = noise_scales(features.shape[-1], norm_bound, label_bound, epsilon, delta, gram, xy_ratio)
+    statistics = sufficient_statistics(features, clip_labels(y, label_bound), gram)
+    sigmas = {"xx": noise.xx, "xy": noise.xy}
+    generator = generator_or_device(rng)
+    return {name: value + generator.normal(0.0, sigmas[name], size=value.shape) for name, value in statistics.items()}
