@@ -78,8 +78,8 @@ def load_oracle(table: str) -> Any:
 
 def engine_rho(epsilon: float, delta: float) -> Fraction:
     """The zCDP rho the release engine charges for (epsilon, delta): ``floor_to_grid(cdp_rho(.))``."""
-    from service.cost import floor_to_grid
-    from service.zcdp import cdp_rho
+    from service.privacy.conversions import cdp_rho
+    from service.privacy.cost import floor_to_grid
 
     return floor_to_grid(cdp_rho(float(epsilon), float(delta)))
 

@@ -64,7 +64,7 @@ def run_one(config: dict[str, object]) -> dict[str, object]:
     from service.mechanisms import direct
     from service.mechanisms.aim import run_aim
     from service.mechanisms.mst import run_mst
-    from service.noise import NoiseSource
+    from service.privacy.noise import NoiseSource
     from workloads.marginals import all_kway
 
     oracle = load_oracle(str(config["table"]))

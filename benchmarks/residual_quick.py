@@ -1,7 +1,8 @@
 """Quick in-process benchmark of the residual plan (issue 9): ResidualPlanner on all 2-way marginals against a direct
 Gaussian release of the same marginals at the same rho, both answered without a graphical model.
 
-For each table, epsilon (delta 1e-5, rho = ``service.zcdp.cdp_rho(epsilon, delta)`` as an exact Fraction) and trial:
+For each table, epsilon (delta 1e-5, rho = ``service.privacy.conversions.cdp_rho(epsilon, delta)`` as an exact
+Fraction) and trial:
 
 * ``residual`` (``--losses``, default ``sum_var`` and ``max_var``): ``estimators.residual.planner.plan_residuals``
   over all 2-way marginals (weight 1), ``measure_residuals`` with a seeded numpy Gaussian sampler, then
@@ -46,7 +47,7 @@ from estimators.residual.measure import measure_residuals
 from estimators.residual.nonnegative import nonnegative_marginals
 from estimators.residual.planner import plan_residuals
 from estimators.residual.reconstruct import NoisyMarginal, residuals_from_marginals
-from service.zcdp import cdp_rho
+from service.privacy.conversions import cdp_rho
 from workloads.domain import Domain
 
 TABLES = {

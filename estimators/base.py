@@ -6,10 +6,11 @@ without one), ``feature_names_`` and ``n_features_in_`` (scikit-learn convention
 
 from __future__ import annotations
 
-import math
+import functools
 
 import numpy as np
 
+from workloads import parameters
 from workloads.encodings import INTERCEPT_NAME
 
 
@@ -21,33 +22,14 @@ class NotFittedError(EstimatorError):
     """``predict`` called before ``fit``."""
 
 
-def check_positive(name: str, value: object) -> float:
-    """A finite number > 0 (epsilon, rho, a norm bound, ...)."""
-    if isinstance(value, bool) or not isinstance(value, int | float | np.floating | np.integer):
-        raise EstimatorError(f"{name} must be a positive finite number, got {value!r}")
-    value = float(value)
-    if not math.isfinite(value) or value <= 0:
-        raise EstimatorError(f"{name} must be a positive finite number, got {value!r}")
-    return value
-
-
-def check_non_negative(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float | np.floating | np.integer):
-        raise EstimatorError(f"{name} must be a non-negative finite number, got {value!r}")
-    value = float(value)
-    if not math.isfinite(value) or value < 0:
-        raise EstimatorError(f"{name} must be a non-negative finite number, got {value!r}")
-    return value
-
-
-def check_probability(name: str, value: object) -> float:
-    """A number strictly between 0 and 1 (delta of an approximate-DP guarantee, a failure probability)."""
-    if isinstance(value, bool) or not isinstance(value, int | float | np.floating | np.integer):
-        raise EstimatorError(f"{name} must be a number in (0, 1), got {value!r}")
-    value = float(value)
-    if not 0.0 < value < 1.0:
-        raise EstimatorError(f"{name} must be a number in (0, 1), got {value!r}")
-    return value
+#: The checks of :mod:`workloads.parameters`, raising :class:`EstimatorError`: ``check_positive(name, value)`` (a
+#: finite number > 0: epsilon, rho, a norm bound), ``check_non_negative``, ``check_probability`` (in (0, 1): delta,
+#: a failure probability) and ``check_count`` (an integer >= ``minimum``).
+check_positive = functools.partial(parameters.check_positive, error=EstimatorError)
+check_non_negative = functools.partial(parameters.check_non_negative, error=EstimatorError)
+check_probability = functools.partial(parameters.check_probability, error=EstimatorError)
+check_count = functools.partial(parameters.check_count, error=EstimatorError)
+check_generator = functools.partial(parameters.check_generator, error=EstimatorError)
 
 
 def as_matrix(name: str, X: object, n_columns: int | None = None) -> np.ndarray:

@@ -4,7 +4,7 @@ Every charge is checked and written in ONE serialised transaction (SQLite ``BEGI
 PostgreSQL ``SELECT … FOR UPDATE`` on the budget row), so concurrent requests can never
 overspend. The ledger is append-only (database triggers refuse UPDATE and DELETE); the remaining
 budget is the ``budget_remaining`` view over it. The composition rule is in
-:func:`service.zcdp.budget_holds` and derived in docs/privacy.md.
+:func:`service.privacy.filter.budget_holds` and derived in docs/privacy.md.
 
 Every charge row stores its epsilon, delta and rho, and what its epsilon costs in the rule
 (``epsilon_priced_units``: the epsilon itself before the zCDP anchor, the Renyi divergence of randomized response
@@ -24,10 +24,19 @@ from sqlalchemy.orm import Session
 
 from db.engine import serialized_transaction, transaction
 from db.models import ALPHA_SCALE, DELTA_SCALE, EPSILON_SCALE, Budget, Dataset, LedgerEntry, Release, utcnow
-from service import zcdp
-from service.cost import PrivacyCost, ceil_units, check_amount, exact, floor_units, from_units
 from service.errors import BudgetExceeded, NotFound, ServiceError
-from service.zcdp import ZcdpAnchor
+from service.privacy.cost import PrivacyCost, ceil_units, check_amount, exact, floor_units, from_units
+from service.privacy.filter import (
+    ZcdpAnchor,
+    budget_holds,
+    epsilon_spent,
+    price_epsilon,
+    remaining_delta,
+    remaining_epsilon,
+    remaining_rho,
+    zcdp_anchor,
+)
+from workloads import parameters
 
 #: The default ``delta_reserve`` of a budget, as a fraction of its delta: enough for (epsilon, delta) releases
 #: (objective perturbation) at delta_B / 10 in all after zCDP releases have started, for about 1 % less rho
@@ -199,20 +208,20 @@ def _composed_units(sums: _Sums, budget: Budget, anchor: ZcdpAnchor | None) -> i
     if anchor is None:
         return sums.e  # basic composition: exactly E, no float round trip
     e, d, r, c = sums.exact()
-    spent = zcdp.epsilon_spent(e, d, r, _budget_exact(budget)[1], anchor, priced=c)
+    spent = epsilon_spent(e, d, r, _budget_exact(budget)[1], anchor, priced=c)
     return ceil_units(Fraction(spent), EPSILON_SCALE)
 
 
 def _holds(sums: _Sums, budget: Budget, anchor: ZcdpAnchor | None) -> bool:
     e, d, r, c = sums.exact()
-    return zcdp.budget_holds(e, d, r, *_budget_exact(budget), anchor, priced=c)
+    return budget_holds(e, d, r, *_budget_exact(budget), anchor, priced=c)
 
 
 def _price_units(epsilon_units: int, anchor: ZcdpAnchor | None) -> int:
-    """What a charge's epsilon costs in the rule: itself before the anchor, ``zcdp.price_epsilon`` after."""
+    """What a charge's epsilon costs in the rule: itself before the anchor, ``price_epsilon`` after."""
     if anchor is None or epsilon_units == 0:
         return epsilon_units
-    return ceil_units(zcdp.price_epsilon(from_units(epsilon_units, EPSILON_SCALE), anchor.alpha), EPSILON_SCALE)
+    return ceil_units(price_epsilon(from_units(epsilon_units, EPSILON_SCALE), anchor.alpha), EPSILON_SCALE)
 
 
 def _locked_budget(session: Session, dataset: Dataset) -> Budget:
@@ -245,9 +254,9 @@ def _status_of(name: str, sums: _Sums, budget: Budget, anchor: ZcdpAnchor | None
         epsilon_priced_spent=c,
         delta_reserve=reserve,
         anchor=anchor,
-        epsilon_spendable=zcdp.remaining_epsilon(e, d, r, eps_b, delta_b, anchor, priced=c),
-        delta_spendable=zcdp.remaining_delta(d, delta_b, anchor),
-        rho_spendable=from_units(floor_units(zcdp.remaining_rho(e, d, r, eps_b, delta_b, anchor, reserve, priced=c),
+        epsilon_spendable=remaining_epsilon(e, d, r, eps_b, delta_b, anchor, priced=c),
+        delta_spendable=remaining_delta(d, delta_b, anchor),
+        rho_spendable=from_units(floor_units(remaining_rho(e, d, r, eps_b, delta_b, anchor, reserve, priced=c),
                                              EPSILON_SCALE), EPSILON_SCALE),  # on the grid: chargeable as it is
     )
 
@@ -288,12 +297,12 @@ def set_budget(
     (docs/privacy.md 6.3); it only matters until the first zCDP charge. ``None`` (the default) keeps
     ``DEFAULT_RESERVE_SHARE`` (a tenth) of delta, so that objective perturbation stays possible after zCDP
     releases; pass 0 to give all of delta to zCDP releases."""
-    epsilon_b = check_amount(exact(zcdp.validate_epsilon(epsilon, "epsilon")), "epsilon")
-    delta_b = exact(zcdp.validate_delta(delta, "delta"))
+    epsilon_b = check_amount(exact(parameters.validate_epsilon(epsilon, "epsilon")), "epsilon")
+    delta_b = exact(parameters.validate_delta(delta, "delta"))
     if delta_reserve is None:
         reserve = delta_b * DEFAULT_RESERVE_SHARE
     else:
-        reserve = exact(zcdp.validate_delta(delta_reserve, "delta_reserve"))
+        reserve = exact(parameters.validate_delta(delta_reserve, "delta_reserve"))
     if reserve > delta_b:
         raise ServiceError(f"delta_reserve {delta_reserve} exceeds delta {delta}", code="invalid_parameter")
     eps_units, delta_units = floor_units(epsilon_b, EPSILON_SCALE), floor_units(delta_b, DELTA_SCALE)
@@ -388,9 +397,9 @@ def charge_in_session(
         # The first zCDP charge fixes the rule's Renyi order and delta split from the sums before it.
         try:
             e, d, _r, _c = sums.exact()
-            new_anchor = anchor = zcdp.zcdp_anchor(*_budget_exact(budget), e, d,
+            new_anchor = anchor = zcdp_anchor(*_budget_exact(budget), e, d,
                                                    from_units(budget.delta_reserve_units, DELTA_SCALE))
-        except zcdp.PrivacyParameterError as exc:
+        except parameters.PrivacyParameterError as exc:
             status = _status_of(dataset.name, sums, budget, None)
             raise _refusal(dataset.name, cost, status, f"no zCDP release fits ({exc})") from None
     after = sums.plus(de, dd, dr, price)

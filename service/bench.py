@@ -45,9 +45,9 @@ from estimators.psd import smallest_eigenvalue
 from estimators.reference import LogisticReference, OLSReference
 from estimators.sufficient_stats import GramStatistics, statistics_from_rows
 from service import accountant, datasets, regression
-from service.cost import exact
 from service.errors import InvalidInput
-from service.noise import NoiseSource
+from service.privacy.cost import exact
+from service.privacy.noise import NoiseSource
 from workloads.domain import Domain, DomainError
 from workloads.encodings import DesignEncoding
 

@@ -131,7 +131,7 @@ def release_summary(payload: dict) -> str:
     from fractions import Fraction
 
     from service.accountant import BudgetEffect
-    from service.cost import PrivacyCost
+    from service.privacy.cost import PrivacyCost
     from service.recovery import describe_cost
 
     cost = PrivacyCost(*(Fraction(str(payload["cost"][k])) for k in ("epsilon", "delta", "rho")))

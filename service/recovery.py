@@ -20,8 +20,8 @@ from sqlalchemy import Engine, func, select, update
 from db.engine import transaction
 from db.models import DELTA_SCALE, EPSILON_SCALE, Job, LedgerEntry, Release, utcnow
 from service import runners
-from service.cost import PrivacyCost, from_units
 from service.idempotency import INTERRUPTED_BODY, INTERRUPTED_STATUS
+from service.privacy.cost import PrivacyCost, from_units
 
 if TYPE_CHECKING:
     from service.accountant import BudgetEffect

@@ -48,15 +48,16 @@ from estimators.linear import AdaSSPLinearRegression, DDSSPLinearRegression
 from estimators.logistic import DDSSPLogisticRegression
 from estimators.reference import fit_on_rows
 from estimators.sufficient_stats import gram_from_marginals
-from service import accountant, pgm, releases, zcdp
-from service.cost import PrivacyCost, check_amount, exact
+from service import accountant, pgm, releases
 from service.coverage import Coverage, coverage, measured_cliques
 from service.datasets import StoredDataset, get_dataset
 from service.errors import InvalidInput, ServiceError
 from service.mechanisms import gram
 from service.mechanisms.base import MechanismError, Progress, no_progress
 from service.mechanisms.objpert import ModelPayload, ObjPertRelease
+from service.privacy.cost import PrivacyCost, check_amount, exact
 from service.recovery import release_costs
+from workloads import parameters
 from workloads.domain import Domain
 from workloads.encodings import TASKS, DesignEncoding, EncodingError
 from workloads.marginals import canonical
@@ -196,11 +197,12 @@ def _budget(epsilon: object, delta: object) -> tuple[Fraction, Fraction]:
     if epsilon is None or delta is None:
         raise RegressionInputError("give epsilon and delta for a new release (or the id of a release to answer from)")
     try:
-        check_amount(exact(zcdp.validate_epsilon(epsilon, "epsilon")), "epsilon")
-        if zcdp.validate_delta(delta, "delta") == 0:
-            raise zcdp.PrivacyParameterError("delta must be > 0: every regression release here adds Gaussian noise")
+        check_amount(exact(parameters.validate_epsilon(epsilon, "epsilon")), "epsilon")
+        if parameters.validate_delta(delta, "delta") == 0:
+            raise parameters.PrivacyParameterError(
+                "delta must be > 0: every regression release here adds Gaussian noise")
         return exact(epsilon), exact(delta)
-    except (zcdp.PrivacyParameterError, TypeError, ValueError) as exc:
+    except (parameters.PrivacyParameterError, TypeError, ValueError) as exc:
         raise RegressionInputError(str(exc)) from None
 
 

@@ -49,15 +49,17 @@ from sqlalchemy import Engine, select, update
 
 from db.engine import transaction
 from db.models import Release, utcnow
-from service import accountant, interrupts, pgm, runners, zcdp
-from service.cost import PrivacyCost, check_amount, exact, floor_to_grid
+from service import accountant, interrupts, pgm, runners
 from service.coverage import Coverage, coverage, measured_cliques
 from service.datasets import StoredDataset, get_dataset, stored_dataset
 from service.errors import Conflict, InvalidInput, NotFound, ServiceError
 from service.mechanisms.base import MechanismResult, Progress, no_progress
-from service.noise import NoiseSource
 from service.oracle import SqlCountOracle
+from service.privacy import conversions
+from service.privacy.cost import PrivacyCost, check_amount, exact, floor_to_grid
+from service.privacy.noise import NoiseSource
 from service.recovery import ReleaseFailure
+from workloads import parameters
 from workloads.marginals import Query, WorkloadError, canonical, parse_workload, total_cells
 
 MECHANISMS = ("laplace", "gaussian", "mst", "aim")
@@ -135,11 +137,11 @@ def marginal_cost(mechanism: str, epsilon: object, delta: object, rho: object) -
                 raise InvalidInput("laplace is pure DP: --delta must be omitted or 0", code="invalid_parameter")
             if epsilon is None:
                 raise InvalidInput("laplace needs --epsilon", code="invalid_parameter")
-            return PrivacyCost(epsilon=check_amount(exact(zcdp.validate_epsilon(epsilon, "epsilon")), "epsilon"))
+            return PrivacyCost(epsilon=check_amount(exact(parameters.validate_epsilon(epsilon, "epsilon")), "epsilon"))
         if rho is not None:
             if epsilon is not None or delta is not None:
                 raise InvalidInput("give either --rho or --epsilon with --delta, not both", code="invalid_parameter")
-            charged = floor_to_grid(check_amount(exact(zcdp.validate_rho(rho, "rho")), "rho"))
+            charged = floor_to_grid(check_amount(exact(parameters.validate_rho(rho, "rho")), "rho"))
             if charged <= 0:
                 raise InvalidInput(f"rho={rho} is below the accountant's resolution of 1e-12 (the ledger's unit of "
                                    "rho): it cannot be charged", code="invalid_parameter")
@@ -149,12 +151,12 @@ def marginal_cost(mechanism: str, epsilon: object, delta: object, rho: object) -
                 f"{mechanism} is a zCDP mechanism: give --rho, or --epsilon and --delta (delta > 0)",
                 code="invalid_parameter",
             )
-        eps = float(check_amount(exact(zcdp.validate_epsilon(epsilon, "epsilon")), "epsilon"))
-        dlt = float(zcdp.validate_delta(delta, "delta"))
+        eps = float(check_amount(exact(parameters.validate_epsilon(epsilon, "epsilon")), "epsilon"))
+        dlt = float(parameters.validate_delta(delta, "delta"))
         if dlt == 0:
             raise InvalidInput(f"{mechanism} needs delta > 0 to convert (epsilon, delta) to rho",
                                code="invalid_parameter")
-        converted = floor_to_grid(zcdp.cdp_rho(eps, dlt))
+        converted = floor_to_grid(conversions.cdp_rho(eps, dlt))
         if converted <= 0:
             raise InvalidInput(f"epsilon={eps}, delta={dlt} converts to rho below 1e-12", code="invalid_parameter")
         return PrivacyCost(rho=converted)

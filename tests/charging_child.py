@@ -11,8 +11,8 @@ from fractions import Fraction
 def charge_once(url: str, barrier, results) -> None:  # noqa: ANN001
     from db.engine import make_engine
     from service.accountant import reserve_release
-    from service.cost import PrivacyCost
     from service.errors import BudgetExceeded
+    from service.privacy.cost import PrivacyCost
 
     engine = make_engine(url)
     barrier.wait()

@@ -16,10 +16,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from tests.pgserver import PostgresServer, PostgresUnavailable, start_server
-
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-DATA = Path(os.environ.get("MARGINALIA_SHARED_DATA", SHARED / "data"))
-REPO = Path(__file__).resolve().parents[1]
+from tests.support.paths import DATA
 
 _counter = itertools.count()
 

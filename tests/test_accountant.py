@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from service import accountant, datasets, releases, zcdp
-from service.cost import PrivacyCost
+from service import accountant, datasets, releases
 from service.errors import BudgetExceeded, InvalidInput, ServiceError
+from service.privacy import conversions
+from service.privacy.cost import PrivacyCost
+from service.privacy.filter import epsilon_spent, price_epsilon, zcdp_anchor
 from tests.charging_child import charge_once
 
 
@@ -74,13 +76,13 @@ def test_views_recompute_every_figure(engine, tiny) -> None:  # noqa: ANN001
     assert Fraction(int(view["epsilon_spent_units"]), 10**12) == status.epsilon_spent
     assert Fraction(int(view["epsilon_remaining_units"]), 10**12) == status.epsilon_remaining
     # Each row's priced epsilon: the epsilon itself before the anchor, D_alpha of randomized response after.
-    anchor = zcdp.zcdp_anchor(Fraction(2), Fraction(1, 10**5), Fraction(3, 10), Fraction(0))
-    after = zcdp.price_epsilon(Fraction(1, 20), anchor.alpha)
+    anchor = zcdp_anchor(Fraction(2), Fraction(1, 10**5), Fraction(3, 10), Fraction(0))
+    after = price_epsilon(Fraction(1, 20), anchor.alpha)
     assert [tuple(r) for r in priced_rows] == [(3 * 10**11, 3 * 10**11), (0, 0), (0, 0),
                                                (5 * 10**10, int(after * 10**12))]
     assert after < Fraction(1, 20)
     # The composed epsilon is what the documented rule gives: C + alpha R + t.
-    expected = zcdp.epsilon_spent(Fraction(7, 20), Fraction(0), Fraction(15, 1000), Fraction(1, 10**5), anchor,
+    expected = epsilon_spent(Fraction(7, 20), Fraction(0), Fraction(15, 1000), Fraction(1, 10**5), anchor,
                                   priced=Fraction(3, 10) + after)
     assert 0 <= status.epsilon_spent - Fraction(expected) <= Fraction(1, 10**12)
     # An auditor recomputes it from the SQL sums and the anchor columns in integer units.
@@ -95,7 +97,7 @@ def test_views_recompute_every_figure(engine, tiny) -> None:  # noqa: ANN001
 def test_rule_is_exactly_as_tight_as_cks_for_zcdp_only(engine, tiny) -> None:  # noqa: ANN001
     # With only rho charges (and no delta reserve), the anchored rule admits exactly cdp_rho(eps_B, delta_B) in all.
     accountant.set_budget(engine, "tiny", "1", "1e-5", delta_reserve="0")
-    full = Fraction(zcdp.cdp_rho(1.0, 1e-5))
+    full = Fraction(conversions.cdp_rho(1.0, 1e-5))
     _charge(engine, tiny, PrivacyCost(rho=full * Fraction(999, 1000)))
     with pytest.raises(BudgetExceeded, match="largest zCDP charge"):
         _charge(engine, tiny, PrivacyCost(rho=full * Fraction(2, 1000)))
@@ -107,7 +109,7 @@ def test_pure_charges_after_zcdp_are_priced_at_randomized_response(engine, tiny)
     """Finding 3 of issue 11: after the anchor an (epsilon, delta) charge costs D_alpha(RR_eps), not eps. At budget
     (1, 1e-5) with half the rho spent, the pure epsilon still allowed goes from 0.272 (linear price) to 0.305."""
     accountant.set_budget(engine, "tiny", "1", "1e-5", delta_reserve="0")
-    half = Fraction(zcdp.cdp_rho(1.0, 1e-5)) / 2
+    half = Fraction(conversions.cdp_rho(1.0, 1e-5)) / 2
     _charge(engine, tiny, PrivacyCost(rho=half))
     status = accountant.budget_status(engine, "tiny")
     assert Fraction(304, 1000) < status.epsilon_spendable < Fraction(305, 1000)
@@ -117,7 +119,7 @@ def test_pure_charges_after_zcdp_are_priced_at_randomized_response(engine, tiny)
     with engine.connect() as connection:
         priced = connection.execute(text(
             "SELECT epsilon_priced_units FROM ledger_entries WHERE epsilon_units = 300000000000")).scalar_one()
-    assert priced == int(zcdp.price_epsilon(Fraction(3, 10), accountant.budget_status(engine, "tiny").anchor.alpha)
+    assert priced == int(price_epsilon(Fraction(3, 10), accountant.budget_status(engine, "tiny").anchor.alpha)
                          * 10**12)
     # no approximate-DP charge may spend delta once the zCDP charges hold all of it (reserve 0) ...
     with pytest.raises(BudgetExceeded, match="its delta does not fit.*can spend delta=0 more"):
@@ -157,7 +159,7 @@ def test_default_reserve_keeps_objective_perturbation_possible(engine, tiny) -> 
     assert status.anchor.delta_z == Fraction(9, 10**6) and status.delta_spendable == Fraction(1, 10**6)
     _charge(engine, tiny, PrivacyCost(epsilon=Fraction(1, 2), delta=Fraction(1, 10**6)))  # an ObjPert fit fits
     # the price of the reserve: the zCDP releases get delta 0.9 delta_B (about 1 % less rho at (1, 1e-5))
-    assert zcdp.cdp_rho(1.0, 9e-6) / zcdp.cdp_rho(1.0, 1e-5) > 0.985
+    assert conversions.cdp_rho(1.0, 9e-6) / conversions.cdp_rho(1.0, 1e-5) > 0.985
 
 
 def test_budget_set_without_delta_after_zcdp_names_delta(engine, tiny) -> None:  # noqa: ANN001
@@ -177,7 +179,7 @@ def test_each_release_reports_its_cost_in_the_budgets_epsilon(engine, tiny) -> N
                                           {}, "t")
     effect = accountant.budget_effect(engine, first)
     assert (effect.epsilon_before, effect.epsilon_after, effect.note) == (0, Fraction(1, 2), "")
-    rho = Fraction(round(zcdp.cdp_rho(1.0, 1e-5) * 10**12), 10**12)  # on the ledger's grid
+    rho = Fraction(round(conversions.cdp_rho(1.0, 1e-5) * 10**12), 10**12)  # on the ledger's grid
     _, second = accountant.reserve_release(engine, "tiny", "marginals", "gaussian", PrivacyCost(rho=rho), {}, "t")
     effect = accountant.budget_effect(engine, second)
     anchor = accountant.budget_status(engine, "tiny").anchor
@@ -253,7 +255,7 @@ def test_marginal_cost_validation(mechanism: str, kwargs: dict, fragment: str) -
 def test_gaussian_at_epsilon_delta_is_charged_the_converted_rho() -> None:
     cost = releases.marginal_cost("gaussian", "1", "1e-5", None)
     assert cost.epsilon == 0 and cost.delta == 0
-    assert abs(float(cost.rho) - zcdp.cdp_rho(1.0, 1e-5)) < 1e-12
+    assert abs(float(cost.rho) - conversions.cdp_rho(1.0, 1e-5)) < 1e-12
     assert cost.rho.denominator in (1, 10**12) or (10**12 % cost.rho.denominator == 0)
 
 

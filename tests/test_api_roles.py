@@ -11,8 +11,8 @@ from fastapi.testclient import TestClient
 
 from service.api import create_app
 from tests.apihelpers import BACKENDS, SMALL_WORKLOAD, World, bearer, build_world, database_url
+from tests.support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 DOCS_WITH_TABLE = [REPO / "docs" / "api.md", REPO / "README.md"]
 
 CALLERS = ("steward", "scoped_steward", "analyst", "auditor", "no_key", "revoked")

@@ -16,8 +16,7 @@ from db.models import Dataset
 from service import datasets
 from service.errors import Conflict, InvalidInput
 from service.oracle import SqlCountOracle
-
-REPO = Path(__file__).resolve().parents[1]
+from tests.support.paths import REPO
 
 
 def _nothing_stored(engine) -> None:  # noqa: ANN001

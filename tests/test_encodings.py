@@ -11,7 +11,7 @@ import pytest
 from numpy.polynomial import chebyshev as cheb
 from scipy.integrate import quad
 
-from tests.conftest import DATA
+from tests.support.paths import DATA
 from workloads.chebyshev import (
     ChebyshevError,
     chebyshev_basis_coefficients,

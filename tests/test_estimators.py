@@ -30,7 +30,7 @@ from estimators.sufficient_stats import (
     gram_from_rows,
     statistics_from_rows,
 )
-from tests.conftest import DATA
+from tests.support.paths import DATA
 from workloads.chebyshev import chebyshev_basis_coefficients, chebyshev_monomial_coefficients
 from workloads.domain import Domain
 from workloads.encodings import DesignEncoding

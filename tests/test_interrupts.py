@@ -25,9 +25,9 @@ from sqlalchemy import text
 
 from db.models import Release
 from service import accountant, datasets, interrupts, releases, runners
-from service.cost import PrivacyCost
 from service.interrupts import Interrupted
 from service.mechanisms.base import MechanismResult
+from service.privacy.cost import PrivacyCost
 from service.recovery import recover_interrupted
 
 MARGINALIA = str(Path(sys.executable).with_name("marginalia"))

@@ -14,7 +14,6 @@ import os
 import subprocess
 import sys
 from fractions import Fraction
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -24,19 +23,13 @@ from service import pgm
 from service.mechanisms.aim import plan_round, run_aim
 from service.mechanisms.base import FIT_PHASE, MechanismError
 from service.mechanisms.mst import project_to_simplex, run_mst
-from service.mechanisms.selection import (
-    ArrayOracle,
-    downward_closure,
-    exponential_cost,
-    exponential_epsilon,
-    gaussian_cost,
-)
-from service.noise import NoiseSource
+from service.mechanisms.selection import ArrayOracle, downward_closure
+from service.privacy.calibration import exponential_rho, gaussian_rho
+from service.privacy.noise import NoiseSource
+from tests.support.paths import DATA, REPO
 from workloads.domain import Domain
 from workloads.marginals import Query, all_kway
 
-REPO = Path(__file__).resolve().parents[1]
-DATA = Path(os.environ.get("MARGINALIA_SHARED_DATA", REPO.parent / "shared" / "data"))
 SMALL = ("Survived", "Pclass", "Sex", "SibSp", "Parch", "Embarked")
 
 
@@ -83,24 +76,15 @@ def workload_error(model: pgm.Model, oracle: ArrayOracle) -> float:
 
 
 # exact accounting ------------------------------------------------------------------------------
-def test_exponential_epsilon_is_exact_and_nearly_tight() -> None:
-    for budget in (Fraction(30557, 10**6) / 7, Fraction(1, 3), Fraction(10**-9), Fraction(123456789, 1000)):
-        epsilon = exponential_epsilon(budget)
-        assert exponential_cost(epsilon) <= budget
-        assert Fraction(float(epsilon)) == epsilon  # the sampler gets exactly this number
-        # about 30 significant bits: the unused part of the budget is below 2^-28 of it
-        assert budget - exponential_cost(epsilon) < budget * Fraction(1, 2**28)
-
-
 def test_last_round_spends_exactly_the_rest() -> None:
     rho, sigma2, epsilon = Fraction(30557, 10**6), Fraction(4363), Fraction(1, 64)
-    round_cost = gaussian_cost(sigma2) + exponential_cost(epsilon)
+    round_cost = gaussian_rho(sigma2) + exponential_rho(epsilon)
     early = plan_round(rho, rho - 2 * round_cost - Fraction(1, 10**12), sigma2, epsilon)
     assert (early.sigma2, early.epsilon, early.last) == (sigma2, epsilon, False)
     for used in (rho - 2 * round_cost, rho - round_cost / 3):
         budget = plan_round(rho, used, sigma2, epsilon)
         assert budget.last
-        assert used + gaussian_cost(budget.sigma2) + exponential_cost(budget.epsilon) == rho
+        assert used + gaussian_rho(budget.sigma2) + exponential_rho(budget.epsilon) == rho
 
 
 def test_mst_uses_exactly_rho_and_selects_a_spanning_tree() -> None:

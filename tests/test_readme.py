@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.support.paths import REPO
+
 README = REPO / "README.md"
 SKIP = re.compile(r"<!--\s*readme-test:\s*skip\b")
 EXPECT = "# -> "

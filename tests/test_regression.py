@@ -24,14 +24,15 @@ from estimators.linear import DDSSPLinearRegression
 from estimators.objpert import objpert_noise_scale, objpert_regularization
 from estimators.reference import OLSReference
 from estimators.sufficient_stats import gram_from_marginals, gram_from_rows
-from service import accountant, datasets, regression, releases, zcdp
+from service import accountant, datasets, regression, releases
 from service.cli import app
-from service.cost import PrivacyCost
 from service.mechanisms import gram
 from service.mechanisms.base import MechanismError
 from service.mechanisms.objpert import ObjPertRelease
-from service.noise import NoiseSource
 from service.oracle import SqlCountOracle
+from service.privacy import conversions
+from service.privacy.cost import PrivacyCost
+from service.privacy.noise import NoiseSource
 from workloads.domain import Domain
 from workloads.encodings import DesignEncoding
 
@@ -261,7 +262,7 @@ def test_gram_release_adds_exact_discrete_gaussian_noise(tmp_path: Path, titanic
             sigma2 = float(cal.sigma2_gram) * float(p) ** 2
             low, high = _discrete_gaussian_cdf(sigma2, np.array([value - 1, value]))
             uniforms.append(low + rng.uniform() * (high - low))
-    # 120 releases x 28 entries; Kolmogorov-Smirnov p-value floor 1e-4 as in tests/test_noise.py
+    # 120 releases x 28 entries; Kolmogorov-Smirnov p-value floor 1e-4 as in tests/service/privacy/test_noise.py
     assert stats.kstest(uniforms, "uniform").pvalue > 1e-4
     assert release.payload.zz.dtype == np.float64 and np.array_equal(release.payload.zz, release.payload.zz.T)
 
@@ -310,7 +311,7 @@ def test_objpert_noise_norm_matches_its_calibration(tmp_path: Path, titanic_csv)
     regularization = objpert_regularization(0.999, bound)
     assert release.noise_std == pytest.approx(sigma, rel=1e-13) and release.noise_std >= sigma
     assert release.regularization == pytest.approx(regularization, rel=1e-13) and release.dimension == Z.shape[1]
-    assert release.output_noise_std == pytest.approx(2e-10 / math.sqrt(2 * zcdp.cdp_rho(1e-3, 1e-8)), rel=1e-9)
+    assert release.output_noise_std == pytest.approx(2e-10 / math.sqrt(2 * conversions.cdp_rho(1e-3, 1e-8)), rel=1e-9)
     norms = []
     for seed in range(300):
         release(oracle, NoiseSource(seed))

@@ -17,7 +17,7 @@ from service.errors import InvalidInput, ServiceError
 from service.mechanisms import direct
 from service.mechanisms.base import MechanismError
 from service.mechanisms.selection import ArrayOracle
-from service.noise import NoiseSource
+from service.privacy.noise import NoiseSource
 from workloads.domain import Domain
 from workloads.marginals import Query
 

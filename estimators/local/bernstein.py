@@ -29,17 +29,17 @@ from collections.abc import Callable
 
 import numpy as np
 
-from estimators.base import BinaryClassifier, EstimatorError, LinearRegressor, as_matrix
-from estimators.local.argument_checks import check_count, check_generator, check_vector, feature_names_for
+from estimators.base import BinaryClassifier, EstimatorError, LinearRegressor, as_matrix, check_count, check_generator
+from estimators.local.argument_checks import check_vector, feature_names_for
 from workloads.local.randomizers.bernstein import check_bernstein_dimension
-from workloads.local.randomizers.randomizer_checks import RandomizerError
+from workloads.parameters import ParameterError
 
 
 def check_dimension(dimension: object) -> int:
     """``1 <= p <= 3``: the participants' rule (``workloads.local.randomizers.bernstein.check_bernstein_dimension``)."""
     try:
         return check_bernstein_dimension(dimension)
-    except RandomizerError as exc:
+    except ParameterError as exc:
         raise EstimatorError(str(exc)) from None
 
 

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from service.cost import MAX_AMOUNT
+from service.privacy.cost import MAX_AMOUNT
 from service.releases import MECHANISMS
 
 #: Dataset names usable in URLs: no control characters and no "/" (it would split the path).

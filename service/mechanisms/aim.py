@@ -36,26 +36,15 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from service import pgm
-from service.cost import PrivacyCost
 from service.mechanisms.base import CountOracle, MechanismError, MechanismResult, Progress, fit_progress, no_progress
-from service.mechanisms.selection import (
-    CachedCounts,
-    Ledger,
-    check_rho,
-    clique_key,
-    downward_closure,
-    exponential_cost,
-    exponential_epsilon,
-    gaussian_cost,
-    gaussian_sigma2,
-    measure,
-    select,
-)
+from service.mechanisms.selection import CachedCounts, Ledger, check_rho, clique_key, downward_closure, measure, select
+from service.privacy.calibration import exponential_epsilon, exponential_rho, gaussian_rho, gaussian_sigma2_exact
+from service.privacy.cost import PrivacyCost
 from workloads.domain import Domain
 from workloads.marginals import Query
 
 if TYPE_CHECKING:
-    from service.noise import NoiseSource
+    from service.privacy.noise import NoiseSource
 
 Clique = tuple[str, ...]
 
@@ -76,7 +65,7 @@ class RoundBudget:
 
     @property
     def cost(self) -> Fraction:
-        return gaussian_cost(self.sigma2) + exponential_cost(self.epsilon)
+        return gaussian_rho(self.sigma2) + exponential_rho(self.epsilon)
 
 
 def plan_round(rho: Fraction, used: Fraction, sigma2: Fraction, epsilon: Fraction) -> RoundBudget:
@@ -87,7 +76,7 @@ def plan_round(rho: Fraction, used: Fraction, sigma2: Fraction, epsilon: Fractio
     if remaining > 2 * planned.cost:
         return planned
     epsilon = exponential_epsilon((1 - MEASURE_SHARE) * remaining)
-    return RoundBudget(gaussian_sigma2(remaining - exponential_cost(epsilon)), epsilon, True)
+    return RoundBudget(gaussian_sigma2_exact(remaining - exponential_rho(epsilon)), epsilon, True)
 
 
 def run_aim(
@@ -138,7 +127,7 @@ def run_aim(
         )
     sigma2 = Fraction(total_rounds) / (2 * MEASURE_SHARE * rho)
     epsilon = exponential_epsilon((1 - MEASURE_SHARE) * rho / total_rounds)
-    initial_cost = len(initial) * gaussian_cost(sigma2)
+    initial_cost = len(initial) * gaussian_rho(sigma2)
     if initial_cost >= rho:
         raise MechanismError(
             f"rounds={total_rounds} leaves no budget after measuring {len(initial)} initial cliques; "

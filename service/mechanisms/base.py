@@ -2,7 +2,7 @@
 
 A mechanism sees sensitive data only through a :class:`CountOracle` (exact counts, computed by the
 database with ``GROUP BY``) and draws every random value from the project's one
-:class:`service.noise.NoiseSource`. It returns a :class:`MechanismResult`: the noisy measurements,
+:class:`service.privacy.noise.NoiseSource`. It returns a :class:`MechanismResult`: the noisy measurements,
 the fitted graphical model that answers any marginal afterwards, and the privacy it actually used,
 which the release engine checks against what the accountant charged.
 """
@@ -15,7 +15,7 @@ from typing import Protocol
 import numpy as np
 
 from service import pgm
-from service.cost import PrivacyCost
+from service.privacy.cost import PrivacyCost
 from service.progress import FIT_PHASE, Progress, fit_progress, no_progress
 from workloads.domain import Domain
 

@@ -27,9 +27,10 @@ from fractions import Fraction
 import numpy as np
 
 from service import pgm
-from service.cost import PrivacyCost, exact
 from service.mechanisms.base import CountOracle, MechanismError, MechanismResult, Progress, fit_progress, no_progress
-from service.noise import NoiseSource
+from service.privacy.calibration import gaussian_sigma2_exact, laplace_scale_exact
+from service.privacy.cost import PrivacyCost, exact
+from service.privacy.noise import NoiseSource
 from workloads.marginals import Query
 
 DEFAULT_MAX_MODEL_SIZE_MB = 80.0
@@ -58,7 +59,7 @@ def run_laplace(
     for i, (query, eps_i) in enumerate(zip(workload, _shares(workload, epsilon), strict=True)):
         progress(i, steps, f"measuring {'×'.join(query.attributes)}")
         counts = oracle.counts(query.attributes)
-        scale = 1 / eps_i
+        scale = laplace_scale_exact(eps_i, 1)
         noisy = counts + noise.discrete_laplace(scale, counts.size).reshape(counts.shape)
         # Var of the discrete Laplace is below 2 scale^2; the continuous value is a safe stand-in.
         measurements.append(pgm.Measurement(query.attributes, noisy.astype(float), math.sqrt(2) * float(scale)))
@@ -84,7 +85,7 @@ def run_gaussian(
     for i, (query, rho_i) in enumerate(zip(workload, _shares(workload, rho), strict=True)):
         progress(i, steps, f"measuring {'×'.join(query.attributes)}")
         counts = oracle.counts(query.attributes)
-        sigma2 = 1 / (2 * rho_i)
+        sigma2 = gaussian_sigma2_exact(rho_i)
         noisy = counts + noise.discrete_gaussian(sigma2, counts.size).reshape(counts.shape)
         measurements.append(pgm.Measurement(query.attributes, noisy.astype(float), math.sqrt(float(sigma2))))
         progress(i + 1, steps, f"measured {'×'.join(query.attributes)}")

@@ -55,14 +55,15 @@ import numpy as np
 
 from estimators.adassp import AdaSSPNoiseScales, lambda_min_shift, ridge_offset
 from estimators.sufficient_stats import GramStatistics, gram_from_marginals
-from service import zcdp
-from service.cost import PrivacyCost
 from service.mechanisms.base import CountOracle, MechanismError, MechanismResult, Progress, no_progress
+from service.privacy import calibration
+from service.privacy.calibration import float_down, float_up, sqrt_up
+from service.privacy.cost import PrivacyCost
 from workloads.domain import Domain
 from workloads.encodings import INTERCEPT_NAME, DesignEncoding, EncodingError
 
 if TYPE_CHECKING:
-    from service.noise import NoiseSource
+    from service.privacy.noise import NoiseSource
 
 #: Share of rho for the minimum eigenvalue (Alg. 2 gives it a third of the budget).
 DEFAULT_LAMBDA_SHARE = Fraction(1, 3)
@@ -143,12 +144,12 @@ def gram_sensitivity_squared(design: DesignEncoding) -> Fraction:
 
 def upper_triangle_sensitivity(design: DesignEncoding) -> float:
     """Exact l2 sensitivity of the upper triangle of ``Z^T Z``: ``sqrt((B^4 + sum_j m_j^2) / 2)``, rounded up."""
-    return _sqrt_up(gram_sensitivity_squared(design))
+    return sqrt_up(gram_sensitivity_squared(design))
 
 
 def lambda_min_sensitivity(design: DesignEncoding) -> float:
     """``B^2 = sum_j m_j``: how far one row can move ``lambda_min(Z^T Z)`` (Weyl), rounded up."""
-    return _float_up(sum(block_bounds(design), Fraction(0)))
+    return float_up(sum(block_bounds(design), Fraction(0)))
 
 
 @dataclass(frozen=True)
@@ -192,37 +193,17 @@ def calibrate(design: DesignEncoding, rho: Fraction, lambda_share: Fraction = DE
         raise MechanismError(f"lambda_share must be strictly between 0 and 1, got {lambda_share}")
     rho_lambda = rho * lambda_share
     rho_gram = rho - rho_lambda
-    sigma2_gram = zcdp.gaussian_sigma2_exact(rho_gram, 1) * gram_sensitivity_squared(design)
+    sigma2_gram = calibration.gaussian_sigma2_exact(rho_gram, 1) * gram_sensitivity_squared(design)
     sens_lambda = lambda_min_sensitivity(design)
     return GramCalibration(
         rho_gram=rho_gram,
         rho_lambda=rho_lambda,
         sensitivity_gram=upper_triangle_sensitivity(design),
         sensitivity_lambda=sens_lambda,
-        sigma_gram=_sqrt_up(sigma2_gram),
-        sigma_lambda=zcdp.gaussian_sigma(float_down(rho_lambda), sens_lambda),
+        sigma_gram=sqrt_up(sigma2_gram),
+        sigma_lambda=calibration.gaussian_sigma(float_down(rho_lambda), sens_lambda),
         sigma2_gram=sigma2_gram,
     )
-
-
-def float_down(value: Fraction) -> float:
-    """The largest float <= ``value``: a privacy parameter rounded so that noise computed from it is never too
-    small (also used by :mod:`service.mechanisms.objpert`)."""
-    as_float = float(value)
-    return math.nextafter(as_float, 0.0) if Fraction(as_float) > value else as_float
-
-
-def _float_up(value: Fraction) -> float:
-    as_float = float(value)
-    return math.nextafter(as_float, math.inf) if Fraction(as_float) < value else as_float
-
-
-def _sqrt_up(value: Fraction) -> float:
-    """A float >= sqrt(value) (within a few ulps)."""
-    root = math.sqrt(_float_up(value))
-    while Fraction(root) * Fraction(root) < value:
-        root = math.nextafter(root, math.inf)
-    return root
 
 
 # the payload --------------------------------------------------------------------------------------

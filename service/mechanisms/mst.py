@@ -29,20 +29,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from service import pgm
-from service.cost import PrivacyCost
 from service.mechanisms.base import CountOracle, MechanismError, MechanismResult, Progress, fit_progress, no_progress
-from service.mechanisms.selection import (
-    CachedCounts,
-    Ledger,
-    check_rho,
-    exponential_epsilon,
-    gaussian_sigma2,
-    measure,
-    select,
-)
+from service.mechanisms.selection import CachedCounts, Ledger, check_rho, measure, select
+from service.privacy.calibration import exponential_epsilon, gaussian_sigma2_exact
+from service.privacy.cost import PrivacyCost
 
 if TYPE_CHECKING:
-    from service.noise import NoiseSource
+    from service.privacy.noise import NoiseSource
 
 DEFAULT_ITERS = 1000
 #: Sensitivity of the selection score ||M_ab(D) - M_ab(p_1)||_1 under add/remove-one (module doc).
@@ -96,7 +89,7 @@ def run_mst(
 
     # 1. one-way marginals
     rho_oneway = rho if d == 1 else rho / 3
-    sigma2_oneway = d * gaussian_sigma2(rho_oneway)
+    sigma2_oneway = d * gaussian_sigma2_exact(rho_oneway)
     oneway = []
     for name in names:
         oneway.append(measure(counts.counts((name,)), (name,), sigma2_oneway, noise, ledger))
@@ -132,7 +125,7 @@ def run_mst(
     # 3. the chosen pairs, with exactly what is left
     measurements = list(oneway)
     if tree:
-        sigma2_pairs = len(tree) * gaussian_sigma2(rho - ledger.total)
+        sigma2_pairs = len(tree) * gaussian_sigma2_exact(rho - ledger.total)
         for pair in tree:
             measurements.append(measure(counts.counts(pair), pair, sigma2_pairs, noise, ledger))
             done += 1

@@ -39,15 +39,16 @@ import numpy as np
 from estimators.base import EstimatorError
 from estimators.logistic import ObjPertLogisticRegression
 from estimators.objpert import objpert_noise_scale, objpert_regularization, round_up
-from service import zcdp
-from service.cost import PrivacyCost
 from service.mechanisms.base import MechanismError, MechanismResult, Progress, no_progress
-from service.mechanisms.gram import float_down
+from service.privacy import calibration, conversions
+from service.privacy.calibration import float_down
+from service.privacy.cost import PrivacyCost
+from workloads import parameters
 from workloads.encodings import DesignEncoding
 
 if TYPE_CHECKING:
-    from service.noise import NoiseSource
     from service.oracle import SqlCountOracle
+    from service.privacy.noise import NoiseSource
 
 
 @dataclass(frozen=True)
@@ -100,10 +101,10 @@ class ObjPertRelease:
         self.regularization = objpert_regularization(self.epsilon, self.row_norm_bound)
         self.gradient_tolerance = math.nextafter(DISTANCE_BOUND * self.regularization, 0.0)  # gamma / Delta <= tau
         try:
-            rho_output = zcdp.cdp_rho(self.epsilon_output, self.delta_output)
-        except zcdp.PrivacyParameterError as exc:
+            rho_output = conversions.cdp_rho(self.epsilon_output, self.delta_output)
+        except parameters.PrivacyParameterError as exc:
             raise MechanismError(f"objective perturbation: {exc}") from None
-        self.output_noise_std = zcdp.gaussian_sigma(rho_output, 2.0 * DISTANCE_BOUND)
+        self.output_noise_std = calibration.gaussian_sigma(rho_output, 2.0 * DISTANCE_BOUND)
         self.dimension = design.n_features + int(design.intercept)
         self.max_iter = max_iter
         self.payload: ModelPayload | None = None

@@ -13,6 +13,9 @@ Privacy facts used here (derivations in docs/mechanisms.md):
   the same fact). The generic pure-DP bound (Bun & Steinke 2016, Prop. 1.4) would give epsilon^2/2.
 * zCDP composes additively, also adaptively (Bun & Steinke 2016, Lemma 2.3).
 
+The calibrations themselves (sigma^2 from rho, the dyadic selection epsilon) live in
+:mod:`service.privacy.calibration`.
+
 Every amount is a :class:`fractions.Fraction`. Selection epsilons are dyadic rationals (an
 integer over a power of two with about 30 significant bits), so the float handed to the sampler is
 that very number and epsilon^2/8 is exact; noise variances are Fractions too. The sum of the
@@ -32,16 +35,14 @@ import numpy as np
 
 from service import pgm
 from service.mechanisms.base import CountOracle, MechanismError
+from service.privacy.calibration import exponential_rho, gaussian_rho
 from workloads.domain import Domain
 from workloads.marginals import Query
 
 if TYPE_CHECKING:
-    from service.noise import NoiseSource
+    from service.privacy.noise import NoiseSource
 
 Clique = tuple[str, ...]
-
-#: Significant bits of a selection epsilon (see :func:`exponential_epsilon`).
-EPSILON_BITS = 30
 
 
 # privacy arithmetic ---------------------------------------------------------------------------
@@ -53,37 +54,6 @@ def check_rho(rho: object) -> Fraction:
     if rho <= 0:
         raise MechanismError(f"rho must be positive, got {rho}")
     return rho
-
-
-def gaussian_cost(sigma2: Fraction) -> Fraction:
-    """zCDP cost of one marginal (L2 sensitivity 1) with discrete Gaussian noise of parameter
-    ``sigma2``: 1 / (2 sigma^2) (CKS 2020, Thm. 4)."""
-    return 1 / (2 * sigma2)
-
-
-def gaussian_sigma2(rho: Fraction) -> Fraction:
-    """The sigma^2 whose :func:`gaussian_cost` is exactly ``rho``."""
-    return 1 / (2 * rho)
-
-
-def exponential_cost(epsilon: Fraction) -> Fraction:
-    """zCDP cost of one exponential-mechanism selection: epsilon^2 / 8 (Cesar & Rogers 2021, via
-    bounded range)."""
-    return epsilon * epsilon / 8
-
-
-def exponential_epsilon(budget: Fraction, bits: int = EPSILON_BITS) -> Fraction:
-    """The largest dyadic epsilon = m / 2^k with about ``bits`` significant bits such that
-    epsilon^2 / 8 <= ``budget``: m = isqrt(floor(8 budget 4^k)) gives m^2 <= 8 budget 4^k. The
-    float of the result is exact, so the sampler uses precisely the epsilon that is charged."""
-    if budget <= 0:
-        return Fraction(0)
-    target = 8 * Fraction(budget)
-    k = bits - (target.numerator.bit_length() - target.denominator.bit_length()) // 2
-    m = math.isqrt(math.floor(target * Fraction(4) ** k))
-    epsilon = Fraction(m) / Fraction(2) ** k
-    assert exponential_cost(epsilon) <= budget and Fraction(float(epsilon)) == epsilon
-    return epsilon
 
 
 @dataclass
@@ -115,7 +85,7 @@ def measure(
     """Add discrete Gaussian noise of parameter ``sigma2`` to exact ``counts`` and charge it."""
     counts = np.asarray(counts)
     noisy = counts + np.asarray(noise.discrete_gaussian(sigma2, counts.size)).reshape(counts.shape)
-    ledger.charge(f"measure:{'×'.join(attributes)}", gaussian_cost(sigma2))
+    ledger.charge(f"measure:{'×'.join(attributes)}", gaussian_rho(sigma2))
     return pgm.Measurement(tuple(attributes), noisy.astype(np.float64), math.sqrt(float(sigma2)))
 
 
@@ -125,7 +95,7 @@ def select(
     """Index chosen by the exponential mechanism, P(i) ∝ exp(epsilon score_i / (2 sensitivity)),
     charged epsilon^2/8."""
     index = int(noise.exponential_mechanism(np.asarray(scores, dtype=np.float64), float(epsilon), float(sensitivity)))
-    ledger.charge(f"select:{what}", exponential_cost(epsilon))
+    ledger.charge(f"select:{what}", exponential_rho(epsilon))
     return index
 
 

@@ -1,4 +1,4 @@
-"""Noise calibration for the randomizers participants run: checks, Laplace scale, analytic Gaussian, sensitivities.
+"""Noise calibration for the randomizers participants run: Laplace scale, analytic Gaussian, sensitivities.
 
 ``math`` and numpy only, so a participant's device computes the noise of its own report from the campaign's public
 parameters and needs no server-side package (and need not trust a noise scale the server sends).
@@ -26,7 +26,7 @@ from __future__ import annotations
 import functools
 import math
 
-import numpy as np
+from workloads.parameters import ParameterError, check_count, check_positive, check_probability
 
 #: Relative upward rounding applied to every noise scale (a few ulps of float64; covers the rounding of the
 #: divisions that produce it).
@@ -35,41 +35,6 @@ _SCALE_ROUND_UP = 1.0 + 2.0**-50
 #: an upper bound on the floating-point error of ``math.erfc`` (a few ulps), ``log`` and the subtraction.
 _PROFILE_ULPS = 64
 _BISECTION_STEPS = 200
-
-
-class CalibrationError(ValueError):
-    """A privacy parameter, bound or dimension that cannot be used; the message names it."""
-
-
-def check_positive(name: str, value: object) -> float:
-    """A finite number > 0 (epsilon, a norm bound, a sensitivity...)."""
-    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
-        raise CalibrationError(f"{name} must be a positive finite number, got {value!r}")
-    number = float(value)
-    if not math.isfinite(number) or number <= 0:
-        raise CalibrationError(f"{name} must be a positive finite number, got {value!r}")
-    return number
-
-
-def check_delta(name: str, value: object, *, allow_zero: bool = False) -> float:
-    """A finite delta in (0, 1), or [0, 1) with ``allow_zero``."""
-    interval = "[0, 1)" if allow_zero else "(0, 1)"
-    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
-        raise CalibrationError(f"{name} must be a number in {interval}, got {value!r}")
-    number = float(value)
-    if not (0.0 <= number < 1.0) or (number == 0.0 and not allow_zero):
-        raise CalibrationError(f"{name} must be a number in {interval}, got {value!r}")
-    return number
-
-
-def check_dimension(name: str, value: object) -> int:
-    """A positive integer (a dimension, a group size)."""
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise CalibrationError(f"{name} must be a positive integer, got {value!r}")
-    number = int(value)
-    if number < 1:
-        raise CalibrationError(f"{name} must be a positive integer, got {value!r}")
-    return number
 
 
 def round_up(scale: float) -> float:
@@ -113,12 +78,12 @@ def gaussian_mu(epsilon: float, delta: float) -> float:
     """The largest ``mu = Delta / sigma`` (to bisection precision, always on the feasible side) whose Gaussian
     mechanism is (epsilon, delta)-DP by the exact profile of Balle & Wang 2018, Thm. 8."""
     epsilon = check_positive("epsilon", epsilon)
-    delta = check_delta("delta", delta)
+    delta = check_probability("delta", delta)
     low, high = 0.0, 1.0
     while gaussian_privacy_profile(high, epsilon) <= delta:
         low, high = high, 2.0 * high
         if high > 1e12:  # the profile -> 1 as mu grows, so this only guards against a broken bound
-            raise CalibrationError(f"cannot calibrate the Gaussian mechanism at epsilon={epsilon}, delta={delta}")
+            raise ParameterError(f"cannot calibrate the Gaussian mechanism at epsilon={epsilon}, delta={delta}")
     for _ in range(_BISECTION_STEPS):
         middle = 0.5 * (low + high)
         if middle in (low, high):
@@ -128,7 +93,7 @@ def gaussian_mu(epsilon: float, delta: float) -> float:
         else:
             high = middle
     if low <= 0.0:
-        raise CalibrationError(f"delta={delta} is too small to calibrate at epsilon={epsilon}")
+        raise ParameterError(f"delta={delta} is too small to calibrate at epsilon={epsilon}")
     return low
 
 
@@ -136,7 +101,7 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float)
     """Smallest noise standard deviation (rounded up) that makes ``f(x) + N(0, sigma^2 I)`` (epsilon, delta)-DP when
     ``||f(x) - f(x')||_2 <= l2_sensitivity`` for all inputs: ``sigma = Delta / mu`` with :func:`gaussian_mu`."""
     sensitivity = check_positive("l2_sensitivity", l2_sensitivity)
-    return round_up(sensitivity / gaussian_mu(check_positive("epsilon", epsilon), check_delta("delta", delta)))
+    return round_up(sensitivity / gaussian_mu(check_positive("epsilon", epsilon), check_probability("delta", delta)))
 
 
 # ---------------------------------------------------------------------------------------------------- sensitivities
@@ -158,7 +123,7 @@ def sufficient_statistics_sensitivity(dimension: int, norm_bound: float, label_b
     ``b = r`` or at the smaller root of ``2 b (r - b) = B^2``. Both are attained, so these are exact diameters; an
     l1 bound ``||x||_1 <= r`` implies ``||x||_2 <= r`` and the same value is a valid (possibly loose) bound.
     """
-    p = check_dimension("dimension", dimension)
+    p = check_count("dimension", dimension)
     r = check_positive("norm_bound", norm_bound)
     label = check_positive("label_bound", label_bound)
     if p == 1:

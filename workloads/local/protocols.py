@@ -38,12 +38,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from workloads.local.calibration import (
-    CalibrationError,
-    check_delta,
-    check_dimension,
-    check_positive,
-)
 from workloads.local.randomizers.laplace import interval_scale, randomize_interval_values
 from workloads.local.randomizers.projection import randomize_projection
 from workloads.local.randomizers.sufficient_statistics import (
@@ -53,6 +47,7 @@ from workloads.local.randomizers.sufficient_statistics import (
     randomize_sufficient_statistics,
     triangle_size,
 )
+from workloads.parameters import ParameterError, check_count, check_positive, check_probability
 
 #: Standard deviations of Gaussian noise an entry may exceed its clipped bound by (P(|N(0,1)| > 20) < 1e-88).
 GAUSSIAN_TAIL = 20.0
@@ -210,7 +205,7 @@ class GroupSpec(_JsonFields):
         if not isinstance(self.name, str) or not self.name:
             raise ProtocolError(f"a group name must be a non-empty string, got {self.name!r}")
         if self.size is not None:
-            object.__setattr__(self, "size", _checked(check_dimension, f"group {self.name!r} size", self.size))
+            object.__setattr__(self, "size", check_count(f"group {self.name!r} size", self.size, error=ProtocolError))
 
 
 @dataclass(frozen=True)
@@ -224,8 +219,8 @@ class RoundSpec(_JsonFields):
     def __post_init__(self) -> None:
         if not isinstance(self.group, str) or not self.group:
             raise ProtocolError(f"a round's group must be a non-empty string, got {self.group!r}")
-        object.__setattr__(self, "epsilon", _checked(check_positive, "epsilon", self.epsilon))
-        object.__setattr__(self, "delta", _checked(check_delta, "delta", self.delta, allow_zero=True))
+        object.__setattr__(self, "epsilon", check_positive("epsilon", self.epsilon, error=ProtocolError))
+        object.__setattr__(self, "delta", check_probability("delta", self.delta, error=ProtocolError, allow_zero=True))
 
 
 @dataclass(frozen=True)
@@ -366,13 +361,6 @@ class ProtocolSpec:
             raise ProtocolError(f"the state is of round {state.round_index}, not of round {round_index}")
 
 
-def _checked(check: typing.Callable[..., Any], name: str, value: object, **kwargs: Any) -> Any:
-    try:
-        return check(name, value, **kwargs)
-    except CalibrationError as error:
-        raise ProtocolError(str(error)) from None
-
-
 def _exact_keys(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(data, Mapping):
         raise ProtocolError(f"{cls.__name__} must be a JSON object, got {type(data).__name__}")
@@ -452,7 +440,7 @@ class LdpAverageSpec(ProtocolSpec):
     def __post_init__(self) -> None:
         object.__setattr__(self, "lower", float(self.lower))
         object.__setattr__(self, "upper", float(self.upper))
-        object.__setattr__(self, "epsilon", _checked(check_positive, "epsilon", self.epsilon))
+        object.__setattr__(self, "epsilon", check_positive("epsilon", self.epsilon, error=ProtocolError))
         self.scale  # noqa: B018  (checks lower < upper)
         self._check_groups_and_rounds()
 
@@ -465,7 +453,7 @@ class LdpAverageSpec(ProtocolSpec):
         """The Laplace scale ``(upper - lower) / epsilon`` (rounded up)."""
         try:
             return interval_scale(self.lower, self.upper, self.epsilon)
-        except CalibrationError as error:
+        except ParameterError as error:
             raise ProtocolError(str(error)) from None
 
     def rounds(self) -> tuple[RoundSpec, ...]:
@@ -506,9 +494,9 @@ class _StatisticsBounds:
     label_bound: float
 
     def _check_bounds(self, norm: str) -> None:
-        object.__setattr__(self, "dimension", _checked(check_dimension, "dimension", self.dimension))
-        object.__setattr__(self, "norm_bound", _checked(check_positive, "norm_bound", self.norm_bound))
-        object.__setattr__(self, "label_bound", _checked(check_positive, "label_bound", self.label_bound))
+        object.__setattr__(self, "dimension", check_count("dimension", self.dimension, error=ProtocolError))
+        object.__setattr__(self, "norm_bound", check_positive("norm_bound", self.norm_bound, error=ProtocolError))
+        object.__setattr__(self, "label_bound", check_positive("label_bound", self.label_bound, error=ProtocolError))
         _check_norm(norm)
 
     def statistics_noise(
@@ -516,7 +504,7 @@ class _StatisticsBounds:
     ) -> StatisticsNoise:
         try:
             return noise_scales(self.dimension, self.norm_bound, self.label_bound, epsilon, delta, gram, xy_ratio)
-        except CalibrationError as error:
+        except ParameterError as error:
             raise ProtocolError(str(error)) from None
 
     def _randomize_statistics(
@@ -557,9 +545,9 @@ class SteinGlmSpec(_StatisticsBounds, ProtocolSpec):
         if not isinstance(self.gram, bool):
             raise ProtocolError(f"gram must be true or false, got {self.gram!r}")
         if self.xy_ratio is not None:
-            object.__setattr__(self, "xy_ratio", _checked(check_positive, "xy_ratio", self.xy_ratio))
-        object.__setattr__(self, "epsilon", _checked(check_positive, "epsilon", self.epsilon))
-        object.__setattr__(self, "delta", _checked(check_delta, "delta", self.delta))
+            object.__setattr__(self, "xy_ratio", check_positive("xy_ratio", self.xy_ratio, error=ProtocolError))
+        object.__setattr__(self, "epsilon", check_positive("epsilon", self.epsilon, error=ProtocolError))
+        object.__setattr__(self, "delta", check_probability("delta", self.delta, error=ProtocolError))
         self._check_groups_and_rounds()
 
     @property
@@ -615,7 +603,7 @@ class TwoRoundSteinSpec(_StatisticsBounds, ProtocolSpec):
             raise ProtocolError(f"second.delta must be 0 (the second round is pure Laplace), got {self.second.delta}")
         object.__setattr__(self, "participant_groups", tuple(self.participant_groups))
         object.__setattr__(self, "projection_scale",
-                           _checked(check_positive, "projection_scale", self.projection_scale))
+                           check_positive("projection_scale", self.projection_scale, error=ProtocolError))
         self._check_groups_and_rounds()
 
     @classmethod
@@ -682,5 +670,5 @@ class TwoRoundSteinSpec(_StatisticsBounds, ProtocolSpec):
         if state.round_index != 1:
             raise ProtocolError(f"the projection round is round 1, got a state of round {state.round_index}")
         coef = state.vector("coef", self.dimension)
-        bound = _checked(check_positive, "state value 'bound'", state.number("bound"))
+        bound = check_positive("state value 'bound'", state.number("bound"), error=ProtocolError)
         return coef, bound

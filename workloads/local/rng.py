@@ -17,6 +17,8 @@ import os
 
 import numpy as np
 
+from workloads.parameters import check_generator
+
 _SEED_BYTES = 32
 
 
@@ -26,9 +28,6 @@ def device_rng() -> np.random.Generator:
 
 
 def generator_or_device(rng: np.random.Generator | None) -> np.random.Generator:
-    """``rng`` if given (tests, simulations), else a fresh :func:`device_rng`."""
-    if rng is None:
-        return device_rng()
-    if not isinstance(rng, np.random.Generator):
-        raise TypeError(f"rng must be a numpy.random.Generator or None, got {type(rng).__name__}")
-    return rng
+    """``rng`` if given (tests, simulations), else a fresh :func:`device_rng`; anything but a
+    ``numpy.random.Generator`` or None is a :class:`~workloads.parameters.ParameterError`."""
+    return device_rng() if rng is None else check_generator(rng)

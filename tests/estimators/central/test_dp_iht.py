@@ -17,7 +17,7 @@ from estimators.central.dp_iht import (
     dp_iht_calibration,
 )
 from estimators.local.sparse_synthetic import relative_error, sparse_linear_data
-from service.noise import NoiseSource
+from service.privacy.noise import NoiseSource
 
 
 class RecordingNoise:

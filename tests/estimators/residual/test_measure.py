@@ -18,7 +18,7 @@ from estimators.residual import basis
 from estimators.residual.basis import ResidualError
 from estimators.residual.measure import measure_residuals
 from estimators.residual.planner import plan_residuals
-from tests.conftest import DATA
+from tests.support.paths import DATA
 from workloads.domain import Domain
 
 SMALL = ("Survived", "Pclass", "Sex", "Embarked")

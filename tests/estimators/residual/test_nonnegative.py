@@ -19,7 +19,7 @@ from estimators.residual.measure import measure_residuals
 from estimators.residual.nonnegative import _workload_scales, nonnegative_marginals
 from estimators.residual.planner import plan_residuals
 from estimators.residual.reconstruct import NoisyResiduals
-from tests.conftest import DATA
+from tests.support.paths import DATA
 from workloads.domain import Domain
 
 SMALL = Domain.from_sizes({"a": 3, "b": 4, "c": 2})

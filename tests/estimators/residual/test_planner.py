@@ -15,7 +15,7 @@ import pytest
 
 from estimators.residual.basis import ResidualError
 from estimators.residual.planner import KroneckerQuery, ResidualPlan, plan_residuals
-from tests.conftest import DATA
+from tests.support.paths import DATA
 from workloads.domain import Domain
 from workloads.marginals import Query
 

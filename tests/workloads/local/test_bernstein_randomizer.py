@@ -22,7 +22,7 @@ from workloads.local.randomizers.bernstein import (
     randomize_grid_losses,
     squared_loss_on_grid,
 )
-from workloads.local.randomizers.randomizer_checks import RandomizerError
+from workloads.parameters import ParameterError
 
 
 def test_grid_layout() -> None:
@@ -30,7 +30,7 @@ def test_grid_layout() -> None:
     assert grid.shape == (16, 2)
     np.testing.assert_allclose(grid[:4], [[0, 0], [0, 1 / 3], [0, 2 / 3], [0, 1]])  # last coordinate fastest
     assert bernstein_grid(4, 3).shape == (125, 3)
-    with pytest.raises(RandomizerError, match="dimension must be at most 3"):
+    with pytest.raises(ParameterError, match="dimension must be at most 3"):
         bernstein_grid(2, 4)
 
 
@@ -104,7 +104,7 @@ def test_squared_loss_on_grid() -> None:
     loss = squared_loss_on_grid(grid, [1.0, -1.0], 0.5, lower=-1.0, upper=1.0, scale=16.0)
     thetas = -1.0 + 2.0 * grid
     np.testing.assert_allclose(loss, (thetas @ [1.0, -1.0] - 0.5) ** 2 / 16.0)
-    with pytest.raises(RandomizerError, match="x must have 2 entries"):
+    with pytest.raises(ParameterError, match="x must have 2 entries"):
         squared_loss_on_grid(grid, [1.0], 0.5, -1.0, 1.0, 16.0)
 
 
@@ -121,6 +121,6 @@ def test_squared_loss_on_grid() -> None:
 def test_bad_parameters_fail_before_any_draw(call, name: str) -> None:  # noqa: ANN001
     rng = np.random.default_rng(0)
     before = rng.bit_generator.state
-    with pytest.raises(RandomizerError, match=name):
+    with pytest.raises(ParameterError, match=name):
         call(rng)
     assert rng.bit_generator.state == before

@@ -19,7 +19,7 @@ from workloads.local.randomizers.gaussian_label import (
     label_noise_sigma,
     randomize_labels,
 )
-from workloads.local.randomizers.randomizer_checks import RandomizerError
+from workloads.parameters import ParameterError
 
 
 def exact_delta(sigma: float, sensitivity: float, epsilon: float) -> float:
@@ -80,6 +80,6 @@ def test_bad_parameters_fail_before_any_draw(kwargs: dict, name: str) -> None:
     rng = np.random.default_rng(0)
     before = rng.bit_generator.state
     call = {"labels": [0.1, 0.2], "label_bound": 1.0, "epsilon": 1.0, "delta": 1e-3, "rng": rng} | kwargs
-    with pytest.raises(RandomizerError, match=name):
+    with pytest.raises(ParameterError, match=name):
         randomize_labels(**call)
     assert rng.bit_generator.state == before

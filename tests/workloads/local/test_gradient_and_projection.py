@@ -20,7 +20,7 @@ from workloads.local.randomizers.projected import (
     random_projection,
     unpack_projected_statistics,
 )
-from workloads.local.randomizers.randomizer_checks import RandomizerError
+from workloads.parameters import ParameterError
 
 
 def test_worst_case_residual_bound_never_clips_on_the_model_class() -> None:
@@ -47,7 +47,7 @@ def test_clipped_gradient_clips_the_residual() -> None:
     x = np.array([[1.0, -1.0], [2.0, 0.0]])
     gradient = clipped_least_squares_gradient([1.0, 0.0], x, [-5.0, 1.0], residual_bound=2.0)
     np.testing.assert_allclose(gradient, [[2.0, -2.0], [2.0, 0.0]])  # residuals 6 -> 2 and 1
-    with pytest.raises(RandomizerError, match="y must hold 2"):
+    with pytest.raises(ParameterError, match="y must hold 2"):
         clipped_least_squares_gradient([1.0, 0.0], x, [1.0], 2.0)
 
 
@@ -73,7 +73,7 @@ def test_projection_is_reproducible_and_pinned() -> None:
     big = random_projection(50, 2000, 3)
     np.testing.assert_allclose(np.linalg.norm(big, axis=0), 1.0)  # columns of +-1/sqrt(m): unit norm exactly
     assert abs(big.mean()) < 5 / math.sqrt(big.size) / math.sqrt(50)  # signs balanced
-    with pytest.raises(RandomizerError, match="seed"):
+    with pytest.raises(ParameterError, match="seed"):
         random_projection(3, 5, seed=-1)
 
 

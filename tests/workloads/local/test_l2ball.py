@@ -21,7 +21,7 @@ from workloads.local.randomizers.l2ball import (
     l2_ball_randomize,
     sphere_mean_abs_coordinate,
 )
-from workloads.local.randomizers.randomizer_checks import RandomizerError
+from workloads.parameters import ParameterError
 
 
 def _coth(x: float) -> float:
@@ -140,6 +140,6 @@ def test_bad_parameters_fail_before_any_draw(kwargs: dict, name: str) -> None:
     rng = np.random.default_rng(0)
     before = rng.bit_generator.state
     call = {"values": [0.1, 0.2], "radius": 1.0, "epsilon": 1.0, "rng": rng} | kwargs
-    with pytest.raises(RandomizerError, match=name):
+    with pytest.raises(ParameterError, match=name):
         l2_ball_randomize(**call)
     assert rng.bit_generator.state == before

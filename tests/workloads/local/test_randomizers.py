@@ -26,6 +26,7 @@ from workloads.local.randomizers.sufficient_statistics import (
     sufficient_statistics,
 )
 from workloads.local.rng import device_rng, generator_or_device
+from workloads.parameters import ParameterError
 
 Z = 4.0
 P_FLOOR = 1e-4
@@ -195,9 +196,52 @@ def test_device_generator_is_unpredictable_and_seeded_ones_are_reproducible() ->
     first = randomize_interval_values(0.5, 0.0, 1.0, 1.0, np.random.default_rng(9))
     assert first == randomize_interval_values(0.5, 0.0, 1.0, 1.0, np.random.default_rng(9))
     assert isinstance(generator_or_device(None), np.random.Generator)
-    with pytest.raises(TypeError, match="rng"):
+    with pytest.raises(ParameterError, match="rng"):
         generator_or_device(42)  # type: ignore[arg-type]
     assert np.isfinite(randomize_interval_values(0.5, 0.0, 1.0, 1.0))  # rng=None: the device's source
+
+
+def _participant_calls() -> dict[str, object]:
+    """One call of every participant-side randomizer, without a generator."""
+    from workloads.local.randomizers.bernstein import one_bit_report, public_laplace_strings, randomize_grid_losses
+    from workloads.local.randomizers.gaussian_label import randomize_labels
+    from workloads.local.randomizers.iht_gradient import ldp_iht_report
+    from workloads.local.randomizers.l2ball import l2_ball_randomize
+    from workloads.local.randomizers.projected import projected_statistics_report
+
+    return {
+        "interval": lambda: randomize_interval_values(0.5, 0.0, 1.0, 1.0),
+        "projection": lambda: randomize_projection([0.3, 0.4], [1.0, 0.0], norm_bound=1.0, bound=1.0, epsilon=1.0),
+        "sufficient statistics": lambda: randomize_sufficient_statistics([0.3, 0.4], 0.5, norm_bound=1.0,
+                                                                         label_bound=1.0, epsilon=1.0, delta=1e-5),
+        "l2 ball": lambda: l2_ball_randomize([0.1, 0.2], 1.0, 1.0),
+        "gaussian label": lambda: randomize_labels([0.1], 1.0, 1.0, 1e-3),
+        "iht gradient": lambda: ldp_iht_report(np.zeros(2), [0.3, 0.4], 0.5, 1.0, 1.0, 1.0),
+        "projected statistics": lambda: projected_statistics_report([0.3, 0.4], 0.5, np.eye(2) / np.sqrt(2), 1.0,
+                                                                    1.0, 1.0),
+        "bernstein losses": lambda: randomize_grid_losses([0.2, 0.4], 1.0),
+        "bernstein strings": lambda: public_laplace_strings(3, 1.0),
+        "bernstein bit": lambda: one_bit_report(0.3, 0.1, 1.0),
+    }
+
+
+@pytest.mark.parametrize("name", list(_participant_calls()))
+def test_every_randomizer_draws_from_the_device_source_without_a_generator(name: str, monkeypatch) -> None:
+    """Called without ``rng`` (as client code must), each randomizer takes a fresh ``device_rng()``: one call, one
+    new generator, and nothing else."""
+    import workloads.local.rng as rng_module
+
+    made = []
+
+    def counting_device_rng() -> np.random.Generator:
+        made.append(1)
+        return np.random.default_rng(len(made))
+
+    monkeypatch.setattr(rng_module, "device_rng", counting_device_rng)
+    report = _participant_calls()[name]()
+    assert made == [1]
+    parts = report.values() if isinstance(report, dict) else [report]
+    assert all(np.all(np.isfinite(np.asarray(part, dtype=float))) for part in parts)
 
 
 def test_participant_side_imports_no_server_stack() -> None:

@@ -38,14 +38,9 @@ import math
 
 import numpy as np
 
-from workloads.local.randomizers.randomizer_checks import (
-    RandomizerError,
-    as_finite_rows,
-    as_finite_vector,
-    check_count,
-    check_generator,
-    check_positive,
-)
+from workloads.local.randomizers.inputs import as_finite_rows, as_finite_vector
+from workloads.local.rng import generator_or_device
+from workloads.parameters import ParameterError, check_count, check_positive
 
 #: Alg. 2 sends ``(k + 1)^p`` numbers and the server's polynomial has as many coefficients: p <= 3 here.
 MAX_BERNSTEIN_DIMENSION = 3
@@ -54,7 +49,7 @@ MAX_BERNSTEIN_DIMENSION = 3
 def check_bernstein_dimension(dimension: object) -> int:
     p = check_count("dimension", dimension)
     if p > MAX_BERNSTEIN_DIMENSION:
-        raise RandomizerError(
+        raise ParameterError(
             f"dimension must be at most {MAX_BERNSTEIN_DIMENSION} for the Bernstein mechanism (a grid of (k + 1)^p "
             f"points per participant), got {dimension!r}"
         )
@@ -74,11 +69,11 @@ def grid_laplace_scale(grid_size: int, epsilon: float) -> float:
     return check_count("grid_size", grid_size) / check_positive("epsilon", epsilon)
 
 
-def randomize_grid_losses(loss_values: object, epsilon: float, rng: np.random.Generator) -> np.ndarray:
+def randomize_grid_losses(loss_values: object, epsilon: float, rng: np.random.Generator | None = None) -> np.ndarray:
     """Alg. 2: each row (one participant's losses at all grid points) clipped to ``[0, 1]`` plus Laplace noise."""
     check_positive("epsilon", epsilon)
     rows, single = as_finite_rows("loss_values", loss_values)
-    rng = check_generator(rng)
+    rng = generator_or_device(rng)
     scale = grid_laplace_scale(rows.shape[1], epsilon)
     reports = np.clip(rows, 0.0, 1.0) + rng.laplace(0.0, scale, size=rows.shape)
     return reports[0] if single else reports
@@ -97,11 +92,11 @@ def one_bit_ldp_epsilon(laplace_epsilon: float) -> float:
     return -math.log(remainder) if remainder > 0.0 else math.inf
 
 
-def public_laplace_strings(count: int, epsilon: float, rng: np.random.Generator) -> np.ndarray:
+def public_laplace_strings(count: int, epsilon: float, rng: np.random.Generator | None = None) -> np.ndarray:
     """Alg. 3, step 3: the public numbers ``y_i ~ Lap(1/a)``, one per participant (the server publishes them)."""
     n = check_count("count", count)
     a = one_bit_laplace_epsilon(epsilon)
-    return check_generator(rng).laplace(0.0, 1.0 / a, size=n)
+    return generator_or_device(rng).laplace(0.0, 1.0 / a, size=n)
 
 
 def one_bit_probability(loss_value: object, public_string: object, epsilon: float) -> np.ndarray:
@@ -110,14 +105,16 @@ def one_bit_probability(loss_value: object, public_string: object, epsilon: floa
     v = np.clip(as_finite_vector("loss_value", loss_value), 0.0, 1.0)
     y = as_finite_vector("public_string", public_string)
     if y.shape != v.shape:
-        raise RandomizerError(f"public_string has shape {y.shape}, loss_value has shape {v.shape}")
+        raise ParameterError(f"public_string has shape {y.shape}, loss_value has shape {v.shape}")
     return 0.5 * np.exp(-a * (np.abs(y - v) - np.abs(y)))
 
 
-def one_bit_report(loss_value: object, public_string: object, epsilon: float, rng: np.random.Generator) -> np.ndarray:
+def one_bit_report(
+    loss_value: object, public_string: object, epsilon: float, rng: np.random.Generator | None = None
+) -> np.ndarray:
     """Alg. 3, step 8: the participant's bit(s) ``b ~ Bernoulli(p)`` as an int8 array (one per participant)."""
     probability = one_bit_probability(loss_value, public_string, epsilon)
-    return (check_generator(rng).random(probability.shape) < probability).astype(np.int8)
+    return (generator_or_device(rng).random(probability.shape) < probability).astype(np.int8)
 
 
 def squared_loss_on_grid(grid: object, x: object, y: float, lower: float, upper: float, scale: float) -> np.ndarray:
@@ -129,10 +126,10 @@ def squared_loss_on_grid(grid: object, x: object, y: float, lower: float, upper:
     points, _ = as_finite_rows("grid", grid)
     features = as_finite_vector("x", x)
     if features.size != points.shape[1]:
-        raise RandomizerError(f"x must have {points.shape[1]} entries (the grid's dimension), got {features.size}")
+        raise ParameterError(f"x must have {points.shape[1]} entries (the grid's dimension), got {features.size}")
     low, high = float(lower), float(upper)
     if not (math.isfinite(low) and math.isfinite(high) and low < high):
-        raise RandomizerError(f"lower < upper must be finite numbers, got lower={lower!r}, upper={upper!r}")
+        raise ParameterError(f"lower < upper must be finite numbers, got lower={lower!r}, upper={upper!r}")
     thetas = low + (high - low) * points
     residual = thetas @ features - float(y)
     return np.clip(residual**2 / check_positive("scale", scale), 0.0, 1.0)

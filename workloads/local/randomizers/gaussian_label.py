@@ -30,12 +30,9 @@ import math
 
 import numpy as np
 
-from workloads.local.randomizers.randomizer_checks import (
-    as_finite_vector,
-    check_delta,
-    check_generator,
-    check_positive,
-)
+from workloads.local.randomizers.inputs import as_finite_vector
+from workloads.local.rng import generator_or_device
+from workloads.parameters import check_positive, check_probability
 
 _BISECTION_STEPS = 200
 _DELTA_MARGIN = 1.0 - 1e-9
@@ -63,7 +60,7 @@ def analytic_gaussian_sigma(sensitivity: float, epsilon: float, delta: float) ->
     """The smallest ``sigma`` (to bisection accuracy, on the safe side) with ``gaussian_delta <= delta``."""
     sens = check_positive("sensitivity", sensitivity)
     eps = check_positive("epsilon", epsilon)
-    target = check_delta(delta) * _DELTA_MARGIN
+    target = check_probability("delta", delta) * _DELTA_MARGIN
 
     def feasible(mu: float) -> bool:
         return gaussian_delta(sens / mu, sens, eps) <= target
@@ -92,11 +89,11 @@ def label_noise_sigma(label_bound: float, epsilon: float, delta: float) -> float
 
 
 def randomize_labels(
-    labels: object, label_bound: float, epsilon: float, delta: float, rng: np.random.Generator
+    labels: object, label_bound: float, epsilon: float, delta: float, rng: np.random.Generator | None = None
 ) -> np.ndarray:
     """``clip(y, -B, B) + N(0, sigma_1^2)`` for each label (one per participant); (eps, delta)-LDP for each."""
     bound = check_positive("label_bound", label_bound)
     sigma = label_noise_sigma(bound, epsilon, delta)
     values = as_finite_vector("labels", labels)
-    rng = check_generator(rng)
+    rng = generator_or_device(rng)
     return np.clip(values, -bound, bound) + rng.normal(0.0, sigma, size=values.shape)

@@ -20,14 +20,9 @@ import math
 
 import numpy as np
 
+from workloads.local.randomizers.inputs import as_finite_rows, as_finite_vector
 from workloads.local.randomizers.l2ball import l2_ball_randomize
-from workloads.local.randomizers.randomizer_checks import (
-    RandomizerError,
-    as_finite_rows,
-    as_finite_vector,
-    check_count,
-    check_positive,
-)
+from workloads.parameters import ParameterError, check_count, check_positive
 
 
 def worst_case_residual_bound(sparsity: int, radius: float, label_bound: float) -> float:
@@ -43,7 +38,7 @@ def clipped_least_squares_gradient(theta: object, x: object, y: object, residual
     rows, single = as_finite_rows("x", x, width=parameters.size)
     labels = as_finite_vector("y", y)
     if labels.size != rows.shape[0]:
-        raise RandomizerError(f"y must hold {rows.shape[0]} label(s), got {labels.size}")
+        raise ParameterError(f"y must hold {rows.shape[0]} label(s), got {labels.size}")
     residual = np.clip(rows @ parameters - labels, -c, c)
     gradients = rows * residual[:, np.newaxis]
     return gradients[0] if single else gradients
@@ -56,7 +51,7 @@ def ldp_iht_report(
     residual_bound: float,
     feature_norm_bound: float,
     epsilon: float,
-    rng: np.random.Generator,
+    rng: np.random.Generator | None = None,
 ) -> np.ndarray:
     """The eps-LDP report(s) of Alg. 1, step 3: the clipped gradient through the l2-ball randomizer of radius ``r``."""
     radius = check_positive("feature_norm_bound", feature_norm_bound) * check_positive("residual_bound", residual_bound)

@@ -43,14 +43,9 @@ import math
 
 import numpy as np
 
-from workloads.local.randomizers.randomizer_checks import (
-    RandomizerError,
-    as_finite_rows,
-    check_count,
-    check_generator,
-    check_positive,
-    clip_rows_to_ball,
-)
+from workloads.local.randomizers.inputs import as_finite_rows, clip_rows_to_ball
+from workloads.local.rng import generator_or_device
+from workloads.parameters import ParameterError, check_count, check_positive
 
 
 def hemisphere_probability(epsilon: float) -> float:
@@ -83,7 +78,9 @@ def _directions_and_keep_probability(rows: np.ndarray, radius: float) -> tuple[n
     return directions, keep
 
 
-def l2_ball_randomize(values: object, radius: float, epsilon: float, rng: np.random.Generator) -> np.ndarray:
+def l2_ball_randomize(
+    values: object, radius: float, epsilon: float, rng: np.random.Generator | None = None
+) -> np.ndarray:
     """One eps-LDP report per row of ``values`` (a vector, or one participant per row of a 2-d array).
 
     Each row is scaled down to norm ``radius`` if it is longer (the clipping that makes any input private), then
@@ -94,7 +91,7 @@ def l2_ball_randomize(values: object, radius: float, epsilon: float, rng: np.ran
     r = check_positive("radius", radius)
     pi = hemisphere_probability(epsilon)
     rows, single = as_finite_rows("values", values)
-    rng = check_generator(rng)
+    rng = generator_or_device(rng)
     m, d = rows.shape
     bound = l2_ball_output_norm(d, r, epsilon)
     directions, keep = _directions_and_keep_probability(clip_rows_to_ball(rows, r), r)
@@ -126,7 +123,7 @@ def l2_ball_output_density(direction: object, value: object, radius: float, epsi
     points, _ = as_finite_rows("direction", direction)
     vector, single_value = as_finite_rows("value", value, width=points.shape[1])
     if not single_value:
-        raise RandomizerError("value must be a single vector")
+        raise ParameterError("value must be a single vector")
     (u,), (q,) = _directions_and_keep_probability(clip_rows_to_ball(vector, r), r)
     agree = 2.0 * (q * pi + (1.0 - q) * (1.0 - pi))
     disagree = 2.0 * (q * (1.0 - pi) + (1.0 - q) * pi)

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from workloads.local.calibration import CalibrationError, check_positive, laplace_scale
+from workloads.local.calibration import laplace_scale
 from workloads.local.rng import generator_or_device
+from workloads.parameters import ParameterError, check_positive
 
 
 def interval_scale(lower: float, upper: float, epsilon: float) -> float:
@@ -28,7 +29,7 @@ def interval_width(lower: float, upper: float) -> float:
     lower_value = float(lower)
     upper_value = float(upper)
     if not (np.isfinite(lower_value) and np.isfinite(upper_value)) or upper_value <= lower_value:
-        raise CalibrationError(f"lower < upper must be finite numbers, got lower={lower!r}, upper={upper!r}")
+        raise ParameterError(f"lower < upper must be finite numbers, got lower={lower!r}, upper={upper!r}")
     return check_positive("upper - lower", upper_value - lower_value)
 
 

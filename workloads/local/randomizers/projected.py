@@ -28,14 +28,9 @@ import math
 
 import numpy as np
 
+from workloads.local.randomizers.inputs import as_finite_rows, as_finite_vector
 from workloads.local.randomizers.l2ball import l2_ball_randomize
-from workloads.local.randomizers.randomizer_checks import (
-    RandomizerError,
-    as_finite_rows,
-    as_finite_vector,
-    check_count,
-    check_positive,
-)
+from workloads.parameters import ParameterError, check_count, check_positive
 
 
 def random_projection(rows: int, columns: int, seed: int) -> np.ndarray:
@@ -43,7 +38,7 @@ def random_projection(rows: int, columns: int, seed: int) -> np.ndarray:
     m = check_count("rows", rows)
     p = check_count("columns", columns)
     if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
-        raise RandomizerError(f"seed must be a non-negative integer, got {seed!r}")
+        raise ParameterError(f"seed must be a non-negative integer, got {seed!r}")
     count = m * p
     raw = np.random.PCG64(np.random.SeedSequence(int(seed))).random_raw(-(-count // 64))
     bits = np.unpackbits(raw.astype("<u8").view(np.uint8), bitorder="little")[:count]
@@ -67,7 +62,7 @@ def projected_statistics(
     rows, single = as_finite_rows("x", x, width=phi.shape[1])
     labels = np.clip(as_finite_vector("y", y), -b, b)
     if labels.size != rows.shape[0]:
-        raise RandomizerError(f"y must hold {rows.shape[0]} label(s), got {labels.size}")
+        raise ParameterError(f"y must hold {rows.shape[0]} label(s), got {labels.size}")
     projected = rows @ phi.T
     norms = np.linalg.norm(projected, axis=1, keepdims=True)
     projected = projected * np.minimum(1.0, r / np.maximum(norms, np.finfo(float).tiny))
@@ -82,7 +77,7 @@ def unpack_projected_statistics(vector: object, rows: int) -> tuple[np.ndarray, 
     m = check_count("rows", rows)
     values = as_finite_vector("vector", vector)
     if values.size != m + m * (m + 1) // 2:
-        raise RandomizerError(f"vector must have {m + m * (m + 1) // 2} entries for m={m}, got {values.size}")
+        raise ParameterError(f"vector must have {m + m * (m + 1) // 2} entries for m={m}, got {values.size}")
     cross = values[:m].copy()
     gram = np.zeros((m, m))
     upper = np.triu_indices(m)
@@ -98,7 +93,7 @@ def projected_statistics_report(
     feature_radius: float,
     label_bound: float,
     epsilon: float,
-    rng: np.random.Generator,
+    rng: np.random.Generator | None = None,
 ) -> np.ndarray:
     """The eps-LDP report(s): :func:`projected_statistics` through the l2-ball randomizer (radius: the bound above)."""
     radius = projected_statistics_bound(feature_radius, label_bound)

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from workloads.local.calibration import check_positive
 from workloads.local.randomizers.laplace import randomize_interval_values
 from workloads.local.randomizers.sufficient_statistics import clip_features
+from workloads.parameters import check_positive
 
 
 def randomize_projection(

@@ -37,15 +37,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from workloads.local.calibration import (
-    CalibrationError,
     analytic_gaussian_sigma,
-    check_dimension,
-    check_positive,
     moment_sensitivity,
     round_up,
     sufficient_statistics_sensitivity,
 )
 from workloads.local.rng import generator_or_device
+from workloads.parameters import ParameterError, check_count, check_positive
 
 #: The norms a feature bound can be stated in: l2 (Algs. 1, 3) or l1 (Algs. 2, 4).
 NORMS = ("l2", "l1")
@@ -55,7 +53,7 @@ _CLIP_MARGIN = 1.0 - 2.0**-50
 
 def triangle_size(dimension: int) -> int:
     """Entries in the upper triangle (diagonal included) of a ``p x p`` matrix."""
-    p = check_dimension("dimension", dimension)
+    p = check_count("dimension", dimension)
     return p * (p + 1) // 2
 
 
@@ -79,7 +77,7 @@ def noise_scales(
 ) -> StatisticsNoise:
     """The noise of one report: ``sigma_xx`` from the diameter of ``(u, x y / ratio)`` and ``sigma_xy = ratio
     sigma_xx`` (rounded up); with ``gram=False``, ``sigma_xy`` from the diameter ``2 r B`` of ``x y``."""
-    check_dimension("dimension", dimension)
+    check_count("dimension", dimension)
     if not gram:
         moment_only = moment_sensitivity(norm_bound, label_bound)
         return StatisticsNoise(None, analytic_gaussian_sigma(epsilon, delta, moment_only))
@@ -92,7 +90,7 @@ def noise_scales(
 def clip_features(x: object, norm_bound: float, norm: str = "l2") -> np.ndarray:
     """Rows of ``x`` (shape ``(p,)`` or ``(k, p)``) scaled into the ball ``||x|| <= norm_bound`` of the given norm."""
     if norm not in NORMS:
-        raise CalibrationError(f"norm must be one of {NORMS}, got {norm!r}")
+        raise ParameterError(f"norm must be one of {NORMS}, got {norm!r}")
     bound = check_positive("norm_bound", norm_bound)
     array = np.asarray(x, dtype=float)
     if array.ndim not in (1, 2) or not np.all(np.isfinite(array)):

@@ -29,7 +29,7 @@ from collections.abc import Callable
 import numpy as np
 from scipy.special import ndtri
 
-from service.zcdp import PrivacyParameterError, exact_number, positive_exact, validate_epsilon
+from workloads.parameters import PrivacyParameterError, exact_number, positive_exact, validate_epsilon
 
 __all__ = ["NoiseSource"]
 
@@ -244,7 +244,8 @@ class NoiseSource:
         small sigma2) is converted to a Fraction EXACTLY: an int, Fraction, Decimal or decimal string
         keeps its value; a float keeps its binary value (0.1 becomes 3602879701896397/2**55, not 1/10).
         No rounding to a nearby simple fraction is done. Adding this noise to an integer query with
-        L2 sensitivity Delta gives rho = Delta^2 / (2 sigma2) (CKS Thm. 4; see zcdp.gaussian_sigma2_exact).
+        L2 sensitivity Delta gives rho = Delta^2 / (2 sigma2) (CKS Thm. 4;
+        see service.privacy.calibration.gaussian_sigma2_exact).
         """
         value = positive_exact(sigma2, "sigma2")
         shape = _shape(size)
@@ -260,7 +261,7 @@ class NoiseSource:
 
         ``scale`` is converted to a Fraction exactly (as for ``discrete_gaussian``). Adding this noise to an
         integer query with L1 sensitivity Delta gives pure epsilon-DP with epsilon = Delta / scale
-        (see zcdp.laplace_scale_exact).
+        (see service.privacy.calibration.laplace_scale_exact).
         """
         value = positive_exact(scale, "scale")
         shape = _shape(size)

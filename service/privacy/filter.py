@@ -1,305 +1,49 @@
-"""Zero-concentrated DP (zCDP) and (epsilon, delta)-DP: conversions, noise calibration, validation and
-the accountant's budget rule.
+"""The accountant's rule: a privacy filter over (epsilon, delta) and zCDP charges, in exact rational arithmetic.
 
-Plain floats and exact rationals only (no numpy). Sources (see docs/privacy.md for the full text):
+The rule (``budget_holds``) is proved in docs/privacy.md, section "The accountant's rule". Before the first zCDP
+charge it is basic composition. The first zCDP charge fixes an anchor (a Renyi order alpha, the part delta_z of the
+budget's delta held by zCDP charges, and an offset t), after which the zCDP charges cost alpha R + t in epsilon by
+the conversion of a Renyi bound at one order (Canonne, Kamath & Steinke 2020, "The Discrete Gaussian for
+Differential Privacy", Prop. 12; :mod:`service.privacy.conversions`), and an (eps, delta) charge is priced at the
+Renyi divergence of order alpha of eps-randomized response (``price_epsilon``): every eps-DP pair is a
+post-processing of randomized response (Kairouz, Oh & Viswanath 2015, "The Composition Theorem for Differential
+Privacy", Thm. 2.1), so by data processing (van Erven & Harremoes 2014, "Renyi Divergence and Kullback-Leibler
+Divergence", Thm. 9) its Renyi divergence is at most that of randomized response. zCDP composes additively, also
+adaptively (Bun & Steinke 2016, Lemma 2.3).
 
-* Bun & Steinke 2016, "Concentrated Differential Privacy: Simplifications, Extensions, and Lower
-  Bounds" (arXiv:1605.02065): zCDP (Def. 1.1), pure eps-DP implies eps^2/2-zCDP (Prop. 1.4), the
-  Gaussian mechanism (Prop. 1.6), composition (Lemma 2.3), the standard conversion (Prop. 1.3).
-* Canonne, Kamath & Steinke 2020, "The Discrete Gaussian for Differential Privacy"
-  (arXiv:2004.00010, "CKS"): the conversion of a Renyi bound of order alpha to (eps, delta)-DP
-  (Prop. 12 in arXiv v4) and its zCDP form (Cor. 13)::
-
-      delta(rho, eps) = inf_{alpha > 1} exp((alpha - 1)(alpha rho - eps)) / (alpha - 1) * (1 - 1/alpha)^alpha
-
-* The budget rule (``budget_holds``) is proved in docs/privacy.md, section "The accountant's rule". Once the
-  anchor is fixed, an (eps, delta) charge is priced at the Renyi divergence of order alpha of eps-randomized
-  response (``price_epsilon``): every eps-DP pair is a post-processing of randomized response (Kairouz, Oh &
-  Viswanath 2015, Thm. 2.1), so by data processing (van Erven & Harremoes 2014, Thm. 9) its Renyi divergence is
-  at most that of randomized response.
-
-Every public function validates its privacy parameters and raises :class:`PrivacyParameterError`
-(a ``ValueError``) naming the parameter and the bad value.
+Every public function validates its arguments and raises :class:`~workloads.parameters.PrivacyParameterError`
+naming the parameter and the bad value.
 """
 
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass
 from decimal import Decimal, localcontext
 from fractions import Fraction
 
+from service.privacy.calibration import float_up
+from service.privacy.conversions import cdp_rho, log_cks_constant, optimal_order
+from workloads.parameters import (
+    PrivacyParameterError,
+    exact_number,
+    nonnegative_exact,
+    positive_exact,
+    validate_delta,
+)
+
 __all__ = [
-    "PrivacyParameterError",
     "ZcdpAnchor",
     "anchor_offset",
     "budget_holds",
-    "cdp_delta",
-    "cdp_eps",
-    "cdp_rho",
     "epsilon_spent",
-    "exact_number",
-    "gaussian_sigma",
-    "gaussian_sigma2_exact",
-    "laplace_scale",
-    "positive_exact",
-    "laplace_scale_exact",
-    "optimal_order",
     "price_epsilon",
     "randomized_response_divergence",
     "remaining_delta",
     "remaining_epsilon",
     "remaining_rho",
-    "validate_delta",
-    "validate_epsilon",
-    "validate_rho",
     "zcdp_anchor",
 ]
-
-
-class PrivacyParameterError(ValueError):
-    """A privacy parameter (epsilon, delta, rho, a sensitivity, a budget sum) that cannot be used."""
-
-
-# --------------------------------------------------------------------------------------------------
-# validation
-# --------------------------------------------------------------------------------------------------
-def exact_number(x: object, name: str) -> Fraction:
-    """``x`` as an exact rational, or :class:`PrivacyParameterError`.
-
-    Accepts int, float (its exact binary value), Decimal, Fraction, numpy real scalars and strings
-    holding a decimal number (``"0.1"`` is exactly 1/10). Rejects bool, NaN, infinities, other types
-    and strings that are not numbers.
-    """
-    if isinstance(x, bool) or type(x).__name__ in ("bool", "bool_"):
-        raise PrivacyParameterError(f"{name} must be a number, got the boolean {x!r}")
-    try:
-        if isinstance(x, str):
-            value = Fraction(x.strip())
-        elif isinstance(x, Decimal):
-            if not x.is_finite():
-                raise PrivacyParameterError(f"{name} must be finite, got {x!r}")
-            value = Fraction(x)
-        elif isinstance(x, (Fraction, int)):
-            value = Fraction(x)
-        elif isinstance(x, numbers.Real):
-            as_float = float(x)
-            if not math.isfinite(as_float):
-                raise PrivacyParameterError(f"{name} must be finite, got {x!r}")
-            value = Fraction(as_float) if not isinstance(x, numbers.Integral) else Fraction(int(x))
-        else:
-            raise PrivacyParameterError(f"{name} must be a real number, got {x!r} of type {type(x).__name__}")
-    except (ValueError, ZeroDivisionError, OverflowError) as exc:
-        if isinstance(exc, PrivacyParameterError):
-            raise
-        raise PrivacyParameterError(f"{name} must be a finite number, got {x!r}") from None
-    return value
-
-
-def validate_epsilon(x: object, name: str = "epsilon") -> float:
-    """Return ``x`` as a float after checking it is a finite number > 0."""
-    value = exact_number(x, name)
-    if value <= 0:
-        raise PrivacyParameterError(f"{name} must be > 0, got {x!r}")
-    return float(value)
-
-
-def validate_delta(x: object, name: str = "delta") -> float:
-    """Return ``x`` as a float after checking it is a finite number with 0 <= x < 1."""
-    value = exact_number(x, name)
-    if value < 0 or value >= 1:
-        raise PrivacyParameterError(f"{name} must satisfy 0 <= {name} < 1, got {x!r}")
-    return float(value)
-
-
-def validate_rho(x: object, name: str = "rho") -> float:
-    """Return ``x`` as a float after checking it is a finite number > 0."""
-    value = exact_number(x, name)
-    if value <= 0:
-        raise PrivacyParameterError(f"{name} must be > 0, got {x!r}")
-    return float(value)
-
-
-def _nonnegative(x: object, name: str) -> float:
-    value = exact_number(x, name)
-    if value < 0:
-        raise PrivacyParameterError(f"{name} must be >= 0, got {x!r}")
-    return float(value)
-
-
-def _nonnegative_exact(x: object, name: str) -> Fraction:
-    value = exact_number(x, name)
-    if value < 0:
-        raise PrivacyParameterError(f"{name} must be >= 0, got {x!r}")
-    return value
-
-
-# --------------------------------------------------------------------------------------------------
-# the CKS conversion
-# --------------------------------------------------------------------------------------------------
-_BISECTION_STEPS = 200
-
-
-def _log_c(alpha: float) -> float:
-    """log of c(alpha) = (1 - 1/alpha)^(alpha - 1) / alpha, the constant of CKS Prop. 12.
-
-    (CKS write the bound as exp((alpha-1)(tau-eps)) / (alpha-1) * (1-1/alpha)^alpha; the two forms
-    are equal because (1-1/alpha) / (alpha-1) = 1/alpha.)
-    """
-    return (alpha - 1.0) * math.log1p(-1.0 / alpha) - math.log(alpha)
-
-
-def _log_delta_at(alpha: float, rho: float, eps: float) -> float:
-    """log of the CKS bound at one order alpha for a rho-zCDP mechanism (Renyi bound tau = alpha rho)."""
-    return (alpha - 1.0) * (alpha * rho - eps) + _log_c(alpha)
-
-
-def optimal_order(rho: float, eps: float) -> float:
-    """The order alpha > 1 minimising the CKS bound (Cor. 13) for ``rho``-zCDP at ``eps``.
-
-    Derivation (ours, double-checked numerically in the tests): with
-    f(alpha) = (alpha-1)(alpha rho - eps) - log(alpha-1) + alpha log(1 - 1/alpha) = log delta(alpha),
-    f'(alpha) = 2 alpha rho - rho - eps + log(1 - 1/alpha)  (the two 1/(alpha-1) terms cancel) and
-    f''(alpha) = 2 rho + 1/(alpha(alpha-1)) > 0, so f is convex with f' -> -inf as alpha -> 1 and
-    f' -> +inf as alpha -> inf: the minimiser is the unique root of f', found by bisection.
-    An upper bracket: at alpha_hi = 1 + (eps + rho + 1)/(2 rho), 2 alpha rho - rho - eps = 1 + 2 rho and
-    log(1 - 1/alpha) >= -1/(alpha - 1) > -2 rho, so f'(alpha_hi) > 0.
-    Any alpha > 1 gives a valid bound, so an inexact root only makes delta (slightly) larger.
-    """
-    rho = validate_rho(rho)
-    eps = _nonnegative(eps, "eps")
-
-    def slope(alpha: float) -> float:
-        return 2.0 * alpha * rho - rho - eps + math.log1p(-1.0 / alpha)
-
-    lo, hi = 1.0, 1.0 + (eps + rho + 1.0) / (2.0 * rho)
-    for _ in range(_BISECTION_STEPS):
-        mid = 0.5 * (lo + hi)
-        if mid <= lo or mid >= hi:
-            break
-        if slope(mid) < 0.0:
-            lo = mid
-        else:
-            hi = mid
-    return hi
-
-
-def _log_cdp_delta(rho: float, eps: float) -> float:
-    if rho == 0.0:
-        return -math.inf
-    return min(0.0, _log_delta_at(optimal_order(rho, eps), rho, eps))
-
-
-def cdp_delta(rho: float, eps: float) -> float:
-    """delta such that rho-zCDP implies (eps, delta)-DP: the tight conversion of CKS 2020, Cor. 13.
-
-    ``rho >= 0`` and ``eps >= 0``; ``cdp_delta(0, eps) = 0``. The result is at most 1.
-    """
-    rho = _nonnegative(rho, "rho")
-    eps = _nonnegative(eps, "eps")
-    return math.exp(_log_cdp_delta(rho, eps))
-
-
-def cdp_eps(rho: float, delta: float) -> float:
-    """The smallest eps (up to bisection resolution) with ``cdp_delta(rho, eps) <= delta``.
-
-    Conservative: the returned eps itself satisfies ``cdp_delta(rho, eps) <= delta``, compared as the very
-    floats ``cdp_delta`` returns (the bisection keeps its upper end feasible). Never worse than the standard
-    bound rho + 2 sqrt(rho ln(1/delta)) (Bun & Steinke 2016, Prop. 1.3), which is the starting upper end:
-    CKS's bound at the order alpha = (eps + rho)/(2 rho) is the standard one times
-    (1/alpha)(1 - 1/alpha)^(alpha-1) < 1.
-    ``cdp_eps(0, delta) = 0``.
-    """
-    rho = _nonnegative(rho, "rho")
-    if rho == 0.0:
-        validate_delta(delta)
-        return 0.0
-    delta = validate_delta(delta)
-    if delta == 0.0:
-        raise PrivacyParameterError("delta must be > 0 to convert rho > 0 to (eps, delta)-DP, got 0")
-    lo, hi = 0.0, rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))
-    if math.exp(_log_cdp_delta(rho, 0.0)) <= delta:
-        return 0.0
-    while math.exp(_log_cdp_delta(rho, hi)) > delta:  # only float rounding can make the standard bound fail
-        hi = math.nextafter(hi * (1.0 + 1e-12), math.inf)
-    for _ in range(_BISECTION_STEPS):
-        mid = 0.5 * (lo + hi)
-        if mid <= lo or mid >= hi:
-            break
-        if math.exp(_log_cdp_delta(rho, mid)) <= delta:
-            hi = mid
-        else:
-            lo = mid
-    return hi
-
-
-def cdp_rho(eps: float, delta: float) -> float:
-    """The largest rho (up to bisection resolution) with ``cdp_eps(rho, delta) <= eps``.
-
-    Conservative: the result satisfies both ``cdp_delta(rho, eps) <= delta`` and
-    ``cdp_eps(rho, delta) <= eps``. Reference value: ``cdp_rho(1, 1e-5) = 0.030557`` (5 digits).
-    """
-    eps = validate_epsilon(eps)
-    delta = validate_delta(delta)
-    if delta == 0.0:
-        raise PrivacyParameterError("delta must be > 0: no rho > 0 gives (eps, 0)-DP")
-    lo, hi = 0.0, eps + 1.0
-    while math.exp(_log_cdp_delta(hi, eps)) <= delta:  # delta(rho, eps) -> 1 as rho -> inf
-        lo, hi = hi, 2.0 * hi
-        if hi > 1e300:  # pragma: no cover - only for delta within rounding of 1
-            break
-    for _ in range(_BISECTION_STEPS):
-        mid = 0.5 * (lo + hi)
-        if mid <= lo or mid >= hi:
-            break
-        if math.exp(_log_cdp_delta(mid, eps)) <= delta:
-            lo = mid
-        else:
-            hi = mid
-    # guard against the inner bisections disagreeing by an ulp: step down until the round trip holds
-    while lo > 0.0 and cdp_eps(lo, delta) > eps:
-        lo = lo * (1.0 - 1e-12)
-    return lo
-
-
-# --------------------------------------------------------------------------------------------------
-# noise calibration
-# --------------------------------------------------------------------------------------------------
-def positive_exact(x: object, name: str) -> Fraction:
-    value = exact_number(x, name)
-    if value <= 0:
-        raise PrivacyParameterError(f"{name} must be > 0, got {x!r}")
-    return value
-
-
-def gaussian_sigma(rho: float, l2_sensitivity: float) -> float:
-    """sigma with rho = Delta_2^2 / (2 sigma^2): the Gaussian mechanism is rho-zCDP (Bun & Steinke 2016,
-    Prop. 1.6); the same for the discrete Gaussian with sigma^2 (CKS 2020, Thm. 4 and its multivariate
-    form for independent coordinates). Rounded up (by a few ulps) so that the noise is never too small."""
-    rho = validate_rho(rho)
-    delta2 = float(positive_exact(l2_sensitivity, "l2_sensitivity"))
-    return math.nextafter(delta2 / math.sqrt(2.0 * rho) * (1.0 + 2.0**-50), math.inf)
-
-
-def gaussian_sigma2_exact(rho: object, l2_sensitivity: object) -> Fraction:
-    """sigma^2 = Delta_2^2 / (2 rho) as an exact rational, for the exact discrete Gaussian sampler."""
-    rho_exact = positive_exact(rho, "rho")
-    delta2 = positive_exact(l2_sensitivity, "l2_sensitivity")
-    return delta2 * delta2 / (2 * rho_exact)
-
-
-def laplace_scale(epsilon: float, l1_sensitivity: float) -> float:
-    """Laplace scale b = Delta_1 / epsilon (pure epsilon-DP; Dwork, McSherry, Nissim & Smith 2006),
-    rounded up by one ulp."""
-    epsilon = validate_epsilon(epsilon)
-    delta1 = float(positive_exact(l1_sensitivity, "l1_sensitivity"))
-    return math.nextafter(delta1 / epsilon, math.inf)
-
-
-def laplace_scale_exact(epsilon: object, l1_sensitivity: object) -> Fraction:
-    """b = Delta_1 / epsilon as an exact rational, for the exact discrete Laplace sampler."""
-    return positive_exact(l1_sensitivity, "l1_sensitivity") / positive_exact(epsilon, "epsilon")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -350,7 +94,7 @@ def anchor_offset(alpha: object, delta_z: object) -> Fraction:
     if not 0 < dz < 1:
         raise PrivacyParameterError(f"delta_z must be in (0, 1), got {delta_z!r}")
     af = float(a)
-    log_c = _log_c(af)
+    log_c = log_cks_constant(af)
     log_inv = -math.log(float(dz))
     t = (log_c + log_inv) / (af - 1.0)
     slack = 1e-12 * (abs(log_c) + abs(log_inv)) / (af - 1.0) + 1e-15
@@ -372,9 +116,9 @@ def zcdp_anchor(
     eps_b = positive_exact(eps_budget, "eps_budget")
     delta_b = exact_number(delta_budget, "delta_budget")
     validate_delta(delta_b, "delta_budget")
-    e_before = _nonnegative_exact(eps_before, "eps_before")
-    d_before = _nonnegative_exact(delta_before, "delta_before")
-    reserve = _nonnegative_exact(delta_reserve, "delta_reserve")
+    e_before = nonnegative_exact(eps_before, "eps_before")
+    d_before = nonnegative_exact(delta_before, "delta_before")
+    reserve = nonnegative_exact(delta_reserve, "delta_reserve")
     delta_z = delta_b - d_before - reserve
     if delta_z <= 0:
         raise PrivacyParameterError(
@@ -392,7 +136,7 @@ def zcdp_anchor(
 
 
 def _sums(e: object, d: object, r: object) -> tuple[Fraction, Fraction, Fraction]:
-    return _nonnegative_exact(e, "E"), _nonnegative_exact(d, "D"), _nonnegative_exact(r, "R")
+    return nonnegative_exact(e, "E"), nonnegative_exact(d, "D"), nonnegative_exact(r, "R")
 
 
 def _ledger(
@@ -402,7 +146,7 @@ def _ledger(
     its epsilon: what charges made before the anchor cost, and always a valid, conservative price). R > 0 needs the
     anchor."""
     e, d, r = _sums(E, D, R)
-    c = e if priced is None else _nonnegative_exact(priced, "C")
+    c = e if priced is None else nonnegative_exact(priced, "C")
     if anchor is None and r != 0:
         raise _need_anchor()
     return e, d, r, c
@@ -415,11 +159,6 @@ def _delta_held(d: Fraction, delta_B: object, anchor: ZcdpAnchor) -> bool:
 
 def _need_anchor() -> PrivacyParameterError:
     return PrivacyParameterError("R > 0 needs the anchor (a ZcdpAnchor) fixed at the first rho charge")
-
-
-def _float_up(x: Fraction) -> float:
-    as_float = float(x)
-    return math.nextafter(as_float, math.inf) if Fraction(as_float) < x else as_float
 
 
 # --------------------------------------------------------------------------------------------------
@@ -438,7 +177,7 @@ def randomized_response_divergence(epsilon: object, alpha: object) -> Decimal:
     ``PRICE_DIGITS``-digit decimal arithmetic, so the value is exact to far below the ledger's 1e-12 grid. It is
     at most eps (D_alpha <= D_infinity = eps) and about alpha eps^2 / 2 for small eps.
     """
-    eps = _nonnegative_exact(epsilon, "epsilon")
+    eps = nonnegative_exact(epsilon, "epsilon")
     a = exact_number(alpha, "alpha")
     if a <= 1:
         raise PrivacyParameterError(f"alpha must be > 1, got {alpha!r}")
@@ -458,7 +197,7 @@ def price_epsilon(epsilon: object, alpha: object) -> Fraction:
     eps-DP pair is a post-processing of eps-randomized response (Kairouz, Oh & Viswanath 2015, Thm. 2.1), hence its
     Renyi divergence of order alpha is at most D_alpha(RR_eps) (data processing, van Erven & Harremoes 2014,
     Thm. 9); the same holds for the eps-DP part of an (eps, delta)-DP mechanism."""
-    eps = _nonnegative_exact(epsilon, "epsilon")
+    eps = nonnegative_exact(epsilon, "epsilon")
     divergence = randomized_response_divergence(eps, alpha)
     with localcontext() as context:
         context.prec = PRICE_DIGITS
@@ -498,9 +237,9 @@ def epsilon_spent(
     e, _d, r, c = _ledger(E, D, R, priced, anchor)
     validate_delta(delta_B, "delta_B")
     if anchor is None:
-        return _float_up(e)
+        return float_up(e)
     anchored = c + anchor.alpha * r + anchor.offset
-    return _float_up(min(e, anchored) if r == 0 else anchored)
+    return float_up(min(e, anchored) if r == 0 else anchored)
 
 
 def budget_holds(
@@ -526,7 +265,7 @@ def budget_holds(
 
     This is a valid privacy filter even when every charge's type and size are chosen after seeing earlier
     releases (proof: docs/privacy.md, Theorem B). The design's rule E + cdp_eps(R, delta_B - D) <= eps_B is not:
-    an adaptive analyst can exceed delta_B under it (docs/privacy.md and tests/test_zcdp.py).
+    an adaptive analyst can exceed delta_B under it (docs/privacy.md and tests/service/privacy/test_filter.py).
     """
     e, d, r, c = _ledger(E, D, R, priced, anchor)
     eps_b = positive_exact(eps_B, "eps_B")
@@ -599,7 +338,7 @@ def remaining_delta(D: object, delta_B: object, anchor: ZcdpAnchor | None = None
     """The delta that (eps, delta) charges can still spend: delta_B - D before the anchor, delta_B - delta_z - D
     after it (the zCDP charges hold delta_z). Before the anchor, spending it leaves less for a first zCDP charge
     (``zcdp_anchor`` gives the zCDP charges delta_B - D - delta_reserve)."""
-    d = _nonnegative_exact(D, "D")
+    d = nonnegative_exact(D, "D")
     delta_b = exact_number(delta_B, "delta_B")
     held = anchor.delta_z if anchor is not None else Fraction(0)
     return max(Fraction(0), delta_b - held - d)

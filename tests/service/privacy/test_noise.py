@@ -1,4 +1,4 @@
-"""Tests of service.noise: determinism, exactness of the integer samplers, the exponential mechanism.
+"""Tests of service.privacy.noise: determinism, exactness of the integer samplers, the exponential mechanism.
 
 Statistical tests use fixed seeds. Tolerances come from the sampling distribution of the statistic:
 z = 4 standard errors for moment checks (a correct sampler fails with probability ~6e-5 per check) and a
@@ -15,17 +15,16 @@ import subprocess
 import sys
 from decimal import Decimal
 from fractions import Fraction
-from pathlib import Path
 
 import numpy as np
 import pytest
 from scipy import stats
 
-import service.noise as noise_module
-from service.noise import NoiseSource
-from service.zcdp import PrivacyParameterError
+import service.privacy.noise as noise_module
+from service.privacy.noise import NoiseSource
+from tests.support.paths import REPO
+from workloads.parameters import PrivacyParameterError
 
-ROOT = Path(__file__).resolve().parents[1]
 P_FLOOR = 1e-4
 Z = 4.0
 
@@ -113,7 +112,7 @@ def test_unseeded_sources_differ() -> None:
 
 def test_same_seed_same_output_across_processes_and_hash_seeds() -> None:
     script = (
-        "import hashlib, json; from fractions import Fraction; from service.noise import NoiseSource\n"
+        "import hashlib, json; from fractions import Fraction; from service.privacy.noise import NoiseSource\n"
         "s = NoiseSource(2024)\n"
         "out = [s.discrete_gaussian(Fraction(9, 2), 50).tolist(), s.discrete_laplace(3, 50).tolist(),\n"
         "       s.gaussian(1.0, 5).tolist(), s.exponential_mechanism([0.0, 1.0, 2.0], 1.0, 1.0)]\n"
@@ -122,7 +121,7 @@ def test_same_seed_same_output_across_processes_and_hash_seeds() -> None:
     digests = set()
     for hash_seed in ("0", "12345"):
         env = dict(os.environ, PYTHONHASHSEED=hash_seed)
-        result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
+        result = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True,
                                 check=True, timeout=120)
         digests.add(result.stdout.strip())
     local = NoiseSource(2024)

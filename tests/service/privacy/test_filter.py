@@ -1,4 +1,4 @@
-"""Tests of service.zcdp: the CKS conversion, calibration, validation and the accountant's rule."""
+"""Tests of service.privacy.filter: the accountant's rule (anchor, pricing, budget_holds, what remains)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import math
 import re
 from decimal import Decimal
 from fractions import Fraction
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,32 +13,21 @@ from scipy.signal import fftconvolve
 from scipy.special import logsumexp
 from scipy.stats import norm
 
-from service.zcdp import (
-    PrivacyParameterError,
+from service.privacy.conversions import cdp_eps, cdp_rho
+from service.privacy.filter import (
     ZcdpAnchor,
     anchor_offset,
     budget_holds,
-    cdp_delta,
-    cdp_eps,
-    cdp_rho,
     epsilon_spent,
-    exact_number,
-    gaussian_sigma,
-    gaussian_sigma2_exact,
-    laplace_scale,
-    laplace_scale_exact,
-    optimal_order,
     price_epsilon,
     randomized_response_divergence,
     remaining_epsilon,
     remaining_rho,
-    validate_delta,
-    validate_epsilon,
-    validate_rho,
     zcdp_anchor,
 )
+from tests.support.paths import REPO
+from workloads.parameters import PrivacyParameterError
 
-REPO = Path(__file__).resolve().parents[1]
 RHOS = [1e-6, 1e-4, 1e-2, 0.3, 1.0, 10.0]
 DELTAS = [1e-12, 1e-8, 1e-5, 1e-2, 0.3]
 EPSILONS = [0.01, 0.1, 1.0, 3.0, 10.0]
@@ -49,155 +37,6 @@ def log_cks_bound(alpha: float, rho: float, eps: float) -> float:
     """log of CKS Cor. 13 at one order, exp((alpha-1)(alpha rho - eps)) / (alpha-1) * (1 - 1/alpha)^alpha, written
     term by term as in the paper (not through the module's helpers)."""
     return (alpha - 1) * (alpha * rho - eps) - math.log(alpha - 1) + alpha * math.log(1 - 1 / alpha)
-
-
-# ---------------------------------------------------------------- conversion
-def test_reference_value() -> None:
-    # Reference from shared/notes.md (private-pgm's cdp_rho): rho for (1, 1e-5) is 0.030557.
-    assert f"{cdp_rho(1, 1e-5):.5g}" == "0.030557"
-
-
-@pytest.mark.parametrize("rho", [1e-4, 1e-2, 0.5, 5.0])
-@pytest.mark.parametrize("eps", [0.0, 0.1, 1.0, 8.0])
-def test_cdp_delta_is_the_infimum_over_alpha(rho: float, eps: float) -> None:
-    # an independent brute-force minimisation on a dense logarithmic grid of orders
-    alphas = 1.0 + np.logspace(-8, 7, 30001)
-    log_grid_min = min(min(log_cks_bound(a, rho, eps) for a in alphas), 0.0)
-    # the paper's formula at the module's order is a valid bound (>= the infimum by construction); it must be
-    # at least as good as the best grid order
-    log_at_optimum = log_cks_bound(optimal_order(rho, eps), rho, eps)
-    assert min(log_at_optimum, 0.0) <= log_grid_min + 1e-9 * abs(log_grid_min)
-    value = cdp_delta(rho, eps)
-    if log_grid_min < -700:
-        assert value == 0.0  # underflow, consistently
-    else:
-        assert math.isclose(math.log(value), min(log_at_optimum, 0.0), rel_tol=1e-12, abs_tol=1e-12)
-
-
-@pytest.mark.parametrize("rho", [1e-4, 1e-2, 0.5, 5.0])
-@pytest.mark.parametrize("eps", [0.1, 1.0, 8.0])
-def test_optimal_order_solves_the_derivative(rho: float, eps: float) -> None:
-    alpha = optimal_order(rho, eps)
-    # the derivative of log delta(alpha), by central differences on the paper's formula
-    h = 1e-6 * (alpha - 1)
-    slope = (log_cks_bound(alpha + h, rho, eps) - log_cks_bound(alpha - h, rho, eps)) / (2 * h)
-    scale = abs(log_cks_bound(alpha, rho, eps)) / (alpha - 1) + 1.0
-    assert abs(slope) < 1e-4 * scale
-
-
-def test_cdp_delta_edge_cases() -> None:
-    assert cdp_delta(0, 0.5) == 0.0
-    assert cdp_delta(0.1, 0.0) <= 1.0
-    assert cdp_eps(0, 1e-5) == 0.0
-    assert cdp_eps(0, 0) == 0.0
-
-
-@pytest.mark.parametrize("rho", RHOS)
-@pytest.mark.parametrize("delta", DELTAS)
-def test_cdp_eps_conservative_tight_and_not_worse_than_standard(rho: float, delta: float) -> None:
-    eps = cdp_eps(rho, delta)
-    assert cdp_delta(rho, eps) <= delta  # conservative
-    assert eps <= rho + 2 * math.sqrt(rho * math.log(1 / delta))  # Bun & Steinke Prop. 1.3
-    if eps > 0:
-        assert cdp_delta(rho, eps * (1 - 1e-6)) > delta  # and not wastefully large
-
-
-@pytest.mark.parametrize("eps", EPSILONS)
-@pytest.mark.parametrize("delta", DELTAS)
-def test_cdp_rho_round_trip(eps: float, delta: float) -> None:
-    rho = cdp_rho(eps, delta)
-    assert rho > 0
-    assert cdp_eps(rho, delta) <= eps
-    assert cdp_delta(rho, eps) <= delta
-    assert cdp_delta(rho * (1 + 1e-6), eps) > delta
-
-
-def test_monotonicity() -> None:
-    for eps in EPSILONS:
-        deltas = [cdp_delta(rho, eps) for rho in RHOS]
-        assert all(a <= b for a, b in zip(deltas, deltas[1:], strict=False))
-    for rho in RHOS:
-        deltas = [cdp_delta(rho, eps) for eps in EPSILONS]
-        assert all(a >= b for a, b in zip(deltas, deltas[1:], strict=False))
-        epss = [cdp_eps(rho, delta) for delta in DELTAS]
-        assert all(a >= b for a, b in zip(epss, epss[1:], strict=False))
-    for delta in DELTAS:
-        epss = [cdp_eps(rho, delta) for rho in RHOS]
-        assert all(a <= b for a, b in zip(epss, epss[1:], strict=False))
-        rhos = [cdp_rho(eps, delta) for eps in EPSILONS]
-        assert all(a < b for a, b in zip(rhos, rhos[1:], strict=False))
-    for eps in EPSILONS:
-        rhos = [cdp_rho(eps, delta) for delta in DELTAS]
-        assert all(a < b for a, b in zip(rhos, rhos[1:], strict=False))
-
-
-@pytest.mark.parametrize("rho", [1e-3, 0.05, 0.5, 2.0])
-@pytest.mark.parametrize("eps", [0.1, 1.0, 3.0])
-def test_conversion_bounds_the_exact_gaussian_delta(rho: float, eps: float) -> None:
-    # The Gaussian mechanism with rho = mu^2/2 has exact delta(eps) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2)
-    # (Balle & Wang 2018); any rho-zCDP conversion must be an upper bound, and CKS is within a small factor.
-    mu = math.sqrt(2 * rho)
-    exact = norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * norm.cdf(-eps / mu - mu / 2)
-    bound = cdp_delta(rho, eps)
-    assert exact <= bound
-    standard = math.exp(-((eps - rho) ** 2) / (4 * rho)) if eps > rho else 1.0
-    assert bound <= standard
-
-
-# ---------------------------------------------------------------- calibration
-def test_gaussian_sigma_and_laplace_scale() -> None:
-    sigma = gaussian_sigma(0.5, 2.0)
-    assert sigma >= 2.0 and 2.0**2 / (2 * sigma**2) <= 0.5
-    assert math.isclose(2.0**2 / (2 * sigma**2), 0.5, rel_tol=1e-12)
-    assert gaussian_sigma2_exact(Fraction(1, 8), 3) == Fraction(9 * 4, 1)
-    assert gaussian_sigma2_exact("0.1", "1") == Fraction(5)
-    b = laplace_scale(0.5, 3)
-    assert b >= 6.0 and math.isclose(b, 6.0, rel_tol=1e-12)
-    assert laplace_scale_exact(Decimal("0.1"), 2) == Fraction(20)
-    with pytest.raises(PrivacyParameterError, match="l2_sensitivity"):
-        gaussian_sigma(0.5, 0)
-    with pytest.raises(PrivacyParameterError, match="l1_sensitivity"):
-        laplace_scale(1.0, -1)
-
-
-# ---------------------------------------------------------------- validation
-BAD_COMMON = [float("nan"), float("inf"), -float("inf"), True, False, "abc", "", None, "nan", "inf", [1.0], 1j,
-              Decimal("NaN"), Decimal("Infinity"), np.True_]
-
-
-@pytest.mark.parametrize("bad", BAD_COMMON + [0, 0.0, -1, -1e-9, "-0.5", Decimal("-1")])
-def test_validate_epsilon_and_rho_reject(bad: object) -> None:
-    with pytest.raises(PrivacyParameterError, match="epsilon") as info:
-        validate_epsilon(bad)
-    assert repr(bad) in str(info.value) or str(bad) in str(info.value)
-    with pytest.raises(PrivacyParameterError, match="rho"):
-        validate_rho(bad)
-
-
-@pytest.mark.parametrize("bad", BAD_COMMON + [-1e-9, 1, 1.0, 1.5, "1", Decimal("1.0"), Fraction(3, 2)])
-def test_validate_delta_rejects(bad: object) -> None:
-    with pytest.raises(PrivacyParameterError, match="delta"):
-        validate_delta(bad)
-
-
-@pytest.mark.parametrize(
-    "good, value", [(1, 1.0), (0.5, 0.5), (Decimal("0.25"), 0.25), (Fraction(1, 4), 0.25), ("0.25", 0.25),
-                    (" 1e-1 ", 0.1), (np.float64(0.5), 0.5), (np.int64(2), 2.0)]
-)
-def test_validators_accept_numbers(good: object, value: float) -> None:
-    assert validate_epsilon(good) == value
-    assert validate_rho(good) == value
-    if value < 1:
-        assert validate_delta(good) == value
-    assert validate_delta(0) == 0.0
-
-
-def test_custom_name_in_message_and_exact_strings() -> None:
-    with pytest.raises(PrivacyParameterError, match="eps_budget must be > 0, got -2"):
-        validate_epsilon(-2, name="eps_budget")
-    assert exact_number("0.1", "x") == Fraction(1, 10)
-    assert exact_number(0.1, "x") == Fraction(0.1)  # the float's exact binary value
-    assert issubclass(PrivacyParameterError, ValueError)
 
 
 # ---------------------------------------------------------------- the accountant's rule

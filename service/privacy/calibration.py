@@ -1,0 +1,103 @@
+"""Noise calibration: the noise scale a mechanism needs for the privacy it is charged.
+
+Plain floats and exact rationals only. Every float is rounded in the safe direction (noise never smaller than the
+calibration requires), and the exact forms feed the exact discrete samplers of :mod:`service.privacy.noise`, so the
+privacy a mechanism uses is exactly what the accountant charged. Sources:
+
+* Gaussian mechanism: rho = Delta_2^2 / (2 sigma^2)-zCDP (Bun & Steinke 2016, "Concentrated Differential Privacy:
+  Simplifications, Extensions, and Lower Bounds", Prop. 1.6); the same for the discrete Gaussian (Canonne, Kamath &
+  Steinke 2020, "The Discrete Gaussian for Differential Privacy", Thm. 4).
+* Laplace mechanism: scale Delta_1 / epsilon is epsilon-DP (Dwork, McSherry, Nissim & Smith 2006, "Calibrating
+  Noise to Sensitivity in Private Data Analysis"); the discrete Laplace likewise (CKS 2020).
+* Exponential mechanism: with parameter epsilon it is epsilon-bounded-range (Durfee & Rogers 2019, "Practical
+  Differentially Private Top-k Selection with Pay-what-you-get Composition"), hence epsilon^2/8-zCDP (Cesar & Rogers
+  2021, "Bounding, Concentrating, and Truncating: Unifying Privacy Loss Composition for Data Analytics", ALT).
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+from workloads.parameters import positive_exact, validate_epsilon, validate_rho
+
+#: Significant bits of a selection epsilon (see :func:`exponential_epsilon`).
+EPSILON_BITS = 30
+
+
+def gaussian_sigma(rho: float, l2_sensitivity: float) -> float:
+    """sigma with rho = Delta_2^2 / (2 sigma^2): the Gaussian mechanism is rho-zCDP (Bun & Steinke 2016,
+    Prop. 1.6); the same for the discrete Gaussian with sigma^2 (CKS 2020, Thm. 4 and its multivariate
+    form for independent coordinates). Rounded up (by a few ulps) so that the noise is never too small."""
+    rho = validate_rho(rho)
+    delta2 = float(positive_exact(l2_sensitivity, "l2_sensitivity"))
+    return math.nextafter(delta2 / math.sqrt(2.0 * rho) * (1.0 + 2.0**-50), math.inf)
+
+
+def gaussian_sigma2_exact(rho: object, l2_sensitivity: object = 1) -> Fraction:
+    """sigma^2 = Delta_2^2 / (2 rho) as an exact rational, for the exact discrete Gaussian sampler."""
+    rho_exact = positive_exact(rho, "rho")
+    delta2 = positive_exact(l2_sensitivity, "l2_sensitivity")
+    return delta2 * delta2 / (2 * rho_exact)
+
+
+def laplace_scale(epsilon: float, l1_sensitivity: float) -> float:
+    """Laplace scale b = Delta_1 / epsilon (pure epsilon-DP; Dwork, McSherry, Nissim & Smith 2006),
+    rounded up by one ulp."""
+    epsilon = validate_epsilon(epsilon)
+    delta1 = float(positive_exact(l1_sensitivity, "l1_sensitivity"))
+    return math.nextafter(delta1 / epsilon, math.inf)
+
+
+def laplace_scale_exact(epsilon: object, l1_sensitivity: object) -> Fraction:
+    """b = Delta_1 / epsilon as an exact rational, for the exact discrete Laplace sampler."""
+    return positive_exact(l1_sensitivity, "l1_sensitivity") / positive_exact(epsilon, "epsilon")
+
+
+def gaussian_rho(sigma2: Fraction, l2_sensitivity: object = 1) -> Fraction:
+    """The zCDP cost Delta_2^2 / (2 sigma^2) of discrete Gaussian noise of parameter ``sigma2`` (CKS 2020, Thm. 4),
+    exactly: the inverse of :func:`gaussian_sigma2_exact`."""
+    delta2 = positive_exact(l2_sensitivity, "l2_sensitivity")
+    return delta2 * delta2 / (2 * Fraction(sigma2))
+
+
+def exponential_rho(epsilon: Fraction) -> Fraction:
+    """The zCDP cost epsilon^2 / 8 of one exponential-mechanism selection with parameter epsilon (bounded range;
+    Cesar & Rogers 2021)."""
+    return epsilon * epsilon / 8
+
+
+def exponential_epsilon(budget: Fraction, bits: int = EPSILON_BITS) -> Fraction:
+    """The largest dyadic epsilon = m / 2^k with about ``bits`` significant bits such that
+    epsilon^2 / 8 <= ``budget``: m = isqrt(floor(8 budget 4^k)) gives m^2 <= 8 budget 4^k. The
+    float of the result is exact, so the sampler uses precisely the epsilon that is charged."""
+    if budget <= 0:
+        return Fraction(0)
+    target = 8 * Fraction(budget)
+    k = bits - (target.numerator.bit_length() - target.denominator.bit_length()) // 2
+    m = math.isqrt(math.floor(target * Fraction(4) ** k))
+    epsilon = Fraction(m) / Fraction(2) ** k
+    assert exponential_rho(epsilon) <= budget and Fraction(float(epsilon)) == epsilon
+    return epsilon
+
+
+# rounding a privacy parameter or a noise scale in the safe direction --------------------------------
+def float_down(value: Fraction) -> float:
+    """The largest float <= ``value``: a privacy parameter rounded so that noise computed from it is never too
+    small."""
+    as_float = float(value)
+    return math.nextafter(as_float, 0.0) if Fraction(as_float) > value else as_float
+
+
+def float_up(value: Fraction) -> float:
+    """The smallest float >= ``value``."""
+    as_float = float(value)
+    return math.nextafter(as_float, math.inf) if Fraction(as_float) < value else as_float
+
+
+def sqrt_up(value: Fraction) -> float:
+    """A float >= sqrt(value) (within a few ulps)."""
+    root = math.sqrt(float_up(value))
+    while Fraction(root) * Fraction(root) < value:
+        root = math.nextafter(root, math.inf)
+    return root
