@@ -49,7 +49,7 @@ def run_one(config: dict[str, object]) -> dict[str, object]:
     """One run in this (fresh) process; returns its measurements."""
     compiles = CompileCounter()
 
-    from service import pgm
+    from estimators.graphical import mbi_adapter
     from service.mechanisms.aim import run_aim
     from service.mechanisms.mst import run_mst
     from service.privacy.noise import NoiseSource
@@ -79,7 +79,7 @@ def run_one(config: dict[str, object]) -> dict[str, object]:
 
     assert result.cost.rho == rho, (result.cost.rho, rho)
     pairs = two_way_pairs(oracle)
-    error = workload_error(lambda p: pgm.marginal(result.model, p), oracle, pairs)
+    error = workload_error(lambda p: mbi_adapter.marginal(result.model, p), oracle, pairs)
     details = {k: v for k, v in result.details.items() if k in ("rounds", "annealed", "model_size_mb",
                                                                 "fit_iterations", "tree", "selected")}
     return {

@@ -60,7 +60,7 @@ def run_one(config: dict[str, object]) -> dict[str, object]:
     """One run in this (fresh) process: release, then measure time, memory, compiles and error."""
     compiles = CompileCounter()
 
-    from service import pgm
+    from estimators.graphical import mbi_adapter
     from service.mechanisms import direct
     from service.mechanisms.aim import run_aim
     from service.mechanisms.mst import run_mst
@@ -100,7 +100,7 @@ def run_one(config: dict[str, object]) -> dict[str, object]:
         "rows": oracle.rows,
         "attributes": len(domain),
         "n_pairs": len(pairs),
-        "error": workload_error(lambda p: pgm.marginal(result.model, p), oracle, pairs),
+        "error": workload_error(lambda p: mbi_adapter.marginal(result.model, p), oracle, pairs),
         "wall_s": wall,
         "cpu_s": cpu,
         "peak_rss_mb": peak,

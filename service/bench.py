@@ -11,7 +11,7 @@ with :func:`service.regression.fit`, exactly as an analyst's request would be:
 * ``ols`` (linear) and ``logreg`` (logistic) are the non-private references, fitted once on the training rows;
 * ``adassp-paper`` (optional, not in the default list) reproduces the paper's AdaSSP baseline exactly as Alg. 2 is
   printed, with its (epsilon, delta) calibration ``sqrt(log(6/delta)) Delta / (epsilon/3)`` per part
-  (:func:`estimators.adassp.adassp_noise_scales` with ``epsilon=``). That calibration is NOT certified by the
+  (:func:`estimators.central.adassp.adassp_noise_scales` with ``epsilon=``). That calibration is NOT certified by the
   service (docs/privacy.md, section 8.5), so this is computed in the benchmark process on the training rows, like the
   non-private references, never through a release: it shows how the service's AdaSSP compares to the paper's.
 
@@ -38,12 +38,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from estimators.adassp import adassp_entry_std, adassp_noise_scales
-from estimators.linear import AdaSSPLinearRegression
-from estimators.metrics import auc, mse
+from estimators.central.adassp import adassp_entry_std, adassp_noise_scales
+from estimators.central.linear import AdaSSPLinearRegression
+from estimators.central.metrics import auc, mse
+from estimators.central.reference import LogisticReference, OLSReference
+from estimators.central.sufficient_stats import GramStatistics, statistics_from_rows
 from estimators.psd import smallest_eigenvalue
-from estimators.reference import LogisticReference, OLSReference
-from estimators.sufficient_stats import GramStatistics, statistics_from_rows
 from service import accountant, datasets, regression
 from service.errors import InvalidInput
 from service.privacy.cost import exact

@@ -170,8 +170,8 @@ def free_answers(story: Story) -> None:
 
 
 def analyst_fits(story: Story) -> None:
-    from estimators.metrics import auc, mse
-    from estimators.reference import LogisticReference, OLSReference
+    from estimators.central.metrics import auc, mse
+    from estimators.central.reference import LogisticReference, OLSReference
     from service.api.server import background_server
     from service.client import Client
 

@@ -20,8 +20,8 @@ def no_progress(done: int, total: int, message: str) -> None:  # noqa: ARG001
 
 
 def fit_progress(progress: Progress) -> Callable[[int, int], None]:
-    """The ``progress(iteration, iterations)`` callback of :func:`service.pgm.fit`, reported through
-    a mechanism's ``progress`` as ``(iteration, iterations, FIT_PHASE)``: estimation can take most of
+    """The ``progress(iteration, iterations)`` callback of :func:`estimators.graphical.mirror_descent.fit`, reported
+    through a mechanism's ``progress`` as ``(iteration, iterations, FIT_PHASE)``: estimation can take most of
     a release's time, so it shows as a phase of its own (the command line draws it as a second bar,
     the API reports it apart from the release's steps)."""
     return lambda done, total: progress(done, total, FIT_PHASE)

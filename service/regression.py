@@ -44,11 +44,13 @@ from sqlalchemy import Engine, select
 from db.engine import transaction
 from db.models import Release
 from estimators.base import BinaryClassifier, EstimatorError, LinearScoreModel
-from estimators.linear import AdaSSPLinearRegression, DDSSPLinearRegression
-from estimators.logistic import DDSSPLogisticRegression
-from estimators.reference import fit_on_rows
-from estimators.sufficient_stats import gram_from_marginals
-from service import accountant, pgm, releases
+from estimators.central.linear import AdaSSPLinearRegression, DDSSPLinearRegression
+from estimators.central.logistic import DDSSPLogisticRegression
+from estimators.central.reference import fit_on_rows
+from estimators.central.sufficient_stats import gram_from_marginals
+from estimators.graphical import mbi_adapter
+from estimators.graphical.mbi_adapter import Model
+from service import accountant, releases
 from service.coverage import Coverage, coverage, measured_cliques
 from service.datasets import StoredDataset, get_dataset
 from service.errors import InvalidInput, ServiceError
@@ -330,10 +332,10 @@ def _same_request(candidate: _Candidate, epsilon: Fraction | None, delta: Fracti
 
 
 # answering (free) ---------------------------------------------------------------------------------
-def _marginal_reader(domain: Domain, model: pgm.Model):  # noqa: ANN202
+def _marginal_reader(domain: Domain, model: Model):  # noqa: ANN202
     def read(attributes: tuple[str, ...]) -> np.ndarray:
         ordered = canonical(domain, attributes)
-        values = pgm.marginal(model, ordered)
+        values = mbi_adapter.marginal(model, ordered)
         return np.moveaxis(values, [ordered.index(a) for a in attributes], range(len(attributes)))
 
     return read

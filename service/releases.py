@@ -49,7 +49,9 @@ from sqlalchemy import Engine, select, update
 
 from db.engine import transaction
 from db.models import Release, utcnow
-from service import accountant, interrupts, pgm, runners
+from estimators.graphical import mbi_adapter
+from estimators.graphical.mbi_adapter import Model
+from service import accountant, interrupts, runners
 from service.coverage import Coverage, coverage, measured_cliques
 from service.datasets import StoredDataset, get_dataset, stored_dataset
 from service.errors import Conflict, InvalidInput, NotFound, ServiceError
@@ -345,7 +347,7 @@ def _runner(
 
 
 def _encode_marginal_payload(result: MechanismResult) -> bytes:
-    return pgm.model_to_bytes(result.model)
+    return mbi_adapter.model_to_bytes(result.model)
 
 
 # answering from releases (free) -------------------------------------------------------------------
@@ -415,12 +417,12 @@ def _complete_marginal_release(engine: Engine, release_id: int) -> StoredRelease
     return release
 
 
-_MODEL_CACHE: collections.OrderedDict[tuple[str, int], tuple[StoredRelease, pgm.Model]] = collections.OrderedDict()
+_MODEL_CACHE: collections.OrderedDict[tuple[str, int], tuple[StoredRelease, Model]] = collections.OrderedDict()
 _MODEL_CACHE_SIZE = 32
 _MODEL_CACHE_LOCK = threading.Lock()
 
 
-def release_model(engine: Engine, release_id: int) -> tuple[StoredRelease, pgm.Model]:
+def release_model(engine: Engine, release_id: int) -> tuple[StoredRelease, Model]:
     """The fitted model of a complete marginal release. A complete release never changes, so the
     release and its model are cached per process (the last ``_MODEL_CACHE_SIZE`` used) and the
     payload is read from the database once."""
@@ -431,7 +433,7 @@ def release_model(engine: Engine, release_id: int) -> tuple[StoredRelease, pgm.M
             _MODEL_CACHE.move_to_end(key)
             return hit
     release = _complete_marginal_release(engine, release_id)
-    entry = (release, pgm.model_from_bytes(release.payload, release.dataset.domain))
+    entry = (release, mbi_adapter.model_from_bytes(release.payload, release.dataset.domain))
     with _MODEL_CACHE_LOCK:
         _MODEL_CACHE[key] = entry
         while len(_MODEL_CACHE) > _MODEL_CACHE_SIZE:
@@ -454,7 +456,7 @@ def answer_marginal(
     cells = release.dataset.domain.cells(ordered)
     if cells > 10_000_000:
         raise InvalidInput(f"marginal {attributes} has {cells:,} cells; the limit is 10,000,000", code="too_large")
-    values = pgm.marginal(model, ordered)
+    values = mbi_adapter.marginal(model, ordered)
     values = np.moveaxis(values, [ordered.index(a) for a in attributes], range(len(attributes)))
     return {
         "release_id": release_id,
@@ -478,7 +480,7 @@ def synthetic_frame(
     release, model = release_model(engine, release_id)
     release.check_answerable(allow_seeded)
     seed = secrets.randbits(32) if seed is None else int(seed)
-    columns = pgm.synthetic_rows(model, rows, seed)
+    columns = mbi_adapter.synthetic_rows(model, rows, seed)
     names = release.dataset.labels if labels else {}
     return pd.DataFrame({name: np.asarray(names[name], dtype=object)[columns[name]] if name in names else columns[name]
                          for name in release.dataset.domain.names})

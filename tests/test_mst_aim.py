@@ -1,5 +1,5 @@
 """MST and AIM (service/mechanisms/mst.py, aim.py), their shared pieces (selection.py) and the
-compilation-free estimator they run on (service/pgm.py ``fit``).
+compilation-free estimator they run on (tests of the estimator itself: tests/estimators/graphical/).
 
 Tables are small slices of the real titanic data so the whole file stays fast; AIM on Adult is a
 benchmark (benchmarks/aim_profile.py), not a test.
@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import json
 import os
 import subprocess
 import sys
 from fractions import Fraction
 
 import numpy as np
-import pandas as pd
 import pytest
 
-from service import pgm
+from estimators.graphical import junction_tree, mbi_adapter, mirror_descent
+from estimators.graphical.mbi_adapter import Model
+from estimators.graphical.mirror_descent import Measurement
 from service.mechanisms.aim import plan_round, run_aim
 from service.mechanisms.base import FIT_PHASE, MechanismError
 from service.mechanisms.mst import project_to_simplex, run_mst
@@ -27,17 +27,8 @@ from service.mechanisms.selection import ArrayOracle, downward_closure
 from service.privacy.calibration import exponential_rho, gaussian_rho
 from service.privacy.noise import NoiseSource
 from tests.support.paths import DATA, REPO
-from workloads.domain import Domain
+from tests.support.tables import titanic_oracle
 from workloads.marginals import Query, all_kway
-
-SMALL = ("Survived", "Pclass", "Sex", "SibSp", "Parch", "Embarked")
-
-
-def titanic_oracle(columns: tuple[str, ...] = SMALL) -> ArrayOracle:
-    sizes = json.loads((DATA / "titanic" / "titanic-domain.json").read_text())
-    frame = pd.read_csv(DATA / "titanic" / "titanic.csv")
-    domain = Domain.from_sizes({c: sizes[c] for c in columns})
-    return ArrayOracle(domain, {c: frame[c].to_numpy() for c in columns})
 
 
 class RecordingNoise:
@@ -69,10 +60,11 @@ def rho_from_calls(noise: RecordingNoise) -> Fraction:
     return total
 
 
-def workload_error(model: pgm.Model, oracle: ArrayOracle) -> float:
+def workload_error(model: Model, oracle: ArrayOracle) -> float:
     """Mean over all 2-way marginals of the L1 error divided by N (the issue's metric)."""
     pairs = list(itertools.combinations(oracle.domain.names, 2))
-    return sum(float(np.abs(pgm.marginal(model, p) - oracle.counts(p)).sum()) for p in pairs) / oracle.rows / len(pairs)
+    errors = [float(np.abs(mbi_adapter.marginal(model, p) - oracle.counts(p)).sum()) for p in pairs]
+    return sum(errors) / oracle.rows / len(pairs)
 
 
 # exact accounting ------------------------------------------------------------------------------
@@ -129,7 +121,8 @@ import hashlib, sys
 from fractions import Fraction
 import numpy as np
 sys.path.insert(0, {repo!r})
-from tests.test_mst_aim import RecordingNoise, titanic_oracle
+from tests.test_mst_aim import RecordingNoise
+from tests.support.tables import titanic_oracle
 from service.mechanisms.aim import run_aim
 from service.mechanisms.mst import run_mst
 from workloads.marginals import all_kway
@@ -168,8 +161,8 @@ def test_aim_beats_every_one_way_model_at_large_rho() -> None:
     oracle = titanic_oracle()
     result = run_aim(oracle, all_kway(oracle.domain, 2), Fraction(50), RecordingNoise(2), rounds=16, round_iters=50,
                      iters=300)
-    exact_oneway = [pgm.Measurement((n,), oracle.counts((n,)).astype(float), 1.0) for n in oracle.domain.names]
-    independent = pgm.fit(oracle.domain, exact_oneway, iters=10).to_mbi()
+    exact_oneway = [Measurement((n,), oracle.counts((n,)).astype(float), 1.0) for n in oracle.domain.names]
+    independent = mirror_descent.fit(oracle.domain, exact_oneway, iters=10).to_mbi()
     assert workload_error(result.model, oracle) < workload_error(independent, oracle)
 
 
@@ -214,25 +207,6 @@ def test_bad_rho_and_workload_fail_before_any_noise() -> None:
     assert noise.calls == []
 
 
-def test_model_size_matches_mbi() -> None:
-    import mbi
-
-    oracle = titanic_oracle(("Survived", "Pclass", "Sex", "Age", "SibSp", "Parch", "Fare", "Embarked", "Cabin"))
-    domain, names = oracle.domain, oracle.domain.names
-    rng = np.random.default_rng(0)
-    for trial in range(60):
-        if trial % 3 == 0:  # spanning trees take mbi's no-fill path
-            order = rng.permutation(len(names))
-            cliques = [(names[order[i]], names[order[rng.integers(0, i)]]) for i in range(1, len(names))]
-        else:
-            count = rng.integers(0, 9)
-            cliques = [tuple(rng.choice(names, size=rng.integers(1, 4), replace=False)) for _ in range(count)]
-        expected = mbi.junction_tree.hypothetical_model_size(
-            pgm.mbi_domain(domain), [pgm.canonical_clique(domain, c) for c in cliques]
-        )
-        assert pgm.model_size_mb(domain, cliques) == pytest.approx(expected, rel=1e-12)
-
-
 def test_aim_respects_max_model_size() -> None:
     oracle = titanic_oracle(("Survived", "Pclass", "Sex", "Age", "SibSp", "Parch"))
     workload = all_kway(oracle.domain, 2)
@@ -247,7 +221,7 @@ def test_aim_respects_max_model_size() -> None:
     assert free_size > limit  # without the cap this run builds a larger model, so the cap has to act
     size, cliques = run(limit)
     assert size <= limit
-    assert pgm.model_size_mb(oracle.domain, cliques) <= limit
+    assert junction_tree.model_size_mb(oracle.domain, cliques) <= limit
 
 
 # options ---------------------------------------------------------------------------------------
@@ -267,11 +241,11 @@ def test_structural_zeros_get_probability_zero() -> None:
     zeros = {("Survived", "Pclass"): mask}
     result = run_aim(oracle, all_kway(oracle.domain, 2), Fraction(1), RecordingNoise(8), rounds=8, round_iters=20,
                      iters=50, structural_zeros=zeros)
-    for model in (result.model, pgm.model_from_bytes(pgm.model_to_bytes(result.model), oracle.domain)):
-        table = pgm.marginal(model, ("Survived", "Pclass"))
+    for model in (result.model, mbi_adapter.model_from_bytes(mbi_adapter.model_to_bytes(result.model), oracle.domain)):
+        table = mbi_adapter.marginal(model, ("Survived", "Pclass"))
         assert np.all(table[mask] == 0.0)
         assert table.sum() == pytest.approx(float(model.total))
-        rows = pgm.synthetic_rows(model, 5000, seed=1)
+        rows = mbi_adapter.synthetic_rows(model, 5000, seed=1)
         assert not np.any(mask[rows["Survived"], rows["Pclass"]])
 
 
@@ -293,35 +267,6 @@ def test_initial_cliques_and_progress_per_round() -> None:
 
 
 # the estimator ---------------------------------------------------------------------------------
-def test_fit_recovers_consistent_marginals() -> None:
-    """With exact (noise-free) measurements the optimum of the loss is the data's own marginals,
-    so a converged fit must reproduce them; the tolerance is 0.5 % of N in L1 per marginal."""
-    oracle = titanic_oracle()
-    cliques = [("Survived", "Sex"), ("Pclass", "Sex"), ("Survived", "Pclass"), ("SibSp", "Parch"), ("Embarked",)]
-    exact = [pgm.Measurement(c, oracle.counts(c).astype(float), 1.0) for c in cliques]
-    fitted = pgm.fit(oracle.domain, exact, iters=2000)
-    for c in cliques:
-        assert np.abs(fitted.marginal(c) - oracle.counts(c)).sum() < 0.005 * oracle.rows
-    assert fitted.marginal(("Sex", "Survived")).shape == (2, 3)  # axes in the order asked
-
-
-def test_numpy_marginals_match_mbi_variable_elimination() -> None:
-    """Out-of-clique marginals from our junction-tree code equal mbi's variable elimination on the
-    same exported model (floating-point tolerance)."""
-    oracle = titanic_oracle()
-    noise = NoiseSource(1)
-    cliques = [("Survived", "Sex"), ("Pclass", "Sex"), ("SibSp", "Parch"), ("Parch", "Embarked"), ("Survived",)]
-    measurements = [
-        pgm.Measurement(c, oracle.counts(c) + noise.discrete_gaussian(Fraction(25), oracle.domain.cells(c)).reshape(
-            oracle.domain.shape(c)), 5.0)
-        for c in cliques
-    ]
-    model = pgm.fit(oracle.domain, measurements, iters=200).to_mbi()
-    query = ("Survived", "Embarked", "SibSp")  # spans three cliques of the junction tree
-    expected = np.asarray(model.project(query).datavector(flatten=False))
-    assert np.allclose(pgm.marginal(model, query), expected, rtol=1e-9, atol=1e-9)
-
-
 def test_project_to_simplex() -> None:
     projected = project_to_simplex(np.array([5.0, -2.0, 1.0, 0.5]), 4.0)
     assert projected.sum() == pytest.approx(4.0)
@@ -341,26 +286,6 @@ def test_mst_is_reproducible_and_seed_sensitive() -> None:
     assert digest(1) == digest(1)
     assert digest(1) != digest(2)
 
-
-
-def test_synthetic_rows_follow_the_model() -> None:
-    """Rows are i.i.d. from the model, so each cell count of a marginal is Binomial(n, p). Every
-    cell must lie within 5 standard deviations (+1 for discreteness) of n p: by Chernoff/normal tails
-    a cell fails with probability below 1e-6, the ~80 checked cells together below 1e-4."""
-    oracle = titanic_oracle()
-    cliques = [("Survived", "Sex"), ("Pclass", "Sex"), ("SibSp", "Parch"), ("Parch", "Embarked")]
-    exact = [pgm.Measurement(c, oracle.counts(c).astype(float), 1.0) for c in cliques]
-    model = pgm.fit(oracle.domain, exact, iters=300).to_mbi()
-    n = 20000
-    rows = pgm.synthetic_rows(model, n, seed=7)
-    assert set(rows) == set(oracle.domain.names)
-    for query in (("Survived", "Sex"), ("SibSp", "Parch"), ("Survived", "Embarked")):  # the last spans cliques
-        p = pgm.marginal(model, query) / float(model.total)
-        index = np.ravel_multi_index([rows[a] for a in query], p.shape)
-        counts = np.bincount(index, minlength=p.size).reshape(p.shape)
-        assert np.all(np.abs(counts - n * p) <= 5 * np.sqrt(n * p * (1 - p)) + 1)
-    again = pgm.synthetic_rows(model, n, seed=7)
-    assert all(np.array_equal(rows[a], again[a]) for a in rows)
 
 
 class BatchOracle(ArrayOracle):

@@ -20,10 +20,10 @@ from scipy import stats
 from sqlalchemy import text
 from typer.testing import CliRunner
 
-from estimators.linear import DDSSPLinearRegression
-from estimators.objpert import objpert_noise_scale, objpert_regularization
-from estimators.reference import OLSReference
-from estimators.sufficient_stats import gram_from_marginals, gram_from_rows
+from estimators.central.linear import DDSSPLinearRegression
+from estimators.central.objpert import objpert_noise_scale, objpert_regularization
+from estimators.central.reference import OLSReference
+from estimators.central.sufficient_stats import gram_from_marginals, gram_from_rows
 from service import accountant, datasets, regression, releases
 from service.cli import app
 from service.mechanisms import gram

@@ -220,7 +220,7 @@ class DesignEncoding:
     positive_level: for a logistic target with more than 2 levels, the level that is the positive class.
 
     Layout. :meth:`encode` returns ``X`` *without* the intercept column (scikit-learn convention: ``predict(X) =
-    X coef_ + intercept_``). The Gram matrix ``Z^T Z`` of :mod:`estimators.sufficient_stats` has the columns
+    X coef_ + intercept_``). The Gram matrix ``Z^T Z`` of :mod:`estimators.central.sufficient_stats` has the columns
     :attr:`gram_names`: the intercept (if any), then :attr:`feature_names`, then the target.
     """
 

@@ -20,8 +20,8 @@ Privacy (derived in docs/mechanisms.md, section "AIM"): each selection is epsilo
 measurement 1/(2 sigma^2)-zCDP; their sum is exactly ``rho`` because the last round takes the
 remainder in rationals.
 
-Speed (docs/mechanisms.md): estimation runs in :func:`service.pgm.fit` (numpy, nothing compiled),
-warm-started round to round with ``round_iters`` iterations, and ``iters`` at the end. Candidate
+Speed (docs/mechanisms.md): estimation runs in :func:`estimators.graphical.mirror_descent.fit` (numpy, nothing
+compiled), warm-started round to round with ``round_iters`` iterations, and ``iters`` at the end. Candidate
 marginals come from the calibrated junction tree in numpy as well.
 """
 
@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from service import pgm
+from estimators.graphical import factors, junction_tree, mirror_descent
 from service.mechanisms.base import CountOracle, MechanismError, MechanismResult, Progress, fit_progress, no_progress
 from service.mechanisms.selection import CachedCounts, Ledger, check_rho, clique_key, downward_closure, measure, select
 from service.privacy.calibration import exponential_epsilon, exponential_rho, gaussian_rho, gaussian_sigma2_exact
@@ -114,11 +114,11 @@ def run_aim(
         raise MechanismError(f"max_model_size must be a positive number of MB, got {max_model_size!r}")
     initial = _initial_cliques(domain, initial_cliques)
     try:
-        zeros = pgm.canonical_zeros(domain, structural_zeros or {})
+        zeros = mirror_descent.canonical_zeros(domain, structural_zeros or {})
     except ValueError as exc:
         raise MechanismError(f"structural_zeros: {exc}") from None
 
-    initial_size = pgm.model_size_mb(domain, [*initial, *zeros])
+    initial_size = junction_tree.model_size_mb(domain, [*initial, *zeros])
     if initial_size > max_model_size:
         raise MechanismError(
             f"the initial model ({len(initial)} initial cliques"
@@ -134,7 +134,7 @@ def run_aim(
             f"use at least {math.floor(len(initial) * MEASURE_SHARE) + 1} rounds"
         )
     first = plan_round(rho, initial_cost, sigma2, epsilon)
-    tree = pgm.JunctionTree(domain, [*initial, *zeros])
+    tree = junction_tree.JunctionTree(domain, [*initial, *zeros])
     if not _eligible(domain, candidates, tree, [*initial, *zeros],
                      max_model_size * float((initial_cost + first.cost) / rho)):
         raise MechanismError(
@@ -150,7 +150,7 @@ def run_aim(
     # --- from here on, noise is drawn ---------------------------------------------------------
     ledger = Ledger()
     measurements = [measure(counts.counts(c), c, sigma2, noise, ledger) for c in initial]
-    model = pgm.fit(domain, measurements, iters=round_iters, structural_zeros=zeros, progress=fitting)
+    model = mirror_descent.fit(domain, measurements, iters=round_iters, structural_zeros=zeros, progress=fitting)
     measured: list[Clique] = list(initial)
     chosen: list[list[str]] = []
     annealed = 0
@@ -173,7 +173,7 @@ def run_aim(
         if r not in measured:
             measured.append(r)
         chosen.append(list(r))
-        model = pgm.fit(domain, measurements, iters=round_iters, warm_start=model, structural_zeros=zeros,
+        model = mirror_descent.fit(domain, measurements, iters=round_iters, warm_start=model, structural_zeros=zeros,
                         progress=fitting)
         moved = float(np.abs(model.marginal(r) - estimates[r]).sum())
         if not budget.last and moved <= EXPECTED_ABS_NOISE * sigma * domain.cells(r):
@@ -186,7 +186,8 @@ def run_aim(
     if ledger.total != rho:
         raise AssertionError(f"AIM accounting is off: used {ledger.total}, given {rho}")
     progress(t, t + 1, "fitting the final model")
-    model = pgm.fit(domain, measurements, iters=iters, warm_start=model, structural_zeros=zeros, progress=fitting)
+    model = mirror_descent.fit(domain, measurements, iters=iters, warm_start=model, structural_zeros=zeros,
+                               progress=fitting)
     progress(t + 1, t + 1, "fitted final model")
     details = {
         "rounds": t,
@@ -213,7 +214,7 @@ def _initial_cliques(domain: Domain, cliques: Sequence[Sequence[str]] | None) ->
     out: set[Clique] = set()
     for clique in cliques:
         try:
-            out.add(pgm.canonical_clique(domain, clique))
+            out.add(factors.canonical_clique(domain, clique))
         except ValueError as exc:
             raise MechanismError(f"initial_cliques: {exc}") from None
     if not out or () in out:
@@ -224,7 +225,7 @@ def _initial_cliques(domain: Domain, cliques: Sequence[Sequence[str]] | None) ->
 def _eligible(
     domain: Domain,
     candidates: list[tuple[Clique, float]],
-    tree: pgm.JunctionTree,
+    tree: junction_tree.JunctionTree,
     model_cliques: list[Clique],
     limit: float,
 ) -> list[tuple[Clique, float]]:
@@ -233,6 +234,6 @@ def _eligible(
     kept."""
     out = []
     for r, w in candidates:
-        if tree.home(r) is not None or pgm.model_size_mb(domain, [*model_cliques, r]) <= limit:
+        if tree.home(r) is not None or junction_tree.model_size_mb(domain, [*model_cliques, r]) <= limit:
             out.append((r, w))
     return out

@@ -14,7 +14,8 @@ from typing import Protocol
 
 import numpy as np
 
-from service import pgm
+from estimators.graphical.mbi_adapter import Model
+from estimators.graphical.mirror_descent import Measurement
 from service.privacy.cost import PrivacyCost
 from service.progress import FIT_PHASE, Progress, fit_progress, no_progress
 from workloads.domain import Domain
@@ -44,7 +45,7 @@ class MechanismError(ValueError):
 
 @dataclass
 class MechanismResult:
-    measurements: list[pgm.Measurement]
-    model: pgm.Model
+    measurements: list[Measurement]
+    model: Model
     cost: PrivacyCost
     details: dict[str, object] = field(default_factory=dict)

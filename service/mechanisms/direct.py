@@ -26,7 +26,9 @@ from fractions import Fraction
 
 import numpy as np
 
-from service import pgm
+from estimators.graphical import junction_tree, mbi_adapter
+from estimators.graphical.mbi_adapter import Model
+from estimators.graphical.mirror_descent import Measurement
 from service.mechanisms.base import CountOracle, MechanismError, MechanismResult, Progress, fit_progress, no_progress
 from service.privacy.calibration import gaussian_sigma2_exact, laplace_scale_exact
 from service.privacy.cost import PrivacyCost, exact
@@ -62,7 +64,7 @@ def run_laplace(
         scale = laplace_scale_exact(eps_i, 1)
         noisy = counts + noise.discrete_laplace(scale, counts.size).reshape(counts.shape)
         # Var of the discrete Laplace is below 2 scale^2; the continuous value is a safe stand-in.
-        measurements.append(pgm.Measurement(query.attributes, noisy.astype(float), math.sqrt(2) * float(scale)))
+        measurements.append(Measurement(query.attributes, noisy.astype(float), math.sqrt(2) * float(scale)))
         progress(i + 1, steps, f"measured {'×'.join(query.attributes)}")
     model, used = _fit(oracle, measurements, max_model_size, iters, progress)
     progress(steps, steps, "fitted model")
@@ -87,7 +89,7 @@ def run_gaussian(
         counts = oracle.counts(query.attributes)
         sigma2 = gaussian_sigma2_exact(rho_i)
         noisy = counts + noise.discrete_gaussian(sigma2, counts.size).reshape(counts.shape)
-        measurements.append(pgm.Measurement(query.attributes, noisy.astype(float), math.sqrt(float(sigma2))))
+        measurements.append(Measurement(query.attributes, noisy.astype(float), math.sqrt(float(sigma2))))
         progress(i + 1, steps, f"measured {'×'.join(query.attributes)}")
     model, used = _fit(oracle, measurements, max_model_size, iters, progress)
     progress(steps, steps, "fitted model")
@@ -98,7 +100,7 @@ def _check_workload(oracle: CountOracle, workload: Sequence[Query]) -> None:
     if not workload:
         raise MechanismError("the workload is empty")
     for query in workload:
-        if pgm.model_size_mb(oracle.domain, [query.attributes]) > 4096:
+        if junction_tree.model_size_mb(oracle.domain, [query.attributes]) > 4096:
             raise MechanismError(
                 f"marginal {list(query.attributes)} has {oracle.domain.cells(query.attributes):,} cells; "
                 "that is too large to measure"
@@ -125,13 +127,13 @@ def dependence_score(values: np.ndarray) -> float:
 
 
 def tractable_cliques(
-    oracle: CountOracle, measurements: Sequence[pgm.Measurement], max_model_size: float
+    oracle: CountOracle, measurements: Sequence[Measurement], max_model_size: float
 ) -> list[tuple[str, ...]]:
     """Measured cliques, strongest dependence first, kept while the junction tree fits."""
     ranked = sorted(measurements, key=lambda m: (-dependence_score(m.values), m.attributes))
     chosen: list[tuple[str, ...]] = []
     for m in ranked:
-        if pgm.model_size_mb(oracle.domain, [*chosen, m.attributes]) <= max_model_size:
+        if junction_tree.model_size_mb(oracle.domain, [*chosen, m.attributes]) <= max_model_size:
             chosen.append(m.attributes)
     if not chosen:
         raise MechanismError(
@@ -141,9 +143,9 @@ def tractable_cliques(
 
 
 def _fit(
-    oracle: CountOracle, measurements: list[pgm.Measurement], max_model_size: float, iters: int, progress: Progress
-) -> tuple[pgm.Model, list[list[str]]]:
+    oracle: CountOracle, measurements: list[Measurement], max_model_size: float, iters: int, progress: Progress
+) -> tuple[Model, list[list[str]]]:
     cliques = set(tractable_cliques(oracle, measurements, max_model_size))
     used = [m for m in measurements if m.attributes in cliques]
-    model = pgm.estimate(oracle.domain, used, iters=iters, progress=fit_progress(progress))
+    model = mbi_adapter.estimate(oracle.domain, used, iters=iters, progress=fit_progress(progress))
     return model, [list(m.attributes) for m in used]

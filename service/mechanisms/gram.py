@@ -8,7 +8,7 @@ every linear regression among them can be answered later for free:
 * ``Z = [1?, A_1 x_1, ..., A_m x_m]`` holds the encoded columns of the requested features and target
   (:class:`workloads.encodings.DesignEncoding`; the constant column only when an intercept was asked for);
 * ``Z^T Z`` is computed exactly from the 1- and 2-way marginals, counted in SQL (Prop. 3.2 of paper 002 with
-  exact counts, :func:`estimators.sufficient_stats.gram_from_marginals`): no row leaves the database;
+  exact counts, :func:`estimators.central.sufficient_stats.gram_from_marginals`): no row leaves the database;
 * its upper triangle (diagonal included) gets i.i.d. ``N(0, sigma_gram^2)`` noise and is mirrored (Alg. 2,
   steps 4 and 5 as one Gaussian mechanism); ``lambda_min(Z^T Z)`` gets ``N(0, sigma_lambda^2)`` (step 2).
 
@@ -53,8 +53,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from estimators.adassp import AdaSSPNoiseScales, lambda_min_shift, ridge_offset
-from estimators.sufficient_stats import GramStatistics, gram_from_marginals
+from estimators.central.adassp import AdaSSPNoiseScales, lambda_min_shift, ridge_offset
+from estimators.central.sufficient_stats import GramStatistics, gram_from_marginals
 from service.mechanisms.base import CountOracle, MechanismError, MechanismResult, Progress, no_progress
 from service.privacy import calibration
 from service.privacy.calibration import float_down, float_up, sqrt_up
@@ -341,7 +341,7 @@ def adassp_scales(
     """Alg. 2's constants for a regression with ``d`` columns of ``X`` (intercept included) answered from a
     release with the noise scales in ``details``: ``shift = sqrt(log(6/delta)) sigma_lambda`` (step 2) and
     ``ridge_offset = sqrt(d log(2 d^2 / failure_prob)) sigma_gram`` (step 3), Alg. 2's formulas written with the
-    release's own sigmas (as :func:`estimators.adassp.adassp_noise_scales` does for its zCDP calibration)."""
+    release's own sigmas (as :func:`estimators.central.adassp.adassp_noise_scales` does for its zCDP calibration)."""
     sigma_gram = float(details["sigma_gram"])  # type: ignore[arg-type]
     sigma_lambda = float(details["sigma_lambda_min"])  # type: ignore[arg-type]
     return AdaSSPNoiseScales(

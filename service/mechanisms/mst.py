@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from service import pgm
+from estimators.graphical import mirror_descent
+from estimators.graphical.mirror_descent import Measurement
 from service.mechanisms.base import CountOracle, MechanismError, MechanismResult, Progress, fit_progress, no_progress
 from service.mechanisms.selection import CachedCounts, Ledger, check_rho, measure, select
 from service.privacy.calibration import exponential_epsilon, gaussian_sigma2_exact
@@ -55,12 +56,12 @@ def project_to_simplex(values: np.ndarray, total: float) -> np.ndarray:
     return np.maximum(v - theta, 0.0).reshape(np.shape(values))
 
 
-def oneway_model(oneway: list[pgm.Measurement]) -> tuple[dict[str, np.ndarray], float]:
+def oneway_model(oneway: list[Measurement]) -> tuple[dict[str, np.ndarray], float]:
     """The model step 2 scores against: the least-squares fit of the noisy 1-way marginals (equal
     noise everywhere) over independent models with one shared total N. The loss separates by
     attribute, so each marginal is the projection of its noisy counts onto the simplex scaled to
     N, with N the minimum-variance combination of the noisy sums (as in ``pgm.fit``)."""
-    total = pgm.minimum_variance_total(oneway)
+    total = mirror_descent.minimum_variance_total(oneway)
     return {m.attributes[0]: project_to_simplex(m.values, total) for m in oneway}, total
 
 
@@ -133,7 +134,7 @@ def run_mst(
 
     if ledger.total != rho:
         raise AssertionError(f"MST accounting is off: used {ledger.total}, given {rho}")
-    fitted = pgm.fit(domain, measurements, iters=iters, progress=fit_progress(progress))
+    fitted = mirror_descent.fit(domain, measurements, iters=iters, progress=fit_progress(progress))
     progress(steps, steps, "fitted model")
     details = {
         "tree": [list(p) for p in tree],

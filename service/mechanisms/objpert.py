@@ -11,7 +11,7 @@ objective perturbation and (eps_2, delta_2) = s (eps, delta) for the output nois
    ``J(theta) = sum_i log(1 + exp(-y_i x_i.theta)) + Delta/2 ||theta||^2 + b.theta`` is (eps_1, delta_1)-DP under
    add/remove-one neighbours (docs/privacy.md, section 8.6, for the conditions and the proof).
 2. The solver stops only at a point ``theta_hat`` where the exact gradient of this un-divided ``J`` has norm at most
-   ``gamma = tau Delta`` (certified in decimal arithmetic, :mod:`estimators.certified`); ``J`` is Delta-strongly
+   ``gamma = tau Delta`` (certified in decimal arithmetic, :mod:`estimators.central.certified`); ``J`` is Delta-strongly
    convex, so ``||theta_hat - theta*|| <= tau`` (``tau = DISTANCE_BOUND``) whatever the data.
 3. The release is ``theta_hat + N(0, sigma_out^2 I)`` with ``sigma_out = 2 tau / sqrt(2 rho_out)`` and
    ``rho_out = cdp_rho(eps_2, delta_2)``: given ``theta*``, ``theta_hat - theta*`` is a vector of norm at most
@@ -37,8 +37,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from estimators.base import EstimatorError
-from estimators.logistic import ObjPertLogisticRegression
-from estimators.objpert import objpert_noise_scale, objpert_regularization, round_up
+from estimators.central.logistic import ObjPertLogisticRegression
+from estimators.central.objpert import objpert_noise_scale, objpert_regularization, round_up
 from service.mechanisms.base import MechanismError, MechanismResult, Progress, no_progress
 from service.privacy import calibration, conversions
 from service.privacy.calibration import float_down

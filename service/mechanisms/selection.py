@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from service import pgm
+from estimators.graphical import factors
+from estimators.graphical.mirror_descent import Measurement
 from service.mechanisms.base import CountOracle, MechanismError
 from service.privacy.calibration import exponential_rho, gaussian_rho
 from workloads.domain import Domain
@@ -81,12 +82,12 @@ class Ledger:
 # measuring and selecting ----------------------------------------------------------------------
 def measure(
     counts: np.ndarray, attributes: Clique, sigma2: Fraction, noise: NoiseSource, ledger: Ledger
-) -> pgm.Measurement:
+) -> Measurement:
     """Add discrete Gaussian noise of parameter ``sigma2`` to exact ``counts`` and charge it."""
     counts = np.asarray(counts)
     noisy = counts + np.asarray(noise.discrete_gaussian(sigma2, counts.size)).reshape(counts.shape)
     ledger.charge(f"measure:{'×'.join(attributes)}", gaussian_rho(sigma2))
-    return pgm.Measurement(tuple(attributes), noisy.astype(np.float64), math.sqrt(float(sigma2)))
+    return Measurement(tuple(attributes), noisy.astype(np.float64), math.sqrt(float(sigma2)))
 
 
 def select(
@@ -117,7 +118,7 @@ def downward_closure(domain: Domain, workload: Sequence[Query]) -> list[tuple[Cl
         if not (math.isfinite(q.weight) and q.weight > 0):
             raise MechanismError(f"workload weight of {list(q.attributes)} must be positive, got {q.weight}")
         try:
-            queries.append((pgm.canonical_clique(domain, q.attributes), float(q.weight)))
+            queries.append((factors.canonical_clique(domain, q.attributes), float(q.weight)))
         except ValueError as exc:
             raise MechanismError(f"workload marginal {list(q.attributes)}: {exc}") from None
     closure: set[Clique] = set()

@@ -18,8 +18,9 @@ Both are rounded UP here (more regularisation and more noise than the formula: s
 
 The noise ``b`` is sampled by the release engine (one noise module) and passed in. Kifer et al.'s guarantee is for
 the exact minimiser; the solver therefore stops only when the exact gradient of ``J`` is certified to be at most a
-public ``gamma`` (:mod:`estimators.certified`), so ``||theta_hat - theta*|| <= gamma / Delta``, and the release adds
-Gaussian output noise for that residual (approximate minima perturbation, Iyengar et al. 2019; docs/privacy.md 8.6).
+public ``gamma`` (:mod:`estimators.central.certified`), so ``||theta_hat - theta*|| <= gamma / Delta``, and the
+release adds Gaussian output noise for that residual (approximate minima perturbation, Iyengar et al. 2019;
+docs/privacy.md 8.6).
 The regularisation covers every coordinate, an intercept column included (strong convexity in all directions is
 what the privacy proof uses), and ``||X||`` must bound the rows *with* that column (Prop. 3.1 counts it).
 """

@@ -5,7 +5,7 @@
 * :func:`fit_on_rows` -- the AIM-Synth baseline of paper 002 (Sec. 3.4): the reference model of the design's task
   fitted on (synthetic) integer-coded rows.
 * :func:`counting_marginal` -- exact marginal counts of a table, as the callable that
-  :func:`estimators.sufficient_stats.gram_from_marginals` reads (the service counts in SQL instead).
+  :func:`estimators.central.sufficient_stats.gram_from_marginals` reads (the service counts in SQL instead).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from estimators.base import BinaryClassifier, EstimatorError, LinearRegressor, as_matrix
-from estimators.sufficient_stats import Marginal
+from estimators.central.sufficient_stats import Marginal
 from workloads.domain import Domain
 from workloads.encodings import DesignEncoding
 

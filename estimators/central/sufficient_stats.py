@@ -36,7 +36,7 @@ class GramStatistics:
 
     ``zz`` is ``q x q`` with ``q = intercept + len(feature_names) + 1``; ``n`` is the (estimated) number of rows.
     Any symmetric matrix laid out this way is accepted, e.g. a noisy Gram release (AdaSSP); its ``y^T y`` entry may
-    be NaN when the release left it out (:func:`estimators.adassp.adassp_entry_std`).
+    be NaN when the release left it out (:func:`estimators.central.adassp.adassp_entry_std`).
     """
 
     zz: np.ndarray

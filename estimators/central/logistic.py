@@ -19,10 +19,10 @@ from estimators.base import (
     check_positive,
     check_probability,
 )
-from estimators.certified import ExactLogisticObjective, certified_minimizer
-from estimators.objpert import objpert_hessian, objpert_objective, objpert_regularization
+from estimators.central.certified import ExactLogisticObjective, certified_minimizer
+from estimators.central.objpert import objpert_hessian, objpert_objective, objpert_regularization
+from estimators.central.sufficient_stats import GramStatistics
 from estimators.psd import project_psd, solve_psd
-from estimators.sufficient_stats import GramStatistics
 from workloads.chebyshev import chebyshev_monomial_coefficients
 
 
@@ -82,15 +82,16 @@ class ObjPertLogisticRegression(BinaryClassifier):
     and optional output noise (approximate minima perturbation, Iyengar et al. 2019; docs/privacy.md 8.6).
 
     ``fit(X, y, noise, output_noise=...)`` sees rows: it runs inside the release engine, which samples ``noise``
-    (``b``, :func:`estimators.objpert.objpert_noise_scale`) and ``output_noise`` and stores only the fitted model.
+    (``b``, :func:`estimators.central.objpert.objpert_noise_scale`) and ``output_noise`` and stores only the fitted
+    model.
     ``X`` is the encoded feature matrix without intercept; with ``fit_intercept`` a column of ones is prepended and
     both noise vectors have one entry per column of ``[1, X]``. ``row_norm_bound`` is ``||X||`` of Prop. 3.1 for those
     columns; a row exceeding it is an error (the privacy proof would not cover it). ``l2`` is an optional extra
     regulariser ``r(theta) = l2 / 2 ||theta||^2``.
 
     The minimiser: scipy's trust-region Newton method (``trust-exact``) from 0 on the un-divided objective ``J``, then
-    :func:`estimators.certified.certified_minimizer`, which stops only when the exact gradient of ``J`` is at most
-    ``gradient_tolerance`` (default ``1e-10 * Delta``, i.e. within ``1e-10`` of the exact minimiser). The fitted
+    :func:`estimators.central.certified.certified_minimizer`, which stops only when the exact gradient of ``J`` is at
+    most ``gradient_tolerance`` (default ``1e-10 * Delta``, i.e. within ``1e-10`` of the exact minimiser). The fitted
     coefficients are that point plus ``output_noise``. No diagnostic (iterations, gradient norm) is kept: they
     depend on the data. Any ``n >= 0`` works, including no rows at all.
     """

@@ -1,17 +1,17 @@
 """Private linear regression from released statistics: DD-SSP (paper 002, Alg. 1) and AdaSSP (App. B, Alg. 2).
 
-Both fit from a :class:`~estimators.sufficient_stats.GramStatistics` (``Z^T Z`` with ``Z = [1?, X, y]``), never from
-rows; they are post-processing of a release.
+Both fit from a :class:`~estimators.central.sufficient_stats.GramStatistics` (``Z^T Z`` with ``Z = [1?, X, y]``),
+never from rows; they are post-processing of a release.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from estimators.adassp import AdaSSPNoiseScales, adassp_lambda_min_tilde, adassp_ridge
 from estimators.base import EstimatorError, LinearRegressor, check_non_negative, check_positive
+from estimators.central.adassp import AdaSSPNoiseScales, adassp_lambda_min_tilde, adassp_ridge
+from estimators.central.sufficient_stats import GramStatistics
 from estimators.psd import solve_psd
-from estimators.sufficient_stats import GramStatistics
 
 
 def _check_stats(stats: object) -> GramStatistics:
@@ -50,7 +50,7 @@ class AdaSSPLinearRegression(LinearRegressor):
 
     ``fit(stats, lambda_min_noisy, scales)`` takes the noisy ``Z^T Z`` (``stats``), the noisy minimum eigenvalue
     ``lambda_min(X^T X) + sigma Z`` *before* the shift and the clipping at 0 (step 2 is finished here, as
-    post-processing), and the :class:`~estimators.adassp.AdaSSPNoiseScales` the release used. It sets
+    post-processing), and the :class:`~estimators.central.adassp.AdaSSPNoiseScales` the release used. It sets
     ``ridge_ = max(0, ridge_offset - tilde_lambda_min)`` (step 3) and returns
     ``theta = (hat{X^T X} + ridge_ I)^{-1} hat{X^T y}`` (output step). The ridge covers the intercept column too.
     If noise still leaves ``hat{X^T X} + ridge_ I`` indefinite (probability about ``failure_prob``), the solve

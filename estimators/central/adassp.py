@@ -1,7 +1,7 @@
 """AdaSSP's privacy calibration and ridge choice (Wang 2018, as restated in paper 002, App. B, Alg. 2).
 
 Pure functions: the release engine samples the noise with these scales;
-:class:`estimators.linear.AdaSSPLinearRegression` post-processes what it released.
+:class:`estimators.central.linear.AdaSSPLinearRegression` post-processes what it released.
 
 Alg. 2 releases three things, each with a third of the budget:
 

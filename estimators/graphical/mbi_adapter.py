@@ -1,0 +1,175 @@
+"""The one adapter between Marginalia and private-pgm (``mbi`` 2.x): models as mbi objects, and the payload codec.
+
+Releases store and pass around mbi ``MarkovRandomField`` models (:data:`Model`). This module converts to and from
+them: a numpy fit to an mbi model (:func:`fit_to_mbi`) and back (:func:`numpy_view`, cached for the last few models),
+a model to plain arrays and back (:func:`model_to_bytes` / :func:`model_from_bytes`, without pickling library
+internals), and mbi's own estimator for the cases defined in mbi's terms (:func:`estimate` with a warm start or a
+callback). Reading a model (:func:`marginal`, :func:`synthetic_rows`) runs in numpy on the cached calibrated copy,
+because mbi 2.0.0 compiles a JAX program for every new clique structure, attribute set and sample size (seconds
+each; see docs/mechanisms.md, "Estimation, and where the time goes").
+
+Estimation is post-processing of already-noisy measurements: it never touches sensitive rows and costs no privacy
+(McKenna, Sheldon & Miklau 2019, "Graphical-model based estimation and inference for differential privacy").
+"""
+
+from __future__ import annotations
+
+import collections
+import io
+import json
+import threading
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from estimators.graphical._mbi import jax, mbi, mbi_domain, mbi_estimation, mbi_synthetic_data
+from estimators.graphical.factors import Clique, reshape_into
+from estimators.graphical.mirror_descent import Measurement, fit
+from estimators.graphical.model import Fit, calibrated
+from workloads.domain import Domain
+
+Model = mbi.MarkovRandomField
+
+#: Log-potential given to structurally impossible cells in an exported mbi model. Finite (unlike
+#: -inf) so mbi's HUGIN message passing, which subtracts messages, never forms -inf - (-inf);
+#: exp(-1e9) is exactly 0.0 in floating point, so the cells still get probability zero.
+STRUCTURAL_ZERO_LOG = -1e9
+
+
+def to_mbi_measurement(measurement: Measurement) -> mbi.LinearMeasurement:
+    """A :class:`~estimators.graphical.mirror_descent.Measurement` in mbi's terms."""
+    return mbi.LinearMeasurement(np.asarray(measurement.values, dtype=float).ravel(), measurement.attributes,
+                                 measurement.stddev)
+
+
+def estimate(
+    domain: Domain,
+    measurements: Sequence[Measurement],
+    *,
+    iters: int = 1000,
+    total: float | None = None,
+    warm_start: Model | None = None,
+    callback: Callable[[object], None] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Model:
+    """Fit a Markov random field to noisy marginals by mirror descent (McKenna et al. 2019).
+
+    With ``total`` None, the total count is the minimum-variance unbiased combination of the
+    measurements' sums (each noisy marginal sums to a noisy estimate of N).
+
+    Without ``warm_start`` and ``callback`` this is :func:`fit` (numpy, nothing compiled) converted
+    to an mbi model; with either, mbi's ``MirrorDescent`` runs (compiled for each clique set), since
+    both hooks are defined in mbi's terms. ``progress(iteration, iters)`` is :func:`fit`'s.
+    """
+    if not measurements:
+        raise ValueError("estimate needs at least one measurement")
+    if warm_start is None and callback is None:
+        return fit(domain, measurements, iters=iters, total=total, progress=progress).to_mbi()
+    return mbi_estimation.MirrorDescent().estimate(
+        mbi_domain(domain),
+        [to_mbi_measurement(m) for m in measurements],
+        known_total=total,
+        iters=iters,
+        warm_start=warm_start,
+        callback_fn=callback,
+    )
+
+
+def marginal(model: Model, attributes: Sequence[str]) -> np.ndarray:
+    """The model's marginal over ``attributes`` as a float array with axes in the order asked.
+
+    Computed with numpy from the calibrated junction tree (:meth:`Fit.marginal`): mbi's own
+    ``project`` compiles a JAX variable-elimination program for every new set of attributes."""
+    if model.constraints:  # not produced by this module; let mbi honour them
+        return np.asarray(model.project(tuple(attributes)).datavector(flatten=False), dtype=float)
+    return numpy_view(model).marginal(tuple(attributes))
+
+
+def synthetic_rows(model: Model, rows: int, seed: int) -> dict[str, np.ndarray]:
+    """Draw ``rows`` i.i.d. records from the model with an explicit seed (:meth:`Fit.sample`, numpy:
+    mbi's own sampler compiles JAX programs for every model, about 27 s on an Adult AIM model)."""
+    if isinstance(rows, bool) or not isinstance(rows, int | np.integer) or rows < 1:
+        raise ValueError(f"rows must be a positive integer, got {rows}")
+    if model.constraints:  # not produced by this module; let mbi honour them
+        dataset = mbi_synthetic_data(model, int(rows), seed=int(seed) % (2**32))
+        columns = dataset.to_dict()
+        return {name: np.asarray(columns[name], dtype=np.int64) for name in model.domain.attributes}
+    return numpy_view(model).sample(int(rows), np.random.default_rng(int(seed)))
+
+
+def model_to_bytes(model: Model) -> bytes:
+    """Serialise a model as an ``.npz`` of its clique potentials plus a JSON header."""
+    arrays: dict[str, np.ndarray] = {}
+    cliques = [list(c) for c in model.potentials.cliques]
+    for i, clique in enumerate(model.potentials.cliques):
+        arrays[f"potential_{i}"] = np.asarray(model.potentials[clique].values, dtype=np.float64)
+    header = {"cliques": cliques, "total": float(model.total), "format": 1}
+    arrays["header"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, **arrays)
+    return buffer.getvalue()
+
+
+def model_from_bytes(payload: bytes, domain: Domain) -> Model:
+    """Rebuild a model written by :func:`model_to_bytes` (marginals recomputed by belief propagation)."""
+    with np.load(io.BytesIO(payload), allow_pickle=False) as npz:
+        header = json.loads(npz["header"].tobytes().decode())
+        logs = {tuple(c): np.asarray(npz[f"potential_{i}"]) for i, c in enumerate(header["cliques"])}
+    return as_mbi(calibrated(domain, logs, header["total"]))
+
+
+_VIEWS: collections.OrderedDict[int, tuple[Model, Fit]] = collections.OrderedDict()
+_VIEWS_LOCK = threading.Lock()
+_VIEWS_KEPT = 4  # calibrated models kept for marginal queries (each as large as its junction tree)
+
+
+def numpy_view(model: Model) -> Fit:
+    """The model calibrated with numpy (cached for the last few models asked about)."""
+    with _VIEWS_LOCK:
+        hit = _VIEWS.get(id(model))
+        if hit is not None and hit[0] is model:
+            _VIEWS.move_to_end(id(model))
+            return hit[1]
+    domain = Domain.from_sizes(dict(zip(model.domain.attributes, model.domain.shape, strict=True)))
+    logs = {tuple(c): np.asarray(model.potentials[c].values, dtype=np.float64) for c in model.potentials.cliques}
+    view = calibrated(domain, logs, float(model.total))
+    with _VIEWS_LOCK:
+        _VIEWS[id(model)] = (model, view)
+        while len(_VIEWS) > _VIEWS_KEPT:
+            _VIEWS.popitem(last=False)
+    return view
+
+
+def fit_to_mbi(fit: Fit) -> Model:
+    """The same model as an mbi ``MarkovRandomField``: potentials over the measured maximal
+    cliques (structural zeros folded in as :data:`STRUCTURAL_ZERO_LOG`, on a clique of their own
+    when no measured clique contains them), marginals over the same cliques."""
+    logs = {c: np.array(v, dtype=np.float64) for c, v in fit.potentials.items()}
+    for clique, mask in fit.zeros.items():
+        target = next((c for c in logs if set(clique) <= set(c)), None)
+        if target is None:
+            logs[clique] = np.zeros(mask.shape)
+            target = clique
+        logs[target] = logs[target] + reshape_into(np.where(mask, STRUCTURAL_ZERO_LOG, 0.0), clique, target,
+                                                    fit.domain)
+    if fit.zeros:
+        return as_mbi(calibrated(fit.domain, logs, fit.total))
+    return as_mbi(Fit(fit.domain, fit.tree, logs, {}, fit.probabilities, fit.total, fit.loss,
+                       fit.stepsize, fit.lipschitz, fit.iterations))
+
+
+def as_mbi(view: Fit) -> Model:
+    full = mbi_domain(view.domain)
+    cliques = list(view.potentials)
+
+    def factor(clique: Clique, values: np.ndarray) -> mbi.Factor:
+        return mbi.Factor(full.project(clique), jax.device_put(np.ascontiguousarray(values, dtype=np.float64)))
+
+    potentials = mbi.CliqueVector(full, cliques, {c: factor(c, view.potentials[c]) for c in cliques})
+    marginals = mbi.CliqueVector(full, cliques, {c: factor(c, view.marginal(c)) for c in cliques})
+    model = mbi.MarkovRandomField(potentials=potentials, marginals=marginals, total=view.total)
+    with _VIEWS_LOCK:
+        _VIEWS[id(model)] = (model, view)
+        while len(_VIEWS) > _VIEWS_KEPT:
+            _VIEWS.popitem(last=False)
+    return model
