@@ -46,8 +46,8 @@ sys.path.insert(0, str(REPO))  # tests.pgserver lives beside the packages, not i
 from db import tables  # noqa: E402
 from db.engine import make_engine  # noqa: E402
 from db.migrate import upgrade_to_head  # noqa: E402
-from service import datasets  # noqa: E402
-from service.oracle import COVER_MAX_CELLS, SqlCountOracle, marginalize, plan_cover  # noqa: E402
+from service.data import datasets  # noqa: E402
+from service.data.oracle import COVER_MAX_CELLS, SqlCountOracle, marginalize, plan_cover  # noqa: E402
 from tests.pgserver import PostgresServer, PostgresUnavailable, start_server  # noqa: E402
 
 TARGET_RATIO = 3.0

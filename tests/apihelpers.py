@@ -16,7 +16,11 @@ from sqlalchemy import Engine, func, inspect, select
 from db.engine import make_engine, transaction
 from db.migrate import upgrade_to_head
 from db.models import ApiKey, Budget, Dataset, IdempotencyRecord, LedgerEntry, Release
-from service import accountant, auth, datasets, jobs, releases
+from service.access import auth
+from service.accounting import accountant
+from service.api import jobs
+from service.data import datasets
+from service.releases import engine as release_engine
 from tests.conftest import new_postgres_database
 
 BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
@@ -79,7 +83,7 @@ def build_world(url: str, data_dir: Path, budget: float = 5.0) -> World:
     load_titanic(engine, data_dir)
     accountant.set_budget(engine, "titanic", budget, 1e-6)
     keys, ids = make_keys(engine)
-    outcome = releases.release_marginals(engine, "titanic", "laplace", SMALL_WORKLOAD, epsilon=0.1)
+    outcome = release_engine.release_marginals(engine, "titanic", "laplace", SMALL_WORKLOAD, epsilon=0.1)
     job_id = jobs.create(engine, "titanic", "release", ids["steward"])  # a finished background release
     jobs.finish(engine, job_id, "done", 201, {"release_id": outcome.release_id})
     return World(engine, url, keys, ids, "titanic", outcome.release_id, job_id)

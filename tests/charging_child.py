@@ -10,7 +10,7 @@ from fractions import Fraction
 
 def charge_once(url: str, barrier, results) -> None:  # noqa: ANN001
     from db.engine import make_engine
-    from service.accountant import reserve_release
+    from service.accounting.accountant import reserve_release
     from service.errors import BudgetExceeded
     from service.privacy.cost import PrivacyCost
 

@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from service import accountant, datasets, releases
+from service.accounting import accountant
+from service.data import datasets
 from service.errors import BudgetExceeded, InvalidInput, ServiceError
+from service.mechanisms import registry
 from service.privacy import conversions
 from service.privacy.cost import PrivacyCost
 from service.privacy.filter import epsilon_spent, price_epsilon, zcdp_anchor
@@ -249,11 +251,11 @@ def test_bad_budget_parameters_name_the_parameter(engine, tiny, epsilon: str, de
 ])
 def test_marginal_cost_validation(mechanism: str, kwargs: dict, fragment: str) -> None:
     with pytest.raises(InvalidInput, match=fragment):
-        releases.marginal_cost(mechanism, kwargs.get("epsilon"), kwargs.get("delta"), kwargs.get("rho"))
+        registry.get(mechanism).cost(kwargs.get("epsilon"), kwargs.get("delta"), kwargs.get("rho"))
 
 
 def test_gaussian_at_epsilon_delta_is_charged_the_converted_rho() -> None:
-    cost = releases.marginal_cost("gaussian", "1", "1e-5", None)
+    cost = registry.get("gaussian").cost("1", "1e-5", None)
     assert cost.epsilon == 0 and cost.delta == 0
     assert abs(float(cost.rho) - conversions.cdp_rho(1.0, 1e-5)) < 1e-12
     assert cost.rho.denominator in (1, 10**12) or (10**12 % cost.rho.denominator == 0)

@@ -12,13 +12,18 @@ import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from service import accountant, auth, datasets, regression, releases
+from service.access import auth
+from service.accounting import accountant
 from service.api import create_app
-from service.binning import ColumnBins
 from service.cli import app
 from service.client import Client, ExtrapolationWarning
-from service.coverage import coverage, measured_cliques
-from service.regression import ReleaseCannotAnswer
+from service.data import datasets
+from service.regression.design import ReleaseCannotAnswer
+from service.regression.fit import fit as fit_regression
+from service.releases import answers
+from service.releases import engine as release_engine
+from service.releases.coverage import coverage, measured_cliques
+from workloads.binning import ColumnBins
 
 SMALL = [["Sex"], ["Pclass", "Survived"]]
 SPEC = {
@@ -44,19 +49,19 @@ def raw(engine, tmp_path: Path):  # noqa: ANN001, ANN201
     (tmp_path / "spec.json").write_text(json.dumps(SPEC))
     datasets.load_raw_csv(engine, "raw", [tmp_path / "raw.csv"], tmp_path / "spec.json")
     accountant.set_budget(engine, "raw", "100", "1e-5")
-    return releases.release_marginals(engine, "raw", "gaussian", "all-2way", rho="1")
+    return release_engine.release_marginals(engine, "raw", "gaussian", "all-2way", rho="1")
 
 
 # coverage of marginals ------------------------------------------------------------------------------
 def test_a_marginal_says_what_its_release_measured(engine, titanic) -> None:  # noqa: ANN001
-    release = releases.release_marginals(engine, "titanic", "gaussian", SMALL, rho="0.5").release_id
-    measured = releases.answer_marginal(engine, release, ["Survived", "Pclass"])["coverage"]
+    release = release_engine.release_marginals(engine, "titanic", "gaussian", SMALL, rho="0.5").release_id
+    measured = answers.answer_marginal(engine, release, ["Survived", "Pclass"])["coverage"]
     assert measured == {"measured": True, "measured_cliques": [["Survived", "Pclass"]], "unmeasured_attributes": [],
                         "unmeasured_pairs": [], "warning": None}
-    guessed = releases.answer_marginal(engine, release, ["Survived", "Sex"])["coverage"]
+    guessed = answers.answer_marginal(engine, release, ["Survived", "Sex"])["coverage"]
     assert not guessed["measured"] and guessed["unmeasured_pairs"] == [["Survived", "Sex"]]
     assert "extrapolation" in guessed["warning"] and f"release {release}" in guessed["warning"]
-    unknown = releases.answer_marginal(engine, release, ["Age"])["coverage"]
+    unknown = answers.answer_marginal(engine, release, ["Age"])["coverage"]
     assert unknown["unmeasured_attributes"] == ["Age"] and "never measured" in unknown["warning"]
 
 
@@ -78,7 +83,7 @@ def test_measured_cliques_by_mechanism() -> None:
 
 
 def test_the_cli_and_the_client_warn_about_extrapolated_marginals(engine, titanic) -> None:  # noqa: ANN001
-    release = releases.release_marginals(engine, "titanic", "gaussian", SMALL, rho="0.5").release_id
+    release = release_engine.release_marginals(engine, "titanic", "gaussian", SMALL, rho="0.5").release_id
     shown = CliRunner().invoke(app, ["marginal", str(release), "Survived", "Sex"])
     assert shown.exit_code == 0 and "warning" in shown.stderr and "extrapolation" in shown.stderr
     quiet = CliRunner().invoke(app, ["marginal", str(release), "Pclass", "Survived"])
@@ -95,23 +100,23 @@ def test_the_cli_and_the_client_warn_about_extrapolated_marginals(engine, titani
 
 # regressions refuse unmeasured pairs ---------------------------------------------------------------------
 def test_dd_ssp_from_a_release_that_never_measured_its_pairs_is_refused(engine, titanic) -> None:  # noqa: ANN001
-    release = releases.release_marginals(engine, "titanic", "gaussian", SMALL, rho="0.5").release_id
+    release = release_engine.release_marginals(engine, "titanic", "gaussian", SMALL, rho="0.5").release_id
     with pytest.raises(ReleaseCannotAnswer, match=r"allow-unmeasured") as refused:
-        regression.fit(engine, "titanic", "linear", "Fare", ["Age", "Sex"], release_id=release)
+        fit_regression(engine, "titanic", "linear", "Fare", ["Age", "Sex"], release_id=release)
     assert "['Fare', 'Age']" in refused.value.message or "never measured" in refused.value.message
-    fitted = regression.fit(engine, "titanic", "linear", "Fare", ["Age", "Sex"], release_id=release,
+    fitted = fit_regression(engine, "titanic", "linear", "Fare", ["Age", "Sex"], release_id=release,
                             allow_unmeasured=True)
     assert fitted.details["coverage"]["unmeasured_attributes"] == ["Age", "Fare"]
     assert any("extrapolation" in note for note in fitted.notes)
     # the slopes on never-measured columns are what the issue saw: no information at all
     assert np.all(np.abs(fitted.model.coef_) < 1e-6)
     # a covered question is answered without notes
-    covered = regression.fit(engine, "titanic", "linear", "Pclass", ["Survived"], release_id=release)
+    covered = fit_regression(engine, "titanic", "linear", "Pclass", ["Survived"], release_id=release)
     assert covered.details["coverage"]["measured"] and covered.notes == ()
 
 
 def test_the_cli_and_the_api_refuse_unless_asked(engine, titanic) -> None:  # noqa: ANN001
-    release = releases.release_marginals(engine, "titanic", "gaussian", SMALL, rho="0.5").release_id
+    release = release_engine.release_marginals(engine, "titanic", "gaussian", SMALL, rho="0.5").release_id
     args = ["fit", "linear", "titanic", "--target", "Fare", "--features", "Age,Sex", "--release", str(release),
             "--json", "--quiet"]
     refused = CliRunner().invoke(app, args)
@@ -129,9 +134,9 @@ def test_the_cli_and_the_api_refuse_unless_asked(engine, titanic) -> None:  # no
 
 
 def test_a_reused_release_says_the_mechanism_asked_for_was_not_used(engine, titanic) -> None:  # noqa: ANN001
-    first = regression.fit(engine, "titanic", "linear", "Fare", ["Pclass"], epsilon="1", delta="1e-5",
+    first = fit_regression(engine, "titanic", "linear", "Fare", ["Pclass"], epsilon="1", delta="1e-5",
                            mechanism="gaussian")
-    again = regression.fit(engine, "titanic", "linear", "Fare", ["Pclass"], epsilon="1", delta="1e-5",
+    again = fit_regression(engine, "titanic", "linear", "Fare", ["Pclass"], epsilon="1", delta="1e-5",
                            mechanism="mst")
     assert again.reused and again.release_id == first.release_id
     assert any("--mechanism mst applies only to a new release" in note for note in again.notes)
@@ -146,11 +151,11 @@ def test_bins_have_labels() -> None:
 
 
 def test_raw_tables_answer_with_their_labels(engine, raw) -> None:  # noqa: ANN001
-    answer = releases.answer_marginal(engine, raw.release_id, ["work", "age"])
+    answer = answers.answer_marginal(engine, raw.release_id, ["work", "age"])
     assert answer["labels"] == {"work": ["Private", "State-gov", "?"], "age": ["[0, 30)", "[30, 60)", "[60, 100]"]}
-    sample = releases.synthetic_frame(engine, raw.release_id, 200, seed=1, labels=True)
+    sample = answers.synthetic_frame(engine, raw.release_id, 200, seed=1, labels=True)
     assert set(sample["income"]) <= {"<=50K", ">50K"} and set(sample["age"]) <= set(answer["labels"]["age"])
-    codes = releases.synthetic_frame(engine, raw.release_id, 5, seed=1)
+    codes = answers.synthetic_frame(engine, raw.release_id, 5, seed=1)
     assert codes["income"].dtype.kind == "i"
     # the CLI shows them in marginals and writes them in synthetic rows (codes on request)
     shown = CliRunner().invoke(app, ["marginal", str(raw.release_id), "income", "--json"])
@@ -189,17 +194,17 @@ def test_the_cli_writes_labels_and_the_api_and_client_give_them(engine, raw, tmp
 
 # seeded releases (issue 11): coverage and labels never open a way around the refusal ---------------------------
 def test_a_seeded_release_answers_with_coverage_and_labels_only_where_seeds_are_allowed(engine, raw) -> None:  # noqa: ANN001
-    seeded = releases.release_marginals(engine, "raw", "gaussian", [["age", "work"]], rho="1", seed=1).release_id
-    with pytest.raises(releases.SeededReleaseError):
-        releases.answer_marginal(engine, seeded, ["work", "income"])
-    with pytest.raises(releases.SeededReleaseError):
-        releases.synthetic_frame(engine, seeded, 5, labels=True)
-    with pytest.raises(releases.SeededReleaseError):  # the seed is refused before coverage could allow anything
-        regression.fit(engine, "raw", "linear", "age", ["work", "income"], release_id=seeded, allow_unmeasured=True)
+    seeded = release_engine.release_marginals(engine, "raw", "gaussian", [["age", "work"]], rho="1", seed=1).release_id
+    with pytest.raises(answers.SeededReleaseError):
+        answers.answer_marginal(engine, seeded, ["work", "income"])
+    with pytest.raises(answers.SeededReleaseError):
+        answers.synthetic_frame(engine, seeded, 5, labels=True)
+    with pytest.raises(answers.SeededReleaseError):  # the seed is refused before coverage could allow anything
+        fit_regression(engine, "raw", "linear", "age", ["work", "income"], release_id=seeded, allow_unmeasured=True)
     # in-process tests and benchmarks that allow it get the same answer as from any release
-    answer = releases.answer_marginal(engine, seeded, ["work", "income"], allow_seeded=True)
+    answer = answers.answer_marginal(engine, seeded, ["work", "income"], allow_seeded=True)
     assert answer["coverage"]["unmeasured_attributes"] == ["income"] and answer["labels"]["work"][0] == "Private"
-    assert set(releases.synthetic_frame(engine, seeded, 5, labels=True, allow_seeded=True)["income"]) <= {
+    assert set(answers.synthetic_frame(engine, seeded, 5, labels=True, allow_seeded=True)["income"]) <= {
         "<=50K", ">50K"}
     # the command line: refused, unless the unsafe switch is on; then the coverage warning is printed as usual
     refused = CliRunner().invoke(app, ["marginal", str(seeded), "work", "income", "--json"])

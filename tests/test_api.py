@@ -17,12 +17,13 @@ import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from service import auth, idempotency, releases
+from service.access import auth, idempotency
 from service.api import create_app
 from service.api.openapi import SCHEMA_FILE, current_schema, render
 from service.api.schemas import MarginalReleaseIn
 from service.client import Client, ExtrapolationWarning, MarginaliaError
 from service.mechanisms import direct
+from service.releases import answers
 from tests.apihelpers import BACKENDS, World, bearer, build_world, database_url, snapshot
 from tests.support.paths import DATA, REPO
 
@@ -67,7 +68,7 @@ def assert_error(response, status: int, code: str | None = None) -> dict[str, ob
 
 
 def charges(world: World, dataset: str) -> int:
-    from service.accountant import ledger_rows
+    from service.accounting.accountant import ledger_rows
 
     return sum(1 for row in ledger_rows(world.engine, dataset) if row["entry"] == "charge")
 
@@ -204,7 +205,7 @@ def test_internal_errors_are_500_without_internals(
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("secret internal detail")
 
-    monkeypatch.setattr(releases, "answer_marginal", broken)
+    monkeypatch.setattr(answers, "answer_marginal", broken)
     response = client.post(f"/releases/{world.release_id}/marginal", headers=bearer(world.keys["analyst"]),
                            json={"attributes": ["Sex"]})
     body = assert_error(response, 500, "internal_error")
@@ -329,7 +330,7 @@ def test_a_failure_after_noise_is_replayed_not_recharged(
     assert again.status_code == 500 and again.json() == first.json()
     assert again.headers["idempotent-replayed"] == "true"
     assert charges(world, name) == 1
-    assert [r.status for r in releases.list_releases(world.engine, name)] == ["failed_after_noise"]
+    assert [r.status for r in answers.list_releases(world.engine, name)] == ["failed_after_noise"]
 
 
 def test_an_interrupted_claim_answers_request_interrupted(client: TestClient, world: World) -> None:
@@ -358,7 +359,7 @@ def test_client_reads_and_answers(world: World) -> None:
     assert analyst.budget("titanic")["epsilon_total"] == 5.0
     with pytest.warns(ExtrapolationWarning):  # the release measured Sex and Pclass x Survived, not this pair
         table = analyst.marginal(world.release_id, ["Survived", "Sex"])
-    answer = releases.answer_marginal(world.engine, world.release_id, ["Survived", "Sex"])
+    answer = answers.answer_marginal(world.engine, world.release_id, ["Survived", "Sex"])
     assert list(table.columns) == ["Survived", "Sex", "count"] and len(table) == 3 * 2
     expected = np.asarray(answer["counts"])
     for row in table.itertuples(index=False):

@@ -26,8 +26,12 @@ from sqlalchemy import text as sql
 
 from db.engine import make_engine
 from db.migrate import upgrade_to_head
-from service import auth, releases
+from service.access import auth
 from service.api import create_app
+from service.mechanisms import registry
+from service.releases import answers
+from service.releases import engine as release_engine
+from service.releases.kinds import ReleaseKind
 from tests.apihelpers import SMALL_WORKLOAD, bearer, load_titanic, snapshot
 
 EXAMPLES_PER_OPERATION = 25
@@ -42,12 +46,12 @@ class Fuzzed:
         upgrade_to_head(self.engine)
         load_titanic(self.engine, data_dir)  # no budget: releases are refused after validation
         load_titanic(self.engine, data_dir, "answered")
-        from service import accountant
+        from service.accounting import accountant
 
         accountant.set_budget(self.engine, "answered", 1.0, 1e-6)
-        self.release_id = releases.release_marginals(self.engine, "answered", "laplace", SMALL_WORKLOAD,
+        self.release_id = release_engine.release_marginals(self.engine, "answered", "laplace", SMALL_WORKLOAD,
                                                      epsilon=0.5).release_id
-        releases.synthetic_frame(self.engine, self.release_id, 3, 0)  # compile the sampler once, up front
+        answers.synthetic_frame(self.engine, self.release_id, 3, 0)  # compile the sampler once, up front
         _, self.key = auth.create_key(self.engine, "steward", "fuzzer")
         self.app = create_app(self.engine)
         self.client = TestClient(self.app, raise_server_exceptions=False)
@@ -139,7 +143,7 @@ def bad_numbers() -> st.SearchStrategy[object]:
 
 
 @SETTINGS
-@given(mechanism=st.sampled_from([*releases.MECHANISMS, "bogus"]),
+@given(mechanism=st.sampled_from([*registry.names(ReleaseKind.MARGINALS), "bogus"]),
        params=st.dictionaries(st.sampled_from(["epsilon", "delta", "rho", "seed"]),
                               st.one_of(bad_numbers(), st.floats(min_value=1e-6, max_value=1.0)), min_size=1))
 def test_privacy_parameters(fuzzed: Fuzzed, mechanism: str, params: dict[str, object]) -> None:

@@ -17,9 +17,12 @@ from sqlalchemy import text
 
 from db.engine import make_engine
 from db.migrate import upgrade_to_head
-from service import accountant, regression, releases
+from service.accounting import accountant
 from service.api import create_app
 from service.client import Client
+from service.regression.fit import fit as fit_regression
+from service.releases import answers
+from service.releases import engine as release_engine
 from tests.apihelpers import bearer, finished_job, load_titanic, make_keys
 
 CALLERS = ("steward", "scoped_steward", "analyst", "auditor", "revoked", "no_key")
@@ -51,11 +54,11 @@ def seeded(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Iterator
     keys, _ = make_keys(engine)
     world = Seeded(
         engine, keys,
-        marginal=releases.release_marginals(engine, "titanic", "laplace", PAIR, epsilon=5, seed=7).release_id,
-        unseeded=releases.release_marginals(engine, "titanic", "laplace", PAIR, epsilon=1).release_id,
-        gram=regression.fit(engine, "titanic", "linear", "Fare", ["Pclass", "Sex"], method="adassp", epsilon=1,
+        marginal=release_engine.release_marginals(engine, "titanic", "laplace", PAIR, epsilon=5, seed=7).release_id,
+        unseeded=release_engine.release_marginals(engine, "titanic", "laplace", PAIR, epsilon=1).release_id,
+        gram=fit_regression(engine, "titanic", "linear", "Fare", ["Pclass", "Sex"], method="adassp", epsilon=1,
                             delta=1e-5, seed=3).release_id,
-        model=regression.fit(engine, "titanic", "logistic", "Sex", ["Pclass", "Fare"], method="objpert", epsilon=1,
+        model=fit_regression(engine, "titanic", "logistic", "Sex", ["Pclass", "Fare"], method="objpert", epsilon=1,
                              delta=1e-5, seed=4).release_id,
     )
     client = TestClient(create_app(engine), raise_server_exceptions=False)
@@ -163,7 +166,7 @@ def test_fits_without_a_release_never_reuse_a_seeded_one(seeded: Seeded) -> None
         "target": "Sex", "features": ["Pclass", "Fare"], "method": "objpert", "epsilon": 1, "delta": 1e-5}).json()
     assert model["release_id"] not in seeded.ids
     for answer in (gram, model):
-        assert releases.get_release(seeded.engine, answer["release_id"]).seeded is False
+        assert answers.get_release(seeded.engine, answer["release_id"]).seeded is False
     ddssp = client.post("/datasets/titanic/fit/linear", headers=analyst, json={
         "target": "Pclass", "features": ["Survived"], "method": "dd-ssp", "epsilon": 5, "delta": 1e-5}).json()
     # the seeded marginal release is the stronger one; the unseeded one answers

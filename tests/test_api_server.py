@@ -18,7 +18,8 @@ from sqlalchemy import Engine, text
 
 from db.engine import make_engine
 from db.migrate import upgrade_to_head
-from service import accountant, auth
+from service.access import auth
+from service.accounting import accountant
 from service.client import Client, MarginaliaError
 from tests.apihelpers import BACKENDS, load_titanic
 from tests.apiserver import api_server

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from service import releases
-from service.bench import RegressionBench, run_regression_bench, summarize
 from service.cli import app
+from service.mechanisms import registry
+from service.tools.bench import RegressionBench, run_regression_bench, summarize
 
 CATEGORICAL = "Sex,Embarked,Cabin,Pclass,Survived"
 EPSILONS = (0.5, 2.0)
@@ -51,7 +51,7 @@ def _check(body: dict, plot: Path, metric: str, private: list[str], reference: s
         if method == "objpert":
             assert record["cost"] == {"epsilon": epsilon, "delta": 1e-5, "rho": 0.0}
         else:  # zCDP releases are charged the rho (epsilon, delta) converts to
-            expected = releases.marginal_cost("gaussian", str(epsilon), "1e-5", None)
+            expected = registry.get("gaussian").cost(str(epsilon), "1e-5", None)
             assert record["cost"] == expected.to_json()
     for epsilon in EPSILONS:  # one marginal release answers both dd-ssp and aim-synth
         assert by_key[("dd-ssp", epsilon, 0)]["release_id"] == by_key[("aim-synth", epsilon, 0)]["release_id"]

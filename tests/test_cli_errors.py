@@ -19,9 +19,12 @@ from fastapi.testclient import TestClient
 from rich.console import Console
 from typer.testing import CliRunner
 
-from service import accountant, auth, datasets, releases
+from service.access import auth
+from service.accounting import accountant
 from service.api import create_app
 from service.cli import app
+from service.data import datasets
+from service.releases import engine as release_engine
 
 MARGINALIA = str(Path(sys.executable).with_name("marginalia"))
 runner = CliRunner()
@@ -53,7 +56,7 @@ def test_a_huge_budget_or_charge_is_a_clear_error(engine, titanic, amount: str) 
 
 
 def test_synth_refuses_an_output_it_cannot_or_must_not_write(engine, titanic, tmp_path: Path) -> None:  # noqa: ANN001
-    release = releases.release_marginals(engine, "titanic", "laplace", "all-1way", epsilon="0.1").release_id
+    release = release_engine.release_marginals(engine, "titanic", "laplace", "all-1way", epsilon="0.1").release_id
     body = _error(runner.invoke(app, ["synth", str(release), "--rows", "5", "--out", "/nonexistent/dir/x.csv",
                                       "--json"]))
     assert "--out" in body["message"] and "/nonexistent/dir" in body["message"]
@@ -172,12 +175,12 @@ def test_help_describes_every_argument_and_shows_no_bool() -> None:
 
 
 def test_ledger_numbers_are_never_cut_at_80_columns(engine, titanic, monkeypatch) -> None:  # noqa: ANN001
-    releases.release_marginals(engine, "titanic", "gaussian", "all-1way", epsilon="0.7", delta="1e-6", seed=1)
-    releases.release_marginals(engine, "titanic", "laplace", "all-1way", epsilon="0.123456", seed=1)
-    from service import cli
+    release_engine.release_marginals(engine, "titanic", "gaussian", "all-1way", epsilon="0.7", delta="1e-6", seed=1)
+    release_engine.release_marginals(engine, "titanic", "laplace", "all-1way", epsilon="0.123456", seed=1)
+    from service.cli import budgets
 
     buffer = io.StringIO()
-    monkeypatch.setattr(cli, "stdout", Console(file=buffer, width=80, force_terminal=False))
+    monkeypatch.setattr(budgets, "stdout", Console(file=buffer, width=80, force_terminal=False))
     result = runner.invoke(app, ["ledger", "titanic"])
     assert result.exit_code == 0, result.output
     printed = buffer.getvalue()

@@ -1,4 +1,4 @@
-"""Counting marginals in SQL (db.tables.count_marginal(s), service.oracle.SqlCountOracle.counts_many) on
+"""Counting marginals in SQL (db.tables.count_marginal(s), service.data.oracle.SqlCountOracle.counts_many) on
 SQLite and PostgreSQL: every count must equal a numpy bincount of the same rows."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import pytest
 from sqlalchemy import Engine
 
 from db import tables
-from service import datasets
-from service.oracle import SqlCountOracle, marginalize, plan_cover
+from service.data import datasets
+from service.data.oracle import SqlCountOracle, marginalize, plan_cover
 from workloads.domain import Domain, DomainError
 
 SIZES = {"a": 3, "b": 5, "c": 7, "d": 2, "e": 11}
@@ -201,7 +201,7 @@ def test_marginalize_equals_direct_count() -> None:
 
 
 def test_oracle_counts_in_batches_of_bounded_cells(engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
-    from service import oracle as oracle_module
+    from service.data import oracle as oracle_module
 
     codes = _codes(seed=13)
     stored = _load(engine, tmp_path, codes)

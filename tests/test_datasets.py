@@ -13,9 +13,9 @@ from sqlalchemy import inspect, select
 from db import tables
 from db.engine import transaction
 from db.models import Dataset
-from service import datasets
+from service.data import datasets
+from service.data.oracle import SqlCountOracle
 from service.errors import Conflict, InvalidInput
-from service.oracle import SqlCountOracle
 from tests.support.paths import REPO
 
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pandas as pd
 from fastapi.testclient import TestClient
 
-from service import demo
 from service.api import create_app
 from service.client import Client
+from service.tools import demo
 from tests.apihelpers import World, build_world
 
 

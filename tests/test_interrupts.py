@@ -1,6 +1,6 @@
 """Stopping a release: Ctrl-C at any moment, ``kill -9`` then any command, and recovery that never
-touches a release a live process still runs (service/interrupts.py, service/runners.py,
-service/recovery.py).
+touches a release a live process still runs (service/releases/interrupts.py, service/releases/runners.py,
+service/releases/recovery.py).
 
 The slow tests drive the real ``marginalia`` program in subprocesses: the interrupt must be honoured
 the same way whatever the process is doing when it arrives (importing JAX, reserving, counting,
@@ -24,11 +24,14 @@ import pytest
 from sqlalchemy import text
 
 from db.models import Release
-from service import accountant, datasets, interrupts, releases, runners
-from service.interrupts import Interrupted
+from service.accounting import accountant
+from service.data import datasets
 from service.mechanisms.base import MechanismResult
 from service.privacy.cost import PrivacyCost
-from service.recovery import recover_interrupted
+from service.releases import engine as release_engine
+from service.releases import interrupts, runners
+from service.releases.interrupts import Interrupted
+from service.releases.recovery import recover_interrupted
 
 MARGINALIA = str(Path(sys.executable).with_name("marginalia"))
 SMALL = [["Sex"], ["Pclass", "Survived"]]
@@ -72,7 +75,7 @@ def _spent_after(engine, release_id: int) -> float:  # noqa: ANN001
 
 # the engine, in process -----------------------------------------------------------------------------
 def _run(engine, titanic, runner):  # noqa: ANN001, ANN202
-    return releases.run_release(engine, titanic, kind="marginals", mechanism="laplace",
+    return release_engine.run_release(engine, titanic, kind="marginals", mechanism="laplace",
                                 cost=PrivacyCost(epsilon=Fraction(1, 10)), params={}, runner=runner, seed=1,
                                 principal="test")
 
@@ -80,7 +83,7 @@ def _run(engine, titanic, runner):  # noqa: ANN001, ANN202
 def test_a_stop_requested_before_the_reservation_charges_nothing(engine, titanic) -> None:  # noqa: ANN001
     interrupts.request()
     with pytest.raises(Interrupted, match="nothing was charged") as caught:
-        releases.release_marginals(engine, "titanic", "laplace", SMALL, epsilon="0.1")
+        release_engine.release_marginals(engine, "titanic", "laplace", SMALL, epsilon="0.1")
     assert caught.value.outcome is None
     assert _release_rows(engine) == []
 
@@ -131,7 +134,7 @@ def test_a_stop_during_the_model_fit_is_honoured_between_iterations(engine, tita
             interrupts.request()
 
     with pytest.raises(Interrupted, match="stands"):
-        releases.release_marginals(engine, "titanic", "gaussian", SMALL, rho="0.1", progress=progress)
+        release_engine.release_marginals(engine, "titanic", "gaussian", SMALL, rho="0.1", progress=progress)
     fit = [s for s in seen if s[2] == "fitting the model"]
     assert [s[0] for s in fit] == [0, 1, 2, 3, 4, 5] and fit[0][1] == 1000
 
@@ -205,7 +208,7 @@ def test_a_release_recovered_while_it_ran_is_not_stored_as_complete(engine, tita
         return MechanismResult([], None, PrivacyCost(epsilon=Fraction(1, 10)))  # type: ignore[arg-type]
 
     with pytest.raises(Exception, match="recovery") as caught:
-        releases.run_release(engine, titanic, kind="marginals", mechanism="laplace",
+        release_engine.run_release(engine, titanic, kind="marginals", mechanism="laplace",
                              cost=PrivacyCost(epsilon=Fraction(1, 10)), params={}, runner=runner, seed=1,
                              principal="test", encode_payload=lambda result: b"payload")
     assert caught.value.release_failure.status == "failed_after_noise"

@@ -14,11 +14,11 @@ from fastapi.testclient import TestClient
 from sqlalchemy import text
 
 from db.models import Job
-from service import jobs, runners
-from service.api import create_app
+from service.api import create_app, jobs
 from service.client import Client, MarginaliaError
-from service.progress import FIT_PHASE
-from service.recovery import recover_jobs
+from service.mechanisms.progress import FIT_PHASE
+from service.releases import runners
+from service.releases.recovery import recover_jobs
 from tests.apihelpers import BACKENDS, World, bearer, build_world, database_url, finished_job
 
 ASYNC = {"Prefer": "respond-async"}

@@ -24,15 +24,21 @@ from estimators.central.linear import DDSSPLinearRegression
 from estimators.central.objpert import objpert_noise_scale, objpert_regularization
 from estimators.central.reference import OLSReference
 from estimators.central.sufficient_stats import gram_from_marginals, gram_from_rows
-from service import accountant, datasets, regression, releases
+from service.accounting import accountant
 from service.cli import app
-from service.mechanisms import gram
+from service.data import datasets
+from service.data.oracle import SqlCountOracle
+from service.mechanisms import gram, registry
 from service.mechanisms.base import MechanismError
 from service.mechanisms.objpert import ObjPertRelease
-from service.oracle import SqlCountOracle
 from service.privacy import conversions
 from service.privacy.cost import PrivacyCost
 from service.privacy.noise import NoiseSource
+from service.regression.design import RegressionInputError, ReleaseCannotAnswer, build_design
+from service.regression.fit import PUBLIC_OBJPERT_DETAILS
+from service.regression.fit import fit as fit_regression
+from service.releases import answers
+from service.releases import engine as release_engine
 from workloads.domain import Domain
 from workloads.encodings import DesignEncoding
 
@@ -70,9 +76,9 @@ def _frame(titanic_csv: tuple[Path, Path]) -> tuple[pd.DataFrame, Domain]:
 # dd-ssp: a new release is charged exactly; the next question is free -------------------------------------------
 def test_dd_ssp_is_charged_once_then_answers_other_targets_free(titanic) -> None:  # noqa: ANN001
     engine = titanic
-    first = regression.fit(engine, "titanic", "linear", "Fare", LINEAR_FEATURES, method="dd-ssp", epsilon="1",
+    first = fit_regression(engine, "titanic", "linear", "Fare", LINEAR_FEATURES, method="dd-ssp", epsilon="1",
                            delta="1e-5", mechanism="gaussian")
-    expected = releases.marginal_cost("gaussian", "1", "1e-5", None)
+    expected = registry.get("gaussian").cost("1", "1e-5", None)
     assert not first.reused and first.cost == expected and first.release_cost == expected
     budget = first.to_json()["budget"]  # what the new release cost in the budget's own epsilon, and why
     assert budget["epsilon_spent_before"] == 0 and budget["epsilon_spent_after"] > 1 and "first zCDP" in budget["note"]
@@ -80,13 +86,13 @@ def test_dd_ssp_is_charged_once_then_answers_other_targets_free(titanic) -> None
     assert charge["release_id"] == first.release_id and charge["mechanism"] == "gaussian"
     assert (charge["epsilon"], charge["delta"], charge["rho"]) == (0.0, 0.0, float(expected.rho))
     # the marginal release measured every pair among target and features
-    stored = releases.get_release(engine, first.release_id)
+    stored = answers.get_release(engine, first.release_id)
     pairs = {frozenset(w["attributes"]) for w in stored.params["workload"]}
     assert pairs == {frozenset(p) for p in itertools.combinations([*LINEAR_FEATURES, "Fare"], 2)}
 
-    second = regression.fit(engine, "titanic", "linear", "SibSp", ["Pclass", "Sex", "Fare"], method="dd-ssp",
+    second = fit_regression(engine, "titanic", "linear", "SibSp", ["Pclass", "Sex", "Fare"], method="dd-ssp",
                             epsilon="1", delta="1e-5")
-    logistic = regression.fit(engine, "titanic", "logistic", "Sex", ["Pclass", "SibSp", "Fare"], method="dd-ssp",
+    logistic = fit_regression(engine, "titanic", "logistic", "Sex", ["Pclass", "SibSp", "Fare"], method="dd-ssp",
                               epsilon="1", delta="1e-5", intercept=False)
     for answer in (second, logistic):
         assert answer.reused and answer.release_id == first.release_id and answer.cost == PrivacyCost()
@@ -98,20 +104,20 @@ def test_dd_ssp_is_charged_once_then_answers_other_targets_free(titanic) -> None
     assert "(intercept)" not in logistic.coefficients
 
     # a stronger marginal release that did not measure the pairs is not preferred when another one did ...
-    oneway = releases.release_marginals(engine, "titanic", "gaussian", [["Fare"], ["Pclass"], ["Age"]], epsilon="5",
-                                        delta="1e-5")
-    again = regression.fit(engine, "titanic", "linear", "Fare", LINEAR_FEATURES, method="dd-ssp", epsilon="1",
+    oneway = release_engine.release_marginals(engine, "titanic", "gaussian", [["Fare"], ["Pclass"], ["Age"]],
+                                              epsilon="5", delta="1e-5")
+    again = fit_regression(engine, "titanic", "linear", "Fare", LINEAR_FEATURES, method="dd-ssp", epsilon="1",
                            delta="1e-5")
     assert again.release_id == first.release_id and again.cost.is_zero
     # ... and a release that did not measure them answers only when asked to, saying what it extrapolated ...
-    extrapolated = regression.fit(engine, "titanic", "linear", "Age", ["Cabin"], method="dd-ssp", epsilon="1",
+    extrapolated = fit_regression(engine, "titanic", "linear", "Age", ["Cabin"], method="dd-ssp", epsilon="1",
                                   delta="1e-5", allow_unmeasured=True)
     assert extrapolated.release_id == oneway.release_id and extrapolated.cost.is_zero
     assert extrapolated.details["coverage"]["unmeasured_attributes"] == ["Cabin"]
     assert any("extrapolation" in note for note in extrapolated.notes)
     assert len(_charges(engine, "titanic")) == 2
     # ... otherwise a new release measures them (charged) instead of a free extrapolation
-    measured = regression.fit(engine, "titanic", "linear", "Age", ["Cabin"], method="dd-ssp", epsilon="1",
+    measured = fit_regression(engine, "titanic", "linear", "Age", ["Cabin"], method="dd-ssp", epsilon="1",
                               delta="1e-5", seed=3, mechanism="gaussian")
     assert not measured.reused and measured.release_id not in (first.release_id, oneway.release_id)
     assert measured.details["coverage"]["measured"] and measured.notes == ()
@@ -121,13 +127,13 @@ def test_dd_ssp_is_charged_once_then_answers_other_targets_free(titanic) -> None
 def test_dd_ssp_reads_the_release_marginals_and_nearly_recovers_ols(titanic, titanic_csv) -> None:  # noqa: ANN001
     """End to end through SQL counts, the graphical model and Prop. 3.2."""
     accountant.set_budget(titanic, "titanic", "100000", "1e-3")
-    outcome = regression.fit(titanic, "titanic", "linear", "Fare", LINEAR_FEATURES, method="dd-ssp",
+    outcome = fit_regression(titanic, "titanic", "linear", "Fare", LINEAR_FEATURES, method="dd-ssp",
                              epsilon="5000", delta="1e-5", seed=1, mechanism="gaussian")
     design = outcome.design
 
     # the same statistics from the public marginal-answering path (which orders axes on its own) give the same fit
     def marginal(attrs: tuple[str, ...]) -> np.ndarray:
-        answer = releases.answer_marginal(titanic, outcome.release_id, list(attrs), allow_seeded=True)  # in-process
+        answer = answers.answer_marginal(titanic, outcome.release_id, list(attrs), allow_seeded=True)  # in-process
         return np.asarray(answer["counts"])
 
     stats = gram_from_marginals(design, marginal, total=outcome.details["total"])
@@ -146,21 +152,21 @@ def test_dd_ssp_reads_the_release_marginals_and_nearly_recovers_ols(titanic, tit
 # AdaSSP: one Gram release, any target among its columns ---------------------------------------------------------
 def test_gram_release_answers_a_second_target_for_free(titanic) -> None:  # noqa: ANN001
     engine = titanic
-    first = regression.fit(engine, "titanic", "linear", "Fare", GRAM_FEATURES, method="adassp", epsilon="0.5",
+    first = fit_regression(engine, "titanic", "linear", "Fare", GRAM_FEATURES, method="adassp", epsilon="0.5",
                            delta="1e-5")
-    expected = releases.marginal_cost("gaussian", "0.5", "1e-5", None)  # the Gaussian conversion, charged as rho
+    expected = registry.get("gaussian").cost("0.5", "1e-5", None)  # the Gaussian conversion, charged as rho
     assert first.cost == expected and first.release_kind == "gram" and first.release_mechanism == "adassp"
     (charge,) = _charges(engine, "titanic")
     assert (charge["epsilon"], charge["delta"], charge["rho"]) == (0.0, 0.0, float(expected.rho))
     for target, features, intercept in (("SibSp", ["Pclass", "Sex", "Parch", "Fare"], True),
                                         ("Parch", ["Sex", "Fare"], False)):
-        again = regression.fit(engine, "titanic", "linear", target, features, method="adassp", epsilon="0.5",
+        again = fit_regression(engine, "titanic", "linear", target, features, method="adassp", epsilon="0.5",
                                delta="1e-5", intercept=intercept)
         assert again.reused and again.release_id == first.release_id and again.cost.is_zero
         assert again.details["ridge"] >= 0
     assert len(_charges(engine, "titanic")) == 1
     # a column the release does not have needs a new release
-    other = regression.fit(engine, "titanic", "linear", "Fare", [*GRAM_FEATURES, "Age"], method="adassp",
+    other = fit_regression(engine, "titanic", "linear", "Fare", [*GRAM_FEATURES, "Age"], method="adassp",
                            epsilon="0.5", delta="1e-5", seed=4)
     assert not other.reused and other.release_id != first.release_id
 
@@ -177,7 +183,7 @@ def _titanic_on_sqlite(
     upgrade_to_head(engine)
     _load(engine, "titanic", titanic_csv)
     stored = datasets.get_dataset(engine, "titanic")
-    design = regression.build_design(stored.domain, task, target, features)
+    design = build_design(stored.domain, task, target, features)
     frame, _ = _frame(titanic_csv)
     return design, SqlCountOracle(engine, stored), frame
 
@@ -269,7 +275,7 @@ def test_gram_release_adds_exact_discrete_gaussian_noise(tmp_path: Path, titanic
 
 def test_gram_release_needs_an_integral_encoding(titanic_csv) -> None:  # noqa: ANN001
     _, domain = _frame(titanic_csv)
-    fine = regression.build_design(domain, "linear", "Fare", ["Pclass", "Sex"])
+    fine = build_design(domain, "linear", "Fare", ["Pclass", "Sex"])
     quarters = DesignEncoding(domain, ["Pclass", "Sex"], "Fare", "linear", True,
                               overrides={"Pclass": [[0.5, -1.0, 0.25]]})
     assert gram.GramRelease(quarters, Fraction(1, 10)).integral.scales[1] == 4
@@ -282,17 +288,17 @@ def test_gram_release_needs_an_integral_encoding(titanic_csv) -> None:  # noqa: 
 # ObjPert: the model is the payload -------------------------------------------------------------------------------
 def test_objpert_is_charged_epsilon_delta_and_reused_only_for_the_same_request(titanic) -> None:  # noqa: ANN001
     engine = titanic
-    first = regression.fit(engine, "titanic", "logistic", "Sex", LOGISTIC_FEATURES, method="objpert",
+    first = fit_regression(engine, "titanic", "logistic", "Sex", LOGISTIC_FEATURES, method="objpert",
                            epsilon="1", delta="1e-5")
     assert first.cost == PrivacyCost(epsilon=Fraction(1), delta=Fraction(1, 100_000))
-    assert first.release_kind == "model" and set(first.details) == set(regression.PUBLIC_OBJPERT_DETAILS)
+    assert first.release_kind == "model" and set(first.details) == set(PUBLIC_OBJPERT_DETAILS)
     (charge,) = _charges(engine, "titanic")
     assert (charge["epsilon"], charge["delta"], charge["rho"]) == (1.0, 1e-5, 0.0)
-    same = regression.fit(engine, "titanic", "logistic", "Sex", list(reversed(LOGISTIC_FEATURES)), method="objpert",
+    same = fit_regression(engine, "titanic", "logistic", "Sex", list(reversed(LOGISTIC_FEATURES)), method="objpert",
                           epsilon="1", delta="1e-5")
     assert same.reused and same.release_id == first.release_id and same.cost.is_zero
     assert same.coefficients == pytest.approx(first.coefficients)
-    other = regression.fit(engine, "titanic", "logistic", "Sex", LOGISTIC_FEATURES, method="objpert",
+    other = fit_regression(engine, "titanic", "logistic", "Sex", LOGISTIC_FEATURES, method="objpert",
                            epsilon="0.5", delta="1e-5", seed=6)
     assert not other.reused and len(_charges(engine, "titanic")) == 2
 
@@ -362,8 +368,8 @@ def test_bad_input_names_the_parameter_and_charges_nothing(titanic, kwargs: dict
     request = {"task": "linear", "target": "Fare", "features": None, "method": "adassp", "epsilon": "1",
                "delta": "1e-5"} | kwargs
     name = request.pop("task"), request.pop("target")
-    with pytest.raises(regression.RegressionInputError, match=fragment) as caught:
-        regression.fit(titanic, "titanic", *name, **request)
+    with pytest.raises(RegressionInputError, match=fragment) as caught:
+        fit_regression(titanic, "titanic", *name, **request)
     assert isinstance(caught.value, ValueError)
     with titanic.connect() as connection:
         assert connection.execute(text("SELECT COUNT(*) FROM releases")).scalar_one() == 0
@@ -371,15 +377,15 @@ def test_bad_input_names_the_parameter_and_charges_nothing(titanic, kwargs: dict
 
 
 def test_a_release_of_the_wrong_kind_cannot_answer(titanic) -> None:  # noqa: ANN001
-    first = regression.fit(titanic, "titanic", "linear", "Fare", GRAM_FEATURES, method="adassp", epsilon="1",
+    first = fit_regression(titanic, "titanic", "linear", "Fare", GRAM_FEATURES, method="adassp", epsilon="1",
                            delta="1e-5")
-    with pytest.raises(regression.ReleaseCannotAnswer, match="not a marginal release"):
-        regression.fit(titanic, "titanic", "linear", "Fare", GRAM_FEATURES, method="dd-ssp",
+    with pytest.raises(ReleaseCannotAnswer, match="gram release by adassp, which cannot answer dd-ssp"):
+        fit_regression(titanic, "titanic", "linear", "Fare", GRAM_FEATURES, method="dd-ssp",
                        release_id=first.release_id)
-    with pytest.raises(regression.ReleaseCannotAnswer, match="no column 'Age'"):
-        regression.fit(titanic, "titanic", "linear", "Age", GRAM_FEATURES, method="adassp",
+    with pytest.raises(ReleaseCannotAnswer, match="no column 'Age'"):
+        fit_regression(titanic, "titanic", "linear", "Age", GRAM_FEATURES, method="adassp",
                        release_id=first.release_id)
-    answered = regression.fit(titanic, "titanic", "linear", "SibSp", ["Fare", "Parch"], method="adassp",
+    answered = fit_regression(titanic, "titanic", "linear", "SibSp", ["Fare", "Parch"], method="adassp",
                               release_id=first.release_id)
     assert answered.reused and answered.cost.is_zero and len(_charges(titanic, "titanic")) == 1
 

@@ -12,12 +12,15 @@ import pytest
 from scipy import stats
 from sqlalchemy import text
 
-from service import accountant, datasets, releases
+from service.accounting import accountant
+from service.data import datasets
 from service.errors import InvalidInput, ServiceError
-from service.mechanisms import direct
+from service.mechanisms import direct, registry
 from service.mechanisms.base import MechanismError
 from service.mechanisms.selection import ArrayOracle
 from service.privacy.noise import NoiseSource
+from service.releases import answers
+from service.releases import engine as release_engine
 from workloads.domain import Domain
 from workloads.marginals import Query
 
@@ -41,15 +44,15 @@ def _ledger_charges(engine) -> list[tuple[int, int, int, int]]:  # noqa: ANN001
 
 
 def test_laplace_release_is_charged_exactly_its_epsilon(engine, titanic) -> None:  # noqa: ANN001
-    outcome = releases.release_marginals(engine, "titanic", "laplace", SMALL, epsilon="0.3", seed=1)
+    outcome = release_engine.release_marginals(engine, "titanic", "laplace", SMALL, epsilon="0.3", seed=1)
     assert outcome.cost.epsilon == Fraction(3, 10) and outcome.cost.rho == 0
     assert _ledger_charges(engine) == [(outcome.release_id, 3 * 10**11, 0, 0)]
-    assert releases.get_release(engine, outcome.release_id).status == "complete"
+    assert answers.get_release(engine, outcome.release_id).status == "complete"
 
 
 def test_gaussian_release_at_epsilon_delta_is_charged_the_converted_rho(engine, titanic) -> None:  # noqa: ANN001
-    outcome = releases.release_marginals(engine, "titanic", "gaussian", SMALL, epsilon="1", delta="1e-6", seed=1)
-    expected = releases.marginal_cost("gaussian", "1", "1e-6", None).rho
+    outcome = release_engine.release_marginals(engine, "titanic", "gaussian", SMALL, epsilon="1", delta="1e-6", seed=1)
+    expected = registry.get("gaussian").cost("1", "1e-6", None).rho
     assert outcome.cost.rho == expected
     assert _ledger_charges(engine) == [(outcome.release_id, 0, 0, int(expected * 10**12))]
 
@@ -58,10 +61,11 @@ def test_gaussian_release_at_epsilon_delta_is_charged_the_converted_rho(engine, 
 def test_data_dependent_releases_are_charged_exactly(engine, titanic, mechanism: str) -> None:  # noqa: ANN001
     options = {"rounds": 20} if mechanism == "aim" else {}
     workload = [["Sex", "Survived"], ["Pclass", "Survived"], ["Age"]] if mechanism == "aim" else "all-1way"
-    outcome = releases.release_marginals(engine, "titanic", mechanism, workload, rho="0.05", seed=3, options=options)
+    outcome = release_engine.release_marginals(engine, "titanic", mechanism, workload, rho="0.05", seed=3,
+                                               options=options)
     assert outcome.cost.rho == Fraction(5, 100)
     assert _ledger_charges(engine) == [(outcome.release_id, 0, 0, 5 * 10**10)]
-    answer = releases.answer_marginal(engine, outcome.release_id, ["Survived", "Sex"], allow_seeded=True)
+    answer = answers.answer_marginal(engine, outcome.release_id, ["Survived", "Sex"], allow_seeded=True)
     assert answer["shape"] == [3, 2] and abs(np.sum(answer["counts"]) - 1304) < 200
 
 
@@ -116,7 +120,7 @@ def test_failure_before_noise_refunds_the_charge(engine, titanic, monkeypatch) -
 
     monkeypatch.setattr(direct, "run_gaussian", refuse)
     with pytest.raises(MechanismError):
-        releases.release_marginals(engine, "titanic", "gaussian", SMALL, rho="0.1", seed=1)
+        release_engine.release_marginals(engine, "titanic", "gaussian", SMALL, rho="0.1", seed=1)
     rows = accountant.ledger_rows(engine, "titanic")
     assert [r["entry"] for r in rows] == ["budget", "charge", "refund"]
     assert rows[-1]["rho"] == -0.1 and rows[-1]["release_status"] == "failed_before_noise"
@@ -132,13 +136,13 @@ def test_failure_after_noise_keeps_the_charge(engine, titanic, monkeypatch) -> N
 
     monkeypatch.setattr(direct, "run_gaussian", noisy_then_fail)
     with pytest.raises(RuntimeError):
-        releases.release_marginals(engine, "titanic", "gaussian", SMALL, rho="0.1", seed=1)
+        release_engine.release_marginals(engine, "titanic", "gaussian", SMALL, rho="0.1", seed=1)
     rows = accountant.ledger_rows(engine, "titanic")
     assert [r["entry"] for r in rows] == ["budget", "charge"]
     assert rows[-1]["release_status"] == "failed_after_noise"
     assert accountant.budget_status(engine, "titanic").rho_spent == Fraction(1, 10)
     with pytest.raises(ServiceError, match="failed_after_noise"):
-        releases.answer_marginal(engine, rows[-1]["release_id"], ["Sex"])
+        answers.answer_marginal(engine, rows[-1]["release_id"], ["Sex"])
 
 
 @pytest.mark.parametrize(("mechanism", "options", "fragment"), [
@@ -149,32 +153,32 @@ def test_failure_after_noise_keeps_the_charge(engine, titanic, monkeypatch) -> N
 def test_bad_options_are_refused_before_anything_is_charged(engine, titanic, mechanism, options, fragment) -> None:  # noqa: ANN001
     kwargs = {"epsilon": "0.1"} if mechanism == "laplace" else {"rho": "0.01"}
     with pytest.raises(InvalidInput, match=fragment):
-        releases.release_marginals(engine, "titanic", mechanism, SMALL, options=options, **kwargs)
+        release_engine.release_marginals(engine, "titanic", mechanism, SMALL, options=options, **kwargs)
     assert _ledger_charges(engine) == []
 
 
 def test_answers_are_free_and_seeds_reproduce(engine, titanic) -> None:  # noqa: ANN001
-    first = releases.release_marginals(engine, "titanic", "gaussian", SMALL, rho="0.05", seed=5)
-    second = releases.release_marginals(engine, "titanic", "gaussian", SMALL, rho="0.05", seed=5)
+    first = release_engine.release_marginals(engine, "titanic", "gaussian", SMALL, rho="0.05", seed=5)
+    second = release_engine.release_marginals(engine, "titanic", "gaussian", SMALL, rho="0.05", seed=5)
     before = accountant.budget_status(engine, "titanic")
     # seeded releases answer in-process only when the caller says so (tests, benchmarks)
-    a = releases.answer_marginal(engine, first.release_id, ["Survived", "Pclass"], allow_seeded=True)
-    b = releases.answer_marginal(engine, second.release_id, ["Survived", "Pclass"], allow_seeded=True)
+    a = answers.answer_marginal(engine, first.release_id, ["Survived", "Pclass"], allow_seeded=True)
+    b = answers.answer_marginal(engine, second.release_id, ["Survived", "Pclass"], allow_seeded=True)
     np.testing.assert_allclose(a["counts"], np.asarray(b["counts"]).tolist())
     # axes come back in the order asked
-    np.testing.assert_allclose(np.asarray(a["counts"]).T, releases.answer_marginal(
+    np.testing.assert_allclose(np.asarray(a["counts"]).T, answers.answer_marginal(
         engine, first.release_id, ["Pclass", "Survived"], allow_seeded=True)["counts"])
-    sample_1 = releases.synthetic_frame(engine, first.release_id, 50, seed=9, allow_seeded=True)
-    sample_2 = releases.synthetic_frame(engine, first.release_id, 50, seed=9, allow_seeded=True)
+    sample_1 = answers.synthetic_frame(engine, first.release_id, 50, seed=9, allow_seeded=True)
+    sample_2 = answers.synthetic_frame(engine, first.release_id, 50, seed=9, allow_seeded=True)
     assert sample_1.equals(sample_2) and list(sample_1.columns) == list(titanic.domain.names)
     assert accountant.budget_status(engine, "titanic") == before
 
 
 def test_unseeded_releases_differ(engine, titanic) -> None:  # noqa: ANN001
-    first = releases.release_marginals(engine, "titanic", "laplace", SMALL, epsilon="0.5")
-    second = releases.release_marginals(engine, "titanic", "laplace", SMALL, epsilon="0.5")
-    a = releases.answer_marginal(engine, first.release_id, ["Pclass", "Survived"])["counts"]
-    b = releases.answer_marginal(engine, second.release_id, ["Pclass", "Survived"])["counts"]
+    first = release_engine.release_marginals(engine, "titanic", "laplace", SMALL, epsilon="0.5")
+    second = release_engine.release_marginals(engine, "titanic", "laplace", SMALL, epsilon="0.5")
+    a = answers.answer_marginal(engine, first.release_id, ["Pclass", "Survived"])["counts"]
+    b = answers.answer_marginal(engine, second.release_id, ["Pclass", "Survived"])["counts"]
     assert not np.allclose(a, b)
 
 
@@ -203,22 +207,22 @@ def test_cli_release_json_and_bad_input(engine, titanic, tmp_path: Path) -> None
 
 # issue 11: seeds are for tests only; sub-grid rho; the progress bar -------------------------------------------------
 def test_seeded_releases_are_marked_and_answer_only_when_allowed(engine, titanic) -> None:  # noqa: ANN001
-    seeded = releases.release_marginals(engine, "titanic", "laplace", SMALL, epsilon="0.1", seed=1)
-    plain = releases.release_marginals(engine, "titanic", "laplace", SMALL, epsilon="0.1")
+    seeded = release_engine.release_marginals(engine, "titanic", "laplace", SMALL, epsilon="0.1", seed=1)
+    plain = release_engine.release_marginals(engine, "titanic", "laplace", SMALL, epsilon="0.1")
     assert seeded.seeded and not plain.seeded and seeded.to_json()["seeded"] is True
     with engine.connect() as connection:
         marks = dict(connection.execute(text("SELECT id, seeded FROM releases")).all())
     assert bool(marks[seeded.release_id]) and not bool(marks[plain.release_id])
-    stored = releases.get_release(engine, seeded.release_id)
+    stored = answers.get_release(engine, seeded.release_id)
     assert stored.seeded and stored.to_json()["seeded"] is True
     assert stored.to_json(hide_seeded_details=True)["details"] == {} and stored.to_json()["details"]
-    with pytest.raises(releases.SeededReleaseError, match="known seed.*no privacy") as refused:
-        releases.answer_marginal(engine, seeded.release_id, ["Sex"])
+    with pytest.raises(answers.SeededReleaseError, match="known seed.*no privacy") as refused:
+        answers.answer_marginal(engine, seeded.release_id, ["Sex"])
     assert refused.value.status == 409 and refused.value.code == "seeded_release"
-    with pytest.raises(releases.SeededReleaseError):
-        releases.synthetic_frame(engine, seeded.release_id, 5)
-    assert releases.answer_marginal(engine, seeded.release_id, ["Sex"], allow_seeded=True)["shape"] == [2]
-    assert releases.answer_marginal(engine, plain.release_id, ["Sex"])["shape"] == [2]
+    with pytest.raises(answers.SeededReleaseError):
+        answers.synthetic_frame(engine, seeded.release_id, 5)
+    assert answers.answer_marginal(engine, seeded.release_id, ["Sex"], allow_seeded=True)["shape"] == [2]
+    assert answers.answer_marginal(engine, plain.release_id, ["Sex"])["shape"] == [2]
 
 
 def test_cli_refuses_seeds_unless_the_unsafe_switch_is_on(engine, titanic, monkeypatch) -> None:  # noqa: ANN001
@@ -227,22 +231,22 @@ def test_cli_refuses_seeds_unless_the_unsafe_switch_is_on(engine, titanic, monke
     from service.cli import app
 
     runner = CliRunner()
-    monkeypatch.delenv(releases.UNSAFE_SEEDED_RELEASES_ENV, raising=False)
+    monkeypatch.delenv(release_engine.UNSAFE_SEEDED_RELEASES_ENV, raising=False)
     release = ["release", "marginals", "titanic", "--mechanism", "laplace", "--workload", "all-1way",
                "--epsilon", "0.2", "--seed", "1", "--json"]
     refused = runner.invoke(app, release)
-    assert refused.exit_code == 2 and releases.UNSAFE_SEEDED_RELEASES_ENV in json.loads(refused.stdout)["message"]
+    assert refused.exit_code == 2 and release_engine.UNSAFE_SEEDED_RELEASES_ENV in json.loads(refused.stdout)["message"]
     fit = ["fit", "linear", "titanic", "--target", "Fare", "--features", "Sex", "--method", "adassp",
            "--epsilon", "1", "--delta", "1e-6", "--seed", "3", "--json"]
     assert runner.invoke(app, fit).exit_code == 2
     assert _ledger_charges(engine) == []  # nothing was reserved or charged
-    monkeypatch.setenv(releases.UNSAFE_SEEDED_RELEASES_ENV, "1")
+    monkeypatch.setenv(release_engine.UNSAFE_SEEDED_RELEASES_ENV, "1")
     allowed = runner.invoke(app, release)
     assert allowed.exit_code == 0, allowed.output
     payload = json.loads(allowed.stdout)
     assert payload["seeded"] is True
     assert runner.invoke(app, ["marginal", str(payload["release_id"]), "Sex", "--json"]).exit_code == 0
-    monkeypatch.delenv(releases.UNSAFE_SEEDED_RELEASES_ENV)
+    monkeypatch.delenv(release_engine.UNSAFE_SEEDED_RELEASES_ENV)
     answer = runner.invoke(app, ["marginal", str(payload["release_id"]), "Sex", "--json"])
     assert answer.exit_code == 2 and json.loads(answer.stdout)["error"] == "seeded_release"
 
@@ -251,12 +255,12 @@ def test_rho_below_the_ledger_unit_is_refused_up_front(engine, titanic) -> None:
     """Issue 11, finding 6: a rho that rounds to 0 on the ledger's grid is refused, naming rho, before anything is
     reserved (it used to become a zero charge, then a ZeroDivisionError and a refund)."""
     with pytest.raises(InvalidInput, match=r"rho=1e-13 is below the accountant's resolution") as refused:
-        releases.release_marginals(engine, "titanic", "gaussian", SMALL, rho="1e-13")
+        release_engine.release_marginals(engine, "titanic", "gaussian", SMALL, rho="1e-13")
     assert refused.value.code == "invalid_parameter"
     with engine.connect() as connection:
         assert connection.execute(text("SELECT COUNT(*) FROM releases")).scalar_one() == 0
         assert connection.execute(text("SELECT COUNT(*) FROM ledger_entries WHERE entry <> 'budget'")).scalar_one() == 0
-    assert releases.marginal_cost("gaussian", None, None, "1e-12").rho == Fraction(1, 10**12)
+    assert registry.get("gaussian").cost(None, None, "1e-12").rho == Fraction(1, 10**12)
 
 
 def test_cli_validates_before_drawing_a_progress_bar(engine, titanic) -> None:  # noqa: ANN001

@@ -1,6 +1,6 @@
 """The SQL-backed count oracle: exact marginals of a stored dataset, counted by the database.
 
-It is handed to a mechanism by the release engine (:func:`service.releases.run_release`) and lives
+It is handed to a mechanism by the release engine (:func:`service.releases.engine.run_release`) and lives
 for one release. Marginals come back as counts (``GROUP BY``); :meth:`SqlCountOracle.rows` is the one
 exception that reads row-level codes, for mechanisms that genuinely need them (see its docstring).
 """
@@ -13,7 +13,7 @@ import numpy as np
 from sqlalchemy import Engine, select
 
 from db import tables
-from service.datasets import StoredDataset
+from service.data.datasets import StoredDataset
 from workloads.domain import Domain
 
 #: Largest marginal, in cells, that :meth:`SqlCountOracle.counts_many` counts in SQL so as to answer several

@@ -16,6 +16,7 @@ and the largest rho); :func:`budget_effect` says what one charge cost in the bud
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -575,3 +576,24 @@ def _describe(cost: PrivacyCost) -> str:
     if cost.delta:
         parts.append(f"delta={float(cost.delta):.3g}")
     return ", ".join(parts)
+
+
+def describe_cost(cost: PrivacyCost) -> str:
+    """``rho=0.00664152`` or ``epsilon=0.5, delta=1e-06``: the non-zero parts of a cost."""
+    return ", ".join(f"{k}={v:.6g}" for k, v in cost.to_json().items() if v) or "nothing"
+
+
+def release_costs(engine: Engine, release_ids: Sequence[int]) -> dict[int, PrivacyCost]:
+    """What the ledger charged each release (charges minus refunds), exactly."""
+    if not release_ids:
+        return {}
+    with transaction(engine) as session:
+        rows = session.execute(
+            select(LedgerEntry.release_id, func.sum(LedgerEntry.epsilon_units), func.sum(LedgerEntry.delta_units),
+                   func.sum(LedgerEntry.rho_units))
+            .where(LedgerEntry.release_id.in_(list(release_ids)))
+            .group_by(LedgerEntry.release_id)
+        ).all()
+    costs = {int(r[0]): PrivacyCost(from_units(int(r[1]), EPSILON_SCALE), from_units(int(r[2]), DELTA_SCALE),
+                                    from_units(int(r[3]), EPSILON_SCALE)) for r in rows}
+    return {i: costs.get(i, PrivacyCost()) for i in release_ids}

@@ -43,7 +43,7 @@ import pandas as pd
 from workloads.domain import Domain
 from workloads.encodings import DesignEncoding
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "demo-output"
 DATA = Path(os.environ.get("MARGINALIA_SHARED_DATA", REPO.parent / "shared" / "data"))
 ADULT = DATA / "adult"
@@ -130,9 +130,8 @@ def release_summary(payload: dict) -> str:
     budget's own epsilon (with the accountant's note when that is not simply its epsilon)."""
     from fractions import Fraction
 
-    from service.accountant import BudgetEffect
+    from service.accounting.accountant import BudgetEffect, describe_cost
     from service.privacy.cost import PrivacyCost
-    from service.recovery import describe_cost
 
     cost = PrivacyCost(*(Fraction(str(payload["cost"][k])) for k in ("epsilon", "delta", "rho")))
     shown = payload["budget"]
@@ -144,7 +143,7 @@ def release_summary(payload: dict) -> str:
 
 def free_answers(story: Story) -> None:
     from db.engine import make_engine
-    from service.releases import answer_marginal
+    from service.releases.answers import answer_marginal
 
     heading("3. Answers from releases are free: any marginal, from any release")
     story.run("marginal", str(story.releases["aim"]), "sex", "income>50K")

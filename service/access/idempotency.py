@@ -17,7 +17,7 @@ What is stored once the first request finishes:
 
 A server killed while a claimed request runs leaves the claim ``pending``;
 :func:`recover_interrupted_claims` (run at start-up, like
-:func:`service.releases.recover_interrupted`) turns it into a stored 409 ``request_interrupted``
+:func:`service.releases.recovery.recover_interrupted`) turns it into a stored 409 ``request_interrupted``
 response, so the retry is told what happened instead of being charged again.
 """
 

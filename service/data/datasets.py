@@ -25,9 +25,9 @@ from sqlalchemy import Engine, select
 from db import tables
 from db.engine import serialized_transaction, transaction
 from db.models import Dataset
-from service import interrupts
-from service.binning import BinningError, BinningSpec, apply_spec, load_spec
 from service.errors import Conflict, InvalidInput, NotFound
+from service.releases import interrupts
+from workloads.binning import BinningError, BinningSpec, apply_spec, load_spec
 from workloads.domain import Domain, DomainError
 
 CHUNK_ROWS = 50_000
@@ -97,7 +97,7 @@ def load_raw_csv(
     progress: LoadProgress | None = None,
     source: str | None = None,
 ) -> DatasetInfo:
-    """Load raw files (numbers, strings) through a public binning spec (:mod:`service.binning`)."""
+    """Load raw files (numbers, strings) through a public binning spec (:mod:`workloads.binning`)."""
     try:
         spec = load_spec(spec_path)
     except BinningError as exc:

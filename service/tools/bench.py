@@ -1,7 +1,8 @@
-"""``marginalia bench regression``: the experiment protocol of paper 002 (Sec. 4, App. D) through the real service.
+"""``marginalia bench regression``: the experiment protocol of Ferrando & Sheldon 2024, "Private Regression via
+Data-Dependent Sufficient Statistic Perturbation" (Sec. 4, App. D), through the real service.
 
 For every trial and epsilon, each private method gets a NEW release made by the release engine on a temporary
-SQLite database (:func:`service.regression.make_release`, charged by the accountant) and is then answered from it
+SQLite database (:func:`service.regression.fit.make_release`, charged by the accountant) and is then answered from it
 with :func:`service.regression.fit`, exactly as an analyst's request would be:
 
 * ``dd-ssp`` and ``aim-synth`` are answered from the SAME marginal release (AIM over all pairs among target and
@@ -44,10 +45,14 @@ from estimators.central.metrics import auc, mse
 from estimators.central.reference import LogisticReference, OLSReference
 from estimators.central.sufficient_stats import GramStatistics, statistics_from_rows
 from estimators.psd import smallest_eigenvalue
-from service import accountant, datasets, regression
+from service.accounting import accountant
+from service.data import datasets
 from service.errors import InvalidInput
 from service.privacy.cost import exact
 from service.privacy.noise import NoiseSource
+from service.regression.design import build_design
+from service.regression.fit import fit as fit_regression
+from service.regression.fit import make_release
 from workloads.domain import Domain, DomainError
 from workloads.encodings import DesignEncoding
 
@@ -156,7 +161,7 @@ def run_regression_bench(config: RegressionBench, log: Callable[[str], None] = l
         domain = Domain.from_json(config.domain.read_text(), config.categorical)
     except (OSError, DomainError) as exc:
         raise BenchError(f"domain {config.domain}: {exc}") from None
-    design = regression.build_design(domain, config.task, config.target, config.features, None, config.intercept)
+    design = build_design(domain, config.task, config.target, config.features, None, config.intercept)
     columns = [n for n in domain.names if n in set(design.features) | {design.target}]
     sub_domain = domain.project(columns)
     train_all = _read_coded(config.train, domain, "train")[columns]
@@ -226,7 +231,8 @@ def _adassp_paper(
     stats: GramStatistics, design: DesignEncoding, epsilon: float, delta: float, trial: int, seed: int,
     X_test: np.ndarray, y_test: np.ndarray,
 ) -> dict[str, object]:
-    """Alg. 2 of paper 002 as printed (uncertified calibration; module docstring), on the exact training ``Z^T Z``."""
+    """Alg. 2 of Ferrando & Sheldon as printed (uncertified calibration; module docstring), on the exact training
+    ``Z^T Z``."""
     t0 = time.perf_counter()
     scales = adassp_noise_scales(design.feature_norm_bound(), design.target_bound(), stats.dimension, delta,
                                  epsilon=epsilon, include_yty=False)
@@ -254,7 +260,7 @@ def _run_family(
     base = {"epsilon": epsilon, "trial": trial, "seed": seed}
     t0 = time.perf_counter()
     try:
-        outcome = regression.make_release(engine, dataset, design, methods[0], eps, dlt, seed=seed,  # type: ignore[arg-type]
+        outcome = make_release(engine, dataset, design, methods[0], eps, dlt, seed=seed,  # type: ignore[arg-type]
                                           principal="bench", mechanism=config.mechanism,
                                           options=dict(config.marginal_options))
     except Exception as exc:  # noqa: BLE001 - a failed trial is recorded, the run goes on
@@ -267,7 +273,7 @@ def _run_family(
         record: dict[str, object] = {"method": method, **base, "release_id": outcome.release_id,
                                      "cost": outcome.cost.to_json(), "release_seconds": release_seconds}
         try:
-            fitted = regression.fit(engine, name, config.task, config.target, design.features,  # type: ignore[arg-type]
+            fitted = fit_regression(engine, name, config.task, config.target, design.features,  # type: ignore[arg-type]
                                     method=method, release_id=outcome.release_id, intercept=config.intercept,
                                     seed=seed, principal="bench", allow_seeded=True)  # in-process benchmark
             key, value = _metric(design, fitted.model, X_test, y_test)

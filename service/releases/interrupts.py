@@ -8,7 +8,7 @@ segfault was seen), or between a charge and its refund. The command line instead
 asks :func:`raise_if_requested` at points where stopping is safe. The release engine asks before it
 reserves a charge and at every progress callback of a mechanism (each measurement, selection round
 and estimation iteration); it then refunds the charge if no noise was drawn and keeps it otherwise,
-and says which (service/releases.py). A process that never calls :func:`defer_signals` (the
+and says which (service/releases/engine.py). A process that never calls :func:`defer_signals` (the
 server, the tests) is unaffected: :func:`raise_if_requested` never raises there.
 
 Signals whose handler was ``SIG_IGN`` when the process started (a background job of a
@@ -34,7 +34,7 @@ _signal_name: list[str] = []
 
 
 class Outcome(Protocol):
-    """What became of a release that stopped (service.releases.ReleaseFailure)."""
+    """What became of a release that stopped (service.releases.recovery.ReleaseFailure)."""
 
     def sentence(self) -> str: ...
 

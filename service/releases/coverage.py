@@ -5,7 +5,7 @@ release measured. Asked about attributes the release never measured together, th
 from its structure alone: independence (a table that is the product of its margins) or a
 conditional independence through the cliques it has. Such an answer looks like data and is not, so
 every answer says what backs it (:class:`Coverage`), and a regression that needs pairs the release
-did not measure is refused unless the caller asks for it (service/regression.py).
+did not measure is refused unless the caller asks for it (service/regression/fit.py).
 
 What a release measured, by mechanism (:func:`measured_cliques`):
 
@@ -24,23 +24,41 @@ import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from service.mechanisms import registry
+
 Clique = tuple[str, ...]
 
 
 def measured_cliques(mechanism: str, params: Mapping[str, object], details: Mapping[str, object],
                      attributes: Sequence[str]) -> list[Clique]:
     """The cliques behind a marginal release's model (module docstring); ``attributes`` are the
-    dataset's columns (MST measures every 1-way marginal)."""
-    cliques: list[Sequence[str]] = []
-    if mechanism in ("laplace", "gaussian"):
-        cliques += _lists(details.get("model_cliques"))
-    elif mechanism == "mst":
-        cliques += [[a] for a in attributes] + _lists(details.get("tree"))
-    else:  # aim, and anything else that records a workload
-        cliques += [e["attributes"] for e in _dicts(params.get("workload")) if isinstance(e.get("attributes"), list)]
-        cliques += _lists(details.get("initial_cliques")) + _lists(details.get("selected"))
-        cliques += _lists(details.get("model_cliques"))
-    return sorted({tuple(c) for c in cliques if c})
+    dataset's columns (MST measures every 1-way marginal). Which rule applies is the mechanism's
+    (``MechanismSpec.measured_cliques``); a mechanism no longer registered is read by its workload."""
+    spec = registry.find(mechanism)
+    rule = spec.measured_cliques if spec is not None else workload_cliques
+    return sorted({tuple(c) for c in rule(params, details, attributes) if c})
+
+
+def fitted_cliques(params: Mapping[str, object], details: Mapping[str, object],  # noqa: ARG001
+                   attributes: Sequence[str]) -> list[Clique]:
+    """laplace, gaussian: the workload marginals the model was fitted to."""
+    return [tuple(c) for c in _lists(details.get("model_cliques"))]
+
+
+def tree_cliques(params: Mapping[str, object], details: Mapping[str, object],  # noqa: ARG001
+                 attributes: Sequence[str]) -> list[Clique]:
+    """mst: every 1-way marginal and the pairs of its spanning tree."""
+    return [(a,) for a in attributes] + [tuple(c) for c in _lists(details.get("tree"))]
+
+
+def workload_cliques(params: Mapping[str, object], details: Mapping[str, object],
+                     attributes: Sequence[str]) -> list[Clique]:  # noqa: ARG001
+    """aim, and any mechanism that records a workload: the workload, the initial and selected cliques, and the
+    cliques of the fitted model."""
+    cliques = [e["attributes"] for e in _dicts(params.get("workload")) if isinstance(e.get("attributes"), list)]
+    cliques += _lists(details.get("initial_cliques")) + _lists(details.get("selected"))
+    cliques += _lists(details.get("model_cliques"))
+    return [tuple(c) for c in cliques]
 
 
 def _lists(value: object) -> list[list[str]]:

@@ -2,7 +2,7 @@
 
 :class:`ReleaseFailure` is what the release engine reports when a release stops (refunded or not, and
 how much). :func:`recover_interrupted` marks ``failed_after_noise`` the releases left ``pending`` by a
-process that is provably gone (:mod:`service.runners`), and :func:`recover_jobs` fails the API jobs
+process that is provably gone (:mod:`service.releases.runners`), and :func:`recover_jobs` fails the API jobs
 such a process ran. Every command runs both (``marginalia init`` included), and so does the server at
 start; neither touches the work of a live process. Light on purpose: no numerical imports, so that
 quick commands stay quick.
@@ -11,27 +11,27 @@ quick commands stay quick.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sqlalchemy import Engine, func, select, update
+from sqlalchemy import Engine, select, update
 
 from db.engine import transaction
-from db.models import DELTA_SCALE, EPSILON_SCALE, Job, LedgerEntry, Release, utcnow
-from service import runners
-from service.idempotency import INTERRUPTED_BODY, INTERRUPTED_STATUS
-from service.privacy.cost import PrivacyCost, from_units
+from db.models import Job, Release, utcnow
+from service.access.idempotency import INTERRUPTED_BODY, INTERRUPTED_STATUS
+from service.accounting import accountant
+from service.privacy.cost import PrivacyCost
+from service.releases import runners
 
 if TYPE_CHECKING:
-    from service.accountant import BudgetEffect
+    from service.accounting.accountant import BudgetEffect
 
 
 @dataclass(frozen=True)
 class ReleaseFailure:
     """What became of a release that did not complete: its status, whether its charge was refunded, and
     (``budget``, when known) the budget's composed epsilon spent before its charge and after its outcome, as
-    a completed release reports it (:class:`service.accountant.BudgetEffect`)."""
+    a completed release reports it (:class:`service.accounting.accountant.BudgetEffect`)."""
 
     release_id: int
     mechanism: str
@@ -44,7 +44,7 @@ class ReleaseFailure:
         return self.status == "failed_before_noise"
 
     def sentence(self) -> str:
-        charge = describe_cost(self.cost)
+        charge = accountant.describe_cost(self.cost)
         if self.refunded:
             said = (f"release {self.release_id} ({self.mechanism}) stopped before any noise was drawn: "
                     f"its charge of {charge} was refunded, nothing was spent")
@@ -63,34 +63,13 @@ class ReleaseFailure:
         return body
 
 
-def describe_cost(cost: PrivacyCost) -> str:
-    """``rho=0.00664152`` or ``epsilon=0.5, delta=1e-06``: the non-zero parts of a cost."""
-    return ", ".join(f"{k}={v:.6g}" for k, v in cost.to_json().items() if v) or "nothing"
-
-
-def release_costs(engine: Engine, release_ids: Sequence[int]) -> dict[int, PrivacyCost]:
-    """What the ledger charged each release (charges minus refunds), exactly."""
-    if not release_ids:
-        return {}
-    with transaction(engine) as session:
-        rows = session.execute(
-            select(LedgerEntry.release_id, func.sum(LedgerEntry.epsilon_units), func.sum(LedgerEntry.delta_units),
-                   func.sum(LedgerEntry.rho_units))
-            .where(LedgerEntry.release_id.in_(list(release_ids)))
-            .group_by(LedgerEntry.release_id)
-        ).all()
-    costs = {int(r[0]): PrivacyCost(from_units(int(r[1]), EPSILON_SCALE), from_units(int(r[2]), DELTA_SCALE),
-                                    from_units(int(r[3]), EPSILON_SCALE)) for r in rows}
-    return {i: costs.get(i, PrivacyCost()) for i in release_ids}
-
-
 def _runner_columns(model: type[Release] | type[Job]) -> tuple[object, ...]:
     return (model.runner_host, model.runner_pid, model.runner_started, model.heartbeat_at, model.created_at)
 
 
 def recover_interrupted(engine: Engine) -> list[ReleaseFailure]:
     """Mark ``failed_after_noise`` the releases left ``pending`` by a runner that is provably gone
-    (:func:`service.runners.is_gone`); their charges stand, as nobody can prove that no noisy value
+    (:func:`service.releases.runners.is_gone`); their charges stand, as nobody can prove that no noisy value
     left the process. Safe while other processes run releases. Returns what was marked."""
     with transaction(engine) as session:
         pending = session.execute(
@@ -107,7 +86,7 @@ def recover_interrupted(engine: Engine) -> list[ReleaseFailure]:
                     error=f"interrupted: the process that ran it (pid {row[3]}) stopped during the release")
             ).rowcount
         if marked == 1:
-            cost = release_costs(engine, [row[0]])[row[0]]
+            cost = accountant.release_costs(engine, [row[0]])[row[0]]
             recovered.append(ReleaseFailure(row[0], row[1], "failed_after_noise", cost))
     return recovered
 
