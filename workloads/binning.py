@@ -192,11 +192,15 @@ def _code_column(column: ColumnBins, raw: pd.Series, lines: np.ndarray) -> np.nd
     return codes.to_numpy(dtype=np.int64)
 
 
+def offending_lines(raw: pd.Series, bad: np.ndarray, lines: np.ndarray, shown: int = 5) -> str:
+    """``line 12: 'x', line 40: 'y'``: the first ``shown`` values of ``raw`` flagged ``bad``, with their file lines."""
+    return ", ".join(f"line {int(lines[p])}: {raw.iloc[int(p)]!r}" for p in np.flatnonzero(bad)[:shown])
+
+
 def _raise_on_bad(column: ColumnBins, raw: pd.Series, bad: np.ndarray, lines: np.ndarray, expected: str) -> None:
     if not bad.any():
         return
-    positions = np.flatnonzero(bad)[:5]
-    examples = ", ".join(f"line {int(lines[p])}: {raw.iloc[int(p)]!r}" for p in positions)
+    examples = offending_lines(raw, bad, lines)
     raise BinningError(
         f"column {column.name!r}: {int(bad.sum())} value(s) cannot be coded; expected {expected}. First: {examples}"
     )

@@ -27,7 +27,7 @@ from db.engine import serialized_transaction, transaction
 from db.models import Dataset
 from service.errors import Conflict, InvalidInput, NotFound
 from service.releases import interrupts
-from workloads.binning import BinningError, BinningSpec, apply_spec, load_spec
+from workloads.binning import BinningError, BinningSpec, apply_spec, load_spec, offending_lines
 from workloads.domain import Domain, DomainError
 
 CHUNK_ROWS = 50_000
@@ -264,8 +264,7 @@ def _raw_chunks(path: Path, spec: BinningSpec) -> Iterator[np.ndarray]:
 def _reject(path: Path, column: str, raw: pd.Series, bad: np.ndarray, lines: np.ndarray, expected: str) -> None:
     if not bad.any():
         return
-    positions = np.flatnonzero(bad)[:5]
-    examples = ", ".join(f"line {int(lines[p])}: {raw.iloc[int(p)]!r}" for p in positions)
+    examples = offending_lines(raw, bad, lines)
     raise InvalidInput(
         f"{path}, column {column!r}: {int(bad.sum())}+ value(s) are not {expected}; first offending rows: "
         f"{examples}. Nothing was stored.",

@@ -68,7 +68,7 @@ from service.regression.design import (
     build_design,
     check_budget,
 )
-from service.regression.matching import Candidate, cannot_answer, find_release, mechanisms_answering
+from service.regression.matching import cannot_answer, find_release, mechanisms_answering
 from service.releases import answers
 from service.releases import engine as release_engine
 from service.releases.answers import StoredRelease
@@ -290,9 +290,7 @@ def fit(
         if release.dataset.name != dataset.name:
             raise ReleaseCannotAnswer(f"release {release_id} is a release of {release.dataset.name!r}, not of {name!r}")
         release.check_answerable(allow_seeded)
-        candidate = Candidate(release.id, release.kind, release.mechanism, release.status, release.params,
-                               release.details)
-        reason = cannot_answer(candidate, dataset.domain, design, method, allow_unmeasured)
+        reason = cannot_answer(release, dataset.domain, design, method, allow_unmeasured)
         if reason is not None:
             raise ReleaseCannotAnswer(f"release {release_id} cannot answer {method}: {reason}")
         reused = True

@@ -9,7 +9,6 @@ must be of exactly the request's design, epsilon and delta. Among the releases t
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
@@ -21,25 +20,14 @@ from service.accounting.accountant import release_costs
 from service.data.datasets import StoredDataset
 from service.mechanisms import gram, registry
 from service.privacy.cost import PrivacyCost
+from service.releases.answers import StoredRelease
 from service.releases.coverage import Coverage, coverage, measured_cliques
 from service.releases.kinds import ReleaseKind
 from workloads.domain import Domain
 from workloads.encodings import DesignEncoding, EncodingError
 
 
-@dataclass(frozen=True)
-class Candidate:
-    """What matching reads of a stored release (no payload)."""
-
-    id: int
-    kind: str
-    mechanism: str
-    status: str
-    params: dict[str, object]
-    details: dict[str, object]
-
-
-def cannot_answer(candidate: Candidate, domain: Domain, design: DesignEncoding, method: str,
+def cannot_answer(candidate: StoredRelease, domain: Domain, design: DesignEncoding, method: str,
                   allow_unmeasured: bool = False) -> str | None:
     """Why ``candidate`` cannot answer ``method`` on ``design`` (None when it can). Whether its mechanism's releases
     answer ``method`` at all is the registry's (``MechanismSpec.answers``); whether this one fits the request is its
@@ -60,7 +48,7 @@ def mechanisms_answering(method: str) -> list[str]:
     return [spec.name for spec in registry.specs() if method in spec.answers]
 
 
-def _unmeasured(candidate: Candidate, domain: Domain, design: DesignEncoding, allow_unmeasured: bool) -> str | None:
+def _unmeasured(candidate: StoredRelease, domain: Domain, design: DesignEncoding, allow_unmeasured: bool) -> str | None:
     gaps = _coverage(candidate, domain, design)
     if gaps.complete_pairs or allow_unmeasured:
         return None
@@ -69,7 +57,7 @@ def _unmeasured(candidate: Candidate, domain: Domain, design: DesignEncoding, al
             "(allow_unmeasured=True), or let a new release measure them")
 
 
-def _gram_mismatch(candidate: Candidate, domain: Domain, design: DesignEncoding,
+def _gram_mismatch(candidate: StoredRelease, domain: Domain, design: DesignEncoding,
                    allow_unmeasured: bool) -> str | None:  # noqa: ARG001
     try:
         released = gram.column_design(domain, candidate.params["columns"])  # type: ignore[arg-type]
@@ -88,7 +76,7 @@ def _gram_mismatch(candidate: Candidate, domain: Domain, design: DesignEncoding,
     return None
 
 
-def _model_mismatch(candidate: Candidate, domain: Domain, design: DesignEncoding,  # noqa: ARG001
+def _model_mismatch(candidate: StoredRelease, domain: Domain, design: DesignEncoding,  # noqa: ARG001
                     allow_unmeasured: bool) -> str | None:  # noqa: ARG001
     stored = candidate.params.get("design")
     wanted = design.to_dict()
@@ -102,7 +90,7 @@ def _model_mismatch(candidate: Candidate, domain: Domain, design: DesignEncoding
     return None
 
 
-def _candidates(engine: Engine, dataset: StoredDataset, kinds: set[str]) -> list[Candidate]:
+def _candidates(engine: Engine, dataset: StoredDataset, kinds: set[str]) -> list[StoredRelease]:
     with transaction(engine) as session:
         rows = session.execute(
             select(Release.id, Release.kind, Release.mechanism, Release.status, Release.params_json,
@@ -111,7 +99,8 @@ def _candidates(engine: Engine, dataset: StoredDataset, kinds: set[str]) -> list
                    Release.seeded.is_(False))
             .order_by(Release.id)
         ).all()
-    return [Candidate(r[0], r[1], r[2], r[3], json.loads(r[4]), json.loads(r[5])) for r in rows]
+    # what matching reads of a release: no payload (it is read only for the release that answers)
+    return [StoredRelease(r[0], dataset, r[1], r[2], r[3], json.loads(r[4]), json.loads(r[5]), None) for r in rows]
 
 
 def _strength(cost: PrivacyCost) -> Fraction:
@@ -120,7 +109,7 @@ def _strength(cost: PrivacyCost) -> Fraction:
     return cost.rho + cost.epsilon * cost.epsilon / 2
 
 
-def _coverage(candidate: Candidate, domain: Domain, design: DesignEncoding) -> Coverage:
+def _coverage(candidate: StoredRelease, domain: Domain, design: DesignEncoding) -> Coverage:
     """What ``candidate`` (a marginal release) measured of the regression's target and features."""
     cliques = measured_cliques(candidate.mechanism, candidate.params, candidate.details, domain.names)
     return coverage(candidate.id, cliques, [*design.features, design.target])
@@ -146,7 +135,7 @@ def find_release(engine: Engine, dataset: StoredDataset, design: DesignEncoding,
         return None
     costs = release_costs(engine, [c.id for c in found])
 
-    def rank(c: Candidate) -> tuple[bool, Fraction, int]:
+    def rank(c: StoredRelease) -> tuple[bool, Fraction, int]:
         covers = c.kind == ReleaseKind.MARGINALS and _coverage(c, dataset.domain, design).complete_pairs
         return covers, _strength(costs[c.id]), c.id
 
@@ -157,7 +146,7 @@ _KIND_CHECKS = {ReleaseKind.MARGINALS: _unmeasured, ReleaseKind.GRAM: _gram_mism
                 ReleaseKind.MODEL: _model_mismatch}
 
 
-def _same_request(candidate: Candidate, epsilon: Fraction | None, delta: Fraction | None) -> bool:
+def _same_request(candidate: StoredRelease, epsilon: Fraction | None, delta: Fraction | None) -> bool:
     requested = candidate.params.get("requested") or {}
     return (epsilon is not None and delta is not None and isinstance(requested, dict)
             and requested.get("epsilon") == float(epsilon) and requested.get("delta") == float(delta))

@@ -12,10 +12,8 @@ import pytest
 import typer
 from sqlalchemy import text
 
-from service.accounting import accountant
 from service.api import create_app
 from service.cli import app
-from service.data import datasets
 from service.errors import InvalidInput
 from service.mechanisms import direct, registry
 from service.mechanisms.registry import MechanismSpec, OptionSpec, PrivacyNotion, RunRequest
@@ -23,6 +21,7 @@ from service.privacy.cost import PrivacyCost
 from service.releases import answers
 from service.releases import engine as release_engine
 from service.releases.kinds import ReleaseKind
+from tests.support.datasets import titanic_with_budget
 
 DUMMY = "test-halved-laplace"
 
@@ -52,10 +51,7 @@ def dummy() -> Iterator[MechanismSpec]:
 
 @pytest.fixture
 def titanic(engine, data_dir: Path):  # noqa: ANN001, ANN201
-    datasets.load_coded_csv(engine, "titanic", data_dir / "titanic/titanic.csv",
-                            data_dir / "titanic/titanic-domain.json", categorical=("Sex", "Embarked"))
-    accountant.set_budget(engine, "titanic", "4", "1e-6")
-    return datasets.get_dataset(engine, "titanic")
+    return titanic_with_budget(engine, data_dir, "4", "1e-6")
 
 
 def _charges(engine) -> list[tuple[int, int, int, int]]:  # noqa: ANN001

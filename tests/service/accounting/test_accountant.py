@@ -17,7 +17,7 @@ from service.mechanisms import registry
 from service.privacy import conversions
 from service.privacy.cost import PrivacyCost
 from service.privacy.filter import epsilon_spent, price_epsilon, zcdp_anchor
-from tests.charging_child import charge_once
+from tests.support.charging_child import charge_once
 
 
 @pytest.fixture

@@ -23,7 +23,8 @@ from service.client import Client
 from service.regression.fit import fit as fit_regression
 from service.releases import answers
 from service.releases import engine as release_engine
-from tests.apihelpers import bearer, finished_job, load_titanic, make_keys
+from tests.support.apihelpers import bearer, finished_job, make_keys
+from tests.support.datasets import load_titanic
 
 CALLERS = ("steward", "scoped_steward", "analyst", "auditor", "revoked", "no_key")
 PAIR = [["Pclass", "Survived"]]

@@ -13,7 +13,6 @@ from scipy import stats
 from sqlalchemy import text
 
 from service.accounting import accountant
-from service.data import datasets
 from service.errors import InvalidInput, ServiceError
 from service.mechanisms import direct, registry
 from service.mechanisms.base import MechanismError
@@ -21,16 +20,14 @@ from service.mechanisms.selection import ArrayOracle
 from service.privacy.noise import NoiseSource
 from service.releases import answers
 from service.releases import engine as release_engine
+from tests.support.datasets import titanic_with_budget
 from workloads.domain import Domain
 from workloads.marginals import Query
 
 
 @pytest.fixture
 def titanic(engine, data_dir: Path):  # noqa: ANN001, ANN201
-    datasets.load_coded_csv(engine, "titanic", data_dir / "titanic/titanic.csv",
-                            data_dir / "titanic/titanic-domain.json", categorical=("Sex", "Embarked"))
-    accountant.set_budget(engine, "titanic", "4", "1e-6")
-    return datasets.get_dataset(engine, "titanic")
+    return titanic_with_budget(engine, data_dir, "4", "1e-6")
 
 
 SMALL = [["Sex"], ["Pclass", "Survived"]]

@@ -32,7 +32,8 @@ from service.mechanisms import registry
 from service.releases import answers
 from service.releases import engine as release_engine
 from service.releases.kinds import ReleaseKind
-from tests.apihelpers import SMALL_WORKLOAD, bearer, load_titanic, snapshot
+from tests.support.apihelpers import SMALL_WORKLOAD, bearer, snapshot
+from tests.support.datasets import load_titanic
 
 EXAMPLES_PER_OPERATION = 25
 SETTINGS = settings(max_examples=EXAMPLES_PER_OPERATION, deadline=None, derandomize=True, database=None,

@@ -19,9 +19,9 @@ from db.models import ApiKey, Budget, Dataset, IdempotencyRecord, LedgerEntry, R
 from service.access import auth
 from service.accounting import accountant
 from service.api import jobs
-from service.data import datasets
 from service.releases import engine as release_engine
 from tests.conftest import new_postgres_database
+from tests.support.datasets import load_titanic
 
 BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
 # One cheap release for the tests to answer from: two small marginals of titanic, Laplace.
@@ -55,11 +55,6 @@ def titanic_upload(data_dir: Path, name: str = "titanic") -> dict[str, object]:
         "domain": json.loads((folder / "titanic-domain.json").read_text()),
         "categorical": ["Sex", "Embarked"],
     }
-
-
-def load_titanic(engine: Engine, data_dir: Path, name: str = "titanic") -> None:
-    folder = data_dir / "titanic"
-    datasets.load_coded_csv(engine, name, folder / "titanic.csv", folder / "titanic-domain.json", ("Sex", "Embarked"))
 
 
 def make_keys(engine: Engine) -> tuple[dict[str, str], dict[str, int]]:

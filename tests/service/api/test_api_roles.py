@@ -10,7 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.api import create_app
-from tests.apihelpers import BACKENDS, SMALL_WORKLOAD, World, bearer, build_world, database_url
+from tests.support.apihelpers import BACKENDS, SMALL_WORKLOAD, World, bearer, build_world, database_url
 from tests.support.paths import REPO
 
 DOCS_WITH_TABLE = [REPO / "docs" / "api.md", REPO / "README.md"]

@@ -24,7 +24,7 @@ from service.api.schemas import MarginalReleaseIn
 from service.client import Client, ExtrapolationWarning, MarginaliaError
 from service.mechanisms import direct
 from service.releases import answers
-from tests.apihelpers import BACKENDS, World, bearer, build_world, database_url, snapshot
+from tests.support.apihelpers import BACKENDS, World, bearer, build_world, database_url, snapshot
 from tests.support.paths import DATA, REPO
 
 TINY = {"csv": "a,b\n0,1\n1,0\n2,1\n1,1\n", "domain": {"a": 3, "b": 2}}

@@ -19,7 +19,7 @@ from service.client import Client, MarginaliaError
 from service.mechanisms.progress import FIT_PHASE
 from service.releases import runners
 from service.releases.recovery import recover_jobs
-from tests.apihelpers import BACKENDS, World, bearer, build_world, database_url, finished_job
+from tests.support.apihelpers import BACKENDS, World, bearer, build_world, database_url, finished_job
 
 ASYNC = {"Prefer": "respond-async"}
 TINY = {"csv": "a,b\n0,1\n1,0\n2,1\n1,1\n", "domain": {"a": 3, "b": 2}}

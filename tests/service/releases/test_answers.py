@@ -23,6 +23,7 @@ from service.regression.fit import fit as fit_regression
 from service.releases import answers
 from service.releases import engine as release_engine
 from service.releases.coverage import coverage, measured_cliques
+from tests.support.datasets import titanic_with_budget
 from workloads.binning import ColumnBins
 
 SMALL = [["Sex"], ["Pclass", "Survived"]]
@@ -37,10 +38,7 @@ RAW = "25, Private, <=50K\n45, State-gov, >50K.\n70, ?, <=50K\n31, Private, >50K
 
 @pytest.fixture
 def titanic(engine, data_dir: Path):  # noqa: ANN001, ANN201
-    datasets.load_coded_csv(engine, "titanic", data_dir / "titanic/titanic.csv",
-                            data_dir / "titanic/titanic-domain.json", categorical=("Sex", "Embarked"))
-    accountant.set_budget(engine, "titanic", "100", "1e-5")
-    return datasets.get_dataset(engine, "titanic")
+    return titanic_with_budget(engine, data_dir, "100", "1e-5")
 
 
 @pytest.fixture

@@ -21,9 +21,10 @@ from db.migrate import upgrade_to_head
 from service.access import auth
 from service.accounting import accountant
 from service.client import Client, MarginaliaError
-from tests.apihelpers import BACKENDS, load_titanic
-from tests.apiserver import api_server
 from tests.conftest import new_postgres_database
+from tests.support.apihelpers import BACKENDS
+from tests.support.apiserver import api_server
+from tests.support.datasets import load_titanic
 
 pytestmark = pytest.mark.slow
 

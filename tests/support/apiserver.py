@@ -5,7 +5,7 @@
 which installs the hook below and then serves exactly like ``marginalia serve``. Production code
 has no such hook::
 
-    python -m tests.apiserver --url URL --port P --noise-marker FILE
+    python -m tests.support.apiserver --url URL --port P --noise-marker FILE
 
 With the hook, every Laplace release draws its noise, writes FILE, then sleeps (at most
 ``HOOK_SLEEP_SECONDS``) before its payload would be stored: the crash test waits for FILE and
@@ -33,7 +33,7 @@ def api_server(database_url: str, log: Path, noise_marker: Path | None = None) -
         command = serve_command
     else:
         def command(port: int) -> list[str]:
-            return [sys.executable, "-m", "tests.apiserver", "--url", database_url, "--port", str(port),
+            return [sys.executable, "-m", "tests.support.apiserver", "--url", database_url, "--port", str(port),
                     "--noise-marker", str(noise_marker)]
     with background_server(database_url, log, command) as server:
         yield server

@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from service.api import create_app
 from service.client import Client
 from service.tools import demo
-from tests.apihelpers import World, build_world
+from tests.support.apihelpers import World, build_world
 
 
 def test_the_client_ledger_gives_release_ids_as_integers(tmp_path: Path, data_dir: Path) -> None:

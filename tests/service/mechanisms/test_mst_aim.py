@@ -121,7 +121,7 @@ import hashlib, sys
 from fractions import Fraction
 import numpy as np
 sys.path.insert(0, {repo!r})
-from tests.test_mst_aim import RecordingNoise
+from tests.service.mechanisms.test_mst_aim import RecordingNoise
 from tests.support.tables import titanic_oracle
 from service.mechanisms.aim import run_aim
 from service.mechanisms.mst import run_mst

@@ -25,6 +25,7 @@ from service.api import create_app
 from service.cli import app
 from service.data import datasets
 from service.releases import engine as release_engine
+from tests.support.datasets import titanic_with_budget
 
 MARGINALIA = str(Path(sys.executable).with_name("marginalia"))
 runner = CliRunner()
@@ -32,10 +33,7 @@ runner = CliRunner()
 
 @pytest.fixture
 def titanic(engine, data_dir: Path):  # noqa: ANN001, ANN201
-    datasets.load_coded_csv(engine, "titanic", data_dir / "titanic/titanic.csv",
-                            data_dir / "titanic/titanic-domain.json", categorical=("Sex", "Embarked"))
-    accountant.set_budget(engine, "titanic", "4", "1e-5")
-    return datasets.get_dataset(engine, "titanic")
+    return titanic_with_budget(engine, data_dir, "4", "1e-5")
 
 
 def _error(result, status: int = 2) -> dict[str, object]:  # noqa: ANN001
