@@ -1,4 +1,5 @@
-"""Encodings (A_j matrices, DesignEncoding, Prop. 3.1 bound) and the Chebyshev surrogate of paper 002."""
+"""Encodings (A_j matrices, DesignEncoding, Prop. 3.1 bound) and the Chebyshev surrogate of Ferrando & Sheldon 2024,
+"Private Regression via Data-Dependent Sufficient Statistic Perturbation"."""
 
 from __future__ import annotations
 

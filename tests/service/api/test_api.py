@@ -9,7 +9,6 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -24,22 +23,10 @@ from service.api.schemas import MarginalReleaseIn
 from service.client import Client, ExtrapolationWarning, MarginaliaError
 from service.mechanisms import direct
 from service.releases import answers
-from tests.support.apihelpers import BACKENDS, World, bearer, build_world, database_url, snapshot
+from tests.support.apihelpers import World, bearer, snapshot
 from tests.support.paths import DATA, REPO
 
 TINY = {"csv": "a,b\n0,1\n1,0\n2,1\n1,1\n", "domain": {"a": 3, "b": 2}}
-
-
-@pytest.fixture(scope="module", params=BACKENDS)
-def world(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Iterator[World]:
-    built = build_world(database_url(request.param, request, tmp_path_factory.mktemp("api")), data_dir)
-    yield built
-    built.engine.dispose()
-
-
-@pytest.fixture
-def client(world: World) -> TestClient:
-    return TestClient(create_app(world.engine), raise_server_exceptions=False)
 
 
 def steward(world: World) -> dict[str, str]:

@@ -3,14 +3,13 @@ table that docs/api.md (and the README) show. A route added without a row here f
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 
 from service.api import create_app
-from tests.support.apihelpers import BACKENDS, SMALL_WORKLOAD, World, bearer, build_world, database_url
+from tests.support.apihelpers import SMALL_WORKLOAD, World, bearer
 from tests.support.paths import REPO
 
 DOCS_WITH_TABLE = [REPO / "docs" / "api.md", REPO / "README.md"]
@@ -63,14 +62,6 @@ def _request(route: str, caller: str, world: World) -> tuple[str, dict[str, obje
         "/releases/{release_id}/synthetic": {"rows": 3},
     }
     return url, bodies.get(route)
-
-
-@pytest.fixture(scope="module", params=BACKENDS)
-def world(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Iterator[World]:
-    url = database_url(request.param, request, tmp_path_factory.mktemp("roles"))
-    built = build_world(url, data_dir)
-    yield built
-    built.engine.dispose()
 
 
 def test_table_covers_every_route(world: World) -> None:

@@ -5,9 +5,7 @@ that polls it with a progress display."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
@@ -19,23 +17,11 @@ from service.client import Client, MarginaliaError
 from service.mechanisms.progress import FIT_PHASE
 from service.releases import runners
 from service.releases.recovery import recover_jobs
-from tests.support.apihelpers import BACKENDS, World, bearer, build_world, database_url, finished_job
+from tests.support.apihelpers import World, bearer, finished_job
 
 ASYNC = {"Prefer": "respond-async"}
 TINY = {"csv": "a,b\n0,1\n1,0\n2,1\n1,1\n", "domain": {"a": 3, "b": 2}}
 GAUSSIAN = {"mechanism": "gaussian", "workload": [["Sex"], ["Pclass", "Survived"]], "rho": 0.01}
-
-
-@pytest.fixture(scope="module", params=BACKENDS)
-def world(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Iterator[World]:
-    built = build_world(database_url(request.param, request, tmp_path_factory.mktemp("jobs")), data_dir)
-    yield built
-    built.engine.dispose()
-
-
-@pytest.fixture
-def client(world: World) -> TestClient:
-    return TestClient(create_app(world.engine), raise_server_exceptions=False)
 
 
 def _charges(world: World) -> int:
