@@ -29,14 +29,29 @@ class NotFittedError(EstimatorError):
     """``predict`` called before ``fit``."""
 
 
-#: The checks of :mod:`workloads.parameters`, raising :class:`EstimatorError`: ``check_positive(name, value)`` (a
-#: finite number > 0: epsilon, rho, a norm bound), ``check_non_negative``, ``check_probability`` (in (0, 1): delta,
-#: a failure probability) and ``check_count`` (an integer >= ``minimum``).
+#: The checks of :mod:`workloads.parameters` (the project's one set), raising :class:`EstimatorError`:
+#: ``check_positive(name, value)`` (a finite number > 0: epsilon, rho, a norm bound), ``check_non_negative``,
+#: ``check_probability`` (in (0, 1): delta, a failure probability), ``check_count`` (an integer >= ``minimum``),
+#: ``check_sparsity(s, p)`` (1 <= s <= p), ``check_vector(name, value, size)`` and ``check_generator``.
 check_positive = functools.partial(parameters.check_positive, error=EstimatorError)
 check_non_negative = functools.partial(parameters.check_non_negative, error=EstimatorError)
 check_probability = functools.partial(parameters.check_probability, error=EstimatorError)
 check_count = functools.partial(parameters.check_count, error=EstimatorError)
+check_sparsity = functools.partial(parameters.check_sparsity, error=EstimatorError)
+check_vector = functools.partial(parameters.check_vector, error=EstimatorError)
 check_generator = functools.partial(parameters.check_generator, error=EstimatorError)
+
+
+def feature_names_for(names: object, p: int) -> tuple[str, ...]:
+    """``names`` as a tuple of ``p`` strings, or ``x0 .. x{p-1}`` when ``None``."""
+    if names is None:
+        return tuple(f"x{j}" for j in range(p))
+    if isinstance(names, str):
+        raise EstimatorError("feature_names must be a sequence of names, not one string")
+    out = tuple(str(name) for name in names)  # type: ignore[union-attr]
+    if len(out) != p:
+        raise EstimatorError(f"feature_names must have {p} names, got {len(out)}")
+    return out
 
 
 def as_matrix(name: str, X: object, n_columns: int | None = None) -> np.ndarray:

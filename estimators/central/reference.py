@@ -12,17 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from estimators.base import BinaryClassifier, EstimatorError, LinearRegressor, as_matrix
+from estimators.base import BinaryClassifier, EstimatorError, LinearRegressor, as_matrix, feature_names_for
 from estimators.central.sufficient_stats import Marginal
 from workloads.domain import Domain
 from workloads.encodings import DesignEncoding
-
-
-def _feature_names(names: tuple[str, ...] | None, p: int) -> tuple[str, ...]:
-    names = tuple(names) if names is not None else tuple(f"x{i}" for i in range(p))
-    if len(names) != p:
-        raise EstimatorError(f"feature_names must name {p} columns, got {len(names)}")
-    return names
 
 
 class OLSReference(LinearRegressor):
@@ -38,7 +31,7 @@ class OLSReference(LinearRegressor):
             raise EstimatorError(f"y must have {X.shape[0]} entries, got shape {y.shape}")
         design = np.column_stack([np.ones(X.shape[0]), X]) if self.fit_intercept else X
         theta = np.linalg.lstsq(design, y, rcond=None)[0]
-        self._store(theta, _feature_names(feature_names, X.shape[1]), self.fit_intercept)
+        self._store(theta, feature_names_for(feature_names, X.shape[1]), self.fit_intercept)
         return self
 
 
@@ -63,7 +56,7 @@ class LogisticReference(BinaryClassifier):
         model.fit(X, y)
         intercept = float(model.intercept_[0]) if self.fit_intercept else 0.0
         theta = np.concatenate([[intercept], model.coef_[0]]) if self.fit_intercept else model.coef_[0]
-        self._store(theta, _feature_names(feature_names, X.shape[1]), self.fit_intercept)
+        self._store(theta, feature_names_for(feature_names, X.shape[1]), self.fit_intercept)
         return self
 
 

@@ -29,8 +29,7 @@ from __future__ import annotations
 import cvxpy as cp
 import numpy as np
 
-from estimators.base import EstimatorError, LinearRegressor, as_matrix, check_positive
-from estimators.local.argument_checks import check_vector, feature_names_for
+from estimators.base import EstimatorError, LinearRegressor, as_matrix, check_positive, check_vector, feature_names_for
 from estimators.local.convex import LP_SOLVERS, solve_convex
 from estimators.psd import project_psd
 from workloads.local.randomizers.projected import unpack_projected_statistics

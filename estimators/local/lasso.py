@@ -28,8 +28,7 @@ import math
 import cvxpy as cp
 import numpy as np
 
-from estimators.base import LinearRegressor, as_matrix, check_positive
-from estimators.local.argument_checks import check_vector, feature_names_for
+from estimators.base import LinearRegressor, as_matrix, check_positive, check_vector, feature_names_for
 from estimators.local.convex import solve_convex
 from workloads.local.randomizers.gaussian_label import label_noise_sigma
 

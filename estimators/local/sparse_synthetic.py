@@ -16,8 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from estimators.base import EstimatorError, check_count, check_generator, check_non_negative
-from estimators.local.argument_checks import check_sparsity
+from estimators.base import EstimatorError, check_count, check_generator, check_non_negative, check_sparsity
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from estimators.base import EstimatorError, LinearRegressor, check_positive, check_probability
+from estimators.base import EstimatorError, LinearRegressor, check_positive, check_probability, feature_names_for
 from estimators.local.aggregate import ReportAggregate
 from estimators.local.links import Link, get_link
 from estimators.local.models import LinkModel, link_model
@@ -78,15 +78,6 @@ def known_covariance_norm_bound(dimension: int, covariance_norm: float, particip
                      * math.log(max(check_positive("participants", participants), 2.0)))
 
 
-def _feature_names(names: Sequence[str] | None, dimension: int) -> tuple[str, ...]:
-    if names is None:
-        return tuple(f"x{j}" for j in range(dimension))
-    names = tuple(str(n) for n in names)
-    if len(names) != dimension:
-        raise EstimatorError(f"feature_names must have {dimension} names, got {len(names)}")
-    return names
-
-
 class PrivateOLS(LinearRegressor):
     """``w_ols`` from an aggregate of noisy ``(x x^T, x y)`` reports (the server's first step in Algs. 1-5).
 
@@ -130,7 +121,7 @@ class PrivateOLS(LinearRegressor):
         self.moment_ = aggregate.sums["xy"] / n
         self.n_reports_, self.n_public_ = n, m
         coef = solve_psd(self.covariance_, self.moment_, rcond=check_positive("rcond", self.rcond))
-        self._store(coef, _feature_names(self.feature_names, p), intercept=False)
+        self._store(coef, feature_names_for(self.feature_names, p), intercept=False)
         return self
 
     def _public_second_moments(self, spec: SteinGlmSpec | TwoRoundSteinSpec,
