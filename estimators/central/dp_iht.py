@@ -57,7 +57,7 @@ from estimators.base import (
     check_vector,
     feature_names_for,
 )
-from estimators.local.iht import hard_threshold
+from estimators.local.sparse.iht import hard_threshold
 
 #: ``noise(sigma, size)`` returns i.i.d. ``N(0, sigma^2)`` draws of shape ``size`` (``NoiseSource.gaussian``).
 GaussianNoise = Callable[[float, int], np.ndarray]
