@@ -1,4 +1,5 @@
-"""Objective perturbation for logistic regression: calibration and objective (paper 002, App. C, Alg. 3), with the
+"""Objective perturbation for logistic regression: calibration and objective (Ferrando & Sheldon, "Private Regression
+via Data-Dependent Sufficient Statistic Perturbation", 2024, App. C, Alg. 3), with the
 certified stopping rule of approximate minima perturbation.
 
 Alg. 3 (Kifer, Smith & Thakurta 2012, the paper's [26]) minimises, written here without the division by ``n`` (which
