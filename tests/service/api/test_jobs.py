@@ -136,7 +136,7 @@ def test_the_client_follows_a_background_release_and_shows_its_progress(world: W
 
 
 def test_the_progress_line(capsys: pytest.CaptureFixture[str]) -> None:
-    from service.client import _ProgressLine
+    from service.client.http import _ProgressLine
 
     line = _ProgressLine()
     job = {"job_id": 3, "kind": "release", "dataset": "adult", "state": "running",

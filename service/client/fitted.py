@@ -1,8 +1,12 @@
 """Fitted regressions as the client receives them: coefficients plus the design's encoding.
 
-Numpy only (plus :mod:`workloads`), so an analyst's notebook can predict without the server's
-stack. ``predict``/``predict_proba`` take either a DataFrame of integer codes with the dataset's
-columns (encoded exactly as the fit encoded them) or an already-encoded feature matrix."""
+Numpy only (plus :mod:`workloads` and :mod:`estimators.base`), so an analyst's notebook can predict without the
+server's stack. ``predict``/``predict_proba`` take either a DataFrame of integer codes with the dataset's
+columns (encoded exactly as the fit encoded them) or an already-encoded feature matrix.
+
+:class:`FittedRegression` is an :class:`estimators.base.LinearScoreModel`: its score, labels and probabilities are
+the server estimators' own (:func:`estimators.base.sign_labels`, :func:`estimators.base.logistic_probabilities`), so
+the client predicts exactly what the server's model would on the same coefficients."""
 
 from __future__ import annotations
 
@@ -12,15 +16,16 @@ from typing import Any
 
 import numpy as np
 
+from estimators.base import BinaryClassifier, LinearScoreModel, logistic_probabilities, sign_labels
 from workloads.domain import Domain
-from workloads.encodings import DesignEncoding
+from workloads.encodings import INTERCEPT_NAME, DesignEncoding
 
 
 class ExtrapolationWarning(UserWarning):
     """An answer rests in part on a release's model, not on what the release measured."""
 
 
-class FittedRegression:
+class FittedRegression(LinearScoreModel):
     """A private linear or logistic regression answered by the server (scikit-learn style).
 
     ``coef_`` (in the order of ``feature_names_``), ``intercept_``, ``release_id`` (the release that
@@ -37,13 +42,14 @@ class FittedRegression:
         self.reused: bool = answer["reused"]
         self.cost: dict[str, float] = dict(answer["cost"])
         self.budget: dict[str, object] | None = answer.get("budget")
-        self.feature_names_: list[str] = list(answer["feature_names"])
+        self.feature_names_: tuple[str, ...] = tuple(answer["feature_names"])
         coefficients = answer["coefficients"]
         self.coef_ = np.array([coefficients[name] for name in self.feature_names_], dtype=float)
-        self.intercept_ = float(coefficients.get("(intercept)", 0.0))
+        self.intercept_ = float(coefficients.get(INTERCEPT_NAME, 0.0))
+        self.n_features_in_ = self.coef_.size
         self.design_ = DesignEncoding.from_dict(Domain.from_dict(domain), answer["design"])
         if self.task == "logistic":
-            self.classes_ = np.array([-1, 1])
+            self.classes_ = BinaryClassifier.classes_.copy()
         self.notes: list[str] = list(answer.get("notes") or [])
         self.coverage: dict[str, Any] | None = (answer.get("details") or {}).get("coverage")
         if self.coverage is not None and (self.coverage.get("unmeasured_pairs")
@@ -59,20 +65,17 @@ class FittedRegression:
                              f"got shape {features.shape}")
         return features
 
-    def decision_function(self, rows: Any) -> np.ndarray:
-        return self._features(rows) @ self.coef_ + self.intercept_
-
     def predict(self, rows: Any) -> np.ndarray:
-        """Linear: the prediction on the target's encoded scale. Logistic: labels in {-1, +1}."""
+        """Linear: the prediction on the target's encoded scale. Logistic: labels in {-1, +1} (+1 only where the
+        score is > 0)."""
         scores = self.decision_function(rows)
-        return scores if self.task == "linear" else np.where(scores >= 0, 1, -1)
+        return scores if self.task == "linear" else sign_labels(scores)
 
     def predict_proba(self, rows: Any) -> np.ndarray:
         """Logistic only: columns P(-1), P(+1)."""
         if self.task != "logistic":
             raise AttributeError("predict_proba is only defined for logistic regressions")
-        positive = 1.0 / (1.0 + np.exp(-self.decision_function(rows)))
-        return np.column_stack([1.0 - positive, positive])
+        return logistic_probabilities(self.decision_function(rows))
 
     def __repr__(self) -> str:
         return (f"FittedRegression(task={self.task!r}, method={self.method!r}, release_id={self.release_id}, "

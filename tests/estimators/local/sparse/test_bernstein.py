@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from estimators.base import EstimatorError
-from estimators.local.bernstein import (
+from estimators.local.sparse.bernstein import (
     BernsteinSurface,
     LocalBernsteinLinearRegression,
     aggregate_one_bit_reports,

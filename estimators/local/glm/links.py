@@ -14,7 +14,7 @@ For Gaussian ``x`` Stein's lemma gives ``w* = c w_ols`` with ``c`` the root of `
 The links of the paper: ``logistic`` and ``poisson`` GLMs (Sec. 6), the ``boosting`` loss (Thm. 20), the ``cubic``
 link ``x^3 / 3`` and the ``logistic-loss`` link ``log(1 + e^-x)`` (Sec. 6), the ``sigmoid`` link (Thm. 26); plus
 ``probit`` (``E[y | x] = Phi_N(<x, w>)``, binary labels: Stein's lemma only needs ``E[y - mean | x] = 0``).
-``labels`` names how synthetic labels are drawn (:mod:`estimators.local.synthetic`); ``binary`` links give
+``labels`` names how synthetic labels are drawn (:mod:`estimators.local.glm.synthetic`); ``binary`` links give
 classifiers with ``predict_proba``.
 """
 

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from scipy import integrate, optimize, stats
 
-import estimators.local.scale as scale_module
-from estimators.local.links import LINKS, Link
-from estimators.local.scale import IndexSample, NoRootError, solve_link_scale
+import estimators.local.glm.scale as scale_module
+from estimators.local.glm.links import LINKS, Link
+from estimators.local.glm.scale import IndexSample, NoRootError, solve_link_scale
 
 
 def quadrature_root(link: Link, std: float) -> float:

@@ -7,15 +7,14 @@ import pytest
 from scipy.special import expit, ndtr
 
 from estimators.base import NotFittedError
-from estimators.local.links import LINKS, get_link
-from estimators.local.models import LinkClassifier, LinkRegressor, link_model
-from estimators.local.synthetic import (
+from estimators.local.glm.links import LINKS, get_link
+from estimators.local.glm.models import LinkClassifier, LinkRegressor, link_model
+from estimators.local.glm.synthetic import (
     DESIGNS,
     bernoulli_rows,
     draw_labels,
     make_problem,
     rotated_covariance,
-    squared_relative_error,
     true_coefficients,
 )
 
@@ -68,11 +67,3 @@ def test_synthetic_problems_follow_the_papers_designs() -> None:
     assert draw_labels(np.array([0.0]), "logistic", labels="mean").tolist() == [0.5]
     assert set(DESIGNS) == {"gaussian-diagonal", "gaussian-rotated", "bernoulli"}
     assert np.abs(bernoulli_rows(10, 4, 1)).sum(axis=1).tolist() == [1.0] * 10
-
-
-def test_squared_relative_error() -> None:
-    truth = np.array([1.0, 1.0])
-    assert squared_relative_error([1.0, 2.0], truth) == pytest.approx(0.5)
-    assert squared_relative_error([1.0, 3.0], truth, "linf") == pytest.approx(4.0)
-    with pytest.raises(ValueError, match="norm"):
-        squared_relative_error(truth, truth, "l1")

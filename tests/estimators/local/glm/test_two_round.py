@@ -11,10 +11,11 @@ import pytest
 from scipy import stats
 
 from estimators.base import EstimatorError
+from estimators.local.accuracy import squared_relative_error
 from estimators.local.aggregate import ReportAggregate
+from estimators.local.glm.synthetic import draw_labels, gaussian_rows
+from estimators.local.glm.two_round import TwoRoundSteinGLM, clipped_second_moment, projection_std
 from estimators.local.rounds import next_state
-from estimators.local.synthetic import draw_labels, gaussian_rows, squared_relative_error
-from estimators.local.two_round import TwoRoundSteinGLM, clipped_second_moment, projection_std
 from workloads.local.protocols import RoundState, SteinGlmSpec, TwoRoundSteinSpec
 
 Z = 4.0

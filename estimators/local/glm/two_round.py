@@ -1,7 +1,7 @@
 """The 2-round Stein GLM protocol without public data (journal version, App. E, Alg. 5; ALT 2021, Remark 10).
 
 Wang, Hu, Zhang, Gaboardi & Xu, "Generalized linear models in non-interactive local differential privacy with public
-data". Round 0 collects noisy ``(x x^T, x y)`` and gives ``w_ols`` (:class:`~estimators.local.stein.PrivateOLS` with
+data". Round 0 collects noisy ``(x x^T, x y)`` and gives ``w_ols`` (:class:`~estimators.local.glm.stein.PrivateOLS` with
 ``covariance="private"``: there are no public rows); round 1 collects noisy projections ``<x, w_ols>``, and the server
 finds the link's constant from them instead of from public rows.
 
@@ -32,9 +32,9 @@ from scipy.special import ndtr
 
 from estimators.base import EstimatorError
 from estimators.local.aggregate import ReportAggregate
-from estimators.local.links import Link
-from estimators.local.scale import IndexSample
-from estimators.local.stein import PrivateOLS, SteinGLM, upper_triangle_to_matrix
+from estimators.local.glm.links import Link
+from estimators.local.glm.scale import IndexSample
+from estimators.local.glm.stein import PrivateOLS, SteinGLM, upper_triangle_to_matrix
 from estimators.psd import project_psd
 from workloads.local.protocols import RoundState, TwoRoundSteinSpec
 

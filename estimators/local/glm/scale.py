@@ -29,7 +29,7 @@ import numpy as np
 from scipy.optimize import brentq, root_scalar
 
 from estimators.base import EstimatorError
-from estimators.local.links import Link, get_link
+from estimators.local.glm.links import Link, get_link
 
 #: Gauss-Hermite nodes for a Gaussian index: exact for polynomial slopes up to degree 399; for the logistic and boosting
 #: slopes (poles near the real axis) the constant agrees with adaptive quadrature to 1e-9 relative at c s ~ 2.5,

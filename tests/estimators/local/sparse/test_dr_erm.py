@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from estimators.base import EstimatorError
-from estimators.local.dr_erm import DRERMLinearRegression, projected_least_squares, recover_from_projection
-from workloads.local.randomizers.projected import (
+from estimators.local.sparse.dr_erm import DRERMLinearRegression, projected_least_squares, recover_from_projection
+from workloads.local.randomizers.random_projection_statistics import (
     projected_statistics,
     projected_statistics_report,
     random_projection,

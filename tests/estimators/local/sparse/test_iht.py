@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from estimators.base import EstimatorError
-from estimators.local.iht import (
+from estimators.local.accuracy import relative_error
+from estimators.local.sparse.iht import (
     LabelLDPIHTRegression,
     LDPIHTRegression,
     SimulatedIHTParticipants,
@@ -18,7 +19,7 @@ from estimators.local.iht import (
     round_groups,
     run_ldp_iht,
 )
-from estimators.local.sparse_synthetic import relative_error, sparse_linear_data, sparse_theta
+from estimators.local.sparse.synthetic import sparse_linear_data, sparse_theta
 from workloads.local.randomizers.gaussian_label import randomize_labels
 from workloads.local.randomizers.iht_gradient import worst_case_residual_bound
 

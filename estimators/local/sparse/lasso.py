@@ -17,8 +17,8 @@ sets lambda explicitly (scikit-learn's name for the penalty).
 
 **Solving.** With the thin QR factorisation ``X = Q R`` (``R`` of size ``min(n, p) x p``),
 ``||tilde y - X theta||^2 = ||Q^T tilde y - R theta||^2 + const``, so cvxpy solves a problem of size ``p`` rather
-than ``n`` (exactly the same minimiser). The solve goes through :func:`estimators.local.convex.solve_convex`; a
-status other than ``optimal`` raises :class:`~estimators.local.convex.ConvexSolverError`.
+than ``n`` (exactly the same minimiser). The solve goes through :func:`estimators.local.sparse.convex.solve_convex`; a
+status other than ``optimal`` raises :class:`~estimators.local.sparse.convex.ConvexSolverError`.
 """
 
 from __future__ import annotations
@@ -28,9 +28,8 @@ import math
 import cvxpy as cp
 import numpy as np
 
-from estimators.base import LinearRegressor, as_matrix, check_positive
-from estimators.local.argument_checks import check_vector, feature_names_for
-from estimators.local.convex import solve_convex
+from estimators.base import LinearRegressor, as_matrix, check_positive, check_vector, feature_names_for
+from estimators.local.sparse.convex import solve_convex
 from workloads.local.randomizers.gaussian_label import label_noise_sigma
 
 

@@ -11,11 +11,12 @@ import pytest
 from scipy import integrate, stats
 
 from estimators.base import EstimatorError
+from estimators.local.accuracy import squared_relative_error
 from estimators.local.aggregate import ReportAggregate
-from estimators.local.links import LINKS
-from estimators.local.models import LinkClassifier, LinkRegressor
-from estimators.local.scale import IndexSample, NoRootError
-from estimators.local.stein import (
+from estimators.local.glm.links import LINKS
+from estimators.local.glm.models import LinkClassifier, LinkRegressor
+from estimators.local.glm.scale import IndexSample, NoRootError
+from estimators.local.glm.stein import (
     PrivateOLS,
     SteinGLM,
     fit_glms,
@@ -23,7 +24,7 @@ from estimators.local.stein import (
     known_covariance_norm_bound,
     upper_triangle_to_matrix,
 )
-from estimators.local.synthetic import draw_labels, gaussian_rows, make_problem, squared_relative_error
+from estimators.local.glm.synthetic import draw_labels, gaussian_rows, make_problem
 from workloads.local.protocols import SteinGlmSpec
 from workloads.local.randomizers.sufficient_statistics import clip_features, sufficient_statistics
 

@@ -16,8 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from estimators.base import EstimatorError, check_count, check_generator, check_non_negative
-from estimators.local.argument_checks import check_sparsity
+from estimators.base import EstimatorError, check_count, check_generator, check_non_negative, check_sparsity
 
 
 @dataclass(frozen=True)
@@ -74,15 +73,3 @@ def sparse_linear_data(
     X = 2.0 * rng.integers(0, 2, size=(rows, dimension)).astype(float) - 1.0
     y = X @ theta + rng.uniform(-bound, bound, size=rows)
     return SparseLinearData(X=X, y=y, theta_star=theta, noise_bound=bound)
-
-
-def relative_error(theta: object, theta_star: object) -> float:
-    """``||theta - theta*||_2 / ||theta*||_2``, the error measure of Sec. 7.1."""
-    estimate = np.asarray(theta, dtype=float)
-    truth = np.asarray(theta_star, dtype=float)
-    if estimate.shape != truth.shape:
-        raise EstimatorError(f"theta has shape {estimate.shape}, theta_star has shape {truth.shape}")
-    norm = float(np.linalg.norm(truth))
-    if norm == 0.0:
-        raise EstimatorError("theta_star is zero; the relative error is undefined")
-    return float(np.linalg.norm(estimate - truth)) / norm

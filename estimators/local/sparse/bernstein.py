@@ -29,8 +29,16 @@ from collections.abc import Callable
 
 import numpy as np
 
-from estimators.base import BinaryClassifier, EstimatorError, LinearRegressor, as_matrix, check_count, check_generator
-from estimators.local.argument_checks import check_vector, feature_names_for
+from estimators.base import (
+    BinaryClassifier,
+    EstimatorError,
+    LinearRegressor,
+    as_matrix,
+    check_count,
+    check_generator,
+    check_vector,
+    feature_names_for,
+)
 from workloads.local.randomizers.bernstein import check_bernstein_dimension
 from workloads.parameters import ParameterError
 

@@ -4,12 +4,14 @@ Source: Wang, Gaboardi & Xu, "Empirical risk minimization in non-interactive loc
 (NeurIPS 2018), Alg. 4, for a generalized linear loss ``f(<w, x>, y)`` over a convex set ``C`` with
 ``||C||_2 <= 1`` (an l1 ball or the probability simplex in Cor. 3), ``||x|| <= 1``, ``|y| <= 1``:
 
-* step 2: a public random matrix ``Phi`` (``m x p``, :func:`workloads.local.randomizers.projected.random_projection`);
+* step 2: a public random matrix ``Phi`` (``m x p``,
+  :func:`workloads.local.randomizers.random_projection_statistics.random_projection`);
 * step 5: an eps-LDP ERM on the projected data ``(Phi x_i, y_i)`` over ``Phi C``, giving ``w_bar`` in ``R^m``. The
   paper's choice ("the modified algorithm of Smith et al. 2017", in a supplementary we do not have) is replaced by a
   non-interactive sufficient-statistics protocol for the **squared loss** ``f(a, y) = (a - y)^2 / 2``: each
   participant reports ``[y u, vech(u u^T)]``, ``u = Phi x``, once through the l2-ball randomizer
-  (:func:`workloads.local.randomizers.projected.projected_statistics_report`); the server averages the reports into
+  (:func:`workloads.local.randomizers.random_projection_statistics.projected_statistics_report`); the server
+  averages the reports into
   ``hat b ~ (1/n) sum y_i u_i`` and ``hat S ~ (1/n) sum u_i u_i^T``, projects ``hat S`` onto the PSD cone (Higham
   1988, :func:`estimators.psd.project_psd`) and solves the convex problem
   ``min_{z in C} (1/2) (Phi z)^T hat S (Phi z) - hat b^T Phi z`` (:func:`projected_least_squares`), the projected
@@ -17,10 +19,10 @@ Source: Wang, Gaboardi & Xu, "Empirical risk minimization in non-interactive loc
 * step 7: ``w_priv = argmin_w ||w||_C  s.t.  Phi w = w_bar`` (:func:`recover_from_projection`; Vershynin 2015). For
   the l1 ball of radius ``R`` the gauge is ``||w||_1 / R``; for the simplex it is ``sum_j w_j`` on ``w >= 0`` (and
   infinite elsewhere), so the problem is ``min sum w s.t. Phi w = w_bar, w >= 0``, which can be infeasible: that is
-  reported as a :class:`~estimators.local.convex.ConvexSolverError` naming the status, never as an answer. Since
+  reported as a :class:`~estimators.local.sparse.convex.ConvexSolverError` naming the status, never as an answer. Since
   ``w_bar = Phi z*`` with ``z*`` in ``C``, the minimum gauge is at most 1 and ``w_priv`` lies in ``C``.
 
-Both problems go through :func:`estimators.local.convex.solve_convex`. Everything here is post-processing of the
+Both problems go through :func:`estimators.local.sparse.convex.solve_convex`. Everything here is post-processing of the
 reports.
 """
 
@@ -29,11 +31,10 @@ from __future__ import annotations
 import cvxpy as cp
 import numpy as np
 
-from estimators.base import EstimatorError, LinearRegressor, as_matrix, check_positive
-from estimators.local.argument_checks import check_vector, feature_names_for
-from estimators.local.convex import LP_SOLVERS, solve_convex
+from estimators.base import EstimatorError, LinearRegressor, as_matrix, check_positive, check_vector, feature_names_for
+from estimators.local.sparse.convex import LP_SOLVERS, solve_convex
 from estimators.psd import project_psd
-from workloads.local.randomizers.projected import unpack_projected_statistics
+from workloads.local.randomizers.random_projection_statistics import unpack_projected_statistics
 
 CONSTRAINTS = ("l1", "simplex")
 
@@ -92,7 +93,8 @@ class DRERMLinearRegression(LinearRegressor):
     """DR-ERM-LDP (Alg. 4) with the squared loss: ``fit(reports, projection)``; no intercept.
 
     ``reports`` are the participants' rows (or their mean, a single row) of
-    :func:`~workloads.local.randomizers.projected.projected_statistics_report` for the public ``projection``.
+    :func:`~workloads.local.randomizers.random_projection_statistics.projected_statistics_report` for the public
+    ``projection``.
     Fitted: ``coef_`` (``w_priv``), ``w_bar_`` (the low-dimensional solution).
     """
 

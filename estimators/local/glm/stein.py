@@ -7,11 +7,11 @@ data" (ALT 2021, and its journal version). Each participant sent noisy ``(x x^T,
 1. estimates ``w_ols = (X^T X)^{-1} X^T y`` from the sums of the reports (:class:`PrivateOLS`), optionally helped by
    public unlabeled rows (Remark 11, :data:`COVARIANCE_SOURCES`);
 2. for each link, solves ``c (1/m) sum_j slope(c <x_j, w_ols>) = 1`` over the public rows
-   (:func:`estimators.local.scale.solve_link_scale`) and returns ``w = c w_ols`` (:class:`SteinGLM`).
+   (:func:`estimators.local.glm.scale.solve_link_scale`) and returns ``w = c w_ols`` (:class:`SteinGLM`).
 
 Step 2 reads no private data, so one OLS answers every link for free (Remark 16; :func:`fit_glms`). Algs. 1 and 2 (GLM
 with cumulant ``Phi``) and 3 and 4 (non-linear regression with link ``f``) differ only in the link
-(:mod:`estimators.local.links`) and in the bound the reports were clipped to (l2 for Gaussian features, l1 for
+(:mod:`estimators.local.glm.links`) and in the bound the reports were clipped to (l2 for Gaussian features, l1 for
 bounded sub-Gaussian ones), which the spec records.
 
 Noisy ``X^T X`` may be indefinite; the solve projects it onto the PSD cone and takes the minimum-norm solution
@@ -27,11 +27,11 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from estimators.base import EstimatorError, LinearRegressor, check_positive, check_probability
+from estimators.base import EstimatorError, LinearRegressor, check_positive, check_probability, feature_names_for
 from estimators.local.aggregate import ReportAggregate
-from estimators.local.links import Link, get_link
-from estimators.local.models import LinkModel, link_model
-from estimators.local.scale import IndexSample, solve_link_scale
+from estimators.local.glm.links import Link, get_link
+from estimators.local.glm.models import LinkModel, link_model
+from estimators.local.glm.scale import IndexSample, solve_link_scale
 from estimators.psd import solve_psd
 from workloads.local.protocols import SteinGlmSpec, TwoRoundSteinSpec
 from workloads.local.randomizers.sufficient_statistics import clip_features
@@ -78,15 +78,6 @@ def known_covariance_norm_bound(dimension: int, covariance_norm: float, particip
                      * math.log(max(check_positive("participants", participants), 2.0)))
 
 
-def _feature_names(names: Sequence[str] | None, dimension: int) -> tuple[str, ...]:
-    if names is None:
-        return tuple(f"x{j}" for j in range(dimension))
-    names = tuple(str(n) for n in names)
-    if len(names) != dimension:
-        raise EstimatorError(f"feature_names must have {dimension} names, got {len(names)}")
-    return names
-
-
 class PrivateOLS(LinearRegressor):
     """``w_ols`` from an aggregate of noisy ``(x x^T, x y)`` reports (the server's first step in Algs. 1-5).
 
@@ -130,7 +121,7 @@ class PrivateOLS(LinearRegressor):
         self.moment_ = aggregate.sums["xy"] / n
         self.n_reports_, self.n_public_ = n, m
         coef = solve_psd(self.covariance_, self.moment_, rcond=check_positive("rcond", self.rcond))
-        self._store(coef, _feature_names(self.feature_names, p), intercept=False)
+        self._store(coef, feature_names_for(self.feature_names, p), intercept=False)
         return self
 
     def _public_second_moments(self, spec: SteinGlmSpec | TwoRoundSteinSpec,
@@ -165,9 +156,9 @@ class SteinGLM:
     """The constant ``c`` of one link and the model ``w = c w_ols`` (Algs. 1-4, last step).
 
     ``fit(ols, public_rows)`` takes a fitted :class:`PrivateOLS` and the public rows (or any
-    :class:`~estimators.local.scale.IndexSample`); it sets ``scale_`` (``c``) and ``model_``, a fitted
-    :class:`~estimators.local.models.LinkModel` (``coef_``, ``predict``, ``predict_proba`` for binary links), and
-    mirrors ``coef_`` and ``intercept_``. :class:`~estimators.local.scale.NoRootError` when ``c`` does not exist.
+    :class:`~estimators.local.glm.scale.IndexSample`); it sets ``scale_`` (``c``) and ``model_``, a fitted
+    :class:`~estimators.local.glm.models.LinkModel` (``coef_``, ``predict``, ``predict_proba`` for binary links), and
+    mirrors ``coef_`` and ``intercept_``. :class:`~estimators.local.glm.scale.NoRootError` when ``c`` does not exist.
     """
 
     def __init__(self, link: str | Link = "logistic") -> None:
@@ -185,7 +176,8 @@ class SteinGLM:
 def fit_glms(ols: PrivateOLS, links: Iterable[str | Link], public_rows: object) -> dict[str, LinkModel]:
     """Remark 16: one model per link from one private OLS, each costing one root-finding over the public rows.
 
-    Raises :class:`~estimators.local.scale.NoRootError` (naming the link) for a link with no constant on these data."""
+    Raises :class:`~estimators.local.glm.scale.NoRootError` (naming the link) for a link with no constant on these
+    data."""
     ols = _check_ols(ols)
     index = _index(ols, public_rows)
     return {get_link(link).name: SteinGLM(link).fit(ols, index).model_ for link in links}

@@ -8,7 +8,8 @@
 * Labels (:func:`draw_labels`): the link's own model — Bernoulli(mean) for logistic, probit and boosting, Poisson for
   ``poisson``, ``f(t) + U[-C, C]`` for the regression links with ``C = 0.001`` (ALT 2021; the journal version uses
   0.05); ``labels="mean"`` gives ``y = E[y | x]`` instead, as the journal version does for its GLMs.
-* Metrics: squared relative error in l2 (Gaussian designs) or l-infinity (Bernoulli), :func:`squared_relative_error`.
+* Metrics: squared relative error in l2 (Gaussian designs) or l-infinity (Bernoulli),
+  :func:`estimators.local.accuracy.squared_relative_error` (shared with the sparse experiments).
 
 Everything takes a ``numpy.random.Generator`` (or an integer seed), so a problem is reproducible.
 """
@@ -22,7 +23,7 @@ import numpy as np
 from scipy.stats import ortho_group
 
 from estimators.base import EstimatorError
-from estimators.local.links import Link, get_link
+from estimators.local.glm.links import Link, get_link
 
 Generator = np.random.Generator
 
@@ -120,12 +121,3 @@ def make_problem(design: str, link: str | Link, participants: int, public: int, 
     coef = true_coefficients(dimension)
     y = draw_labels(features @ coef, link, rng, noise_bound, labels)
     return SyntheticProblem(features, y, public_rows, coef, covariance)
-
-
-def squared_relative_error(estimate: object, truth: object, norm: str = "l2") -> float:
-    """``||w - w*||^2 / ||w*||^2`` in the l2 (``norm="l2"``) or l-infinity (``"linf"``) norm."""
-    orders = {"l2": 2, "linf": np.inf}
-    if norm not in orders:
-        raise EstimatorError(f"norm must be 'l2' or 'linf', got {norm!r}")
-    w, w_star = np.asarray(estimate, dtype=float), np.asarray(truth, dtype=float)
-    return float(np.linalg.norm(w - w_star, orders[norm]) ** 2 / np.linalg.norm(w_star, orders[norm]) ** 2)

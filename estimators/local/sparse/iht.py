@@ -32,8 +32,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from estimators.base import EstimatorError, LinearRegressor, as_matrix, check_count, check_generator, check_positive
-from estimators.local.argument_checks import check_sparsity, check_vector, feature_names_for
+from estimators.base import (
+    EstimatorError,
+    LinearRegressor,
+    as_matrix,
+    check_count,
+    check_generator,
+    check_positive,
+    check_sparsity,
+    check_vector,
+    feature_names_for,
+)
 from workloads.local.randomizers.iht_gradient import ldp_iht_report
 
 #: ``collect_round(t, theta_prev)`` returns the mean of round ``t``'s reports, a vector of the model's dimension.

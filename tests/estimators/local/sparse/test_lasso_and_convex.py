@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 
 from estimators.base import EstimatorError
-from estimators.local.convex import ConvexSolverError, solve_convex
-from estimators.local.dr_erm import recover_from_projection
-from estimators.local.lasso import LabelPrivateLasso, default_lasso_penalty, lasso_least_squares
-from estimators.local.sparse_synthetic import relative_error, sparse_linear_data
+from estimators.local.accuracy import relative_error
+from estimators.local.sparse.convex import ConvexSolverError, solve_convex
+from estimators.local.sparse.dr_erm import recover_from_projection
+from estimators.local.sparse.lasso import LabelPrivateLasso, default_lasso_penalty, lasso_least_squares
+from estimators.local.sparse.synthetic import sparse_linear_data
 from workloads.local.randomizers.gaussian_label import label_noise_sigma, randomize_labels
-from workloads.local.randomizers.projected import random_projection
+from workloads.local.randomizers.random_projection_statistics import random_projection
 
 THETA = np.zeros(50)
 THETA[[3, 11, 20, 31, 47]] = [0.6, -0.5, 0.4, 0.3, -0.35]

@@ -1,6 +1,6 @@
 """Fitted single-index models ``E[y | x] = mean(<x, coef_>)``, on the project's linear-model base types.
 
-A Stein-lemma fit (:mod:`estimators.local.stein`) ends in ``coef_ = c w_ols`` and a link; these classes give it the
+A Stein-lemma fit (:mod:`estimators.local.glm.stein`) ends in ``coef_ = c w_ols`` and a link; these classes give it the
 scikit-learn surface of :mod:`estimators.base`: :class:`LinkClassifier` (binary links: labels ``{0, 1}`` as in the
 paper's GLMs, ``predict_proba`` from the link's mean, e.g. ``Phi_N`` for probit) and :class:`LinkRegressor`
 (``predict`` is the link's mean: ``exp`` for Poisson, ``x^3 / 3`` for the cubic link...). No intercept: Stein's
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from estimators.base import BinaryClassifier, LinearRegressor, LinearScoreModel
-from estimators.local.links import Link, get_link
+from estimators.local.glm.links import Link, get_link
 
 
 class LinkModel(LinearScoreModel):

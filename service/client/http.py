@@ -27,7 +27,7 @@ release is refused unless ``allow_unmeasured=True``. Tables loaded raw with a bi
 with their labels (``[25, 30)``, ``Private``) instead of codes (``labels=False`` for the codes).
 
 Analysts fit regressions with :meth:`Client.fit_linear` / :meth:`Client.fit_logistic`; the answer is
-a :class:`service.fitted.FittedRegression` with ``coef_``, ``predict`` and ``predict_proba``, plus
+a :class:`service.client.fitted.FittedRegression` with ``coef_``, ``predict`` and ``predict_proba``, plus
 ``release_id`` (the release that answered) and ``cost`` (zero when a stored release could answer).
 """
 
@@ -43,14 +43,14 @@ from typing import Any
 import httpx
 import pandas as pd
 
-from service.fitted import ExtrapolationWarning, FittedRegression
+from service.client.fitted import ExtrapolationWarning, FittedRegression
 
 Workload = str | Sequence[Sequence[str]] | Sequence[dict[str, object]]
 #: ``True`` (a line on stderr), ``False``, or a function called with every job report (``GET /jobs/{id}``).
 ProgressOption = bool | Callable[[dict[str, Any]], None]
 FIT_PHASE = "fitting the model"  # service.progress.FIT_PHASE (the client imports nothing of the server)
 
-__all__ = ["Client", "ExtrapolationWarning", "MarginaliaError", "marginal_frame"]
+__all__ = ["Client", "MarginaliaError", "marginal_frame"]
 
 
 class MarginaliaError(Exception):
