@@ -108,12 +108,15 @@ class CampaignRequest:
 
 @dataclass(frozen=True)
 class ProtocolBuilder:
-    """``build(request) -> spec``; ``target``: whether the protocol needs one ("required") or takes none ("none")."""
+    """``build(request) -> spec``; ``target``: whether the protocol needs one ("required") or takes none ("none");
+    ``transform``: whether devices centre and scale the features (the Stein GLMs: Stein's lemma wants zero-mean
+    features) or send them in their own units (LDP-AVG, whose bounds are stated in those units)."""
 
     protocol: str
     build: Callable[[CampaignRequest], ProtocolSpec]
     target: str
     summary: str
+    transform: bool = True
 
 
 BUILDERS: dict[str, ProtocolBuilder] = {}
@@ -126,11 +129,15 @@ def register_builder(builder: ProtocolBuilder) -> ProtocolBuilder:
     return builder
 
 
+def get_builder(protocol: object) -> ProtocolBuilder:
+    if not isinstance(protocol, str) or protocol not in BUILDERS:
+        raise InvalidInput(f"unknown protocol {protocol!r} (known: {sorted(BUILDERS)})", code="unknown_protocol")
+    return BUILDERS[protocol]
+
+
 def build_spec(protocol: str, request: CampaignRequest) -> ProtocolSpec:
     """The spec of ``protocol`` for ``request``, or :class:`InvalidInput` naming the parameter at fault."""
-    if protocol not in BUILDERS:
-        raise InvalidInput(f"unknown protocol {protocol!r} (known: {sorted(BUILDERS)})", code="unknown_protocol")
-    builder = BUILDERS[protocol]
+    builder = get_builder(protocol)
     if builder.target == "required" and request.target is None:
         raise _invalid(f"protocol {protocol!r} needs a --target (the label participants hold)")
     if builder.target == "none" and request.target is not None:
@@ -216,7 +223,7 @@ def _two_round_stein(request: CampaignRequest) -> ProtocolSpec:
 
 register_builder(ProtocolBuilder("ldp-avg", _ldp_average, "none",
                                  "1-dim LDP-AVG: one bounded number per participant, Laplace (options: lower, upper, "
-                                 "participants)"))
+                                 "participants)", transform=False))
 register_builder(ProtocolBuilder("stein-glm", _stein_glm, "required",
                                  "noisy (x x^T, x y) for the Stein-lemma GLMs, one round (options: norm_bound, "
                                  "label_bound, norm, gram, xy_ratio, participants)"))

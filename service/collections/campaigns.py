@@ -33,7 +33,7 @@ from db.reports import lock_reports, lock_round
 from estimators.base import EstimatorError
 from estimators.local.aggregate import ReportAggregate
 from estimators.local.rounds import next_state
-from service.collections.builders import CampaignRequest, Options, build_spec
+from service.collections.builders import CampaignRequest, Options, build_spec, get_builder
 from service.collections.public_tables import check_name, get_public_table, public_matrix
 from service.errors import Conflict, InvalidInput, NotFound
 from service.privacy.cost import ceil_units, exact
@@ -192,8 +192,14 @@ def _names(features: Sequence[str] | str, target: str | None) -> tuple[tuple[str
 
 
 def _transform(features: tuple[str, ...], public_rows: np.ndarray | None, public_name: str | None,
-               options: Options) -> Transform:
-    """From the public table (standardize, the default with one) or stated per-feature bounds; else identity."""
+               options: Options, protocol: str) -> Transform:
+    """From the public table (standardize, the default with one) or stated per-feature bounds; else identity.
+    A protocol that takes its features in their own units (LDP-AVG) has none."""
+    if not get_builder(protocol).transform:
+        if options.raw("feature_bounds") is not None or options.raw("standardize") is not None:
+            raise InvalidInput(f"protocol {protocol!r} takes values in their own units: options standardize and "
+                               "feature_bounds do not apply", code="invalid_parameter")
+        return Transform.identity(len(features))
     bounds = options.raw("feature_bounds")
     standardize = options.flag("standardize", public_rows is not None)
     if bounds is not None:
@@ -253,14 +259,13 @@ def create_campaign(engine: Engine, name: str, protocol: str, features: Sequence
                     options: Mapping[str, object] | None = None, principal: str = "cli") -> CampaignInfo:
     """Validate everything, then store the campaign and its rounds (round 0 open) in one transaction."""
     check_name(name, "campaign name")
-    if not isinstance(protocol, str):
-        raise InvalidInput(f"protocol must be a name, got {protocol!r}", code="unknown_protocol")
+    get_builder(protocol)
     eps, dlt = _privacy(epsilon, delta)
     names, target = _names(features, target)
     table = get_public_table(engine, public) if public is not None else None
     option_values = Options(dict(options or {}))
     raw_public = public_matrix(engine, table, names) if table is not None else None
-    transform = _transform(names, raw_public, public, option_values)
+    transform = _transform(names, raw_public, public, option_values, protocol)
     public_rows = None if raw_public is None else transform.apply(raw_public)
     spec = build_spec(protocol, CampaignRequest(names, target, eps, dlt, option_values, public_rows))
     max_eps, max_delta = spec.max_participant_cost()

@@ -10,7 +10,9 @@
    one group per participant, the per-participant cap), refusing the whole batch at the first offending report;
 3. in the same transaction, **add** the batch to round ``t``'s running aggregate
    (:class:`~estimators.local.aggregate.ReportAggregate`), so estimation never re-reads reports, and **close** the
-   round when its group's planned size has reported (the next round's state is computed then).
+   round when its group's planned size has reported (the next round's state is computed then; when it cannot be,
+   e.g. Alg. 5's first round gave ``w_ols = 0``, the round stays open and the batch is still accepted: a steward
+   decides).
 
 Anything refused leaves nothing behind: not a report, not a pseudonym, not a change of the aggregate. Refusals become
 :class:`~service.errors.ServiceError` values with stable codes (docs/api.md).
@@ -145,7 +147,10 @@ def submit_reports(engine: Engine, campaign_name: str | int, round_index: object
             aggregate = round_aggregate(campaign.spec, round_row).add(arrays)
             round_row.aggregate_json = json.dumps(aggregate.to_json(), separators=(",", ":"))
             if round_row.expected_reports is not None and round_row.report_count >= round_row.expected_reports:
-                close_round_locked(session, row, round_row)
+                try:
+                    close_round_locked(session, row, round_row)
+                except Conflict:
+                    pass  # the next state cannot be computed from these reports: the round stays open, the batch in
             session.flush()
             return SubmissionResult(campaign.name, index, count, int(round_row.report_count), round_row.status,
                                     row.status)
