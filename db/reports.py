@@ -20,6 +20,7 @@ PostgreSQL as one array parameter (``= ANY``), so a batch of any size is one sta
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -87,8 +88,8 @@ def participant_ids(session: Session, namespace: str, pseudonyms: Sequence[str],
     missing = list(dict.fromkeys(p for p in names if p not in found))
     if missing and create:
         now = utcnow()
-        session.execute(Participant.__table__.insert(),
-                        [{"namespace": namespace, "pseudonym": p, "created_at": now} for p in missing])
+        _executemany(session, "INSERT INTO participants (namespace, pseudonym, created_at) VALUES (?, ?, ?)",
+                     [(namespace, p, now) for p in missing])
         found.update(_lookup(session, namespace, missing))
     return np.array([found.get(p, -1) for p in names], dtype=np.int64)
 
@@ -97,9 +98,33 @@ def _lookup(session: Session, namespace: str, names: Sequence[str]) -> dict[str,
     if not names:
         return {}
     where, params = _names_filter(session, "pseudonym", names)
-    rows = session.execute(text(f"SELECT pseudonym, id FROM participants WHERE namespace = :ns AND {where}"),
-                           {"ns": namespace, **params}).all()
+    rows = _fetch(session, f"SELECT pseudonym, id FROM participants WHERE namespace = :ns AND {where}",
+                  {"ns": namespace, **params})
     return {str(name): int(pid) for name, pid in rows}
+
+
+def _fetch(session: Session, sql: str, params: dict[str, object]) -> list[tuple]:
+    """Rows of ``sql`` (named ``:param`` markers) through the DB-API cursor of the session's transaction: a batch's
+    lookups return tens of thousands of rows, which SQLAlchemy's result objects would triple the cost of."""
+    if session.get_bind().dialect.name == "postgresql":
+        sql = re.sub(r"(?<!:):([a-z_]+)", r"%(\1)s", sql)
+    cursor = session.connection().connection.cursor()
+    try:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+    finally:
+        cursor.close()
+
+
+def _executemany(session: Session, sql: str, rows: list[tuple]) -> None:
+    """``sql`` (``?`` markers) for every row, on the DB-API cursor of the session's transaction."""
+    if session.get_bind().dialect.name == "postgresql":
+        sql = sql.replace("?", "%s")
+    cursor = session.connection().connection.cursor()
+    try:
+        cursor.executemany(sql, rows)
+    finally:
+        cursor.close()
 
 
 def key_participant(session: Session, api_key_id: int) -> int:
@@ -126,7 +151,8 @@ def cap_units(session: Session, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray
         raise RuntimeError("the local_cap_default row is missing (migration 0005 writes it)")
     fallback = (int(default.epsilon_units), int(default.delta_units))
     return _per_participant(session, ids, "id", "SELECT id, COALESCE(cap_epsilon_units, :de), "
-                            "COALESCE(cap_delta_units, :dd) FROM participants WHERE {where}", default=fallback,
+                            "COALESCE(cap_delta_units, :dd) FROM participants WHERE {where} AND "
+                            "(cap_epsilon_units IS NOT NULL OR cap_delta_units IS NOT NULL)", default=fallback,
                             extra={"de": fallback[0], "dd": fallback[1]})
 
 
@@ -136,7 +162,7 @@ def _per_participant(session: Session, ids: np.ndarray, id_column: str, sql: str
     ``sql`` has no row."""
     ids = np.asarray(ids, dtype=np.int64)
     where, params = _ids_filter(session, id_column, np.unique(ids))
-    rows = session.execute(text(sql.format(where=where)), {**params, **(extra or {})}).all()
+    rows = _fetch(session, sql.format(where=where), {**params, **(extra or {})})
     table = {int(r[0]): (int(r[1]), int(r[2])) for r in rows}
     eps = np.array([table.get(int(i), default)[0] for i in ids], dtype=np.int64)
     delta = np.array([table.get(int(i), default)[1] for i in ids], dtype=np.int64)
@@ -146,9 +172,9 @@ def _per_participant(session: Session, ids: np.ndarray, id_column: str, sql: str
 def _reported(session: Session, ids: np.ndarray, condition: str, params: dict[str, object]) -> np.ndarray:
     """A mask over ``ids``: which of them have a report matching ``condition``."""
     where, id_params = _ids_filter(session, "r.participant_id", np.unique(ids))
-    rows = session.execute(text(f"SELECT DISTINCT r.participant_id FROM reports r WHERE {where} AND {condition}"),
-                           {**id_params, **params}).scalars().all()
-    return np.isin(ids, np.array([int(r) for r in rows], dtype=np.int64))
+    rows = _fetch(session, f"SELECT DISTINCT r.participant_id FROM reports r WHERE {where} AND {condition}",
+                  {**id_params, **params})
+    return np.isin(ids, np.array([int(r[0]) for r in rows], dtype=np.int64))
 
 
 def append_reports(session: Session, round_row: CampaignRound, ids: np.ndarray, payloads: np.ndarray,
@@ -216,15 +242,8 @@ def _insert(session: Session, round_row: CampaignRound, ids: np.ndarray, values:
     eps, delta = int(round_row.epsilon_units), int(round_row.delta_units)
     rows = [(campaign, index, pid, eps, delta, raw[k * width:(k + 1) * width], submitted_by)
             for k, pid in enumerate(ids.tolist())]
-    postgres = session.get_bind().dialect.name == "postgresql"
-    marker = "%s" if postgres else "?"
-    sql = ("INSERT INTO reports (campaign_id, round_index, participant_id, epsilon_units, delta_units, payload, "
-           f"submitted_by) VALUES ({', '.join([marker] * 7)})")
-    cursor = session.connection().connection.cursor()
-    try:
-        cursor.executemany(sql, rows)
-    finally:
-        cursor.close()
+    _executemany(session, "INSERT INTO reports (campaign_id, round_index, participant_id, epsilon_units, "
+                 "delta_units, payload, submitted_by) VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
 
 
 def read_payloads(session: Session, campaign_id: int, round_index: int, width: int) -> np.ndarray:
