@@ -754,3 +754,9 @@ def main() -> None:  # pragma: no cover
 
 if __name__ == "__main__":  # pragma: no cover
     main()
+
+
+# local-DP collections (issue 8): public tables, campaigns, the simulator -------------------------------
+from service.collections.commands import register as _register_collections  # noqa: E402
+
+_register_collections(app)

@@ -30,10 +30,11 @@ class Cap:
 
 
 def _units(epsilon: object, delta: object) -> tuple[int, int]:
-    try:
-        eps = check_amount(nonnegative_exact(epsilon, "epsilon"), "epsilon")
-        dlt = nonnegative_exact(delta, "delta")
-    except (PrivacyParameterError, ValueError) as error:
+    try:  # checked as numbers, then read at their shortest decimal (1e-6 is exactly one millionth)
+        nonnegative_exact(epsilon, "epsilon")
+        nonnegative_exact(delta, "delta")
+        eps, dlt = check_amount(exact(epsilon), "epsilon"), exact(delta)
+    except (PrivacyParameterError, ValueError, TypeError) as error:
         raise InvalidInput(str(error), code="invalid_parameter") from None
     if dlt >= 1:
         raise InvalidInput(f"delta must satisfy 0 <= delta < 1, got {float(dlt)}", code="invalid_parameter")
