@@ -87,7 +87,7 @@ def _raw_scale(campaign: CampaignInfo, coef: np.ndarray) -> dict[str, float]:
     center = np.asarray(campaign.transform.center)
     raw = np.asarray(coef, dtype=float) / scale
     out = {name: float(v) for name, v in zip(campaign.features, raw, strict=True)}
-    out["(intercept)"] = float(-(raw @ center))
+    out["(intercept)"] = float(-(raw @ center)) + 0.0  # + 0.0: no "-0.0" when nothing was centred
     return out
 
 
