@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 from sqlalchemy import text
 from typer.testing import CliRunner
 
@@ -30,6 +31,7 @@ def fail(*args: str) -> dict:
     return json.loads(result.output)
 
 
+@pytest.mark.slow
 def test_a_campaign_on_the_command_line(engine, tmp_path: Path) -> None:  # noqa: ANN001
     pd.DataFrame(gaussian_rows(3000, seed=1), columns=FEATURES).to_csv(tmp_path / "public.csv", index=False)
     x = gaussian_rows(30_000, seed=2)
