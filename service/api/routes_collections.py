@@ -21,7 +21,7 @@ from fastapi.concurrency import run_in_threadpool
 from pydantic import Field, ValidationError
 
 from service.api import schemas
-from service.api.security import ANALYST, AUDITOR, STEWARD, engine_of, require
+from service.api.security import ANALYST, AUDITOR, STEWARD, Forbidden, engine_of, require
 from service.auth import Principal
 from service.collections import campaigns, caps, estimates, public_tables
 from service.collections.submission import Submitter, participant_has_reported, submit_reports
@@ -29,6 +29,15 @@ from service.errors import InvalidInput, ServiceError
 from workloads.local.wire import MEDIA_TYPE, WireError, decode_batch
 
 PARTICIPANT, GATEWAY = "participant", "gateway"
+
+
+def unscoped_steward(principal: Principal = Depends(require(STEWARD))) -> Principal:
+    """Stewards whose key is not scoped to datasets: public tables, campaigns and caps are not a dataset's."""
+    if principal.scope is not None:
+        raise Forbidden(f"this key is scoped to the datasets {list(principal.scope)}; public tables, campaigns and "
+                        "local caps need a steward key without a scope")
+    return principal
+
 READERS = (STEWARD, ANALYST, AUDITOR)
 MAX_OPTIONS = 50
 MAX_JSON_REPORTS = 10_000
@@ -107,7 +116,7 @@ def public_rows(request: Request, name: Name, offset: Annotated[int, Query(ge=0)
 
 @router.post("/public-tables", status_code=201, summary="Register a public table (stewards)")
 def load_public(request: Request, body: PublicTableUpload,
-                principal: Principal = Depends(require(STEWARD))) -> dict[str, Any]:
+                principal: Principal = Depends(unscoped_steward)) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="marginalia-public-") as folder:
         csv, domain = Path(folder) / "upload.csv", Path(folder) / "domain.json"
         csv.write_text(body.csv, encoding="utf-8")
@@ -126,7 +135,7 @@ def load_public(request: Request, body: PublicTableUpload,
 # -------------------------------------------------------------------------------------------------- campaigns
 @router.post("/campaigns", status_code=201, summary="Create a campaign (stewards)")
 def create_campaign(request: Request, body: CampaignIn,
-                    principal: Principal = Depends(require(STEWARD))) -> dict[str, Any]:
+                    principal: Principal = Depends(unscoped_steward)) -> dict[str, Any]:
     info = campaigns.create_campaign(engine_of(request), body.name, body.protocol, body.features, body.target,
                                      body.public, body.epsilon, body.delta, body.options, principal.label)
     return info.to_json()
@@ -143,13 +152,13 @@ def show_campaign(request: Request, name: Name, _: Principal = Depends(require(*
 
 
 @router.post("/campaigns/{name}/close", summary="Close a campaign: no more reports (stewards; idempotent)")
-def close_campaign(request: Request, name: Name, _: Principal = Depends(require(STEWARD))) -> dict[str, Any]:
+def close_campaign(request: Request, name: Name, _: Principal = Depends(unscoped_steward)) -> dict[str, Any]:
     return campaigns.close_campaign(engine_of(request), name).to_json()
 
 
 @router.post("/campaigns/{name}/rounds/{index}/close", summary="Close a round and open the next (stewards)")
 def close_round(request: Request, name: Name, index: Annotated[int, PathParam(ge=0)],
-                _: Principal = Depends(require(STEWARD))) -> dict[str, Any]:
+                _: Principal = Depends(unscoped_steward)) -> dict[str, Any]:
     return campaigns.close_round(engine_of(request), name, index).to_json()
 
 
@@ -231,7 +240,7 @@ def get_default_cap(request: Request, _: Principal = Depends(require(STEWARD, AU
 
 @router.put("/local-caps/default", summary="Set the default per-participant cap (stewards)")
 def put_default_cap(request: Request, body: CapIn,
-                    principal: Principal = Depends(require(STEWARD))) -> dict[str, float]:
+                    principal: Principal = Depends(unscoped_steward)) -> dict[str, float]:
     if body.key_id is not None or body.gateway_id is not None or body.pseudonym is not None:
         raise InvalidInput("the default cap names no participant; use PUT /local-caps/participant",
                            code="invalid_parameter")
@@ -239,6 +248,6 @@ def put_default_cap(request: Request, body: CapIn,
 
 
 @router.put("/local-caps/participant", summary="Override one participant's cap (stewards)")
-def put_participant_cap(request: Request, body: CapIn, _: Principal = Depends(require(STEWARD))) -> dict[str, float]:
+def put_participant_cap(request: Request, body: CapIn, _: Principal = Depends(unscoped_steward)) -> dict[str, float]:
     return caps.set_participant_cap(engine_of(request), body.epsilon, body.delta, body.key_id, body.gateway_id,
                                     body.pseudonym).to_json()
