@@ -28,8 +28,8 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from db.migrate import open_database  # noqa: E402
+from service.client.device import make_report  # noqa: E402
 from service.collections import campaigns, simulate  # noqa: E402
-from service.collections.device import make_report  # noqa: E402
 
 RESULTS = REPO / "benchmarks" / "results"
 P = 10

@@ -20,9 +20,9 @@ from fastapi import Path as PathParam
 from fastapi.concurrency import run_in_threadpool
 from pydantic import Field, ValidationError
 
+from service.access.auth import Principal
 from service.api import schemas
 from service.api.security import ANALYST, AUDITOR, STEWARD, Forbidden, engine_of, require
-from service.auth import Principal
 from service.collections import campaigns, caps, estimates, public_tables
 from service.collections.submission import Submitter, participant_has_reported, submit_reports
 from service.errors import InvalidInput, ServiceError

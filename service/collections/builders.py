@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from estimators.base import EstimatorError
-from estimators.local.stein import gaussian_norm_bound, known_covariance_norm_bound
+from estimators.local.glm.stein import gaussian_norm_bound, known_covariance_norm_bound
 from service.errors import InvalidInput
 from workloads.local.protocols import LdpAverageSpec, ProtocolError, ProtocolSpec, SteinGlmSpec, TwoRoundSteinSpec
 from workloads.parameters import ParameterError

@@ -3,7 +3,7 @@
 Reads only the rounds' running aggregates (never the reports) and the public table's rows:
 
 * ``ldp-avg``, model ``mean``: the average of the reports (``estimators.local.ldp_avg.LdpAverage``);
-* ``stein-glm``, model ``linear`` (the private OLS) or any link of ``estimators.local.links.LINKS`` (``logistic``,
+* ``stein-glm``, model ``linear`` (the private OLS) or any link of ``estimators.local.glm.links.LINKS`` (``logistic``,
   ``poisson``, ``probit``, ``cubic``, ``sigmoid``, ``boosting``, ``logistic-loss``): one OLS from round 0 (Remark 11:
   ``X^T X`` pooled with the public rows, or from them alone for a ``gram=false`` campaign) and the link's constant
   found over the public rows (Algs. 1-4). Remark 16: every link comes from the same stored reports, each free;
@@ -28,11 +28,11 @@ from db.engine import transaction
 from db.models import CampaignRound
 from estimators.base import EstimatorError
 from estimators.local.aggregate import ReportAggregate
+from estimators.local.glm.links import LINKS
+from estimators.local.glm.scale import NoRootError
+from estimators.local.glm.stein import PrivateOLS, SteinGLM
+from estimators.local.glm.two_round import TwoRoundSteinGLM, first_round_ols
 from estimators.local.ldp_avg import LdpAverage
-from estimators.local.links import LINKS
-from estimators.local.scale import NoRootError
-from estimators.local.stein import PrivateOLS, SteinGLM
-from estimators.local.two_round import TwoRoundSteinGLM, first_round_ols
 from service.collections.campaigns import CampaignInfo, get_campaign
 from service.collections.public_tables import get_public_table, public_matrix
 from service.errors import Conflict, InvalidInput

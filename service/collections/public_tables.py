@@ -24,8 +24,8 @@ from sqlalchemy.exc import IntegrityError
 from db.engine import transaction
 from db.models import PublicTable, utcnow
 from db.public_rows import create_public_rows, public_rows_table_name, read_public_rows
-from service.binning import BinningError, apply_spec, load_spec
 from service.errors import Conflict, InvalidInput, NotFound
+from workloads.binning import BinningError, apply_spec, load_spec
 
 MAX_NAME_LENGTH = 200
 #: The most rows one page of ``GET /public-tables/{name}/rows`` returns.

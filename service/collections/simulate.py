@@ -2,9 +2,9 @@
 
 A steward's tool (``marginalia simulate``): simulated participants are not people, so ``seed`` is allowed here (it
 makes a run reproducible); no campaign and no route take a seed. Rows come from a CSV of private values, a stored
-dataset's codes, or a synthetic design (``estimators.local.synthetic``). Each row is one participant, named
+dataset's codes, or a synthetic design (``estimators.local.glm.synthetic``). Each row is one participant, named
 ``simulator:<run>`` / row number. Participants are assigned to the protocol's groups in row order (each group its
-planned size, the rest shared); each open round's group randomizes (:mod:`service.collections.device`) and submits
+planned size, the rest shared); each open round's group randomizes (:mod:`service.client.device`) and submits
 in batches through :func:`service.collections.submission.submit_reports`, the function the HTTP batch route calls. A
 round left open after its group reported is closed (the steward's right) when a later round waits for it.
 """
@@ -22,8 +22,8 @@ import numpy as np
 import pandas as pd
 from sqlalchemy import Engine
 
+from service.client.device import make_report
 from service.collections.campaigns import close_round, get_campaign, public_state
-from service.collections.device import make_report
 from service.collections.submission import Submitter, submit_reports
 from service.errors import InvalidInput
 
@@ -146,7 +146,7 @@ def rows_from_dataset(engine: Engine, campaign_name: str, dataset: str, target: 
     """Participants from a stored dataset's integer codes (a steward's in-process tool: the rows never leave)."""
     from sqlalchemy import text
 
-    from service.datasets import get_dataset
+    from service.data.datasets import get_dataset
 
     campaign = get_campaign(engine, campaign_name)
     stored = get_dataset(engine, dataset)
@@ -169,10 +169,10 @@ def rows_from_dataset(engine: Engine, campaign_name: str, dataset: str, target: 
 
 def rows_from_design(engine: Engine, campaign_name: str, design: str, n: int, p: int, link: str = "logistic",
                      seed: int | None = None) -> tuple[np.ndarray, np.ndarray | None]:
-    """Participants from a synthetic design of Sec. 6 (``estimators.local.synthetic``): ``n`` rows of ``p`` features,
-    labels from ``link`` with ``w* = 1 / sqrt(p)``."""
+    """Participants from a synthetic design of Sec. 6 (``estimators.local.glm.synthetic``): ``n`` rows of ``p``
+    features, labels from ``link`` with ``w* = 1 / sqrt(p)``."""
     from estimators.base import EstimatorError
-    from estimators.local.synthetic import DESIGNS, make_problem
+    from estimators.local.glm.synthetic import DESIGNS, make_problem
 
     campaign = get_campaign(engine, campaign_name)
     if p != len(campaign.features):

@@ -3,7 +3,6 @@ fits, caps; every refusal a JSON error naming the field or report, nothing store
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Iterator
 
 import numpy as np
@@ -12,12 +11,10 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, text
 
-from db.engine import transaction
-from db.models import ApiKey
-from service.api import create_app, routes_collections
-from service.auth import hash_key
+from service.access import auth
+from service.api import create_app
+from service.client.device import make_report
 from service.collections import estimates
-from service.collections.device import make_report
 from service.errors import ServiceError
 from workloads.local.wire import MEDIA_TYPE, encode_batch
 
@@ -25,19 +22,13 @@ ROLES = ("steward", "analyst", "auditor", "participant", "gateway")
 
 
 def new_key(engine: Engine, role: str, name: str) -> tuple[int, str]:
-    token = "mgl_" + secrets.token_urlsafe(32)
-    with transaction(engine) as session:
-        row = ApiKey(name=name, role=role, key_hash=hash_key(token))
-        session.add(row)
-        session.flush()
-        return int(row.id), token
+    info, token = auth.create_key(engine, role, name)
+    return info.id, token
 
 
 @pytest.fixture
 def api(engine) -> Iterator[tuple[TestClient, dict[str, dict[str, str]], dict[str, int]]]:  # noqa: ANN001
     app = create_app(engine)
-    if not any(getattr(r, "path", "") == "/campaigns" for r in app.routes):
-        app.include_router(routes_collections.router)
     keys, ids = {}, {}
     for role in ROLES:
         ids[role], token = new_key(engine, role, role)

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import text
 
 from estimators.local.aggregate import ReportAggregate
-from estimators.local.stein import PrivateOLS, SteinGLM
+from estimators.local.glm.stein import PrivateOLS, SteinGLM
 from service.collections import campaigns, estimates, simulate
 from service.errors import Conflict, InvalidInput
 from tests.service.collections.helpers import FEATURES, gaussian_rows, load_public, logistic_labels
@@ -98,7 +98,7 @@ def test_ldp_average_is_unbiased_on_the_values_own_scale(engine) -> None:  # noq
 
 
 def test_alg5_fits_after_both_rounds_without_public_rows(engine) -> None:  # noqa: ANN001
-    from estimators.local.two_round import TwoRoundSteinGLM
+    from estimators.local.glm.two_round import TwoRoundSteinGLM
 
     campaigns.create_campaign(engine, "alg5", "stein-glm-2round", FEATURES, "y", None, 8, 1e-6,
                               {"norm_bound": 4, "participants": 6000})
@@ -119,7 +119,7 @@ def test_alg5_fits_after_both_rounds_without_public_rows(engine) -> None:  # noq
 
 def simulate_round_zero_only(engine, x: np.ndarray, y: np.ndarray) -> None:  # noqa: ANN001
     """Round 0's reports through the real path, round 1 left without any."""
-    from service.collections.device import make_report
+    from service.client.device import make_report
     from service.collections.submission import Submitter, submit_reports
 
     state = campaigns.public_state(campaigns.get_campaign(engine, "alg5"))

@@ -12,8 +12,8 @@ from sqlalchemy import text
 
 from db.engine import transaction
 from db.reports import read_payloads
+from service.client.device import make_report
 from service.collections import campaigns
-from service.collections.device import make_report
 from service.collections.submission import Submitter, submit_reports
 from service.errors import ServiceError
 from tests.db.collections_rows import make_key

@@ -12,8 +12,8 @@ import pytest
 from sqlalchemy import text
 from typer.testing import CliRunner
 
-from service import datasets
 from service.cli import app
+from service.data import datasets
 from tests.service.collections.helpers import FEATURES, gaussian_rows, logistic_labels
 
 runner = CliRunner()

@@ -13,33 +13,18 @@ import pandas as pd
 import pytest
 from fastapi.testclient import TestClient
 
-from service.api import create_app, routes_collections
-from service.client import Client, MarginaliaError
-from service.collections.remote import CampaignModel, CollectionError, CollectionsClient
+from service.api import create_app
+from service.client import CampaignModel, Client, CollectionError, MarginaliaError
 from tests.service.api.test_collections_api import new_key
 
 
-class LocalClient(Client, CollectionsClient):
-    """The client with the collections' methods, over FastAPI's TestClient."""
-
-    def _request(self, method: str, path: str, *, json: object = None, params: dict | None = None,
-                 headers: dict | None = None, content: bytes | None = None) -> object:
-        response = self._http.request(method, path, json=json, params=params, headers=headers, content=content)
-        if response.status_code >= 400:
-            body = response.json()
-            raise MarginaliaError(body["error"], body["message"], response.status_code)
-        return response.json()
-
-
 @pytest.fixture
-def clients(engine) -> Iterator[dict[str, LocalClient]]:  # noqa: ANN001
+def clients(engine) -> Iterator[dict[str, Client]]:  # noqa: ANN001
     app = create_app(engine)
-    if not any(getattr(r, "path", "") == "/campaigns" for r in app.routes):
-        app.include_router(routes_collections.router)
     out = {}
     for role in ("steward", "analyst", "participant", "gateway"):
         _, token = new_key(engine, role, role)
-        out[role] = LocalClient("http://testserver", token, http=TestClient(app))
+        out[role] = Client("http://testserver", token, http=TestClient(app))
     yield out
 
 
@@ -102,7 +87,7 @@ def test_the_device_refuses_what_the_server_would(clients) -> None:  # noqa: ANN
 
 
 def test_the_device_side_imports_no_server_stack() -> None:
-    code = ("import sys, service.collections.remote; "
+    code = ("import sys, service.client; "
             "bad = [m for m in ('fastapi', 'sqlalchemy', 'jax', 'scipy', 'uvicorn') if m in sys.modules]; "
             "print(bad); sys.exit(1 if bad else 0)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -23,18 +23,20 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from service.collections.device import make_report
+from estimators.base import LinearScoreModel, logistic_probabilities
+from service.client.device import make_report
+from workloads.encodings import INTERCEPT_NAME
 from workloads.local.wire import MEDIA_TYPE, encode_batch
 
 #: ``E[y | x]`` as a function of the score, per model (numpy only; the server's links are in
-#: ``estimators.local.links``). Binary models are classifiers with labels {0, 1}.
+#: ``estimators.local.glm.links``). Binary models are classifiers with labels {0, 1}.
 _MEANS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "linear": lambda t: t,
-    "logistic": lambda t: 1.0 / (1.0 + np.exp(-np.clip(t, -700, 700))),
+    "logistic": lambda t: logistic_probabilities(t)[:, 1],
     "probit": lambda t: 0.5 * (1.0 + np.vectorize(math.erf, otypes=[float])(t / math.sqrt(2.0))),
     "poisson": lambda t: np.exp(np.clip(t, -700, 700)),
     "cubic": lambda t: t**3 / 3.0,
-    "sigmoid": lambda t: 1.0 / (1.0 + np.exp(-np.clip(t, -700, 700))),
+    "sigmoid": lambda t: logistic_probabilities(t)[:, 1],
     "boosting": lambda t: 0.5 + t / (4.0 * np.sqrt(1.0 + np.square(t) / 4.0)),
     "logistic-loss": lambda t: np.logaddexp(0.0, -t),
     "mean": lambda t: t,
@@ -52,10 +54,13 @@ class CollectionError(Exception):
         self.message = message
 
 
-class CampaignModel:
-    """A model fitted from a campaign (scikit-learn style): ``coef_`` in the order of ``feature_names_``,
-    ``intercept_``, ``predict`` (the link's mean, or labels {0, 1} for a classifier), ``predict_proba``
-    (classifiers), ``decision_function``; ``campaign`` (which answered), ``cost`` (zero), ``answer`` (the JSON)."""
+class CampaignModel(LinearScoreModel):
+    """A model fitted from a campaign, on the project's one linear-model type
+    (:class:`estimators.base.LinearScoreModel`: ``coef_`` in the order of ``feature_names_``, ``intercept_``,
+    ``decision_function``, ``coefficients()``). ``predict`` is the link's mean ``E[y | x]`` (the score for
+    ``linear``), or labels {0, 1} for a binary link (the GLMs' labels), whose ``predict_proba`` gives ``P(y = 0),
+    P(y = 1)``. ``campaign`` (which answered), ``model``, ``cost`` (zero) and ``answer`` (the JSON) say where it came
+    from."""
 
     def __init__(self, answer: Mapping[str, Any]) -> None:
         self.answer = dict(answer)
@@ -63,11 +68,10 @@ class CampaignModel:
         self.model: str = answer["model"]
         self.kind: str = answer["kind"]
         self.cost: dict[str, float] = dict(answer["cost"])
-        self.feature_names_: list[str] = list(answer["feature_names"])
+        names = tuple(answer["feature_names"])
         coefficients = answer["coefficients"]
-        self.coef_ = np.array([coefficients[name] for name in self.feature_names_], dtype=float)
-        self.intercept_ = float(coefficients.get("(intercept)", 0.0))
-        self.n_features_in_ = len(self.feature_names_)
+        theta = [coefficients.get(INTERCEPT_NAME, 0.0), *(coefficients[name] for name in names)]
+        self._store(np.asarray(theta, dtype=float), names, intercept=True)
         if self.kind == "classifier":
             self.classes_ = np.array([0, 1])
 
@@ -76,15 +80,8 @@ class CampaignModel:
             missing = [c for c in self.feature_names_ if c not in X.columns]
             if missing:
                 raise ValueError(f"the frame lacks the feature(s) {missing}")
-            X = X[self.feature_names_].to_numpy(dtype=float)
-        features = np.asarray(X, dtype=float)
-        if features.ndim != 2 or features.shape[1] != self.n_features_in_:
-            raise ValueError(f"expected a DataFrame with {self.feature_names_} or an (n, {self.n_features_in_}) "
-                             f"matrix, got shape {features.shape}")
-        return features
-
-    def decision_function(self, X: Any) -> np.ndarray:
-        return self._features(X) @ self.coef_ + self.intercept_
+            X = X[list(self.feature_names_)].to_numpy(dtype=float)
+        return super()._features(X)
 
     def predict_mean(self, X: Any) -> np.ndarray:
         return _MEANS[self.model](self.decision_function(X))
@@ -94,7 +91,7 @@ class CampaignModel:
         return np.where(mean > 0.5, 1, 0) if self.kind == "classifier" else mean
 
     def predict_proba(self, X: Any) -> np.ndarray:
-        """Classifiers only: columns ``P(y = 0)``, ``P(y = 1)``."""
+        """Binary links only: columns ``P(y = 0)``, ``P(y = 1)``."""
         if self.kind != "classifier":
             raise AttributeError(f"predict_proba is defined for binary models, not {self.model!r}")
         positive = np.clip(self.predict_mean(X), 0.0, 1.0)
