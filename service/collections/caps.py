@@ -13,9 +13,9 @@ import numpy as np
 from sqlalchemy import Engine, select
 
 from db.engine import serialized_transaction, transaction
-from db.models import DELTA_SCALE, EPSILON_SCALE, LocalCapDefault, Participant, utcnow
+from db.models import DELTA_SCALE, EPSILON_SCALE, ApiKey, LocalCapDefault, Participant, utcnow
 from db.reports import KEY_NAMESPACE, cap_units, gateway_namespace, participant_ids, spent_units
-from service.errors import InvalidInput
+from service.errors import InvalidInput, NotFound
 from service.privacy.cost import check_amount, exact, floor_units
 from workloads.parameters import PrivacyParameterError, nonnegative_exact
 
@@ -70,7 +70,14 @@ def set_participant_cap(engine: Engine, epsilon: object, delta: object, key_id: 
     name = str(key_id) if key_id is not None else pseudonym
     if not name:
         raise InvalidInput("a gateway's participant is named by her pseudonym", code="invalid_parameter")
+    if key_id is None and len(name) > 200:
+        raise InvalidInput("a pseudonym has at most 200 characters", code="invalid_parameter")
     with serialized_transaction(engine) as session:
+        role = "participant" if key_id is not None else "gateway"
+        key = session.get(ApiKey, key_id if key_id is not None else gateway_id)
+        if key is None or key.role != role:
+            raise NotFound(f"no {role} key with id {key_id if key_id is not None else gateway_id}",
+                           code="key_not_found")
         if key_id is not None:
             row = session.execute(select(Participant).where(Participant.api_key_id == key_id)).scalar_one_or_none()
             if row is None:

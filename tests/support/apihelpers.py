@@ -88,11 +88,12 @@ def build_world(url: str, data_dir: Path, budget: float = 5.0) -> World:
     job_id = jobs.create(engine, "titanic", "release", ids["steward"])  # a finished background release
     jobs.finish(engine, job_id, "done", 201, {"release_id": outcome.release_id})
     world = World(engine, url, keys, ids, "titanic", outcome.release_id, job_id)
-    add_collections(world)
+    add_collections(engine, world.public_table, world.campaign, world.closing_campaign)
     return world
 
 
-def add_collections(world: World) -> None:
+def add_collections(engine: Engine, public_table: str = "households", campaign: str = "average",
+                    closing_campaign: str = "closing") -> None:
     """A public table, an ldp-avg campaign with 50 simulated reports, and a second campaign to close."""
     import numpy as np
 
@@ -101,11 +102,10 @@ def add_collections(world: World) -> None:
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "households.csv"
         path.write_text("income,age\n30.5,41\n52.0,35\n")
-        public_tables.load_public_csv(world.engine, world.public_table, path)
-    for name in (world.campaign, world.closing_campaign):
-        campaigns.create_campaign(world.engine, name, "ldp-avg", ["value"], None, None, 1.0, 0.0,
-                                  {"lower": 0, "upper": 1})
-    simulate.simulate(world.engine, world.campaign, np.linspace(0, 1, 50)[:, None])
+        public_tables.load_public_csv(engine, public_table, path)
+    for name in (campaign, closing_campaign):
+        campaigns.create_campaign(engine, name, "ldp-avg", ["value"], None, None, 1.0, 0.0, {"lower": 0, "upper": 1})
+    simulate.simulate(engine, campaign, np.linspace(0, 1, 50)[:, None])
 
 
 def bearer(key: str | None) -> dict[str, str]:
