@@ -99,3 +99,12 @@ def test_simulating_from_a_stored_dataset_and_closing(engine, data_dir: Path) ->
     assert closed["status"] == "closed" and run("campaign", "close", "fare")["status"] == "closed"
     assert run("campaign", "cap")["epsilon"] == 10
     assert run("campaign", "cap", "--epsilon", "3", "--delta", "1e-6") == {"epsilon": 3.0, "delta": 1e-6}
+
+
+def test_error_paragraphs_keep_their_brackets(engine) -> None:  # noqa: ANN001
+    """A message holding ``[...]`` (a list of choices, ``E[slope(c t)]``) is printed as written, not as markup."""
+    result = runner.invoke(app, ["campaign", "create", "c", "--protocol", "stein-glm", "--features", "a", "--target",
+                                 "y", "--epsilon", "1", "--delta", "1e-6", "--norm-bound", "2", "--option",
+                                 "norm=[bold]l3"])
+    assert result.exit_code == 2
+    assert "['l2', 'l1']" in " ".join(result.output.split()) and "[bold]l3" in result.output
