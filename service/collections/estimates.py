@@ -9,15 +9,17 @@ Reads only the rounds' running aggregates (never the reports) and the public tab
   found over the public rows (Algs. 1-4). Remark 16: every link comes from the same stored reports, each free;
 * ``stein-glm-2round``: the same models from Alg. 5's two rounds, no public rows needed.
 
-Coefficients are returned on the scale of the features as participants hold them: the campaign's public transform
-``x' = (x - center) / scale`` is undone, so ``score = <w / scale, x> - <w / scale, center>`` gives ``coefficients``
-keyed by feature name and an ``(intercept)``. A link with no constant on these data (the paper's assumptions fail)
-is an error naming the link.
+Each protocol's estimates are registered (:func:`register_estimates`: the model names and one function), so a new
+protocol joins without editing this dispatch. Coefficients are returned on the scale of the features as participants
+hold them: the campaign's public transform ``x' = (x - center) / scale`` is undone, so
+``score = <w / scale, x> - <w / scale, center>`` gives ``coefficients`` keyed by feature name and an ``(intercept)``.
+A link with no constant on these data (the paper's assumptions fail) is an error naming the link.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,7 +38,6 @@ from estimators.local.ldp_avg import LdpAverage
 from service.collections.campaigns import CampaignInfo, get_campaign
 from service.collections.public_tables import get_public_table, public_matrix
 from service.errors import Conflict, InvalidInput
-from workloads.local.protocols import LdpAverageSpec, SteinGlmSpec, TwoRoundSteinSpec
 
 ZERO_COST = {"epsilon": 0.0, "delta": 0.0, "rho": 0.0}
 GLM_MODELS = ("linear", *LINKS)
@@ -91,34 +92,49 @@ def _raw_scale(campaign: CampaignInfo, coef: np.ndarray) -> dict[str, float]:
     return out
 
 
+@dataclass(frozen=True)
+class Estimates:
+    """What a protocol's campaigns answer: ``models`` (names) and ``fit(engine, campaign, aggregates, model,
+    covariance)``, which reads only the rounds' aggregates (``None`` for a round without reports) and public rows."""
+
+    models: tuple[str, ...]
+    fit: Callable[[Engine, CampaignInfo, list[ReportAggregate | None], str, str | None], CampaignFit]
+
+
+#: protocol name -> its estimates; a new protocol joins with :func:`register_estimates`.
+ESTIMATES: dict[str, Estimates] = {}
+
+
+def register_estimates(protocol: str, estimates: Estimates) -> Estimates:
+    if protocol in ESTIMATES:
+        raise ValueError(f"protocol {protocol!r} has estimates already")
+    ESTIMATES[protocol] = estimates
+    return estimates
+
+
 def fit_campaign(engine: Engine, name_or_id: str | int, model: str, covariance: str | None = None) -> CampaignFit:
     """The model ``model`` from campaign ``name_or_id``'s stored aggregates (see the module docstring)."""
     campaign = get_campaign(engine, name_or_id)
-    aggregates = _aggregates(engine, campaign)
-    spec = campaign.spec
-    if isinstance(spec, LdpAverageSpec):
-        if model != "mean":
-            raise InvalidInput(f"an ldp-avg campaign answers model 'mean', got {model!r}", code="unknown_model")
-        return _mean(campaign, spec, _round0(campaign, aggregates))
-    if model not in GLM_MODELS:
-        raise InvalidInput(f"model must be one of {list(GLM_MODELS)} for a {campaign.protocol!r} campaign, "
+    estimates = ESTIMATES.get(campaign.protocol)
+    if estimates is None:
+        raise InvalidInput(f"campaign {campaign.name!r} runs protocol {campaign.protocol!r}, which has no estimates "
+                           "yet", code="unknown_model")
+    if model not in estimates.models:
+        raise InvalidInput(f"model must be one of {list(estimates.models)} for a {campaign.protocol!r} campaign, "
                            f"got {model!r}", code="unknown_model")
     try:
-        if isinstance(spec, SteinGlmSpec):
-            return _stein(engine, campaign, spec, _round0(campaign, aggregates), model, covariance)
-        if isinstance(spec, TwoRoundSteinSpec):
-            return _two_round(campaign, spec, aggregates, model)
+        return estimates.fit(engine, campaign, _aggregates(engine, campaign), model, covariance)
     except NoRootError as error:
         raise InvalidInput(f"link {model!r} has no constant on campaign {campaign.name!r}'s data: {error}",
                            code="no_root") from None
     except EstimatorError as error:
         raise InvalidInput(f"campaign {campaign.name!r}, model {model!r}: {error}", code="estimation_failed") from None
-    raise InvalidInput(f"campaign {campaign.name!r} runs protocol {campaign.protocol!r}, which has no estimates here",
-                       code="unknown_model")
 
 
-def _mean(campaign: CampaignInfo, spec: LdpAverageSpec, aggregate: ReportAggregate) -> CampaignFit:
-    fitted = LdpAverage().fit(aggregate, spec)
+def _mean(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate | None], model: str,
+          covariance: str | None) -> CampaignFit:
+    spec = campaign.spec
+    fitted = LdpAverage().fit(_round0(campaign, aggregates), spec)
     scale, center = campaign.transform.scale[0], campaign.transform.center[0]
     feature = campaign.features[0]
     details = {"std_error": fitted.std_error_ * scale, "noise_std_error": fitted.noise_std_error_ * scale,
@@ -135,8 +151,9 @@ def _public_rows(engine: Engine, campaign: CampaignInfo) -> np.ndarray | None:
     return campaign.transform.apply(public_matrix(engine, table, campaign.features))
 
 
-def _stein(engine: Engine, campaign: CampaignInfo, spec: SteinGlmSpec, aggregate: ReportAggregate, model: str,
+def _stein(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate | None], model: str,
            covariance: str | None) -> CampaignFit:
+    spec, aggregate = campaign.spec, _round0(campaign, aggregates)
     public_rows = _public_rows(engine, campaign)
     if covariance is None:
         covariance = "private" if public_rows is None else ("pooled" if spec.gram else "public")
@@ -154,8 +171,9 @@ def _stein(engine: Engine, campaign: CampaignInfo, spec: SteinGlmSpec, aggregate
     return _glm_fit(campaign, model, coef, aggregate.count, details)
 
 
-def _two_round(campaign: CampaignInfo, spec: TwoRoundSteinSpec, aggregates: list[ReportAggregate | None],
-               model: str) -> CampaignFit:
+def _two_round(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate | None], model: str,
+               covariance: str | None) -> CampaignFit:
+    spec = campaign.spec
     first = _round0(campaign, aggregates)
     if model == "linear":
         ols = first_round_ols(spec, first, campaign.features)
@@ -180,3 +198,8 @@ def _glm_fit(campaign: CampaignInfo, model: str, coef: np.ndarray, reports: int,
     return CampaignFit(campaign.name, campaign.protocol, model, "classifier" if binary else "regressor",
                        campaign.target, campaign.features, _raw_scale(campaign, coef), reports,
                        {**details, "transform": campaign.transform.to_json()}, tuple(notes))
+
+
+register_estimates("ldp-avg", Estimates(("mean",), _mean))
+register_estimates("stein-glm", Estimates(GLM_MODELS, _stein))
+register_estimates("stein-glm-2round", Estimates(GLM_MODELS, _two_round))
