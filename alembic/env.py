@@ -10,8 +10,9 @@ target_metadata = Base.metadata
 
 
 def include_object(obj, name, type_, reflected, compare_to):  # noqa: ANN001, ARG001
-    # Per-dataset row tables (data_<id>) are data, created at load time, not schema.
-    return not (type_ == "table" and name is not None and name.startswith("data_"))
+    # Per-dataset row tables (data_<id>) and public tables' rows (public_rows_<id>) are data, created at load
+    # time, not schema.
+    return not (type_ == "table" and name is not None and name.startswith(("data_", "public_rows_")))
 
 
 def run_migrations_online() -> None:

@@ -1,4 +1,5 @@
-"""SQLAlchemy 2 models: datasets, budgets, releases, the append-only privacy ledger, API keys.
+"""SQLAlchemy 2 models: datasets, budgets, releases, the append-only privacy ledger, API keys; public tables and the
+local-DP collections (campaigns, rounds, participants, append-only reports that are also the local ledger).
 
 Privacy amounts are stored EXACTLY as integers in fixed units so that SQL sums are exact on every
 backend (SQLite has no decimal type): epsilon and rho in units of 1e-12 (``*_units`` columns, see
@@ -6,7 +7,8 @@ backend (SQLite has no decimal type): epsilon and rho in units of 1e-12 (``*_uni
 *down* to that grid, which can only make the accounting more conservative.
 
 Sensitive rows do not live in these tables: each dataset's rows are in a table of their own,
-``data_<dataset id>``, created at load time (see :mod:`db.tables`).
+``data_<dataset id>``, created at load time (see :mod:`db.tables`); a public table's rows likewise live in
+``public_rows_<id>`` (see :mod:`db.public_rows`).
 """
 
 from __future__ import annotations
@@ -19,18 +21,28 @@ from sqlalchemy import (
     CheckConstraint,
     DateTime,
     ForeignKey,
+    ForeignKeyConstraint,
+    Index,
     Integer,
     LargeBinary,
     String,
     Text,
     UniqueConstraint,
     false,
+    func,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 EPSILON_SCALE = 10**12  # epsilon_units / EPSILON_SCALE = epsilon; the same for rho
 DELTA_SCALE = 10**18  # delta_units / DELTA_SCALE = delta
 ALPHA_SCALE = 10**9  # anchor_alpha_units / ALPHA_SCALE = the anchor's Renyi order alpha
+
+#: The roles an API key may have (what each may call: service/api/security.py and the README's role table).
+API_KEY_ROLES = ("steward", "analyst", "auditor", "participant", "gateway")
+
+
+def _role_check() -> str:
+    return "role IN (" + ", ".join(f"'{role}'" for role in API_KEY_ROLES) + ")"
 
 
 def utcnow() -> datetime:
@@ -159,11 +171,15 @@ class LedgerEntry(Base):
 
 
 class ApiKey(Base):
-    """A principal's API key; only a SHA-256 hash of the key is stored."""
+    """A principal's API key; only a SHA-256 hash of the key is stored.
+
+    ``participant``: one person of the local-DP collections (she is a :class:`Participant` of her own); ``gateway``:
+    a relay that submits batches of reports for participants it names by pseudonyms (each pseudonym a
+    :class:`Participant` in the gateway's namespace). Neither reads anything but a campaign's public state."""
 
     __tablename__ = "api_keys"
     __table_args__ = (
-        CheckConstraint("role IN ('steward', 'analyst', 'auditor')", name="ck_api_key_role"),
+        CheckConstraint(_role_check(), name="ck_api_key_role"),
         UniqueConstraint("key_hash", name="uq_api_key_hash"),
     )
 
@@ -232,3 +248,168 @@ class Job(Base):
     heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Public tables and local-DP collections (docs/campaigns.md; the privacy argument is docs/privacy.md, section 8.7)
+# ------------------------------------------------------------------------------------------------------------------
+#: Report ids: 64-bit on PostgreSQL; SQLite's rowid alias must be declared INTEGER to autoincrement.
+ReportId = BigInteger().with_variant(Integer(), "sqlite")
+
+
+class PublicTable(Base):
+    """A table a steward declared public: no budget, readable by analysts and stewards, rows returned as they are.
+
+    Its rows live in ``row_table`` (``public_rows_<id>``, one float column ``c0, c1, ...`` per column, see
+    :mod:`db.public_rows`). ``columns_json``: ``[{"name", "sql", "kind": "numeric" | "coded", "values"?, "bins"?}]``
+    in table order; a coded column holds the index of its value (``values``) or of its bin (``bins`` edges)."""
+
+    __tablename__ = "public_tables"
+    __table_args__ = (CheckConstraint("row_count >= 0", name="ck_public_table_rows"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True, nullable=False)
+    columns_json: Mapped[str] = mapped_column(Text, nullable=False)
+    row_table: Mapped[str] = mapped_column(String(64), unique=True, nullable=False)
+    row_count: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    source: Mapped[str] = mapped_column(Text, nullable=False, default="")
+    principal: Mapped[str] = mapped_column(String(200), nullable=False, default="cli")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
+
+
+class Campaign(Base):
+    """A local-DP collection: its protocol's public spec and the public parameters around it, fixed at creation.
+
+    ``spec_json`` is the protocol spec (``workloads.local.protocols``: rounds, groups, bounds, the (epsilon, delta)
+    of each round); ``features_json`` the feature names in the order of a participant's vector, ``target`` the label
+    (``None`` for a protocol without one); ``transform_json`` the public scaling a device applies before randomizing
+    (from the public table or stated bounds, never from private values). ``epsilon_units`` / ``delta_units``: the
+    campaign's local guarantee, the largest (epsilon, delta) one participant spends over all its rounds."""
+
+    __tablename__ = "campaigns"
+    __table_args__ = (
+        CheckConstraint("status IN ('open', 'closed')", name="ck_campaign_status"),
+        CheckConstraint("epsilon_units > 0", name="ck_campaign_epsilon_positive"),
+        CheckConstraint(f"delta_units >= 0 AND delta_units < {DELTA_SCALE}", name="ck_campaign_delta_range"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True, nullable=False)
+    protocol: Mapped[str] = mapped_column(String(40), nullable=False)
+    spec_json: Mapped[str] = mapped_column(Text, nullable=False)
+    features_json: Mapped[str] = mapped_column(Text, nullable=False)
+    target: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    public_table_id: Mapped[int | None] = mapped_column(ForeignKey("public_tables.id"), nullable=True)
+    transform_json: Mapped[str] = mapped_column(Text, nullable=False, default="{}")
+    epsilon_units: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    delta_units: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    status: Mapped[str] = mapped_column(String(10), nullable=False, default="open")
+    principal: Mapped[str] = mapped_column(String(200), nullable=False, default="cli")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
+    closed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class CampaignRound(Base):
+    """One round of a campaign: the group that reports, what one report spends, its published state and the
+    running aggregate of its accepted reports (updated in the transaction that inserts them).
+
+    ``status``: ``pending`` (no public state yet: an earlier round is still open), ``open`` (``state_json``
+    published, reports accepted) or ``closed``. ``expected_reports``: the group's planned size; the round closes
+    by itself when that many reports are in. ``aggregate_json``: the protocol's running sums
+    (``estimators.local.aggregate.ReportAggregate.to_json``), ``NULL`` before the first report."""
+
+    __tablename__ = "campaign_rounds"
+    __table_args__ = (
+        CheckConstraint("status IN ('pending', 'open', 'closed')", name="ck_round_status"),
+        CheckConstraint("status = 'pending' OR state_json IS NOT NULL", name="ck_round_state_published"),
+        CheckConstraint("round_index >= 0", name="ck_round_index"),
+        CheckConstraint("epsilon_units > 0", name="ck_round_epsilon_positive"),
+        CheckConstraint(f"delta_units >= 0 AND delta_units < {DELTA_SCALE}", name="ck_round_delta_range"),
+        CheckConstraint("report_count >= 0", name="ck_round_report_count"),
+        CheckConstraint("expected_reports IS NULL OR expected_reports > 0", name="ck_round_expected"),
+    )
+
+    campaign_id: Mapped[int] = mapped_column(ForeignKey("campaigns.id"), primary_key=True)
+    round_index: Mapped[int] = mapped_column(Integer, primary_key=True)
+    group_name: Mapped[str] = mapped_column(String(200), nullable=False)
+    epsilon_units: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    delta_units: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    expected_reports: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    status: Mapped[str] = mapped_column(String(10), nullable=False, default="pending")
+    state_json: Mapped[str | None] = mapped_column(Text, nullable=True)
+    report_count: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0)
+    aggregate_json: Mapped[str | None] = mapped_column(Text, nullable=True)
+    opened_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    closed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class Participant(Base):
+    """A person who reports, known only by a pseudonym within a namespace.
+
+    A participant key is the participant ``("key", "<api key id>")`` (``api_key_id`` set); a gateway's pseudonyms
+    live in the namespace ``"gateway:<api key id>"``; simulated participants in ``"simulator:..."``. The same
+    (namespace, pseudonym) is the same participant in every campaign, so her spend composes across them.
+    ``cap_*_units``: a steward's override of the default cap (:class:`LocalCapDefault`); ``NULL`` = the default."""
+
+    __tablename__ = "participants"
+    __table_args__ = (
+        UniqueConstraint("namespace", "pseudonym", name="uq_participant_pseudonym"),
+        CheckConstraint("cap_epsilon_units IS NULL OR cap_epsilon_units >= 0", name="ck_participant_cap_epsilon"),
+        CheckConstraint("cap_delta_units IS NULL OR cap_delta_units >= 0", name="ck_participant_cap_delta"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    namespace: Mapped[str] = mapped_column(String(200), nullable=False)
+    pseudonym: Mapped[str] = mapped_column(String(200), nullable=False)
+    api_key_id: Mapped[int | None] = mapped_column(ForeignKey("api_keys.id"), nullable=True, unique=True)
+    cap_epsilon_units: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    cap_delta_units: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
+
+
+class LocalCapDefault(Base):
+    """The one row (``id = 1``) holding the default per-participant cap on local spend, summed over all campaigns
+    (basic composition, docs/privacy.md 8.7). Migration 0005 writes epsilon 10, delta 1e-4; stewards change it."""
+
+    __tablename__ = "local_cap_default"
+    __table_args__ = (
+        CheckConstraint("id = 1", name="ck_local_cap_single_row"),
+        CheckConstraint("epsilon_units >= 0 AND delta_units >= 0", name="ck_local_cap_nonnegative"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    epsilon_units: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    delta_units: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    principal: Mapped[str] = mapped_column(String(200), nullable=False, default="migration")
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
+
+
+class Report(Base):
+    """One accepted local-DP report, append-only (triggers refuse UPDATE and DELETE): also the row of the local
+    ledger, since each report spends its round's (epsilon, delta) for its participant (``epsilon_units``,
+    ``delta_units``, copied from the round so that the ledger reads without joins).
+
+    ``payload``: the report's fields in the round's schema order, float64 little-endian, concatenated. One report
+    per participant per round is a constraint (``uq_report_one_per_round``). ``submitted_by``: the participant or
+    gateway key that sent it (``NULL`` for the in-process simulator)."""
+
+    __tablename__ = "reports"
+    __table_args__ = (
+        UniqueConstraint("campaign_id", "round_index", "participant_id", name="uq_report_one_per_round"),
+        ForeignKeyConstraint(["campaign_id", "round_index"], ["campaign_rounds.campaign_id",
+                                                              "campaign_rounds.round_index"],
+                             name="fk_report_round"),
+        CheckConstraint("epsilon_units > 0 AND delta_units >= 0", name="ck_report_spend"),
+        Index("ix_reports_participant", "participant_id", "campaign_id"),
+    )
+
+    id: Mapped[int] = mapped_column(ReportId, primary_key=True)
+    campaign_id: Mapped[int] = mapped_column(Integer, nullable=False)
+    round_index: Mapped[int] = mapped_column(Integer, nullable=False)
+    participant_id: Mapped[int] = mapped_column(ForeignKey("participants.id"), nullable=False)
+    epsilon_units: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    delta_units: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    payload: Mapped[bytes] = mapped_column(LargeBinary, nullable=False)
+    submitted_by: Mapped[int | None] = mapped_column(ForeignKey("api_keys.id"), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False,
+                                                 server_default=func.current_timestamp())

@@ -8,7 +8,11 @@ guess. Each key belongs to one role:
 * ``steward``: loads tables, sets budgets, makes releases; optionally scoped to named datasets
   (``scope``; ``None`` = every dataset);
 * ``analyst``: reads datasets' domains, budgets and releases, queries marginals and synthetic rows;
-* ``auditor``: reads budgets, releases and the privacy ledger.
+* ``auditor``: reads budgets, releases and the privacy ledger;
+* ``participant``: one person of a local-DP collection: fetches a campaign's public state and submits her own
+  reports, nothing else;
+* ``gateway``: a relay that submits batches of reports for participants it names by pseudonyms (it is not a person
+  and spends nothing itself; each pseudonym is a participant with her own ledger and cap).
 
 What each role may call is decided in :mod:`service.api.security`; this module only stores keys.
 Revoked keys stay in the table (with ``revoked_at``) so the ledger's principals stay explainable.
@@ -25,10 +29,10 @@ from datetime import datetime
 from sqlalchemy import Engine, select
 
 from db.engine import serialized_transaction, transaction
-from db.models import ApiKey, utcnow
+from db.models import API_KEY_ROLES, ApiKey, utcnow
 from service.errors import Conflict, InvalidInput, NotFound
 
-ROLES = ("steward", "analyst", "auditor")
+ROLES = API_KEY_ROLES
 KEY_PREFIX = "mgl_"
 MAX_NAME_LENGTH = 200
 MAX_SCOPE = 1000

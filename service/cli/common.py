@@ -14,6 +14,7 @@ from typing import Annotated, Any
 import click
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 
@@ -140,7 +141,7 @@ def fail(as_json: bool, code: str, message: str, status: int = 2, release: Any =
             body["release"] = release.to_json()
         sys.stdout.write(json.dumps(body) + "\n")
     else:
-        stderr.print(f"[bold red]error[/] ({code}): {message}", highlight=False)
+        stderr.print(f"[bold red]error[/] ({code}): {escape(message)}", highlight=False)
     raise typer.Exit(status)
 
 

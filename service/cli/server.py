@@ -37,7 +37,7 @@ def serve(
 @keys_app.command("create")
 @handles_errors
 def keys_create(
-    role: Annotated[str, typer.Option(help="steward, analyst or auditor.")],
+    role: Annotated[str, typer.Option(help="steward, analyst, auditor, participant or gateway.")],
     name: Annotated[str, typer.Option(help="Who holds the key (shown in the ledger).")],
     dataset: Annotated[list[str] | None, typer.Option(help="Scope a steward key to this dataset; repeatable.")] = None,
     as_json: JsonFlag = False,

@@ -2,12 +2,16 @@
 
 numpy, pandas and httpx only (the ``marginalia[client]`` install): importing this package pulls neither scipy,
 FastAPI, SQLAlchemy, JAX nor mbi (a test checks it). :mod:`service.client.http` speaks the HTTP API;
-:mod:`service.client.fitted` holds the fitted regressions it returns, built on :mod:`estimators.base`'s model types.
+:mod:`service.client.fitted` holds the fitted regressions it returns, built on :mod:`estimators.base`'s model types;
+:mod:`service.client.collections` the local-DP collections (campaigns, a participant's ``submit``, a gateway's
+batches, models fitted from campaigns) and :mod:`service.client.device` what a participant's device runs.
 
     from service.client import Client
 """
 
+from service.client.collections import CampaignHandle, CampaignModel, CollectionError
 from service.client.fitted import ExtrapolationWarning, FittedRegression
 from service.client.http import Client, MarginaliaError, marginal_frame
 
-__all__ = ["Client", "ExtrapolationWarning", "FittedRegression", "MarginaliaError", "marginal_frame"]
+__all__ = ["CampaignHandle", "CampaignModel", "Client", "CollectionError", "ExtrapolationWarning", "FittedRegression",
+           "MarginaliaError", "marginal_frame"]

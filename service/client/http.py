@@ -43,6 +43,7 @@ from typing import Any
 import httpx
 import pandas as pd
 
+from service.client.collections import CollectionsClient
 from service.client.fitted import ExtrapolationWarning, FittedRegression
 
 Workload = str | Sequence[Sequence[str]] | Sequence[dict[str, object]]
@@ -63,7 +64,7 @@ class MarginaliaError(Exception):
         self.status = status
 
 
-class Client:
+class Client(CollectionsClient):
     """A connection to one Marginalia server with one API key.
 
     ``http`` replaces the underlying :class:`httpx.Client` (tests pass FastAPI's ``TestClient``).
@@ -107,9 +108,9 @@ class Client:
         self.close()
 
     def _request(self, method: str, path: str, *, json: object = None, params: dict[str, object] | None = None,
-                 headers: dict[str, str] | None = None) -> Any:
+                 headers: dict[str, str] | None = None, content: bytes | None = None) -> Any:
         try:
-            response = self._http.request(method, path, json=json, params=params, headers=headers)
+            response = self._http.request(method, path, json=json, params=params, headers=headers, content=content)
         except httpx.TransportError as exc:
             raise MarginaliaError("connection_error", f"{method} {self.url}{path}: {exc}", 0) from exc
         if response.status_code >= 400:

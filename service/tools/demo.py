@@ -11,6 +11,9 @@ On a fresh database in ``demo-output/``:
    and objective perturbation (new releases, charged) and the non-private fit (computed here by the
    demo from the file, as a yardstick only), scored on the paper's 1,000-row test split;
 5. an **auditor** reads the ledger through the API and recomputes the spend with plain SQL;
+6. a **local-DP collection** (under a minute, :mod:`service.tools.demo_local`): a steward registers a public table
+   and creates a campaign, a participant reports from her device and a simulated population through the batch
+   path, an analyst fits five GLMs from that one collection (Remark 16), an auditor reads the local spend with SQL;
 
 and writes ``demo-output/demo.png``: the ledger over time (epsilon spent after each entry) and each
 mechanism's error on the marginals of step 3.
@@ -299,8 +302,17 @@ def picture(story: Story) -> None:
 
 
 #: The demo's parts, in order. A later part (a local-DP collection, say) is one more entry.
+def local_dp(story: Story) -> None:
+    """Part 6: a local-DP collection (service/tools/demo_local.py)."""
+    from service.api.server import background_server
+    from service.client import Client
+    from service.tools.demo_local import local_dp_collection
+
+    local_dp_collection(story, heading, background_server, Client)
+
+
 PARTS: list[Callable[[Story], None]] = [
-    steward_loads, steward_releases, free_answers, analyst_fits, auditor_recomputes, picture,
+    steward_loads, steward_releases, free_answers, analyst_fits, auditor_recomputes, picture, local_dp,
 ]
 
 

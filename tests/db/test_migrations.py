@@ -111,7 +111,9 @@ def test_migration_0004_adds_runners_and_jobs_on_top_of_0003(database_url: str) 
             "INSERT INTO releases (id, dataset_id, kind, mechanism, params_json, seeded, status, details_json, "
             "principal, created_at) VALUES (1, 1, 'marginals', 'laplace', '{}', :s, 'pending', '{}', 'x', "
             "CURRENT_TIMESTAMP)"), {"s": True})
-    upgrade_to_head(engine)
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0004")
     with engine.connect() as connection:
         row = connection.execute(text("SELECT seeded, runner_host, runner_pid, runner_started, heartbeat_at "
                                       "FROM releases WHERE id = 1")).one()

@@ -5,6 +5,7 @@ nothing)."""
 from __future__ import annotations
 
 import json
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,9 @@ class World:
     dataset: str
     release_id: int
     job_id: int
+    public_table: str = "households"
+    campaign: str = "average"  # an ldp-avg campaign with reports (fits answer)
+    closing_campaign: str = "closing"  # one the closing routes may close
 
 
 def database_url(backend: str, request: pytest.FixtureRequest, folder: Path) -> str:
@@ -65,6 +69,8 @@ def make_keys(engine: Engine) -> tuple[dict[str, str], dict[str, int]]:
         ("analyst", "analyst", None),
         ("auditor", "auditor", None),
         ("revoked", "analyst", None),
+        ("participant", "participant", None),
+        ("gateway", "gateway", None),
     ]:
         info, key = auth.create_key(engine, role, f"test {label}", scope)
         keys[label], ids[label] = key, info.id
@@ -81,7 +87,25 @@ def build_world(url: str, data_dir: Path, budget: float = 5.0) -> World:
     outcome = release_engine.release_marginals(engine, "titanic", "laplace", SMALL_WORKLOAD, epsilon=0.1)
     job_id = jobs.create(engine, "titanic", "release", ids["steward"])  # a finished background release
     jobs.finish(engine, job_id, "done", 201, {"release_id": outcome.release_id})
-    return World(engine, url, keys, ids, "titanic", outcome.release_id, job_id)
+    world = World(engine, url, keys, ids, "titanic", outcome.release_id, job_id)
+    add_collections(engine, world.public_table, world.campaign, world.closing_campaign)
+    return world
+
+
+def add_collections(engine: Engine, public_table: str = "households", campaign: str = "average",
+                    closing_campaign: str = "closing") -> None:
+    """A public table, an ldp-avg campaign with 50 simulated reports, and a second campaign to close."""
+    import numpy as np
+
+    from service.collections import campaigns, public_tables, simulate
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "households.csv"
+        path.write_text("income,age\n30.5,41\n52.0,35\n")
+        public_tables.load_public_csv(engine, public_table, path)
+    for name in (campaign, closing_campaign):
+        campaigns.create_campaign(engine, name, "ldp-avg", ["value"], None, None, 1.0, 0.0, {"lower": 0, "upper": 1})
+    simulate.simulate(engine, campaign, np.linspace(0, 1, 50)[:, None])
 
 
 def bearer(key: str | None) -> dict[str, str]:

@@ -153,7 +153,7 @@ class ReportSchema:
             bad = ~np.all((flat >= f.low) & (flat <= f.high), axis=1)
             if bad.any():
                 index = int(np.argmax(bad))
-                worst = flat[index][np.argmax((flat[index] < f.low) | (flat[index] > f.high))]
+                worst = float(flat[index][np.argmax((flat[index] < f.low) | (flat[index] > f.high))])
                 raise ReportError(
                     f"report {index}: field {f.name!r} has {worst!r}, outside its allowed range [{f.low:.6g}, "
                     f"{f.high:.6g}]", f.name, index)

@@ -14,26 +14,45 @@ from tests.support.paths import REPO
 
 DOCS_WITH_TABLE = [REPO / "docs" / "api.md", REPO / "README.md"]
 
-CALLERS = ("steward", "scoped_steward", "analyst", "auditor", "no_key", "revoked")
-HEADINGS = ("steward", "steward scoped to another dataset", "analyst", "auditor", "no key", "revoked key")
+CALLERS = ("steward", "scoped_steward", "analyst", "auditor", "participant", "gateway", "no_key", "revoked")
+HEADINGS = ("steward", "steward scoped to another dataset", "analyst", "auditor", "participant", "gateway", "no key",
+            "revoked key")
 
 # (method, route): expected status for each caller, in the order of CALLERS.
 ROLE_TABLE: dict[tuple[str, str], tuple[int, ...]] = {
-    ("GET", "/health"): (200, 200, 200, 200, 200, 200),
-    ("GET", "/datasets"): (200, 200, 200, 200, 401, 401),
-    ("POST", "/datasets"): (201, 403, 403, 403, 401, 401),
-    ("GET", "/datasets/{name}"): (200, 403, 200, 200, 401, 401),
-    ("GET", "/datasets/{name}/budget"): (200, 403, 200, 200, 401, 401),
-    ("PUT", "/datasets/{name}/budget"): (200, 403, 403, 403, 401, 401),
-    ("POST", "/datasets/{name}/releases/marginals"): (201, 403, 403, 403, 401, 401),
-    ("GET", "/datasets/{name}/ledger"): (200, 403, 403, 200, 401, 401),
-    ("POST", "/datasets/{name}/fit/linear"): (200, 403, 200, 403, 401, 401),
-    ("POST", "/datasets/{name}/fit/logistic"): (200, 403, 200, 403, 401, 401),
-    ("GET", "/releases"): (200, 200, 200, 200, 401, 401),
-    ("GET", "/releases/{release_id}"): (200, 403, 200, 200, 401, 401),
-    ("POST", "/releases/{release_id}/marginal"): (200, 403, 200, 403, 401, 401),
-    ("POST", "/releases/{release_id}/synthetic"): (200, 403, 200, 403, 401, 401),
-    ("GET", "/jobs/{job_id}"): (200, 403, 200, 200, 401, 401),
+    ("GET", "/health"): (200, 200, 200, 200, 200, 200, 200, 200),
+    ("GET", "/datasets"): (200, 200, 200, 200, 403, 403, 401, 401),
+    ("POST", "/datasets"): (201, 403, 403, 403, 403, 403, 401, 401),
+    ("GET", "/datasets/{name}"): (200, 403, 200, 200, 403, 403, 401, 401),
+    ("GET", "/datasets/{name}/budget"): (200, 403, 200, 200, 403, 403, 401, 401),
+    ("PUT", "/datasets/{name}/budget"): (200, 403, 403, 403, 403, 403, 401, 401),
+    ("POST", "/datasets/{name}/releases/marginals"): (201, 403, 403, 403, 403, 403, 401, 401),
+    ("GET", "/datasets/{name}/ledger"): (200, 403, 403, 200, 403, 403, 401, 401),
+    ("POST", "/datasets/{name}/fit/linear"): (200, 403, 200, 403, 403, 403, 401, 401),
+    ("POST", "/datasets/{name}/fit/logistic"): (200, 403, 200, 403, 403, 403, 401, 401),
+    ("GET", "/releases"): (200, 200, 200, 200, 403, 403, 401, 401),
+    ("GET", "/releases/{release_id}"): (200, 403, 200, 200, 403, 403, 401, 401),
+    ("POST", "/releases/{release_id}/marginal"): (200, 403, 200, 403, 403, 403, 401, 401),
+    ("POST", "/releases/{release_id}/synthetic"): (200, 403, 200, 403, 403, 403, 401, 401),
+    ("GET", "/jobs/{job_id}"): (200, 403, 200, 200, 403, 403, 401, 401),
+    # local-DP collections: public tables are public (rows for stewards and analysts); a participant or a gateway
+    # reaches only a campaign's public state and the report route; public tables, campaigns and caps are managed by
+    # stewards whose key is not scoped to datasets
+    ("GET", "/public-tables"): (200, 200, 200, 200, 403, 403, 401, 401),
+    ("POST", "/public-tables"): (201, 403, 403, 403, 403, 403, 401, 401),
+    ("GET", "/public-tables/{name}"): (200, 200, 200, 200, 403, 403, 401, 401),
+    ("GET", "/public-tables/{name}/rows"): (200, 200, 200, 403, 403, 403, 401, 401),
+    ("POST", "/campaigns"): (201, 403, 403, 403, 403, 403, 401, 401),
+    ("GET", "/campaigns"): (200, 200, 200, 200, 403, 403, 401, 401),
+    ("GET", "/campaigns/{name}"): (200, 200, 200, 200, 403, 403, 401, 401),
+    ("POST", "/campaigns/{name}/close"): (200, 403, 403, 403, 403, 403, 401, 401),
+    ("POST", "/campaigns/{name}/rounds/{index}/close"): (200, 403, 403, 403, 403, 403, 401, 401),
+    ("GET", "/campaigns/{name}/state"): (200, 200, 200, 403, 200, 200, 401, 401),
+    ("POST", "/campaigns/{name}/reports"): (403, 403, 403, 403, 201, 201, 401, 401),
+    ("POST", "/campaigns/{name}/fit"): (200, 200, 200, 403, 403, 403, 401, 401),
+    ("GET", "/local-caps/default"): (200, 200, 403, 200, 403, 403, 401, 401),
+    ("PUT", "/local-caps/default"): (200, 403, 403, 403, 403, 403, 401, 401),
+    ("PUT", "/local-caps/participant"): (200, 403, 403, 403, 403, 403, 401, 401),
 }
 ERROR_CODES = {401: "unauthorized", 403: "forbidden"}
 
@@ -48,8 +67,15 @@ def render_table() -> str:
 
 def _request(route: str, caller: str, world: World) -> tuple[str, dict[str, object] | None]:
     """The concrete URL and a VALID body for ``route``, so only the caller decides the status."""
-    url = route.replace("{name}", world.dataset).replace("{release_id}", str(world.release_id)).replace(
-        "{job_id}", str(world.job_id))
+    name = world.dataset
+    if route.startswith("/public-tables/"):
+        name = world.public_table
+    elif route.startswith("/campaigns/"):  # the closing routes close a campaign of their own
+        name = world.closing_campaign if route.endswith("/close") else world.campaign
+    url = route.replace("{name}", name).replace("{release_id}", str(world.release_id)).replace(
+        "{job_id}", str(world.job_id)).replace("{index}", "0")
+    report = ({"round": 0, "report": {"value": 0.5}} if caller == "participant" else
+              {"round": 0, "reports": {"value": [0.25]}, "pseudonyms": [f"roles {caller}"]})
     bodies: dict[str, dict[str, object]] = {
         "/datasets": {"name": f"upload {caller}", "csv": "a,b\n0,1\n1,0\n2,1\n", "domain": {"a": 3, "b": 2}},
         "/datasets/{name}/budget": {"epsilon": 5.0, "delta": 1e-6},
@@ -60,6 +86,13 @@ def _request(route: str, caller: str, world: World) -> tuple[str, dict[str, obje
         "/datasets/{name}/fit/logistic": {"target": "Sex", "features": ["Pclass"], "release": world.release_id,
                                           "allow_unmeasured": True},  # the release never measured Sex x Pclass
         "/releases/{release_id}/synthetic": {"rows": 3},
+        "/public-tables": {"name": f"public {caller}", "csv": "a,b\n0.5,1\n1.5,0\n"},
+        "/campaigns": {"name": f"campaign {caller}", "protocol": "ldp-avg", "features": ["value"], "epsilon": 1.0,
+                       "options": {"lower": 0, "upper": 1}},
+        "/campaigns/{name}/reports": report,
+        "/campaigns/{name}/fit": {"model": "mean"},
+        "/local-caps/default": {"epsilon": 10.0, "delta": 1e-4},
+        "/local-caps/participant": {"epsilon": 5.0, "delta": 0.0, "key_id": world.key_ids["participant"]},
     }
     return url, bodies.get(route)
 
@@ -87,6 +120,16 @@ def test_every_route_with_every_caller(world: World) -> None:
             if status == 401:
                 assert response.headers["www-authenticate"] == "Bearer"
     assert not mismatches, "\n".join(mismatches)
+
+
+def test_participants_reach_only_their_campaign_routes(world: World) -> None:
+    """A participant's or a gateway's key is refused on every route but a campaign's state and its report route
+    (and the health check): no dataset, release, ledger, public table, aggregate or estimate."""
+    for caller in ("participant", "gateway"):
+        index = CALLERS.index(caller)
+        allowed = {route for route, statuses in ROLE_TABLE.items() if statuses[index] < 400}
+        assert allowed == {("GET", "/health"), ("GET", "/campaigns/{name}/state"),
+                           ("POST", "/campaigns/{name}/reports")}, caller
 
 
 def test_scoped_steward_sees_only_its_datasets(world: World) -> None:

@@ -23,7 +23,7 @@ from service.client import Client
 from service.regression.fit import fit as fit_regression
 from service.releases import answers
 from service.releases import engine as release_engine
-from tests.support.apihelpers import bearer, finished_job, make_keys
+from tests.support.apihelpers import add_collections, bearer, finished_job, make_keys
 from tests.support.datasets import load_titanic
 
 CALLERS = ("steward", "scoped_steward", "analyst", "auditor", "revoked", "no_key")
@@ -40,6 +40,7 @@ class Seeded:
     gram: int
     model: int
     job: int = 0  # a background fit that named the seeded marginal release (refused)
+    participant_key: int = 0
 
     @property
     def ids(self) -> set[int]:
@@ -52,7 +53,8 @@ def seeded(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Iterator
     upgrade_to_head(engine)
     load_titanic(engine, data_dir)
     accountant.set_budget(engine, "titanic", 1000, 1e-3)
-    keys, _ = make_keys(engine)
+    keys, ids = make_keys(engine)
+    add_collections(engine)
     world = Seeded(
         engine, keys,
         marginal=release_engine.release_marginals(engine, "titanic", "laplace", PAIR, epsilon=5, seed=7).release_id,
@@ -68,6 +70,7 @@ def seeded(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Iterator
         "allow_unmeasured": True})
     assert accepted.status_code == 202, accepted.text
     world.job = accepted.json()["job_id"]
+    world.participant_key = ids["participant"]
     finished_job(client, keys["analyst"], world.job)
     yield world
     engine.dispose()
@@ -108,6 +111,24 @@ def probes(world: Seeded) -> dict[tuple[str, str], list[tuple[str, dict[str, obj
                                                        {"attributes": ["Pclass", "Survived"]})],
         ("POST", "/releases/{release_id}/synthetic"): [(f"/releases/{world.marginal}/synthetic", {"rows": 3})],
         ("GET", "/jobs/{job_id}"): [(f"/jobs/{world.job}", None)],
+        # the collections touch no release (and take no seed: the schema test below covers their bodies)
+        ("GET", "/public-tables"): [("/public-tables", None)],
+        ("POST", "/public-tables"): [("/public-tables", {"name": "p", "csv": "a\n1\n"})],
+        ("GET", "/public-tables/{name}"): [("/public-tables/households", None)],
+        ("GET", "/public-tables/{name}/rows"): [("/public-tables/households/rows", None)],
+        ("POST", "/campaigns"): [("/campaigns", {"name": "c", "protocol": "ldp-avg", "features": ["v"], "epsilon": 1,
+                                                "options": {"lower": 0, "upper": 1}})],
+        ("GET", "/campaigns"): [("/campaigns", None)],
+        ("GET", "/campaigns/{name}"): [("/campaigns/average", None)],
+        ("POST", "/campaigns/{name}/close"): [("/campaigns/closing/close", None)],
+        ("POST", "/campaigns/{name}/rounds/{index}/close"): [("/campaigns/closing/rounds/0/close", None)],
+        ("GET", "/campaigns/{name}/state"): [("/campaigns/average/state", None)],
+        ("POST", "/campaigns/{name}/reports"): [("/campaigns/average/reports", {"round": 0, "report": {"value": 1}})],
+        ("POST", "/campaigns/{name}/fit"): [("/campaigns/average/fit", {"model": "mean"})],
+        ("GET", "/local-caps/default"): [("/local-caps/default", None)],
+        ("PUT", "/local-caps/default"): [("/local-caps/default", {"epsilon": 10, "delta": 1e-4})],
+        ("PUT", "/local-caps/participant"): [("/local-caps/participant", {"epsilon": 10, "delta": 0,
+                                                                          "key_id": world.participant_key})],
     }
 
 

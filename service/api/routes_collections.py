@@ -1,0 +1,253 @@
+"""Routes of the local-DP collections: public tables, campaigns, their public state, reports, fits and caps.
+
+Who may call what (the README's role table; ``tests/service/api/test_collections_roles.py`` walks every route with
+every role): public tables are read by stewards, analysts and auditors (rows by stewards and analysts: they are
+public), loaded by stewards; campaigns are created, closed and capped by stewards, read by stewards, analysts and
+auditors, fitted by stewards and analysts (free); a **participant** key reaches only ``GET /campaigns/{name}/state``
+and ``POST /campaigns/{name}/reports`` (her own report), a **gateway** key the same two with batches for pseudonyms.
+No route takes a seed.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi import Path as PathParam
+from fastapi.concurrency import run_in_threadpool
+from pydantic import Field, ValidationError
+
+from service.access.auth import Principal
+from service.api import schemas
+from service.api.security import ANALYST, AUDITOR, STEWARD, Forbidden, engine_of, require
+from service.collections import campaigns, caps, estimates, public_tables
+from service.collections.submission import Submitter, participant_has_reported, submit_reports
+from service.errors import InvalidInput, ServiceError
+from workloads.local.wire import MEDIA_TYPE, WireError, decode_batch
+
+PARTICIPANT, GATEWAY = "participant", "gateway"
+
+
+def unscoped_steward(principal: Principal = Depends(require(STEWARD))) -> Principal:
+    """Stewards whose key is not scoped to datasets: public tables, campaigns and caps are not a dataset's."""
+    if principal.scope is not None:
+        raise Forbidden(f"this key is scoped to the datasets {list(principal.scope)}; public tables, campaigns and "
+                        "local caps need a steward key without a scope")
+    return principal
+
+READERS = (STEWARD, ANALYST, AUDITOR)
+MAX_OPTIONS = 50
+MAX_JSON_REPORTS = 10_000
+
+Name = Annotated[str, PathParam(min_length=1, max_length=schemas.MAX_NAME, pattern=schemas.NAME_PATTERN)]
+router = APIRouter(tags=["collections"])
+
+
+# ------------------------------------------------------------------------------------------------------- bodies
+class PublicTableUpload(schemas.Strict):
+    name: schemas.DatasetName
+    csv: Annotated[schemas.Text, Field(max_length=schemas.MAX_CSV_CHARS, description="The table as CSV text.")]
+    domain: dict[schemas.ColumnName, Annotated[int, Field(ge=1, le=2**31 - 1)]] | None = Field(
+        None, description="Coded columns: {column: size}; the others are numeric.")
+
+
+class CampaignIn(schemas.Strict):
+    name: schemas.DatasetName
+    protocol: Annotated[str, Field(min_length=1, max_length=40)]
+    features: Annotated[list[schemas.ColumnName], Field(min_length=1, max_length=schemas.MAX_COLUMNS)]
+    target: schemas.ColumnName | None = None
+    public: schemas.DatasetName | None = Field(None, description="A public table holding the features.")
+    epsilon: schemas.Epsilon = Field(description="What one participant spends over the whole campaign.")
+    delta: schemas.Delta = 0.0
+    options: dict[Annotated[str, Field(max_length=40)], Any] = Field(default_factory=dict,
+                                                                     max_length=MAX_OPTIONS)
+
+
+class ReportIn(schemas.Strict):
+    """A participant's own report: ``{field: number or list}`` for ``round``."""
+
+    round: Annotated[int, Field(ge=0)]
+    report: dict[Annotated[str, Field(max_length=40)], Any]
+
+
+class BatchIn(schemas.Strict):
+    """A gateway's batch: ``{field: [one entry per report]}`` and one pseudonym per report."""
+
+    round: Annotated[int, Field(ge=0)]
+    reports: dict[Annotated[str, Field(max_length=40)], list[Any]]
+    pseudonyms: Annotated[list[Annotated[str, Field(min_length=1, max_length=200)]],
+                          Field(max_length=MAX_JSON_REPORTS)]
+
+
+class FitCampaignIn(schemas.Strict):
+    model: Annotated[str, Field(min_length=1, max_length=40)]
+    covariance: Literal["pooled", "private", "public"] | None = None
+
+
+class CapIn(schemas.Strict):
+    epsilon: Annotated[float, Field(ge=0, le=schemas.MAX_EPSILON, allow_inf_nan=False)]
+    delta: Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)]
+    key_id: int | None = Field(None, description="A participant key's id (its participant's override).")
+    gateway_id: int | None = Field(None, description="With pseudonym: a gateway's participant.")
+    pseudonym: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+
+
+# ---------------------------------------------------------------------------------------------- public tables
+@router.get("/public-tables", summary="List public tables")
+def list_public(request: Request, _: Principal = Depends(require(*READERS))) -> list[dict[str, Any]]:
+    return [t.to_json() for t in public_tables.list_public_tables(engine_of(request))]
+
+
+@router.get("/public-tables/{name}", summary="A public table's columns and size")
+def show_public(request: Request, name: Name, _: Principal = Depends(require(*READERS))) -> dict[str, Any]:
+    return public_tables.get_public_table(engine_of(request), name).to_json()
+
+
+@router.get("/public-tables/{name}/rows", summary="A page of a public table's rows (they are public)")
+def public_rows(request: Request, name: Name, offset: Annotated[int, Query(ge=0)] = 0,
+                limit: Annotated[int, Query(ge=0, le=public_tables.MAX_PAGE_ROWS)] = 1000,
+                _: Principal = Depends(require(STEWARD, ANALYST))) -> dict[str, Any]:
+    info, rows = public_tables.public_rows(engine_of(request), name, offset, limit)
+    return public_tables.rows_json(info, rows, offset)
+
+
+@router.post("/public-tables", status_code=201, summary="Register a public table (stewards)")
+def load_public(request: Request, body: PublicTableUpload,
+                principal: Principal = Depends(unscoped_steward)) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="marginalia-public-") as folder:
+        csv, domain = Path(folder) / "upload.csv", Path(folder) / "domain.json"
+        csv.write_text(body.csv, encoding="utf-8")
+        if body.domain is not None:
+            domain.write_text(json.dumps(body.domain), encoding="utf-8")
+        try:
+            info = public_tables.load_public_csv(engine_of(request), body.name, csv,
+                                                 domain if body.domain is not None else None,
+                                                 principal=principal.label)
+        except ServiceError as error:
+            raise ServiceError(error.message.replace(str(csv), "the uploaded csv").replace(str(domain), "the domain"),
+                               code=error.code, status=error.status) from None
+    return {**info.to_json(), "source": f"HTTP upload by {principal.name}"}
+
+
+# -------------------------------------------------------------------------------------------------- campaigns
+@router.post("/campaigns", status_code=201, summary="Create a campaign (stewards)")
+def create_campaign(request: Request, body: CampaignIn,
+                    principal: Principal = Depends(unscoped_steward)) -> dict[str, Any]:
+    info = campaigns.create_campaign(engine_of(request), body.name, body.protocol, body.features, body.target,
+                                     body.public, body.epsilon, body.delta, body.options, principal.label)
+    return info.to_json()
+
+
+@router.get("/campaigns", summary="List campaigns")
+def list_campaigns(request: Request, _: Principal = Depends(require(*READERS))) -> list[dict[str, Any]]:
+    return [c.to_json() for c in campaigns.list_campaigns(engine_of(request))]
+
+
+@router.get("/campaigns/{name}", summary="A campaign: spec, rounds, counts and published states")
+def show_campaign(request: Request, name: Name, _: Principal = Depends(require(*READERS))) -> dict[str, Any]:
+    return campaigns.get_campaign(engine_of(request), name).to_json()
+
+
+@router.post("/campaigns/{name}/close", summary="Close a campaign: no more reports (stewards; idempotent)")
+def close_campaign(request: Request, name: Name, _: Principal = Depends(unscoped_steward)) -> dict[str, Any]:
+    return campaigns.close_campaign(engine_of(request), name).to_json()
+
+
+@router.post("/campaigns/{name}/rounds/{index}/close", summary="Close a round and open the next (stewards)")
+def close_round(request: Request, name: Name, index: Annotated[int, PathParam(ge=0)],
+                _: Principal = Depends(unscoped_steward)) -> dict[str, Any]:
+    return campaigns.close_round(engine_of(request), name, index).to_json()
+
+
+@router.get("/campaigns/{name}/state", summary="A campaign's public state: what a device needs to report")
+def campaign_state(request: Request, name: Name,
+                   principal: Principal = Depends(require(PARTICIPANT, GATEWAY, STEWARD, ANALYST))) -> dict[str, Any]:
+    engine = engine_of(request)
+    info = campaigns.get_campaign(engine, name)
+    state = campaigns.public_state(info)
+    if principal.role == PARTICIPANT:
+        reported = state["round"] is not None and participant_has_reported(engine, info, state["round"],
+                                                                           principal.key_id)
+        state["you"] = {"reported_in_round": reported, **caps.key_spend(engine, principal.key_id)}
+    return state
+
+
+@router.post("/campaigns/{name}/reports", status_code=201,
+             summary="Submit a report (participants) or a batch for pseudonyms (gateways)",
+             openapi_extra={"requestBody": {"content": {
+                 "application/json": {"schema": {"oneOf": [ReportIn.model_json_schema(),
+                                                           BatchIn.model_json_schema()]}},
+                 MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}}}}})
+async def submit(request: Request, name: Name,
+                 principal: Principal = Depends(require(PARTICIPANT, GATEWAY))) -> dict[str, Any]:
+    """A participant sends `{"round", "report"}` (JSON); a gateway `{"round", "reports", "pseudonyms"}` (JSON) or
+    a batch in the binary format `application/vnd.marginalia.reports` (docs/campaigns.md)."""
+    body = await request.body()
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    round_index, fields, pseudonyms = _parse_reports(principal, kind, body)
+    submitter = Submitter.participant(principal.key_id) if principal.role == PARTICIPANT else (
+        Submitter.gateway(principal.key_id))
+    result = await run_in_threadpool(submit_reports, engine_of(request), name, round_index, fields, submitter,
+                                     pseudonyms)
+    return result.to_json()
+
+
+def _parse_reports(principal: Principal, kind: str, body: bytes) -> tuple[int, dict[str, Any], list[str] | None]:
+    if kind == MEDIA_TYPE:
+        if principal.role != GATEWAY:
+            raise InvalidInput("binary batches are for gateway keys; a participant sends one JSON report",
+                               code="invalid_report")
+        try:
+            batch = decode_batch(body)
+        except WireError as error:
+            raise InvalidInput(f"the batch: {error}", code="invalid_batch") from None
+        if batch.pseudonyms is None:
+            raise InvalidInput("a gateway's batch needs one pseudonym per report", code="invalid_report")
+        return batch.round_index, batch.fields, batch.pseudonyms
+    if kind not in ("application/json", ""):
+        raise ServiceError(f"send application/json or {MEDIA_TYPE}, not {kind!r}", code="unsupported_media_type",
+                           status=415)
+    try:
+        data = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise ServiceError("the body is not JSON", code="malformed_json", status=400) from None
+    try:
+        if principal.role == PARTICIPANT:
+            one = ReportIn.model_validate(data)
+            return one.round, {k: [v] for k, v in one.report.items()}, None
+        many = BatchIn.model_validate(data)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise InvalidInput(f"{where}: {first['msg']}", code="invalid_request") from None
+    return many.round, many.reports, many.pseudonyms
+
+
+@router.post("/campaigns/{name}/fit", summary="A model from a campaign's stored aggregates (free)")
+def fit_campaign(request: Request, name: Name, body: FitCampaignIn,
+                 _: Principal = Depends(require(STEWARD, ANALYST))) -> dict[str, Any]:
+    return estimates.fit_campaign(engine_of(request), name, body.model, body.covariance).to_json()
+
+
+# ------------------------------------------------------------------------------------------------------- caps
+@router.get("/local-caps/default", summary="The default per-participant cap on local spend")
+def get_default_cap(request: Request, _: Principal = Depends(require(STEWARD, AUDITOR))) -> dict[str, float]:
+    return caps.default_cap(engine_of(request)).to_json()
+
+
+@router.put("/local-caps/default", summary="Set the default per-participant cap (stewards)")
+def put_default_cap(request: Request, body: CapIn,
+                    principal: Principal = Depends(unscoped_steward)) -> dict[str, float]:
+    if body.key_id is not None or body.gateway_id is not None or body.pseudonym is not None:
+        raise InvalidInput("the default cap names no participant; use PUT /local-caps/participant",
+                           code="invalid_parameter")
+    return caps.set_default_cap(engine_of(request), body.epsilon, body.delta, principal.label).to_json()
+
+
+@router.put("/local-caps/participant", summary="Override one participant's cap (stewards)")
+def put_participant_cap(request: Request, body: CapIn, _: Principal = Depends(unscoped_steward)) -> dict[str, float]:
+    return caps.set_participant_cap(engine_of(request), body.epsilon, body.delta, body.key_id, body.gateway_id,
+                                    body.pseudonym).to_json()

@@ -1,0 +1,287 @@
+"""``marginalia public ...`` (public tables), ``marginalia campaign ...`` (local-DP campaigns, their fits and the
+per-participant cap) and ``marginalia simulate`` (simulated participants through the real submission path).
+
+Everything runs in process on the database of ``MARGINALIA_DATABASE_URL``, as a steward's tool; participants report
+through the HTTP API (``service.client``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from service.cli.common import (
+    JsonFlag,
+    ProgressBars,
+    QuietFlag,
+    Typer,
+    app,
+    column_list,
+    emit,
+    handles_errors,
+    open_engine,
+    stdout,
+)
+
+public_app = Typer(help="Public tables: unlabeled rows declared public (no budget, readable by analysts).")
+campaign_app = Typer(help="Local-DP campaigns: create, list, show, close, fit, the per-participant cap.")
+Name = Annotated[str, typer.Argument(help="Name.", metavar="NAME")]
+
+
+def _options(pairs: list[str] | None, named: dict[str, Any]) -> dict[str, Any]:
+    """``--option KEY=VALUE`` pairs and the named protocol options given, as one mapping (named ones win)."""
+    from service.errors import InvalidInput
+
+    out: dict[str, Any] = {}
+    for pair in pairs or []:
+        if "=" not in pair:
+            raise InvalidInput(f"--option must read KEY=VALUE, got {pair!r}", code="invalid_parameter")
+        key, value = pair.split("=", 1)
+        out[key.strip()] = value.strip()
+    out.update({k: v for k, v in named.items() if v is not None})
+    return out
+
+
+@public_app.command("load")
+@handles_errors
+def public_load(
+    name: Name,
+    csv: Annotated[Path, typer.Option(help="The table (header line, one row per line).")],
+    domain: Annotated[Path | None, typer.Option(help="Coded columns: a domain JSON {column: size}.")] = None,
+    bins: Annotated[Path | None, typer.Option(help="Coded columns: a public binning spec (YAML/JSON).")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Register a public table: numeric columns as they are, coded ones through --domain or --bins."""
+    from service.collections import public_tables
+
+    info = public_tables.load_public_csv(open_engine(), name, csv, domain, bins)
+    emit(as_json, info.to_json(), lambda: stdout.print(
+        f"public table [bold]{info.name}[/]: {info.rows:,} rows, columns {', '.join(info.column_names)}",
+        highlight=False))
+
+
+@public_app.command("list")
+@handles_errors
+def public_list(as_json: JsonFlag = False) -> None:
+    """List public tables."""
+    from service.collections import public_tables
+
+    items = public_tables.list_public_tables(open_engine())
+
+    def human() -> None:
+        table = Table("name", "rows", "columns")
+        for t in items:
+            table.add_row(t.name, f"{t.rows:,}", ", ".join(t.column_names))
+        stdout.print(table)
+
+    emit(as_json, [t.to_json() for t in items], human)
+
+
+@public_app.command("show")
+@handles_errors
+def public_show(name: Name, rows: Annotated[int, typer.Option(help="Rows to show.")] = 10,
+                as_json: JsonFlag = False) -> None:
+    """A public table's columns and its first rows (they are public)."""
+    from service.collections import public_tables
+
+    info, values = public_tables.public_rows(open_engine(), name, 0, rows)
+    page = public_tables.rows_json(info, values, 0)
+
+    def human() -> None:
+        table = Table(*info.column_names, title=f"{info.name}: {info.rows:,} rows ({info.source})")
+        for row in page["rows"]:
+            table.add_row(*(f"{v:g}" if isinstance(v, float) else str(v) for v in row))
+        stdout.print(table)
+
+    emit(as_json, {**info.to_json(), "first_rows": page["rows"]}, human)
+
+
+@campaign_app.command("create")
+@handles_errors
+def campaign_create(
+    name: Name,
+    protocol: Annotated[str, typer.Option(help="ldp-avg, stein-glm or stein-glm-2round.")],
+    features: Annotated[str, typer.Option(help="Comma-separated feature names, in the participants' order.")],
+    epsilon: Annotated[float, typer.Option(help="What one participant spends over the whole campaign.")],
+    target: Annotated[str | None, typer.Option(help="The label participants hold (GLM protocols).")] = None,
+    public: Annotated[str | None, typer.Option(help="A public table holding the features.")] = None,
+    delta: Annotated[float, typer.Option(help="Local delta per participant (0 for ldp-avg).")] = 0.0,
+    norm_bound: Annotated[float | None, typer.Option(help="Public bound on ||x|| (Stein GLMs).")] = None,
+    label_bound: Annotated[float | None, typer.Option(help="Public bound on |y| (default 1).")] = None,
+    participants: Annotated[int | None, typer.Option(help="Planned group size: a round closes at it.")] = None,
+    lower: Annotated[float | None, typer.Option(help="ldp-avg: lower bound of the value.")] = None,
+    upper: Annotated[float | None, typer.Option(help="ldp-avg: upper bound of the value.")] = None,
+    option: Annotated[list[str] | None, typer.Option(help="Other protocol option KEY=VALUE; repeatable.")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Create a campaign: everything is validated before anything is stored."""
+    from service.collections import campaigns
+
+    options = _options(option, {"norm_bound": norm_bound, "label_bound": label_bound,
+                                "participants": participants, "lower": lower, "upper": upper})
+    info = campaigns.create_campaign(open_engine(), name, protocol, features, target, public, epsilon, delta,
+                                     options, "cli")
+    emit(as_json, info.to_json(), lambda: stdout.print(
+        f"campaign [bold]{info.name}[/] ({info.protocol}): {len(info.rounds)} round(s), each participant spends "
+        f"at most epsilon {info.epsilon:g}, delta {info.delta:g}; round 0 is open", highlight=False))
+
+
+@campaign_app.command("list")
+@handles_errors
+def campaign_list(as_json: JsonFlag = False) -> None:
+    """List campaigns."""
+    from service.collections import campaigns
+
+    items = campaigns.list_campaigns(open_engine())
+
+    def human() -> None:
+        table = Table("name", "protocol", "status", "rounds", "reports", "epsilon", "delta")
+        for c in items:
+            table.add_row(c.name, c.protocol, c.status, "/".join(r.status for r in c.rounds),
+                          f"{sum(r.reports for r in c.rounds):,}", f"{c.epsilon:g}", f"{c.delta:g}")
+        stdout.print(table)
+
+    emit(as_json, [c.to_json() for c in items], human)
+
+
+@campaign_app.command("show")
+@handles_errors
+def campaign_show(name: Name, as_json: JsonFlag = False) -> None:
+    """A campaign: its spec, rounds, counts and published states."""
+    from service.collections import campaigns
+
+    info = campaigns.get_campaign(open_engine(), name)
+
+    def human() -> None:
+        stdout.print(f"[bold]{info.name}[/] ({info.protocol}, {info.status}): features "
+                     f"{', '.join(info.features)}" + (f", target {info.target}" if info.target else "")
+                     + (f", public table {info.public_table}" if info.public_table else ""), highlight=False)
+        table = Table("round", "group", "epsilon", "delta", "status", "reports", "planned")
+        for r in info.rounds:
+            table.add_row(str(r.index), r.group, f"{r.epsilon:g}", f"{r.delta:g}", r.status, f"{r.reports:,}",
+                          "" if r.expected is None else f"{r.expected:,}")
+        stdout.print(table)
+
+    emit(as_json, info.to_json(), human)
+
+
+@campaign_app.command("close")
+@handles_errors
+def campaign_close(
+    name: Name,
+    round_index: Annotated[int | None, typer.Option("--round", help="Close only this round (the open one); "
+                                                    "the next opens with its public state.")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Close a campaign (no more reports), or only its open round. Idempotent."""
+    from service.collections import campaigns
+
+    engine = open_engine()
+    info = (campaigns.close_campaign(engine, name) if round_index is None
+            else campaigns.close_round(engine, name, round_index))
+    emit(as_json, info.to_json(), lambda: stdout.print(
+        f"campaign {info.name}: {info.status}; rounds {', '.join(f'{r.index} {r.status}' for r in info.rounds)}",
+        highlight=False))
+
+
+@campaign_app.command("fit")
+@handles_errors
+def campaign_fit(
+    name: Name,
+    model: Annotated[str, typer.Option(help="linear, logistic, probit, poisson, cubic, sigmoid, boosting, "
+                                            "logistic-loss (GLM campaigns) or mean (ldp-avg).")],
+    covariance: Annotated[str | None, typer.Option(help="pooled, private or public (X^T X's source).")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """A model from the campaign's stored aggregates: post-processing, free."""
+    from service.collections import estimates
+
+    fit = estimates.fit_campaign(open_engine(), name, model, covariance)
+
+    def human() -> None:
+        table = Table("coefficient", "value", title=f"{fit.model} from campaign {fit.campaign} ({fit.reports:,} "
+                                                    "reports; cost 0)")
+        for key, value in fit.coefficients.items():
+            table.add_row(key, f"{value:.6g}")
+        stdout.print(table)
+
+    emit(as_json, fit.to_json(), human)
+
+
+@campaign_app.command("cap")
+@handles_errors
+def campaign_cap(
+    epsilon: Annotated[float | None, typer.Option(help="The cap on a participant's total epsilon.")] = None,
+    delta: Annotated[float | None, typer.Option(help="The cap on her delta.")] = None,
+    key: Annotated[int | None, typer.Option(help="Override for this participant key id only.")] = None,
+    gateway: Annotated[int | None, typer.Option(help="With --pseudonym: a gateway's participant.")] = None,
+    pseudonym: Annotated[str | None, typer.Option(help="The gateway's pseudonym of the participant.")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Show or set the default per-participant cap, or override one participant's."""
+    from service.collections import caps
+    from service.errors import InvalidInput
+
+    engine = open_engine()
+    if epsilon is None and delta is None and key is None and gateway is None:
+        cap = caps.default_cap(engine)
+        emit(as_json, cap.to_json(), lambda: stdout.print(
+            f"default cap: epsilon {cap.epsilon:g}, delta {cap.delta:g} per participant over all campaigns"))
+        return
+    if epsilon is None or delta is None:
+        raise InvalidInput("give both --epsilon and --delta", code="invalid_parameter")
+    if key is None and gateway is None:
+        cap = caps.set_default_cap(engine, epsilon, delta)
+    else:
+        cap = caps.set_participant_cap(engine, epsilon, delta, key, gateway, pseudonym)
+    who = "default cap" if key is None and gateway is None else "cap of that participant"
+    emit(as_json, cap.to_json(), lambda: stdout.print(f"{who}: epsilon {cap.epsilon:g}, delta {cap.delta:g}"))
+
+
+@app.command("simulate")
+@handles_errors
+def simulate_command(
+    name: Name,
+    csv: Annotated[Path | None, typer.Option(help="Participants' private values (feature and target columns).")]
+    = None,
+    table: Annotated[str | None, typer.Option(help="Participants from a stored dataset's codes.")] = None,
+    target: Annotated[str | None, typer.Option(help="With --table: the label column.")] = None,
+    features: Annotated[str | None, typer.Option(help="Source columns for the campaign's features, in "
+                                                      "order (default: the same names).")] = None,
+    design: Annotated[str | None, typer.Option(help="A synthetic design: gaussian, rotated or bernoulli.")]
+    = None,
+    n: Annotated[int | None, typer.Option(help="With --design: participants.")] = None,
+    p: Annotated[int | None, typer.Option(help="With --design: features (the campaign's dimension).")] = None,
+    link: Annotated[str, typer.Option(help="With --design: how labels are drawn.")] = "logistic",
+    rows: Annotated[int | None, typer.Option(help="Use only the first N rows.")] = None,
+    seed: Annotated[int | None, typer.Option(help="Seed of the simulated devices (simulated participants "
+                                                   "are not people; campaigns never take a seed).")] = None,
+    quiet: QuietFlag = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Play participants through the real randomizer and the real batch submission path."""
+    from service.collections import simulate
+    from service.errors import InvalidInput
+
+    engine = open_engine()
+    sources = [csv is not None, table is not None, design is not None]
+    if sum(sources) != 1:
+        raise InvalidInput("give exactly one of --csv, --table or --design", code="invalid_parameter")
+    columns = column_list(features)
+    if csv is not None:
+        x, y = simulate.rows_from_csv(engine, name, csv, rows, columns)
+    elif table is not None:
+        x, y = simulate.rows_from_dataset(engine, name, table, target, columns, rows)
+    else:
+        if n is None or p is None:
+            raise InvalidInput("--design needs --n and --p", code="invalid_parameter")
+        x, y = simulate.rows_from_design(engine, name, design, n, p, link, seed)
+    with ProgressBars(f"simulating {name}", quiet or as_json) as bar:
+        result = simulate.simulate(engine, name, x, y, seed=seed, progress=lambda done, total: bar(done, total))
+    emit(as_json, result.to_json(), lambda: stdout.print(
+        f"{result.participants:,} simulated participants reported to {result.campaign} "
+        f"({', '.join(f'round {k}: {v:,}' for k, v in result.reports.items())}) in {result.seconds:.1f} s",
+        highlight=False))

@@ -1,0 +1,1 @@
+"""Local-DP collections: public tables, campaigns and their rounds, report submission, estimates, the simulator."""

@@ -1,0 +1,94 @@
+"""The client's side of the collections: a participant's submit (randomized on the device, refused there before
+anything is sent when the server would refuse), a gateway's binary batches, public tables as DataFrames, fitted
+models with predict/predict_proba; and the module imports no server stack."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import numpy as np
+import pandas as pd
+import pytest
+from fastapi.testclient import TestClient
+
+from service.api import create_app
+from service.client import CampaignModel, Client, CollectionError, MarginaliaError
+from tests.service.api.test_collections_api import new_key
+
+
+@pytest.fixture
+def clients(engine) -> Iterator[dict[str, Client]]:  # noqa: ANN001
+    app = create_app(engine)
+    out = {}
+    for role in ("steward", "analyst", "participant", "gateway"):
+        _, token = new_key(engine, role, role)
+        out[role] = Client("http://testserver", token, http=TestClient(app))
+    yield out
+
+
+def test_participants_gateways_and_analysts(clients) -> None:  # noqa: ANN001
+    steward, analyst = clients["steward"], clients["analyst"]
+    rng = np.random.default_rng(0)
+    steward.load_public_table("pub", pd.DataFrame(rng.normal(size=(2000, 2)), columns=["a", "b"]))
+    table = analyst.public_table("pub", page=700)
+    assert table.shape == (2000, 2) and list(table.columns) == ["a", "b"]
+    campaign = steward.create_campaign("glm", "stein-glm", ["a", "b"], target="y", public="pub", epsilon=8,
+                                       delta=1e-6, norm_bound=4, gram=False)
+    assert campaign.info()["status"] == "open"
+    me = clients["participant"].campaign("glm")
+    answer = me.submit([0.3, -1.2], 1.0)
+    assert answer["accepted"] == 1
+    with pytest.raises(CollectionError, match="already_reported"):  # refused on the device, nothing sent
+        me.submit([0.3, -1.2], 1.0)
+    with pytest.raises(ValueError, match="one participant's features"):
+        me.submit([[0.3, -1.2]], [1.0])
+    x = rng.normal(size=(20_000, 2))
+    y = (rng.random(20_000) < 1 / (1 + np.exp(-x @ [1.0, -0.5]))).astype(float)
+    results = clients["gateway"].campaign("glm").submit_batch(x, y, [f"g{i}" for i in range(20_000)], batch=8000,
+                                                              single_precision=True)
+    assert [r["accepted"] for r in results] == [8000, 8000, 4000]
+    try:
+        model = analyst.campaign("glm").fit("logistic")
+    except MarginaliaError as error:  # unseeded device noise: a link without a root stays a clear error
+        assert error.code == "no_root"
+        model = analyst.campaign("glm").fit("linear")
+    assert isinstance(model, CampaignModel) and model.cost["epsilon"] == 0 and model.campaign == "glm"
+    frame = pd.DataFrame(x[:5], columns=["a", "b"])
+    np.testing.assert_allclose(model.decision_function(frame), x[:5] @ model.coef_ + model.intercept_)
+    if model.kind == "classifier":
+        proba = model.predict_proba(frame)
+        assert proba.shape == (5, 2) and np.allclose(proba.sum(axis=1), 1)
+        assert set(model.predict(frame)) <= {0, 1}
+    with pytest.raises(MarginaliaError, match="forbidden"):
+        clients["participant"].campaign("glm").fit("linear")
+    with pytest.raises(MarginaliaError, match="forbidden"):
+        clients["participant"].public_table("pub")
+
+
+def test_the_device_refuses_what_the_server_would(clients) -> None:  # noqa: ANN001
+    steward = clients["steward"]
+    steward._request("PUT", "/local-caps/default", json={"epsilon": 1.5, "delta": 0})
+    for name in ("one", "two"):
+        steward.create_campaign(name, "ldp-avg", ["v"], epsilon=1, lower=0, upper=1)
+    me = clients["participant"]
+    me.campaign("one").submit([0.5])
+    with pytest.raises(CollectionError, match="local_cap_exceeded"):
+        me.campaign("two").submit([0.5])
+    steward.campaign("two").close()
+    with pytest.raises(CollectionError, match="round_closed"):
+        me.campaign("two").submit([0.5])
+    means = {"logistic": 0.5, "probit": 0.5, "poisson": 1.0, "linear": 0.0}
+    for model, at_zero in means.items():
+        fitted = CampaignModel({"campaign": "c", "model": model, "kind": "regressor", "cost": {},
+                                "feature_names": ["a"], "coefficients": {"a": 1.0, "(intercept)": 0.0}})
+        assert fitted.predict_mean(np.zeros((1, 1)))[0] == pytest.approx(at_zero)
+
+
+def test_the_device_side_imports_no_server_stack() -> None:
+    code = ("import sys, service.client; "
+            "bad = [m for m in ('fastapi', 'sqlalchemy', 'jax', 'scipy', 'uvicorn') if m in sys.modules]; "
+            "print(bad); sys.exit(1 if bad else 0)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
