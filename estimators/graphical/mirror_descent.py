@@ -26,7 +26,6 @@ from estimators.graphical.junction_tree import JunctionTree
 from estimators.graphical.model import Fit
 from workloads.domain import Domain
 
-
 #: Default stopping tolerance of :func:`fit`: stop once the loss fell by at most this fraction of itself over each of
 #: two consecutive blocks of 50 iterations. Measured (``benchmarks/fit_tolerance.py``): a direct Laplace release of
 #: titanic's pairs (epsilon 1) stops after 350 of 1,000 iterations with every measured marginal within 0.05 of its
