@@ -87,7 +87,7 @@ def timed_fit(domain: Domain, measurements: list[Measurement], tol: float | None
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cases", nargs="+", default=sorted(CASES), choices=sorted(CASES))
-    parser.add_argument("--tols", nargs="+", type=float, default=[1e-4, 1e-5, 1e-6])
+    parser.add_argument("--tols", nargs="+", type=float, default=[1e-3, 1e-4, 1e-5])
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
     rows = []
