@@ -28,8 +28,9 @@ import math
 
 import numpy as np
 
-from estimators.residual.basis import ResidualError
+from estimators.residual.basis import ResidualError, query_row_coefficients
 from estimators.residual.planner import KroneckerQuery, ResidualPlan, plan_residuals
+from estimators.residual.reconstruct import NoisyResiduals
 from workloads.encodings import DesignEncoding
 
 __all__ = ["DEFAULT_RIDGE_FACTOR", "DEFAULT_TARGET_WEIGHT", "gram_noise_scale", "gram_queries", "gram_workload",
@@ -92,10 +93,27 @@ def regression_plan(
     return plan_residuals(design.domain, workload, rho, queries=gram_queries(design, target_weight=target_weight))
 
 
-def gram_noise_scale(plan: ResidualPlan, design: DesignEncoding) -> float:
+def gram_noise_scale(release: ResidualPlan | NoisyResiduals, design: DesignEncoding) -> float:
     """``sqrt(p v)``: ``p`` the number of rows of ``Z^T Z``, ``v`` the mean variance of the ``X^T X`` entries read from
-    the unbiased reconstruction under ``plan`` -- the scale of the spectral norm of the noise in ``X^T X``, a public
-    function of the plan. DD-SSP adds ``DEFAULT_RIDGE_FACTOR`` times it as a ridge (a setting, no privacy cost)."""
-    variances = [plan.query_variances(q) for q in gram_queries(design) if design.target not in q.attributes]
-    mean = float(np.mean(np.concatenate(variances)))
-    return math.sqrt(len(design.gram_names) * mean)
+    the unbiased reconstruction of ``release`` (a plan, or the noisy residuals of a release with their public scales)
+    -- the scale of the spectral norm of the noise in ``X^T X``, a public function of the plan. DD-SSP adds
+    ``DEFAULT_RIDGE_FACTOR`` times it as a ridge (a setting, no privacy cost)."""
+    if isinstance(release, ResidualPlan):
+        scales = dict(zip(release.residuals, (float(v) for v in release.variances), strict=True))
+    elif isinstance(release, NoisyResiduals):
+        scales = dict(release.scales)
+    else:
+        raise ResidualError(f"release must be a ResidualPlan or NoisyResiduals, got {type(release).__name__}")
+    variances = []
+    domain = design.domain
+    for query in gram_queries(design):
+        if design.target in query.attributes:
+            continue
+        clique = tuple(a for a in domain.names if a in query.attributes)  # domain order, factors to match
+        factors = [query.factors[query.attributes.index(a)] for a in clique]
+        coefficients = query_row_coefficients(domain, clique, factors)
+        missing = [a for a in coefficients if a not in scales]
+        if missing:
+            raise ResidualError(f"the release has no residual {list(missing[0])}: it does not cover the design")
+        variances.append(sum(scales[a] * c for a, c in coefficients.items()))
+    return math.sqrt(len(design.gram_names) * float(np.mean(np.concatenate(variances))))

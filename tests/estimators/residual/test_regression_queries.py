@@ -117,3 +117,21 @@ def test_gram_variances_match_repeated_releases() -> None:
     empirical = np.var(np.array(draws), axis=0, ddof=1)
     predicted = np.concatenate([plan.query_variances(q) for q in queries])
     np.testing.assert_allclose(empirical, predicted, rtol=0.18)
+
+
+def test_gram_noise_scale_is_the_same_from_the_plan_and_from_a_release(titanic) -> None:
+    """The ridge scale read from a release's public scales equals the one computed from its plan (the scales are the
+    plan's variances, rounded up to the sampling floats), and it is sqrt(p * mean X^T X variance) of the plan."""
+    from estimators.residual.measure import measure_residuals
+    from estimators.residual.regression_queries import gram_noise_scale, regression_plan
+
+    domain, frame = titanic
+    design = DesignEncoding(domain, ["Sex", "Pclass", "Embarked"], "Survived", "linear", True)
+    plan = regression_plan(design, "1/5")
+    rng = np.random.default_rng(0)
+    release = measure_residuals(plan, lambda attrs: _counts(frame, domain, attrs),
+                                lambda sigma, size: rng.normal(0.0, sigma, size))
+    from_plan = gram_noise_scale(plan, design)
+    assert gram_noise_scale(release, design) == pytest.approx(from_plan, rel=1e-12)
+    entries = np.concatenate([plan.query_variances(q) for q in gram_queries(design) if "Survived" not in q.attributes])
+    assert from_plan == pytest.approx(float(np.sqrt(len(design.gram_names) * entries.mean())), rel=1e-12)
