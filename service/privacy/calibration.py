@@ -78,7 +78,8 @@ def discrete_gaussian_variance(sigma2: object) -> float:
         return s2
     support = np.arange(1, math.ceil(60.0 * math.sqrt(s2)) + 2, dtype=float)
     weights = np.exp(-support * support / (2.0 * s2))
-    return float(2.0 * np.dot(support * support, weights) / (1.0 + 2.0 * weights.sum()))
+    # never above sigma^2 (CKS 2020, Cor. 9), which rounding in the sum could otherwise cross
+    return min(s2, float(2.0 * np.dot(support * support, weights) / (1.0 + 2.0 * weights.sum())))
 
 
 def gaussian_rho(sigma2: Fraction, l2_sensitivity: object = 1) -> Fraction:
