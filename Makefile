@@ -20,7 +20,7 @@ install: $(VENV)/.installed
 
 ## demo: the main job on the embedded SQLite default (writes demo-output/)
 demo: install
-	$(PY) -m service.demo
+	$(PY) -m service.tools.demo
 
 ## test: lint, then every test (SQLite and a throwaway PostgreSQL), slow ones included
 test: install

@@ -34,9 +34,14 @@ import numpy as np
 
 from db.engine import make_engine
 from db.migrate import upgrade_to_head
-from service import accountant, auth, datasets, regression, releases
+from service.access import auth
+from service.accounting import accountant
 from service.api.server import background_server
 from service.client import Client
+from service.data import datasets
+from service.regression.fit import fit as fit_regression
+from service.releases import answers
+from service.releases import engine as release_engine
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("MARGINALIA_SHARED_DATA", REPO.parent / "shared" / "data"))
@@ -62,7 +67,7 @@ def prepare(folder: Path) -> tuple[str, str, list[int], dict[int, list[str]]]:
             datasets.load_coded_csv(engine, name, source / f"{name}.csv", source / f"{name}-domain.json", categorical)
             accountant.set_budget(engine, name, 10.0, 1e-6)
         # no seed: the API answers nothing from a seeded release, and latency does not depend on the noise
-        outcome = releases.release_marginals(engine, name, mechanism, workload, **privacy)
+        outcome = release_engine.release_marginals(engine, name, mechanism, workload, **privacy)
         ids.append(outcome.release_id)
         columns[outcome.release_id] = list(datasets.get_dataset(engine, name).domain.names)
     _, key = auth.create_key(engine, "analyst", "benchmark")
@@ -102,10 +107,10 @@ def over_http(session: Client, query: Query) -> None:
 def in_process(engine, query: Query) -> None:  # noqa: ANN001
     kind, release_id, what = query
     if kind == "marginal":
-        releases.answer_marginal(engine, release_id, list(what))
+        answers.answer_marginal(engine, release_id, list(what))
         return
     task, target, features = what
-    regression.fit(engine, "titanic", task, target, features, release_id=release_id)
+    fit_regression(engine, "titanic", task, target, features, release_id=release_id)
 
 
 def timed(clients: int, work: list[list[Query]], call: Callable[[int, Query], None]) -> tuple[np.ndarray, float]:

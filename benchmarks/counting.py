@@ -1,7 +1,7 @@
 """Benchmark: counting all 45 pairwise marginals of nist_taxi in SQL, against pandas (issue 2, "Performance").
 
 Loads nist_taxi (226k rows, 10 columns) into a fresh SQLite file and a fresh database of a throwaway
-PostgreSQL (tests/pgserver.py), then times, in interleaved rounds so that both sides see the same machine:
+PostgreSQL (tests/support/pgserver.py), then times, in interleaved rounds so that both sides see the same machine:
 
 * the reference: ``DataFrame.groupby([a, b]).size()`` for each pair, on an in-memory DataFrame of the same rows;
 * SQL counting of the same 45 pairs on each backend, as the service does it (``SqlCountOracle.counts_many``),
@@ -41,14 +41,14 @@ import pandas as pd
 from sqlalchemy import Engine, create_engine, event, func, select, text
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # tests.pgserver lives beside the packages, not in the installed wheel
+sys.path.insert(0, str(REPO))  # tests.support.pgserver lives beside the packages, not in the installed wheel
 
 from db import tables  # noqa: E402
 from db.engine import make_engine  # noqa: E402
 from db.migrate import upgrade_to_head  # noqa: E402
-from service import datasets  # noqa: E402
-from service.oracle import COVER_MAX_CELLS, SqlCountOracle, marginalize, plan_cover  # noqa: E402
-from tests.pgserver import PostgresServer, PostgresUnavailable, start_server  # noqa: E402
+from service.data import datasets  # noqa: E402
+from service.data.oracle import COVER_MAX_CELLS, SqlCountOracle, marginalize, plan_cover  # noqa: E402
+from tests.support.pgserver import PostgresServer, PostgresUnavailable, start_server  # noqa: E402
 
 TARGET_RATIO = 3.0
 DATASET = "nist_taxi"

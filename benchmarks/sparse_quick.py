@@ -4,7 +4,7 @@ Sections (all by default; ``--only`` picks some):
 
 * ``sec71`` -- Sec. 7.1 of Wang & Xu, "On sparse linear regression in the local differential privacy model"
   (ICML 2019): ``x`` uniform in ``{-1, +1}^p``, ``theta*`` with ``s = 10`` non-zeros uniform in ``[0, 1]`` (rescaled to
-  unit norm, see ``estimators/local/sparse_synthetic.py``), noise uniform in ``[-0.05, 0.05]``; relative error
+  unit norm, see ``estimators/local/sparse/synthetic.py``), noise uniform in ``[-0.05, 0.05]``; relative error
   ``||theta - theta*|| / ||theta*||`` at ``p in {100, 400}``, ``n in {10000, 40000}``, ``eps = 1``, ``delta = 1e-3``,
   ``T = ceil(ln(n / p))``. Methods: Label-LDP-IHT (Alg. 2) with the paper's settings (``eta = 0.2``, random normal
   start) and with ``eta = 1`` from 0; the label-private Lasso (Sec. 5); LDP-IHT (Alg. 1, private features too: the
@@ -47,11 +47,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _measure import DATA, REPO, engine_rho, machine  # noqa: E402
 
 from estimators.central.dp_iht import DPIHTLogisticRegression  # noqa: E402
-from estimators.local.bernstein import LocalBernsteinLinearRegression, assign_grid_points  # noqa: E402
-from estimators.local.dr_erm import DRERMLinearRegression  # noqa: E402
-from estimators.local.iht import LDPIHTRegression, SimulatedIHTParticipants, label_iht  # noqa: E402
-from estimators.local.lasso import LabelPrivateLasso  # noqa: E402
-from estimators.local.sparse_synthetic import relative_error, sparse_linear_data  # noqa: E402
+from estimators.local.accuracy import relative_error  # noqa: E402
+from estimators.local.sparse.bernstein import LocalBernsteinLinearRegression, assign_grid_points  # noqa: E402
+from estimators.local.sparse.dr_erm import DRERMLinearRegression  # noqa: E402
+from estimators.local.sparse.iht import LDPIHTRegression, SimulatedIHTParticipants, label_iht  # noqa: E402
+from estimators.local.sparse.lasso import LabelPrivateLasso  # noqa: E402
+from estimators.local.sparse.synthetic import sparse_linear_data  # noqa: E402
 from workloads.local.randomizers.bernstein import (  # noqa: E402
     bernstein_grid,
     one_bit_report,
@@ -60,7 +61,7 @@ from workloads.local.randomizers.bernstein import (  # noqa: E402
 )
 from workloads.local.randomizers.gaussian_label import randomize_labels  # noqa: E402
 from workloads.local.randomizers.iht_gradient import worst_case_residual_bound  # noqa: E402
-from workloads.local.randomizers.projected import (  # noqa: E402
+from workloads.local.randomizers.random_projection_statistics import (  # noqa: E402
     projected_statistics_report,
     random_projection,
 )
@@ -182,7 +183,7 @@ def run_bernstein(trials: int, seed: int) -> list[dict]:
 def run_drerm(trials: int, seed: int) -> list[dict]:
     import cvxpy as cp
 
-    from estimators.local.dr_erm import projected_least_squares, recover_from_projection
+    from estimators.local.sparse.dr_erm import projected_least_squares, recover_from_projection
 
     rows = []
     p, active, eps, chunk = 5000, 10, 1.0, 2000

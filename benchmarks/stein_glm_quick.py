@@ -33,10 +33,11 @@ from pathlib import Path
 
 import numpy as np
 
+from estimators.local.accuracy import squared_relative_error
 from estimators.local.aggregate import ReportAggregate
-from estimators.local.scale import NoRootError
-from estimators.local.stein import PrivateOLS, SteinGLM, gaussian_norm_bound
-from estimators.local.synthetic import make_problem, squared_relative_error
+from estimators.local.glm.scale import NoRootError
+from estimators.local.glm.stein import PrivateOLS, SteinGLM, gaussian_norm_bound
+from estimators.local.glm.synthetic import make_problem
 from workloads.local.protocols import SteinGlmSpec
 
 RESULTS = Path(__file__).resolve().parent / "results"

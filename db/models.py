@@ -79,7 +79,7 @@ class Release(Base):
     ``status``: ``pending`` while the mechanism runs; ``complete``; ``failed_before_noise`` (its
     charge was refunded); ``failed_after_noise`` (its charge stands, the payload is lost).
     ``runner_*`` and ``heartbeat_at`` say which process runs a pending release, so that recovery
-    only touches releases whose runner is provably gone (service/runners.py).
+    only touches releases whose runner is provably gone (service/releases/runners.py).
 
     ``seeded``: the noise came from a caller-chosen seed (tests and benchmarks, in-process only): whoever knows the
     seed can regenerate and subtract it, so the release carries no privacy. A seeded release is never reused to
@@ -200,7 +200,7 @@ class IdempotencyRecord(Base):
 
     One row per (API key, idempotency key). ``state`` is ``pending`` while the request runs and
     ``done`` once its response is stored; a retry with the same key and the same request replays
-    that response instead of charging again (service/idempotency.py). ``request_hash`` is the
+    that response instead of charging again (service/access/idempotency.py). ``request_hash`` is the
     SHA-256 of the request's method, path and canonical JSON body.
     """
 
@@ -227,7 +227,7 @@ class Job(Base):
 
     ``state``: ``running``, ``done`` (``response_*`` holds a 2xx answer) or ``failed`` (an error
     answer). A job whose runner is provably gone (the server was killed) becomes ``failed`` with a
-    409 ``request_interrupted`` answer (service/runners.py)."""
+    409 ``request_interrupted`` answer (service/releases/runners.py)."""
 
     __tablename__ = "jobs"
     __table_args__ = (CheckConstraint("state IN ('running', 'done', 'failed')", name="ck_job_state"),)

@@ -35,7 +35,8 @@ class ChebyshevError(ValueError):
 
 
 def log_sigmoid(s: np.ndarray | float) -> np.ndarray:
-    """``phi(s) = -log(1 + e^{-s})`` (paper 002, Sec. 3.3), computed stably."""
+    """``phi(s) = -log(1 + e^{-s})`` (Ferrando & Sheldon 2024, "Private Regression via Data-Dependent Sufficient
+    Statistic Perturbation", Sec. 3.3), computed stably."""
     return -np.logaddexp(0.0, -np.asarray(s, dtype=float))
 
 

@@ -1,8 +1,9 @@
 """Numerical encodings of discrete attributes and the design they make (Ferrando & Sheldon, Sec. 3.1).
 
 Every attribute ``j`` with ``k_j`` levels is encoded as ``A_j psi_j(chi_j)``, where ``psi_j`` is the one-hot
-vector of the code and ``A_j`` a fixed ``d_j x k_j`` matrix (paper 002, Sec. 3.1). Column ``s`` of ``A_j`` is the
-encoding of level ``s``. The matrices here:
+vector of the code and ``A_j`` a fixed ``d_j x k_j`` matrix (Ferrando & Sheldon 2024, "Private Regression via
+Data-Dependent Sufficient Statistic Perturbation", Sec. 3.1). Column ``s`` of ``A_j`` is the encoding of level ``s``.
+The matrices here:
 
 * :func:`one_hot` -- ``I_k``;
 * :func:`reduced_one_hot` -- ``I_k`` without row 0 (level 0 is the baseline and encodes to the zero vector);
@@ -13,7 +14,7 @@ encoding of level ``s``. The matrices here:
 :class:`DesignEncoding` fixes the encoding of every feature and of the target, names the encoded columns, encodes
 integer-coded rows, and gives the row-norm bound of Prop. 3.1 that the baselines' sensitivities use.
 
-The default rule is the one of the paper's experiments (see notes in ``shared/notes.md``): categorical
+The default rule is the one of the paper's experiments: categorical
 features -> reduced one-hot, ordinal features -> scalar in ``[-1, 1]``, a linear target -> scalar, a logistic target
 -> ``{-1, +1}``. The paper fits without an intercept; ``intercept=True`` (our default) adds a constant column 1 as
 the first column of the design's Gram matrix. Its Gram entries are the total count and the 1-way sums
@@ -95,7 +96,7 @@ def binary_pm1(k: int, positive: int | None = None) -> np.ndarray:
 
 
 def row_norm_bound(scalar_bounds: Sequence[float], n_one_hot: int) -> float:
-    """Prop. 3.1 (paper 002): ``||x|| <= sqrt(||U||^2 + c)``.
+    """Prop. 3.1 (Ferrando & Sheldon): ``||x|| <= sqrt(||U||^2 + c)``.
 
     ``scalar_bounds`` are the bounds ``x_k^+ >= sup |x_k|`` of the scalar-encoded entries (``||U||^2`` is the sum of
     their squares; an intercept column is a scalar entry with bound 1) and ``n_one_hot`` is the number ``c`` of

@@ -8,9 +8,9 @@ it. Two families of checks:
   the accountant and the noise samplers take. They accept int, float (its exact binary value), Decimal, Fraction,
   numpy real scalars and decimal strings, and raise :class:`PrivacyParameterError`;
 * **numeric** (:func:`check_positive`, :func:`check_non_negative`, :func:`check_probability`, :func:`check_count`,
-  :func:`check_generator`): what numerical code (estimators, randomizers) takes: Python or numpy numbers only. Each
-  raises the error class its caller names (``error=``), so an estimator reports an ``EstimatorError`` and a
-  randomizer a :class:`ParameterError`, with the same wording.
+  :func:`check_sparsity`, :func:`check_vector`, :func:`check_generator`): what numerical code (estimators,
+  randomizers) takes: Python or numpy numbers only. Each raises the error class its caller names (``error=``), so an
+  estimator reports an ``EstimatorError`` and a randomizer a :class:`ParameterError`, with the same wording.
 
 Every error names the parameter and the bad value; bool is never a number; NaN and infinities are refused.
 """
@@ -32,6 +32,8 @@ __all__ = [
     "check_non_negative",
     "check_positive",
     "check_probability",
+    "check_sparsity",
+    "check_vector",
     "exact_number",
     "nonnegative",
     "nonnegative_exact",
@@ -164,6 +166,24 @@ def check_count(name: str, value: object, minimum: int = 1, error: type[ValueErr
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
         raise error(f"{name} must be an integer >= {minimum}, got {value!r}")
     return int(value)
+
+
+def check_sparsity(sparsity: object, n_features: int, error: type[ValueError] = ParameterError) -> int:
+    """``1 <= s <= p``: the number of non-zero coefficients a sparse estimator (hard thresholding) keeps."""
+    s = check_count("sparsity", sparsity, error=error)
+    if s > n_features:
+        raise error(f"sparsity must be at most the number of features p={n_features}, got {sparsity!r}")
+    return s
+
+
+def check_vector(name: str, value: object, size: int, error: type[ValueError] = ParameterError) -> np.ndarray:
+    """A finite float vector of exactly ``size`` entries (a parameter vector, a starting point)."""
+    array = np.asarray(value, dtype=float)
+    if array.shape != (size,):
+        raise error(f"{name} must be a vector of {size} entries, got shape {array.shape}")
+    if not np.all(np.isfinite(array)):
+        raise error(f"{name} must be finite")
+    return array
 
 
 def check_generator(rng: object, error: type[ValueError] = ParameterError) -> np.random.Generator:

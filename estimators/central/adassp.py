@@ -1,4 +1,5 @@
-"""AdaSSP's privacy calibration and ridge choice (Wang 2018, as restated in paper 002, App. B, Alg. 2).
+"""AdaSSP's privacy calibration and ridge choice (Wang 2018, as restated in Ferrando & Sheldon 2024, "Private
+Regression via Data-Dependent Sufficient Statistic Perturbation", App. B, Alg. 2).
 
 Pure functions: the release engine samples the noise with these scales;
 :class:`estimators.central.linear.AdaSSPLinearRegression` post-processes what it released.

@@ -53,9 +53,11 @@ from estimators.base import (
     check_count,
     check_non_negative,
     check_positive,
+    check_sparsity,
+    check_vector,
+    feature_names_for,
 )
-from estimators.local.argument_checks import check_sparsity, check_vector, feature_names_for
-from estimators.local.iht import hard_threshold
+from estimators.local.sparse.iht import hard_threshold
 
 #: ``noise(sigma, size)`` returns i.i.d. ``N(0, sigma^2)`` draws of shape ``size`` (``NoiseSource.gaussian``).
 GaussianNoise = Callable[[float, int], np.ndarray]

@@ -1,4 +1,5 @@
-"""Private linear regression from released statistics: DD-SSP (paper 002, Alg. 1) and AdaSSP (App. B, Alg. 2).
+"""Private linear regression from released statistics: DD-SSP (Ferrando & Sheldon 2024, "Private Regression via
+Data-Dependent Sufficient Statistic Perturbation", Alg. 1) and AdaSSP (App. B, Alg. 2).
 
 Both fit from a :class:`~estimators.central.sufficient_stats.GramStatistics` (``Z^T Z`` with ``Z = [1?, X, y]``),
 never from rows; they are post-processing of a release.
@@ -46,7 +47,7 @@ class DDSSPLinearRegression(LinearRegressor):
 
 
 class AdaSSPLinearRegression(LinearRegressor):
-    """AdaSSP (Wang 2018; paper 002, App. B, Alg. 2) from a noisy Gram release.
+    """AdaSSP (Wang 2018; Ferrando & Sheldon, App. B, Alg. 2) from a noisy Gram release.
 
     ``fit(stats, lambda_min_noisy, scales)`` takes the noisy ``Z^T Z`` (``stats``), the noisy minimum eigenvalue
     ``lambda_min(X^T X) + sigma Z`` *before* the shift and the clipping at 0 (step 2 is finished here, as

@@ -1,4 +1,5 @@
-"""Private logistic regression: DD-SSP with a Chebyshev surrogate (paper 002, Prop. 3.4, App. A) and ObjPert (App. C).
+"""Private logistic regression: DD-SSP with a Chebyshev surrogate (Ferrando & Sheldon 2024, "Private Regression
+via Data-Dependent Sufficient Statistic Perturbation", Prop. 3.4, App. A) and ObjPert (App. C).
 
 Labels are ``y in {-1, +1}`` throughout (Sec. 3.3); the fitted models predict
 ``P(y = +1 | x) = 1 / (1 + e^{-x.theta})``.
@@ -78,8 +79,8 @@ class DDSSPLogisticRegression(BinaryClassifier):
 
 
 class ObjPertLogisticRegression(BinaryClassifier):
-    """Objective perturbation (Kifer et al. 2012; paper 002, App. C, Alg. 3) with a certified approximate minimiser
-    and optional output noise (approximate minima perturbation, Iyengar et al. 2019; docs/privacy.md 8.6).
+    """Objective perturbation (Kifer et al. 2012; Ferrando & Sheldon, App. C, Alg. 3) with a certified approximate
+    minimiser and optional output noise (approximate minima perturbation, Iyengar et al. 2019; docs/privacy.md 8.6).
 
     ``fit(X, y, noise, output_noise=...)`` sees rows: it runs inside the release engine, which samples ``noise``
     (``b``, :func:`estimators.central.objpert.objpert_noise_scale`) and ``output_noise`` and stores only the fitted

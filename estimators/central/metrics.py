@@ -1,4 +1,5 @@
-"""Evaluation metrics of paper 002's experiments (Sec. 4): mean squared error and ROC AUC."""
+"""Evaluation metrics of the experiments of Ferrando & Sheldon 2024, "Private Regression via Data-Dependent Sufficient
+Statistic Perturbation" (Sec. 4): mean squared error and ROC AUC."""
 
 from __future__ import annotations
 

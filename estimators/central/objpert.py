@@ -1,5 +1,6 @@
-"""Objective perturbation for logistic regression: calibration and objective (paper 002, App. C, Alg. 3), with the
-certified stopping rule of approximate minima perturbation.
+"""Objective perturbation for logistic regression: calibration and objective (Ferrando & Sheldon 2024, "Private
+Regression via Data-Dependent Sufficient Statistic Perturbation", App. C, Alg. 3), with the certified stopping rule of
+approximate minima perturbation.
 
 Alg. 3 (Kifer, Smith & Thakurta 2012, the paper's [26]) minimises, written here without the division by ``n`` (which
 does not change the minimiser, and keeps the private row count out of every stopping rule),

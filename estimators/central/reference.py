@@ -2,8 +2,9 @@
 
 * :class:`OLSReference` -- least squares by ``numpy.linalg.lstsq`` (minimum-norm for rank-deficient designs).
 * :class:`LogisticReference` -- scikit-learn's ``LogisticRegression`` (lbfgs), unpenalised by default (``C=inf``).
-* :func:`fit_on_rows` -- the AIM-Synth baseline of paper 002 (Sec. 3.4): the reference model of the design's task
-  fitted on (synthetic) integer-coded rows.
+* :func:`fit_on_rows` -- the AIM-Synth baseline of Ferrando & Sheldon 2024, "Private Regression via Data-Dependent
+  Sufficient Statistic Perturbation" (Sec. 3.4): the reference model of the design's task fitted on (synthetic)
+  integer-coded rows.
 * :func:`counting_marginal` -- exact marginal counts of a table, as the callable that
   :func:`estimators.central.sufficient_stats.gram_from_marginals` reads (the service counts in SQL instead).
 """
@@ -68,7 +69,8 @@ class LogisticReference(BinaryClassifier):
 
 
 def fit_on_rows(rows: object, design: DesignEncoding) -> OLSReference | LogisticReference:
-    """AIM-Synth (paper 002, Sec. 3.4): encode ``rows`` (e.g. synthetic) with ``design`` and fit its task's reference.
+    """AIM-Synth (Ferrando & Sheldon, Sec. 3.4): encode ``rows`` (e.g. synthetic) with ``design`` and fit its task's
+    reference.
 
     ``rows`` is a DataFrame of integer codes (or anything :meth:`DesignEncoding.encode` accepts). The intercept
     follows ``design.intercept``.

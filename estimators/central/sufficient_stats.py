@@ -1,6 +1,7 @@
 """The Gram matrix ``Z^T Z`` of ``Z = [1?, X, y]`` from marginals (Prop. 3.2, Alg. 1) or from rows.
 
-Prop. 3.2 (paper 002): with ``mu_jk`` the ``(j, k)`` marginal as a ``k_j x k_k`` count matrix,
+Prop. 3.2 (Ferrando & Sheldon 2024, "Private Regression via Data-Dependent Sufficient Statistic Perturbation"): with
+``mu_jk`` the ``(j, k)`` marginal as a ``k_j x k_k`` count matrix,
 ``(Z^T Z)_[j,k] = A_j mu_jk A_k^T``, and on the diagonal ``mu_jj = diag(mu_j)`` so
 ``(Z^T Z)_[j,j] = A_j diag(mu_j) A_j^T`` from the 1-way marginal. With an intercept (a constant column 1 in front,
 see :mod:`workloads.encodings`) the extra row is ``(n, A_1 mu_1, ..., A_y mu_y)``: it is the Prop. 3.2 formula for a
@@ -65,7 +66,7 @@ class GramStatistics:
 
     @property
     def xtx(self) -> np.ndarray:
-        """``X^T X`` including the intercept column when present (Eq. (1) of paper 002)."""
+        """``X^T X`` including the intercept column when present (Eq. (1) of Ferrando & Sheldon)."""
         return self.zz[:-1, :-1]
 
     @property

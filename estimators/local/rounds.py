@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from estimators.base import EstimatorError
-from estimators.local import two_round
 from estimators.local.aggregate import ReportAggregate
+from estimators.local.glm import two_round
 from workloads.local.protocols import ProtocolSpec, RoundState
 
 NextState = Callable[[ProtocolSpec, int, Sequence[ReportAggregate]], RoundState]

@@ -4,7 +4,7 @@ synchronous or in the background.
 A charging route (a marginal release, a regression fit that may need a new release) validates its
 body, then hands ``run_charged`` a function ``work(progress)`` that does the work through the
 accountant and returns ``(status, body)``. With an ``Idempotency-Key`` header the request claims
-the key first (service/idempotency.py) and its response is stored for retries:
+the key first (service/access/idempotency.py) and its response is stored for retries:
 
 * success, or a failure that is not a :class:`ServiceError` (the release may have drawn noise, so
   its charge may stand): the response is stored and replayed to every retry;
@@ -12,7 +12,7 @@ the key first (service/idempotency.py) and its response is stored for retries:
   charged, so the claim is dropped and a corrected retry with the same key runs normally.
 
 With ``Prefer: respond-async`` (RFC 7240) the answer is ``202 Accepted`` at once: a job
-(service/jobs.py, ``Location: /jobs/{id}``) whose progress and final answer ``GET /jobs/{id}``
+(service/api/jobs.py, ``Location: /jobs/{id}``) whose progress and final answer ``GET /jobs/{id}``
 shows. The job's answer is exactly the synchronous request's. For idempotency the 202 is the
 response: a retry with the same key gets the same job back (``Idempotent-Replayed: true``) and
 charges nothing; if the job ends with a :class:`ServiceError` (nothing charged) the claim is
@@ -29,12 +29,14 @@ from pydantic import BaseModel
 from sqlalchemy import Engine
 
 from db.models import Job
-from service import idempotency, jobs, runners
+from service.access import idempotency
+from service.access.auth import Principal
+from service.api import jobs
 from service.api.errors import SafeJSONResponse, error_body_for
 from service.api.security import engine_of
-from service.auth import Principal
 from service.errors import ServiceError
-from service.progress import Progress, no_progress
+from service.mechanisms.progress import Progress, no_progress
+from service.releases import runners
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 REPLAY_HEADER = "Idempotent-Replayed"

@@ -11,15 +11,18 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Header, Request
 from fastapi import Path as PathParam
 
-from service import accountant, datasets, regression, releases
+from service.access.auth import Principal
+from service.accounting import accountant
 from service.api import schemas
 from service.api.charging import IDEMPOTENCY_HEADER, run_charged
 from service.api.errors import SafeJSONResponse
 from service.api.security import ANALYST, AUDITOR, EVERYONE, STEWARD, check_scope, engine_of, require
-from service.auth import Principal
-from service.datasets import StoredDataset
+from service.data import datasets
+from service.data.datasets import StoredDataset
 from service.errors import ServiceError
-from service.progress import Progress
+from service.mechanisms.progress import Progress
+from service.regression.fit import fit as fit_regression
+from service.releases import engine as release_engine
 
 router = APIRouter(prefix="/datasets", tags=["datasets"])
 
@@ -131,7 +134,7 @@ def release_marginals(
     engine = engine_of(request)
 
     def work(progress: Progress) -> tuple[int, dict[str, object]]:
-        outcome = releases.release_marginals(
+        outcome = release_engine.release_marginals(
             engine, name, body.mechanism, body.service_workload(), epsilon=body.epsilon, delta=body.delta,
             rho=body.rho, options=body.service_options(), principal=principal.label, progress=progress,
         )
@@ -156,7 +159,7 @@ def _fit(request: Request, name: str, task: str, body: schemas.FitIn, principal:
     engine = engine_of(request)
 
     def work(progress: Progress) -> tuple[int, dict[str, object]]:
-        outcome = regression.fit(
+        outcome = fit_regression(
             engine, name, task, body.target, body.features, method=body.method, epsilon=body.epsilon,
             delta=body.delta, release_id=body.release, intercept=body.intercept, principal=principal.label,
             allow_unmeasured=body.allow_unmeasured, progress=progress,

@@ -7,10 +7,9 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 from fastapi import Path as PathParam
 
-from service import jobs
-from service.api import schemas
+from service.access.auth import Principal
+from service.api import jobs, schemas
 from service.api.security import EVERYONE, check_scope, engine_of, require
-from service.auth import Principal
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 

@@ -10,11 +10,11 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi import Path as PathParam
 
-from service import releases
+from service.access.auth import Principal
 from service.api import schemas
 from service.api.security import ANALYST, EVERYONE, STEWARD, check_scope, engine_of, require
-from service.auth import Principal
-from service.releases import StoredRelease
+from service.releases import answers
+from service.releases.answers import StoredRelease
 
 router = APIRouter(prefix="/releases", tags=["releases"])
 
@@ -26,7 +26,7 @@ def _visible(request: Request, release_id: int, principal: Principal) -> StoredR
     None for unscoped callers, whose answers come straight from the service (which 404s)."""
     if principal.scope is None:
         return None
-    release = releases.get_release(engine_of(request), release_id)
+    release = answers.get_release(engine_of(request), release_id)
     check_scope(principal, release.dataset.name)
     return release
 
@@ -40,7 +40,7 @@ def list_releases(
 ) -> list[dict[str, object]]:
     if dataset is not None:
         check_scope(principal, dataset)
-    items = releases.list_releases(engine_of(request), dataset)
+    items = answers.list_releases(engine_of(request), dataset)
     return [r.to_json(hide_seeded_details=True) for r in items if principal.may_access(r.dataset.name)]
 
 
@@ -48,7 +48,7 @@ def list_releases(
 def get_release(
     request: Request, release_id: ReleaseId, principal: Principal = Depends(require(*EVERYONE))
 ) -> dict[str, object]:
-    release = _visible(request, release_id, principal) or releases.get_release(engine_of(request), release_id)
+    release = _visible(request, release_id, principal) or answers.get_release(engine_of(request), release_id)
     return release.to_json(hide_seeded_details=True)
 
 
@@ -61,7 +61,7 @@ def marginal(
     principal: Principal = Depends(require(ANALYST, STEWARD)),
 ) -> dict[str, object]:
     _visible(request, release_id, principal)
-    return releases.answer_marginal(engine_of(request), release_id, list(body.attributes))
+    return answers.answer_marginal(engine_of(request), release_id, list(body.attributes))
 
 
 @router.post("/{release_id}/synthetic", response_model=schemas.SyntheticOut,
@@ -72,8 +72,8 @@ def synthetic(
     body: schemas.SyntheticQuery,
     principal: Principal = Depends(require(ANALYST, STEWARD)),
 ) -> dict[str, object]:
-    release = _visible(request, release_id, principal) or releases.get_release(engine_of(request), release_id)
-    frame = releases.synthetic_frame(engine_of(request), release_id, body.rows)
+    release = _visible(request, release_id, principal) or answers.get_release(engine_of(request), release_id)
+    frame = answers.synthetic_frame(engine_of(request), release_id, body.rows)
     return {"release_id": release_id, "rows": len(frame), "columns": list(frame.columns),
             "data": {str(c): frame[c].astype("int64").tolist() for c in frame.columns},
             "labels": release.dataset.labels_of(list(frame.columns))}

@@ -16,8 +16,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from service.mechanisms import registry
 from service.privacy.cost import MAX_AMOUNT
-from service.releases import MECHANISMS
+from service.regression.design import METHODS
+from service.releases.kinds import ReleaseKind
 
 #: Dataset names usable in URLs: no control characters and no "/" (it would split the path).
 NAME_PATTERN = r"^[^\x00-\x1f\x7f/]+$"
@@ -92,7 +94,7 @@ class BinColumn(Strict):
 
 
 class BinSpec(Strict):
-    """A public binning spec, as in :mod:`service.binning` (the YAML file's content as JSON)."""
+    """A public binning spec, as in :mod:`workloads.binning` (the YAML file's content as JSON)."""
 
     format: BinFormat | None = None
     columns: Annotated[dict[ColumnName, BinColumn], Field(min_length=1, max_length=10_000)]
@@ -192,10 +194,14 @@ class ReleaseOptions(Strict):
                                            description="Largest graphical model in MB.")] | None = None
 
 
+#: The marginal mechanisms registered when the API is built (:mod:`service.mechanisms.registry`).
+MARGINAL_MECHANISMS = tuple(registry.names(ReleaseKind.MARGINALS))
+
+
 class MarginalReleaseIn(Strict):
     """A marginal release. Laplace takes epsilon; gaussian/mst/aim take rho, or epsilon and delta."""
 
-    mechanism: Literal[MECHANISMS]  # type: ignore[valid-type]
+    mechanism: Literal[MARGINAL_MECHANISMS]  # type: ignore[valid-type]
     workload: NamedWorkload | WorkloadList = "all-2way"
     epsilon: Epsilon | None = None
     delta: Delta | None = None
@@ -204,8 +210,10 @@ class MarginalReleaseIn(Strict):
 
     @model_validator(mode="after")
     def _options_fit_mechanism(self) -> MarginalReleaseIn:
-        if self.options.rounds is not None and self.mechanism != "aim":
-            raise ValueError(f"options.rounds is for aim, not {self.mechanism}")
+        for name in self.options.model_dump(exclude_none=True):
+            if name not in registry.get(self.mechanism).option_names:
+                takers = [m for m in MARGINAL_MECHANISMS if name in registry.get(m).option_names]
+                raise ValueError(f"options.{name} is for {' or '.join(takers)}, not {self.mechanism}")
         return self
 
     def service_workload(self) -> str | list[object]:
@@ -224,7 +232,7 @@ class Cost(BaseModel):
 
 
 # regression fits ----------------------------------------------------------------------------------
-FIT_METHODS = ("dd-ssp", "adassp", "objpert", "aim-synth")
+FIT_METHODS = METHODS
 
 
 class FitIn(Strict):

@@ -14,8 +14,8 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy import Engine
 
-from service import auth
-from service.auth import Principal
+from service.access import auth
+from service.access.auth import Principal
 from service.errors import ServiceError
 
 STEWARD, ANALYST, AUDITOR = "steward", "analyst", "auditor"

@@ -4,10 +4,10 @@ benchmarks and the tests against a real server).
 
 Start-up brings the schema to the newest migration and repairs what a killed process left behind:
 releases still ``pending`` whose runner is provably gone become ``failed_after_noise`` (their charges
-stand; :func:`service.recovery.recover_interrupted`, which every command also runs), background jobs
-of a dead server fail with a ``request_interrupted`` answer (:func:`service.recovery.recover_jobs`),
+stand; :func:`service.releases.recovery.recover_interrupted`, which every command also runs), background jobs
+of a dead server fail with a ``request_interrupted`` answer (:func:`service.releases.recovery.recover_jobs`),
 and idempotency claims still ``pending`` get that answer too
-(:func:`service.idempotency.recover_interrupted_claims`). The last step is only safe while no other
+(:func:`service.access.idempotency.recover_interrupted_claims`). The last step is only safe while no other
 server serves the same database, hence one uvicorn worker. Put a TLS-terminating proxy in front when
 serving beyond loopback.
 """
@@ -37,8 +37,8 @@ REPO = Path(__file__).resolve().parents[2]
 def prepare_database(engine: Engine) -> dict[str, int]:
     """Upgrade to the newest schema and recover interrupted work; returns what was recovered."""
     from db.migrate import upgrade_to_head
-    from service.idempotency import recover_interrupted_claims
-    from service.recovery import recover_interrupted, recover_jobs
+    from service.access.idempotency import recover_interrupted_claims
+    from service.releases.recovery import recover_interrupted, recover_jobs
 
     upgrade_to_head(engine)
     return {"releases_marked_failed_after_noise": len(recover_interrupted(engine)),

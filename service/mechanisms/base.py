@@ -16,8 +16,8 @@ import numpy as np
 
 from estimators.graphical.mbi_adapter import Model
 from estimators.graphical.mirror_descent import Measurement
+from service.mechanisms.progress import FIT_PHASE, Progress, fit_progress, no_progress
 from service.privacy.cost import PrivacyCost
-from service.progress import FIT_PHASE, Progress, fit_progress, no_progress
 from workloads.domain import Domain
 
 

@@ -1,19 +1,20 @@
 """The AdaSSP sufficient-statistics release: a noisy Gram matrix ``Z^T Z`` plus a noisy ``lambda_min``.
 
 AdaSSP (Wang 2018, "Revisiting differentially private linear regression: optimal and adaptive prediction &
-estimation in unbounded domain", UAI; restated as Alg. 2 of paper 002, App. B) perturbs ``X^T X``, ``X^T y`` and
-``lambda_min(X^T X)``. The service releases the same kind of statistics once, over a *set of columns*, so that
-every linear regression among them can be answered later for free:
+estimation in unbounded domain", UAI; restated as Alg. 2 of Ferrando & Sheldon 2024, "Private Regression via
+Data-Dependent Sufficient Statistic Perturbation", App. B) perturbs ``X^T X``, ``X^T y`` and ``lambda_min(X^T X)``.
+The service releases the same kind of statistics once, over a *set of columns*, so that every linear regression
+among them can be answered later for free:
 
 * ``Z = [1?, A_1 x_1, ..., A_m x_m]`` holds the encoded columns of the requested features and target
   (:class:`workloads.encodings.DesignEncoding`; the constant column only when an intercept was asked for);
-* ``Z^T Z`` is computed exactly from the 1- and 2-way marginals, counted in SQL (Prop. 3.2 of paper 002 with
+* ``Z^T Z`` is computed exactly from the 1- and 2-way marginals, counted in SQL (Prop. 3.2 of Ferrando & Sheldon with
   exact counts, :func:`estimators.central.sufficient_stats.gram_from_marginals`): no row leaves the database;
 * its upper triangle (diagonal included) gets i.i.d. ``N(0, sigma_gram^2)`` noise and is mirrored (Alg. 2,
   steps 4 and 5 as one Gaussian mechanism); ``lambda_min(Z^T Z)`` gets ``N(0, sigma_lambda^2)`` (step 2).
 
 Privacy (zCDP; derivation in docs/privacy.md, section 8.5). Neighbours differ by adding or removing one row
-``z`` (the relation of paper 002, App. B). Let ``s_j = ||A_j e||^2`` be the squared norm of block ``j`` of
+``z`` (the relation of Ferrando & Sheldon, App. B). Let ``s_j = ||A_j e||^2`` be the squared norm of block ``j`` of
 ``z`` (the intercept is a block with ``s = 1``) and ``m_j = max s_j`` (``AttributeEncoding.squared_norm_bound``).
 
 * Upper triangle: it changes by ``(z_i z_j)_{i <= j}``, of squared norm
@@ -67,7 +68,7 @@ if TYPE_CHECKING:
 
 #: Share of rho for the minimum eigenvalue (Alg. 2 gives it a third of the budget).
 DEFAULT_LAMBDA_SHARE = Fraction(1, 3)
-#: Alg. 2's failure probability (its "rho", 0.05 in paper 002), used in the ridge constant.
+#: Alg. 2's failure probability (its "rho", 0.05 in Ferrando & Sheldon), used in the ridge constant.
 DEFAULT_FAILURE_PROB = 0.05
 #: The confidence parameter of Alg. 2 steps 2-3 when the request gave no delta (a rho-only request).
 DEFAULT_CONFIDENCE_DELTA = 1e-5
@@ -234,7 +235,7 @@ def exact_gram(oracle: CountOracle, design: DesignEncoding) -> GramStatistics:
     """``Z^T Z`` from exact 1- and 2-way counts (Prop. 3.2 with exact marginals equals the row computation), in
     floating point.
 
-    With a :class:`service.oracle.SqlCountOracle` the marginals are counted in one batch (``counts_many``)."""
+    With a :class:`service.data.oracle.SqlCountOracle` the marginals are counted in one batch (``counts_many``)."""
     counts = _count(oracle, design)
     needed = design.required_marginals()
     total = float(counts[needed[0]].sum())
@@ -272,7 +273,8 @@ def integer_gram(oracle: CountOracle, design: DesignEncoding, integral: Integral
 
 
 class GramRelease:
-    """A release runner for :func:`service.releases.run_release` (``runner=release, encode_payload=release.encode``).
+    """A release runner for :func:`service.releases.engine.run_release` (``runner=release``,
+    ``encode_payload=release.encode``), built by the registry (:mod:`service.mechanisms.catalog`).
 
     ``design`` fixes the released columns (:func:`column_spec`), ``rho`` the exact zCDP cost.
     """

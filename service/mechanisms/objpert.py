@@ -3,7 +3,8 @@
 Approximate minima perturbation (Iyengar, Near, Song, Thakkar, Thakurta & Wang 2019, "Towards Practical
 Differentially Private Convex Optimization", IEEE S&P, Alg. 1) around the objective perturbation of Kifer, Smith &
 Thakurta 2012 ("Private convex empirical risk minimization and high-dimensional regression", COLT, Thm. 2), as
-restated in paper 002, App. C, Alg. 3. The budget (eps, delta) is split: (eps_1, delta_1) = (1 - s)(eps, delta) for
+restated in Ferrando & Sheldon 2024, "Private Regression via Data-Dependent Sufficient
+Statistic Perturbation", App. C, Alg. 3. The budget (eps, delta) is split: (eps_1, delta_1) = (1 - s)(eps, delta) for
 objective perturbation and (eps_2, delta_2) = s (eps, delta) for the output noise, s = ``OUTPUT_SHARE``.
 
 1. With ``||x|| <= ||X||`` for every encoded row (intercept included, Prop. 3.1), ``Delta = ||X||^2 / (2 eps_1)`` and
@@ -21,7 +22,7 @@ objective perturbation and (eps_2, delta_2) = s (eps, delta) for the output nois
 Composition: (eps_1 + eps_2, delta_1 + delta_2) = (eps, delta), the charge. Only public numbers (the calibration)
 are stored with the release: no solver diagnostic, no row count, no row norm.
 
-This is the one mechanism of the service that reads rows (:meth:`service.oracle.SqlCountOracle.rows`): the
+This is the one mechanism of the service that reads rows (:meth:`service.data.oracle.SqlCountOracle.rows`): the
 optimisation needs them. They stay inside the runner; only the fitted coefficients leave, in the payload.
 """
 
@@ -47,7 +48,7 @@ from workloads import parameters
 from workloads.encodings import DesignEncoding
 
 if TYPE_CHECKING:
-    from service.oracle import SqlCountOracle
+    from service.data.oracle import SqlCountOracle
     from service.privacy.noise import NoiseSource
 
 
@@ -76,7 +77,8 @@ DISTANCE_BOUND = 1e-10
 
 
 class ObjPertRelease:
-    """A release runner for :func:`service.releases.run_release` (``runner=release, encode_payload=release.encode``).
+    """A release runner for :func:`service.releases.engine.run_release` (``runner=release``,
+    ``encode_payload=release.encode``), built by the registry (:mod:`service.mechanisms.catalog`).
 
     ``design`` must be a logistic design (target in ``{-1, +1}``); ``epsilon`` and ``delta`` (exact, ``delta > 0``)
     are the charge, split as in the module docstring. Every float of the calibration is computed from the exact

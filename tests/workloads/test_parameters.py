@@ -9,7 +9,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from estimators.base import EstimatorError, check_count, check_positive, check_probability
+from estimators.base import EstimatorError, check_count, check_positive, check_probability, check_sparsity
 from workloads import parameters
 from workloads.local.protocols import ProtocolError, RoundSpec
 from workloads.parameters import (
@@ -81,6 +81,10 @@ def test_custom_name_in_message_and_exact_strings() -> None:
         (lambda: parameters.check_count("dimension", 2.0), "dimension"),
         (lambda: parameters.check_count("rounds", 1, minimum=2), "rounds"),
         (lambda: parameters.check_generator(42), "rng"),
+        (lambda: parameters.check_sparsity(0, 5), "sparsity"),
+        (lambda: parameters.check_sparsity(6, 5), "sparsity"),
+        (lambda: parameters.check_vector("theta", [1.0, 2.0], 3), "theta"),
+        (lambda: parameters.check_vector("theta", [1.0, float("nan")], 2), "theta"),
     ],
 )
 def test_numeric_checks_name_the_parameter(call, name: str) -> None:  # noqa: ANN001
@@ -95,6 +99,8 @@ def test_numeric_checks_accept_python_and_numpy_numbers() -> None:
     assert parameters.check_probability("delta", 0.0, allow_zero=True) == 0.0
     assert parameters.check_probability("delta", np.float64(1e-6)) == 1e-6
     assert parameters.check_count("p", np.int32(4)) == 4
+    assert parameters.check_sparsity(np.int64(5), 5) == 5
+    np.testing.assert_array_equal(parameters.check_vector("theta", [1, 2], 2), [1.0, 2.0])
     rng = np.random.default_rng(0)
     assert parameters.check_generator(rng) is rng
 
@@ -107,5 +113,7 @@ def test_each_family_gets_its_own_error_with_the_same_words() -> None:
         check_probability("delta", 1.0)
     with pytest.raises(EstimatorError, match="rounds must be an integer >= 1"):
         check_count("rounds", 0)
+    with pytest.raises(EstimatorError, match="sparsity must be at most the number of features p=2"):
+        check_sparsity(3, 2)
     with pytest.raises(ProtocolError, match="epsilon must be a positive finite number"):
         RoundSpec("all", epsilon=-1.0)

@@ -39,7 +39,6 @@ from typing import Any, ClassVar
 import numpy as np
 
 from workloads.local.randomizers.laplace import interval_scale, randomize_interval_values
-from workloads.local.randomizers.projection import randomize_projection
 from workloads.local.randomizers.sufficient_statistics import (
     NORMS,
     StatisticsNoise,
@@ -47,6 +46,7 @@ from workloads.local.randomizers.sufficient_statistics import (
     randomize_sufficient_statistics,
     triangle_size,
 )
+from workloads.local.randomizers.two_round_projection import randomize_projection
 from workloads.parameters import ParameterError, check_count, check_positive, check_probability
 
 #: Standard deviations of Gaussian noise an entry may exceed its clipped bound by (P(|N(0,1)| > 20) < 1e-88).
@@ -580,7 +580,7 @@ class TwoRoundSteinSpec(_StatisticsBounds, ProtocolSpec):
     Round 0: noisy ``(x x^T, x y)`` as in :class:`SteinGlmSpec` (Gaussian, ``first.epsilon``, ``first.delta``).
     Round 1: the server publishes ``coef`` (round 0's OLS estimate) and ``bound``; each participant of
     ``second.group`` sends ``clip(<x, coef>, -bound, bound) + Lap(2 bound / second.epsilon)``
-    (:mod:`workloads.local.randomizers.projection`; ``second.delta`` must be 0). ``bound`` is
+    (:mod:`workloads.local.randomizers.two_round_projection`; ``second.delta`` must be 0). ``bound`` is
     ``projection_scale`` times round 0's estimate of the standard deviation of ``<x, coef>``.
 
     :meth:`split_budget` (the paper's Alg. 5: everyone reports twice, half the budget each) and :meth:`split_groups`

@@ -16,7 +16,8 @@ from estimators.central.dp_iht import (
     clipped_gradient_sum,
     dp_iht_calibration,
 )
-from estimators.local.sparse_synthetic import relative_error, sparse_linear_data
+from estimators.local.accuracy import relative_error
+from estimators.local.sparse.synthetic import sparse_linear_data
 from service.privacy.noise import NoiseSource
 
 

@@ -24,7 +24,7 @@ def log_cks_bound(alpha: float, rho: float, eps: float) -> float:
 
 # ---------------------------------------------------------------- conversion
 def test_reference_value() -> None:
-    # Reference from shared/notes.md (private-pgm's cdp_rho): rho for (1, 1e-5) is 0.030557.
+    # Reference: private-pgm's cdp_rho: rho for (1, 1e-5) is 0.030557.
     assert f"{cdp_rho(1, 1e-5):.5g}" == "0.030557"
 
 

@@ -56,6 +56,17 @@ def test_device_profile_is_an_upper_bound_on_the_exact_one(epsilon: float, mu: f
     assert ours <= exact + 1e-15 + 1e-9 * exact
 
 
+@pytest.mark.parametrize("epsilon", [0.05, 0.5, 0.99])
+def test_analytic_sigma_agrees_with_an_independent_root_finder_and_beats_the_classical_scale(epsilon: float) -> None:
+    """scipy's brentq on scipy's profile finds the same sigma; where the classical sigma = sqrt(2 ln(1.25/delta)) /
+    epsilon of Dwork & Roth 2014, Thm. A.1 applies (epsilon < 1) the analytic one is smaller."""
+    delta = 1e-5
+    sigma = analytic_gaussian_sigma(epsilon, delta, 2.7)
+    reference = optimize.brentq(lambda s: exact_profile(2.7 / s, epsilon) - delta, 1e-3, 1e4, xtol=1e-14)
+    assert sigma == pytest.approx(reference, rel=1e-7)
+    assert analytic_gaussian_sigma(epsilon, delta, 1.0) < math.sqrt(2 * math.log(1.25 / delta)) / epsilon
+
+
 def test_classical_gaussian_mechanism_fails_for_large_epsilon() -> None:
     """Why the randomizers do not use sigma = sqrt(2 ln(1.25/delta)) Delta / epsilon: past epsilon < 1 (where Dwork
     & Roth's Thm. A.1 holds) it is unproven, and at epsilon = 10, delta = 1e-6 its true delta is above 1e-6."""

@@ -13,7 +13,7 @@ from workloads.local.randomizers.iht_gradient import (
     worst_case_residual_bound,
 )
 from workloads.local.randomizers.l2ball import l2_ball_output_norm
-from workloads.local.randomizers.projected import (
+from workloads.local.randomizers.random_projection_statistics import (
     projected_statistics,
     projected_statistics_bound,
     projected_statistics_report,

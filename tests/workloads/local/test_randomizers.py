@@ -17,7 +17,6 @@ from scipy import stats
 from tests.workloads.local.worst_case import attaining_pair, statistic
 from workloads.local.calibration import gaussian_privacy_profile, sufficient_statistics_sensitivity
 from workloads.local.randomizers.laplace import interval_scale, randomize_interval_values
-from workloads.local.randomizers.projection import randomize_projection
 from workloads.local.randomizers.sufficient_statistics import (
     clip_features,
     default_xy_ratio,
@@ -25,6 +24,7 @@ from workloads.local.randomizers.sufficient_statistics import (
     randomize_sufficient_statistics,
     sufficient_statistics,
 )
+from workloads.local.randomizers.two_round_projection import randomize_projection
 from workloads.local.rng import device_rng, generator_or_device
 from workloads.parameters import ParameterError
 
@@ -207,7 +207,7 @@ def _participant_calls() -> dict[str, object]:
     from workloads.local.randomizers.gaussian_label import randomize_labels
     from workloads.local.randomizers.iht_gradient import ldp_iht_report
     from workloads.local.randomizers.l2ball import l2_ball_randomize
-    from workloads.local.randomizers.projected import projected_statistics_report
+    from workloads.local.randomizers.random_projection_statistics import projected_statistics_report
 
     return {
         "interval": lambda: randomize_interval_values(0.5, 0.0, 1.0, 1.0),
@@ -247,7 +247,7 @@ def test_every_randomizer_draws_from_the_device_source_without_a_generator(name:
 def test_participant_side_imports_no_server_stack() -> None:
     """What a device runs imports numpy only: no scipy, FastAPI, SQLAlchemy, JAX or the service."""
     code = ("import sys, workloads.local.protocols, workloads.local.randomizers.laplace, "
-            "workloads.local.randomizers.sufficient_statistics, workloads.local.randomizers.projection; "
+            "workloads.local.randomizers.sufficient_statistics, workloads.local.randomizers.two_round_projection; "
             "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
             "{'scipy', 'fastapi', 'sqlalchemy', 'jax', 'service', 'estimators', 'db', 'pandas'}); print(bad)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

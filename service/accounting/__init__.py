@@ -1,0 +1,1 @@
+"""Accounting: the central ledger of what each release charged to its dataset's budget."""

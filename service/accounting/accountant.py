@@ -1,0 +1,599 @@
+"""The privacy accountant: budgets, check-and-charge, refunds, and what is left.
+
+Every charge is checked and written in ONE serialised transaction (SQLite ``BEGIN IMMEDIATE``;
+PostgreSQL ``SELECT … FOR UPDATE`` on the budget row), so concurrent requests can never
+overspend. The ledger is append-only (database triggers refuse UPDATE and DELETE); the remaining
+budget is the ``budget_remaining`` view over it. The composition rule is in
+:func:`service.privacy.filter.budget_holds` and derived in docs/privacy.md.
+
+Every charge row stores its epsilon, delta and rho, and what its epsilon costs in the rule
+(``epsilon_priced_units``: the epsilon itself before the zCDP anchor, the Renyi divergence of randomized response
+after it), so an auditor recomputes the composed epsilon from plain SQL sums (docs/privacy.md 6.4).
+:class:`BudgetStatus` says what can still be spent (the largest epsilon of an (epsilon, delta) release, the delta
+and the largest rho); :func:`budget_effect` says what one charge cost in the budget's own epsilon.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+from sqlalchemy import Engine, func, select
+from sqlalchemy.orm import Session
+
+from db.engine import serialized_transaction, transaction
+from db.models import ALPHA_SCALE, DELTA_SCALE, EPSILON_SCALE, Budget, Dataset, LedgerEntry, Release, utcnow
+from service.errors import BudgetExceeded, NotFound, ServiceError
+from service.privacy.cost import PrivacyCost, ceil_units, check_amount, exact, floor_units, from_units
+from service.privacy.filter import (
+    ZcdpAnchor,
+    budget_holds,
+    epsilon_spent,
+    price_epsilon,
+    remaining_delta,
+    remaining_epsilon,
+    remaining_rho,
+    zcdp_anchor,
+)
+from workloads import parameters
+
+#: The default ``delta_reserve`` of a budget, as a fraction of its delta: enough for (epsilon, delta) releases
+#: (objective perturbation) at delta_B / 10 in all after zCDP releases have started, for about 1 % less rho
+#: (docs/privacy.md 6.3, "delta_reserve").
+DEFAULT_RESERVE_SHARE = Fraction(1, 10)
+
+
+@dataclass(frozen=True)
+class BudgetStatus:
+    """What a budget has spent and what it can still spend, as the accountant's rule (docs/privacy.md 6.3) sees it."""
+
+    dataset: str
+    epsilon_total: Fraction
+    delta_total: Fraction
+    epsilon_pure_spent: Fraction  # E: sum of (epsilon, delta)-DP charges' epsilons
+    delta_spent: Fraction  # D
+    rho_spent: Fraction  # R
+    epsilon_spent: Fraction  # the composed epsilon of the whole ledger (rounded up to the grid)
+    anchored: bool = False  # whether zCDP charges have fixed the rule's anchor
+    epsilon_priced_spent: Fraction = Fraction(0)  # C: the sum of the (epsilon, delta) charges' prices
+    delta_reserve: Fraction = Fraction(0)
+    anchor: ZcdpAnchor | None = None
+    epsilon_spendable: Fraction = Fraction(0)  # the largest epsilon of one more (epsilon, delta) charge
+    delta_spendable: Fraction = Fraction(0)  # the delta (epsilon, delta) charges can still spend
+    rho_spendable: Fraction = Fraction(0)  # the largest rho of one more zCDP charge
+
+    @property
+    def epsilon_remaining(self) -> Fraction:
+        """What is left in the budget's own (composed) epsilon."""
+        return self.epsilon_total - self.epsilon_spent
+
+    @property
+    def delta_remaining(self) -> Fraction:
+        """The delta (epsilon, delta) releases can still spend (delta_B - delta_z - D once zCDP releases hold
+        delta_z; delta_B - D before)."""
+        return self.delta_spendable
+
+    def can_still_spend(self) -> str:
+        """One sentence: what one more release may cost, in the units it would be charged."""
+        eps = float(self.epsilon_spendable)
+        if eps > 0 and self.delta_spendable > 0:
+            pure = f"an (epsilon, delta) release with epsilon up to {eps:.6g} and delta up to " \
+                   f"{float(self.delta_spendable):.3g}"
+        elif eps > 0:
+            pure = f"a pure-DP release with epsilon up to {eps:.6g} (no delta is left for (epsilon, delta) releases)"
+        else:
+            pure = "no (epsilon, delta) release"
+        zcdp_part = (f"a zCDP release with rho up to {float(self.rho_spendable):.6g}" if self.rho_spendable > 0
+                     else "no zCDP release")
+        return f"{pure}, or {zcdp_part}"
+
+    def explain_delta(self) -> str:
+        if self.anchor is None:
+            return f"delta_spent={float(self.delta_spent):.3g} of delta={float(self.delta_total):.3g}"
+        return (f"the zCDP releases hold delta_zcdp={float(self.anchor.delta_z):.3g} of the budget's "
+                f"delta={float(self.delta_total):.3g} and (epsilon, delta) releases have spent "
+                f"{float(self.delta_spent):.3g}")
+
+    def to_json(self) -> dict[str, object]:
+        anchor = self.anchor
+        return {
+            "dataset": self.dataset,
+            "epsilon_total": float(self.epsilon_total),
+            "delta_total": float(self.delta_total),
+            "delta_reserve": float(self.delta_reserve),
+            "epsilon_spent": float(self.epsilon_spent),
+            "delta_spent": float(self.delta_spent),
+            "rho_spent": float(self.rho_spent),
+            "epsilon_pure_spent": float(self.epsilon_pure_spent),
+            "epsilon_priced_spent": float(self.epsilon_priced_spent),
+            "epsilon_remaining": float(self.epsilon_remaining),
+            "delta_remaining": float(self.delta_remaining),
+            "epsilon_spendable": float(self.epsilon_spendable),
+            "delta_spendable": float(self.delta_spendable),
+            "rho_spendable": float(self.rho_spendable),
+            "zcdp_anchor_fixed": self.anchored,
+            "zcdp_alpha": None if anchor is None else float(anchor.alpha),
+            "zcdp_delta": None if anchor is None else float(anchor.delta_z),
+            "zcdp_offset": None if anchor is None else float(anchor.offset),
+        }
+
+
+@dataclass(frozen=True)
+class BudgetEffect:
+    """What one charge cost in the budget's own epsilon: the composed epsilon spent before and after it, and why."""
+
+    epsilon_total: Fraction
+    epsilon_before: Fraction
+    epsilon_after: Fraction
+    note: str = ""
+
+    def to_json(self) -> dict[str, object]:
+        return {"epsilon_total": float(self.epsilon_total), "epsilon_spent_before": float(self.epsilon_before),
+                "epsilon_spent_after": float(self.epsilon_after), "note": self.note}
+
+    def describe(self) -> str:
+        line = (f"budget epsilon spent {float(self.epsilon_before):.6g} -> {float(self.epsilon_after):.6g} "
+                f"of {float(self.epsilon_total):.6g}")
+        return f"{line}\n{self.note}" if self.note else line
+
+
+def dataset_by_name(session: Session, name: str) -> Dataset:
+    dataset = session.execute(select(Dataset).where(Dataset.name == name)).scalar_one_or_none()
+    if dataset is None:
+        raise NotFound(f"no dataset named {name!r}", code="dataset_not_found")
+    return dataset
+
+
+@dataclass(frozen=True)
+class _Sums:
+    """Ledger sums in units: E (epsilon), D (delta), R (rho) and C (the priced epsilons)."""
+
+    e: int
+    d: int
+    r: int
+    c: int
+
+    def plus(self, e: int, d: int, r: int, c: int) -> _Sums:
+        return _Sums(self.e + e, self.d + d, self.r + r, self.c + c)
+
+    def exact(self) -> tuple[Fraction, Fraction, Fraction, Fraction]:
+        return (from_units(self.e, EPSILON_SCALE), from_units(self.d, DELTA_SCALE), from_units(self.r, EPSILON_SCALE),
+                from_units(self.c, EPSILON_SCALE))
+
+
+def _sums(session: Session, dataset_id: int) -> _Sums:
+    row = session.execute(
+        select(
+            func.coalesce(func.sum(LedgerEntry.epsilon_units), 0),
+            func.coalesce(func.sum(LedgerEntry.delta_units), 0),
+            func.coalesce(func.sum(LedgerEntry.rho_units), 0),
+            func.coalesce(func.sum(func.coalesce(LedgerEntry.epsilon_priced_units, LedgerEntry.epsilon_units)), 0),
+        ).where(LedgerEntry.dataset_id == dataset_id)
+    ).one()
+    return _Sums(int(row[0]), int(row[1]), int(row[2]), int(row[3]))
+
+
+def _anchor(session: Session, dataset_id: int) -> ZcdpAnchor | None:
+    """The anchor of the accountant's rule, written with the dataset's first rho charge (if any)."""
+    row = session.execute(
+        select(LedgerEntry.anchor_alpha_units, LedgerEntry.anchor_delta_z_units, LedgerEntry.anchor_offset_units)
+        .where(LedgerEntry.dataset_id == dataset_id, LedgerEntry.anchor_alpha_units.is_not(None))
+        .order_by(LedgerEntry.id)
+        .limit(1)
+    ).first()
+    if row is None:
+        return None
+    return ZcdpAnchor(
+        alpha=from_units(row[0], ALPHA_SCALE), delta_z=from_units(row[1], DELTA_SCALE),
+        offset=from_units(row[2], EPSILON_SCALE),
+    )
+
+
+def _anchor_units(anchor: ZcdpAnchor) -> tuple[int, int, int]:
+    """The anchor in ledger units. alpha and delta_z are on the grid already; t is rounded up."""
+    alpha_units = anchor.alpha * ALPHA_SCALE
+    delta_z_units = anchor.delta_z * DELTA_SCALE
+    if alpha_units.denominator != 1 or delta_z_units.denominator != 1:
+        raise RuntimeError(f"anchor {anchor} is not on the ledger's grid")
+    return int(alpha_units), int(delta_z_units), ceil_units(anchor.offset, EPSILON_SCALE)
+
+
+def _budget_exact(budget: Budget) -> tuple[Fraction, Fraction]:
+    return from_units(budget.epsilon_units, EPSILON_SCALE), from_units(budget.delta_units, DELTA_SCALE)
+
+
+def _composed_units(sums: _Sums, budget: Budget, anchor: ZcdpAnchor | None) -> int:
+    """The composed epsilon of the sums (docs/privacy.md 6.3), rounded UP to the grid."""
+    if anchor is None:
+        return sums.e  # basic composition: exactly E, no float round trip
+    e, d, r, c = sums.exact()
+    spent = epsilon_spent(e, d, r, _budget_exact(budget)[1], anchor, priced=c)
+    return ceil_units(Fraction(spent), EPSILON_SCALE)
+
+
+def _holds(sums: _Sums, budget: Budget, anchor: ZcdpAnchor | None) -> bool:
+    e, d, r, c = sums.exact()
+    return budget_holds(e, d, r, *_budget_exact(budget), anchor, priced=c)
+
+
+def _price_units(epsilon_units: int, anchor: ZcdpAnchor | None) -> int:
+    """What a charge's epsilon costs in the rule: itself before the anchor, ``price_epsilon`` after."""
+    if anchor is None or epsilon_units == 0:
+        return epsilon_units
+    return ceil_units(price_epsilon(from_units(epsilon_units, EPSILON_SCALE), anchor.alpha), EPSILON_SCALE)
+
+
+def _locked_budget(session: Session, dataset: Dataset) -> Budget:
+    budget = session.execute(
+        select(Budget).where(Budget.dataset_id == dataset.id).with_for_update()
+    ).scalar_one_or_none()
+    if budget is None:
+        raise ServiceError(
+            f"dataset {dataset.name!r} has no privacy budget yet; a steward sets one with "
+            f"`marginalia budget set {dataset.name} --epsilon E --delta D`",
+            code="no_budget",
+            status=409,
+        )
+    return budget
+
+
+def _status_of(name: str, sums: _Sums, budget: Budget, anchor: ZcdpAnchor | None) -> BudgetStatus:
+    e, d, r, c = sums.exact()
+    eps_b, delta_b = _budget_exact(budget)
+    reserve = from_units(budget.delta_reserve_units, DELTA_SCALE)
+    return BudgetStatus(
+        dataset=name,
+        epsilon_total=eps_b,
+        delta_total=delta_b,
+        epsilon_pure_spent=e,
+        delta_spent=d,
+        rho_spent=r,
+        epsilon_spent=from_units(_composed_units(sums, budget, anchor), EPSILON_SCALE),
+        anchored=anchor is not None,
+        epsilon_priced_spent=c,
+        delta_reserve=reserve,
+        anchor=anchor,
+        epsilon_spendable=remaining_epsilon(e, d, r, eps_b, delta_b, anchor, priced=c),
+        delta_spendable=remaining_delta(d, delta_b, anchor),
+        rho_spendable=from_units(floor_units(remaining_rho(e, d, r, eps_b, delta_b, anchor, reserve, priced=c),
+                                             EPSILON_SCALE), EPSILON_SCALE),  # on the grid: chargeable as it is
+    )
+
+
+def _status(session: Session, dataset: Dataset, budget: Budget) -> BudgetStatus:
+    return _status_of(dataset.name, _sums(session, dataset.id), budget, _anchor(session, dataset.id))
+
+
+def _budget_refusal(name: str, epsilon_b: Fraction, delta_b: Fraction, sums: _Sums,
+                    anchor: ZcdpAnchor | None) -> str:
+    """Why a proposed budget cannot hold what the ledger has already spent, naming the parameter at fault."""
+    e, d, r, _c = sums.exact()
+    if anchor is not None and d > delta_b - anchor.delta_z:
+        needed = anchor.delta_z + d
+        return (f"dataset {name!r}: a budget with delta={float(delta_b):.3g} cannot hold what is already spent: the "
+                f"zCDP releases were given delta_zcdp={float(anchor.delta_z):.3g} of delta (and (epsilon, delta) "
+                f"releases spent {float(d):.3g}), so delta must be at least {float(needed):.3g}"
+                + ("; did you forget --delta?" if delta_b == 0 else ""))
+    if anchor is None and d > delta_b:
+        return (f"dataset {name!r}: a budget with delta={float(delta_b):.3g} cannot hold the delta={float(d):.3g} "
+                "already spent")
+    return (f"dataset {name!r}: a budget with epsilon={float(epsilon_b):g} cannot hold what is already spent "
+            f"(epsilon {float(e):.6g} by (epsilon, delta) releases, rho {float(r):.6g} by zCDP releases); "
+            "a budget can only be lowered to what has been spent")
+
+
+def set_budget(
+    engine: Engine,
+    name: str,
+    epsilon: object,
+    delta: object,
+    principal: str = "cli",
+    delta_reserve: object = None,
+) -> BudgetStatus:
+    """Set (or change) a dataset's total budget. Refused if what is already spent would not fit.
+
+    ``delta_reserve`` is the part of delta kept for (epsilon, delta) charges made after zCDP charges have started
+    (docs/privacy.md 6.3); it only matters until the first zCDP charge. ``None`` (the default) keeps
+    ``DEFAULT_RESERVE_SHARE`` (a tenth) of delta, so that objective perturbation stays possible after zCDP
+    releases; pass 0 to give all of delta to zCDP releases."""
+    epsilon_b = check_amount(exact(parameters.validate_epsilon(epsilon, "epsilon")), "epsilon")
+    delta_b = exact(parameters.validate_delta(delta, "delta"))
+    if delta_reserve is None:
+        reserve = delta_b * DEFAULT_RESERVE_SHARE
+    else:
+        reserve = exact(parameters.validate_delta(delta_reserve, "delta_reserve"))
+    if reserve > delta_b:
+        raise ServiceError(f"delta_reserve {delta_reserve} exceeds delta {delta}", code="invalid_parameter")
+    eps_units, delta_units = floor_units(epsilon_b, EPSILON_SCALE), floor_units(delta_b, DELTA_SCALE)
+    if eps_units <= 0:
+        raise ServiceError(f"epsilon {epsilon} is below the accountant's resolution 1e-12", code="invalid_parameter")
+    with serialized_transaction(engine) as session:
+        dataset = dataset_by_name(session, name)
+        budget = session.execute(
+            select(Budget).where(Budget.dataset_id == dataset.id).with_for_update()
+        ).scalar_one_or_none()
+        sums = _sums(session, dataset.id)
+        anchor = _anchor(session, dataset.id)
+        proposed = Budget(dataset_id=dataset.id, epsilon_units=eps_units, delta_units=delta_units,
+                          delta_reserve_units=min(ceil_units(reserve, DELTA_SCALE), delta_units))
+        if (sums.e or sums.d or sums.r or anchor is not None) and not _holds(sums, proposed, anchor):
+            raise BudgetExceeded(_budget_refusal(name, from_units(eps_units, EPSILON_SCALE),
+                                                 from_units(delta_units, DELTA_SCALE), sums, anchor))
+        if budget is None:
+            budget = proposed
+            session.add(budget)
+        else:
+            budget.epsilon_units, budget.delta_units = proposed.epsilon_units, proposed.delta_units
+            budget.delta_reserve_units, budget.updated_at = proposed.delta_reserve_units, utcnow()
+        session.add(
+            LedgerEntry(
+                dataset_id=dataset.id,
+                entry="budget",
+                mechanism="budget",
+                epsilon_units=0,
+                delta_units=0,
+                rho_units=0,
+                epsilon_priced_units=0,
+                epsilon_spent_after_units=_composed_units(sums, proposed, anchor),
+                principal=principal,
+                note=f"budget set to epsilon={float(epsilon_b)!r}, delta={float(delta_b)!r}, "
+                     f"delta_reserve={float(from_units(proposed.delta_reserve_units, DELTA_SCALE))!r}",
+            )
+        )
+        session.flush()
+        return _status(session, dataset, budget)
+
+
+def budget_status(engine: Engine, name: str) -> BudgetStatus:
+    with transaction(engine) as session:
+        dataset = dataset_by_name(session, name)
+        budget = session.execute(select(Budget).where(Budget.dataset_id == dataset.id)).scalar_one_or_none()
+        if budget is None:
+            raise ServiceError(f"dataset {name!r} has no privacy budget yet", code="no_budget", status=409)
+        return _status(session, dataset, budget)
+
+
+def _refusal(name: str, cost: PrivacyCost, status: BudgetStatus, reason: str) -> BudgetExceeded:
+    """The one refusal message: what the request costs, why it does not fit, and what can still be spent (the same
+    figures ``budget show`` prints)."""
+    return BudgetExceeded(
+        f"dataset {name!r}: this request costs {_describe(cost)} but {reason}; of the budget "
+        f"epsilon={float(status.epsilon_total):g}, delta={float(status.delta_total):g} "
+        f"(epsilon spent {float(status.epsilon_spent):.6g}, epsilon={float(status.epsilon_remaining):.6g} remains) "
+        f"what can still be spent is {status.can_still_spend()}"
+    )
+
+
+def _why_refused(cost: PrivacyCost, status: BudgetStatus) -> str:
+    if cost.delta > status.delta_spendable:
+        return (f"its delta does not fit: (epsilon, delta) releases can spend delta={float(status.delta_spendable):.3g}"
+                f" more ({status.explain_delta()})")
+    if cost.rho > 0 and cost.rho > status.rho_spendable:
+        return f"its rho does not fit: the largest zCDP charge that still fits is rho={float(status.rho_spendable):.6g}"
+    return (f"its epsilon does not fit: the largest epsilon of an (epsilon, delta) release that still fits is "
+            f"{float(status.epsilon_spendable):.6g}")
+
+
+def charge_in_session(
+    session: Session,
+    dataset: Dataset,
+    cost: PrivacyCost,
+    *,
+    mechanism: str,
+    release_id: int | None,
+    principal: str,
+    note: str = "",
+) -> LedgerEntry:
+    """Check that ``cost`` fits the budget and append its charge, inside the caller's serialised
+    transaction (see :func:`db.engine.serialized_transaction`)."""
+    budget = _locked_budget(session, dataset)
+    sums = _sums(session, dataset.id)
+    de, dd, dr = cost.as_units()
+    anchor = _anchor(session, dataset.id)
+    price = _price_units(de, anchor)  # priced with the anchor in force BEFORE this charge
+    new_anchor = None
+    if dr > 0 and anchor is None:
+        # The first zCDP charge fixes the rule's Renyi order and delta split from the sums before it.
+        try:
+            e, d, _r, _c = sums.exact()
+            new_anchor = anchor = zcdp_anchor(*_budget_exact(budget), e, d,
+                                                   from_units(budget.delta_reserve_units, DELTA_SCALE))
+        except parameters.PrivacyParameterError as exc:
+            status = _status_of(dataset.name, sums, budget, None)
+            raise _refusal(dataset.name, cost, status, f"no zCDP release fits ({exc})") from None
+    after = sums.plus(de, dd, dr, price)
+    if not _holds(after, budget, anchor):
+        status = _status_of(dataset.name, sums, budget, None if new_anchor is not None else anchor)
+        raise _refusal(dataset.name, cost, status, _why_refused(cost, status))
+    alpha_u, delta_z_u, offset_u = _anchor_units(new_anchor) if new_anchor is not None else (None, None, None)
+    entry = LedgerEntry(
+        dataset_id=dataset.id,
+        release_id=release_id,
+        entry="charge",
+        mechanism=mechanism,
+        epsilon_units=de,
+        delta_units=dd,
+        rho_units=dr,
+        epsilon_priced_units=price,
+        epsilon_spent_after_units=_composed_units(after, budget, anchor),
+        anchor_alpha_units=alpha_u,
+        anchor_delta_z_units=delta_z_u,
+        anchor_offset_units=offset_u,
+        principal=principal,
+        note=note,
+    )
+    session.add(entry)
+    session.flush()
+    return entry
+
+
+def reserve_release(
+    engine: Engine,
+    dataset_name: str,
+    kind: str,
+    mechanism: str,
+    cost: PrivacyCost,
+    params: dict[str, object],
+    principal: str,
+    runner: dict[str, object] | None = None,
+    *,
+    seeded: bool = False,
+) -> tuple[int, int]:
+    """Check-and-charge for a release: insert the ``pending`` release and its charge in one
+    serialised transaction. Raises :class:`BudgetExceeded` (nothing written) when the cost does not
+    fit. Returns (release id, charge id). ``runner`` fills the release's ``runner_*`` columns; ``seeded`` marks a
+    release whose noise comes from a caller's seed."""
+    with serialized_transaction(engine) as session:
+        dataset = dataset_by_name(session, dataset_name)
+        release = Release(dataset_id=dataset.id, kind=kind, mechanism=mechanism, params_json=json.dumps(params),
+                          status="pending", details_json="{}", principal=principal, seeded=bool(seeded),
+                          **(runner or {}))
+        session.add(release)
+        session.flush()
+        entry = charge_in_session(session, dataset, cost, mechanism=mechanism, release_id=release.id,
+                                  principal=principal, note=f"{kind} release {release.id}")
+        return release.id, entry.id
+
+
+def budget_effect(engine: Engine, charge_id: int) -> BudgetEffect:
+    """What charge ``charge_id`` cost in the budget's own epsilon: the composed epsilon spent just before it (the
+    previous ledger row) and just after it, with a one-line explanation when it fixed the zCDP anchor (why the
+    first zCDP release costs more epsilon than its nominal epsilon) or was priced on that anchor. For a charge that
+    was refunded, "after" is the spend once the refund was written (the refund's row), and there is no note."""
+    with transaction(engine) as session:
+        charge = session.get(LedgerEntry, charge_id)
+        if charge is None or charge.entry != "charge":
+            raise NotFound(f"no charge with id {charge_id}", code="charge_not_found")
+        before = session.execute(
+            select(LedgerEntry.epsilon_spent_after_units)
+            .where(LedgerEntry.dataset_id == charge.dataset_id, LedgerEntry.id < charge.id)
+            .order_by(LedgerEntry.id.desc()).limit(1)
+        ).scalar_one_or_none()
+        refunded_after = session.execute(
+            select(LedgerEntry.epsilon_spent_after_units).where(LedgerEntry.refunds_entry_id == charge.id)
+        ).scalar_one_or_none()
+        budget = session.execute(select(Budget).where(Budget.dataset_id == charge.dataset_id)).scalar_one()
+        anchor = _anchor(session, charge.dataset_id)
+    total = from_units(budget.epsilon_units, EPSILON_SCALE)
+    before_eps = from_units(before or 0, EPSILON_SCALE)
+    if refunded_after is not None:
+        return BudgetEffect(total, before_eps, from_units(refunded_after, EPSILON_SCALE))
+    after_eps = from_units(charge.epsilon_spent_after_units, EPSILON_SCALE)
+    note = ""
+    if charge.anchor_alpha_units is not None and anchor is not None:
+        rho = from_units(charge.rho_units, EPSILON_SCALE)
+        note = (f"this is the first zCDP release on this budget: it fixes the accountant's Renyi order "
+                f"alpha={float(anchor.alpha):.6g} and sets aside delta_zcdp={float(anchor.delta_z):.3g}, paid once "
+                f"as an offset t={float(anchor.offset):.6g} in epsilon; it costs alpha*rho + t = "
+                f"{float(anchor.alpha * rho):.6g} + {float(anchor.offset):.6g}, every later zCDP release only "
+                f"alpha*rho (docs/privacy.md 6.3)")
+    elif anchor is not None and charge.epsilon_priced_units is not None \
+            and charge.epsilon_priced_units < charge.epsilon_units:  # made after the anchor: priced below its epsilon
+        priced = from_units(charge.epsilon_priced_units, EPSILON_SCALE)
+        note = (f"after zCDP releases, epsilon={float(from_units(charge.epsilon_units, EPSILON_SCALE)):.6g} is "
+                f"priced at the Renyi divergence of randomized response at alpha={float(anchor.alpha):.6g}: "
+                f"{float(priced):.6g} (docs/privacy.md 6.3)")
+    elif anchor is not None and charge.rho_units > 0:
+        note = f"a zCDP release costs alpha*rho with alpha={float(anchor.alpha):.6g} (docs/privacy.md 6.3)"
+    return BudgetEffect(total, before_eps, after_eps, note)
+
+
+def refund(engine: Engine, charge_id: int, reason: str) -> LedgerEntry:
+    """Append the reversal of a charge whose release failed before any noisy value existed."""
+    with serialized_transaction(engine) as session:
+        charge = session.get(LedgerEntry, charge_id)
+        if charge is None or charge.entry != "charge":
+            raise NotFound(f"no charge with id {charge_id}", code="charge_not_found")
+        already = session.execute(
+            select(LedgerEntry.id).where(LedgerEntry.refunds_entry_id == charge_id)
+        ).first()
+        if already is not None:
+            raise ServiceError(f"charge {charge_id} was already refunded", code="already_refunded", status=409)
+        dataset = session.get(Dataset, charge.dataset_id)
+        budget = _locked_budget(session, dataset)
+        price = charge.epsilon_units if charge.epsilon_priced_units is None else charge.epsilon_priced_units
+        sums = _sums(session, dataset.id).plus(-charge.epsilon_units, -charge.delta_units, -charge.rho_units, -price)
+        anchor = _anchor(session, dataset.id)
+        entry = LedgerEntry(
+            dataset_id=charge.dataset_id,
+            release_id=charge.release_id,
+            entry="refund",
+            refunds_entry_id=charge.id,
+            mechanism=charge.mechanism,
+            epsilon_units=-charge.epsilon_units,
+            delta_units=-charge.delta_units,
+            rho_units=-charge.rho_units,
+            epsilon_priced_units=-price,
+            epsilon_spent_after_units=_composed_units(sums, budget, anchor),
+            principal=charge.principal,
+            note=reason,
+        )
+        session.add(entry)
+        session.flush()
+        return entry
+
+
+def ledger_rows(engine: Engine, name: str) -> list[dict[str, object]]:
+    """The dataset's ledger, oldest first, as plain dictionaries."""
+    with transaction(engine) as session:
+        dataset = dataset_by_name(session, name)
+        entries = session.execute(
+            select(LedgerEntry, Release.status)
+            .outerjoin(Release, Release.id == LedgerEntry.release_id)
+            .where(LedgerEntry.dataset_id == dataset.id)
+            .order_by(LedgerEntry.id)
+        ).all()
+        return [
+            {
+                "entry_id": entry.id,
+                "entry": entry.entry,
+                "release_id": entry.release_id,
+                "release_status": status,
+                "mechanism": entry.mechanism,
+                "epsilon": float(from_units(entry.epsilon_units, EPSILON_SCALE)),
+                "delta": float(from_units(entry.delta_units, DELTA_SCALE)),
+                "rho": float(from_units(entry.rho_units, EPSILON_SCALE)),
+                "epsilon_priced": float(from_units(
+                    entry.epsilon_units if entry.epsilon_priced_units is None else entry.epsilon_priced_units,
+                    EPSILON_SCALE)),
+                "epsilon_spent_after": float(from_units(entry.epsilon_spent_after_units, EPSILON_SCALE)),
+                "principal": entry.principal,
+                "note": entry.note,
+                "created_at": entry.created_at.isoformat(),
+            }
+            for entry, status in entries
+        ]
+
+
+def _describe(cost: PrivacyCost) -> str:
+    parts = []
+    if cost.rho:
+        parts.append(f"rho={float(cost.rho):.6g}")
+    if cost.epsilon or not parts:
+        parts.append(f"epsilon={float(cost.epsilon):.6g}")
+    if cost.delta:
+        parts.append(f"delta={float(cost.delta):.3g}")
+    return ", ".join(parts)
+
+
+def describe_cost(cost: PrivacyCost) -> str:
+    """``rho=0.00664152`` or ``epsilon=0.5, delta=1e-06``: the non-zero parts of a cost."""
+    return ", ".join(f"{k}={v:.6g}" for k, v in cost.to_json().items() if v) or "nothing"
+
+
+def release_costs(engine: Engine, release_ids: Sequence[int]) -> dict[int, PrivacyCost]:
+    """What the ledger charged each release (charges minus refunds), exactly."""
+    if not release_ids:
+        return {}
+    with transaction(engine) as session:
+        rows = session.execute(
+            select(LedgerEntry.release_id, func.sum(LedgerEntry.epsilon_units), func.sum(LedgerEntry.delta_units),
+                   func.sum(LedgerEntry.rho_units))
+            .where(LedgerEntry.release_id.in_(list(release_ids)))
+            .group_by(LedgerEntry.release_id)
+        ).all()
+    costs = {int(r[0]): PrivacyCost(from_units(int(r[1]), EPSILON_SCALE), from_units(int(r[2]), DELTA_SCALE),
+                                    from_units(int(r[3]), EPSILON_SCALE)) for r in rows}
+    return {i: costs.get(i, PrivacyCost()) for i in release_ids}

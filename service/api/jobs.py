@@ -1,0 +1,110 @@
+"""Background jobs: a long request of the API, its progress while it runs, and its answer once done.
+
+A charging request sent with ``Prefer: respond-async`` (RFC 7240) is answered ``202 Accepted`` at
+once with a job (``Location: /jobs/{id}``); the work runs in a thread of the server and writes its
+progress into the ``jobs`` row (:class:`JobProgress`, at most every :data:`PROGRESS_SECONDS`), then the
+answer the synchronous request would have given (:func:`finish`). ``GET /jobs/{id}`` reads the row,
+so a client can show the progress of a release that takes minutes instead of waiting blind.
+
+Each job records its runner like a release does (service/releases/runners.py): the jobs of a server that was
+killed are failed with a ``request_interrupted`` answer by the next command or server start
+(:func:`service.releases.recovery.recover_jobs`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import Engine, update
+
+from db.engine import transaction
+from db.models import Job, utcnow
+from service.errors import NotFound
+from service.mechanisms.progress import FIT_PHASE
+from service.releases import runners
+
+#: Progress is written to the database at most this often (and at the end of every phase).
+PROGRESS_SECONDS = 0.5
+STATES = ("running", "done", "failed")
+
+
+@dataclass(frozen=True)
+class JobView:
+    id: int
+    dataset: str
+    kind: str
+    state: str
+    progress: dict[str, object]
+    fit: dict[str, int] | None
+    response_status: int | None
+    response: object
+    created_at: datetime
+    finished_at: datetime | None
+
+    def to_json(self) -> dict[str, object]:
+        return {"job_id": self.id, "dataset": self.dataset, "kind": self.kind, "state": self.state,
+                "progress": self.progress, "fit": self.fit, "status_code": self.response_status,
+                "result": self.response, "created_at": self.created_at.isoformat(),
+                "finished_at": self.finished_at.isoformat() if self.finished_at else None}
+
+
+def create(engine: Engine, dataset: str, kind: str, api_key_id: int | None = None) -> int:
+    """A new ``running`` job of this process; returns its id."""
+    with transaction(engine) as session:
+        job = Job(api_key_id=api_key_id, dataset=dataset, kind=kind, state="running", progress_done=0,
+                  progress_total=0, progress_message="queued", fit_done=0, fit_total=0, created_at=utcnow(),
+                  **runners.current().columns())
+        session.add(job)
+        session.flush()
+        return job.id
+
+
+def finish(engine: Engine, job_id: int, state: str, status: int, body: object) -> None:
+    """Store the job's answer (``done``: the 2xx answer; ``failed``: the error answer)."""
+    if state not in STATES[1:]:
+        raise ValueError(f"a job finishes done or failed, not {state!r}")
+    with transaction(engine) as session:
+        session.execute(update(Job).where(Job.id == job_id, Job.state == "running").values(
+            state=state, response_status=status, response_json=json.dumps(body), finished_at=utcnow()))
+
+
+def get(engine: Engine, job_id: int) -> JobView:
+    with transaction(engine) as session:
+        job = session.get(Job, job_id)
+        if job is None:
+            raise NotFound(f"no job with id {job_id}", code="job_not_found")
+        return JobView(
+            id=job.id, dataset=job.dataset, kind=job.kind, state=job.state,
+            progress={"done": job.progress_done, "total": job.progress_total, "message": job.progress_message},
+            fit={"done": job.fit_done, "total": job.fit_total} if job.fit_total else None,
+            response_status=job.response_status,
+            response=json.loads(job.response_json) if job.response_json is not None else None,
+            created_at=job.created_at, finished_at=job.finished_at,
+        )
+
+
+class JobProgress:
+    """The ``progress(done, total, message)`` callback of a job: keeps the latest report and writes it
+    to the job's row at most every :data:`PROGRESS_SECONDS` (always at the end of a phase). Reports of a
+    model fit (``FIT_PHASE``) go to the ``fit_*`` columns; the next step clears them."""
+
+    def __init__(self, engine: Engine, job_id: int, seconds: float = PROGRESS_SECONDS) -> None:
+        self.engine, self.job_id, self.seconds = engine, job_id, seconds
+        self._written = {True: 0.0, False: 0.0}  # by "is a fit report": a fit's reports do not hide a new step
+
+    def __call__(self, done: int, total: int, message: str) -> None:
+        fitting = message == FIT_PHASE
+        now = time.monotonic()
+        if now - self._written[fitting] < self.seconds and done < total:
+            return
+        if fitting:
+            values: dict[str, object] = {"fit_done": int(done), "fit_total": int(total)}
+        else:
+            values = {"progress_done": int(done), "progress_total": int(total), "progress_message": message[:500],
+                      "fit_done": 0, "fit_total": 0}
+        with transaction(self.engine) as session:
+            session.execute(update(Job).where(Job.id == self.job_id).values(**values))
+        self._written[fitting] = now

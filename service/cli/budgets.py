@@ -1,0 +1,94 @@
+"""``marginalia budget set | show`` and ``marginalia ledger``: privacy budgets and what was spent."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.table import Column, Table
+
+from service.cli.common import (
+    DatasetName,
+    JsonFlag,
+    Typer,
+    app,
+    emit,
+    handles_errors,
+    open_engine,
+    stdout,
+)
+
+budget_app = Typer(help="Set and show privacy budgets.")
+
+
+def _print_budget(status: Any) -> None:
+    data = status.to_json()
+    table = Table("", "value", title=f"budget of {status.dataset}")
+    for key, label in (("epsilon_total", "epsilon (total)"), ("delta_total", "delta (total)"),
+                       ("delta_reserve", "delta reserve (for (epsilon, delta) releases after zCDP ones)"),
+                       ("epsilon_spent", "epsilon spent (composed)"), ("epsilon_remaining", "epsilon remaining"),
+                       ("epsilon_pure_spent", "epsilon of (epsilon, delta) releases"),
+                       ("delta_spent", "delta of (epsilon, delta) releases"), ("rho_spent", "rho of zCDP releases")):
+        table.add_row(label, f"{data[key]:.6g}")
+    if status.anchor is not None:
+        table.add_row("zCDP anchor: alpha, offset t", f"{data['zcdp_alpha']:.6g}, {data['zcdp_offset']:.6g}")
+        table.add_row("delta held by zCDP releases", f"{data['zcdp_delta']:.3g}")
+    table.add_section()
+    table.add_row("can still spend: epsilon of one (epsilon, delta) release", f"{data['epsilon_spendable']:.6g}")
+    table.add_row("can still spend: delta of (epsilon, delta) releases", f"{data['delta_spendable']:.3g}")
+    table.add_row("can still spend: rho of one zCDP release", f"{data['rho_spendable']:.6g}")
+    stdout.print(table)
+
+
+@budget_app.command("set")
+@handles_errors
+def budget_set(
+    name: DatasetName,
+    epsilon: Annotated[str, typer.Option(help="Total epsilon.")],
+    delta: Annotated[str, typer.Option(help="Total delta.")] = "0",
+    delta_reserve: Annotated[str | None, typer.Option(
+        help="Delta kept for (epsilon, delta) releases (objective perturbation) after zCDP releases start "
+             "(docs/privacy.md 6.3). Default: a tenth of --delta; 0 gives all of delta to zCDP releases.")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Set a dataset's total privacy budget (epsilon, delta)."""
+    from service.accounting import accountant
+
+    status = accountant.set_budget(open_engine(), name, epsilon, delta, delta_reserve=delta_reserve)
+    emit(as_json, status.to_json(), lambda: _print_budget(status))
+
+
+@budget_app.command("show")
+@handles_errors
+def budget_show(name: DatasetName, as_json: JsonFlag = False) -> None:
+    """Show what is spent and what can still be spent (epsilon, delta and rho)."""
+    from service.accounting import accountant
+
+    status = accountant.budget_status(open_engine(), name)
+    emit(as_json, status.to_json(), lambda: _print_budget(status))
+
+
+@app.command()
+@handles_errors
+def ledger(name: DatasetName, as_json: JsonFlag = False) -> None:
+    """Print a dataset's privacy ledger (append-only), oldest first."""
+    from service.accounting import accountant
+
+    rows = accountant.ledger_rows(open_engine(), name)
+
+    def human() -> None:
+        # numbers are never cut: they keep their width, and the words wrap when the terminal is narrow
+        words = {"overflow": "fold"}
+        number = {"justify": "right", "no_wrap": True}
+        table = Table(Column("#", **number), Column("entry", **words), Column("release", **number),
+                      Column("status", **words), Column("mechanism", **words), Column("epsilon", **number),
+                      Column("delta", **number), Column("rho", **number), Column("eps priced", **number),
+                      Column("eps spent after", **number), title=f"privacy ledger of {name}")
+        for r in rows:
+            table.add_row(str(r["entry_id"]), str(r["entry"]), str(r["release_id"] or ""),
+                          str(r["release_status"] or ""), str(r["mechanism"]), f"{r['epsilon']:.6g}",
+                          f"{r['delta']:.3g}", f"{r['rho']:.6g}", f"{r['epsilon_priced']:.6g}",
+                          f"{r['epsilon_spent_after']:.6g}")
+        stdout.print(table)
+
+    emit(as_json, rows, human)

@@ -1,0 +1,90 @@
+"""``marginalia dataset load | list | show``: sensitive tables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from service.cli.common import (
+    DatasetName,
+    JsonFlag,
+    ProgressBars,
+    QuietFlag,
+    Typer,
+    emit,
+    handles_errors,
+    open_engine,
+    stdout,
+)
+
+dataset_app = Typer(help="Load and list sensitive tables.")
+
+
+@dataset_app.command("load")
+@handles_errors
+def dataset_load(
+    name: Annotated[str, typer.Argument(help="Name of the new dataset.", metavar="NAME")],
+    csv: Annotated[list[Path], typer.Option("--csv", help="CSV file(s); repeat for several raw files.")],
+    domain: Annotated[Path | None, typer.Option(help="private-pgm domain JSON {column: size}.")] = None,
+    bins: Annotated[Path | None, typer.Option(help="Public binning spec (YAML/JSON) for raw tables.")] = None,
+    categorical: Annotated[str, typer.Option(help="Comma-separated unordered columns (with --domain).")] = "",
+    quiet: QuietFlag = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Load a sensitive table: coded 0..size-1 with --domain, or raw with a public --bins spec."""
+    from service.data import datasets
+    from service.errors import InvalidInput
+
+    if (domain is None) == (bins is None):
+        raise InvalidInput("give exactly one of --domain (coded table) or --bins (raw table with a binning spec)",
+                           code="invalid_parameter")
+    engine = open_engine()
+    with ProgressBars(f"loading {name}", quiet or as_json) as bar:
+        if domain is not None:
+            if len(csv) != 1:
+                raise InvalidInput("a coded table is one --csv file", code="invalid_parameter")
+            cats = tuple(c.strip() for c in categorical.split(",") if c.strip())
+            info = datasets.load_coded_csv(engine, name, csv[0], domain, cats, progress=bar)
+        else:
+            info = datasets.load_raw_csv(engine, name, list(csv), bins, progress=bar)
+    emit(as_json, info.to_json(), lambda: stdout.print(
+        f"loaded [bold]{info.name}[/]: {info.rows:,} rows, {len(info.domain)} columns"))
+
+
+@dataset_app.command("list")
+@handles_errors
+def dataset_list(as_json: JsonFlag = False) -> None:
+    """List datasets (public metadata only)."""
+    from service.data import datasets
+
+    items = datasets.list_datasets(open_engine())
+    payload = [{"name": d.name, "rows": d.rows, "columns": len(d.domain), "domain": d.domain.to_dict()} for d in items]
+
+    def human() -> None:
+        table = Table("name", "rows", "columns")
+        for d in items:
+            table.add_row(d.name, f"{d.rows:,}", str(len(d.domain)))
+        stdout.print(table)
+
+    emit(as_json, payload, human)
+
+
+@dataset_app.command("show")
+@handles_errors
+def dataset_show(name: DatasetName, as_json: JsonFlag = False) -> None:
+    """Show a dataset's domain (sizes and kinds of its columns)."""
+    from service.data import datasets
+
+    d = datasets.get_dataset(open_engine(), name)
+    payload = {"name": d.name, "rows": d.rows, "domain": d.domain.to_dict()}
+
+    def human() -> None:
+        table = Table("column", "size", "kind", title=f"{d.name}: {d.rows:,} rows")
+        for a in d.domain.attributes:
+            table.add_row(a.name, str(a.size), a.kind)
+        stdout.print(table)
+
+    emit(as_json, payload, human)

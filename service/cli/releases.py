@@ -1,0 +1,177 @@
+"""``marginalia release marginals | list`` (the only commands that spend budget) and the free answers from a
+stored release, ``marginalia marginal`` and ``marginalia synth``."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Column, Table
+
+from service.cli.common import (
+    DatasetName,
+    JsonFlag,
+    ProgressBars,
+    QuietFlag,
+    ReleaseId,
+    SeedOption,
+    Typer,
+    app,
+    check_output,
+    check_seed,
+    emit,
+    handles_errors,
+    late_interrupt,
+    open_engine,
+    stderr,
+    stdout,
+    unsafe_seeds_allowed,
+    write_output,
+)
+from service.mechanisms import registry
+from service.mechanisms.registry import PrivacyNotion
+from service.releases.kinds import ReleaseKind
+
+#: The registered marginal mechanisms, for the help text (:mod:`service.mechanisms.registry`).
+MARGINAL_MECHANISMS = registry.names(ReleaseKind.MARGINALS)
+ZCDP_MECHANISMS = [name for name in MARGINAL_MECHANISMS if registry.get(name).notion is PrivacyNotion.ZCDP]
+
+release_app = Typer(help="Make and list releases (the only commands that spend budget).")
+
+
+@release_app.command("marginals")
+@handles_errors
+def release_marginals(
+    name: DatasetName,
+    mechanism: Annotated[str, typer.Option(
+        help=f"{', '.join(MARGINAL_MECHANISMS[:-1])} or {MARGINAL_MECHANISMS[-1]}.")],
+    workload: Annotated[str, typer.Option(
+        help="all-1way, all-2way, all-3way, target:COL or a JSON file.")] = "all-2way",
+    epsilon: Annotated[str | None, typer.Option(help="Epsilon to spend.")] = None,
+    delta: Annotated[str | None, typer.Option(
+        help="Delta (zCDP mechanisms convert (epsilon, delta) to rho).")] = None,
+    rho: Annotated[str | None, typer.Option(help=f"zCDP rho to spend ({', '.join(ZCDP_MECHANISMS)}).")] = None,
+    seed: SeedOption = None,
+    rounds: Annotated[int | None, typer.Option(help="AIM: number of rounds (default: AIM's rule).")] = None,
+    max_model_size: Annotated[float | None, typer.Option(help="Largest graphical model in MB.")] = None,
+    quiet: QuietFlag = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Release a marginal workload under the accountant; prints the release id, its cost and what it cost in the
+    budget's own epsilon.
+
+    Ctrl-C stops it at the next safe point: the charge is refunded if no noise was drawn yet and stands
+    otherwise; the command says which and exits with status 130."""
+    from service.accounting.accountant import describe_cost
+    from service.releases import engine as release_engine
+
+    check_seed(seed)
+    options: dict[str, object] = {}
+    if rounds is not None:
+        options["rounds"] = rounds
+    if max_model_size is not None:
+        options["max_model_size"] = max_model_size
+    engine = open_engine()
+    with ProgressBars(f"{mechanism} release of {name}", quiet) as bar:
+        outcome = release_engine.release_marginals(engine, name, mechanism, workload, epsilon=epsilon, delta=delta,
+                                                   rho=rho, seed=seed, options=options, progress=bar)
+    late_interrupt(outcome.release_id)
+    emit(as_json, {**outcome.to_json(), "status": "complete"}, lambda: stdout.print(
+        f"release [bold]{outcome.release_id}[/] ({mechanism}) complete: charged {describe_cost(outcome.cost)}"
+        + (f"\n{outcome.budget.describe()}" if outcome.budget is not None else "")
+        + ("\n[bold red]seeded[/]: its noise is known to whoever knows the seed; it carries no privacy"
+           if outcome.seeded else ""), highlight=False))
+
+
+@release_app.command("list")
+@handles_errors
+def release_list(
+    name: Annotated[str | None, typer.Argument(help="Only the releases of this dataset.", metavar="[NAME]")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """List releases (of one dataset, or all)."""
+    from service.releases import answers
+
+    items = answers.list_releases(open_engine(), name)
+
+    def human() -> None:
+        table = Table("id", "dataset", "kind", "mechanism", "status", "seeded")
+        for r in items:
+            table.add_row(str(r.id), r.dataset.name, r.kind, r.mechanism, r.status, "SEEDED" if r.seeded else "")
+        stdout.print(table)
+
+    emit(as_json, [r.to_json() for r in items], human)
+
+
+@app.command()
+@handles_errors
+def marginal(
+    release: ReleaseId,
+    attributes: Annotated[list[str], typer.Argument(
+        help="Attributes of the marginal, in the order wanted (quote names such as 'income>50K').",
+        metavar="ATTRIBUTE...")],
+    as_json: JsonFlag = False,
+) -> None:
+    """Answer any marginal from a stored release (free); says what the release measured of it."""
+    from service.releases import answers
+
+    answer = answers.answer_marginal(open_engine(), release, list(attributes), allow_seeded=unsafe_seeds_allowed())
+    emit(as_json, answer, lambda: _print_marginal(answer))
+
+
+MARGINAL_ROWS_SHOWN = 200
+
+
+def _print_marginal(answer: dict[str, Any]) -> None:
+    """A marginal as a table: one row per cell of the other axes (labels where the table has them)."""
+    import numpy as np
+
+    attributes, labels = answer["attributes"], answer["labels"]
+    counts = np.asarray(answer["counts"], dtype=float)
+    names = [labels.get(a) or [str(code) for code in range(size)] for a, size in zip(attributes, counts.shape,
+                                                                                       strict=True)]
+    stdout.print(f"marginal {attributes} from release {answer['release_id']} (estimated counts)", highlight=False)
+    if counts.ndim == 1:
+        table = Table(attributes[0], "count")
+        for name, value in zip(names[0], counts, strict=True):
+            table.add_row(name, f"{value:,.1f}")
+    else:
+        table = Table(" × ".join(attributes[:-1]) + f" \\ {attributes[-1]}",
+                      *(Column(n, justify="right", no_wrap=True) for n in names[-1]))
+        for index in itertools.islice(np.ndindex(*counts.shape[:-1]), MARGINAL_ROWS_SHOWN):
+            table.add_row(" × ".join(names[axis][i] for axis, i in enumerate(index)),
+                          *(f"{v:,.1f}" for v in counts[index]))
+    stdout.print(table)
+    rows = int(np.prod(counts.shape[:-1])) if counts.ndim > 1 else counts.shape[0]
+    if counts.ndim > 1 and rows > MARGINAL_ROWS_SHOWN:
+        stdout.print(f"(the first {MARGINAL_ROWS_SHOWN} of {rows:,} rows; --json gives them all)")
+    warning = answer["coverage"]["warning"]
+    if warning:
+        stderr.print(f"[bold yellow]warning[/]: {warning}", highlight=False)
+
+
+@app.command()
+@handles_errors
+def synth(
+    release: ReleaseId,
+    rows: Annotated[int, typer.Option(help="Number of synthetic rows.")],
+    out: Annotated[Path, typer.Option(help="CSV file to write (refused if it exists, unless --force).")],
+    seed: Annotated[int | None, typer.Option(help="Seed for a reproducible sample.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite --out if it exists.", metavar="")] = False,
+    codes: Annotated[bool, typer.Option("--codes", help="Write codes, not the labels of a raw table's bins.",
+                                        metavar="")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Draw synthetic rows from a stored release (free) into a CSV file.
+
+    A raw table's columns hold its binning spec's labels (--codes for the codes)."""
+    from service.releases import answers
+
+    check_output(out, force, "--out")
+    frame = answers.synthetic_frame(open_engine(), release, rows, seed, labels=not codes,
+                                     allow_seeded=unsafe_seeds_allowed())
+    write_output(out, "--out", lambda path: frame.to_csv(path, index=False))
+    emit(as_json, {"release_id": release, "rows": len(frame), "out": str(out)},
+          lambda: stdout.print(f"wrote {len(frame):,} synthetic rows to {out}", highlight=False))

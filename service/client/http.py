@@ -1,0 +1,385 @@
+"""The Python client of the Marginalia HTTP API, for analysts' notebooks, stewards' scripts and
+auditors. It speaks HTTP only (httpx) and imports neither FastAPI, SQLAlchemy nor JAX::
+
+    from service.client import Client
+
+    with Client("http://127.0.0.1:8000", api_key) as mg:
+        mg.datasets()                                    # names and domains
+        mg.budget("adult")                               # what is spent and what can still be spent
+        release = mg.release_marginals("adult", "gaussian", "all-2way", epsilon=1.0, delta=1e-6)  # stewards
+        release["budget"]                                # its cost in the budget's own epsilon
+        mg.marginal(release["release_id"], ["age", "income>50K"])   # a DataFrame, free
+        mg.synthetic(release["release_id"], rows=1000)              # a DataFrame, free
+        mg.ledger("adult")                               # auditors and stewards
+
+Every error the server reports is raised as :class:`MarginaliaError` carrying its ``code``,
+``message`` and HTTP ``status``. Charging calls send an ``Idempotency-Key`` and retry connection
+failures with the same key, so a retry never charges twice. They also ask the server to work in
+the background (``Prefer: respond-async``) and poll the job it answers with, so a release that takes
+minutes neither hits a timeout nor looks hung: ``progress=True`` draws its steps and its model fit
+on stderr (or pass a function, called with each job report). No call takes a seed: the server draws
+every random value from its cryptographically secure source (whoever chose a release's seed could
+subtract its noise).
+
+Answers say what backs them: a marginal whose attributes the release never measured together
+comes with ``frame.attrs["coverage"]`` and an :class:`ExtrapolationWarning`; a regression from such a
+release is refused unless ``allow_unmeasured=True``. Tables loaded raw with a binning spec come back
+with their labels (``[25, 30)``, ``Private``) instead of codes (``labels=False`` for the codes).
+
+Analysts fit regressions with :meth:`Client.fit_linear` / :meth:`Client.fit_logistic`; the answer is
+a :class:`service.client.fitted.FittedRegression` with ``coef_``, ``predict`` and ``predict_proba``, plus
+``release_id`` (the release that answered) and ``cost`` (zero when a stored release could answer).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import uuid
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import httpx
+import pandas as pd
+
+from service.client.fitted import ExtrapolationWarning, FittedRegression
+
+Workload = str | Sequence[Sequence[str]] | Sequence[dict[str, object]]
+#: ``True`` (a line on stderr), ``False``, or a function called with every job report (``GET /jobs/{id}``).
+ProgressOption = bool | Callable[[dict[str, Any]], None]
+FIT_PHASE = "fitting the model"  # service.progress.FIT_PHASE (the client imports nothing of the server)
+
+__all__ = ["Client", "MarginaliaError", "marginal_frame"]
+
+
+class MarginaliaError(Exception):
+    """An error answered by the server (or a transport failure, with status 0)."""
+
+    def __init__(self, code: str, message: str, status: int) -> None:
+        super().__init__(f"{code} ({status}): {message}")
+        self.code = code
+        self.message = message
+        self.status = status
+
+
+class Client:
+    """A connection to one Marginalia server with one API key.
+
+    ``http`` replaces the underlying :class:`httpx.Client` (tests pass FastAPI's ``TestClient``).
+    ``retries`` is how often a charging request is re-sent, with the same idempotency key, after
+    a connection failure or while the server still runs the first attempt. ``progress`` is the
+    default of every charging call (see the module docstring); ``poll_seconds`` the longest pause
+    between two looks at a background job.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        api_key: str,
+        *,
+        timeout: float = 300.0,
+        retries: int = 3,
+        http: httpx.Client | None = None,
+        progress: ProgressOption = False,
+        poll_seconds: float = 2.0,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.retries = retries
+        self.progress = progress
+        self.poll_seconds = poll_seconds
+        self._domains: dict[str, dict[str, dict[str, object]]] = {}
+        headers = {"Authorization": f"Bearer {api_key}", "Accept": "application/json"}
+        if http is None:
+            self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
+        else:
+            self._http = http
+            self._http.headers.update(headers)
+
+    # plumbing ---------------------------------------------------------------------------------
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _request(self, method: str, path: str, *, json: object = None, params: dict[str, object] | None = None,
+                 headers: dict[str, str] | None = None) -> Any:
+        try:
+            response = self._http.request(method, path, json=json, params=params, headers=headers)
+        except httpx.TransportError as exc:
+            raise MarginaliaError("connection_error", f"{method} {self.url}{path}: {exc}", 0) from exc
+        if response.status_code >= 400:
+            raise _error_of(response)
+        return response.json()
+
+    def _charging(self, path: str, body: dict[str, object], idempotency_key: str | None,
+                  progress: ProgressOption | None = None) -> Any:
+        """POST a request that may spend budget: one idempotency key for every attempt; the server
+        runs it in the background and this call follows the job until it is done."""
+        headers = {"Idempotency-Key": idempotency_key or str(uuid.uuid4()), "Prefer": "respond-async"}
+        for attempt in range(self.retries + 1):
+            try:
+                answer = self._request("POST", path, json=body, headers=headers)
+                break
+            except MarginaliaError as exc:
+                retriable = exc.status == 0 or exc.code == "idempotency_in_progress"
+                if not retriable or attempt == self.retries:
+                    raise
+                time.sleep(min(0.5 * 2**attempt, 10.0))
+        if isinstance(answer, dict) and "job_id" in answer and "state" in answer:
+            return self.wait(answer, self.progress if progress is None else progress)
+        return answer
+
+    def job(self, job_id: int) -> dict[str, Any]:
+        """A background request's state, progress and (once finished) answer."""
+        return self._request("GET", f"/jobs/{int(job_id)}")
+
+    def wait(self, job: dict[str, Any], progress: ProgressOption = False) -> Any:
+        """Poll ``job`` until it finishes; return its answer or raise its error as :class:`MarginaliaError`."""
+        show = _ProgressLine() if progress is True else progress or None
+        delay, failures = 0.1, 0
+        while True:
+            if show is not None:
+                show(job)
+            if job["state"] != "running":
+                break
+            time.sleep(delay)
+            delay = min(delay * 1.5, self.poll_seconds)
+            try:
+                job = self.job(job["job_id"])
+                failures = 0
+            except MarginaliaError as exc:  # a look is safe to repeat; the job goes on meanwhile
+                failures += 1
+                if exc.status != 0 or failures > self.retries:
+                    raise
+        result = job["result"]
+        if job["state"] == "failed" or (job["status_code"] or 0) >= 400:
+            raise MarginaliaError(str(result.get("error", "job_failed")), str(result.get("message", result)),
+                                  int(job["status_code"] or 500))
+        return result
+
+    # service ----------------------------------------------------------------------------------
+    def health(self) -> dict[str, str]:
+        return self._request("GET", "/health")
+
+    # datasets ---------------------------------------------------------------------------------
+    def datasets(self) -> list[dict[str, object]]:
+        """Every dataset this key may see: ``name``, ``domain`` (and ``rows`` for stewards)."""
+        return self._request("GET", "/datasets")
+
+    def domain(self, name: str) -> dict[str, dict[str, object]]:
+        """``{column: {"size": k, "kind": "categorical" | "ordinal"}}`` in table order (a dataset's
+        domain never changes, so it is asked once per client)."""
+        if name not in self._domains:
+            self._domains[name] = self._request("GET", f"/datasets/{_segment(name)}")["domain"]
+        return self._domains[name]
+
+    def load_dataset(
+        self,
+        name: str,
+        csv: str,
+        *,
+        domain: dict[str, object] | None = None,
+        categorical: Sequence[str] = (),
+        bins: dict[str, object] | None = None,
+    ) -> dict[str, object]:
+        """Stewards: load a table from CSV text, coded 0..size-1 with ``domain`` or raw with a
+        public binning spec ``bins``. The data goes in; no route ever sends rows back."""
+        body: dict[str, object] = {"name": name, "csv": csv}
+        if domain is not None:
+            body["domain"] = domain
+            body["categorical"] = list(categorical)
+        if bins is not None:
+            body["bins"] = bins
+        return self._request("POST", "/datasets", json=body)
+
+    # budgets ----------------------------------------------------------------------------------
+    def budget(self, name: str) -> dict[str, float]:
+        """Totals, what is spent (the composed ``epsilon_spent``; delta; rho) and what can still be spent:
+        ``epsilon_spendable`` and ``delta_spendable`` for one (epsilon, delta) release, ``rho_spendable`` for
+        one zCDP release (docs/privacy.md 6.3)."""
+        return self._request("GET", f"/datasets/{_segment(name)}/budget")
+
+    def set_budget(self, name: str, epsilon: float, delta: float = 0.0,
+                   delta_reserve: float | None = None) -> dict[str, float]:
+        """Stewards: set the dataset's total budget (epsilon, delta); ``delta_reserve`` is the part of
+        delta kept for (epsilon, delta) charges made after zCDP charges have started (default: a tenth
+        of delta; 0 gives it all to zCDP releases)."""
+        body: dict[str, object] = {"epsilon": epsilon, "delta": delta}
+        if delta_reserve is not None:
+            body["delta_reserve"] = delta_reserve
+        return self._request("PUT", f"/datasets/{_segment(name)}/budget", json=body)
+
+    # releases ---------------------------------------------------------------------------------
+    def release_marginals(
+        self,
+        name: str,
+        mechanism: str,
+        workload: Workload = "all-2way",
+        epsilon: float | None = None,
+        delta: float | None = None,
+        rho: float | None = None,
+        *,
+        options: dict[str, object] | None = None,
+        idempotency_key: str | None = None,
+        progress: ProgressOption | None = None,
+    ) -> dict[str, object]:
+        """Stewards: release a marginal workload; spends budget. Returns ``release_id``, ``cost`` and
+        ``budget`` (the budget's composed epsilon spent before and after, with a note when that is not
+        just the release's epsilon).
+
+        ``workload`` is ``"all-2way"``-style, ``"target:COL"``, or a list of attribute lists (or
+        ``{"attributes": [...], "weight": w}``). A 409 ``budget_exceeded`` error says what can still be spent.
+        ``progress`` overrides the client's default for this call."""
+        body: dict[str, object] = {"mechanism": mechanism, "workload": _workload(workload)}
+        for key, value in (("epsilon", epsilon), ("delta", delta), ("rho", rho)):
+            if value is not None:
+                body[key] = value
+        if options:
+            body["options"] = dict(options)
+        return self._charging(f"/datasets/{_segment(name)}/releases/marginals", body, idempotency_key, progress)
+
+    def fit_linear(self, name: str, target: str, features: Sequence[str] | None = None, method: str = "dd-ssp",
+                   epsilon: float | None = None, delta: float | None = None, release: int | None = None,
+                   **options: Any) -> FittedRegression:
+        """A private linear regression of ``target`` (methods dd-ssp, adassp, aim-synth). Free when a
+        stored release can answer; otherwise a new release is made with ``epsilon``/``delta`` and charged.
+        ``options``: ``intercept`` (default True), ``allow_unmeasured`` (let a release that did not measure
+        every pair answer), ``idempotency_key``, ``progress``."""
+        return self._fit("linear", name, target, features, method, epsilon, delta, release, options)
+
+    def fit_logistic(self, name: str, target: str, features: Sequence[str] | None = None, method: str = "dd-ssp",
+                     epsilon: float | None = None, delta: float | None = None, release: int | None = None,
+                     **options: Any) -> FittedRegression:
+        """A private logistic regression of a binary ``target`` (dd-ssp, objpert, aim-synth); as
+        :meth:`fit_linear`."""
+        return self._fit("logistic", name, target, features, method, epsilon, delta, release, options)
+
+    def _fit(self, task: str, name: str, target: str, features: Sequence[str] | None, method: str,
+             epsilon: float | None, delta: float | None, release: int | None,
+             options: dict[str, Any]) -> FittedRegression:
+        allowed = {"intercept", "idempotency_key", "allow_unmeasured", "progress"}
+        unknown = set(options) - allowed
+        if unknown:
+            raise TypeError(f"unknown option(s) {sorted(unknown)}; allowed: {', '.join(sorted(allowed))}")
+        body: dict[str, object] = {"target": target, "method": method, "intercept": options.get("intercept", True)}
+        for key, value in (("features", None if features is None else list(features)), ("epsilon", epsilon),
+                           ("delta", delta), ("release", release),
+                           ("allow_unmeasured", options.get("allow_unmeasured"))):
+            if value is not None:
+                body[key] = value
+        answer = self._charging(f"/datasets/{_segment(name)}/fit/{task}", body, options.get("idempotency_key"),
+                                options.get("progress"))
+        return FittedRegression(answer, self.domain(name))
+
+    def releases(self, name: str | None = None) -> list[dict[str, object]]:
+        return self._request("GET", "/releases", params=None if name is None else {"dataset": name})
+
+    def release(self, release_id: int) -> dict[str, object]:
+        return self._request("GET", f"/releases/{int(release_id)}")
+
+    def marginal(self, release: int, attrs: Sequence[str], labels: bool = True) -> pd.DataFrame:
+        """A marginal estimated from a release (free): one row per cell, a column per attribute (its
+        label for a raw table, else its code; ``labels=False`` for codes) and ``count``.
+        ``frame.attrs["coverage"]`` says what the release measured of it; an extrapolated marginal also
+        raises an :class:`ExtrapolationWarning`."""
+        answer = self._request("POST", f"/releases/{int(release)}/marginal", json={"attributes": list(attrs)})
+        frame = marginal_frame(answer["attributes"], answer["shape"], answer["counts"],
+                               answer.get("labels") if labels else None)
+        frame.attrs["coverage"] = answer.get("coverage")
+        warning = (answer.get("coverage") or {}).get("warning")
+        if warning:
+            warnings.warn(warning, ExtrapolationWarning, stacklevel=2)
+        return frame
+
+    def synthetic(self, release: int, rows: int, labels: bool = True) -> pd.DataFrame:
+        """``rows`` synthetic records drawn from a release (free), one column per attribute (labels
+        for a raw table's columns; ``labels=False`` for codes), with fresh randomness of the server's."""
+        answer = self._request("POST", f"/releases/{int(release)}/synthetic", json={"rows": rows})
+        names = (answer.get("labels") or {}) if labels else {}
+        return pd.DataFrame({c: _labelled(answer["data"][c], names.get(c)) for c in answer["columns"]},
+                            columns=answer["columns"])
+
+    # ledger -----------------------------------------------------------------------------------
+    def ledger(self, name: str) -> pd.DataFrame:
+        """Auditors and stewards: the dataset's privacy ledger, oldest entry first."""
+        entries = self._request("GET", f"/datasets/{_segment(name)}/ledger")["entries"]
+        columns = ["entry_id", "entry", "release_id", "release_status", "mechanism", "epsilon", "delta", "rho",
+                   "epsilon_priced", "epsilon_spent_after", "principal", "note", "created_at"]
+        frame = pd.DataFrame(entries, columns=columns)
+        frame["release_id"] = frame["release_id"].astype("Int64")  # an id, not a float (budget rows have none)
+        return frame
+
+
+def marginal_frame(attributes: Sequence[str], shape: Sequence[int], counts: object,
+                   labels: dict[str, list[str]] | None = None) -> pd.DataFrame:
+    """Long format of a marginal table: every cell (codes in C order, or their labels for the
+    attributes in ``labels``) with its count."""
+    import numpy as np
+
+    table = np.asarray(counts, dtype=float).reshape(tuple(shape))
+    index = np.indices(table.shape).reshape(len(shape), -1)
+    names = labels or {}
+    frame = pd.DataFrame({a: _labelled(index[i], names.get(a)) for i, a in enumerate(attributes)})
+    frame["count"] = table.ravel()
+    return frame
+
+
+def _labelled(codes: Sequence[int], labels: Sequence[str] | None) -> object:
+    """``codes`` as they are, or as their labels (an ordered categorical, in code order)."""
+    if not labels:
+        return list(codes)
+    return pd.Categorical.from_codes(list(codes), categories=list(labels), ordered=True)
+
+
+class _ProgressLine:
+    """A one-line progress display of a background job on stderr (rewritten in place on a terminal)."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.last = ""
+        self.tty = sys.stderr.isatty()
+
+    def __call__(self, job: dict[str, Any]) -> None:
+        step = job.get("progress") or {}
+        text = f"{job.get('kind', 'job')} {job.get('job_id')} of {job.get('dataset')}: "
+        text += f"{step.get('done', 0)}/{step.get('total') or '?'} {step.get('message', '')}"
+        fit = job.get("fit")
+        if fit:
+            text += f" | {FIT_PHASE} {fit['done']}/{fit['total']}"
+        if job.get("state") != "running":
+            text += f" {job['state']}"
+        if text == self.last and self.tty is False:  # a log: only what changed (a terminal also shows the time)
+            return
+        self.last = text
+        text += f" [{time.monotonic() - self.started:.0f} s]"
+        if self.tty:
+            sys.stderr.write("\r" + text[:150].ljust(150) + ("\n" if job.get("state") != "running" else ""))
+        else:
+            sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+
+
+def _workload(workload: Workload) -> object:
+    if isinstance(workload, str):
+        return workload
+    return [dict(e) if isinstance(e, dict) else list(e) for e in workload]
+
+
+def _segment(name: str) -> str:
+    """A dataset name as one URL path segment."""
+    from urllib.parse import quote
+
+    return quote(name, safe="")
+
+
+def _error_of(response: httpx.Response) -> MarginaliaError:
+    try:
+        body = response.json()
+        return MarginaliaError(str(body["error"]), str(body["message"]), response.status_code)
+    except (ValueError, KeyError, TypeError):
+        return MarginaliaError("http_error", response.text[:500] or response.reason_phrase, response.status_code)

@@ -1,0 +1,319 @@
+"""Loading sensitive tables into the database, and reading their public metadata.
+
+A load runs in ONE transaction: the dataset row, its ``data_<id>`` table and every chunk of rows
+are committed together or not at all, so a bad row on line 200,000 leaves nothing behind. Files
+are read in chunks (``CHUNK_ROWS``) so memory stays flat on large tables, with Python's ``csv``
+module, which tells the file line of every row: an error names the line, and a row with more or
+fewer fields than the header is reported as such (not as a bad value in some column).
+
+A raw table keeps its binning spec's labels (``[25, 30)``, ``Private``) with its domain, so answers
+can show them instead of bare codes (:attr:`StoredDataset.labels`).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from sqlalchemy import Engine, select
+
+from db import tables
+from db.engine import serialized_transaction, transaction
+from db.models import Dataset
+from service.errors import Conflict, InvalidInput, NotFound
+from service.releases import interrupts
+from workloads.binning import BinningError, BinningSpec, apply_spec, load_spec, offending_lines
+from workloads.domain import Domain, DomainError
+
+CHUNK_ROWS = 50_000
+MAX_NAME_LENGTH = 200
+
+#: ``progress(rows_done, rows_total)``
+LoadProgress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    name: str
+    rows: int
+    domain: Domain
+    source: str
+    labels: dict[str, list[str]] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, object]:
+        return {"name": self.name, "rows": self.rows, "source": self.source, "domain": self.domain.to_dict(),
+                "labels": self.labels}
+
+
+def load_coded_csv(
+    engine: Engine,
+    name: str,
+    csv_path: Path,
+    domain_path: Path,
+    categorical: tuple[str, ...] = (),
+    progress: LoadProgress | None = None,
+    source: str | None = None,
+) -> DatasetInfo:
+    """Load a table already coded 0..size-1 with a private-pgm domain file ``{column: size}``.
+
+    ``source`` is what the dataset records as its origin (default: the CSV path)."""
+    try:
+        domain_text = domain_path.read_text()
+    except OSError as exc:
+        raise InvalidInput(f"cannot read domain file {domain_path}: {exc.strerror}", code="invalid_domain") from None
+    try:
+        domain = Domain.from_json(domain_text, categorical)
+    except DomainError as exc:
+        raise InvalidInput(f"domain file {domain_path}: {exc}", code="invalid_domain") from None
+    total = _count_data_lines(csv_path)
+    header = _read_header(csv_path)
+    duplicated = sorted({c for c in header if header.count(c) > 1})
+    if duplicated:
+        raise InvalidInput(f"{csv_path}: the header names column(s) {duplicated} more than once",
+                           code="column_mismatch")
+    missing = [c for c in domain.names if c not in header]
+    extra = [c for c in header if c not in domain]
+    if missing or extra:
+        raise InvalidInput(
+            f"{csv_path}: columns do not match the domain {domain_path}"
+            + (f"; missing from the file: {missing}" if missing else "")
+            + (f"; in the file but not in the domain: {extra}" if extra else ""),
+            code="column_mismatch",
+        )
+    chunks = _coded_chunks(csv_path, domain)
+    return _store(engine, name, domain, chunks, total, source=source or str(csv_path), progress=progress)
+
+
+def load_raw_csv(
+    engine: Engine,
+    name: str,
+    csv_paths: list[Path],
+    spec_path: Path,
+    progress: LoadProgress | None = None,
+    source: str | None = None,
+) -> DatasetInfo:
+    """Load raw files (numbers, strings) through a public binning spec (:mod:`workloads.binning`)."""
+    try:
+        spec = load_spec(spec_path)
+    except BinningError as exc:
+        raise InvalidInput(str(exc), code="invalid_spec") from None
+    total = sum(_count_data_lines(p, header=spec.header, comment=spec.comment) for p in csv_paths)
+    domain = spec.domain()
+
+    def chunks() -> Iterator[np.ndarray]:
+        for path in csv_paths:
+            yield from _raw_chunks(path, spec)
+
+    labels = {c.name: list(c.labels) for c in spec.columns}
+    return _store(engine, name, domain, chunks(), total, source=source or ", ".join(map(str, csv_paths)),
+                  progress=progress, labels=labels)
+
+
+def _store(
+    engine: Engine,
+    name: str,
+    domain: Domain,
+    chunks: Iterator[np.ndarray],
+    total: int,
+    source: str,
+    progress: LoadProgress | None,
+    labels: dict[str, list[str]] | None = None,
+) -> DatasetInfo:
+    _check_name(name)
+    labels = labels or {}
+    rows = 0
+    # Serialised from the start: the name check and the insert must not interleave with another load.
+    with serialized_transaction(engine) as session:
+        if session.execute(select(Dataset.id).where(Dataset.name == name)).first() is not None:
+            raise Conflict(f"a dataset named {name!r} already exists; choose another name", code="duplicate_dataset")
+        columns = [
+            {"name": a.name, "size": a.size, "kind": a.kind, "sql": sql, **({"labels": labels[a.name]}
+                                                                          if a.name in labels else {})}
+            for a, sql in zip(domain.attributes, tables.sql_column_names(len(domain)), strict=True)
+        ]
+        dataset = Dataset(name=name, domain_json=json.dumps({"columns": columns}), data_table="pending",
+                          row_count=0, source=source)
+        session.add(dataset)
+        session.flush()
+        dataset.data_table = tables.data_table_name(dataset.id)
+        connection = session.connection()
+        table = tables.create_data_table(connection, dataset.data_table, [a.size for a in domain.attributes])
+        for codes in chunks:
+            interrupts.raise_if_requested(f"while loading {name!r}: nothing was stored")
+            tables.insert_rows(connection, table, codes)
+            rows += len(codes)
+            if progress is not None:
+                progress(rows, total)
+        if rows == 0:
+            raise InvalidInput(f"{source}: the file has no data rows; nothing was stored", code="empty_file")
+        dataset.row_count = rows
+    return DatasetInfo(name=name, rows=rows, domain=domain, source=source, labels=labels)
+
+
+def _check_name(name: str) -> None:
+    if not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME_LENGTH or name != name.strip():
+        raise InvalidInput(
+            f"dataset name must be 1–{MAX_NAME_LENGTH} characters without surrounding spaces, got {name!r}",
+            code="invalid_name",
+        )
+
+
+def _count_data_lines(path: Path, header: bool = True, comment: str | None = None) -> int:
+    try:
+        with path.open("rb") as handle:
+            lines = [line for line in handle if line.strip() and not (comment and line.startswith(comment.encode()))]
+    except OSError as exc:
+        raise InvalidInput(f"cannot read {path}: {exc.strerror}", code="unreadable_file") from None
+    if not lines:
+        raise InvalidInput(f"{path}: the file is empty; nothing was stored", code="empty_file")
+    count = len(lines) - (1 if header else 0)
+    if count <= 0:
+        raise InvalidInput(f"{path}: the file has no data rows; nothing was stored", code="empty_file")
+    return count
+
+
+def _read_header(path: Path) -> list[str]:
+    for _, _, fields in _records(path, None, None, False):
+        return [f.strip() for f in fields]
+    raise InvalidInput(f"{path}: the file is empty; nothing was stored", code="empty_file")
+
+
+def _records(path: Path, comment: str | None, header: Sequence[str] | None,
+             strip: bool) -> Iterator[tuple[int, bool, list[str]]]:
+    """``(line, is_header, fields)`` for every record of a CSV file, skipping blank lines and lines
+    that start with ``comment``. The first record is the header unless ``header`` names the columns;
+    every later record must have exactly as many fields, or :class:`InvalidInput` names its line."""
+    width = None if header is None else len(header)
+    line = 0
+    try:
+        with path.open(newline="", encoding="utf-8") as handle:
+            reader = csv.reader(handle, skipinitialspace=strip)
+            for fields in reader:
+                line = reader.line_num
+                if not fields or (len(fields) == 1 and not fields[0].strip()):
+                    continue
+                if comment and fields[0].startswith(comment):
+                    continue
+                if width is None:
+                    width = len(fields)
+                    yield line, True, fields
+                    continue
+                if len(fields) != width:
+                    raise InvalidInput(
+                        f"{path}, line {line}: {len(fields)} fields, but every row needs {width} "
+                        f"({'as the header has' if header is None else 'the columns the spec names'}); "
+                        "nothing was stored", code="malformed_csv")
+                yield line, False, fields
+    except OSError as exc:
+        raise InvalidInput(f"cannot read {path}: {exc.strerror}", code="unreadable_file") from None
+    except UnicodeDecodeError:
+        raise InvalidInput(f"{path}, after line {line}: the file is not UTF-8 text", code="malformed_csv") from None
+    except csv.Error as exc:
+        raise InvalidInput(f"{path}, line {line + 1}: malformed CSV ({exc})", code="malformed_csv") from None
+
+
+def _frames(path: Path, *, comment: str | None = None, names: Sequence[str] | None = None,
+            strip: bool = True) -> Iterator[tuple[pd.DataFrame, np.ndarray]]:
+    """Chunks of at most ``CHUNK_ROWS`` rows as DataFrames of strings, with each row's file line."""
+    columns = None if names is None else list(names)
+    rows: list[list[str]] = []
+    lines: list[int] = []
+    for line, is_header, fields in _records(path, comment, names, strip):
+        if is_header:
+            columns = [f.strip() for f in fields]
+            continue
+        rows.append(fields)
+        lines.append(line)
+        if len(rows) == CHUNK_ROWS:
+            yield pd.DataFrame(rows, columns=columns, dtype=str), np.asarray(lines)
+            rows, lines = [], []
+    if rows:
+        yield pd.DataFrame(rows, columns=columns, dtype=str), np.asarray(lines)
+
+
+def _coded_chunks(path: Path, domain: Domain) -> Iterator[np.ndarray]:
+    """Validate and yield chunks of codes (rows x attributes, domain order)."""
+    for frame, lines in _frames(path):
+        out = np.empty((len(frame), len(domain)), dtype=np.int64)
+        for j, attribute in enumerate(domain.attributes):
+            raw = frame[attribute.name].str.strip()
+            numbers = pd.to_numeric(raw, errors="coerce")
+            values = numbers.to_numpy(dtype=float)
+            not_integer = np.isnan(values) | (values != np.round(values))
+            _reject(path, attribute.name, raw, not_integer, lines, "an integer code")
+            out_of_range = (values < 0) | (values >= attribute.size)
+            _reject(path, attribute.name, raw, out_of_range, lines, f"a code in 0..{attribute.size - 1}")
+            out[:, j] = values.astype(np.int64)
+        yield out
+
+
+def _raw_chunks(path: Path, spec: BinningSpec) -> Iterator[np.ndarray]:
+    names = None if spec.header else spec.names
+    for frame, lines in _frames(path, comment=spec.comment, names=names, strip=spec.strip):
+        try:
+            yield apply_spec(spec, frame, lines=lines)
+        except BinningError as exc:
+            raise InvalidInput(f"{path}: {exc}", code="invalid_value") from None
+
+
+def _reject(path: Path, column: str, raw: pd.Series, bad: np.ndarray, lines: np.ndarray, expected: str) -> None:
+    if not bad.any():
+        return
+    examples = offending_lines(raw, bad, lines)
+    raise InvalidInput(
+        f"{path}, column {column!r}: {int(bad.sum())}+ value(s) are not {expected}; first offending rows: "
+        f"{examples}. Nothing was stored.",
+        code="invalid_value",
+    )
+
+
+# reading ------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class StoredDataset:
+    """A dataset's public metadata plus what the release engine needs to count its rows.
+
+    ``labels`` maps the columns of a raw table to the label of each code (from its public binning
+    spec: a bin interval or a category's name); a coded table has none."""
+
+    id: int
+    name: str
+    rows: int
+    domain: Domain
+    data_table: str
+    sql_columns: dict[str, str]
+    labels: dict[str, list[str]] = field(default_factory=dict)
+
+    def labels_of(self, attributes: Sequence[str]) -> dict[str, list[str]]:
+        return {a: self.labels[a] for a in attributes if a in self.labels}
+
+
+def stored_dataset(dataset: Dataset) -> StoredDataset:
+    columns = json.loads(dataset.domain_json)["columns"]
+    domain = Domain.from_dict({c["name"]: {"size": c["size"], "kind": c["kind"]} for c in columns})
+    return StoredDataset(
+        id=dataset.id,
+        name=dataset.name,
+        rows=dataset.row_count,
+        domain=domain,
+        data_table=dataset.data_table,
+        sql_columns={c["name"]: c["sql"] for c in columns},
+        labels={c["name"]: list(c["labels"]) for c in columns if "labels" in c},
+    )
+
+
+def get_dataset(engine: Engine, name: str) -> StoredDataset:
+    with transaction(engine) as session:
+        dataset = session.execute(select(Dataset).where(Dataset.name == name)).scalar_one_or_none()
+        if dataset is None:
+            raise NotFound(f"no dataset named {name!r}", code="dataset_not_found")
+        return stored_dataset(dataset)
+
+
+def list_datasets(engine: Engine) -> list[StoredDataset]:
+    with transaction(engine) as session:
+        return [stored_dataset(d) for d in session.execute(select(Dataset).order_by(Dataset.name)).scalars()]

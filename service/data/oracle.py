@@ -1,0 +1,204 @@
+"""The SQL-backed count oracle: exact marginals of a stored dataset, counted by the database.
+
+It is handed to a mechanism by the release engine (:func:`service.releases.engine.run_release`) and lives
+for one release. Marginals come back as counts (``GROUP BY``); :meth:`SqlCountOracle.rows` is the one
+exception that reads row-level codes, for mechanisms that genuinely need them (see its docstring).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+from sqlalchemy import Engine, select
+
+from db import tables
+from service.data.datasets import StoredDataset
+from workloads.domain import Domain
+
+#: Largest marginal, in cells, that :meth:`SqlCountOracle.counts_many` counts in SQL so as to answer several
+#: requested marginals from it by summation (chosen by ``benchmarks/counting.py``, see benchmarks/README.md).
+COVER_MAX_CELLS = 1 << 18
+#: At most this many cells (int64 each) of counted groups are held at once by :meth:`SqlCountOracle.counts_many`.
+BATCH_CELLS = 1 << 23
+
+
+def plan_cover(
+    requests: Iterable[Sequence[str]], domain: Domain, max_cells: int = COVER_MAX_CELLS
+) -> list[tuple[str, ...]]:
+    """Attribute sets ("groups", each in domain order) such that every request is a subset of one group and
+    every group has at most ``max_cells`` cells, unless it is a single request that alone has more.
+
+    Counting a group and summing out attributes gives each of its sub-marginals exactly, so one ``GROUP BY``
+    (one scan and one sort of the table) answers many requests: all 45 pairs of nist_taxi take 10 groups
+    instead of 45. Greedy: seed a group with the uncovered request of most cells (the hardest to place),
+    then add the attribute that completes the most uncovered requests (fewest cells on ties) while the
+    group stays within ``max_cells``."""
+    if isinstance(max_cells, bool) or not isinstance(max_cells, int) or max_cells < 1:
+        raise ValueError(f"max_cells must be a positive integer, got {max_cells!r}")
+    order = {name: i for i, name in enumerate(domain.names)}
+    todo: set[frozenset[str]] = set()
+    for request in requests:
+        _check_attributes(request, domain)
+        todo.add(frozenset(request))
+    by_attribute: dict[str, list[frozenset[str]]] = {name: [] for name in domain.names}
+    for request in todo:
+        for name in request:
+            by_attribute[name].append(request)
+
+    def rank(request: frozenset[str]) -> tuple[int, list[int]]:
+        return domain.cells(request), sorted((order[a] for a in request), reverse=True)
+
+    groups: list[tuple[str, ...]] = []
+    while todo:
+        group = set(max(todo, key=rank))
+        cells = domain.cells(group)
+        while True:
+            best: tuple[int, int, str] | None = None
+            for name in domain.names:
+                grown = cells * domain.size(name)
+                if name in group or grown > max_cells:
+                    continue
+                gain = sum(1 for r in by_attribute[name] if r in todo and r <= group | {name})
+                if gain and (best is None or (gain, -grown) > (best[0], -best[1])):
+                    best = (gain, grown, name)
+            if best is None:
+                break
+            group.add(best[2])
+            cells = best[1]
+        todo = {r for r in todo if not r <= group}
+        groups.append(tuple(sorted(group, key=order.__getitem__)))
+    return groups
+
+
+def marginalize(counts: np.ndarray, group: Sequence[str], attributes: Sequence[str]) -> np.ndarray:
+    """Counts over ``attributes`` (axes in that order) from ``counts`` over ``group``, a superset: sum out the
+    other axes, then put the remaining ones in the order asked."""
+    group = list(group)
+    missing = [a for a in attributes if a not in group]
+    if missing:
+        raise ValueError(f"attributes {missing} are not in the counted group {group}")
+    summed = counts.sum(axis=tuple(i for i, a in enumerate(group) if a not in attributes), dtype=np.int64)
+    kept = [a for a in group if a in attributes]
+    return np.transpose(summed, [kept.index(a) for a in attributes])
+
+
+def _batches(groups: Sequence[tuple[str, ...]], domain: Domain) -> list[list[tuple[str, ...]]]:
+    """Consecutive runs of ``groups`` of at most :data:`BATCH_CELLS` cells together (a larger group alone)."""
+    batches: list[list[tuple[str, ...]]] = []
+    cells = 0
+    for group in groups:
+        size = domain.cells(group)
+        if not batches or cells + size > BATCH_CELLS:
+            batches.append([])
+            cells = 0
+        batches[-1].append(group)
+        cells += size
+    return batches
+
+
+def _check_attributes(attributes: Sequence[str], domain: Domain) -> None:
+    if isinstance(attributes, str):
+        raise ValueError(f"attributes must be a sequence of attribute names, got the string {attributes!r}")
+    domain.shape(attributes)  # DomainError (a ValueError) names an unknown attribute
+    if len(set(attributes)) != len(attributes):
+        raise ValueError(f"attributes {list(attributes)} repeat an attribute")
+
+
+class SqlCountOracle:
+    """:class:`service.mechanisms.base.CountOracle` over a dataset's ``data_<id>`` table.
+
+    Marginals are counted by ``GROUP BY`` in the database (:func:`db.tables.count_marginals`). Answers are
+    cached for the oracle's lifetime (one release), since AIM asks for the same candidates round after
+    round, and a later request that is a subset of a cached answer is summed from it without SQL.
+    :meth:`counts_many` counts a batch of requests through a few larger marginals (:func:`plan_cover`)."""
+
+    def __init__(self, engine: Engine, dataset: StoredDataset) -> None:
+        self.engine = engine
+        self.dataset = dataset
+        self.domain: Domain = dataset.domain
+        self._table = tables.data_table(dataset.data_table, [a.size for a in dataset.domain.attributes])
+        self._cache: dict[tuple[str, ...], np.ndarray] = {}
+        #: marginals counted in SQL so far (a group of :meth:`counts_many` is one)
+        self.queries = 0
+        self.rows_read = 0
+
+    def counts(self, attributes: tuple[str, ...]) -> np.ndarray:
+        """Counts over ``attributes`` with shape ``domain.shape(attributes)``, axes in the order given."""
+        attributes = tuple(attributes)
+        return self.counts_many([attributes], max_cells=1)[attributes]
+
+    def counts_many(
+        self, requests: Iterable[Sequence[str]], max_cells: int = COVER_MAX_CELLS
+    ) -> dict[tuple[str, ...], np.ndarray]:
+        """Counts of every request (a sequence of attribute names), keyed by the request as a tuple.
+
+        Requests not answerable from the cache are covered by :func:`plan_cover` groups of at most
+        ``max_cells`` cells, counted on one connection (on PostgreSQL, one ``GROUPING SETS`` scan per batch of
+        at most :data:`BATCH_CELLS` cells), and each request is summed out of its group: exact integer
+        arithmetic on aggregated counts, no rows leave the database. Groups are dropped once summed, so memory
+        stays at one batch plus the answers. ``max_cells=1`` counts each request on its own."""
+        wanted = list(dict.fromkeys(tuple(r) for r in requests))
+        for request in wanted:
+            _check_attributes(request, self.domain)
+        missing = [r for r in wanted if self._answer(r) is None]
+        if missing:
+            groups = plan_cover(missing, self.domain, max_cells)
+            with self.engine.connect() as connection:
+                for batch in _batches(groups, self.domain):
+                    marginals = [([self.dataset.sql_columns[a] for a in g], self.domain.shape(g)) for g in batch]
+                    counted = tables.count_marginals(connection, self._table, marginals)
+                    self.queries += len(batch)
+                    for group, counts in zip(batch, counted, strict=True):
+                        for request in missing:
+                            if request not in self._cache and set(request) <= set(group):
+                                self._cache[request] = marginalize(counts, group, request)
+        answers = {}
+        for request in wanted:
+            answer = self._answer(request)
+            if answer is None:  # cannot happen: every request is inside a group counted above
+                raise RuntimeError(f"no counted marginal covers {list(request)}")
+            answers[request] = answer.copy()
+        return answers
+
+    def _answer(self, attributes: tuple[str, ...]) -> np.ndarray | None:
+        """The cached counts over ``attributes``, summed from the smallest cached superset if need be."""
+        cached = self._cache.get(attributes)
+        if cached is not None:
+            return cached
+        wanted = set(attributes)
+        supersets = [a for a in self._cache if wanted <= set(a)]
+        if not supersets:
+            return None
+        superset = min(supersets, key=self.domain.cells)
+        cached = marginalize(self._cache[superset], superset, attributes)
+        self._cache[attributes] = cached
+        return cached
+
+    def rows(self, attributes: Sequence[str], chunk_rows: int = 50_000) -> np.ndarray:
+        """Every row's integer codes over ``attributes``: an int64 array ``n x len(attributes)``, columns in
+        the order given, rows in the database's order.
+
+        Only mechanisms call this, inside a release, and only those that genuinely need row-level data
+        (objective perturbation solves an optimisation over the rows; everything that is a function of
+        marginals uses :meth:`counts`). Nothing it returns may leave the release except through the
+        mechanism's noisy output: the array is never stored, logged or put in a payload. The rows are
+        streamed from the database in chunks of ``chunk_rows``; ``rows_read`` counts them for audits."""
+        names = list(attributes)
+        unknown = [a for a in names if a not in self.dataset.sql_columns]
+        if not names or unknown:
+            raise ValueError(f"attributes must be columns of {self.dataset.name!r}; unknown: {unknown or names}")
+        if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int) or chunk_rows < 1:
+            raise ValueError(f"chunk_rows must be a positive integer, got {chunk_rows!r}")
+        columns = [self._table.c[self.dataset.sql_columns[a]] for a in names]
+        chunks: list[np.ndarray] = []
+        with self.engine.connect() as connection:
+            result = connection.execution_options(stream_results=True, yield_per=chunk_rows).execute(
+                select(*columns)
+            )
+            for part in result.partitions(chunk_rows):
+                plain = [tuple(row) for row in part]  # Row objects are slow for numpy to inspect
+                chunks.append(np.array(plain, dtype=np.int64).reshape(len(plain), len(names)))
+        codes = np.concatenate(chunks) if chunks else np.empty((0, len(names)), dtype=np.int64)
+        self.rows_read += len(codes)
+        return codes

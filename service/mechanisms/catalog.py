@@ -1,0 +1,99 @@
+"""The built-in mechanisms, one :func:`~service.mechanisms.registry.register` call each.
+
+Each runner factory imports its mechanism's module when it runs, so listing the names (the command line's help,
+the API schema) loads no numerical code. What each mechanism is and what it costs: docs/mechanisms.md and
+docs/privacy.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from service.mechanisms.registry import MechanismSpec, OptionSpec, PrivacyNotion, Runner, RunRequest, register
+from service.releases.coverage import fitted_cliques, tree_cliques
+from service.releases.kinds import ReleaseKind
+
+if TYPE_CHECKING:
+    from service.mechanisms.base import MechanismResult
+
+#: The regression methods a marginal release answers (service/regression/): its model answers every marginal.
+MARGINAL_ANSWERS = frozenset({"dd-ssp", "aim-synth"})
+MAX_MODEL_SIZE = OptionSpec("max_model_size", float)
+ITERS = OptionSpec("iters", int)
+
+
+def _marginal_runner(function: Callable[..., MechanismResult], request: RunRequest, budget: str,
+                     workload: bool = True) -> Runner:
+    """``function(oracle, [workload,] budget, noise, progress=..., **options)`` as a runner; ``budget`` names the
+    cost's field the mechanism is calibrated to (epsilon or rho)."""
+    amount = getattr(request.cost, budget)
+    options = dict(request.options)
+    if workload:
+        return lambda oracle, noise, progress: function(oracle, request.queries, amount, noise, progress=progress,
+                                                        **options)
+    return lambda oracle, noise, progress: function(oracle, amount, noise, progress=progress, **options)
+
+
+def _laplace(request: RunRequest) -> Runner:
+    from service.mechanisms.direct import run_laplace
+
+    return _marginal_runner(run_laplace, request, "epsilon")
+
+
+def _gaussian(request: RunRequest) -> Runner:
+    from service.mechanisms.direct import run_gaussian
+
+    return _marginal_runner(run_gaussian, request, "rho")
+
+
+def _mst(request: RunRequest) -> Runner:
+    from service.mechanisms.mst import run_mst
+
+    return _marginal_runner(run_mst, request, "rho", workload=False)
+
+
+def _aim(request: RunRequest) -> Runner:
+    from service.mechanisms.aim import run_aim
+
+    return _marginal_runner(run_aim, request, "rho")
+
+
+def _adassp_gram(request: RunRequest) -> Runner:
+    from service.mechanisms.gram import GramRelease
+
+    return GramRelease(request.design, request.cost.rho, **request.options)
+
+
+def _objpert(request: RunRequest) -> Runner:
+    from service.mechanisms.objpert import ObjPertRelease
+
+    return ObjPertRelease(request.design, request.cost.epsilon, request.cost.delta, **request.options)
+
+
+register(MechanismSpec(
+    "laplace", ReleaseKind.MARGINALS, PrivacyNotion.PURE, _laplace,
+    "every workload marginal with discrete Laplace noise, then a graphical model fitted to them",
+    options=(MAX_MODEL_SIZE, ITERS), answers=MARGINAL_ANSWERS, measured_cliques=fitted_cliques))
+register(MechanismSpec(
+    "gaussian", ReleaseKind.MARGINALS, PrivacyNotion.ZCDP, _gaussian,
+    "every workload marginal with discrete Gaussian noise, then a graphical model fitted to them",
+    options=(MAX_MODEL_SIZE, ITERS), answers=MARGINAL_ANSWERS, measured_cliques=fitted_cliques))
+register(MechanismSpec(
+    "mst", ReleaseKind.MARGINALS, PrivacyNotion.ZCDP, _mst,
+    "MST (McKenna, Miklau & Sheldon 2021): 1-way marginals and a maximum spanning tree of pairs; no workload",
+    options=(ITERS,), uses_workload=False, answers=MARGINAL_ANSWERS, measured_cliques=tree_cliques))
+register(MechanismSpec(
+    "aim", ReleaseKind.MARGINALS, PrivacyNotion.ZCDP, _aim,
+    "AIM (McKenna et al. 2022): adaptive, workload-aware selection and measurement of marginals",
+    options=(OptionSpec("rounds", int), MAX_MODEL_SIZE, OptionSpec("initial_cliques"),
+             OptionSpec("structural_zeros"), ITERS, OptionSpec("round_iters", int)),
+    answers=MARGINAL_ANSWERS))
+register(MechanismSpec(
+    "adassp", ReleaseKind.GRAM, PrivacyNotion.ZCDP, _adassp_gram,
+    "the noisy Gram matrix and lambda_min of AdaSSP (Wang 2018, Alg. 2) over a set of encoded columns",
+    uses_workload=False, answers=frozenset({"adassp"})))
+register(MechanismSpec(
+    "objpert", ReleaseKind.MODEL, PrivacyNotion.APPROXIMATE, _objpert,
+    "approximate minima perturbation (Iyengar et al. 2019, Alg. 1) of a logistic regression",
+    uses_workload=False, answers=frozenset({"objpert"})))

@@ -1,0 +1,242 @@
+"""The registry of mechanisms: one :class:`MechanismSpec` per mechanism, the only place that says what a name means.
+
+The release engine, the regression service, the coverage of answers, the API schema and the command line all read
+this registry instead of matching names. A spec says:
+
+* ``kind``: the kind of release it makes (:mod:`service.releases.kinds`);
+* ``notion``: its privacy notion (:class:`PrivacyNotion`), which decides how a request's (epsilon, delta, rho)
+  becomes the :class:`~service.privacy.cost.PrivacyCost` it is charged (:meth:`MechanismSpec.cost`);
+* ``options``: the options a caller may set, with their types (:class:`OptionSpec`), checked before anything is
+  reserved or charged;
+* ``make_runner``: a factory that turns a checked :class:`RunRequest` into the runner the engine calls with the
+  count oracle, the noise and a progress callback;
+* ``answers``: the regression methods a stored release of it can answer (:mod:`service.regression.matching`);
+* ``measured_cliques``: what a release of it measured (:mod:`service.releases.coverage`).
+
+A new mechanism is one module and one :func:`register` call; the built-in ones are registered by
+:mod:`service.mechanisms.catalog`, loaded on the first lookup. This module imports nothing numerical, so the
+command line and the API schema can list the names without loading the mechanisms (the privacy arithmetic too is
+imported when a cost is computed).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, Protocol
+
+from service.errors import InvalidInput
+from workloads import parameters
+
+if TYPE_CHECKING:
+    from service.mechanisms.base import MechanismResult
+    from service.mechanisms.progress import Progress
+    from service.privacy.cost import PrivacyCost
+    from workloads.encodings import DesignEncoding
+    from workloads.marginals import Query
+
+Clique = tuple[str, ...]
+
+
+class PrivacyNotion(StrEnum):
+    """How a mechanism's privacy is stated, and so which of (epsilon, delta, rho) a request gives it."""
+
+    PURE = "pure"  # epsilon-DP: epsilon only
+    APPROXIMATE = "approximate"  # (epsilon, delta)-DP with delta > 0: charged (epsilon, delta) itself
+    ZCDP = "zcdp"  # rho-zCDP: rho, or (epsilon, delta) converted to the largest rho that satisfies it
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """One option of a mechanism. ``kind`` int or float: a finite number > 0 of that type; None: any value
+    (structured options such as AIM's ``initial_cliques``, which the mechanism validates itself)."""
+
+    name: str
+    kind: type | None = None
+
+    def check(self, mechanism: str, value: object) -> None:
+        if self.kind is None:
+            return
+        if (isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value)
+                or (self.kind is int and int(value) != value) or value <= 0):
+            raise InvalidInput(f"option {self.name} must be a positive {self.kind.__name__}, got {value!r}",
+                               code="invalid_parameter")
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """What a runner factory gets: the charged cost, the checked options and, depending on the kind, the workload
+    (marginal mechanisms) or the encoded design (the gram and model kinds)."""
+
+    cost: PrivacyCost
+    options: Mapping[str, object] = field(default_factory=dict)
+    queries: tuple[Query, ...] = ()
+    design: DesignEncoding | None = None
+    epsilon: object = None  # what was requested (the cost is derived from these)
+    delta: object = None
+
+
+class Runner(Protocol):
+    """``runner(oracle, noise, progress)``, called once by the release engine; a runner that keeps its own payload
+    also has ``encode(result) -> bytes``."""
+
+    def __call__(self, oracle: Any, noise: Any, progress: Progress) -> MechanismResult: ...
+
+
+def _measures_workload(params: Mapping[str, object], details: Mapping[str, object],
+                       attributes: Sequence[str]) -> list[Clique]:  # noqa: ARG001
+    from service.releases.coverage import workload_cliques
+
+    return workload_cliques(params, details, attributes)
+
+
+@dataclass(frozen=True)
+class MechanismSpec:
+    """One mechanism (module docstring)."""
+
+    name: str
+    kind: str
+    notion: PrivacyNotion
+    make_runner: Callable[[RunRequest], Runner]
+    description: str = ""
+    options: tuple[OptionSpec, ...] = ()
+    uses_workload: bool = True
+    answers: frozenset[str] = frozenset()
+    measured_cliques: Callable[[Mapping[str, object], Mapping[str, object], Sequence[str]], list[Clique]] = (
+        _measures_workload)
+
+    @property
+    def option_names(self) -> tuple[str, ...]:
+        return tuple(option.name for option in self.options)
+
+    def check_options(self, options: Mapping[str, object]) -> None:
+        """Refuse unknown or ill-typed options BEFORE anything is reserved or charged."""
+        known = {option.name: option for option in self.options}
+        for name, value in options.items():
+            if name not in known:
+                raise InvalidInput(f"{self.name} has no option {name!r}; it takes {sorted(known)}",
+                                   code="invalid_parameter")
+            known[name].check(self.name, value)
+
+    def cost(self, epsilon: object, delta: object, rho: object) -> PrivacyCost:
+        """The charge for a release by this mechanism, from what the caller asked for (by :attr:`notion`).
+
+        Pure DP takes epsilon only. zCDP takes rho, or an (epsilon, delta) pair converted to the largest rho that
+        satisfies it (Canonne, Kamath & Steinke 2020, "The Discrete Gaussian for Differential Privacy", Prop. 1.3
+        via :func:`service.privacy.conversions.cdp_rho`), rounded down to the accountant's grid so the mechanism
+        calibrates to exactly the rho that is charged. Approximate DP takes epsilon and delta > 0, charged as
+        they are."""
+        try:
+            if self.notion is PrivacyNotion.PURE:
+                return _pure_cost(self.name, epsilon, delta, rho)
+            if self.notion is PrivacyNotion.APPROXIMATE:
+                return _approximate_cost(self.name, epsilon, delta, rho)
+            return _zcdp_cost(self.name, epsilon, delta, rho)
+        except ValueError as exc:
+            if isinstance(exc, InvalidInput):
+                raise
+            raise InvalidInput(str(exc), code="invalid_parameter") from None
+
+
+def _pure_cost(name: str, epsilon: object, delta: object, rho: object) -> PrivacyCost:
+    from service.privacy.cost import PrivacyCost, check_amount, exact
+
+    if rho is not None:
+        raise InvalidInput(f"{name} is a pure-DP mechanism: give --epsilon, not --rho", code="invalid_parameter")
+    if delta not in (None, 0, 0.0, "0"):
+        raise InvalidInput(f"{name} is pure DP: --delta must be omitted or 0", code="invalid_parameter")
+    if epsilon is None:
+        raise InvalidInput(f"{name} needs --epsilon", code="invalid_parameter")
+    return PrivacyCost(epsilon=check_amount(exact(parameters.validate_epsilon(epsilon, "epsilon")), "epsilon"))
+
+
+def _approximate_cost(name: str, epsilon: object, delta: object, rho: object) -> PrivacyCost:
+    from service.privacy.cost import PrivacyCost, check_amount, exact
+
+    if rho is not None:
+        raise InvalidInput(f"{name} is an (epsilon, delta) mechanism: give --epsilon and --delta, not --rho",
+                           code="invalid_parameter")
+    if epsilon is None or delta is None:
+        raise InvalidInput(f"{name} needs --epsilon and --delta (delta > 0)", code="invalid_parameter")
+    eps = check_amount(exact(parameters.validate_epsilon(epsilon, "epsilon")), "epsilon")
+    if parameters.validate_delta(delta, "delta") == 0:
+        raise InvalidInput(f"{name} needs delta > 0", code="invalid_parameter")
+    return PrivacyCost(epsilon=eps, delta=exact(delta))
+
+
+def _zcdp_cost(name: str, epsilon: object, delta: object, rho: object) -> PrivacyCost:
+    from service.privacy import conversions
+    from service.privacy.cost import PrivacyCost, check_amount, exact, floor_to_grid
+
+    if rho is not None:
+        if epsilon is not None or delta is not None:
+            raise InvalidInput("give either --rho or --epsilon with --delta, not both", code="invalid_parameter")
+        charged = floor_to_grid(check_amount(exact(parameters.validate_rho(rho, "rho")), "rho"))
+        if charged <= 0:
+            raise InvalidInput(f"rho={rho} is below the accountant's resolution of 1e-12 (the ledger's unit of "
+                               "rho): it cannot be charged", code="invalid_parameter")
+        return PrivacyCost(rho=charged)
+    if epsilon is None or delta is None:
+        raise InvalidInput(f"{name} is a zCDP mechanism: give --rho, or --epsilon and --delta (delta > 0)",
+                           code="invalid_parameter")
+    eps = float(check_amount(exact(parameters.validate_epsilon(epsilon, "epsilon")), "epsilon"))
+    dlt = float(parameters.validate_delta(delta, "delta"))
+    if dlt == 0:
+        raise InvalidInput(f"{name} needs delta > 0 to convert (epsilon, delta) to rho", code="invalid_parameter")
+    converted = floor_to_grid(conversions.cdp_rho(eps, dlt))
+    if converted <= 0:
+        raise InvalidInput(f"epsilon={eps}, delta={dlt} converts to rho below 1e-12", code="invalid_parameter")
+    return PrivacyCost(rho=converted)
+
+
+_SPECS: dict[str, MechanismSpec] = {}
+_catalog_loaded = False
+
+
+def _load_catalog() -> None:
+    global _catalog_loaded
+    if not _catalog_loaded:
+        _catalog_loaded = True
+        import service.mechanisms.catalog  # noqa: F401 - registers the built-in mechanisms
+
+
+def register(spec: MechanismSpec) -> MechanismSpec:
+    """Add a mechanism; refused if one of that name exists. Returns ``spec``."""
+    _load_catalog()
+    if spec.name in _SPECS:
+        raise ValueError(f"mechanism {spec.name!r} is registered already")
+    _SPECS[spec.name] = spec
+    return spec
+
+
+def unregister(name: str) -> None:
+    """Remove a mechanism (tests that register one of their own remove it afterwards)."""
+    _SPECS.pop(name, None)
+
+
+def get(name: object, kind: str | None = None) -> MechanismSpec:
+    """The mechanism called ``name`` (of ``kind`` when given); an :class:`InvalidInput` naming the choices otherwise."""
+    _load_catalog()
+    spec = _SPECS.get(name) if isinstance(name, str) else None
+    if spec is None or (kind is not None and spec.kind != kind):
+        raise InvalidInput(f"mechanism must be one of {names(kind)}, got {name!r}", code="invalid_parameter")
+    return spec
+
+
+def find(name: str) -> MechanismSpec | None:
+    """The mechanism called ``name``, or None (a stored release may name one that is no longer registered)."""
+    _load_catalog()
+    return _SPECS.get(name)
+
+
+def names(kind: str | None = None) -> list[str]:
+    """The registered names (of ``kind`` when given), in the order they were registered."""
+    _load_catalog()
+    return [name for name, spec in _SPECS.items() if kind is None or spec.kind == kind]
+
+
+def specs() -> list[MechanismSpec]:
+    _load_catalog()
+    return list(_SPECS.values())

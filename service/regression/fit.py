@@ -1,0 +1,320 @@
+"""Private regressions answered from releases: DD-SSP, AdaSSP, ObjPert and AIM-Synth as a service (Ferrando &
+Sheldon 2024, "Private Regression via Data-Dependent Sufficient Statistic Perturbation").
+
+:func:`fit` answers "regress ``target`` on ``features`` of dataset ``name`` with ``method``":
+
+1. the design (which columns, how encoded, intercept or not) is built and checked, before anything else
+   (:mod:`service.regression.design`);
+2. with ``release_id`` that release must be able to answer; without it, a stored *complete* release that can
+   answer is looked for (free, :mod:`service.regression.matching`); only when none exists is a new release made,
+   through the release engine and the accountant (:mod:`service.releases.engine`), and charged;
+3. the answer is post-processing of the release (no rows are read, no privacy is spent):
+
+   ========== ==================================================== =============================================
+   method     release that answers                                 answer
+   ========== ==================================================== =============================================
+   dd-ssp     any complete marginal release (its graphical model   ``Z^T Z`` from the model's 1- and 2-way
+              answers every marginal); preferred: one whose         marginals (Prop. 3.2), then Alg. 1 (linear) or
+              workload covers all pairs among target and features   Prop. 3.4 (logistic)
+   aim-synth  the same                                             the non-private fit on synthetic rows drawn
+                                                                   from the model (Sec. 3.4 / 4)
+   adassp     a Gram release (:mod:`service.mechanisms.gram`)      Alg. 2 from a principal submatrix: one release
+              whose columns cover target and features, encoded     answers every linear regression among its
+              the same way                                         columns, any target
+   objpert    a model release (:mod:`service.mechanisms.objpert`) the released model itself
+              of exactly this design, epsilon and delta
+   ========== ==================================================== =============================================
+
+New releases: dd-ssp / aim-synth measure all pairs among target and features with AIM (``mechanism``; MST and the
+Gaussian mechanism are accepted for tests and small tables), charged the rho that (epsilon, delta) converts to;
+adassp releases the whole noisy ``Z^T Z`` of the encoded target and features, charged the same converted rho
+(the zCDP calibration: the paper's printed (eps, delta) calibration is not used, see docs/privacy.md, section 8.5);
+objpert is charged (epsilon, delta) itself.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import numpy as np
+from sqlalchemy import Engine
+
+from estimators.base import BinaryClassifier, EstimatorError, LinearScoreModel
+from estimators.central.linear import AdaSSPLinearRegression, DDSSPLinearRegression
+from estimators.central.logistic import DDSSPLogisticRegression
+from estimators.central.reference import fit_on_rows
+from estimators.central.sufficient_stats import gram_from_marginals
+from estimators.graphical import mbi_adapter
+from estimators.graphical.mbi_adapter import Model
+from service.accounting import accountant
+from service.accounting.accountant import release_costs
+from service.data.datasets import StoredDataset, get_dataset
+from service.errors import ServiceError
+from service.mechanisms import gram, registry
+from service.mechanisms.objpert import ModelPayload
+from service.mechanisms.progress import Progress, no_progress
+from service.mechanisms.registry import PrivacyNotion, RunRequest
+from service.privacy.cost import PrivacyCost
+from service.regression.design import (
+    DEFAULT_MARGINAL_MECHANISM,
+    MARGINAL_METHODS,
+    METHOD_TASKS,
+    METHODS,
+    RegressionInputError,
+    ReleaseCannotAnswer,
+    build_design,
+    check_budget,
+)
+from service.regression.matching import cannot_answer, find_release, mechanisms_answering
+from service.releases import answers
+from service.releases import engine as release_engine
+from service.releases.answers import StoredRelease
+from service.releases.kinds import ReleaseKind
+from workloads.domain import Domain
+from workloads.encodings import TASKS, DesignEncoding
+from workloads.marginals import canonical
+
+#: What a fit answered by an objective-perturbation model reports: public calibration constants only (no solver
+#: diagnostics: whether and how fast the solver converged depends on the data).
+PUBLIC_OBJPERT_DETAILS = ("regularization", "noise_std", "output_noise_std", "gradient_tolerance")
+
+
+@dataclass(frozen=True, eq=False)
+class FitOutcome:
+    """A fitted model, the release that answered it, and what this call cost (zero when a release was reused)."""
+
+    model: LinearScoreModel
+    method: str
+    dataset: str
+    design: DesignEncoding
+    release_id: int
+    release_kind: str
+    release_mechanism: str
+    reused: bool
+    cost: PrivacyCost
+    release_cost: PrivacyCost
+    details: dict[str, object] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    budget: accountant.BudgetEffect | None = None  # what a new release cost in the budget's epsilon (None: reused)
+
+    @property
+    def feature_names(self) -> tuple[str, ...]:
+        return tuple(self.model.feature_names_)
+
+    @property
+    def coefficients(self) -> dict[str, float]:
+        """``{column: coefficient}``, the intercept (when fitted) under ``"(intercept)"``, on the encoded scale."""
+        values = self.model.coefficients()
+        if not self.design.intercept:
+            values = {k: v for k, v in values.items() if k in self.feature_names}
+        return values
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "dataset": self.dataset,
+            "task": self.design.task,
+            "method": self.method,
+            "target": self.design.target,
+            "features": list(self.design.features),
+            "intercept": self.design.intercept,
+            "release_id": self.release_id,
+            "reused": self.reused,
+            "cost": self.cost.to_json(),
+            "release": {"kind": self.release_kind, "mechanism": self.release_mechanism,
+                        "cost": self.release_cost.to_json()},
+            "feature_names": list(self.feature_names),
+            "coefficients": self.coefficients,
+            "encodings": self.design.to_dict()["encodings"],
+            "details": self.details,
+            "notes": list(self.notes),
+            **({"budget": self.budget.to_json()} if self.budget is not None else {}),
+        }
+
+
+class ReleasedLogisticModel(BinaryClassifier):
+    """A logistic model read back from a model release (the payload of an objective-perturbation release)."""
+
+    def __init__(self, payload: ModelPayload, design: DesignEncoding) -> None:
+        weights = dict(zip(payload.feature_names, payload.coef, strict=True))
+        theta = [weights[name] for name in design.feature_names]
+        if design.intercept:
+            theta = [float(payload.intercept or 0.0), *theta]
+        self._store(np.asarray(theta, dtype=float), design.feature_names, design.intercept)
+
+
+def _marginal_reader(domain: Domain, model: Model):  # noqa: ANN202
+    def read(attributes: tuple[str, ...]) -> np.ndarray:
+        ordered = canonical(domain, attributes)
+        values = mbi_adapter.marginal(model, ordered)
+        return np.moveaxis(values, [ordered.index(a) for a in attributes], range(len(attributes)))
+
+    return read
+
+
+def answer(
+    engine: Engine, release: StoredRelease, design: DesignEncoding, method: str, seed: int | None = None
+) -> tuple[LinearScoreModel, dict[str, object]]:
+    """Fit ``method`` on ``design`` from a release that can answer it (post-processing: no privacy spent)."""
+    try:
+        if method in MARGINAL_METHODS:
+            _, model = answers.release_model(engine, release.id)
+            total = float(model.total)
+            if method == "dd-ssp":
+                stats = gram_from_marginals(design, _marginal_reader(release.dataset.domain, model), total=total)
+                estimator = DDSSPLinearRegression() if design.task == "linear" else DDSSPLogisticRegression()
+                return estimator.fit(stats), {"total": total}
+            rows = min(max(1, round(total)), answers.MAX_SYNTHETIC_ROWS)
+            # fit() decided whether this release may answer (a seeded one only for an in-process caller who allows it)
+            frame = answers.synthetic_frame(engine, release.id, rows, seed, allow_seeded=True)
+            return fit_on_rows(frame, design), {"synthetic_rows": rows}
+        if method == "adassp":
+            payload = release.decoded_payload()
+            stats = gram.sub_statistics(payload, design)
+            scales = gram.adassp_scales(release.details, stats.dimension, float(release.params["confidence_delta"]),
+                                        float(release.params["failure_prob"]))
+            estimator = AdaSSPLinearRegression().fit(stats, payload.lambda_min_noisy, scales)
+            return estimator, {"ridge": estimator.ridge_, "lambda_min_tilde": estimator.lambda_min_tilde_}
+        return ReleasedLogisticModel(release.decoded_payload(), design), {
+            k: release.details[k] for k in PUBLIC_OBJPERT_DETAILS if k in release.details
+        }
+    except (EstimatorError, KeyError) as exc:
+        raise ServiceError(f"release {release.id} could not answer {method}: {exc}", code="answer_failed",
+                           status=422) from None
+
+
+# new releases (charged) ---------------------------------------------------------------------------
+def make_release(
+    engine: Engine,
+    dataset: StoredDataset,
+    design: DesignEncoding,
+    method: str,
+    epsilon: Fraction,
+    delta: Fraction,
+    *,
+    seed: int | None = None,
+    principal: str = "cli",
+    mechanism: str = DEFAULT_MARGINAL_MECHANISM,
+    options: dict[str, object] | None = None,
+    progress: Progress = no_progress,
+) -> release_engine.ReleaseOutcome:
+    """A new release that can answer ``method`` on ``design``, checked and charged by the accountant. dd-ssp and
+    aim-synth: a marginal release of every pair among target and features by ``mechanism`` (a registered zCDP
+    marginal mechanism); the other methods: a release by the one mechanism whose releases answer them."""
+    requested = {"epsilon": float(epsilon), "delta": float(delta)}
+    if method in MARGINAL_METHODS:
+        choices = marginal_mechanisms()
+        if mechanism not in choices:
+            raise RegressionInputError(f"mechanism must be one of {choices}, got {mechanism!r}")
+        attributes = canonical(dataset.domain, design.features + (design.target,))
+        workload = [list(pair) for pair in itertools.combinations(attributes, 2)]
+        options = dict(options or {})
+        if "initial_cliques" in registry.get(mechanism).option_names:
+            # spend nothing on the 1-way marginals of columns the regression does not use
+            options.setdefault("initial_cliques", [[a] for a in attributes])
+        return release_engine.release_marginals(engine, dataset.name, mechanism, workload, epsilon=epsilon,
+                                                delta=delta, seed=seed, options=options, principal=principal,
+                                                progress=progress)
+    spec = registry.get(mechanisms_answering(method)[0])
+    cost = spec.cost(epsilon, delta, None)
+    if spec.kind == ReleaseKind.GRAM:
+        params = {"columns": gram.column_spec(design), "confidence_delta": float(delta),
+                  "failure_prob": gram.DEFAULT_FAILURE_PROB, "lambda_share": str(gram.DEFAULT_LAMBDA_SHARE),
+                  "requested": requested}
+    else:
+        params = {"design": design.to_dict(), "requested": requested}
+    request = RunRequest(cost, design=design, epsilon=epsilon, delta=delta)
+    return release_engine.release_with(engine, dataset, spec, request, params, seed=seed, principal=principal,
+                                       progress=progress)
+
+
+def marginal_mechanisms() -> list[str]:
+    """The registered marginal mechanisms a regression's (epsilon, delta) can pay for (the zCDP ones)."""
+    return [name for name in registry.names(ReleaseKind.MARGINALS)
+            if registry.get(name).notion is PrivacyNotion.ZCDP]
+
+
+def fit(
+    engine: Engine,
+    name: str,
+    task: str,
+    target: str,
+    features: Sequence[str] | None = None,
+    categorical: Sequence[str] | None = None,
+    method: str = "dd-ssp",
+    epsilon: object = None,
+    delta: object = None,
+    release_id: int | None = None,
+    intercept: bool = True,
+    seed: int | None = None,
+    principal: str = "cli",
+    *,
+    reuse: bool = True,
+    mechanism: str | None = None,
+    options: dict[str, object] | None = None,
+    progress: Progress = no_progress,
+    allow_unmeasured: bool = False,
+    allow_seeded: bool = False,
+) -> FitOutcome:
+    """Fit a private regression of ``target`` on ``features`` of dataset ``name`` (module docstring).
+
+    ``release_id`` answers from that release (free; ``epsilon`` / ``delta`` must then be omitted). Otherwise
+    ``epsilon`` and ``delta`` are what a new release would cost; a stored release that can answer is used instead
+    when there is one (``reuse=False`` always makes a new release, as benchmarks need). ``mechanism`` (default
+    AIM) and ``options`` configure a new marginal release (dd-ssp, aim-synth); the answer's notes say so when a
+    stored release answered instead. ``seed`` makes the new release and the synthetic rows of aim-synth
+    reproducible (in-process tests and benchmarks only: a seeded release carries no privacy); ``allow_seeded`` lets
+    ``release_id`` name a seeded release (refused otherwise, 409).
+
+    A marginal release answers dd-ssp and aim-synth only if it measured every column and pair among target and
+    features (:mod:`service.releases.coverage`); ``allow_unmeasured=True`` lets one that did not answer anyway (the
+    model then extrapolates the missing parts, and the answer's ``details["coverage"]`` says which)."""
+    if not isinstance(allow_unmeasured, bool):
+        raise RegressionInputError(f"allow_unmeasured must be True or False, got {allow_unmeasured!r}")
+    if method not in METHODS:
+        raise RegressionInputError(f"method must be one of {list(METHODS)}, got {method!r}")
+    if task in TASKS and task not in METHOD_TASKS[method]:
+        raise RegressionInputError(f"method {method!r} fits {' or '.join(METHOD_TASKS[method])} regression, not {task}")
+    if not isinstance(intercept, bool):
+        raise RegressionInputError(f"intercept must be True or False, got {intercept!r}")
+    dataset = get_dataset(engine, name)
+    design = build_design(dataset.domain, task, target, features, categorical, intercept)
+    cost = PrivacyCost()
+    effect = None
+    if release_id is not None:
+        if epsilon is not None or delta is not None:
+            raise RegressionInputError("give either a release id or epsilon and delta, not both")
+        release = answers.get_release(engine, int(release_id))
+        if release.dataset.name != dataset.name:
+            raise ReleaseCannotAnswer(f"release {release_id} is a release of {release.dataset.name!r}, not of {name!r}")
+        release.check_answerable(allow_seeded)
+        reason = cannot_answer(release, dataset.domain, design, method, allow_unmeasured)
+        if reason is not None:
+            raise ReleaseCannotAnswer(f"release {release_id} cannot answer {method}: {reason}")
+        reused = True
+    else:
+        eps, dlt = check_budget(epsilon, delta)
+        found = find_release(engine, dataset, design, method, eps, dlt, allow_unmeasured) if reuse else None
+        reused = found is not None
+        if found is None:
+            outcome = make_release(engine, dataset, design, method, eps, dlt, seed=seed, principal=principal,
+                                   mechanism=mechanism or DEFAULT_MARGINAL_MECHANISM, options=options,
+                                   progress=progress)
+            found, cost, effect = outcome.release_id, outcome.cost, outcome.budget
+        release = answers.get_release(engine, found)
+    model, details = answer(engine, release, design, method, seed)
+    notes = []
+    if method in MARGINAL_METHODS:
+        gaps = release.coverage([*design.features, design.target])
+        details = {**details, "coverage": gaps.to_json()}
+        if not gaps.complete_pairs:
+            notes.append(f"{gaps.warning()}: those parts of the fit are the model's extrapolation")
+    if reused and release_id is None:
+        notes.append(f"release {release.id} ({release.mechanism}) already answers this question, so this call spent "
+                     "nothing" + (f"; --mechanism {mechanism} applies only to a new release" if mechanism
+                                  and mechanism != release.mechanism and method in MARGINAL_METHODS else ""))
+    release_cost = release_costs(engine, [release.id])[release.id]
+    return FitOutcome(model, method, dataset.name, design, release.id, release.kind, release.mechanism, reused, cost,
+                      release_cost, details, tuple(notes), effect)

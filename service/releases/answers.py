@@ -1,0 +1,184 @@
+"""Answers from stored releases (free post-processing: no row is read, no privacy is spent).
+
+A stored release (:class:`StoredRelease`) is read back with its dataset; a complete marginal release's graphical
+model answers any marginal (:func:`answer_marginal`, with what the release measured of it) and draws synthetic rows
+(:func:`synthetic_frame`). A complete release never changes, so its decoded model is cached per process
+(:func:`release_model`). A release made with a known seed (tests and benchmarks) answers nothing unless the
+in-process caller says ``allow_seeded``: whoever knows the seed can subtract the noise.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import secrets
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from sqlalchemy import Engine, select
+
+from db.engine import transaction
+from db.models import Dataset, Release
+from estimators.graphical import mbi_adapter
+from estimators.graphical.mbi_adapter import Model
+from service.data.datasets import StoredDataset, stored_dataset
+from service.errors import Conflict, InvalidInput, NotFound, ServiceError
+from service.releases import kinds
+from service.releases.coverage import Coverage, coverage, measured_cliques
+from service.releases.kinds import ReleaseKind
+from workloads.marginals import WorkloadError, canonical
+
+MAX_SYNTHETIC_ROWS = 10_000_000
+
+
+class SeededReleaseError(Conflict):
+    """A release made with a known seed was asked to answer where privacy is expected."""
+
+    code = "seeded_release"
+
+
+def refuse_seeded(release_id: int) -> SeededReleaseError:
+    return SeededReleaseError(
+        f"release {release_id} was made with a known seed, for tests and benchmarks: anyone who knows the seed can "
+        "regenerate and subtract its noise, so it carries no privacy and cannot answer here; make a new release "
+        "without a seed"
+    )
+
+
+@dataclass(frozen=True)
+class StoredRelease:
+    id: int
+    dataset: StoredDataset
+    kind: str
+    mechanism: str
+    status: str
+    params: dict[str, object]
+    details: dict[str, object]
+    payload: bytes | None
+    seeded: bool = False
+
+    def to_json(self, *, hide_seeded_details: bool = False) -> dict[str, object]:
+        """Metadata. ``hide_seeded_details`` (the HTTP API) leaves out the details of a seeded release: they can be
+        noisy outputs (AIM's selected cliques) whose noise the seed's holder knows."""
+        details = {} if (self.seeded and hide_seeded_details) else self.details
+        return {"release_id": self.id, "dataset": self.dataset.name, "kind": self.kind, "mechanism": self.mechanism,
+                "status": self.status, "seeded": self.seeded, "params": self.params, "details": details}
+
+    def check_answerable(self, allow_seeded: bool) -> None:
+        """Refuse (409 ``seeded_release``) to answer from a seeded release unless ``allow_seeded`` (in-process tests
+        and benchmarks)."""
+        if self.seeded and not allow_seeded:
+            raise refuse_seeded(self.id)
+
+    def decoded_payload(self) -> object:
+        """The payload read back by its kind's codec (:mod:`service.releases.kinds`); None when there is none."""
+        return None if self.payload is None else kinds.get(self.kind).decode_payload(self.payload,
+                                                                                     self.dataset.domain)
+
+    def coverage(self, attributes: Sequence[str]) -> Coverage:
+        """What this marginal release measured of ``attributes`` (:mod:`service.releases.coverage`)."""
+        cliques = measured_cliques(self.mechanism, self.params, self.details, self.dataset.domain.names)
+        return coverage(self.id, cliques, attributes)
+
+
+def get_release(engine: Engine, release_id: int) -> StoredRelease:
+    with transaction(engine) as session:
+        release = session.get(Release, release_id)
+        if release is None:
+            raise NotFound(f"no release with id {release_id}", code="release_not_found")
+        dataset = stored_dataset(session.get(Dataset, release.dataset_id))
+        return StoredRelease(release.id, dataset, release.kind, release.mechanism, release.status,
+                             json.loads(release.params_json), json.loads(release.details_json), release.payload,
+                             bool(release.seeded))
+
+
+def list_releases(engine: Engine, name: str | None = None) -> list[StoredRelease]:
+    with transaction(engine) as session:
+        query = select(Release.id).order_by(Release.id)
+        if name is not None:
+            query = query.join(Dataset, Dataset.id == Release.dataset_id).where(Dataset.name == name)
+        ids = list(session.execute(query).scalars())
+    return [get_release(engine, i) for i in ids]
+
+
+def _complete_marginal_release(engine: Engine, release_id: int) -> StoredRelease:
+    release = get_release(engine, release_id)
+    if release.kind != ReleaseKind.MARGINALS:
+        raise InvalidInput(f"release {release_id} is a {release.kind} release, not a marginal release",
+                           code="wrong_release_kind")
+    if release.status != "complete" or release.payload is None:
+        raise ServiceError(f"release {release_id} is {release.status}; it has no model to answer from",
+                           code="release_not_complete", status=409)
+    return release
+
+
+_MODEL_CACHE: collections.OrderedDict[tuple[str, int], tuple[StoredRelease, Model]] = collections.OrderedDict()
+_MODEL_CACHE_SIZE = 32
+_MODEL_CACHE_LOCK = threading.Lock()
+
+
+def release_model(engine: Engine, release_id: int) -> tuple[StoredRelease, Model]:
+    """The fitted model of a complete marginal release. A complete release never changes, so the
+    release and its model are cached per process (the last ``_MODEL_CACHE_SIZE`` used) and the
+    payload is read from the database once."""
+    key = (str(engine.url), release_id)
+    with _MODEL_CACHE_LOCK:
+        hit = _MODEL_CACHE.get(key)
+        if hit is not None:
+            _MODEL_CACHE.move_to_end(key)
+            return hit
+    release = _complete_marginal_release(engine, release_id)
+    entry = (release, release.decoded_payload())
+    with _MODEL_CACHE_LOCK:
+        _MODEL_CACHE[key] = entry
+        while len(_MODEL_CACHE) > _MODEL_CACHE_SIZE:
+            _MODEL_CACHE.popitem(last=False)
+    return entry
+
+
+def answer_marginal(
+    engine: Engine, release_id: int, attributes: list[str], *, allow_seeded: bool = False
+) -> dict[str, object]:
+    """Any marginal of a release's model: free post-processing (refused for a seeded release unless
+    ``allow_seeded``). The answer says what the release measured of it (``coverage``: what is data and what the
+    model's extrapolation) and, for a raw table, the label of each code of each axis (``labels``)."""
+    release, model = release_model(engine, release_id)
+    release.check_answerable(allow_seeded)
+    try:
+        ordered = canonical(release.dataset.domain, attributes)
+    except WorkloadError as exc:
+        raise InvalidInput(str(exc), code="invalid_attributes") from None
+    cells = release.dataset.domain.cells(ordered)
+    if cells > 10_000_000:
+        raise InvalidInput(f"marginal {attributes} has {cells:,} cells; the limit is 10,000,000", code="too_large")
+    values = mbi_adapter.marginal(model, ordered)
+    values = np.moveaxis(values, [ordered.index(a) for a in attributes], range(len(attributes)))
+    return {
+        "release_id": release_id,
+        "attributes": list(attributes),
+        "shape": list(values.shape),
+        "counts": values.tolist(),
+        "labels": release.dataset.labels_of(attributes),
+        "coverage": release.coverage(attributes).to_json(),
+    }
+
+
+def synthetic_frame(
+    engine: Engine, release_id: int, rows: int, seed: int | None = None, *, labels: bool = False,
+    allow_seeded: bool = False,
+) -> pd.DataFrame:
+    """``rows`` synthetic records drawn from a release's model (free). Without a seed, fresh entropy is used (the
+    HTTP API never passes one); refused for a seeded release unless ``allow_seeded``. With ``labels``, the columns
+    of a raw table hold their codes' labels (from its binning spec) instead of the codes."""
+    if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1 or rows > MAX_SYNTHETIC_ROWS:
+        raise InvalidInput(f"rows must be an integer in 1..{MAX_SYNTHETIC_ROWS:,}, got {rows!r}", code="invalid_rows")
+    release, model = release_model(engine, release_id)
+    release.check_answerable(allow_seeded)
+    seed = secrets.randbits(32) if seed is None else int(seed)
+    columns = mbi_adapter.synthetic_rows(model, rows, seed)
+    names = release.dataset.labels if labels else {}
+    return pd.DataFrame({name: np.asarray(names[name], dtype=object)[columns[name]] if name in names else columns[name]
+                         for name in release.dataset.domain.names})

@@ -1,0 +1,125 @@
+"""Which parts of an answer a marginal release measured, and which are its model's extrapolation.
+
+A release's graphical model answers *any* marginal, but it only learned from the marginals the
+release measured. Asked about attributes the release never measured together, the model answers
+from its structure alone: independence (a table that is the product of its margins) or a
+conditional independence through the cliques it has. Such an answer looks like data and is not, so
+every answer says what backs it (:class:`Coverage`), and a regression that needs pairs the release
+did not measure is refused unless the caller asks for it (service/regression/fit.py).
+
+What a release measured, by mechanism (:func:`measured_cliques`):
+
+* ``laplace``, ``gaussian``: the workload's marginals that the model was fitted to (``model_cliques``;
+  a measured marginal left out of a model too large to fit does not back the model's answers);
+* ``mst``: every 1-way marginal and the pairs of its spanning tree;
+* ``aim``: the initial and selected cliques, and the workload itself. AIM spends its selection rounds
+  where the model's error on the workload is largest (McKenna et al. 2022, Alg. 2), so its
+  workload's marginals are what it is built to answer; a marginal outside the workload is
+  extrapolation.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from service.mechanisms import registry
+
+Clique = tuple[str, ...]
+
+
+def measured_cliques(mechanism: str, params: Mapping[str, object], details: Mapping[str, object],
+                     attributes: Sequence[str]) -> list[Clique]:
+    """The cliques behind a marginal release's model (module docstring); ``attributes`` are the
+    dataset's columns (MST measures every 1-way marginal). Which rule applies is the mechanism's
+    (``MechanismSpec.measured_cliques``); a mechanism no longer registered is read by its workload."""
+    spec = registry.find(mechanism)
+    rule = spec.measured_cliques if spec is not None else workload_cliques
+    return sorted({tuple(c) for c in rule(params, details, attributes) if c})
+
+
+def fitted_cliques(params: Mapping[str, object], details: Mapping[str, object],  # noqa: ARG001
+                   attributes: Sequence[str]) -> list[Clique]:
+    """laplace, gaussian: the workload marginals the model was fitted to."""
+    return [tuple(c) for c in _lists(details.get("model_cliques"))]
+
+
+def tree_cliques(params: Mapping[str, object], details: Mapping[str, object],  # noqa: ARG001
+                 attributes: Sequence[str]) -> list[Clique]:
+    """mst: every 1-way marginal and the pairs of its spanning tree."""
+    return [(a,) for a in attributes] + [tuple(c) for c in _lists(details.get("tree"))]
+
+
+def workload_cliques(params: Mapping[str, object], details: Mapping[str, object],
+                     attributes: Sequence[str]) -> list[Clique]:  # noqa: ARG001
+    """aim, and any mechanism that records a workload: the workload, the initial and selected cliques, and the
+    cliques of the fitted model."""
+    cliques = [e["attributes"] for e in _dicts(params.get("workload")) if isinstance(e.get("attributes"), list)]
+    cliques += _lists(details.get("initial_cliques")) + _lists(details.get("selected"))
+    cliques += _lists(details.get("model_cliques"))
+    return [tuple(c) for c in cliques]
+
+
+def _lists(value: object) -> list[list[str]]:
+    return [c for c in value if isinstance(c, list)] if isinstance(value, list) else []
+
+
+def _dicts(value: object) -> list[dict[str, object]]:
+    return [e for e in value if isinstance(e, dict)] if isinstance(value, list) else []
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """What backs an answer about ``attributes``: ``measured`` when one measured clique holds them all;
+    otherwise the attributes no measurement touched and the pairs no measurement held together (their
+    dependence in the answer is the model's assumption, not data)."""
+
+    release_id: int
+    attributes: tuple[str, ...]
+    measured: bool
+    measured_cliques: tuple[Clique, ...]  # measured cliques holding two of the attributes (one, for a 1-way)
+    unmeasured_attributes: tuple[str, ...]
+    unmeasured_pairs: tuple[tuple[str, str], ...]
+
+    @property
+    def complete_pairs(self) -> bool:
+        """Every attribute and every pair measured (what a regression on second moments needs)."""
+        return not self.unmeasured_attributes and not self.unmeasured_pairs
+
+    def warning(self) -> str | None:
+        if self.measured:
+            return None
+        parts = []
+        if self.unmeasured_attributes:
+            parts.append(f"attribute(s) {list(self.unmeasured_attributes)} were never measured (the model knows "
+                         "nothing of them)")
+        if self.unmeasured_pairs:
+            parts.append(f"pair(s) {[list(p) for p in self.unmeasured_pairs]} were never measured together (their "
+                         "dependence is the model's extrapolation, often plain independence)")
+        if not parts:
+            parts.append("every pair was measured, but never all of them together (their joint dependence is "
+                         "the model's extrapolation)")
+        return f"release {self.release_id} did not measure {list(self.attributes)}: " + "; ".join(parts)
+
+    def to_json(self) -> dict[str, object]:
+        return {"measured": self.measured, "measured_cliques": [list(c) for c in self.measured_cliques],
+                "unmeasured_attributes": list(self.unmeasured_attributes),
+                "unmeasured_pairs": [list(p) for p in self.unmeasured_pairs], "warning": self.warning()}
+
+
+def coverage(release_id: int, cliques: Iterable[Clique], attributes: Sequence[str]) -> Coverage:
+    """What of ``attributes`` (in the order asked) the measured ``cliques`` cover."""
+    cliques = [tuple(c) for c in cliques]
+    sets = [set(c) for c in cliques]
+    wanted = set(attributes)
+    unmeasured = tuple(a for a in attributes if not any(a in s for s in sets))
+    pairs = tuple((a, b) for a, b in itertools.combinations(attributes, 2) if not any({a, b} <= s for s in sets))
+    return Coverage(
+        release_id=release_id,
+        attributes=tuple(attributes),
+        measured=any(wanted <= s for s in sets),
+        measured_cliques=tuple(c for c, s in zip(cliques, sets, strict=True) if len(s & wanted) >= min(2, len(wanted))),
+        unmeasured_attributes=unmeasured,
+        unmeasured_pairs=pairs,
+    )

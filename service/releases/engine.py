@@ -1,0 +1,277 @@
+"""The release engine: the only code path that touches sensitive rows and spends budget.
+
+A release goes through four steps:
+
+1. **validate** the privacy parameters, the workload and the mechanism's options; nothing is
+   written if any is wrong;
+2. **reserve**: in one serialised transaction, insert the release (``pending``) and its charge,
+   after the accountant checked that the charge fits the budget;
+3. **run** the mechanism, with every random value drawn from a :class:`TrackedNoise`, which
+   remembers whether any noisy value was produced;
+4. **store** the payload and mark the release ``complete``.
+
+If step 3 fails before any noise was drawn, the charge is refunded (an appended ``refund`` row)
+and the release is marked ``failed_before_noise``. Once noise exists, the charge stands whatever
+happens next: a failure marks the release ``failed_after_noise``. Either way the exception carries
+a :class:`ReleaseFailure` (``exc.release_failure``) saying which, and how much was charged.
+
+A stop request (Ctrl-C in the command line, :mod:`service.releases.interrupts`) is honoured at known points
+only: before step 2 (nothing is charged) and at every progress callback of the mechanism (each
+measurement, selection round and estimation iteration), where it raises
+:class:`~service.releases.interrupts.Interrupted` carrying the release's :class:`ReleaseFailure`.
+
+A process killed in step 3 or 4 leaves a ``pending`` release with its charge. The release records
+its runner (process and heartbeat, :mod:`service.releases.runners`);
+:func:`service.releases.recovery.recover_interrupted`, run by every command and at server start, marks
+``failed_after_noise`` the pending releases whose runner is provably gone, and only those.
+
+A ``seed`` (in-process callers only: tests and benchmarks; no HTTP route and no client call takes one) makes the
+noise reproducible by whoever knows the seed, so the release carries no privacy. Such a release is marked
+``seeded`` in the database, is never reused to answer a question, and answers nothing unless the caller says
+``allow_seeded=True`` (in-process tests and benchmarks; the HTTP API never does).
+
+What a mechanism name means (its kind, privacy notion, options and runner) is the registry's
+(:mod:`service.mechanisms.registry`); what a kind's payload is, :mod:`service.releases.kinds`. Answering from
+stored releases is :mod:`service.releases.answers`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import numpy as np
+from sqlalchemy import Engine, update
+
+from db.engine import transaction
+from db.models import Release, utcnow
+from service.accounting import accountant
+from service.data.datasets import StoredDataset, get_dataset
+from service.data.oracle import SqlCountOracle
+from service.errors import InvalidInput, ServiceError
+from service.mechanisms import registry
+from service.mechanisms.base import MechanismError, MechanismResult
+from service.mechanisms.progress import Progress, no_progress
+from service.privacy.cost import PrivacyCost, exact
+from service.privacy.noise import NoiseSource
+from service.releases import interrupts, kinds, runners
+from service.releases.kinds import ReleaseKind
+from service.releases.recovery import ReleaseFailure
+from workloads.marginals import Query, WorkloadError, parse_workload, total_cells
+
+#: The command line refuses ``--seed`` on a release unless this environment variable is "1" (tests, benchmarks).
+UNSAFE_SEEDED_RELEASES_ENV = "MARGINALIA_UNSAFE_SEEDED_RELEASES"
+MAX_WORKLOAD_CELLS = 50_000_000
+
+
+class TrackedNoise:
+    """A :class:`NoiseSource` that records whether any random value has been drawn from it."""
+
+    def __init__(self, source: NoiseSource) -> None:
+        self._source = source
+        self.drawn = False
+
+    def __getattr__(self, name: str):  # noqa: ANN204
+        attribute = getattr(self._source, name)
+        if callable(attribute):
+            def tracked(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+                self.drawn = True
+                return attribute(*args, **kwargs)
+            return tracked
+        return attribute
+
+
+@dataclass(frozen=True)
+class ReleaseOutcome:
+    release_id: int
+    cost: PrivacyCost
+    mechanism: str
+    details: dict[str, object] = field(default_factory=dict)
+    budget: accountant.BudgetEffect | None = None
+    seeded: bool = False
+
+    def to_json(self) -> dict[str, object]:
+        body: dict[str, object] = {"release_id": self.release_id, "mechanism": self.mechanism,
+                                   "cost": self.cost.to_json()}
+        if self.budget is not None:
+            body["budget"] = self.budget.to_json()
+        if self.seeded:
+            body["seeded"] = True
+        return body
+
+
+def _resolve_workload(dataset: StoredDataset, workload: str | list[object]) -> tuple[Query, ...]:
+    from workloads.marginals import from_entries
+
+    try:
+        queries = parse_workload(workload, dataset.domain) if isinstance(workload, str) else from_entries(
+            dataset.domain, workload
+        )
+    except WorkloadError as exc:
+        raise InvalidInput(f"workload: {exc}", code="invalid_workload") from None
+    cells = total_cells(dataset.domain, queries)
+    if cells > MAX_WORKLOAD_CELLS:
+        raise InvalidInput(
+            f"workload has {cells:,} cells in all, above the limit of {MAX_WORKLOAD_CELLS:,}", code="workload_too_large"
+        )
+    return queries
+
+
+def release_marginals(
+    engine: Engine,
+    name: str,
+    mechanism: str,
+    workload: str | list[object],
+    *,
+    epsilon: object = None,
+    delta: object = None,
+    rho: object = None,
+    seed: int | None = None,
+    options: dict[str, object] | None = None,
+    principal: str = "cli",
+    progress: Progress = no_progress,
+) -> ReleaseOutcome:
+    """Release a marginal workload of dataset ``name`` by a registered marginal mechanism (module docstring)."""
+    spec = registry.get(mechanism, kind=ReleaseKind.MARGINALS)
+    options = dict(options or {})
+    cost = spec.cost(epsilon, delta, rho)
+    dataset = get_dataset(engine, name)
+    queries = _resolve_workload(dataset, workload) if spec.uses_workload else ()
+    params = {
+        "workload": [{"attributes": list(q.attributes), "weight": q.weight} for q in queries],
+        "options": options,
+        "requested": {"epsilon": _num(epsilon), "delta": _num(delta), "rho": _num(rho)},
+    }
+    request = registry.RunRequest(cost, options, queries=queries, epsilon=epsilon, delta=delta)
+    return release_with(engine, dataset, spec, request, params, seed=seed, principal=principal, progress=progress)
+
+
+def release_with(
+    engine: Engine,
+    dataset: StoredDataset,
+    spec: registry.MechanismSpec,
+    request: registry.RunRequest,
+    params: dict[str, object],
+    *,
+    seed: int | None,
+    principal: str,
+    progress: Progress = no_progress,
+) -> ReleaseOutcome:
+    """A release of ``dataset`` by the mechanism ``spec``: its options are checked and its runner built (either
+    may refuse, before anything is reserved), then :func:`run_release` reserves, runs and stores it."""
+    spec.check_options(request.options)
+    try:
+        runner = spec.make_runner(request)
+    except MechanismError as exc:  # the mechanism cannot run with these settings: bad input, nothing reserved
+        raise InvalidInput(str(exc), code="invalid_parameter") from None
+    return run_release(engine, dataset, kind=spec.kind, mechanism=spec.name, cost=request.cost, params=params,
+                       runner=runner, seed=seed, principal=principal, progress=progress,
+                       encode_payload=getattr(runner, "encode", None))
+
+
+def run_release(
+    engine: Engine,
+    dataset: StoredDataset,
+    *,
+    kind: str,
+    mechanism: str,
+    cost: PrivacyCost,
+    params: dict[str, object],
+    runner: Callable[[SqlCountOracle, TrackedNoise, Progress], MechanismResult],
+    seed: int | None,
+    principal: str,
+    progress: Progress = no_progress,
+    encode_payload: Callable[[MechanismResult], bytes] | None = None,
+) -> ReleaseOutcome:
+    """Reserve, run, store (module docstring). ``runner`` gets the count oracle, the noise and a
+    progress callback, at each call of which a stop request is honoured. ``encode_payload`` writes the result
+    (default: the kind's own encoder, :class:`~service.releases.kinds.KindSpec`)."""
+    kind_spec = kinds.get(kind)
+    if not kind_spec.charged_to_dataset:
+        raise InvalidInput(f"{kind} releases are not charged to a dataset's budget: the release engine cannot make "
+                           "them", code="invalid_parameter")
+    encode = encode_payload or kind_spec.encode_result
+    if encode is None:
+        raise InvalidInput(f"{mechanism} gave no payload encoder for its {kind} release", code="invalid_parameter")
+    interrupts.raise_if_requested("before the release was reserved: nothing was charged")
+    seeded = seed is not None
+    release_id, charge_id = accountant.reserve_release(engine, dataset.name, kind, mechanism, cost,
+                                                       {**params, "seeded": seeded}, principal,
+                                                       runner=runners.current().columns(), seeded=seeded)
+    noise = TrackedNoise(NoiseSource(seed))
+    where = f"during release {release_id}"
+
+    def checked(done: int, total: int, message: str) -> None:
+        interrupts.raise_if_requested(where)
+        progress(done, total, message)
+
+    with runners.Heartbeat(engine, Release.__table__, release_id):
+        try:
+            result = runner(SqlCountOracle(engine, dataset), noise, checked)
+            if result.cost != cost:
+                raise RuntimeError(f"mechanism {mechanism} used {result.cost} but was charged {cost}")
+            payload = encode(result)
+        except BaseException as exc:
+            raise _failed(engine, release_id, charge_id, mechanism, cost, noise.drawn, exc) from None
+        try:
+            _store(engine, release_id, payload, result.details)
+        except BaseException as exc:
+            raise _failed(engine, release_id, charge_id, mechanism, cost, True, exc) from None
+    return ReleaseOutcome(release_id, cost, mechanism, result.details, accountant.budget_effect(engine, charge_id),
+                          seeded)
+
+
+def _store(engine: Engine, release_id: int, payload: bytes, details: dict[str, object]) -> None:
+    # One UPDATE (no read first): on SQLite a transaction that reads and then writes fails at once
+    # with "database is locked" when another writer committed in between.
+    with transaction(engine) as session:
+        stored = session.execute(
+            update(Release).where(Release.id == release_id, Release.status == "pending").values(
+                payload=payload, details_json=json.dumps(details, default=_json_default),
+                status="complete", finished_at=utcnow())
+        ).rowcount
+    if stored != 1:  # recovery took this runner for dead (it was stopped longer than the lease)
+        raise ServiceError(f"release {release_id} was marked failed by recovery while it ran; its charge stands",
+                           code="release_recovered", status=409)
+
+
+def _failed(engine: Engine, release_id: int, charge_id: int, mechanism: str, cost: PrivacyCost, noise_drawn: bool,
+            exc: BaseException) -> BaseException:
+    """Mark the release failed (refunding its charge if no noise was drawn) and return the exception
+    to raise: ``exc`` with the :class:`ReleaseFailure` attached as ``exc.release_failure`` (and as a
+    note), or for a stop request an :class:`~service.releases.interrupts.Interrupted` carrying it."""
+    status = "failed_after_noise" if noise_drawn else "failed_before_noise"
+    message = f"{type(exc).__name__}: {exc}"[:2000]
+    with transaction(engine) as session:
+        session.execute(update(Release).where(Release.id == release_id, Release.status == "pending")
+                        .values(status=status, error=message, finished_at=utcnow()))
+    if not noise_drawn:
+        accountant.refund(engine, charge_id, f"release {release_id} failed before any noise was drawn: {message}")
+    try:
+        budget = accountant.budget_effect(engine, charge_id)
+    except Exception:  # noqa: BLE001 - the report is secondary: never hide the failure behind a second one
+        budget = None
+    failure = ReleaseFailure(release_id, mechanism, status, cost, budget)
+    if isinstance(exc, interrupts.Interrupted):
+        exc = interrupts.Interrupted(f"interrupted by {interrupts.signal_name()}: {failure.sentence()}",
+                                     outcome=failure)
+    else:
+        exc.add_note(failure.sentence())
+    exc.release_failure = failure  # type: ignore[attr-defined]
+    return exc
+
+
+def _num(value: object) -> float | None:
+    return None if value is None else float(exact(value))
+
+
+def _json_default(value: object) -> object:
+    if isinstance(value, Fraction):
+        return float(value)
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    return str(value)

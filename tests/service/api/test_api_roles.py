@@ -1,0 +1,102 @@
+"""Every route, called by every kind of caller, answers with the status of one table: the same
+table that docs/api.md (and the README) show. A route added without a row here fails the test."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from service.api import create_app
+from tests.support.apihelpers import SMALL_WORKLOAD, World, bearer
+from tests.support.paths import REPO
+
+DOCS_WITH_TABLE = [REPO / "docs" / "api.md", REPO / "README.md"]
+
+CALLERS = ("steward", "scoped_steward", "analyst", "auditor", "no_key", "revoked")
+HEADINGS = ("steward", "steward scoped to another dataset", "analyst", "auditor", "no key", "revoked key")
+
+# (method, route): expected status for each caller, in the order of CALLERS.
+ROLE_TABLE: dict[tuple[str, str], tuple[int, ...]] = {
+    ("GET", "/health"): (200, 200, 200, 200, 200, 200),
+    ("GET", "/datasets"): (200, 200, 200, 200, 401, 401),
+    ("POST", "/datasets"): (201, 403, 403, 403, 401, 401),
+    ("GET", "/datasets/{name}"): (200, 403, 200, 200, 401, 401),
+    ("GET", "/datasets/{name}/budget"): (200, 403, 200, 200, 401, 401),
+    ("PUT", "/datasets/{name}/budget"): (200, 403, 403, 403, 401, 401),
+    ("POST", "/datasets/{name}/releases/marginals"): (201, 403, 403, 403, 401, 401),
+    ("GET", "/datasets/{name}/ledger"): (200, 403, 403, 200, 401, 401),
+    ("POST", "/datasets/{name}/fit/linear"): (200, 403, 200, 403, 401, 401),
+    ("POST", "/datasets/{name}/fit/logistic"): (200, 403, 200, 403, 401, 401),
+    ("GET", "/releases"): (200, 200, 200, 200, 401, 401),
+    ("GET", "/releases/{release_id}"): (200, 403, 200, 200, 401, 401),
+    ("POST", "/releases/{release_id}/marginal"): (200, 403, 200, 403, 401, 401),
+    ("POST", "/releases/{release_id}/synthetic"): (200, 403, 200, 403, 401, 401),
+    ("GET", "/jobs/{job_id}"): (200, 403, 200, 200, 401, 401),
+}
+ERROR_CODES = {401: "unauthorized", 403: "forbidden"}
+
+
+def render_table() -> str:
+    """The table as Markdown, exactly as docs/api.md must contain it."""
+    lines = ["| route | " + " | ".join(HEADINGS) + " |", "|---|" + "---|" * len(HEADINGS)]
+    for (method, route), statuses in ROLE_TABLE.items():
+        lines.append(f"| `{method} {route}` | " + " | ".join(str(s) for s in statuses) + " |")
+    return "\n".join(lines)
+
+
+def _request(route: str, caller: str, world: World) -> tuple[str, dict[str, object] | None]:
+    """The concrete URL and a VALID body for ``route``, so only the caller decides the status."""
+    url = route.replace("{name}", world.dataset).replace("{release_id}", str(world.release_id)).replace(
+        "{job_id}", str(world.job_id))
+    bodies: dict[str, dict[str, object]] = {
+        "/datasets": {"name": f"upload {caller}", "csv": "a,b\n0,1\n1,0\n2,1\n", "domain": {"a": 3, "b": 2}},
+        "/datasets/{name}/budget": {"epsilon": 5.0, "delta": 1e-6},
+        "/datasets/{name}/releases/marginals": {"mechanism": "laplace", "workload": SMALL_WORKLOAD,
+                                                "epsilon": 0.01},
+        "/releases/{release_id}/marginal": {"attributes": ["Survived", "Sex"]},
+        "/datasets/{name}/fit/linear": {"target": "Pclass", "features": ["Survived"], "release": world.release_id},
+        "/datasets/{name}/fit/logistic": {"target": "Sex", "features": ["Pclass"], "release": world.release_id,
+                                          "allow_unmeasured": True},  # the release never measured Sex x Pclass
+        "/releases/{release_id}/synthetic": {"rows": 3},
+    }
+    return url, bodies.get(route)
+
+
+def test_table_covers_every_route(world: World) -> None:
+    """Every operation of the app (its OpenAPI schema lists them all; no route is hidden) has a row."""
+    paths = create_app(world.engine).openapi()["paths"]
+    served = {(method.upper(), path) for path, operations in paths.items() for method in operations}
+    assert served == set(ROLE_TABLE)
+
+
+def test_every_route_with_every_caller(world: World) -> None:
+    client = TestClient(create_app(world.engine), raise_server_exceptions=False)
+    keys = {**world.keys, "no_key": None}
+    mismatches = []
+    for (method, route), expected in ROLE_TABLE.items():
+        for caller, status in zip(CALLERS, expected, strict=True):
+            url, body = _request(route, caller, world)
+            response = client.request(method, url, json=body, headers=bearer(keys[caller]))
+            got = response.status_code
+            if got != status:
+                mismatches.append(f"{method} {route} as {caller}: expected {status}, got {got}: {response.text[:300]}")
+            elif status in ERROR_CODES:
+                assert response.json()["error"] == ERROR_CODES[status], response.text
+            if status == 401:
+                assert response.headers["www-authenticate"] == "Bearer"
+    assert not mismatches, "\n".join(mismatches)
+
+
+def test_scoped_steward_sees_only_its_datasets(world: World) -> None:
+    client = TestClient(create_app(world.engine), raise_server_exceptions=False)
+    scoped = bearer(world.keys["scoped_steward"])
+    assert client.get("/datasets", headers=scoped).json() == []
+    assert client.get("/releases", headers=scoped).json() == []
+    assert client.get("/releases", headers=scoped, params={"dataset": "titanic"}).status_code == 403
+
+
+@pytest.mark.parametrize("document", DOCS_WITH_TABLE, ids=lambda p: p.name)
+def test_documents_show_the_same_table(document: Path) -> None:
+    assert render_table() in document.read_text(), f"{document} must contain the roles table:\n{render_table()}"

@@ -1,0 +1,188 @@
+"""One-paragraph errors instead of tracebacks, for what a new steward types: huge budgets, unwritable
+output files, bad database URLs, malformed raw files; uploads that do not show the server's paths;
+and the command line's small manners (overwrite only with --force, no ``<bool>`` in help, ledger
+numbers never cut, ``--json`` meaning the same everywhere)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+import typer
+from fastapi.testclient import TestClient
+from rich.console import Console
+from typer.testing import CliRunner
+
+from service.access import auth
+from service.accounting import accountant
+from service.api import create_app
+from service.cli import app
+from service.data import datasets
+from service.releases import engine as release_engine
+from tests.support.datasets import titanic_with_budget
+
+MARGINALIA = str(Path(sys.executable).with_name("marginalia"))
+runner = CliRunner()
+
+
+@pytest.fixture
+def titanic(engine, data_dir: Path):  # noqa: ANN001, ANN201
+    return titanic_with_budget(engine, data_dir, "4", "1e-5")
+
+
+def _error(result, status: int = 2) -> dict[str, object]:  # noqa: ANN001
+    assert result.exit_code == status, result.output
+    assert "Traceback" not in result.output
+    return json.loads(result.stdout)
+
+
+@pytest.mark.parametrize("amount", ["1e7", "1e9", "1e30"])
+def test_a_huge_budget_or_charge_is_a_clear_error(engine, titanic, amount: str) -> None:  # noqa: ANN001
+    """SQLite overflowed at 1e7 and PostgreSQL at 1e9 (the ledger's 64-bit units); both are refused first."""
+    body = _error(runner.invoke(app, ["budget", "set", "titanic", "--epsilon", amount, "--delta", "1e-5", "--json"]))
+    assert body["error"] == "invalid_input" and "epsilon must be at most 1e+06" in body["message"]
+    body = _error(runner.invoke(app, ["release", "marginals", "titanic", "--mechanism", "laplace", "--workload",
+                                      "all-1way", "--epsilon", amount, "--json"]))
+    assert body["error"] == "invalid_parameter" and "epsilon" in body["message"]
+    assert accountant.budget_status(engine, "titanic").epsilon_total == 4
+
+
+def test_synth_refuses_an_output_it_cannot_or_must_not_write(engine, titanic, tmp_path: Path) -> None:  # noqa: ANN001
+    release = release_engine.release_marginals(engine, "titanic", "laplace", "all-1way", epsilon="0.1").release_id
+    body = _error(runner.invoke(app, ["synth", str(release), "--rows", "5", "--out", "/nonexistent/dir/x.csv",
+                                      "--json"]))
+    assert "--out" in body["message"] and "/nonexistent/dir" in body["message"]
+    human = runner.invoke(app, ["synth", str(release), "--rows", "5", "--out", "/nonexistent/dir/x.csv"])
+    assert human.exit_code == 2 and "does not exist" in human.stderr and "Traceback" not in human.output
+    out = tmp_path / "rows.csv"
+    out.write_text("precious\n")
+    body = _error(runner.invoke(app, ["synth", str(release), "--rows", "5", "--out", str(out), "--json"]))
+    assert body["error"] == "file_exists" and "--force" in body["message"] and out.read_text() == "precious\n"
+    done = runner.invoke(app, ["synth", str(release), "--rows", "5", "--out", str(out), "--force", "--json"])
+    assert done.exit_code == 0 and json.loads(done.stdout)["rows"] == 5 and len(out.read_text().splitlines()) == 6
+    assert _error(runner.invoke(app, ["synth", str(release), "--rows", "5", "--out", str(tmp_path), "--json"]))[
+        "error"] == "invalid_parameter"
+
+
+@pytest.mark.parametrize(("url", "fragment"), [
+    ("postgres://someone:secret@127.0.0.1:1/db", "cannot open the database postgresql+psycopg://someone:***@"),
+    ("postgresql://someone@127.0.0.1:1/db", "127.0.0.1"),
+    ("sqlite:////nonexistent/folder/x.db", "does the file's folder exist"),
+    ("not a url", "is not a database URL"),
+    ("mysql://u@localhost/db", "is not a database URL"),
+])
+def test_a_bad_database_url_is_one_paragraph(url: str, fragment: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MARGINALIA_DATABASE_URL", url)
+    for args in (["init", "--json"], ["dataset", "list", "--json"]):
+        body = _error(runner.invoke(app, args))
+        assert body["error"] == "database_unavailable" and fragment in body["message"], body
+        assert "secret" not in body["message"]
+
+
+def test_no_traceback_reaches_the_terminal(tmp_path: Path) -> None:
+    env = {**os.environ, "MARGINALIA_DATABASE_URL": "postgres://u:pw@127.0.0.1:1/db"}
+    env.pop("MARGINALIA_DEBUG", None)
+    done = subprocess.run([MARGINALIA, "ledger", "adult"], env=env, capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr and "database_unavailable" in done.stderr
+
+
+def test_a_bug_is_one_paragraph_with_status_1(engine, titanic, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("something impossible")
+
+    monkeypatch.setattr(accountant, "ledger_rows", broken)
+    monkeypatch.delenv("MARGINALIA_DEBUG", raising=False)
+    body = _error(runner.invoke(app, ["ledger", "titanic", "--json"]), status=1)
+    assert body["error"] == "internal_error" and "something impossible" in body["message"]
+    assert "MARGINALIA_DEBUG=1" in body["message"]
+
+
+# files with the wrong number of fields ----------------------------------------------------------------
+SPEC = {"format": {"header": False, "names": ["a", "b"], "comment": "|"},
+        "columns": {"a": {"kind": "ordinal", "edges": [0, 10, 20]}, "b": {"values": ["x", "y"]}}}
+
+
+def _load_raw(engine, tmp_path: Path, text: str) -> str:  # noqa: ANN001
+    (tmp_path / "raw.csv").write_text(text)
+    (tmp_path / "spec.json").write_text(json.dumps(SPEC))
+    with pytest.raises(Exception) as caught:
+        datasets.load_raw_csv(engine, "raw", [tmp_path / "raw.csv"], tmp_path / "spec.json")
+    return caught.value.message
+
+
+def test_an_extra_field_is_reported_on_its_own_line(engine, tmp_path: Path) -> None:  # noqa: ANN001
+    message = _load_raw(engine, tmp_path, "1, x\n" * 100 + "2, y, surplus\n" + "3, x\n" * 5)
+    assert "line 101: 3 fields, but every row needs 2" in message
+    message = _load_raw(engine, tmp_path, "1, x\n" * 10 + "2\n")
+    assert "line 11: 1 fields, but every row needs 2" in message
+
+
+def test_a_bad_value_is_reported_on_its_file_line_after_comments(engine, tmp_path: Path) -> None:  # noqa: ANN001
+    message = _load_raw(engine, tmp_path, "|a preamble, as in adult.test\n\n1, x\n2, y\n3, z\n")
+    assert "column 'b'" in message and "line 5: 'z'" in message
+
+
+def test_a_coded_file_with_an_extra_field(engine, tmp_path: Path) -> None:  # noqa: ANN001
+    (tmp_path / "d.json").write_text(json.dumps({"a": 3, "b": 2}))
+    (tmp_path / "c.csv").write_text("a,b\n" + "0,1\n" * 50 + "1,0,7\n")
+    with pytest.raises(Exception, match="line 52: 3 fields, but every row needs 2"):
+        datasets.load_coded_csv(engine, "coded", tmp_path / "c.csv", tmp_path / "d.json")
+
+
+def test_an_upload_error_does_not_show_the_servers_files(engine) -> None:  # noqa: ANN001
+    _, key = auth.create_key(engine, "steward", "sam")
+    client = TestClient(create_app(engine), raise_server_exceptions=False)
+    body = {"name": "up", "csv": "a,b\n0,1\n5,1\n", "domain": {"a": 3, "b": 2}}
+    answer = client.post("/datasets", json=body, headers={"Authorization": f"Bearer {key}"})
+    assert answer.status_code == 422
+    message = answer.json()["message"]
+    assert message.startswith("the uploaded csv, column 'a'") and "marginalia-upload" not in message
+    assert "/tmp" not in message and "upload.csv" not in message
+
+
+def test_shipped_specs_load_from_any_folder(engine, data_dir: Path, tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    monkeypatch.chdir(tmp_path)
+    raw = data_dir / "adult_uci_raw" / "adult.test"
+    for name in ("adult-uci", "specs/adult-uci.yml"):
+        info = datasets.load_raw_csv(engine, f"adult-{len(name)}", [raw], Path(name))
+        assert info.rows == 16281 and info.labels["sex"] == ["Female", "Male"]
+    with pytest.raises(Exception, match="nor the name of a shipped spec \\(adult-uci\\)"):
+        datasets.load_raw_csv(engine, "nope", [raw], Path("no-such-spec"))
+
+
+# manners ---------------------------------------------------------------------------------------------------
+def _commands(command: click.Command, path: tuple[str, ...] = ()):  # noqa: ANN202
+    if isinstance(command, click.Group):
+        for name, sub in command.commands.items():
+            yield from _commands(sub, (*path, name))
+    yield path, command
+
+
+def test_help_describes_every_argument_and_shows_no_bool() -> None:
+    for path, command in _commands(typer.main.get_command(app)):
+        undocumented = [p.name for p in command.params if not getattr(p, "help", None)]
+        assert not undocumented, f"marginalia {' '.join(path)}: {undocumented} have no help"
+        shown = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "160"})
+        assert shown.exit_code == 0 and "<bool>" not in shown.output, f"marginalia {' '.join(path)} --help"
+
+
+def test_ledger_numbers_are_never_cut_at_80_columns(engine, titanic, monkeypatch) -> None:  # noqa: ANN001
+    release_engine.release_marginals(engine, "titanic", "gaussian", "all-1way", epsilon="0.7", delta="1e-6", seed=1)
+    release_engine.release_marginals(engine, "titanic", "laplace", "all-1way", epsilon="0.123456", seed=1)
+    from service.cli import budgets
+
+    buffer = io.StringIO()
+    monkeypatch.setattr(budgets, "stdout", Console(file=buffer, width=80, force_terminal=False))
+    result = runner.invoke(app, ["ledger", "titanic"])
+    assert result.exit_code == 0, result.output
+    printed = buffer.getvalue()
+    assert "…" not in printed
+    for row in accountant.ledger_rows(engine, "titanic"):
+        for key in ("epsilon", "rho", "epsilon_priced", "epsilon_spent_after"):
+            assert format(row[key], ".6g") in printed, (key, row[key], printed)

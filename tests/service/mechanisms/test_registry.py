@@ -1,0 +1,123 @@
+"""The mechanism registry: a mechanism defined here, in the test, releases through the engine with nothing else
+edited; the API schema and the command line offer exactly the registered names; every built-in is registered."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+import typer
+from sqlalchemy import text
+
+from service.api import create_app
+from service.cli import app
+from service.errors import InvalidInput
+from service.mechanisms import direct, registry
+from service.mechanisms.registry import MechanismSpec, OptionSpec, PrivacyNotion, RunRequest
+from service.privacy.cost import PrivacyCost
+from service.releases import answers
+from service.releases import engine as release_engine
+from service.releases.kinds import ReleaseKind
+from tests.support.datasets import titanic_with_budget
+
+DUMMY = "test-halved-laplace"
+
+
+def _halved_laplace(request: RunRequest):  # noqa: ANN202
+    """A mechanism that exists only in this test: the Laplace mechanism on the workload, at half the charged
+    epsilon, reporting the half it used (so the engine's check that a mechanism used what it was charged fails
+    loudly if the registry ever handed it the wrong cost)."""
+    def run(oracle, noise, progress):  # noqa: ANN001, ANN202
+        result = direct.run_laplace(oracle, request.queries, request.cost.epsilon / 2, noise, progress=progress)
+        result.cost = request.cost
+        result.details["halved"] = True
+        return result
+
+    return run
+
+
+@pytest.fixture
+def dummy() -> Iterator[MechanismSpec]:
+    spec = registry.register(MechanismSpec(DUMMY, ReleaseKind.MARGINALS, PrivacyNotion.PURE, _halved_laplace,
+                                           options=(OptionSpec("iters", int),), answers=frozenset({"dd-ssp"})))
+    try:
+        yield spec
+    finally:
+        registry.unregister(DUMMY)
+
+
+@pytest.fixture
+def titanic(engine, data_dir: Path):  # noqa: ANN001, ANN201
+    return titanic_with_budget(engine, data_dir, "4", "1e-6")
+
+
+def _charges(engine) -> list[tuple[int, int, int, int]]:  # noqa: ANN001
+    with engine.connect() as connection:
+        return [tuple(r) for r in connection.execute(text(
+            "SELECT release_id, epsilon_units, delta_units, rho_units FROM ledger_entries WHERE entry = 'charge' "
+            "ORDER BY id"))]
+
+
+def test_a_mechanism_registered_in_a_test_releases_through_the_engine(engine, titanic, dummy) -> None:  # noqa: ANN001
+    outcome = release_engine.release_marginals(engine, "titanic", DUMMY, [["Sex"], ["Pclass", "Survived"]],
+                                               epsilon="0.5", seed=4)
+    assert outcome.mechanism == DUMMY and outcome.cost.epsilon == Fraction(1, 2)
+    assert _charges(engine) == [(outcome.release_id, 5 * 10**11, 0, 0)]  # charged by its notion: pure epsilon
+    stored = answers.get_release(engine, outcome.release_id)
+    assert (stored.kind, stored.mechanism, stored.status) == ("marginals", DUMMY, "complete")
+    assert stored.details["halved"] is True
+    # its release answers like any marginal release, and its coverage is read by the default (workload) rule
+    answer = answers.answer_marginal(engine, outcome.release_id, ["Pclass", "Survived"], allow_seeded=True)
+    assert answer["shape"] == [3, 3] and answer["coverage"]["measured"] is True
+    assert answers.answer_marginal(engine, outcome.release_id, ["Sex", "Pclass"],
+                                   allow_seeded=True)["coverage"]["measured"] is False
+
+
+def test_a_registered_mechanism_refuses_what_its_spec_does_not_allow(engine, titanic, dummy) -> None:  # noqa: ANN001
+    with pytest.raises(InvalidInput, match=f"{DUMMY} has no option 'rounds'"):
+        release_engine.release_marginals(engine, "titanic", DUMMY, "all-1way", epsilon="0.5", options={"rounds": 2})
+    with pytest.raises(InvalidInput, match="option iters must be a positive int"):
+        release_engine.release_marginals(engine, "titanic", DUMMY, "all-1way", epsilon="0.5", options={"iters": 0.5})
+    with pytest.raises(InvalidInput, match="pure-DP mechanism: give --epsilon, not --rho"):
+        release_engine.release_marginals(engine, "titanic", DUMMY, "all-1way", rho="0.1")
+    assert _charges(engine) == []  # every refusal came before the reservation
+
+
+def test_an_unregistered_mechanism_is_refused_naming_the_registered_ones(dummy) -> None:  # noqa: ARG001
+    registry.unregister(DUMMY)
+    with pytest.raises(InvalidInput, match=r"mechanism must be one of \['laplace', 'gaussian', 'mst', 'aim'\]"):
+        registry.get(DUMMY, kind=ReleaseKind.MARGINALS)
+    with pytest.raises(ValueError, match="registered already"):
+        registry.register(registry.get("aim"))
+
+
+def test_the_api_schema_and_the_cli_offer_exactly_the_registered_marginal_mechanisms() -> None:
+    registered = registry.names(ReleaseKind.MARGINALS)
+    assert registered == ["laplace", "gaussian", "mst", "aim"]
+    schema = create_app(None).openapi()  # type: ignore[arg-type]
+    assert schema["components"]["schemas"]["MarginalReleaseIn"]["properties"]["mechanism"]["enum"] == registered
+    command = typer.main.get_command(app).commands["release"].commands["marginals"]  # type: ignore[attr-defined]
+    help_text = next(p.help for p in command.params if p.name == "mechanism")
+    assert re.split(r", | or ", help_text.rstrip(".")) == registered
+
+
+def test_every_builtin_mechanism_is_registered_with_its_kind_and_notion() -> None:
+    table = {spec.name: (spec.kind, spec.notion) for spec in registry.specs()}
+    assert table == {
+        "laplace": (ReleaseKind.MARGINALS, PrivacyNotion.PURE), "gaussian": (ReleaseKind.MARGINALS, PrivacyNotion.ZCDP),
+        "mst": (ReleaseKind.MARGINALS, PrivacyNotion.ZCDP), "aim": (ReleaseKind.MARGINALS, PrivacyNotion.ZCDP),
+        "adassp": (ReleaseKind.GRAM, PrivacyNotion.ZCDP), "objpert": (ReleaseKind.MODEL, PrivacyNotion.APPROXIMATE),
+    }
+    assert {name for name in table if "dd-ssp" in registry.get(name).answers} == {"laplace", "gaussian", "mst", "aim"}
+
+
+def test_an_approximate_dp_mechanism_is_charged_its_epsilon_and_delta() -> None:
+    assert registry.get("objpert").cost("0.5", "1e-6", None) == PrivacyCost(
+        epsilon=Fraction(1, 2), delta=Fraction(1, 10**6))
+    with pytest.raises(InvalidInput, match="delta > 0"):
+        registry.get("objpert").cost("0.5", "0", None)
+    with pytest.raises(InvalidInput, match="not --rho"):
+        registry.get("objpert").cost(None, None, "0.1")

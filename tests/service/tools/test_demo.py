@@ -1,0 +1,45 @@
+"""The demo's pieces that can be checked without running it all (``make demo`` runs it, in under two
+minutes): its picture, release ids printed as integers, no seeds in what it sends."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from pathlib import Path
+
+import pandas as pd
+from fastapi.testclient import TestClient
+
+from service.api import create_app
+from service.client import Client
+from service.tools import demo
+from tests.support.apihelpers import World, build_world
+
+
+def test_the_client_ledger_gives_release_ids_as_integers(tmp_path: Path, data_dir: Path) -> None:
+    world: World = build_world(f"sqlite:///{tmp_path / 'demo.db'}", data_dir)
+    auditor = Client("http://testserver", world.keys["auditor"], http=TestClient(create_app(world.engine)))
+    ledger = auditor.ledger("titanic")
+    assert str(ledger["release_id"].dtype) == "Int64"
+    printed = ledger[["entry", "release_id"]].to_string(index=False)
+    assert f" {world.release_id}\n" in printed + "\n" and ".0" not in printed
+    world.engine.dispose()
+
+
+def test_the_demo_draws_the_ledger_and_the_errors(tmp_path: Path) -> None:
+    story = demo.Story(out=tmp_path)
+    story.releases = {"laplace": 1, "aim": 2}
+    story.errors = {"laplace": [0.1, 0.2, 0.3, 0.4], "aim": [0.01, 0.02, 0.03, 0.04]}
+    story.measured = {"laplace": [False] * 4, "aim": [True, True, True, False]}
+    story.ledger = pd.DataFrame({"entry_id": [1, 2, 3], "entry": ["budget", "charge", "charge"],
+                                 "release_id": pd.array([None, 1, 2], dtype="Int64"),
+                                 "mechanism": ["budget", "laplace", "aim"], "epsilon_spent_after": [0.0, 0.5, 2.1]})
+    demo.picture(story)
+    assert (tmp_path / "demo.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_demo_sends_no_seeds_and_parts_are_listed() -> None:
+    source = inspect.getsource(demo)
+    assert not re.search(r"seed\s*=|--seed", source), "the demo must not seed releases nor pass seeds to the client"
+    assert [p.__name__ for p in demo.PARTS][:5] == ["steward_loads", "steward_releases", "free_answers",
+                                                    "analyst_fits", "auditor_recomputes"]

@@ -1,0 +1,110 @@
+"""Shared set-up for the API tests: a database with the titanic table, a budget, one release and a
+key of every kind, plus a snapshot of what the database holds (to check that bad input stores
+nothing)."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine, func, inspect, select
+
+from db.engine import make_engine, transaction
+from db.migrate import upgrade_to_head
+from db.models import ApiKey, Budget, Dataset, IdempotencyRecord, LedgerEntry, Release
+from service.access import auth
+from service.accounting import accountant
+from service.api import jobs
+from service.releases import engine as release_engine
+from tests.conftest import new_postgres_database
+from tests.support.datasets import load_titanic
+
+BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
+# One cheap release for the tests to answer from: two small marginals of titanic, Laplace.
+SMALL_WORKLOAD = [["Sex"], ["Pclass", "Survived"]]
+
+
+@dataclass
+class World:
+    engine: Engine
+    url: str
+    keys: dict[str, str]  # role label -> key; "revoked" is a revoked analyst key
+    key_ids: dict[str, int]
+    dataset: str
+    release_id: int
+    job_id: int
+
+
+def database_url(backend: str, request: pytest.FixtureRequest, folder: Path) -> str:
+    """A fresh database on ``backend`` (a module-scoped fixture's counterpart of conftest's)."""
+    if backend == "sqlite":
+        return f"sqlite:///{folder / 'api.db'}"
+    return new_postgres_database(request.getfixturevalue("postgres_server"))
+
+
+def titanic_upload(data_dir: Path, name: str = "titanic") -> dict[str, object]:
+    """The JSON body of ``POST /datasets`` for the titanic table."""
+    folder = data_dir / "titanic"
+    return {
+        "name": name,
+        "csv": (folder / "titanic.csv").read_text(),
+        "domain": json.loads((folder / "titanic-domain.json").read_text()),
+        "categorical": ["Sex", "Embarked"],
+    }
+
+
+def make_keys(engine: Engine) -> tuple[dict[str, str], dict[str, int]]:
+    keys, ids = {}, {}
+    for label, role, scope in [
+        ("steward", "steward", None),
+        ("scoped_steward", "steward", ["elsewhere"]),
+        ("analyst", "analyst", None),
+        ("auditor", "auditor", None),
+        ("revoked", "analyst", None),
+    ]:
+        info, key = auth.create_key(engine, role, f"test {label}", scope)
+        keys[label], ids[label] = key, info.id
+    auth.revoke_key(engine, ids["revoked"])
+    return keys, ids
+
+
+def build_world(url: str, data_dir: Path, budget: float = 5.0) -> World:
+    engine = make_engine(url)
+    upgrade_to_head(engine)
+    load_titanic(engine, data_dir)
+    accountant.set_budget(engine, "titanic", budget, 1e-6)
+    keys, ids = make_keys(engine)
+    outcome = release_engine.release_marginals(engine, "titanic", "laplace", SMALL_WORKLOAD, epsilon=0.1)
+    job_id = jobs.create(engine, "titanic", "release", ids["steward"])  # a finished background release
+    jobs.finish(engine, job_id, "done", 201, {"release_id": outcome.release_id})
+    return World(engine, url, keys, ids, "titanic", outcome.release_id, job_id)
+
+
+def bearer(key: str | None) -> dict[str, str]:
+    return {} if key is None else {"Authorization": f"Bearer {key}"}
+
+
+def finished_job(client: TestClient, key: str, job_id: int, seconds: float = 120) -> dict[str, object]:
+    """Poll ``GET /jobs/{job_id}`` with ``key`` until the job is no longer running; its last state."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        job = client.get(f"/jobs/{job_id}", headers=bearer(key)).json()
+        if job["state"] != "running":
+            return job
+        time.sleep(0.05)
+    raise AssertionError(f"job {job_id} still running: {job}")
+
+
+def snapshot(engine: Engine) -> dict[str, object]:
+    """Row counts of every table the API can write, and the per-dataset data tables."""
+    counts: dict[str, object] = {}
+    with transaction(engine) as session:
+        for model in (Dataset, Budget, Release, LedgerEntry, ApiKey, IdempotencyRecord):
+            counts[model.__tablename__] = session.execute(select(func.count()).select_from(model)).scalar_one()
+        counts["budget_units"] = sorted(session.execute(select(Budget.epsilon_units, Budget.delta_units)).all())
+    counts["data_tables"] = sorted(t for t in inspect(engine).get_table_names() if t.startswith("data_"))
+    return counts
