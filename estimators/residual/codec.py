@@ -16,7 +16,7 @@ from estimators.residual.basis import ResidualError, as_domain
 from estimators.residual.reconstruct import NoisyResiduals
 from workloads.domain import Domain
 
-__all__ = ["residuals_from_bytes", "residuals_to_bytes"]
+__all__ = ["is_residual_payload", "residuals_from_bytes", "residuals_to_bytes"]
 
 FORMAT = 1
 
@@ -36,6 +36,18 @@ def residuals_to_bytes(residuals: NoisyResiduals) -> bytes:
     buffer = io.BytesIO()
     np.savez_compressed(buffer, **arrays)
     return buffer.getvalue()
+
+
+def is_residual_payload(payload: bytes) -> bool:
+    """Whether ``payload`` was written by :func:`residuals_to_bytes` (reads its header only). A graphical model's
+    payload (``estimators.graphical.mbi_adapter.model_to_bytes``) is an ``.npz`` with a header too, without
+    ``residuals``."""
+    try:
+        with np.load(io.BytesIO(payload), allow_pickle=False) as npz:
+            header = json.loads(npz["header"].tobytes().decode())
+    except (OSError, ValueError, KeyError):
+        return False
+    return isinstance(header, dict) and "residuals" in header and "scales" in header
 
 
 def residuals_from_bytes(payload: bytes, domain: Domain | Mapping[str, int] | None = None) -> NoisyResiduals:
