@@ -88,7 +88,8 @@ def test_a_registered_mechanism_refuses_what_its_spec_does_not_allow(engine, tit
 
 def test_an_unregistered_mechanism_is_refused_naming_the_registered_ones(dummy) -> None:  # noqa: ARG001
     registry.unregister(DUMMY)
-    with pytest.raises(InvalidInput, match=r"mechanism must be one of \['laplace', 'gaussian', 'mst', 'aim', 'residual'\]"):
+    with pytest.raises(InvalidInput,
+                       match=r"mechanism must be one of \['laplace', 'gaussian', 'mst', 'aim', 'residual'\]"):
         registry.get(DUMMY, kind=ReleaseKind.MARGINALS)
     with pytest.raises(ValueError, match="registered already"):
         registry.register(registry.get("aim"))
