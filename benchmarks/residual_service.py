@@ -79,7 +79,7 @@ def accuracy(folder: Path, tables: list[str], mechanisms: list[str], epsilons: l
                            "rho": float(outcome.cost.rho), "pairs": len(pairs), "error": error,
                            "release_seconds": released - started, "answer_seconds": finished - released,
                            "seconds": finished - started,
-                           "standard_errors": all("standard_errors" in a for a in answered.values())}
+                           "standard_errors": all(a.get("standard_errors") is not None for a in answered.values())}
                     rows.append(row)
                     print(json.dumps(row), flush=True)
     return rows

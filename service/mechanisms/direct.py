@@ -34,6 +34,7 @@ from estimators.graphical import junction_tree
 from estimators.graphical.mirror_descent import Measurement
 from estimators.residual.reconstruct import NoisyMarginal, residuals_from_marginals
 from service.mechanisms.base import CountOracle, MechanismError, MechanismResult, Progress, no_progress
+from service.mechanisms.selection import CachedCounts
 from service.privacy.calibration import (
     discrete_gaussian_variance,
     discrete_laplace_variance,
@@ -68,9 +69,10 @@ def run_laplace(
     _check_workload(oracle, workload)
     measurements = []
     steps = len(workload) + 1
+    counter = _counter(oracle, workload)
     for i, (query, eps_i) in enumerate(zip(workload, _shares(workload, epsilon), strict=True)):
         progress(i, steps, f"measuring {'×'.join(query.attributes)}")
-        counts = oracle.counts(query.attributes)
+        counts = counter.counts(query.attributes)
         scale = laplace_scale_exact(eps_i, 1)
         noisy = counts + noise.discrete_laplace(scale, counts.size).reshape(counts.shape)
         measurements.append(Measurement(query.attributes, noisy.astype(float),
@@ -92,15 +94,23 @@ def run_gaussian(
     _check_workload(oracle, workload)
     measurements = []
     steps = len(workload) + 1
+    counter = _counter(oracle, workload)
     for i, (query, rho_i) in enumerate(zip(workload, _shares(workload, rho), strict=True)):
         progress(i, steps, f"measuring {'×'.join(query.attributes)}")
-        counts = oracle.counts(query.attributes)
+        counts = counter.counts(query.attributes)
         sigma2 = gaussian_sigma2_exact(rho_i)
         noisy = counts + noise.discrete_gaussian(sigma2, counts.size).reshape(counts.shape)
         measurements.append(Measurement(query.attributes, noisy.astype(float),
                                         math.sqrt(discrete_gaussian_variance(sigma2))))
         progress(i + 1, steps, f"measured {'×'.join(query.attributes)}")
     return _result(oracle, measurements, PrivacyCost(rho=rho), progress, steps)
+
+
+def _counter(oracle: CountOracle, workload: Sequence[Query]) -> CachedCounts:
+    """The workload's counts, asked of the oracle in one batch when it can (SQL: a few grouped scans)."""
+    counter = CachedCounts(oracle)
+    counter.prefetch([q.attributes for q in workload])
+    return counter
 
 
 def _check_workload(oracle: CountOracle, workload: Sequence[Query]) -> None:

@@ -27,6 +27,7 @@ from estimators.residual.measure import measure_residuals
 from estimators.residual.planner import LOSSES, ResidualPlan, plan_residuals
 from estimators.residual.regression_queries import DEFAULT_TARGET_WEIGHT, regression_plan
 from service.mechanisms.base import CountOracle, MechanismError, MechanismResult, Progress, no_progress
+from service.mechanisms.selection import CachedCounts
 from service.privacy.cost import PrivacyCost
 from service.privacy.noise import NoiseSource
 from workloads.domain import Domain
@@ -75,8 +76,10 @@ def run_residual(
     plan = _plan(domain, workload, rho, loss, regression)
     if plan.cost() != rho:
         raise AssertionError(f"residual plan costs {plan.cost()}, not the rho charged {rho}")
-    progress(1, 3, f"measuring {len(plan.residuals)} residuals")
-    residuals = measure_residuals(plan, lambda attrs: oracle.counts(tuple(attrs)), noise.gaussian)
+    progress(1, 3, f"counting {len(plan.maximal())} marginals, measuring {len(plan.residuals)} residuals")
+    counts = CachedCounts(oracle)
+    counts.prefetch(plan.maximal())  # one batched count in SQL
+    residuals = measure_residuals(plan, counts.counts, noise.gaussian)
     progress(3, 3, "measured")
     details = {
         "loss": "regression" if regression is not None else loss,
