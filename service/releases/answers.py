@@ -162,8 +162,9 @@ def release_model(engine: Engine, release_id: int, progress: Progress = no_progr
 
     def build() -> tuple[StoredRelease, object]:
         options = release.params.get("options") if isinstance(release.params.get("options"), dict) else {}
-        size = options.get("max_model_size")
-        return release, models.model_of(engine, release_id, payload, float(size) if size else None, progress)
+        size, iters = options.get("max_model_size"), options.get("iters")
+        return release, models.model_of(engine, release_id, payload, float(size) if size else None,
+                                        int(iters) if iters else None, progress)
 
     return _cached(engine, release_id, "model", build)  # type: ignore[return-value]
 

@@ -27,14 +27,15 @@ from db.models import ReleaseModel
 from estimators.graphical import mbi_adapter
 from estimators.graphical.mbi_adapter import Model
 from estimators.residual.graphical import fit_model
-from service.mechanisms.direct import DEFAULT_MAX_MODEL_SIZE_MB
+from service.mechanisms.direct import DEFAULT_ITERS, DEFAULT_MAX_MODEL_SIZE_MB
 from service.mechanisms.progress import Progress, fit_progress, no_progress
 from service.releases.measured import MeasuredRelease
+from workloads.domain import Domain
 
 FIT_MESSAGE = "fitting the release's graphical model (first time only; stored for every later answer)"
 
 
-def stored_model(engine: Engine, release_id: int, domain) -> tuple[Model, dict[str, object]] | None:  # noqa: ANN001
+def stored_model(engine: Engine, release_id: int, domain: Domain) -> tuple[Model, dict[str, object]] | None:
     """The model stored for ``release_id`` and its fit's details, or None."""
     with transaction(engine) as session:
         row = session.execute(select(ReleaseModel.payload, ReleaseModel.details_json)
@@ -45,8 +46,9 @@ def stored_model(engine: Engine, release_id: int, domain) -> tuple[Model, dict[s
 
 
 def model_of(engine: Engine, release_id: int, measured: MeasuredRelease, max_model_size: float | None = None,
-             progress: Progress = no_progress) -> Model:
-    """The release's model: the stored one, or a new fit, stored (module docstring). ``progress`` sees the fit."""
+             iters: int | None = None, progress: Progress = no_progress) -> Model:
+    """The release's model: the stored one, or a new fit, stored (module docstring). ``max_model_size`` and
+    ``iters`` are the release's options (defaults: a direct release's); ``progress`` sees the fit."""
     domain = measured.residuals.domain
     found = stored_model(engine, release_id, domain)
     if found is not None:
@@ -55,7 +57,7 @@ def model_of(engine: Engine, release_id: int, measured: MeasuredRelease, max_mod
     fitting: Callable[[int, int], None] = fit_progress(progress)
     progress(0, 1, FIT_MESSAGE)
     fit = fit_model(measured.residuals, max_model_size=max_model_size or DEFAULT_MAX_MODEL_SIZE_MB,
-                    progress=fitting)
+                    iters=iters or DEFAULT_ITERS, progress=fitting)
     model = fit.to_mbi()
     details = {"cliques": [list(c) for c in fit.potentials], "iterations": fit.iterations,
                "seconds": round(time.perf_counter() - started, 3)}
