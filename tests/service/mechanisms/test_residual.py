@@ -4,6 +4,7 @@ releases answered the same way."""
 
 from __future__ import annotations
 
+import json
 import math
 from fractions import Fraction
 from pathlib import Path
@@ -163,3 +164,23 @@ def test_a_direct_release_fits_no_model_and_answers_its_workload_with_standard_e
     assert answer["standard_errors"] is not None and answer["coverage"]["measured"]
     with engine.connect() as connection:
         assert connection.execute(text("SELECT COUNT(*) FROM release_models")).scalar() == 0
+
+
+def test_cli_releases_with_a_loss_and_prints_standard_errors(engine, titanic) -> None:  # noqa: ANN001
+    from typer.testing import CliRunner
+
+    from service.cli import app
+
+    runner = CliRunner()
+    made = runner.invoke(app, ["release", "marginals", "titanic", "--mechanism", "residual", "--workload",
+                               "all-1way", "--loss", "max_var", "--rho", "0.01", "--quiet", "--json"])
+    assert made.exit_code == 0, made.output
+    release_id = json.loads(made.output)["release_id"]
+    assert answers.get_release(engine, release_id).details["loss"] == "max_var"
+    body = json.loads(runner.invoke(app, ["marginal", str(release_id), "Sex", "--json"]).output)
+    assert len(body["standard_errors"]) == titanic.domain.size("Sex") and body["coverage"]["measured"]
+    human = runner.invoke(app, ["marginal", str(release_id), "Sex"])
+    assert human.exit_code == 0 and "standard error of each cell" in human.output
+    refused = runner.invoke(app, ["release", "marginals", "titanic", "--mechanism", "residual", "--loss", "l1",
+                                  "--rho", "0.01"])
+    assert refused.exit_code == 2 and "loss must be one of" in refused.output
