@@ -40,7 +40,10 @@ bench: install
 	$(PY) benchmarks/aim_profile.py --trials 2
 	$(PY) benchmarks/marginals.py
 	$(PY) benchmarks/api_load.py
-	benchmarks/results/regression/run.sh 1 4
+	$(PY) benchmarks/residual_service.py
+	$(PY) benchmarks/fit_tolerance.py
+	$(PY) benchmarks/ddssp_residual_quick.py
+	benchmarks/results/regression/run.sh 5 16   # the regression page in full: many hours
 
 clean:
 	rm -rf $(VENV) demo-output .pytest_cache

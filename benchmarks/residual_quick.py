@@ -21,6 +21,11 @@ whose variance is within a hair of sigma^2 at these scales. Trial ``t`` uses see
 
     .venv/bin/python benchmarks/residual_quick.py                       # adult, epsilon 0.1 and 1, 3 trials
     .venv/bin/python benchmarks/residual_quick.py --tables adult acs-income --trials 5
+    .venv/bin/python benchmarks/residual_quick.py --one-way-weight 100 --threshold 2 --out .../levers.json
+
+Levers (issue 9): ``--one-way-weight w`` adds the 1-way marginals to the plan's workload with weight ``w``;
+``--threshold c`` zeroes the interactions indistinguishable from noise (``drop_insignificant``) before the
+non-negativity step. The non-negative column then measures the lever; the unbiased column stays the plan's own.
 
 Writes ``benchmarks/results/residual_quick.json`` and ``.png``. AIM's medians from ``results/marginals.json``
 (same metric, rho floored to the accountant's grid, ``adult_train.csv`` for its "adult") are printed beside ours
@@ -46,7 +51,7 @@ from _measure import DATA, REPO, machine  # also puts the repository on sys.path
 from estimators.residual.measure import measure_residuals
 from estimators.residual.nonnegative import nonnegative_marginals
 from estimators.residual.planner import plan_residuals
-from estimators.residual.reconstruct import NoisyMarginal, residuals_from_marginals
+from estimators.residual.reconstruct import NoisyMarginal, drop_insignificant, residuals_from_marginals
 from service.privacy.conversions import cdp_rho
 from workloads.domain import Domain
 
@@ -77,16 +82,18 @@ def workload_error(answer: object, truth: dict, pairs: list, rows: int) -> float
     return sum(float(np.abs(answer(p) - truth[p]).sum()) for p in pairs) / rows / len(pairs)
 
 
-def run_residual(domain: Domain, truth: dict, pairs: list, rho: Fraction, loss: str, seed: int, rows: int) -> dict:
+def run_residual(domain: Domain, truth: dict, pairs: list, rho: Fraction, loss: str, seed: int, rows: int,
+                 one_way_weight: float = 0.0, threshold: float = 0.0) -> dict:
     rng = np.random.default_rng(seed)
     start = time.perf_counter()
-    plan = plan_residuals(domain, pairs, rho, loss=loss)
+    singles = [((a,), one_way_weight) for a in domain.names] if one_way_weight > 0 else []
+    plan = plan_residuals(domain, [*pairs, *singles], rho, loss=loss)
     planned = time.perf_counter()
     release = measure_residuals(plan, truth.__getitem__, lambda sigma, size: rng.normal(0.0, sigma, size))
     measured = time.perf_counter()
     unbiased = {p: release.marginal(p) for p in pairs}
     answered = time.perf_counter()
-    consistent = nonnegative_marginals(release)
+    consistent = nonnegative_marginals(drop_insignificant(release, threshold))
     positive = {p: consistent.marginal(p) for p in pairs}
     finished = time.perf_counter()
     assert plan.cost() == rho
@@ -183,6 +190,10 @@ def main() -> None:
     parser.add_argument("--epsilons", nargs="+", type=float, default=[0.1, 1.0])
     parser.add_argument("--losses", nargs="+", default=["sum_var", "max_var"], choices=["sum_var", "max_var"])
     parser.add_argument("--trials", type=int, default=3)
+    parser.add_argument("--one-way-weight", type=float, default=0.0,
+                        help="add every 1-way marginal to the plan's workload with this weight (0: pairs only)")
+    parser.add_argument("--threshold", type=float, default=0.0,
+                        help="drop_insignificant's threshold before the non-negativity step (0: keep everything)")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
 
@@ -204,7 +215,8 @@ def main() -> None:
             for trial in range(args.trials):
                 base = {"table": table, "epsilon": epsilon, "rho": float(rho), "trial": trial, "pairs": len(pairs)}
                 for loss in args.losses:
-                    result = run_residual(domain, truth, pairs, rho, loss, trial, rows)
+                    result = run_residual(domain, truth, pairs, rho, loss, trial, rows, args.one_way_weight,
+                                          args.threshold)
                     runs.append(base | {"mechanism": f"residual-{loss}"} | result)
                 direct = run_direct(domain, truth, pairs, rho, trial, rows)
                 runs.append(base | {"mechanism": "direct-gaussian"} | direct)
@@ -227,6 +239,8 @@ def main() -> None:
         "command": " ".join(["python", *sys.argv]),
         "machine": machine(),
         "cvxpy_import_seconds": cvxpy_import_seconds,
+        "one_way_weight": args.one_way_weight,
+        "threshold": args.threshold,
         "summary": summary,
         "runs": runs,
     }

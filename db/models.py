@@ -125,6 +125,24 @@ class Release(Base):
     heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
 
+class ReleaseModel(Base):
+    """The graphical model fitted to a release that was stored without one (issue 9): a residual release, or a direct
+    Laplace or Gaussian release made after issue 9, answers its measured marginals straight from its measurements and
+    fits a model only when an answer needs one (a marginal outside what it measured, synthetic rows). The first such
+    answer fits it and stores it here, so every later answer -- in any process -- reads it instead of fitting again
+    (service/releases/models.py). It is post-processing of the release: a function of its noisy payload only.
+
+    ``payload``: the model (clique potentials, ``.npz``); ``details_json``: public facts about the fit (its cliques,
+    how many mirror-descent iterations ran)."""
+
+    __tablename__ = "release_models"
+
+    release_id: Mapped[int] = mapped_column(ForeignKey("releases.id"), primary_key=True)
+    payload: Mapped[bytes] = mapped_column(LargeBinary, nullable=False)
+    details_json: Mapped[str] = mapped_column(Text, nullable=False, default="{}")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
+
+
 class LedgerEntry(Base):
     """An append-only row of the privacy ledger (UPDATE and DELETE are refused by triggers).
 

@@ -26,6 +26,13 @@ from estimators.graphical.junction_tree import JunctionTree
 from estimators.graphical.model import Fit
 from workloads.domain import Domain
 
+#: Default stopping tolerance of :func:`fit`: stop once the loss fell by at most this fraction of itself over each of
+#: two consecutive blocks of 50 iterations. Measured (``benchmarks/fit_tolerance.py``): a direct Laplace release of
+#: titanic's pairs (epsilon 1) stops after 350 of 1,000 iterations with every measured marginal within 0.05 of its
+#: noise standard deviation of the 1,000-iteration fit; fits still descending (an MST-like chain on adult) run on.
+DEFAULT_TOLERANCE = 1e-4
+STOP_BLOCK = 50  # iterations per block of the stopping rule
+
 
 @dataclass(frozen=True)
 class Measurement:
@@ -140,7 +147,7 @@ def fit(
     total: float | None = None,
     warm_start: Fit | None = None,
     structural_zeros: Mapping[Sequence[str], np.ndarray] | None = None,
-    tol: float | None = None,
+    tol: float | None = DEFAULT_TOLERANCE,
     progress: Callable[[int, int], None] | None = None,
 ) -> Fit:
     """Fit a graphical model to noisy marginals with numpy (no JAX compilation).
@@ -153,8 +160,10 @@ def fit(
     reused, so an iteration costs one belief propagation.
 
     ``structural_zeros`` maps a clique to a boolean array (axes in the clique's order) that is True
-    on impossible cells; those cells get probability exactly zero. ``tol`` stops early once the
-    relative loss decrease over 50 iterations stays below it twice in a row. ``progress(done, iters)``
+    on impossible cells; those cells get probability exactly zero. ``tol`` (default
+    :data:`DEFAULT_TOLERANCE`; ``None`` runs all ``iters``) stops early once the loss decrease over a block of 50
+    iterations is at most ``tol`` times the loss, twice in a row; the result's ``iterations`` says how many ran (a
+    function of the noisy measurements only, so public). ``progress(done, iters)``
     is called before the first iteration and after each one (a long fit shows its own progress, and a
     caller may stop it there by raising).
     """
@@ -162,6 +171,8 @@ def fit(
         raise ValueError("fit needs at least one measurement")
     if iters < 0:
         raise ValueError(f"iters must be non-negative, got {iters}")
+    if tol is not None and not (isinstance(tol, (int, float)) and math.isfinite(tol) and tol >= 0):
+        raise ValueError(f"tol must be a non-negative number or None, got {tol!r}")
     terms = _merge_measurements(domain, measurements)
     zeros = canonical_zeros(domain, structural_zeros or {})
     cliques = _maximal([t.clique for t in terms])
@@ -203,10 +214,12 @@ def fit(
             stepsize *= 1.01
         else:
             stepsize *= 0.5
-        if tol is not None and done % 50 == 0:
+        if tol is not None and done % STOP_BLOCK == 0:
             stalls = stalls + 1 if block_start - loss <= tol * max(abs(loss), 1.0) else 0
             block_start = loss
             if stalls >= 2:
+                if progress is not None:
+                    progress(done, done)  # converged: the bar ends here
                 break
         if progress is not None:
             progress(done, iters)

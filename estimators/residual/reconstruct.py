@@ -55,7 +55,7 @@ from estimators.residual.basis import (
 )
 from workloads.domain import Domain
 
-__all__ = ["NoisyMarginal", "NoisyResiduals", "residuals_from_marginals"]
+__all__ = ["NoisyMarginal", "NoisyResiduals", "drop_insignificant", "residuals_from_marginals"]
 
 
 def _frozen(array: np.ndarray) -> np.ndarray:
@@ -153,3 +153,27 @@ def residuals_from_marginals(
     return NoisyResiduals(
         dom, {a: weighted[a] / precision[a] for a in precision}, {a: 1.0 / precision[a] for a in precision}
     )
+
+
+def drop_insignificant(residuals: NoisyResiduals, threshold: float) -> NoisyResiduals:
+    """The residuals with every interaction (``|A| >= 2``) that is indistinguishable from its noise set to zero.
+
+    Under ``beta_A = 0`` the noise ``b_A`` has ``E ||b_A||^2 = s_A d_A`` with ``d_A = prod_{i in A} (n_i - 1)`` (the
+    trace of ``s_A P_A``); a residual with ``||b_A||^2 <= threshold * s_A d_A`` is replaced by zero, i.e. the marginals
+    fall back to independence on that interaction. A hard-thresholding estimator (our choice, measured in
+    ``benchmarks/residual_quick.py --threshold``): biased, lower error where most interactions are weak and the noise
+    is large. Post-processing of the released residuals; the scales are kept (they describe the unbiased release,
+    not this estimate). ``threshold = 0`` changes nothing."""
+    if not isinstance(residuals, NoisyResiduals):
+        raise ResidualError(f"residuals must be NoisyResiduals, got {type(residuals).__name__}")
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not (
+        math.isfinite(threshold) and threshold >= 0
+    ):
+        raise ResidualError(f"threshold must be a finite number >= 0, got {threshold!r}")
+    domain = residuals.domain
+    values = {}
+    for a, b in residuals.values.items():
+        dimension = math.prod(domain.size(x) - 1 for x in a)
+        weak = len(a) >= 2 and float(np.multiply(b, b).sum()) <= threshold * residuals.scales[a] * dimension
+        values[a] = np.zeros_like(b) if weak else b
+    return NoisyResiduals(domain, values, dict(residuals.scales))

@@ -192,6 +192,9 @@ class ReleaseOptions(Strict):
     rounds: Annotated[int, Field(ge=1, le=100_000, description="AIM only: number of rounds.")] | None = None
     max_model_size: Annotated[float, Field(gt=0, le=4096, allow_inf_nan=False,
                                            description="Largest graphical model in MB.")] | None = None
+    loss: Literal["sum_var", "max_var"] | None = Field(
+        default=None, description="residual only: the plan's loss, the sum (default) or the maximum of the "
+        "workload's cell variances.")
 
 
 #: The marginal mechanisms registered when the API is built (:mod:`service.mechanisms.registry`).
@@ -199,7 +202,7 @@ MARGINAL_MECHANISMS = tuple(registry.names(ReleaseKind.MARGINALS))
 
 
 class MarginalReleaseIn(Strict):
-    """A marginal release. Laplace takes epsilon; gaussian/mst/aim take rho, or epsilon and delta."""
+    """A marginal release. Laplace takes epsilon; gaussian/mst/aim/residual take rho, or epsilon and delta."""
 
     mechanism: Literal[MARGINAL_MECHANISMS]  # type: ignore[valid-type]
     workload: NamedWorkload | WorkloadList = "all-2way"
@@ -343,6 +346,11 @@ class MarginalOut(BaseModel):
     attributes: list[str]
     shape: list[int]
     counts: Any = Field(description="Nested lists (axes in the order of `attributes`) of estimated counts.")
+    standard_errors: Any = Field(default=None, description="Nested lists like `counts`: each cell's standard "
+                                 "error (of the unbiased estimate from the measurements; the non-negative "
+                                 "`counts` are its post-processing), for a marginal a residual, laplace or "
+                                 "gaussian release measured (its workload's downward closure); null for an "
+                                 "answer from a graphical model.")
     labels: dict[str, list[str]] = Field(description="For a raw table: the label of each code of each axis "
                                          "(empty for coded tables).")
     coverage: CoverageOut = Field(description="What of this marginal the release measured, and what its model "

@@ -49,7 +49,8 @@ def fit(
                                             metavar="")] = True,
     seed: SeedOption = None,
     mechanism: Annotated[str | None, typer.Option(
-        help="Marginal mechanism of a new dd-ssp/aim-synth release (default aim); a reused release keeps its own.")
+        help="Marginal mechanism of a new dd-ssp/aim-synth release (default: a rule on public quantities, "
+             "docs/mechanisms.md); a reused release keeps its own.")
     ] = None,
     allow_unmeasured: Annotated[bool, typer.Option(
         "--allow-unmeasured", metavar="",
@@ -110,7 +111,9 @@ def bench_regression(
     seed: Annotated[int, typer.Option(help="Seed of the whole run.")] = 0,
     intercept: Annotated[bool, typer.Option("--intercept/--no-intercept", help="Fit intercepts.", metavar="")] = True,
     plot: Annotated[Path | None, typer.Option(help="Write a PNG plot of metric vs epsilon here.")] = None,
-    mechanism: Annotated[str, typer.Option(help="Marginal mechanism for dd-ssp / aim-synth.")] = "aim",
+    mechanism: Annotated[str, typer.Option(
+        help="Marginal mechanism for dd-ssp / aim-synth; auto: the service's rule, as fit without --mechanism.")
+    ] = "auto",
     aim_rounds: Annotated[int | None, typer.Option(help="AIM's planned rounds (default: AIM's rule).")] = None,
     max_model_size: Annotated[float | None, typer.Option(help="Largest graphical model in MB.")] = None,
     marginal_trials: Annotated[int | None, typer.Option(help="Fewer trials for the AIM-based methods.")] = None,

@@ -56,6 +56,8 @@ def release_marginals(
     seed: SeedOption = None,
     rounds: Annotated[int | None, typer.Option(help="AIM: number of rounds (default: AIM's rule).")] = None,
     max_model_size: Annotated[float | None, typer.Option(help="Largest graphical model in MB.")] = None,
+    loss: Annotated[str | None, typer.Option(
+        help="residual: the plan's loss, sum_var (default) or max_var.")] = None,
     quiet: QuietFlag = False,
     as_json: JsonFlag = False,
 ) -> None:
@@ -73,6 +75,8 @@ def release_marginals(
         options["rounds"] = rounds
     if max_model_size is not None:
         options["max_model_size"] = max_model_size
+    if loss is not None:
+        options["loss"] = loss
     engine = open_engine()
     with ProgressBars(f"{mechanism} release of {name}", quiet) as bar:
         outcome = release_engine.release_marginals(engine, name, mechanism, workload, epsilon=epsilon, delta=delta,
@@ -114,10 +118,14 @@ def marginal(
         metavar="ATTRIBUTE...")],
     as_json: JsonFlag = False,
 ) -> None:
-    """Answer any marginal from a stored release (free); says what the release measured of it."""
+    """Answer any marginal from a stored release (free); says what the release measured of it, and the standard
+    error of its cells when it comes straight from the measurements. A marginal outside what the release measured
+    needs its graphical model: the first such answer fits it (shown as progress) and stores it for later ones."""
     from service.releases import answers
 
-    answer = answers.answer_marginal(open_engine(), release, list(attributes), allow_seeded=unsafe_seeds_allowed())
+    with ProgressBars(f"graphical model of release {release}", as_json) as bar:
+        answer = answers.answer_marginal(open_engine(), release, list(attributes), allow_seeded=unsafe_seeds_allowed(),
+                                         progress=bar)
     emit(as_json, answer, lambda: _print_marginal(answer))
 
 
@@ -147,6 +155,12 @@ def _print_marginal(answer: dict[str, Any]) -> None:
     rows = int(np.prod(counts.shape[:-1])) if counts.ndim > 1 else counts.shape[0]
     if counts.ndim > 1 and rows > MARGINAL_ROWS_SHOWN:
         stdout.print(f"(the first {MARGINAL_ROWS_SHOWN} of {rows:,} rows; --json gives them all)")
+    errors = answer.get("standard_errors")
+    if errors is not None:
+        values = np.unique(np.round(np.asarray(errors, dtype=float), 6))
+        shown = ", ".join(f"{v:,.1f}" for v in values[:5])
+        stdout.print(f"standard error of each cell (of the unbiased estimate, before the non-negative adjustment): "
+                     f"{shown}", highlight=False)
     warning = answer["coverage"]["warning"]
     if warning:
         stderr.print(f"[bold yellow]warning[/]: {warning}", highlight=False)
@@ -170,8 +184,9 @@ def synth(
     from service.releases import answers
 
     check_output(out, force, "--out")
-    frame = answers.synthetic_frame(open_engine(), release, rows, seed, labels=not codes,
-                                     allow_seeded=unsafe_seeds_allowed())
+    with ProgressBars(f"graphical model of release {release}", as_json) as bar:
+        frame = answers.synthetic_frame(open_engine(), release, rows, seed, labels=not codes,
+                                         allow_seeded=unsafe_seeds_allowed(), progress=bar)
     write_output(out, "--out", lambda path: frame.to_csv(path, index=False))
     emit(as_json, {"release_id": release, "rows": len(frame), "out": str(out)},
           lambda: stdout.print(f"wrote {len(frame):,} synthetic rows to {out}", highlight=False))

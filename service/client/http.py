@@ -287,10 +287,15 @@ class Client(CollectionsClient):
         """A marginal estimated from a release (free): one row per cell, a column per attribute (its
         label for a raw table, else its code; ``labels=False`` for codes) and ``count``.
         ``frame.attrs["coverage"]`` says what the release measured of it; an extrapolated marginal also
-        raises an :class:`ExtrapolationWarning`."""
+        raises an :class:`ExtrapolationWarning`. A marginal the release measured (residual, laplace, gaussian)
+        also has ``standard_error``: per cell, of the unbiased estimate the non-negative ``count`` adjusts."""
         answer = self._request("POST", f"/releases/{int(release)}/marginal", json={"attributes": list(attrs)})
         frame = marginal_frame(answer["attributes"], answer["shape"], answer["counts"],
                                answer.get("labels") if labels else None)
+        if answer.get("standard_errors") is not None:
+            import numpy as np
+
+            frame["standard_error"] = np.asarray(answer["standard_errors"], dtype=float).ravel()
         frame.attrs["coverage"] = answer.get("coverage")
         warning = (answer.get("coverage") or {}).get("warning")
         if warning:

@@ -16,6 +16,7 @@ import numpy as np
 
 from estimators.graphical.mbi_adapter import Model
 from estimators.graphical.mirror_descent import Measurement
+from estimators.residual.reconstruct import NoisyResiduals
 from service.mechanisms.progress import FIT_PHASE, Progress, fit_progress, no_progress
 from service.privacy.cost import PrivacyCost
 from workloads.domain import Domain
@@ -45,7 +46,12 @@ class MechanismError(ValueError):
 
 @dataclass
 class MechanismResult:
+    """``model``: the fitted graphical model (MST, AIM); None for a release stored as its noisy ``residuals``
+    (residual, and the direct laplace and gaussian releases since issue 9), which answers without a model and fits
+    one only when an answer needs it (service/releases/models.py)."""
+
     measurements: list[Measurement]
-    model: Model
+    model: Model | None
     cost: PrivacyCost
     details: dict[str, object] = field(default_factory=dict)
+    residuals: NoisyResiduals | None = None

@@ -47,6 +47,13 @@ def _gaussian(request: RunRequest) -> Runner:
     return _marginal_runner(run_gaussian, request, "rho")
 
 
+def _residual(request: RunRequest) -> Runner:
+    from service.mechanisms.residual import check_loss, run_residual
+
+    check_loss(request.options.get("loss", "sum_var"))  # refused before anything is reserved
+    return _marginal_runner(run_residual, request, "rho")
+
+
 def _mst(request: RunRequest) -> Runner:
     from service.mechanisms.mst import run_mst
 
@@ -73,11 +80,11 @@ def _objpert(request: RunRequest) -> Runner:
 
 register(MechanismSpec(
     "laplace", ReleaseKind.MARGINALS, PrivacyNotion.PURE, _laplace,
-    "every workload marginal with discrete Laplace noise, then a graphical model fitted to them",
+    "every workload marginal with discrete Laplace noise; answered from the measurements (model only when needed)",
     options=(MAX_MODEL_SIZE, ITERS), answers=MARGINAL_ANSWERS, measured_cliques=fitted_cliques))
 register(MechanismSpec(
     "gaussian", ReleaseKind.MARGINALS, PrivacyNotion.ZCDP, _gaussian,
-    "every workload marginal with discrete Gaussian noise, then a graphical model fitted to them",
+    "every workload marginal with discrete Gaussian noise; answered from the measurements (model only when needed)",
     options=(MAX_MODEL_SIZE, ITERS), answers=MARGINAL_ANSWERS, measured_cliques=fitted_cliques))
 register(MechanismSpec(
     "mst", ReleaseKind.MARGINALS, PrivacyNotion.ZCDP, _mst,
@@ -89,6 +96,11 @@ register(MechanismSpec(
     options=(OptionSpec("rounds", int), MAX_MODEL_SIZE, OptionSpec("initial_cliques"),
              OptionSpec("structural_zeros"), ITERS, OptionSpec("round_iters", int)),
     answers=MARGINAL_ANSWERS))
+register(MechanismSpec(
+    "residual", ReleaseKind.MARGINALS, PrivacyNotion.ZCDP, _residual,
+    "ResidualPlanner (Xiao, He, Zhang & Kifer 2023): the optimal Gaussian plan for the workload; unbiased answers "
+    "with standard errors, no model unless one is needed",
+    options=(OptionSpec("loss"), OptionSpec("regression")), answers=MARGINAL_ANSWERS))
 register(MechanismSpec(
     "adassp", ReleaseKind.GRAM, PrivacyNotion.ZCDP, _adassp_gram,
     "the noisy Gram matrix and lambda_min of AdaSSP (Wang 2018, Alg. 2) over a set of encoded columns",

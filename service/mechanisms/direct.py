@@ -11,11 +11,17 @@ Every marginal of the workload is counted exactly (in SQL) and perturbed once:
   sum_i rho_i = rho -zCDP (Bun & Steinke 2016, Lemma 2.3).
 
 All rho_i and sigma_i^2 are exact rationals, so the cost reported equals the cost charged.
-A graphical model is then fitted to the noisy marginals (free post-processing). When the workload's
-cliques would make the junction tree larger than ``max_model_size`` MB (all 2-way marginals of a
-wide table form one huge clique), the model uses the largest subset that fits, taken greedily in
-order of the measured dependence (a function of the noisy marginals only, so still free); every
-measurement stays in the release.
+
+No graphical model is fitted at release time (issue 9): the noisy marginals become the generalised least-squares
+residuals of their downward closure with exact noise scales (Xiao, He, Zhang & Kifer 2023, "An optimal and scalable
+matrix mechanism for noisy marginals under convex loss functions", the reconstruction of Sec. 5 applied to direct
+measurements; :func:`estimators.residual.reconstruct.residuals_from_marginals`), which are the release's payload.
+Every marginal of the closure is then answered straight from them with a closed-form standard error
+(:mod:`service.releases.measured`); a model is fitted the first time an answer needs one (a marginal outside the
+closure, synthetic rows) and stored (:mod:`service.releases.models`), within ``max_model_size`` MB and stopping on
+the estimator's tolerance (at most ``iters`` iterations). The per-cell variance of a measurement is the exact
+variance of its noise (:func:`service.privacy.calibration.discrete_laplace_variance`, ``discrete_gaussian_variance``).
+All of it is post-processing of the noisy marginals (docs/privacy.md, section 8.1).
 """
 
 from __future__ import annotations
@@ -24,17 +30,22 @@ import math
 from collections.abc import Sequence
 from fractions import Fraction
 
-import numpy as np
-
-from estimators.graphical import junction_tree, mbi_adapter
-from estimators.graphical.mbi_adapter import Model
+from estimators.graphical import junction_tree
 from estimators.graphical.mirror_descent import Measurement
-from service.mechanisms.base import CountOracle, MechanismError, MechanismResult, Progress, fit_progress, no_progress
-from service.privacy.calibration import gaussian_sigma2_exact, laplace_scale_exact
+from estimators.residual.reconstruct import NoisyMarginal, residuals_from_marginals
+from service.mechanisms.base import CountOracle, MechanismError, MechanismResult, Progress, no_progress
+from service.mechanisms.selection import CachedCounts
+from service.privacy.calibration import (
+    discrete_gaussian_variance,
+    discrete_laplace_variance,
+    gaussian_sigma2_exact,
+    laplace_scale_exact,
+)
 from service.privacy.cost import PrivacyCost, exact
 from service.privacy.noise import NoiseSource
 from workloads.marginals import Query
 
+#: Settings of the model fitted lazily to a direct release (stored in the release's options, read when it is fitted).
 DEFAULT_MAX_MODEL_SIZE_MB = 80.0
 DEFAULT_ITERS = 1000
 
@@ -58,17 +69,16 @@ def run_laplace(
     _check_workload(oracle, workload)
     measurements = []
     steps = len(workload) + 1
+    counter = _counter(oracle, workload)
     for i, (query, eps_i) in enumerate(zip(workload, _shares(workload, epsilon), strict=True)):
         progress(i, steps, f"measuring {'×'.join(query.attributes)}")
-        counts = oracle.counts(query.attributes)
+        counts = counter.counts(query.attributes)
         scale = laplace_scale_exact(eps_i, 1)
         noisy = counts + noise.discrete_laplace(scale, counts.size).reshape(counts.shape)
-        # Var of the discrete Laplace is below 2 scale^2; the continuous value is a safe stand-in.
-        measurements.append(Measurement(query.attributes, noisy.astype(float), math.sqrt(2) * float(scale)))
+        measurements.append(Measurement(query.attributes, noisy.astype(float),
+                                        math.sqrt(discrete_laplace_variance(scale))))
         progress(i + 1, steps, f"measured {'×'.join(query.attributes)}")
-    model, used = _fit(oracle, measurements, max_model_size, iters, progress)
-    progress(steps, steps, "fitted model")
-    return MechanismResult(measurements, model, PrivacyCost(epsilon=epsilon), {"model_cliques": used})
+    return _result(oracle, measurements, PrivacyCost(epsilon=epsilon), progress, steps)
 
 
 def run_gaussian(
@@ -84,16 +94,23 @@ def run_gaussian(
     _check_workload(oracle, workload)
     measurements = []
     steps = len(workload) + 1
+    counter = _counter(oracle, workload)
     for i, (query, rho_i) in enumerate(zip(workload, _shares(workload, rho), strict=True)):
         progress(i, steps, f"measuring {'×'.join(query.attributes)}")
-        counts = oracle.counts(query.attributes)
+        counts = counter.counts(query.attributes)
         sigma2 = gaussian_sigma2_exact(rho_i)
         noisy = counts + noise.discrete_gaussian(sigma2, counts.size).reshape(counts.shape)
-        measurements.append(Measurement(query.attributes, noisy.astype(float), math.sqrt(float(sigma2))))
+        measurements.append(Measurement(query.attributes, noisy.astype(float),
+                                        math.sqrt(discrete_gaussian_variance(sigma2))))
         progress(i + 1, steps, f"measured {'×'.join(query.attributes)}")
-    model, used = _fit(oracle, measurements, max_model_size, iters, progress)
-    progress(steps, steps, "fitted model")
-    return MechanismResult(measurements, model, PrivacyCost(rho=rho), {"model_cliques": used})
+    return _result(oracle, measurements, PrivacyCost(rho=rho), progress, steps)
+
+
+def _counter(oracle: CountOracle, workload: Sequence[Query]) -> CachedCounts:
+    """The workload's counts, asked of the oracle in one batch when it can (SQL: a few grouped scans)."""
+    counter = CachedCounts(oracle)
+    counter.prefetch([q.attributes for q in workload])
+    return counter
 
 
 def _check_workload(oracle: CountOracle, workload: Sequence[Query]) -> None:
@@ -107,45 +124,11 @@ def _check_workload(oracle: CountOracle, workload: Sequence[Query]) -> None:
             )
 
 
-def dependence_score(values: np.ndarray) -> float:
-    """Total-variation distance between a (noisy) marginal and the product of its own 1-way
-    margins: how much a model gains by including this clique. Uses released values only."""
-    if values.ndim < 2:
-        return math.inf  # 1-way marginals always go in first
-    clipped = np.clip(values, 0, None)
-    total = clipped.sum()
-    if total <= 0:
-        return 0.0
-    joint = clipped / total
-    product = np.ones_like(joint)
-    for axis in range(joint.ndim):
-        others = tuple(a for a in range(joint.ndim) if a != axis)
-        shape = [1] * joint.ndim
-        shape[axis] = joint.shape[axis]
-        product = product * joint.sum(axis=others).reshape(shape)
-    return float(0.5 * np.abs(joint - product).sum())
-
-
-def tractable_cliques(
-    oracle: CountOracle, measurements: Sequence[Measurement], max_model_size: float
-) -> list[tuple[str, ...]]:
-    """Measured cliques, strongest dependence first, kept while the junction tree fits."""
-    ranked = sorted(measurements, key=lambda m: (-dependence_score(m.values), m.attributes))
-    chosen: list[tuple[str, ...]] = []
-    for m in ranked:
-        if junction_tree.model_size_mb(oracle.domain, [*chosen, m.attributes]) <= max_model_size:
-            chosen.append(m.attributes)
-    if not chosen:
-        raise MechanismError(
-            f"no measured marginal fits a model of at most {max_model_size} MB; raise --max-model-size"
-        )
-    return chosen
-
-
-def _fit(
-    oracle: CountOracle, measurements: list[Measurement], max_model_size: float, iters: int, progress: Progress
-) -> tuple[Model, list[list[str]]]:
-    cliques = set(tractable_cliques(oracle, measurements, max_model_size))
-    used = [m for m in measurements if m.attributes in cliques]
-    model = mbi_adapter.estimate(oracle.domain, used, iters=iters, progress=fit_progress(progress))
-    return model, [list(m.attributes) for m in used]
+def _result(oracle: CountOracle, measurements: list[Measurement], cost: PrivacyCost, progress: Progress,
+            steps: int) -> MechanismResult:
+    """The release: its noisy marginals as least-squares residuals (module docstring), no model."""
+    residuals = residuals_from_marginals(oracle.domain, [NoisyMarginal(m.attributes, m.values, m.stddev ** 2)
+                                                         for m in measurements])
+    progress(steps, steps, "reconstructed the residuals")
+    details = {"measured": [list(m.attributes) for m in measurements], "residuals": len(residuals.residuals)}
+    return MechanismResult(measurements, None, cost, details, residuals=residuals)

@@ -19,6 +19,8 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+import numpy as np
+
 from workloads.parameters import positive_exact, validate_epsilon, validate_rho
 
 #: Significant bits of a selection epsilon (see :func:`exponential_epsilon`).
@@ -52,6 +54,32 @@ def laplace_scale(epsilon: float, l1_sensitivity: float) -> float:
 def laplace_scale_exact(epsilon: object, l1_sensitivity: object) -> Fraction:
     """b = Delta_1 / epsilon as an exact rational, for the exact discrete Laplace sampler."""
     return positive_exact(l1_sensitivity, "l1_sensitivity") / positive_exact(epsilon, "epsilon")
+
+
+def discrete_laplace_variance(scale: object) -> float:
+    """The variance ``2 q / (1 - q)^2``, ``q = exp(-1/scale)``, of the discrete Laplace law ``P(x) ~ exp(-|x|/scale)``
+    on the integers (Canonne, Kamath & Steinke 2020, "The Discrete Gaussian for Differential Privacy", Sec. 2.2): the
+    standard errors of a direct Laplace release's answers. Below the continuous ``2 scale^2``."""
+    q = math.exp(-1.0 / float(positive_exact(scale, "scale")))
+    return 2.0 * q / (1.0 - q) ** 2
+
+
+#: Above this sigma^2 the discrete Gaussian's variance is sigma^2 to double precision (the gap is of order
+#: ``sigma^4 exp(-2 pi^2 sigma^2)``; CKS 2020, Cor. 9 bounds it by sigma^2 from above).
+DISCRETE_GAUSSIAN_EXACT_BELOW = 100.0
+
+
+def discrete_gaussian_variance(sigma2: object) -> float:
+    """The variance of the discrete Gaussian ``N_Z(0, sigma2)`` (CKS 2020): summed over the support up to 60 sigma
+    for small ``sigma2`` (the tail beyond is below ``exp(-1800)``), ``sigma2`` itself above
+    :data:`DISCRETE_GAUSSIAN_EXACT_BELOW`. The standard errors of a direct Gaussian release's answers."""
+    s2 = float(positive_exact(sigma2, "sigma2"))
+    if s2 >= DISCRETE_GAUSSIAN_EXACT_BELOW:
+        return s2
+    support = np.arange(1, math.ceil(60.0 * math.sqrt(s2)) + 2, dtype=float)
+    weights = np.exp(-support * support / (2.0 * s2))
+    # never above sigma^2 (CKS 2020, Cor. 9), which rounding in the sum could otherwise cross
+    return min(s2, float(2.0 * np.dot(support * support, weights) / (1.0 + 2.0 * weights.sum())))
 
 
 def gaussian_rho(sigma2: Fraction, l2_sensitivity: object = 1) -> Fraction:

@@ -25,8 +25,10 @@ Sheldon 2024, "Private Regression via Data-Dependent Sufficient Statistic Pertur
               of exactly this design, epsilon and delta
    ========== ==================================================== =============================================
 
-New releases: dd-ssp / aim-synth measure all pairs among target and features with AIM (``mechanism``; MST and the
-Gaussian mechanism are accepted for tests and small tables), charged the rho that (epsilon, delta) converts to;
+New releases: dd-ssp / aim-synth measure all pairs among target and features with ``mechanism`` when the caller
+names one (any registered zCDP marginal mechanism), else with the one :func:`service.regression.choice.
+marginal_mechanism_for` picks from public quantities (a linear DD-SSP on a narrow design: the residual plan weighted
+toward its ``Z^T Z``; otherwise AIM), charged the rho that (epsilon, delta) converts to;
 adassp releases the whole noisy ``Z^T Z`` of the encoded target and features, charged the same converted rho
 (the zCDP calibration: the paper's printed (eps, delta) calibration is not used, see docs/privacy.md, section 8.5);
 objpert is charged (epsilon, delta) itself.
@@ -49,6 +51,8 @@ from estimators.central.reference import fit_on_rows
 from estimators.central.sufficient_stats import gram_from_marginals
 from estimators.graphical import mbi_adapter
 from estimators.graphical.mbi_adapter import Model
+from estimators.residual.basis import ResidualError
+from estimators.residual.regression_queries import DEFAULT_RIDGE_FACTOR, gram_noise_scale
 from service.accounting import accountant
 from service.accounting.accountant import release_costs
 from service.data.datasets import StoredDataset, get_dataset
@@ -58,6 +62,7 @@ from service.mechanisms.objpert import ModelPayload
 from service.mechanisms.progress import Progress, no_progress
 from service.mechanisms.registry import PrivacyNotion, RunRequest
 from service.privacy.cost import PrivacyCost
+from service.regression.choice import marginal_mechanism_for
 from service.regression.design import (
     DEFAULT_MARGINAL_MECHANISM,
     MARGINAL_METHODS,
@@ -73,6 +78,7 @@ from service.releases import answers
 from service.releases import engine as release_engine
 from service.releases.answers import StoredRelease
 from service.releases.kinds import ReleaseKind
+from service.releases.measured import MeasuredRelease
 from workloads.domain import Domain
 from workloads.encodings import TASKS, DesignEncoding
 from workloads.marginals import canonical
@@ -160,13 +166,10 @@ def answer(
     """Fit ``method`` on ``design`` from a release that can answer it (post-processing: no privacy spent)."""
     try:
         if method in MARGINAL_METHODS:
-            _, model = answers.release_model(engine, release.id)
-            total = float(model.total)
             if method == "dd-ssp":
-                stats = gram_from_marginals(design, _marginal_reader(release.dataset.domain, model), total=total)
-                estimator = DDSSPLinearRegression() if design.task == "linear" else DDSSPLogisticRegression()
-                return estimator.fit(stats), {"total": total}
-            rows = min(max(1, round(total)), answers.MAX_SYNTHETIC_ROWS)
+                return _dd_ssp(engine, release, design)
+            _, model = answers.release_model(engine, release.id)
+            rows = min(max(1, round(float(model.total))), answers.MAX_SYNTHETIC_ROWS)
             # fit() decided whether this release may answer (a seeded one only for an in-process caller who allows it)
             frame = answers.synthetic_frame(engine, release.id, rows, seed, allow_seeded=True)
             return fit_on_rows(frame, design), {"synthetic_rows": rows}
@@ -180,9 +183,29 @@ def answer(
         return ReleasedLogisticModel(release.decoded_payload(), design), {
             k: release.details[k] for k in PUBLIC_OBJPERT_DETAILS if k in release.details
         }
-    except (EstimatorError, KeyError) as exc:
+    except (EstimatorError, ResidualError, KeyError) as exc:
         raise ServiceError(f"release {release.id} could not answer {method}: {exc}", code="answer_failed",
                            status=422) from None
+
+
+def _dd_ssp(engine: Engine, release: StoredRelease, design: DesignEncoding) -> tuple[LinearScoreModel,
+                                                                                    dict[str, object]]:
+    """DD-SSP (Prop. 3.2; Alg. 1 or Prop. 3.4) from a marginal release. A release stored as noisy residuals that
+    measured every marginal the design reads gives ``Z^T Z`` from their *unbiased* reconstruction, solved with the
+    ridge ``DEFAULT_RIDGE_FACTOR * sqrt(p v)`` (the scale of the noise's spectral norm, a public function of the
+    release's noise scales: :func:`estimators.residual.regression_queries.gram_noise_scale`); any other release
+    reads the marginals of its graphical model, without a ridge."""
+    estimator_class = DDSSPLinearRegression if design.task == "linear" else DDSSPLogisticRegression
+    _, payload = answers.release_payload(engine, release.id)
+    if isinstance(payload, MeasuredRelease) and all(payload.covers(m) for m in design.required_marginals()):
+        ridge = DEFAULT_RIDGE_FACTOR * gram_noise_scale(payload.residuals, design)
+        stats = gram_from_marginals(design, payload.unbiased, total=payload.total)
+        return estimator_class(ridge=ridge).fit(stats), {"total": payload.total, "ridge": ridge,
+                                                          "statistics": "unbiased, from the measurements"}
+    _, model = answers.release_model(engine, release.id)
+    total = float(model.total)
+    stats = gram_from_marginals(design, _marginal_reader(release.dataset.domain, model), total=total)
+    return estimator_class().fit(stats), {"total": total}
 
 
 # new releases (charged) ---------------------------------------------------------------------------
@@ -211,6 +234,9 @@ def make_release(
         attributes = canonical(dataset.domain, design.features + (design.target,))
         workload = [list(pair) for pair in itertools.combinations(attributes, 2)]
         options = dict(options or {})
+        if "regression" in registry.get(mechanism).option_names:
+            # weight the plan's loss toward this regression's Z^T Z (service/mechanisms/residual.py)
+            options.setdefault("regression", design.to_dict())
         if "initial_cliques" in registry.get(mechanism).option_names:
             # spend nothing on the 1-way marginals of columns the regression does not use
             options.setdefault("initial_cliques", [[a] for a in attributes])
@@ -262,8 +288,9 @@ def fit(
 
     ``release_id`` answers from that release (free; ``epsilon`` / ``delta`` must then be omitted). Otherwise
     ``epsilon`` and ``delta`` are what a new release would cost; a stored release that can answer is used instead
-    when there is one (``reuse=False`` always makes a new release, as benchmarks need). ``mechanism`` (default
-    AIM) and ``options`` configure a new marginal release (dd-ssp, aim-synth); the answer's notes say so when a
+    when there is one (``reuse=False`` always makes a new release, as benchmarks need). ``mechanism`` (default:
+    :func:`service.regression.choice.marginal_mechanism_for`'s rule) and ``options`` configure a new marginal
+    release (dd-ssp, aim-synth); the answer's notes say so when a
     stored release answered instead. ``seed`` makes the new release and the synthetic rows of aim-synth
     reproducible (in-process tests and benchmarks only: a seeded release carries no privacy); ``allow_seeded`` lets
     ``release_id`` name a seeded release (refused otherwise, 409).
@@ -299,9 +326,9 @@ def fit(
         found = find_release(engine, dataset, design, method, eps, dlt, allow_unmeasured) if reuse else None
         reused = found is not None
         if found is None:
+            chosen = mechanism or marginal_mechanism_for(design, method, eps, dlt)
             outcome = make_release(engine, dataset, design, method, eps, dlt, seed=seed, principal=principal,
-                                   mechanism=mechanism or DEFAULT_MARGINAL_MECHANISM, options=options,
-                                   progress=progress)
+                                   mechanism=chosen, options=options, progress=progress)
             found, cost, effect = outcome.release_id, outcome.cost, outcome.budget
         release = answers.get_release(engine, found)
     model, details = answer(engine, release, design, method, seed)

@@ -1,9 +1,13 @@
 """Answers from stored releases (free post-processing: no row is read, no privacy is spent).
 
-A stored release (:class:`StoredRelease`) is read back with its dataset; a complete marginal release's graphical
-model answers any marginal (:func:`answer_marginal`, with what the release measured of it) and draws synthetic rows
-(:func:`synthetic_frame`). A complete release never changes, so its decoded model is cached per process
-(:func:`release_model`). A release made with a known seed (tests and benchmarks) answers nothing unless the
+A stored release (:class:`StoredRelease`) is read back with its dataset. A complete marginal release answers any
+marginal (:func:`answer_marginal`, with what the release measured of it) and draws synthetic rows
+(:func:`synthetic_frame`): a release stored as noisy residuals (residual, and laplace and gaussian since issue 9)
+answers the marginals of its measured closure straight from them, with per-cell standard errors
+(:mod:`service.releases.measured`), and everything else from a graphical model fitted the first time it is needed
+and stored (:mod:`service.releases.models`); MST and AIM releases (and older direct ones) store their model. A
+complete release never changes, so its decoded payload and model are cached per process (:func:`release_payload`,
+:func:`release_model`). A release made with a known seed (tests and benchmarks) answers nothing unless the
 in-process caller says ``allow_seeded``: whoever knows the seed can subtract the noise.
 """
 
@@ -26,9 +30,11 @@ from estimators.graphical import mbi_adapter
 from estimators.graphical.mbi_adapter import Model
 from service.data.datasets import StoredDataset, stored_dataset
 from service.errors import Conflict, InvalidInput, NotFound, ServiceError
-from service.releases import kinds
+from service.mechanisms.progress import Progress, no_progress
+from service.releases import kinds, models
 from service.releases.coverage import Coverage, coverage, measured_cliques
 from service.releases.kinds import ReleaseKind
+from service.releases.measured import MeasuredRelease
 from workloads.marginals import WorkloadError, canonical
 
 MAX_SYNTHETIC_ROWS = 10_000_000
@@ -115,37 +121,65 @@ def _complete_marginal_release(engine: Engine, release_id: int) -> StoredRelease
     return release
 
 
-_MODEL_CACHE: collections.OrderedDict[tuple[str, int], tuple[StoredRelease, Model]] = collections.OrderedDict()
-_MODEL_CACHE_SIZE = 32
-_MODEL_CACHE_LOCK = threading.Lock()
+_CACHE: collections.OrderedDict[tuple[str, int, str], tuple[StoredRelease, object]] = collections.OrderedDict()
+_CACHE_SIZE = 32
+_CACHE_LOCK = threading.Lock()
 
 
-def release_model(engine: Engine, release_id: int) -> tuple[StoredRelease, Model]:
-    """The fitted model of a complete marginal release. A complete release never changes, so the
-    release and its model are cached per process (the last ``_MODEL_CACHE_SIZE`` used) and the
-    payload is read from the database once."""
-    key = (str(engine.url), release_id)
-    with _MODEL_CACHE_LOCK:
-        hit = _MODEL_CACHE.get(key)
+def _cached(engine: Engine, release_id: int, what: str, build) -> tuple[StoredRelease, object]:  # noqa: ANN001
+    """``build()`` once per (database, release, what) per process, the last ``_CACHE_SIZE`` kept."""
+    key = (str(engine.url), release_id, what)
+    with _CACHE_LOCK:
+        hit = _CACHE.get(key)
         if hit is not None:
-            _MODEL_CACHE.move_to_end(key)
+            _CACHE.move_to_end(key)
             return hit
-    release = _complete_marginal_release(engine, release_id)
-    entry = (release, release.decoded_payload())
-    with _MODEL_CACHE_LOCK:
-        _MODEL_CACHE[key] = entry
-        while len(_MODEL_CACHE) > _MODEL_CACHE_SIZE:
-            _MODEL_CACHE.popitem(last=False)
+    entry = build()
+    with _CACHE_LOCK:
+        _CACHE[key] = entry
+        while len(_CACHE) > _CACHE_SIZE:
+            _CACHE.popitem(last=False)
     return entry
 
 
+def release_payload(engine: Engine, release_id: int) -> tuple[StoredRelease, Model | MeasuredRelease]:
+    """A complete marginal release and its decoded payload: a fitted model, or the noisy residuals of a release
+    answered without one. Read from the database once per process (a complete release never changes)."""
+    def build() -> tuple[StoredRelease, object]:
+        release = _complete_marginal_release(engine, release_id)
+        return release, release.decoded_payload()
+
+    return _cached(engine, release_id, "payload", build)  # type: ignore[return-value]
+
+
+def release_model(engine: Engine, release_id: int, progress: Progress = no_progress) -> tuple[StoredRelease, Model]:
+    """The graphical model of a complete marginal release: its stored model, or -- for a release stored as noisy
+    residuals -- the model fitted to them the first time one is needed and kept in the database
+    (:func:`service.releases.models.model_of`; ``progress`` sees that fit)."""
+    release, payload = release_payload(engine, release_id)
+    if not isinstance(payload, MeasuredRelease):
+        return release, payload
+
+    def build() -> tuple[StoredRelease, object]:
+        options = release.params.get("options") if isinstance(release.params.get("options"), dict) else {}
+        size, iters = options.get("max_model_size"), options.get("iters")
+        return release, models.model_of(engine, release_id, payload, float(size) if size else None,
+                                        int(iters) if iters else None, progress)
+
+    return _cached(engine, release_id, "model", build)  # type: ignore[return-value]
+
+
 def answer_marginal(
-    engine: Engine, release_id: int, attributes: list[str], *, allow_seeded: bool = False
+    engine: Engine, release_id: int, attributes: list[str], *, allow_seeded: bool = False,
+    progress: Progress = no_progress,
 ) -> dict[str, object]:
-    """Any marginal of a release's model: free post-processing (refused for a seeded release unless
-    ``allow_seeded``). The answer says what the release measured of it (``coverage``: what is data and what the
-    model's extrapolation) and, for a raw table, the label of each code of each axis (``labels``)."""
-    release, model = release_model(engine, release_id)
+    """Any marginal of a release: free post-processing (refused for a seeded release unless ``allow_seeded``). The
+    answer says what the release measured of it (``coverage``: what is data and what the model's extrapolation) and,
+    for a raw table, the label of each code of each axis (``labels``). A marginal inside the measured closure of a
+    release stored as residuals comes straight from them with ``standard_errors`` (per cell, of the unbiased
+    estimate; :mod:`service.releases.measured`); any other answer comes from the release's model (fitted first if
+    it has none yet; ``progress`` sees that fit) and has no standard errors (``standard_errors`` is None)."""
+    release, payload = release_payload(engine, release_id)
     release.check_answerable(allow_seeded)
     try:
         ordered = canonical(release.dataset.domain, attributes)
@@ -154,13 +188,19 @@ def answer_marginal(
     cells = release.dataset.domain.cells(ordered)
     if cells > 10_000_000:
         raise InvalidInput(f"marginal {attributes} has {cells:,} cells; the limit is 10,000,000", code="too_large")
-    values = mbi_adapter.marginal(model, ordered)
-    values = np.moveaxis(values, [ordered.index(a) for a in attributes], range(len(attributes)))
+    errors = None
+    if isinstance(payload, MeasuredRelease) and payload.covers(attributes):
+        values, errors = payload.answer(attributes)
+    else:
+        _, model = release_model(engine, release_id, progress)
+        values = mbi_adapter.marginal(model, ordered)
+        values = np.moveaxis(values, [ordered.index(a) for a in attributes], range(len(attributes)))
     return {
         "release_id": release_id,
         "attributes": list(attributes),
         "shape": list(values.shape),
         "counts": values.tolist(),
+        "standard_errors": None if errors is None else errors.tolist(),
         "labels": release.dataset.labels_of(attributes),
         "coverage": release.coverage(attributes).to_json(),
     }
@@ -168,15 +208,16 @@ def answer_marginal(
 
 def synthetic_frame(
     engine: Engine, release_id: int, rows: int, seed: int | None = None, *, labels: bool = False,
-    allow_seeded: bool = False,
+    allow_seeded: bool = False, progress: Progress = no_progress,
 ) -> pd.DataFrame:
     """``rows`` synthetic records drawn from a release's model (free). Without a seed, fresh entropy is used (the
     HTTP API never passes one); refused for a seeded release unless ``allow_seeded``. With ``labels``, the columns
     of a raw table hold their codes' labels (from its binning spec) instead of the codes."""
     if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1 or rows > MAX_SYNTHETIC_ROWS:
         raise InvalidInput(f"rows must be an integer in 1..{MAX_SYNTHETIC_ROWS:,}, got {rows!r}", code="invalid_rows")
-    release, model = release_model(engine, release_id)
+    release, _ = release_payload(engine, release_id)
     release.check_answerable(allow_seeded)
+    _, model = release_model(engine, release_id, progress)
     seed = secrets.randbits(32) if seed is None else int(seed)
     columns = mbi_adapter.synthetic_rows(model, rows, seed)
     names = release.dataset.labels if labels else {}

@@ -9,8 +9,11 @@ did not measure is refused unless the caller asks for it (service/regression/fit
 
 What a release measured, by mechanism (:func:`measured_cliques`):
 
-* ``laplace``, ``gaussian``: the workload's marginals that the model was fitted to (``model_cliques``;
-  a measured marginal left out of a model too large to fit does not back the model's answers);
+* ``laplace``, ``gaussian``: the workload (since issue 9 every marginal of it, and of its downward closure, is
+  answered straight from the measurements); for a release made before issue 9, the workload's marginals that its
+  model was fitted to (``model_cliques``; a measured marginal left out of a model too large to fit does not back
+  the model's answers);
+* ``residual``: the workload (every marginal of its downward closure is answered from the measured residuals);
 * ``mst``: every 1-way marginal and the pairs of its spanning tree;
 * ``aim``: the initial and selected cliques, and the workload itself. AIM spends its selection rounds
   where the model's error on the workload is largest (McKenna et al. 2022, Alg. 2), so its
@@ -39,10 +42,13 @@ def measured_cliques(mechanism: str, params: Mapping[str, object], details: Mapp
     return sorted({tuple(c) for c in rule(params, details, attributes) if c})
 
 
-def fitted_cliques(params: Mapping[str, object], details: Mapping[str, object],  # noqa: ARG001
+def fitted_cliques(params: Mapping[str, object], details: Mapping[str, object],
                    attributes: Sequence[str]) -> list[Clique]:
-    """laplace, gaussian: the workload marginals the model was fitted to."""
-    return [tuple(c) for c in _lists(details.get("model_cliques"))]
+    """laplace, gaussian: the workload; for a release made before issue 9 (its details name ``model_cliques``), the
+    workload marginals its model was fitted to."""
+    if "model_cliques" in details:
+        return [tuple(c) for c in _lists(details.get("model_cliques"))]
+    return workload_cliques(params, details, attributes)
 
 
 def tree_cliques(params: Mapping[str, object], details: Mapping[str, object],  # noqa: ARG001

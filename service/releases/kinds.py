@@ -6,7 +6,9 @@ it was made. The string stored in ``releases.kind`` is the kind's value and neve
 ========== ====================================================== ===========================================
 kind       payload                                                made by
 ========== ====================================================== ===========================================
-marginals  a fitted graphical model (clique potentials, ``.npz``)  laplace, gaussian, mst, aim
+marginals  a fitted graphical model (clique potentials, ``.npz``),  mst, aim; residual, laplace, gaussian
+           or noisy residuals with their noise scales (``.npz``;
+           answered without a model, one fitted lazily)
 gram       a noisy ``Z^T Z`` and ``lambda_min``                     adassp (:mod:`service.mechanisms.gram`)
 model      a released linear model (JSON)                          objpert (:mod:`service.mechanisms.objpert`)
 ========== ====================================================== ===========================================
@@ -84,15 +86,22 @@ def names() -> list[str]:
     return list(_KINDS)
 
 
-def _decode_model(payload: bytes, domain: Domain) -> object:
+def _decode_marginals(payload: bytes, domain: Domain) -> object:
+    """A :class:`~service.releases.measured.MeasuredRelease` for a payload of noisy residuals (issue 9), else the
+    fitted graphical model (releases of MST and AIM, and direct releases made before issue 9)."""
     from estimators.graphical import mbi_adapter
+    from service.releases import measured
 
-    return mbi_adapter.model_from_bytes(payload, domain)
+    release = measured.decode(payload, domain)
+    return release if release is not None else mbi_adapter.model_from_bytes(payload, domain)
 
 
-def _encode_model(result: MechanismResult) -> bytes:
+def _encode_marginals(result: MechanismResult) -> bytes:
     from estimators.graphical import mbi_adapter
+    from estimators.residual.codec import residuals_to_bytes
 
+    if result.residuals is not None:
+        return residuals_to_bytes(result.residuals)
     return mbi_adapter.model_to_bytes(result.model)
 
 
@@ -108,8 +117,8 @@ def _decode_linear_model(payload: bytes, domain: Domain) -> object:  # noqa: ARG
     return ModelPayload.from_bytes(payload)
 
 
-register(KindSpec(ReleaseKind.MARGINALS, "a graphical model that answers any marginal", _decode_model,
-                  _encode_model))
+register(KindSpec(ReleaseKind.MARGINALS, "noisy marginals (as residuals) or a graphical model that answers any "
+                  "marginal", _decode_marginals, _encode_marginals))
 register(KindSpec(ReleaseKind.GRAM, "a noisy Gram matrix Z^T Z of encoded columns, with a noisy lambda_min",
                   _decode_gram))
 register(KindSpec(ReleaseKind.MODEL, "a released linear model", _decode_linear_model))

@@ -48,8 +48,10 @@ from estimators.psd import smallest_eigenvalue
 from service.accounting import accountant
 from service.data import datasets
 from service.errors import InvalidInput
+from service.mechanisms import registry
 from service.privacy.cost import exact
 from service.privacy.noise import NoiseSource
+from service.regression.choice import marginal_mechanism_for
 from service.regression.design import build_design
 from service.regression.fit import fit as fit_regression
 from service.regression.fit import make_release
@@ -69,6 +71,10 @@ COLORS = {"ols": "black", "logreg": "black", "adassp": "C0", "dd-ssp": "C1", "ai
 BENCH_BUDGET = ("10000", "0.5")
 
 
+#: ``RegressionBench.mechanism``: let the service's rule pick each method's marginal mechanism.
+AUTO = "auto"
+
+
 class BenchError(InvalidInput, ValueError):
     code = "invalid_parameter"
 
@@ -78,7 +84,10 @@ class RegressionBench:
     """One run of the protocol. ``features`` default to every column but the target; ``categorical`` names the
     unordered columns (reduced one-hot), all others are ordinal (scalar in [-1, 1]). ``marginal_trials`` (default:
     ``trials``) runs the AIM-based methods on fewer trials; ``marginal_options`` go to the marginal mechanism
-    (e.g. AIM's ``rounds``, ``max_model_size``)."""
+    (e.g. AIM's ``rounds``, ``max_model_size``; each mechanism gets those it takes). ``mechanism`` ``"auto"`` (the
+    default) lets the service's rule pick each method's mechanism (:func:`service.regression.choice.
+    marginal_mechanism_for`, what ``fit`` does without ``--mechanism``): methods whose mechanisms differ get
+    releases of their own."""
 
     train: Path
     test: Path
@@ -94,7 +103,7 @@ class RegressionBench:
     max_train: int = 50_000
     seed: int = 0
     intercept: bool = True
-    mechanism: str = "aim"
+    mechanism: str = AUTO
     marginal_options: dict[str, object] = field(default_factory=dict)
     marginal_trials: int | None = None
 
@@ -202,16 +211,18 @@ def run_regression_bench(config: RegressionBench, log: Callable[[str], None] = l
                 if stats is not None:
                     records.append(_adassp_paper(stats, design, epsilon, config.delta, trial, seed, X_test, y_test))
                     log(f"adassp-paper eps={epsilon} trial={trial}: mse={records[-1]['mse']:.4f} (uncertified)")
-                for family in dict.fromkeys(FAMILY[m] for m in private):
-                    methods = [m for m in private if FAMILY[m] == family]
+                releases = {(FAMILY[m], _mechanism(config, design, m, epsilon)): None for m in private}
+                for family, mechanism in releases:
+                    methods = [m for m in private if (FAMILY[m], _mechanism(config, design, m, epsilon)) ==
+                               (family, mechanism)]
                     if family == "marginals" and trial >= marginal_trials:
                         continue
                     name = f"bench-{family}"
                     if name not in loaded:
                         _load(engine, name, csv, domain_json, sub_domain.categorical())
                         loaded.add(name)
-                    records.extend(_run_family(engine, name, config, design, methods, epsilon, trial, seed,
-                                               X_test, y_test, log))
+                    records.extend(_run_family(engine, name, config, design, methods, mechanism, epsilon, trial,
+                                               seed, X_test, y_test, log))
         engine.dispose()
     return {
         "benchmark": "regression",
@@ -250,19 +261,31 @@ def _adassp_paper(
             "seconds": time.perf_counter() - t0, "certified": False}
 
 
+def _mechanism(config: RegressionBench, design: DesignEncoding, method: str, epsilon: float) -> str | None:
+    """The marginal mechanism of ``method``'s release (None for the gram and model families)."""
+    if FAMILY[method] != "marginals":
+        return None
+    if config.mechanism != AUTO:
+        return config.mechanism
+    return marginal_mechanism_for(design, method, exact(str(epsilon)), exact(str(config.delta)))
+
+
 def _run_family(
-    engine: object, name: str, config: RegressionBench, design: DesignEncoding, methods: list[str], epsilon: float,
-    trial: int, seed: int, X_test: np.ndarray, y_test: np.ndarray, log: Callable[[str], None],
+    engine: object, name: str, config: RegressionBench, design: DesignEncoding, methods: list[str],
+    mechanism: str | None, epsilon: float, trial: int, seed: int, X_test: np.ndarray, y_test: np.ndarray,
+    log: Callable[[str], None],
 ) -> list[dict[str, object]]:
-    """One new release for ``methods`` (one family) at ``epsilon``, then each method answered from it."""
+    """One new release for ``methods`` (one family; for marginal methods, by ``mechanism``) at ``epsilon``, then each
+    method answered from it."""
     dataset = datasets.get_dataset(engine, name)  # type: ignore[arg-type]
     eps, dlt = exact(str(epsilon)), exact(str(config.delta))
-    base = {"epsilon": epsilon, "trial": trial, "seed": seed}
+    base = {"epsilon": epsilon, "trial": trial, "seed": seed, **({"mechanism": mechanism} if mechanism else {})}
+    taken = registry.get(mechanism).option_names if mechanism else ()
     t0 = time.perf_counter()
     try:
         outcome = make_release(engine, dataset, design, methods[0], eps, dlt, seed=seed,  # type: ignore[arg-type]
-                                          principal="bench", mechanism=config.mechanism,
-                                          options=dict(config.marginal_options))
+                               principal="bench", mechanism=mechanism or "aim",
+                               options={k: v for k, v in config.marginal_options.items() if k in taken})
     except Exception as exc:  # noqa: BLE001 - a failed trial is recorded, the run goes on
         log(f"{methods} eps={epsilon} trial={trial}: release failed: {exc}")
         return [{"method": m, **base, "error": f"release failed: {type(exc).__name__}: {exc}"} for m in methods]

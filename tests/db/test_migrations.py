@@ -120,7 +120,7 @@ def test_migration_0004_adds_runners_and_jobs_on_top_of_0003(database_url: str) 
         version = connection.execute(text("SELECT version_num FROM alembic_version")).scalar_one()
         jobs = connection.execute(text("SELECT COUNT(*) FROM jobs")).scalar_one()
     assert bool(row[0]) and tuple(row[1:]) == (None, None, None, None)
-    assert version == "0004" and jobs == 0
+    assert version >= "0004" and jobs == 0
     with engine.begin() as connection:
         config.attributes["connection"] = connection
         command.downgrade(config, "0003")
@@ -132,4 +132,32 @@ def test_migration_0004_adds_runners_and_jobs_on_top_of_0003(database_url: str) 
         context = MigrationContext.configure(connection, opts={"include_object": _ignore_views, "compare_type": True})
         assert compare_metadata(context, Base.metadata) == []
         assert bool(connection.execute(text("SELECT seeded FROM releases WHERE id = 1")).scalar_one())
+    engine.dispose()
+
+
+def test_migration_0005_adds_release_models_on_top_of_0004(database_url: str) -> None:
+    """Issue 9: a 0004 database with a complete release gains the (empty) release_models table; a stored model row
+    refers to its release; a downgrade to 0004 and back gives the schema the models describe."""
+    engine, config = _migrated_to(database_url, "0004")
+    with engine.begin() as connection:
+        _insert_dataset_and_entry(connection)
+        connection.execute(text(
+            "INSERT INTO releases (id, dataset_id, kind, mechanism, params_json, seeded, status, details_json, "
+            "principal, created_at) VALUES (1, 1, 'marginals', 'gaussian', '{}', :s, 'complete', '{}', 'x', "
+            "CURRENT_TIMESTAMP)"), {"s": False})
+    upgrade_to_head(engine)
+    with engine.begin() as connection:
+        assert connection.execute(text("SELECT version_num FROM alembic_version")).scalar_one() == "0005"
+        assert connection.execute(text("SELECT COUNT(*) FROM release_models")).scalar_one() == 0
+        connection.execute(text("INSERT INTO release_models (release_id, payload, details_json, created_at) "
+                                "VALUES (1, :p, '{}', CURRENT_TIMESTAMP)"), {"p": b"model"})
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.downgrade(config, "0004")
+    with engine.connect() as connection:
+        assert not inspect(connection).has_table("release_models")
+    upgrade_to_head(engine)
+    with engine.connect() as connection:
+        context = MigrationContext.configure(connection, opts={"include_object": _ignore_views, "compare_type": True})
+        assert compare_metadata(context, Base.metadata) == []
     engine.dispose()

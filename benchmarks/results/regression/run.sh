@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # The paper's regression protocol (paper 002, Sec. 4 / App. D) through `marginalia bench regression`.
 # Usage: benchmarks/results/regression/run.sh [MARGINAL_TRIALS [ROUNDS_PER_ATTRIBUTE]]   (from the repository root)
-# Writes <task>.json and <task>.png next to this script. See docs/regression-results.md for what was run.
+# Writes <task>.json and <task>.png next to this script (or in $OUT). See docs/regression-results.md for what was run.
+# Environment: OUT=dir (default: this script's directory); RESUME=1 skips every run whose JSON exists already (a
+# crash or a kill loses only the run in progress); ONLY=regex runs only the runs whose name matches.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
-OUT=benchmarks/results/regression
+OUT=${OUT:-benchmarks/results/regression}
+mkdir -p "$OUT"
 DATA=${MARGINALIA_SHARED_DATA:-../shared/data}
 PY=${PY:-.venv/bin/python}
 MT=${1:-1}              # trials for the AIM-based methods (dd-ssp, aim-synth); the others get all 5
@@ -27,6 +30,8 @@ PYEOF
 
 bench() {  # name, number of attributes in the design, then the options
   local name=$1 attributes=$2; shift 2
+  if [[ -n ${ONLY:-} && ! $name =~ $ONLY ]]; then return; fi
+  if [[ -n ${RESUME:-} && -f $OUT/$name.json ]]; then echo "== $name: $OUT/$name.json exists, skipped"; return; fi
   echo "== $name ($(date +%T))"
   "$PY" -m service.cli bench regression "$@" "${COMMON[@]}" --aim-rounds $((RPA * attributes)) \
     --out "$OUT/$name.json" --plot "$OUT/$name.png" --force

@@ -11,7 +11,7 @@ import pytest
 
 from estimators.residual import basis
 from estimators.residual.basis import ResidualError
-from estimators.residual.reconstruct import NoisyMarginal, NoisyResiduals, residuals_from_marginals
+from estimators.residual.reconstruct import NoisyMarginal, NoisyResiduals, drop_insignificant, residuals_from_marginals
 from workloads.domain import Domain
 
 DOMAIN = Domain.from_sizes({"a": 2, "b": 3, "c": 4, "d": 2})
@@ -135,3 +135,26 @@ def test_direct_release_variances_hold_for_laplace_noise() -> None:
         assert np.abs(values.var(axis=0, ddof=1) / expected - 1).max() < tolerance, c
         z = (values.mean(axis=0) - _marginal(table, c).ravel()) / math.sqrt(expected / repetitions)
         assert np.abs(z).max() < 4.5, c
+
+
+def test_drop_insignificant_zeroes_only_weak_interactions() -> None:
+    """A pure-noise interaction (beta = 0) has E||b||^2 = s d; with threshold 4 it is dropped unless the noise is
+    more than 4 times its mean (chi-square with 6 degrees of freedom above 24: probability < 1e-3, fixed seed), while
+    a strong interaction (100 noise sd per cell) and every 1-way residual and the total are kept as they are."""
+    domain = Domain.from_sizes({"a": 3, "b": 4, "c": 2})
+    rng = np.random.default_rng(5)
+    strong = basis.project(rng.normal(0.0, 100.0, (3, 2)))
+    values = {(): np.asarray(50.0), ("a",): basis.project(rng.normal(0, 1, 3)),
+              ("b",): basis.project(rng.normal(0, 1, 4)),
+              ("c",): basis.project(rng.normal(0, 1, 2)), ("a", "b"): basis.project(rng.normal(0.0, 1.0, (3, 4))),
+              ("a", "c"): strong}
+    release = NoisyResiduals(domain, values, {a: 1.0 for a in values})
+    out = drop_insignificant(release, 4.0)
+    assert not out.values[("a", "b")].any()
+    np.testing.assert_array_equal(out.values[("a", "c")], strong)
+    for a in [(), ("a",), ("b",), ("c",)]:
+        np.testing.assert_array_equal(out.values[a], release.values[a])
+    unchanged = drop_insignificant(release, 0.0)
+    np.testing.assert_array_equal(unchanged.values[("a", "b")], release.values[("a", "b")])
+    with pytest.raises(ResidualError, match="threshold"):
+        drop_insignificant(release, -1.0)

@@ -427,3 +427,24 @@ def test_keys_commands(engine) -> None:  # noqa: ANN001 - conftest's engine; the
 def test_committed_openapi_schema_is_current() -> None:
     assert SCHEMA_FILE.read_text() == render(current_schema()), (
         "docs/openapi.json is out of date: run `.venv/bin/python -m service.api.openapi`")
+
+
+def test_residual_release_through_the_api_answers_with_standard_errors(client: TestClient, world: World) -> None:
+    """Issue 9: a steward's residual release (options.loss) through the API, then the analyst's client gets a
+    measured marginal with a standard_error column equal to the service's answer; a bad loss is a 422."""
+    name = tiny_dataset(client, world)
+    assert client.put(f"/datasets/{name}/budget", headers=steward(world),
+                      json={"epsilon": 5, "delta": 1e-5}).status_code == 200
+    path = f"/datasets/{name}/releases/marginals"
+    bad = {"mechanism": "residual", "workload": [["a", "b"]], "epsilon": 0.5, "delta": 1e-6,
+           "options": {"loss": "l1"}}
+    assert client.post(path, headers=steward(world), json=bad).status_code == 422
+    assert charges(world, name) == 0
+    release = api_client(world, "steward").release_marginals(name, "residual", [["a", "b"]], epsilon=0.5,
+                                                            delta=1e-6, options={"loss": "max_var"})
+    assert release["mechanism"] == "residual" and charges(world, name) == 1
+    table = api_client(world, "analyst").marginal(release["release_id"], ["b", "a"])
+    answer = answers.answer_marginal(world.engine, release["release_id"], ["b", "a"])
+    assert list(table.columns) == ["b", "a", "count", "standard_error"]
+    assert np.allclose(table["standard_error"], np.asarray(answer["standard_errors"]).ravel())
+    assert np.all(table["standard_error"] > 0) and np.all(table["count"] >= 0)

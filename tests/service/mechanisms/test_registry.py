@@ -88,7 +88,8 @@ def test_a_registered_mechanism_refuses_what_its_spec_does_not_allow(engine, tit
 
 def test_an_unregistered_mechanism_is_refused_naming_the_registered_ones(dummy) -> None:  # noqa: ARG001
     registry.unregister(DUMMY)
-    with pytest.raises(InvalidInput, match=r"mechanism must be one of \['laplace', 'gaussian', 'mst', 'aim'\]"):
+    with pytest.raises(InvalidInput,
+                       match=r"mechanism must be one of \['laplace', 'gaussian', 'mst', 'aim', 'residual'\]"):
         registry.get(DUMMY, kind=ReleaseKind.MARGINALS)
     with pytest.raises(ValueError, match="registered already"):
         registry.register(registry.get("aim"))
@@ -96,7 +97,7 @@ def test_an_unregistered_mechanism_is_refused_naming_the_registered_ones(dummy) 
 
 def test_the_api_schema_and_the_cli_offer_exactly_the_registered_marginal_mechanisms() -> None:
     registered = registry.names(ReleaseKind.MARGINALS)
-    assert registered == ["laplace", "gaussian", "mst", "aim"]
+    assert registered == ["laplace", "gaussian", "mst", "aim", "residual"]
     schema = create_app(None).openapi()  # type: ignore[arg-type]
     assert schema["components"]["schemas"]["MarginalReleaseIn"]["properties"]["mechanism"]["enum"] == registered
     command = typer.main.get_command(app).commands["release"].commands["marginals"]  # type: ignore[attr-defined]
@@ -109,9 +110,11 @@ def test_every_builtin_mechanism_is_registered_with_its_kind_and_notion() -> Non
     assert table == {
         "laplace": (ReleaseKind.MARGINALS, PrivacyNotion.PURE), "gaussian": (ReleaseKind.MARGINALS, PrivacyNotion.ZCDP),
         "mst": (ReleaseKind.MARGINALS, PrivacyNotion.ZCDP), "aim": (ReleaseKind.MARGINALS, PrivacyNotion.ZCDP),
+        "residual": (ReleaseKind.MARGINALS, PrivacyNotion.ZCDP),
         "adassp": (ReleaseKind.GRAM, PrivacyNotion.ZCDP), "objpert": (ReleaseKind.MODEL, PrivacyNotion.APPROXIMATE),
     }
-    assert {name for name in table if "dd-ssp" in registry.get(name).answers} == {"laplace", "gaussian", "mst", "aim"}
+    assert {name for name in table if "dd-ssp" in registry.get(name).answers} == {"laplace", "gaussian", "mst", "aim",
+                                                                                  "residual"}
 
 
 def test_an_approximate_dp_mechanism_is_charged_its_epsilon_and_delta() -> None:

@@ -92,7 +92,8 @@ def test_a_stop_after_noise_keeps_the_charge(engine, titanic) -> None:  # noqa: 
 
 
 def test_a_stop_during_the_model_fit_is_honoured_between_iterations(engine, titanic) -> None:  # noqa: ANN001
-    """The fit reports every iteration (its own progress), and each report is a safe point."""
+    """The fit reports every iteration (its own progress), and each report is a safe point (MST: direct releases no
+    longer fit a model at release time)."""
     seen: list[tuple[int, int, str]] = []
 
     def progress(done: int, total: int, message: str) -> None:
@@ -101,7 +102,7 @@ def test_a_stop_during_the_model_fit_is_honoured_between_iterations(engine, tita
             interrupts.request()
 
     with pytest.raises(Interrupted, match="stands"):
-        release_engine.release_marginals(engine, "titanic", "gaussian", SMALL, rho="0.1", progress=progress)
+        release_engine.release_marginals(engine, "titanic", "mst", SMALL, rho="0.1", progress=progress)
     fit = [s for s in seen if s[2] == "fitting the model"]
     assert [s[0] for s in fit] == [0, 1, 2, 3, 4, 5] and fit[0][1] == 1000
 

@@ -53,8 +53,11 @@ def _check(body: dict, plot: Path, metric: str, private: list[str], reference: s
         else:  # zCDP releases are charged the rho (epsilon, delta) converts to
             expected = registry.get("gaussian").cost(str(epsilon), "1e-5", None)
             assert record["cost"] == expected.to_json()
-    for epsilon in EPSILONS:  # one marginal release answers both dd-ssp and aim-synth
-        assert by_key[("dd-ssp", epsilon, 0)]["release_id"] == by_key[("aim-synth", epsilon, 0)]["release_id"]
+    for epsilon in EPSILONS:  # the service's rule: residual for a linear DD-SSP on a narrow design, else AIM; one
+        dd_ssp, synth = by_key[("dd-ssp", epsilon, 0)], by_key[("aim-synth", epsilon, 0)]  # release per mechanism
+        assert synth["mechanism"] == "aim"
+        assert dd_ssp["mechanism"] == ("residual" if metric == "mse" else "aim")
+        assert (dd_ssp["release_id"] == synth["release_id"]) == (dd_ssp["mechanism"] == synth["mechanism"])
     for method in private:
         for epsilon in EPSILONS:
             entry = body["summary"][method][repr(epsilon)]
