@@ -135,10 +135,10 @@ def test_migration_0004_adds_runners_and_jobs_on_top_of_0003(database_url: str) 
     engine.dispose()
 
 
-def test_migration_0005_adds_release_models_on_top_of_0004(database_url: str) -> None:
-    """Issue 9: a 0004 database with a complete release gains the (empty) release_models table; a stored model row
-    refers to its release; a downgrade to 0004 and back gives the schema the models describe."""
-    engine, config = _migrated_to(database_url, "0004")
+def test_migration_0006_adds_release_models_on_top_of_0005(database_url: str) -> None:
+    """Issue 9: a 0005 database with a complete release gains the (empty) release_models table; a stored model row
+    refers to its release; a downgrade to 0005 and back gives the schema the models describe."""
+    engine, config = _migrated_to(database_url, "0005")
     with engine.begin() as connection:
         _insert_dataset_and_entry(connection)
         connection.execute(text(
@@ -147,13 +147,13 @@ def test_migration_0005_adds_release_models_on_top_of_0004(database_url: str) ->
             "CURRENT_TIMESTAMP)"), {"s": False})
     upgrade_to_head(engine)
     with engine.begin() as connection:
-        assert connection.execute(text("SELECT version_num FROM alembic_version")).scalar_one() == "0005"
+        assert connection.execute(text("SELECT version_num FROM alembic_version")).scalar_one() == "0006"
         assert connection.execute(text("SELECT COUNT(*) FROM release_models")).scalar_one() == 0
         connection.execute(text("INSERT INTO release_models (release_id, payload, details_json, created_at) "
                                 "VALUES (1, :p, '{}', CURRENT_TIMESTAMP)"), {"p": b"model"})
     with engine.begin() as connection:
         config.attributes["connection"] = connection
-        command.downgrade(config, "0004")
+        command.downgrade(config, "0005")
     with engine.connect() as connection:
         assert not inspect(connection).has_table("release_models")
     upgrade_to_head(engine)
