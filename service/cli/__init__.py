@@ -20,7 +20,17 @@ what they share is :mod:`~service.cli.common`. This module builds :data:`app`.
 from __future__ import annotations
 
 import sys
+from importlib.util import find_spec
 from pathlib import Path
+
+# the command line runs the service: on a client-only install (`pip install 'marginalia[client]'`) say so, in one line
+_SERVER_PACKAGES = ("typer", "rich", "sqlalchemy", "alembic", "fastapi", "scipy", "mbi")
+_missing = [name for name in _SERVER_PACKAGES if find_spec(name) is None]
+if _missing:
+    raise SystemExit(
+        "marginalia: the command line runs the service and needs the server extra "
+        f"({', '.join(_missing)} not installed): pip install 'marginalia[server]'"
+    )
 
 # the program itself (the console script, or ``python -m service.cli``, while it imports this package), not an import
 if __name__ == "__main__" or Path(sys.argv[0]).name == "marginalia" or sys.argv[0] == "-m":

@@ -19,7 +19,6 @@ from sqlalchemy import Engine, select, update
 from db.engine import transaction
 from db.models import Job, Release, utcnow
 from service.access.idempotency import INTERRUPTED_BODY, INTERRUPTED_STATUS
-from service.accounting import accountant
 from service.privacy.cost import PrivacyCost
 from service.releases import runners
 
@@ -44,7 +43,9 @@ class ReleaseFailure:
         return self.status == "failed_before_noise"
 
     def sentence(self) -> str:
-        charge = accountant.describe_cost(self.cost)
+        from service.accounting.accountant import describe_cost  # light start: no numerical imports until needed
+
+        charge = describe_cost(self.cost)
         if self.refunded:
             said = (f"release {self.release_id} ({self.mechanism}) stopped before any noise was drawn: "
                     f"its charge of {charge} was refunded, nothing was spent")
@@ -86,7 +87,9 @@ def recover_interrupted(engine: Engine) -> list[ReleaseFailure]:
                     error=f"interrupted: the process that ran it (pid {row[3]}) stopped during the release")
             ).rowcount
         if marked == 1:
-            cost = accountant.release_costs(engine, [row[0]])[row[0]]
+            from service.accounting.accountant import release_costs
+
+            cost = release_costs(engine, [row[0]])[row[0]]
             recovered.append(ReleaseFailure(row[0], row[1], "failed_after_noise", cost))
     return recovered
 
