@@ -192,7 +192,8 @@ async def submit(request: Request, name: Name,
         Submitter.gateway(principal.key_id))
     result = await run_in_threadpool(submit_reports, engine_of(request), name, round_index, fields, submitter,
                                      pseudonyms)
-    return result.to_json()
+    # what was accepted and whether the round is still open; not how many others reported (nothing aggregate)
+    return {k: v for k, v in result.to_json().items() if k != "round_reports"}
 
 
 def _parse_reports(principal: Principal, kind: str, body: bytes) -> tuple[int, dict[str, Any], list[str] | None]:

@@ -74,6 +74,7 @@ def test_a_campaign_from_creation_to_fits(api, engine) -> None:  # noqa: ANN001
     one = {"round": index, "report": {k: v.tolist() for k, v in fields.items()}}
     sent = client.post("/campaigns/glm/reports", json=one, headers=keys["participant"])
     assert sent.status_code == 201 and sent.json()["accepted"] == 1, sent.text
+    assert "round_reports" not in sent.json()  # a participant learns nothing about others' reports
     again = client.post("/campaigns/glm/reports", json=one, headers=keys["participant"])
     assert again.status_code == 409 and again.json()["error"] == "already_reported"
     assert client.get("/campaigns/glm/state", headers=keys["participant"]).json()["you"]["reported_in_round"]
