@@ -9,6 +9,7 @@ extra instead of failing with a traceback.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import venv
 from pathlib import Path
@@ -43,10 +44,13 @@ def test_a_client_only_install_runs_the_client_and_has_no_server_stack(tmp_path:
         capture_output=True, text=True, cwd=tmp_path, timeout=900,
     )
     assert install.returncode == 0, install.stderr[-3000:]
-    checked = subprocess.run([str(python), "-c", CHECK], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    # the client's environment only: a PYTHONPATH pointing into the source tree would make its folders importable
+    clean = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    checked = subprocess.run([str(python), "-c", CHECK], capture_output=True, text=True, cwd=tmp_path, timeout=120,
+                             env=clean)
     assert checked.returncode == 0, checked.stderr[-3000:]
     assert "client ok" in checked.stdout
     command = subprocess.run([str(environment / "bin" / "marginalia"), "--help"], capture_output=True, text=True,
-                             cwd=tmp_path, timeout=120)
+                             cwd=tmp_path, timeout=120, env=clean)
     assert command.returncode == 1
     assert "needs the server extra" in command.stderr and "Traceback" not in command.stderr
