@@ -27,13 +27,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import time
 from pathlib import Path
 
 import numpy as np
 
-from estimators.local.accuracy import squared_relative_error
+from estimators.local.accuracy import loglog_slope, squared_relative_error
 from estimators.local.aggregate import ReportAggregate
 from estimators.local.glm.scale import NoRootError
 from estimators.local.glm.stein import PrivateOLS, SteinGLM, gaussian_norm_bound
@@ -82,14 +81,6 @@ def one_repetition(setting: dict, n: int, epsilon: float, rng: np.random.Generat
     return errors, seconds / len(VARIANTS)
 
 
-def slope(ns: list[int], means: list[float | None]) -> float | None:
-    points = [(math.log(n), math.log(m)) for n, m in zip(ns, means, strict=True) if m is not None and m > 0]
-    if len(points) < 2:
-        return None
-    x, y = np.array(points).T
-    return float(np.polyfit(x, y, 1)[0])
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, nargs="+", default=[10_000, 30_000, 100_000, 290_000])
@@ -135,8 +126,8 @@ def main() -> None:
                 usable = [r for r in mine if r["answered"] * 2 >= r["reps"]]
                 ns = [r["n"] for r in usable]
                 slopes.append({"setting": name, "variant": variant, "epsilon": epsilon,
-                               "slope": slope(ns, [r["mean_error"] for r in usable]),
-                               "median_slope": slope(ns, [r["median_error"] for r in usable]), "n_used": ns})
+                               "slope": loglog_slope(ns, [r["mean_error"] for r in usable]),
+                               "median_slope": loglog_slope(ns, [r["median_error"] for r in usable]), "n_used": ns})
     payload = {"args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
                "seconds": time.perf_counter() - started,
                "mean_estimate_seconds": float(np.mean(estimate_seconds)),

@@ -110,6 +110,18 @@ DESIGNS = {
 }
 
 
+#: Short names the command line takes for :data:`DESIGNS`.
+DESIGN_ALIASES = {"gaussian": "gaussian-diagonal", "rotated": "gaussian-rotated"}
+
+
+def design_name(design: str) -> str:
+    """The :data:`DESIGNS` key for ``design`` or its alias; an unknown name is an :class:`EstimatorError`."""
+    name = DESIGN_ALIASES.get(design, design)
+    if name not in DESIGNS:
+        raise EstimatorError(f"design must be one of {sorted([*DESIGN_ALIASES, *DESIGNS])}, got {design!r}")
+    return name
+
+
 def make_problem(design: str, link: str | Link, participants: int, public: int, dimension: int = 10,
                  rng: Generator | int | None = None, noise_bound: float = 0.001,
                  labels: str = "sample") -> SyntheticProblem:
