@@ -39,16 +39,18 @@ def _numbers(text: str | None, option: str, kind: Callable[[str], Any]) -> tuple
         raise SteinBenchError(f"{option} must be comma-separated {noun}, got {text!r}") from None
 
 
-def _outputs(out: Path, plot: Path | None, force: bool) -> None:
+def _run(config: Any, run: Callable[..., dict[str, Any]], draw: Callable[[dict[str, Any], Path], None], out: Path,
+         plot: Path | None, force: bool, quiet: bool) -> dict[str, Any]:
+    """Validate, refuse unwritable outputs before any work, run, write the JSON and the plot."""
+    config.validate()
     check_output(out, force, "--json")
     if plot is not None:
         check_output(plot, force, "--plot")
-
-
-def _write(result: dict[str, Any], out: Path, plot: Path | None, draw: Callable[[dict[str, Any], Path], None]) -> None:
+    result = run(config, log=(lambda m: None) if quiet else (lambda m: stderr.print(m)))
     write_output(out, "--json", lambda path: path.write_text(json.dumps(result, indent=1, default=str) + "\n"))
     if plot is not None:
         write_output(plot, "--plot", lambda path: draw(result, path))
+    return result
 
 
 @bench_app.command("stein-glm")
@@ -77,10 +79,7 @@ def bench_stein_glm(
         dimensions=_numbers(p, "--p", int),
         public_sizes=_numbers(public_n, "--public-n", int) if public_n is not None else (None,),
         trials=trials, seed=seed)
-    config.validate()
-    _outputs(out, plot, force)
-    result = stein_bench.run_stein_bench(config, log=(lambda m: None) if quiet else (lambda m: stderr.print(m)))
-    _write(result, out, plot, stein_bench.plot_stein_bench)
+    result = _run(config, stein_bench.run_stein_bench, stein_bench.plot_stein_bench, out, plot, force, quiet)
     table = Table("p", "public n", "epsilon", "n", "answered", "no root", "median error", title="stein-glm bench")
     for entry in result["summary"]:
         for point in entry["by_n"]:
@@ -120,10 +119,7 @@ def bench_stein_glm_real(
         train=train, test=test, target=target,
         features=tuple(column_list(features) or ()) if features is not None else None, positive=positive,
         epsilons=_numbers(epsilon, "--epsilon", float), trials=trials, max_train=max_train, seed=seed)
-    config.validate()
-    _outputs(out, plot, force)
-    result = stein_real.run_stein_real(config, log=(lambda m: None) if quiet else (lambda m: stderr.print(m)))
-    _write(result, out, plot, stein_real.plot_stein_real)
+    result = _run(config, stein_real.run_stein_real, stein_real.plot_stein_real, out, plot, force, quiet)
     table = Table("method", "epsilon", "no root", "accuracy", "auc", "log loss", title="stein-glm-real bench")
     for method, by_eps in result["summary"].items():
         for eps, entry in by_eps.items():
