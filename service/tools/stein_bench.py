@@ -265,7 +265,7 @@ def _label(entry: dict[str, Any], varied: str) -> str:
 
 def plot_stein_bench(result: dict[str, Any], path: Path, title: str | None = None) -> None:
     """Median squared relative error against n on log-log axes, one line per value of the varied axis (epsilon, p or
-    public n), min-max of the answered trials as a band, the fitted slope of the medians in the legend; the 1/n
+    public n), the quartiles of the answered trials as a band, the fitted slope of the medians in the legend; the 1/n
     reference dashed."""
     import matplotlib
 
@@ -282,8 +282,8 @@ def plot_stein_bench(result: dict[str, Any], path: Path, title: str | None = Non
                                                          entry["public_n"], entry["epsilon"])
                 and r["squared_relative_error"] is not None]
         xs = [q["n"] for q in points]
-        low = [min(r["squared_relative_error"] for r in mine if r["n"] == n) for n in xs]
-        high = [max(r["squared_relative_error"] for r in mine if r["n"] == n) for n in xs]
+        low, high = np.array([np.percentile([r["squared_relative_error"] for r in mine if r["n"] == n], (25, 75))
+                              for n in xs]).T
         ax.plot(xs, [q["median_error"] for q in points], marker="o", color=f"C{color}",
                 label=_label(entry, result["varied"]))
         ax.fill_between(xs, low, high, color=f"C{color}", alpha=0.12)

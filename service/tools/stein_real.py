@@ -277,8 +277,9 @@ def plot_stein_real(result: dict[str, Any], path: Path) -> None:
                            else "0.6", label=f"{method} (non-private)")
                 continue
             points = sorted((float(e), v) for e, v in by_eps.items() if f"median_{metric}" in v)
+            label = method if points else f"{method}: no root in any trial"
             ax.plot([p[0] for p in points], [p[1][f"median_{metric}"] for p in points], marker="o",
-                    color=f"C{index}", label=method)
+                    color=f"C{index}", label=label)
         ax.set_xscale("log")
         ax.set_xlabel("epsilon (local, per participant; delta = n^-1.1)")
         ax.set_ylabel(f"test {metric} (median over trials)")
