@@ -35,15 +35,13 @@ import numpy as np
 from estimators.local.accuracy import loglog_slope, squared_relative_error
 from estimators.local.aggregate import ReportAggregate
 from estimators.local.glm.scale import NoRootError
-from estimators.local.glm.stein import PrivateOLS, SteinGLM, gaussian_norm_bound
-from estimators.local.glm.synthetic import make_problem
+from estimators.local.glm.stein import PrivateOLS, SteinGLM
+from estimators.local.glm.synthetic import make_problem, paper_metric, paper_report_bounds
 from workloads.local.protocols import SteinGlmSpec
 
 RESULTS = Path(__file__).resolve().parent / "results"
-SETTINGS = {
-    "alg1": {"design": "gaussian-diagonal", "norm": "l2", "metric": "l2"},
-    "alg2": {"design": "bernoulli", "norm": "l1", "metric": "linf"},
-}
+#: setting name -> design of Sec. 6 (its report bounds and error norm: ``paper_report_bounds``, ``paper_metric``)
+SETTINGS = {"alg1": "gaussian-diagonal", "alg2": "bernoulli"}
 VARIANTS = ("pooled", "private", "public", "public/no-gram")
 BATCH = 50_000
 ZETA = 0.1
@@ -59,13 +57,13 @@ def aggregate_reports(spec: SteinGlmSpec, features: np.ndarray, labels: np.ndarr
     return aggregate
 
 
-def one_repetition(setting: dict, n: int, epsilon: float, rng: np.random.Generator) -> tuple[dict, float]:
-    problem = make_problem(setting["design"], "logistic", n, n, 10, rng)
-    bound = gaussian_norm_bound(problem.public_rows, n, ZETA) if setting["norm"] == "l2" else 1.0
+def one_repetition(design: str, n: int, epsilon: float, rng: np.random.Generator) -> tuple[dict, float]:
+    problem = make_problem(design, "logistic", n, n, 10, rng)
+    bounds = paper_report_bounds(design, problem.public_rows, n, ZETA)
     errors: dict[str, float | None] = {}
     seconds = 0.0
     for gram in (True, False):
-        spec = SteinGlmSpec(10, bound, 1.0, epsilon, n**-1.1, norm=setting["norm"], gram=gram)
+        spec = SteinGlmSpec(10, bounds["norm_bound"], 1.0, epsilon, n**-1.1, norm=bounds["norm"], gram=gram)
         aggregate = aggregate_reports(spec, problem.features, problem.labels, rng)
         for variant in VARIANTS:
             if variant.endswith("no-gram") == gram:
@@ -74,7 +72,7 @@ def one_repetition(setting: dict, n: int, epsilon: float, rng: np.random.Generat
             ols = PrivateOLS(variant.split("/")[0]).fit(aggregate, spec, problem.public_rows)
             try:
                 coef = SteinGLM("logistic").fit(ols, problem.public_rows).coef_
-                errors[variant] = squared_relative_error(coef, problem.coef, setting["metric"])
+                errors[variant] = squared_relative_error(coef, problem.coef, paper_metric(design))
             except NoRootError:
                 errors[variant] = None
             seconds += time.perf_counter() - started

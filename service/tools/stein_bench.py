@@ -44,8 +44,13 @@ import numpy as np
 from estimators.base import EstimatorError
 from estimators.local.accuracy import loglog_slope, squared_relative_error
 from estimators.local.glm.links import LINKS
-from estimators.local.glm.stein import gaussian_norm_bound
-from estimators.local.glm.synthetic import SyntheticProblem, design_name, make_problem
+from estimators.local.glm.synthetic import (
+    SyntheticProblem,
+    design_name,
+    make_problem,
+    paper_metric,
+    paper_report_bounds,
+)
 from service.errors import InvalidInput
 
 #: Alg. 1's failure probability zeta in the norm bound (the quick benchmark's and the campaign builder's choice).
@@ -120,20 +125,12 @@ class Setting:
 
     @property
     def metric(self) -> str:
-        return "linf" if design_name(self.design) == "bernoulli" else "l2"
+        return paper_metric(self.design)
 
 
 def delta_for(n: int) -> float:
     """The paper's ``delta = n^-1.1``."""
     return float(n) ** -1.1
-
-
-def report_bounds(design: str, public_rows: np.ndarray, n: int) -> dict[str, object]:
-    """The campaign's public bounds (module docstring, step 3): Alg. 1's l2 bound for Gaussian designs, Alg. 2's
-    l1 bound 1 for the Bernoulli design (``||x||_1 = 1`` there)."""
-    if design_name(design) == "bernoulli":
-        return {"norm": "l1", "norm_bound": 1.0, "label_bound": 1.0}
-    return {"norm": "l2", "norm_bound": gaussian_norm_bound(public_rows, n, ZETA), "label_bound": 1.0}
 
 
 def trial_seed(seed: int, setting_index: int, n: int, trial: int) -> int:
@@ -155,7 +152,8 @@ def _store_problem(engine: object, setting: Setting, problem: SyntheticProblem, 
     public_tables.store_public_table(engine, PUBLIC_NAME,  # type: ignore[arg-type]
                                      [public_tables.PublicColumn(f, "numeric") for f in features],
                                      problem.public_rows, f"generated: {setting.design} design", principal="bench")
-    options = {**report_bounds(setting.design, problem.public_rows, n), "participants": n, "standardize": False}
+    options = {**paper_report_bounds(setting.design, problem.public_rows, n, ZETA), "participants": n,
+               "standardize": False}
     campaign = create_campaign(engine, CAMPAIGN_NAME, "stein-glm", features, "y", PUBLIC_NAME,  # type: ignore[arg-type]
                                setting.epsilon, delta_for(n), options, principal="bench")
     return features, campaign
@@ -296,7 +294,7 @@ def plot_stein_bench(result: dict[str, Any], path: Path, title: str | None = Non
     ax.set_yscale("log")
     ax.set_xlabel("n (participants; delta = n^-1.1)")
     config = result["config"]
-    metric = "l-inf" if design_name(config["design"]) == "bernoulli" else "l2"
+    metric = {"linf": "l-inf", "l2": "l2"}[paper_metric(config["design"])]
     ax.set_ylabel(f"median squared relative {metric} error")
     ax.set_title(title or f"stein-glm {config['model']}, {config['design']} design, through the service "
                  f"({config['trials']} trials)", fontsize=9)
