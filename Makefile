@@ -7,7 +7,7 @@ export MARGINALIA_SHARED_DATA := $(SHARED_DATA)
 # pytest workers: 2 cores on the reference machine
 WORKERS ?= 2
 
-.PHONY: install demo test test-fast lint bench clean
+.PHONY: install demo test test-fast lint bench bench-stein clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -43,7 +43,26 @@ bench: install
 	$(PY) benchmarks/residual_service.py
 	$(PY) benchmarks/fit_tolerance.py
 	$(PY) benchmarks/ddssp_residual_quick.py
+	$(PY) benchmarks/simulate_throughput.py
+	$(MAKE) bench-stein
 	benchmarks/results/regression/run.sh 5 16   # the regression page in full: many hours
+
+## bench-stein: the Stein-GLM experiments through the service (docs/stein-glm-results.md; about 25 core-minutes)
+R := benchmarks/results
+bench-stein: install
+	$(VENV)/bin/marginalia bench stein-glm --design gaussian --n 10000,30000,100000,290000 --epsilon 2,3,5,10 \
+	    --trials 5 --seed 2021 --json $(R)/stein_glm_bench.json --plot $(R)/stein_glm_bench.png --force
+	$(VENV)/bin/marginalia bench stein-glm-real --train $(SHARED_DATA)/acs/ACSemployment_train.csv \
+	    --test $(SHARED_DATA)/acs/ACSemployment_test.csv --target ESR --epsilon 1,2,5,10,20 --trials 3 --seed 2021 \
+	    --json $(R)/stein_glm_real.json --plot $(R)/stein_glm_real.png --force
+	$(VENV)/bin/marginalia bench stein-glm --design gaussian --p 5,10,12,15 --n 30000,100000,290000 --epsilon 10 \
+	    --trials 2 --seed 2021 --json $(R)/stein_glm_bench_p.json --plot $(R)/stein_glm_bench_p.png --force
+	$(VENV)/bin/marginalia bench stein-glm --design bernoulli --public-n 20000,80000,160000 --n 100000,290000 \
+	    --epsilon 10 --trials 2 --seed 2021 --json $(R)/stein_glm_bench_public_n.json \
+	    --plot $(R)/stein_glm_bench_public_n.png --force
+	$(VENV)/bin/marginalia bench stein-glm --design bernoulli --n 10000,30000,100000,290000 --epsilon 2,3,5,10 \
+	    --trials 2 --seed 2021 --json $(R)/stein_glm_bench_bernoulli.json --plot $(R)/stein_glm_bench_bernoulli.png \
+	    --force
 
 clean:
 	rm -rf $(VENV) demo-output .pytest_cache

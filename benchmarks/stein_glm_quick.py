@@ -27,24 +27,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import time
 from pathlib import Path
 
 import numpy as np
 
-from estimators.local.accuracy import squared_relative_error
+from estimators.local.accuracy import loglog_slope, squared_relative_error
 from estimators.local.aggregate import ReportAggregate
 from estimators.local.glm.scale import NoRootError
-from estimators.local.glm.stein import PrivateOLS, SteinGLM, gaussian_norm_bound
-from estimators.local.glm.synthetic import make_problem
+from estimators.local.glm.stein import PrivateOLS, SteinGLM
+from estimators.local.glm.synthetic import make_problem, paper_metric, paper_report_bounds
 from workloads.local.protocols import SteinGlmSpec
 
 RESULTS = Path(__file__).resolve().parent / "results"
-SETTINGS = {
-    "alg1": {"design": "gaussian-diagonal", "norm": "l2", "metric": "l2"},
-    "alg2": {"design": "bernoulli", "norm": "l1", "metric": "linf"},
-}
+#: setting name -> design of Sec. 6 (its report bounds and error norm: ``paper_report_bounds``, ``paper_metric``)
+SETTINGS = {"alg1": "gaussian-diagonal", "alg2": "bernoulli"}
 VARIANTS = ("pooled", "private", "public", "public/no-gram")
 BATCH = 50_000
 ZETA = 0.1
@@ -60,13 +57,13 @@ def aggregate_reports(spec: SteinGlmSpec, features: np.ndarray, labels: np.ndarr
     return aggregate
 
 
-def one_repetition(setting: dict, n: int, epsilon: float, rng: np.random.Generator) -> tuple[dict, float]:
-    problem = make_problem(setting["design"], "logistic", n, n, 10, rng)
-    bound = gaussian_norm_bound(problem.public_rows, n, ZETA) if setting["norm"] == "l2" else 1.0
+def one_repetition(design: str, n: int, epsilon: float, rng: np.random.Generator) -> tuple[dict, float]:
+    problem = make_problem(design, "logistic", n, n, 10, rng)
+    bounds = paper_report_bounds(design, problem.public_rows, n, ZETA)
     errors: dict[str, float | None] = {}
     seconds = 0.0
     for gram in (True, False):
-        spec = SteinGlmSpec(10, bound, 1.0, epsilon, n**-1.1, norm=setting["norm"], gram=gram)
+        spec = SteinGlmSpec(10, bounds["norm_bound"], 1.0, epsilon, n**-1.1, norm=bounds["norm"], gram=gram)
         aggregate = aggregate_reports(spec, problem.features, problem.labels, rng)
         for variant in VARIANTS:
             if variant.endswith("no-gram") == gram:
@@ -75,19 +72,11 @@ def one_repetition(setting: dict, n: int, epsilon: float, rng: np.random.Generat
             ols = PrivateOLS(variant.split("/")[0]).fit(aggregate, spec, problem.public_rows)
             try:
                 coef = SteinGLM("logistic").fit(ols, problem.public_rows).coef_
-                errors[variant] = squared_relative_error(coef, problem.coef, setting["metric"])
+                errors[variant] = squared_relative_error(coef, problem.coef, paper_metric(design))
             except NoRootError:
                 errors[variant] = None
             seconds += time.perf_counter() - started
     return errors, seconds / len(VARIANTS)
-
-
-def slope(ns: list[int], means: list[float | None]) -> float | None:
-    points = [(math.log(n), math.log(m)) for n, m in zip(ns, means, strict=True) if m is not None and m > 0]
-    if len(points) < 2:
-        return None
-    x, y = np.array(points).T
-    return float(np.polyfit(x, y, 1)[0])
 
 
 def main() -> None:
@@ -135,8 +124,8 @@ def main() -> None:
                 usable = [r for r in mine if r["answered"] * 2 >= r["reps"]]
                 ns = [r["n"] for r in usable]
                 slopes.append({"setting": name, "variant": variant, "epsilon": epsilon,
-                               "slope": slope(ns, [r["mean_error"] for r in usable]),
-                               "median_slope": slope(ns, [r["median_error"] for r in usable]), "n_used": ns})
+                               "slope": loglog_slope(ns, [r["mean_error"] for r in usable]),
+                               "median_slope": loglog_slope(ns, [r["median_error"] for r in usable]), "n_used": ns})
     payload = {"args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
                "seconds": time.perf_counter() - started,
                "mean_estimate_seconds": float(np.mean(estimate_seconds)),

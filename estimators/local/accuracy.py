@@ -33,3 +33,16 @@ def relative_error(estimate: object, truth: object, norm: str = "l2") -> float:
 def squared_relative_error(estimate: object, truth: object, norm: str = "l2") -> float:
     """``||w - w*||^2 / ||w*||^2``: the square of :func:`relative_error`."""
     return relative_error(estimate, truth, norm) ** 2
+
+
+def loglog_slope(sizes: object, errors: object) -> float | None:
+    """The least-squares slope of ``log(error)`` against ``log(n)`` over the points with a positive finite error
+    (``None`` where an error is missing); ``None`` with fewer than two such points at distinct ``n``. An error
+    falling like ``1 / n`` has slope -1: the rate of Wang, Hu, Zhang, Gaboardi & Xu, ALT 2021, Theorems 8 and 14
+    (the error falls like ``1 / sqrt(n)``, its square like ``1 / n``)."""
+    points = [(float(n), float(e)) for n, e in zip(sizes, errors, strict=True)  # type: ignore[call-overload]
+              if e is not None and np.isfinite(e) and e > 0 and n > 0]
+    if len({n for n, _ in points}) < 2:
+        return None
+    x, y = np.log(np.array(points)).T
+    return float(np.polyfit(x, y, 1)[0])

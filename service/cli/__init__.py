@@ -13,7 +13,8 @@ Every command first upgrades the database and recovers the releases that a kille
 One module per command group: :mod:`~service.cli.database` (``init``), :mod:`~service.cli.datasets`,
 :mod:`~service.cli.budgets` (and ``ledger``), :mod:`~service.cli.releases` (and the free answers ``marginal``,
 ``synth``), :mod:`~service.cli.server` (``serve``, ``keys``), :mod:`~service.cli.regression` (``fit``, ``bench``),
-:mod:`~service.cli.collections` (``public``, ``campaign``, ``simulate``: local-DP collections);
+:mod:`~service.cli.stein_bench` (``bench stein-glm``, ``bench stein-glm-real``), :mod:`~service.cli.collections`
+(``public``, ``campaign``, ``simulate``: local-DP collections);
 what they share is :mod:`~service.cli.common`. This module builds :data:`app`.
 """
 
@@ -40,6 +41,7 @@ if __name__ == "__main__" or Path(sys.argv[0]).name == "marginalia" or sys.argv[
 
 # each module registers its commands on ``app`` when imported, in the order ``marginalia --help`` lists them
 from service.cli import database, releases, budgets, server, regression, datasets, collections  # noqa: E402, I001, F401
+from service.cli import stein_bench  # noqa: E402, F401  (adds its commands to regression.bench_app)
 from service.cli.common import app  # noqa: E402
 
 app.add_typer(datasets.dataset_app, name="dataset")

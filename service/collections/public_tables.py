@@ -162,12 +162,24 @@ def load_public_csv(engine: Engine, name: str, csv_path: Path, domain_path: Path
     """Register a public table: its metadata row and its rows' table, in one transaction."""
     check_name(name)
     columns, values = read_public_csv(Path(csv_path), domain_path, bins_path)
+    return store_public_table(engine, name, columns, values, str(csv_path), principal)
+
+
+def store_public_table(engine: Engine, name: str, columns: Sequence[PublicColumn], values: np.ndarray, source: str,
+                       principal: str = "cli") -> PublicTableInfo:
+    """Store already-read public columns (``values``: one float column per entry of ``columns``) under ``name``, in
+    one transaction (what :func:`load_public_csv` does after reading; the Stein GLM benchmark's generated rows)."""
+    check_name(name)
+    values = np.asarray(values, dtype=float)
+    if values.ndim != 2 or values.shape[1] != len(columns) or values.shape[0] == 0 or not np.all(np.isfinite(values)):
+        raise InvalidInput(f"public table {name!r}: expected a non-empty finite matrix of {len(columns)} columns, got "
+                           f"shape {values.shape}", code="invalid_value")
     try:
         with transaction(engine) as session:
             if session.execute(select(PublicTable.id).where(PublicTable.name == name)).first() is not None:
                 raise Conflict(f"a public table named {name!r} exists already", code="public_table_exists")
             row = PublicTable(name=name, columns_json=json.dumps([c.to_json() for c in columns]), row_table="pending",
-                              row_count=int(values.shape[0]), source=str(csv_path), principal=principal,
+                              row_count=int(values.shape[0]), source=source, principal=principal,
                               created_at=utcnow())
             session.add(row)
             session.flush()

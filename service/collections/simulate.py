@@ -172,18 +172,14 @@ def rows_from_design(engine: Engine, campaign_name: str, design: str, n: int, p:
     """Participants from a synthetic design of Sec. 6 (``estimators.local.glm.synthetic``): ``n`` rows of ``p``
     features, labels from ``link`` with ``w* = 1 / sqrt(p)``."""
     from estimators.base import EstimatorError
-    from estimators.local.glm.synthetic import DESIGNS, make_problem
+    from estimators.local.glm.synthetic import design_name, make_problem
 
     campaign = get_campaign(engine, campaign_name)
     if p != len(campaign.features):
         raise InvalidInput(f"dimension mismatch: --p {p}, but campaign {campaign.name!r} has "
                            f"{len(campaign.features)} features", code="invalid_parameter")
-    names = {"gaussian": "gaussian-diagonal", "rotated": "gaussian-rotated"}
-    if names.get(design, design) not in DESIGNS:
-        raise InvalidInput(f"design must be one of {sorted([*names, *DESIGNS])}, got {design!r}",
-                           code="invalid_parameter")
     try:
-        problem = make_problem(names.get(design, design), link, n, 1, p, rng=seed)
+        problem = make_problem(design_name(design), link, n, 1, p, rng=seed)
     except EstimatorError as error:
         raise InvalidInput(str(error), code="invalid_parameter") from None
     return problem.features, problem.labels if campaign.target is not None else None

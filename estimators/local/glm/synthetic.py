@@ -24,6 +24,7 @@ from scipy.stats import ortho_group
 
 from estimators.base import EstimatorError
 from estimators.local.glm.links import Link, get_link
+from estimators.local.glm.stein import gaussian_norm_bound
 
 Generator = np.random.Generator
 
@@ -108,6 +109,34 @@ DESIGNS = {
     "gaussian-rotated": _gaussian(rotated_covariance),
     "bernoulli": _bernoulli,
 }
+
+
+#: Short names the command line takes for :data:`DESIGNS`.
+DESIGN_ALIASES = {"gaussian": "gaussian-diagonal", "rotated": "gaussian-rotated"}
+
+
+def design_name(design: str) -> str:
+    """The :data:`DESIGNS` key for ``design`` or its alias; an unknown name is an :class:`EstimatorError`."""
+    name = DESIGN_ALIASES.get(design, design)
+    if name not in DESIGNS:
+        raise EstimatorError(f"design must be one of {sorted([*DESIGN_ALIASES, *DESIGNS])}, got {design!r}")
+    return name
+
+
+def paper_metric(design: str) -> str:
+    """The error norm of Sec. 6 for ``design``: l-infinity for the Bernoulli design, l2 for the Gaussian ones."""
+    return "linf" if design_name(design) == "bernoulli" else "l2"
+
+
+def paper_report_bounds(design: str, public_rows: np.ndarray, participants: int,
+                        failure_probability: float = 0.1) -> dict[str, float | str]:
+    """The public report bounds of Sec. 6 for ``design``: Alg. 1's l2 bound ``r = sqrt(5 ||Sigma_m|| p log(n / zeta))``
+    from the public rows for the Gaussian designs, Alg. 2's l1 bound 1 for the Bernoulli design (``||x||_1 = 1``);
+    labels bounded by 1 (the binary links). Keys as a ``stein-glm`` campaign's options."""
+    if design_name(design) == "bernoulli":
+        return {"norm": "l1", "norm_bound": 1.0, "label_bound": 1.0}
+    return {"norm": "l2", "norm_bound": gaussian_norm_bound(public_rows, participants, failure_probability),
+            "label_bound": 1.0}
 
 
 def make_problem(design: str, link: str | Link, participants: int, public: int, dimension: int = 10,
