@@ -50,6 +50,8 @@ if TYPE_CHECKING:
 DEFAULT_ITERATIONS = 50
 #: The share of rho spent on the private row count ``n_hat`` (the rest is split equally among the iterations).
 COUNT_SHARE = Fraction(1, 10)
+#: The most iterations a request may ask for (each one reads every row once).
+MAX_ITERATIONS = 10_000
 #: The settings a request may give.
 OPTION_NAMES = ("sparsity", "iterations", "step", "clip_norm", "l2")
 
@@ -106,6 +108,8 @@ def resolve_options(design: DesignEncoding, options: Mapping[str, object] | None
         where = " (the intercept included)" if design.intercept else ""
         raise _fail(f"sparsity must be at most the number of coefficients p={p}{where}, got {sparsity}")
     iterations = _integer("iterations", given.get("iterations", DEFAULT_ITERATIONS))
+    if iterations > MAX_ITERATIONS:
+        raise _fail(f"iterations must be at most {MAX_ITERATIONS}, got {iterations}")
     l2 = _number("l2", given.get("l2", 0.0), positive=False) if given.get("l2") is not None else 0.0
     step = given.get("step")
     step = 1.0 / smoothness_bound(design, l2) if step is None else _number("step", step, positive=True)
