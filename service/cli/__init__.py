@@ -40,6 +40,7 @@ if __name__ == "__main__" or Path(sys.argv[0]).name == "marginalia" or sys.argv[
 
 # each module registers its commands on ``app`` when imported, in the order ``marginalia --help`` lists them
 from service.cli import database, releases, budgets, server, regression, datasets, collections  # noqa: E402, I001, F401
+from service.cli import bench_dp_iht  # noqa: E402, F401 - registers ``bench dp-iht`` on regression.bench_app
 from service.cli.common import app  # noqa: E402
 
 app.add_typer(datasets.dataset_app, name="dataset")
