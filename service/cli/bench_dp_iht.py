@@ -40,6 +40,10 @@ def bench_dp_iht(
     trials: Annotated[int, typer.Option(help="Seeded releases per point.")] = 3,
     max_train: Annotated[int, typer.Option(help="Cap on training rows (a seeded sample).")] = 50_000,
     seed: Annotated[int, typer.Option(help="Seed of the whole run.")] = 0,
+    sweeps: Annotated[str, typer.Option(help="Which sweeps to run, from p,sparsity,epsilon.")] = "p,sparsity,epsilon",
+    sweep_design: Annotated[str | None, typer.Option(
+        help="Design of the sparsity and epsilon sweeps: adult-10, adult-12, adult-13 or adult-13-onehot "
+             "(default: the last).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite --out and --plot.", metavar="")] = False,
     quiet: QuietFlag = False,
     as_json: JsonFlag = False,
@@ -51,7 +55,8 @@ def bench_dp_iht(
     config = bench.DPIHTBench(
         train=train, domain=domain, target=target, sparsities=_numbers(sparsities, "--sparsities", int),
         epsilons=_numbers(epsilons, "--epsilons", float), sparsity=sparsity, epsilon=epsilon, delta=delta, l2=l2,
-        iterations=iterations, trials=trials, max_train=max_train, seed=seed)
+        iterations=iterations, trials=trials, max_train=max_train, seed=seed,
+        sweeps=tuple(v.strip() for v in sweeps.split(",") if v.strip()), sweep_design=sweep_design)
     check_output(out, force, "--out")
     if plot is not None:
         check_output(plot, force, "--plot")

@@ -18,9 +18,10 @@ What :func:`run_dp_iht_bench` does (:class:`DPIHTBench` for the settings):
   sparsity, as in DP-IHT), with the paper's stopping rule and a step ``1/L`` from the data's own smoothness (it is
   non-private); the private step is the service's public default ``1/L`` from the design's norm bound (the paper's
   TFOCS backtracking reads the data, which a private run cannot);
-* three sweeps (``p`` at the default sparsity and epsilon; the sparsity at the largest design; epsilon at the largest
-  design and default sparsity), ``trials`` seeded releases each; records with ``optimality_gap`` and ``seconds``, a
-  summary (mean, standard deviation, min, max per point), and :func:`plot_dp_iht_bench` draws the three panels.
+* up to three sweeps (``p`` at the default sparsity and epsilon; the sparsity, and epsilon at the default sparsity, on
+  ``sweep_design``, by default the largest design), ``trials`` seeded releases each; records with ``optimality_gap``
+  and ``seconds``, a summary (mean, standard deviation, min, max per point), and :func:`plot_dp_iht_bench` draws one
+  panel per sweep.
 
 :func:`synthetic_relative_error` fits DP-IHT through the same release path on a synthetic sparse linear problem
 (:mod:`estimators.local.sparse.synthetic`) and returns ``||theta - theta*|| / ||theta*||``, for
@@ -82,6 +83,7 @@ def _adult_designs() -> tuple[DesignSpec, ...]:
 #: The nested designs of the p sweep on adult (``education`` left out: ``education-num`` encodes it): 23, 45, 86 and
 #: 250 coefficients with the intercept.
 ADULT_DESIGNS = _adult_designs()
+SWEEPS = ("p", "sparsity", "epsilon")
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,8 @@ class DPIHTBench:
     max_train: int = 50_000
     reference_tolerance: float = 1e-6
     reference_max_iterations: int = 20_000
+    sweeps: tuple[str, ...] = SWEEPS
+    sweep_design: str | None = None  # the design of the sparsity and epsilon sweeps (default: the last one)
 
     def validate(self) -> None:
         if not self.designs:
@@ -122,13 +126,26 @@ class DPIHTBench:
             raise BenchError(f"delta must be in (0, 1), got {self.delta}")
         if not (math.isfinite(self.l2) and self.l2 >= 0):
             raise BenchError(f"l2 must be a finite number >= 0, got {self.l2}")
+        if not self.sweeps or any(sweep not in SWEEPS for sweep in self.sweeps):
+            raise BenchError(f"sweeps must be among {list(SWEEPS)}, got {list(self.sweeps)}")
+        self.swept_design()
+
+    def swept_design(self) -> DesignSpec:
+        """The design of the sparsity and epsilon sweeps."""
+        if self.sweep_design is None:
+            return self.designs[-1]
+        for design in self.designs:
+            if design.name == self.sweep_design:
+                return design
+        raise BenchError(f"sweep_design must be one of {[d.name for d in self.designs]}, got {self.sweep_design!r}")
 
     def points(self) -> list[tuple[str, DesignSpec, int, float]]:
-        """``(sweep, design, sparsity, epsilon)`` of every point: p, then sparsity, then epsilon sweeps."""
-        largest = self.designs[-1]
-        return ([("p", d, self.sparsity, self.epsilon) for d in self.designs]
-                + [("sparsity", largest, s, self.epsilon) for s in self.sparsities]
-                + [("epsilon", largest, self.sparsity, e) for e in self.epsilons])
+        """``(sweep, design, sparsity, epsilon)`` of every point of the chosen sweeps: p, sparsity, epsilon."""
+        swept = self.swept_design()
+        points = {"p": [("p", d, self.sparsity, self.epsilon) for d in self.designs],
+                  "sparsity": [("sparsity", swept, s, self.epsilon) for s in self.sparsities],
+                  "epsilon": [("epsilon", swept, self.sparsity, e) for e in self.epsilons]}
+        return [point for sweep in SWEEPS if sweep in self.sweeps for point in points[sweep]]
 
     def to_json(self) -> dict[str, object]:
         data = asdict(self)
@@ -251,11 +268,10 @@ def run_dp_iht_bench(config: DPIHTBench, log: Callable[[str], None] = lambda mes
         frame = frame.sample(n=config.max_train, random_state=config.seed)
     designs = {d.name: build_design(domain, "logistic", config.target, d.features, d.one_hot) for d in config.designs}
     rows = {name: _design_rows(design, frame) for name, design in designs.items()}
-    for spec in config.designs:
-        largest = max(config.sparsities) if spec is config.designs[-1] else config.sparsity
+    for _, spec, sparsity, _ in config.points():
         width = rows[spec.name][0].shape[1]
-        if largest > width:
-            raise BenchError(f"sparsity {largest} exceeds the {width} coefficients of {spec.name}")
+        if sparsity > width:
+            raise BenchError(f"sparsity {sparsity} exceeds the {width} coefficients of {spec.name}")
     references: dict[tuple[str, int], SparseOptimum] = {}
     records: list[dict[str, object]] = []
     with temporary_table(frame, domain, "table", config.categorical) as engine:
@@ -329,11 +345,13 @@ def plot_dp_iht_bench(result: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     config = result["config"]
+    swept = config["sweep_design"] or config["designs"][-1]["name"]
     fixed = {"p": f"s={config['sparsity']}, eps={config['epsilon']:g}",
-             "sparsity": f"largest design, eps={config['epsilon']:g}",
-             "epsilon": f"largest design, s={config['sparsity']}"}
-    fig, axes = plt.subplots(1, 3, figsize=(12, 3.8))
-    for ax, (sweep, points) in zip(axes, result["summary"].items(), strict=True):
+             "sparsity": f"{swept}, eps={config['epsilon']:g}",
+             "epsilon": f"{swept}, s={config['sparsity']}"}
+    panels = [(sweep, points) for sweep, points in result["summary"].items() if points]
+    fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.8), squeeze=False)
+    for ax, (sweep, points) in zip(axes[0], panels, strict=True):
         xs = [float(p[sweep]) for p in points]
         ax.plot(xs, [p["gap_mean"] for p in points], marker="o", color="C0", label="DP-IHT (mean)")
         ax.fill_between(xs, [p["gap_min"] for p in points], [p["gap_max"] for p in points], color="C0", alpha=0.2,
@@ -343,8 +361,8 @@ def plot_dp_iht_bench(result: dict, path: Path) -> None:
         ax.grid(True, alpha=0.3)
         if sweep == "epsilon":
             ax.set_xscale("log")
-    axes[0].set_ylabel("optimality gap (training loss)")
-    axes[0].legend(fontsize=8)
+    axes[0][0].set_ylabel("optimality gap (training loss)")
+    axes[0][0].legend(fontsize=8)
     fig.suptitle(f"DP-IHT, l0-constrained logistic regression on {Path(str(config['train'])).stem} "
                  f"(delta={config['delta']:g}, T={config['iterations']}, l2={config['l2']:g})", fontsize=10)
     fig.tight_layout()

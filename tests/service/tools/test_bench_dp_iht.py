@@ -101,6 +101,16 @@ def test_bad_settings_are_refused_before_any_work(data_dir: Path) -> None:
         bench_dp_iht.run_dp_iht_bench(_small(data_dir, iterations=0))
     with pytest.raises(BenchError, match="epsilons"):
         bench_dp_iht.run_dp_iht_bench(_small(data_dir, epsilons=(0.0,)))
+    with pytest.raises(BenchError, match="sweep_design must be one of"):
+        bench_dp_iht.run_dp_iht_bench(_small(data_dir, sweep_design="nope"))
+    with pytest.raises(BenchError, match="sweeps must be among"):
+        bench_dp_iht.run_dp_iht_bench(_small(data_dir, sweeps=("q",)))
+
+
+def test_sweeps_can_be_chosen_and_run_on_another_design(data_dir: Path) -> None:
+    config = _small(data_dir, sweeps=("epsilon",), sweep_design="adult-10", trials=1)
+    assert [(sweep, design.name, e) for sweep, design, _, e in config.points()] == [
+        ("epsilon", "adult-10", 1.0), ("epsilon", "adult-10", 4.0)]
 
 
 def test_cli_bench_dp_iht_writes_json_and_refuses_bad_numbers(data_dir: Path, tmp_path: Path) -> None:
