@@ -250,10 +250,19 @@ def _theta(model: object, design: DesignEncoding) -> np.ndarray:
     return np.concatenate([[float(model.intercept_)], coef]) if design.intercept else coef  # type: ignore[attr-defined]
 
 
-def run_dp_iht_bench(config: DPIHTBench, log: Callable[[str], None] = lambda message: None) -> dict:
-    """Run the Sec. 7.2 protocol and return the JSON-ready result (module docstring)."""
+@dataclass(frozen=True)
+class PreparedTable:
+    """The table's rows (capped at ``max_train``), its domain, each design and its encoded rows."""
+
+    frame: pd.DataFrame
+    domain: Domain
+    designs: dict[str, DesignEncoding]
+    rows: dict[str, tuple[np.ndarray, np.ndarray]]
+
+
+def prepare_table(config: DPIHTBench) -> PreparedTable:
+    """Read and check the table and encode every design (errors before any work)."""
     config.validate()
-    started = time.perf_counter()
     try:
         domain = Domain.from_json(config.domain.read_text(), config.categorical)
         frame = pd.read_csv(config.train)
@@ -272,20 +281,56 @@ def run_dp_iht_bench(config: DPIHTBench, log: Callable[[str], None] = lambda mes
         width = rows[spec.name][0].shape[1]
         if sparsity > width:
             raise BenchError(f"sparsity {sparsity} exceeds the {width} coefficients of {spec.name}")
-    references: dict[tuple[str, int], SparseOptimum] = {}
+    return PreparedTable(frame, domain, designs, rows)
+
+
+def noiseless_loss(design: DesignEncoding, Z: np.ndarray, y: np.ndarray, sparsity: int, config: DPIHTBench) -> float:
+    """The training loss of DP-IHT's own iteration (same T, public step, clipping and penalty) with no noise and the
+    true row count: what the private run would reach if privacy cost nothing. The gap between it and the reference is
+    optimisation error (T steps at the public step, or another IHT fixed point), not privacy."""
+    from estimators.central.dp_iht import DPIHTLogisticRegression
+    from service.mechanisms.dp_iht import resolve_options
+
+    settings = resolve_options(design, {"sparsity": sparsity, "iterations": config.iterations, "l2": config.l2})
+    model = DPIHTLogisticRegression(sparsity=sparsity, iterations=config.iterations, eta=settings["step"], rho=1.0,
+                                    clip_norm=settings["clip_norm"], l2=config.l2, normalizer=float(len(y)))
+    model.fit(Z, y, lambda sigma, size: np.zeros(size))
+    return logistic_loss(np.asarray(model.coef_, dtype=float), Z, y, config.l2)
+
+
+def reference_table(config: DPIHTBench, table: PreparedTable,
+                    log: Callable[[str], None] = lambda message: None) -> dict[tuple[str, int], dict[str, object]]:
+    """For every (design, sparsity) of the run: the non-private optimum (:func:`sparse_logistic_optimum`) and the
+    noiseless DP-IHT loss (:func:`noiseless_loss`), as JSON-ready entries."""
+    out: dict[tuple[str, int], dict[str, object]] = {}
+    for _, spec, sparsity, _ in config.points():
+        if (spec.name, sparsity) in out:
+            continue
+        Z, y = table.rows[spec.name]
+        ref = sparse_logistic_optimum(Z, y, sparsity, config.l2, config.reference_tolerance,
+                                      config.reference_max_iterations)
+        noiseless = noiseless_loss(table.designs[spec.name], Z, y, sparsity, config)
+        out[(spec.name, sparsity)] = {
+            "design": spec.name, "p": int(Z.shape[1]), "sparsity": sparsity, "loss": ref.loss,
+            "iterations": ref.iterations, "converged": ref.converged, "seconds": ref.seconds,
+            "nonzeros": int(np.count_nonzero(ref.theta)), "noiseless_loss": noiseless,
+            "noiseless_gap": noiseless - ref.loss}
+        log(f"reference {spec.name} (p={Z.shape[1]}) s={sparsity}: loss {ref.loss:.6f} after {ref.iterations} "
+            f"iterations ({'converged' if ref.converged else 'NOT converged'}, {ref.seconds:.1f} s); noiseless "
+            f"DP-IHT gap {noiseless - ref.loss:.5f}")
+    return out
+
+
+def run_dp_iht_bench(config: DPIHTBench, log: Callable[[str], None] = lambda message: None) -> dict:
+    """Run the Sec. 7.2 protocol and return the JSON-ready result (module docstring)."""
+    started = time.perf_counter()
+    table = prepare_table(config)
+    references = reference_table(config, table, log)
     records: list[dict[str, object]] = []
-    with temporary_table(frame, domain, "table", config.categorical) as engine:
+    with temporary_table(table.frame, table.domain, "table", config.categorical) as engine:
         for index, (sweep, spec, sparsity, epsilon) in enumerate(config.points()):
-            Z, y = rows[spec.name]
-            key = (spec.name, sparsity)
-            if key not in references:
-                references[key] = sparse_logistic_optimum(Z, y, sparsity, config.l2, config.reference_tolerance,
-                                                          config.reference_max_iterations)
-                ref = references[key]
-                log(f"reference {spec.name} (p={Z.shape[1]}) s={sparsity}: loss {ref.loss:.6f} after "
-                    f"{ref.iterations} iterations ({'converged' if ref.converged else 'NOT converged'}, "
-                    f"{ref.seconds:.1f} s)")
-            reference = references[key]
+            Z, y = table.rows[spec.name]
+            optimum = float(references[(spec.name, sparsity)]["loss"])  # type: ignore[arg-type]
             for trial in range(config.trials):
                 seed = _trial_seed(config.seed, index, trial)
                 t0 = time.perf_counter()
@@ -294,25 +339,51 @@ def run_dp_iht_bench(config: DPIHTBench, log: Callable[[str], None] = lambda mes
                     str(epsilon), str(config.delta), seed=seed, principal="bench", reuse=False,
                     options={"sparsity": sparsity, "iterations": config.iterations, "l2": config.l2})
                 seconds = time.perf_counter() - t0
-                loss = logistic_loss(_theta(outcome.model, designs[spec.name]), Z, y, config.l2)
+                loss = logistic_loss(_theta(outcome.model, table.designs[spec.name]), Z, y, config.l2)
                 records.append({
                     "sweep": sweep, "design": spec.name, "p": int(Z.shape[1]), "sparsity": sparsity,
                     "epsilon": epsilon, "delta": config.delta, "trial": trial, "seed": seed,
                     "release_id": outcome.release_id, "rho": float(outcome.cost.rho), "private_loss": loss,
-                    "optimal_loss": reference.loss, "optimality_gap": loss - reference.loss, "seconds": seconds,
+                    "optimal_loss": optimum, "optimality_gap": loss - optimum, "seconds": seconds,
                     "step": outcome.details.get("step"), "sigma_gradient": outcome.details.get("sigma_gradient"),
                 })
                 log(f"{sweep}: {spec.name} p={Z.shape[1]} s={sparsity} eps={epsilon} trial {trial}: gap "
-                    f"{loss - reference.loss:.5f} ({seconds:.1f} s)")
+                    f"{loss - optimum:.5f} ({seconds:.1f} s)")
     return {
         "config": config.to_json(),
         "records": records,
-        "references": [{"design": name, "p": int(rows[name][0].shape[1]), "sparsity": s, "loss": r.loss,
-                        "iterations": r.iterations, "converged": r.converged, "seconds": r.seconds,
-                        "nonzeros": int(np.count_nonzero(r.theta))} for (name, s), r in references.items()],
+        "references": list(references.values()),
         "summary": summarize(records),
         "seconds": time.perf_counter() - started,
     }
+
+
+def config_from_json(data: dict[str, object]) -> DPIHTBench:
+    """The :class:`DPIHTBench` a result's ``config`` describes."""
+    values = dict(data)
+    values["train"], values["domain"] = Path(str(values["train"])), Path(str(values["domain"]))
+    values["designs"] = tuple(DesignSpec(d["name"], tuple(d["features"]), tuple(d["one_hot"]))  # type: ignore[index]
+                              for d in values["designs"])  # type: ignore[union-attr]
+    for key in ("categorical", "sparsities", "epsilons", "sweeps"):
+        if key in values:
+            values[key] = tuple(values[key])  # type: ignore[arg-type]
+    return DPIHTBench(**values)  # type: ignore[arg-type]
+
+
+def add_noiseless(path: Path, log: Callable[[str], None] = lambda message: None) -> dict:
+    """Recompute the references of a result written before :func:`noiseless_loss` existed, with the noiseless DP-IHT
+    loss, and write them back. The references are deterministic: each recomputed optimum must equal the stored one
+    (to 1e-12), or nothing is written."""
+    result = json.loads(path.read_text())
+    config = config_from_json(result["config"])
+    fresh = reference_table(config, prepare_table(config), log)
+    for old in result["references"]:
+        new = fresh[(old["design"], old["sparsity"])]
+        if abs(float(new["loss"]) - float(old["loss"])) > 1e-12:  # type: ignore[arg-type]
+            raise BenchError(f"reference {old['design']} s={old['sparsity']} changed: {old['loss']} -> {new['loss']}")
+    result["references"] = list(fresh.values())
+    path.write_text(json.dumps(result, indent=1, default=str) + "\n")
+    return result
 
 
 def summarize(records: Sequence[dict[str, object]]) -> dict[str, list[dict[str, object]]]:
@@ -351,16 +422,24 @@ def plot_dp_iht_bench(result: dict, path: Path) -> None:
              "epsilon": f"{swept}, s={config['sparsity']}"}
     panels = [(sweep, points) for sweep, points in result["summary"].items() if points]
     fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.8), squeeze=False)
+    noiseless = {(r["design"], r["sparsity"]): r.get("noiseless_gap") for r in result["references"]}
     for ax, (sweep, points) in zip(axes[0], panels, strict=True):
         xs = [float(p[sweep]) for p in points]
         ax.plot(xs, [p["gap_mean"] for p in points], marker="o", color="C0", label="DP-IHT (mean)")
         ax.fill_between(xs, [p["gap_min"] for p in points], [p["gap_max"] for p in points], color="C0", alpha=0.2,
                         label="min-max over trials")
+        at = {float(r[sweep]): (r["design"], r["sparsity"]) for r in result["records"] if r["sweep"] == sweep}
+        baseline = [noiseless.get(at.get(x)) for x in xs]  # type: ignore[arg-type]
+        if all(value is not None for value in baseline):
+            ax.plot(xs, baseline, linestyle="--", marker="x", color="C1", label="same iterations, no noise")
+        ax.axhline(0.0, color="black", linewidth=0.6)
         ax.set_xlabel(sweep)
         ax.set_title(f"gap vs {sweep} ({fixed[sweep]})", fontsize=9)
         ax.grid(True, alpha=0.3)
         if sweep == "epsilon":
             ax.set_xscale("log")
+            ax.minorticks_off()
+            ax.set_xticks(xs, [f"{x:g}" for x in xs])
     axes[0][0].set_ylabel("optimality gap (training loss)")
     axes[0][0].legend(fontsize=8)
     fig.suptitle(f"DP-IHT, l0-constrained logistic regression on {Path(str(config['train'])).stem} "
@@ -408,3 +487,15 @@ def synthetic_relative_error(data: SparseLinearData, epsilon: float, delta: floa
                                  intercept=False, seed=seed, principal="bench", reuse=False, options=options)
     theta = np.asarray(outcome.model.coef_, dtype=float) * data.label_bound
     return float(np.linalg.norm(theta - data.theta_star) / np.linalg.norm(data.theta_star))
+
+
+if __name__ == "__main__":  # pragma: no cover - ``python -m service.tools.bench_dp_iht --add-noiseless | --replot``
+    import sys
+
+    if len(sys.argv) == 3 and sys.argv[1] == "--add-noiseless":
+        add_noiseless(Path(sys.argv[2]), log=print)
+    elif len(sys.argv) == 4 and sys.argv[1] == "--replot":
+        plot_dp_iht_bench(json.loads(Path(sys.argv[2]).read_text()), Path(sys.argv[3]))
+    else:
+        raise SystemExit("usage: python -m service.tools.bench_dp_iht --add-noiseless RESULT.json | "
+                         "--replot RESULT.json PNG")

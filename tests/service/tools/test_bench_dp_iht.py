@@ -48,6 +48,15 @@ def test_sec72_bench_records_the_gap_of_real_releases_and_plots(data_dir: Path, 
     png = tmp_path / "gap.png"
     bench_dp_iht.plot_dp_iht_bench(result, png)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the noiseless baseline: the same iteration without noise, so a gap of the private run above it is privacy's
+    assert all(r["noiseless_gap"] == pytest.approx(r["noiseless_loss"] - r["loss"]) for r in result["references"])
+    # a stored result's configuration reads back, and its references can be recomputed (deterministic)
+    assert bench_dp_iht.config_from_json(json.loads(json.dumps(result["config"]))) == config
+    stored = tmp_path / "result.json"
+    stored.write_text(json.dumps({**result, "references": [
+        {k: v for k, v in r.items() if not k.startswith("noiseless")} for r in result["references"]]}))
+    restored = bench_dp_iht.add_noiseless(stored)
+    assert [r["noiseless_loss"] for r in restored["references"]] == [r["noiseless_loss"] for r in result["references"]]
 
 
 def test_reference_is_a_fixed_point_of_plain_iht() -> None:
