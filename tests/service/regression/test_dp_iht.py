@@ -176,6 +176,7 @@ def test_release_draws_one_count_and_t_gradient_vectors_of_the_calibrated_scale(
     ],
 )
 def test_bad_settings_name_the_parameter_and_store_and_charge_nothing(sparse, options: dict, fragment: str) -> None:  # noqa: ANN001
+    options = dict(options)  # the parameter is shared by the SQLite and PostgreSQL runs
     budget = {"epsilon": options.pop("epsilon", "1"), "delta": options.pop("delta", "1e-5")}
     with pytest.raises(RegressionInputError, match=fragment):
         fit_regression(sparse, "sparse", "linear", "y", FEATURES, method="dp-iht", intercept=False, options=options,
