@@ -137,7 +137,7 @@ def dp_iht_calibration(
 def clip_rows(rows: np.ndarray, bound: float) -> np.ndarray:
     """Each row scaled down to l2 norm at most ``bound``."""
     norms = np.linalg.norm(rows, axis=1, keepdims=True)
-    return rows * np.minimum(1.0, bound / np.maximum(norms, np.finfo(float).tiny))
+    return rows * (bound / np.maximum(norms, bound))  # min(1, G / ||row||), with no division by a zero norm
 
 
 def clipped_gradient_sum(X: np.ndarray, row_norms: np.ndarray, slopes: np.ndarray, bound: float) -> np.ndarray:
@@ -147,7 +147,7 @@ def clipped_gradient_sum(X: np.ndarray, row_norms: np.ndarray, slopes: np.ndarra
     the same vector as :func:`clip_rows` on the ``n x p`` gradients, in two passes over ``X`` instead of a copy.
     """
     norms = np.abs(slopes) * row_norms
-    return X.T @ (slopes * np.minimum(1.0, bound / np.maximum(norms, np.finfo(float).tiny)))
+    return X.T @ (slopes * (bound / np.maximum(norms, bound)))  # min(1, G / norm), never G / 0
 
 
 def _draw(noise: GaussianNoise, sigma: float, size: int) -> np.ndarray:

@@ -162,7 +162,7 @@ def _fit(request: Request, name: str, task: str, body: schemas.FitIn, principal:
         outcome = fit_regression(
             engine, name, task, body.target, body.features, method=body.method, epsilon=body.epsilon,
             delta=body.delta, release_id=body.release, intercept=body.intercept, principal=principal.label,
-            allow_unmeasured=body.allow_unmeasured, progress=progress,
+            allow_unmeasured=body.allow_unmeasured, progress=progress, options=body.settings() or None,
         )
         return 200, {**outcome.to_json(), "design": outcome.design.to_dict()}
 

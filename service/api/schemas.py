@@ -236,6 +236,8 @@ class Cost(BaseModel):
 
 # regression fits ----------------------------------------------------------------------------------
 FIT_METHODS = METHODS
+DP_IHT_SETTINGS = ("sparsity", "iterations", "step", "clip_norm", "l2")
+MAX_DP_IHT_ITERATIONS = 10_000  # service.mechanisms.dp_iht.MAX_ITERATIONS (the schema loads no numerical code)
 
 
 class FitIn(Strict):
@@ -253,12 +255,29 @@ class FitIn(Strict):
     allow_unmeasured: bool = Field(False, description="Let a marginal release that did not measure every column "
                                    "and pair among target and features answer (dd-ssp, aim-synth): the missing "
                                    "parts are then the model's extrapolation. Refused (422) otherwise.")
+    sparsity: Annotated[int, Field(ge=1, le=2**31 - 1)] | None = Field(
+        None, description="dp-iht (required there): the number of non-zero coefficients kept, the intercept counted.")
+    iterations: Annotated[int, Field(ge=1, le=MAX_DP_IHT_ITERATIONS)] | None = Field(
+        None, description="dp-iht: iterations T (default 50).")
+    step: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = Field(
+        None, description="dp-iht: step size (default 1/L, L the design's public smoothness bound).")
+    clip_norm: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = Field(
+        None, description="dp-iht: per-example gradient clip norm (default: the rows' norm bound B for logistic, "
+        "2B for linear).")
+    l2: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = Field(
+        None, description="dp-iht: the penalty (l2/2)||theta||^2 (default 0).")
 
     @model_validator(mode="after")
     def _budget_or_release(self) -> FitIn:
         if self.release is not None and (self.epsilon is not None or self.delta is not None):
             raise ValueError("give either release or epsilon/delta, not both")
+        if self.method != "dp-iht" and self.settings():
+            raise ValueError(f"{', '.join(self.settings())} apply to method dp-iht only")
         return self
+
+    def settings(self) -> dict[str, object]:
+        """The DP-IHT settings given (none for the other methods)."""
+        return {key: getattr(self, key) for key in DP_IHT_SETTINGS if getattr(self, key) is not None}
 
 
 class FitOut(BaseModel):

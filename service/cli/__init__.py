@@ -41,7 +41,8 @@ if __name__ == "__main__" or Path(sys.argv[0]).name == "marginalia" or sys.argv[
 
 # each module registers its commands on ``app`` when imported, in the order ``marginalia --help`` lists them
 from service.cli import database, releases, budgets, server, regression, datasets, collections  # noqa: E402, I001, F401
-from service.cli import stein_bench  # noqa: E402, F401  (adds its commands to regression.bench_app)
+# the experiments add their commands to ``regression.bench_app`` (``marginalia bench ...``)
+from service.cli import stein_bench, bench_dp_iht  # noqa: E402, F401
 from service.cli.common import app  # noqa: E402
 
 app.add_typer(datasets.dataset_app, name="dataset")

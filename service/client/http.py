@@ -49,6 +49,8 @@ from service.client.fitted import ExtrapolationWarning, FittedRegression
 Workload = str | Sequence[Sequence[str]] | Sequence[dict[str, object]]
 #: ``True`` (a line on stderr), ``False``, or a function called with every job report (``GET /jobs/{id}``).
 ProgressOption = bool | Callable[[dict[str, Any]], None]
+#: The settings of a dp-iht fit (the server's ``service.api.schemas.DP_IHT_SETTINGS``).
+DP_IHT_SETTINGS = ("sparsity", "iterations", "step", "clip_norm", "l2")
 FIT_PHASE = "fitting the model"  # service.progress.FIT_PHASE (the client imports nothing of the server)
 
 __all__ = ["Client", "MarginaliaError", "marginal_frame"]
@@ -247,30 +249,32 @@ class Client(CollectionsClient):
     def fit_linear(self, name: str, target: str, features: Sequence[str] | None = None, method: str = "dd-ssp",
                    epsilon: float | None = None, delta: float | None = None, release: int | None = None,
                    **options: Any) -> FittedRegression:
-        """A private linear regression of ``target`` (methods dd-ssp, adassp, aim-synth). Free when a
+        """A private linear regression of ``target`` (methods dd-ssp, adassp, aim-synth, dp-iht). Free when a
         stored release can answer; otherwise a new release is made with ``epsilon``/``delta`` and charged.
         ``options``: ``intercept`` (default True), ``allow_unmeasured`` (let a release that did not measure
-        every pair answer), ``idempotency_key``, ``progress``."""
+        every pair answer), ``idempotency_key``, ``progress``; for dp-iht ``sparsity`` (required),
+        ``iterations``, ``step``, ``clip_norm``, ``l2`` (the same settings later are answered by the stored model)."""
         return self._fit("linear", name, target, features, method, epsilon, delta, release, options)
 
     def fit_logistic(self, name: str, target: str, features: Sequence[str] | None = None, method: str = "dd-ssp",
                      epsilon: float | None = None, delta: float | None = None, release: int | None = None,
                      **options: Any) -> FittedRegression:
-        """A private logistic regression of a binary ``target`` (dd-ssp, objpert, aim-synth); as
+        """A private logistic regression of a binary ``target`` (dd-ssp, objpert, aim-synth, dp-iht); as
         :meth:`fit_linear`."""
         return self._fit("logistic", name, target, features, method, epsilon, delta, release, options)
 
     def _fit(self, task: str, name: str, target: str, features: Sequence[str] | None, method: str,
              epsilon: float | None, delta: float | None, release: int | None,
              options: dict[str, Any]) -> FittedRegression:
-        allowed = {"intercept", "idempotency_key", "allow_unmeasured", "progress"}
+        allowed = {"intercept", "idempotency_key", "allow_unmeasured", "progress", *DP_IHT_SETTINGS}
         unknown = set(options) - allowed
         if unknown:
             raise TypeError(f"unknown option(s) {sorted(unknown)}; allowed: {', '.join(sorted(allowed))}")
         body: dict[str, object] = {"target": target, "method": method, "intercept": options.get("intercept", True)}
         for key, value in (("features", None if features is None else list(features)), ("epsilon", epsilon),
                            ("delta", delta), ("release", release),
-                           ("allow_unmeasured", options.get("allow_unmeasured"))):
+                           ("allow_unmeasured", options.get("allow_unmeasured")),
+                           *((key, options.get(key)) for key in DP_IHT_SETTINGS)):
             if value is not None:
                 body[key] = value
         answer = self._charging(f"/datasets/{_segment(name)}/fit/{task}", body, options.get("idempotency_key"),

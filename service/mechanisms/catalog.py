@@ -7,7 +7,7 @@ docs/privacy.md.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from service.mechanisms.registry import MechanismSpec, OptionSpec, PrivacyNotion, Runner, RunRequest, register
@@ -16,6 +16,7 @@ from service.releases.kinds import ReleaseKind
 
 if TYPE_CHECKING:
     from service.mechanisms.base import MechanismResult
+    from workloads.encodings import DesignEncoding
 
 #: The regression methods a marginal release answers (service/regression/): its model answers every marginal.
 MARGINAL_ANSWERS = frozenset({"dd-ssp", "aim-synth"})
@@ -78,6 +79,18 @@ def _objpert(request: RunRequest) -> Runner:
     return ObjPertRelease(request.design, request.cost.epsilon, request.cost.delta, **request.options)
 
 
+def _dp_iht(request: RunRequest) -> Runner:
+    from service.mechanisms.dp_iht import DPIHTRelease
+
+    return DPIHTRelease(request.design, request.cost.rho, request.options)
+
+
+def _dp_iht_settings(design: DesignEncoding, options: Mapping[str, object] | None) -> dict[str, object]:
+    from service.mechanisms.dp_iht import resolve_options
+
+    return resolve_options(design, options)
+
+
 register(MechanismSpec(
     "laplace", ReleaseKind.MARGINALS, PrivacyNotion.PURE, _laplace,
     "every workload marginal with discrete Laplace noise; answered from the measurements (model only when needed)",
@@ -109,3 +122,9 @@ register(MechanismSpec(
     "objpert", ReleaseKind.MODEL, PrivacyNotion.APPROXIMATE, _objpert,
     "approximate minima perturbation (Iyengar et al. 2019, Alg. 1) of a logistic regression",
     uses_workload=False, answers=frozenset({"objpert"})))
+register(MechanismSpec(
+    "dp-iht", ReleaseKind.MODEL, PrivacyNotion.ZCDP, _dp_iht,
+    "DP-IHT (Wang & Xu 2019, Alg. 3): a sparse linear or logistic model by noisy iterative hard thresholding",
+    options=(OptionSpec("sparsity", int), OptionSpec("iterations", int), OptionSpec("step", float),
+             OptionSpec("clip_norm", float), OptionSpec("l2")),
+    uses_workload=False, answers=frozenset({"dp-iht"}), resolve_settings=_dp_iht_settings))

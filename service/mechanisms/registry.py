@@ -11,7 +11,10 @@ this registry instead of matching names. A spec says:
 * ``make_runner``: a factory that turns a checked :class:`RunRequest` into the runner the engine calls with the
   count oracle, the noise and a progress callback;
 * ``answers``: the regression methods a stored release of it can answer (:mod:`service.regression.matching`);
-* ``measured_cliques``: what a release of it measured (:mod:`service.releases.coverage`).
+* ``measured_cliques``: what a release of it measured (:mod:`service.releases.coverage`);
+* ``resolve_settings`` (model releases whose answer depends on settings, such as DP-IHT's sparsity): the complete,
+  checked settings of a request on a design, stored with the release and compared when a later request looks for
+  one to reuse (:mod:`service.regression.matching`).
 
 A new mechanism is one module and one :func:`register` call; the built-in ones are registered by
 :mod:`service.mechanisms.catalog`, loaded on the first lookup. This module imports nothing numerical, so the
@@ -106,6 +109,7 @@ class MechanismSpec:
     answers: frozenset[str] = frozenset()
     measured_cliques: Callable[[Mapping[str, object], Mapping[str, object], Sequence[str]], list[Clique]] = (
         _measures_workload)
+    resolve_settings: Callable[[DesignEncoding, Mapping[str, object] | None], dict[str, object]] | None = None
 
     @property
     def option_names(self) -> tuple[str, ...]:

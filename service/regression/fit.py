@@ -23,6 +23,8 @@ Sheldon 2024, "Private Regression via Data-Dependent Sufficient Statistic Pertur
               the same way                                         columns, any target
    objpert    a model release (:mod:`service.mechanisms.objpert`) the released model itself
               of exactly this design, epsilon and delta
+   dp-iht     a model release (:mod:`service.mechanisms.dp_iht`)  the released sparse model itself
+              of exactly this design, epsilon, delta and settings
    ========== ==================================================== =============================================
 
 New releases: dd-ssp / aim-synth measure all pairs among target and features with ``mechanism`` when the caller
@@ -31,7 +33,8 @@ marginal_mechanism_for` picks from public quantities (a linear DD-SSP on a narro
 toward its ``Z^T Z``; otherwise AIM), charged the rho that (epsilon, delta) converts to;
 adassp releases the whole noisy ``Z^T Z`` of the encoded target and features, charged the same converted rho
 (the zCDP calibration: the paper's printed (eps, delta) calibration is not used, see docs/privacy.md, section 8.5);
-objpert is charged (epsilon, delta) itself.
+objpert is charged (epsilon, delta) itself; dp-iht the converted rho, which its calibration splits exactly among the
+private row count and its iterations (docs/privacy.md, section 8.9 (e)).
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ from fractions import Fraction
 import numpy as np
 from sqlalchemy import Engine
 
-from estimators.base import BinaryClassifier, EstimatorError, LinearScoreModel
+from estimators.base import BinaryClassifier, EstimatorError, LinearRegressor, LinearScoreModel
 from estimators.central.linear import AdaSSPLinearRegression, DDSSPLinearRegression
 from estimators.central.logistic import DDSSPLogisticRegression
 from estimators.central.reference import fit_on_rows
@@ -56,8 +59,9 @@ from estimators.residual.regression_queries import DEFAULT_RIDGE_FACTOR, gram_no
 from service.accounting import accountant
 from service.accounting.accountant import release_costs
 from service.data.datasets import StoredDataset, get_dataset
-from service.errors import ServiceError
+from service.errors import InvalidInput, ServiceError
 from service.mechanisms import gram, registry
+from service.mechanisms.base import MechanismError
 from service.mechanisms.objpert import ModelPayload
 from service.mechanisms.progress import Progress, no_progress
 from service.mechanisms.registry import PrivacyNotion, RunRequest
@@ -86,6 +90,10 @@ from workloads.marginals import canonical
 #: What a fit answered by an objective-perturbation model reports: public calibration constants only (no solver
 #: diagnostics: whether and how fast the solver converged depends on the data).
 PUBLIC_OBJPERT_DETAILS = ("regularization", "noise_std", "output_noise_std", "gradient_tolerance")
+#: What a fit answered by a DP-IHT model reports: its settings and calibration (public numbers only).
+PUBLIC_DP_IHT_DETAILS = ("sparsity", "iterations", "step", "clip_norm", "l2", "rho", "rho_count", "rho_per_iteration",
+                         "sigma_gradient", "sigma_count")
+PUBLIC_MODEL_DETAILS = {"objpert": PUBLIC_OBJPERT_DETAILS, "dp-iht": PUBLIC_DP_IHT_DETAILS}
 
 
 @dataclass(frozen=True, eq=False)
@@ -140,8 +148,8 @@ class FitOutcome:
         }
 
 
-class ReleasedLogisticModel(BinaryClassifier):
-    """A logistic model read back from a model release (the payload of an objective-perturbation release)."""
+class _ReleasedModel(LinearScoreModel):
+    """A linear score read back from a model release's payload, in the order of the request's design."""
 
     def __init__(self, payload: ModelPayload, design: DesignEncoding) -> None:
         weights = dict(zip(payload.feature_names, payload.coef, strict=True))
@@ -149,6 +157,19 @@ class ReleasedLogisticModel(BinaryClassifier):
         if design.intercept:
             theta = [float(payload.intercept or 0.0), *theta]
         self._store(np.asarray(theta, dtype=float), design.feature_names, design.intercept)
+
+
+class ReleasedLogisticModel(_ReleasedModel, BinaryClassifier):
+    """A logistic model read back from a model release (objective perturbation, DP-IHT)."""
+
+
+class ReleasedLinearModel(_ReleasedModel, LinearRegressor):
+    """A linear model read back from a model release (DP-IHT)."""
+
+
+def released_model(payload: ModelPayload, design: DesignEncoding) -> LinearScoreModel:
+    """The fitted model a model release's payload holds, of the design's task."""
+    return (ReleasedLogisticModel if design.task == "logistic" else ReleasedLinearModel)(payload, design)
 
 
 def _marginal_reader(domain: Domain, model: Model):  # noqa: ANN202
@@ -180,8 +201,9 @@ def answer(
                                         float(release.params["failure_prob"]))
             estimator = AdaSSPLinearRegression().fit(stats, payload.lambda_min_noisy, scales)
             return estimator, {"ridge": estimator.ridge_, "lambda_min_tilde": estimator.lambda_min_tilde_}
-        return ReleasedLogisticModel(release.decoded_payload(), design), {
-            k: release.details[k] for k in PUBLIC_OBJPERT_DETAILS if k in release.details
+        public = PUBLIC_MODEL_DETAILS.get(release.mechanism, ())
+        return released_model(release.decoded_payload(), design), {
+            k: release.details[k] for k in public if k in release.details
         }
     except (EstimatorError, ResidualError, KeyError) as exc:
         raise ServiceError(f"release {release.id} could not answer {method}: {exc}", code="answer_failed",
@@ -251,9 +273,29 @@ def make_release(
                   "requested": requested}
     else:
         params = {"design": design.to_dict(), "requested": requested}
-    request = RunRequest(cost, design=design, epsilon=epsilon, delta=delta)
+    settings = model_settings(method, design, options)
+    if settings:
+        params["settings"] = settings
+    request = RunRequest(cost, options=settings, design=design, epsilon=epsilon, delta=delta)
     return release_engine.release_with(engine, dataset, spec, request, params, seed=seed, principal=principal,
                                        progress=progress)
+
+
+def model_settings(method: str, design: DesignEncoding, options: dict[str, object] | None) -> dict[str, object]:
+    """The complete, checked settings of a new release for ``method`` (DP-IHT's sparsity, iterations...), empty for
+    methods without settings; a :class:`RegressionInputError` naming the setting when one is wrong."""
+    if method in MARGINAL_METHODS:
+        return {}
+    spec = registry.get(mechanisms_answering(method)[0])
+    if spec.resolve_settings is None:
+        if options:
+            raise RegressionInputError(f"method {method!r} takes no settings, got {sorted(options)}")
+        return {}
+    try:
+        spec.check_options(options or {})
+        return spec.resolve_settings(design, options)
+    except (MechanismError, InvalidInput) as exc:
+        raise RegressionInputError(str(exc)) from None
 
 
 def marginal_mechanisms() -> list[str]:
@@ -308,6 +350,9 @@ def fit(
         raise RegressionInputError(f"intercept must be True or False, got {intercept!r}")
     dataset = get_dataset(engine, name)
     design = build_design(dataset.domain, task, target, features, categorical, intercept)
+    if release_id is not None and options and method not in MARGINAL_METHODS:
+        raise RegressionInputError(f"give either a release id or the settings of a new {method} release, not both")
+    settings = model_settings(method, design, options) if release_id is None else {}
     cost = PrivacyCost()
     effect = None
     if release_id is not None:
@@ -323,7 +368,8 @@ def fit(
         reused = True
     else:
         eps, dlt = check_budget(epsilon, delta)
-        found = find_release(engine, dataset, design, method, eps, dlt, allow_unmeasured) if reuse else None
+        found = (find_release(engine, dataset, design, method, eps, dlt, allow_unmeasured, settings) if reuse
+                 else None)
         reused = found is not None
         if found is None:
             chosen = mechanism or marginal_mechanism_for(design, method, eps, dlt)

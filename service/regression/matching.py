@@ -2,8 +2,9 @@
 
 A marginal release must have measured every column and pair among target and features (or the caller allows the
 model's extrapolation); a Gram release must hold the request's columns, encoded the same way; a model release
-must be of exactly the request's design, epsilon and delta. Among the releases that can answer, the best is picked
-(:func:`find_release`): free, since answering is post-processing.
+must be of exactly the request's design, epsilon and delta (and settings, for DP-IHT's sparsity, iterations...).
+Among the releases that can answer, the best is picked (:func:`find_release`): free, since answering is
+post-processing.
 """
 
 from __future__ import annotations
@@ -117,20 +118,21 @@ def _coverage(candidate: StoredRelease, domain: Domain, design: DesignEncoding) 
 
 def find_release(engine: Engine, dataset: StoredDataset, design: DesignEncoding, method: str,
                  epsilon: Fraction | None = None, delta: Fraction | None = None,
-                 allow_unmeasured: bool = False) -> int | None:
+                 allow_unmeasured: bool = False, settings: dict[str, object] | None = None) -> int | None:
     """The stored complete release that answers ``method`` on ``design`` best, or None. Seeded releases (made with
     a known seed for tests and benchmarks, no privacy) are never picked.
 
     Marginal methods: releases that measured every column and pair among target and features (with
     ``allow_unmeasured`` any marginal release, those that did first), then the one with the largest
     budget, then the newest. AdaSSP: the Gram release with the largest budget, then the newest.
-    ObjPert: the newest model release of this design at exactly ``epsilon`` and ``delta`` (the model
-    *is* the answer, so its privacy parameters are part of the question)."""
+    ObjPert, DP-IHT: the newest model release of this design at exactly ``epsilon`` and ``delta`` and with
+    exactly these (resolved) ``settings`` (the model *is* the answer, so its privacy parameters and its settings are
+    part of the question)."""
     kinds = {spec.kind for spec in registry.specs() if method in spec.answers}
     found = [c for c in _candidates(engine, dataset, kinds)
              if cannot_answer(c, dataset.domain, design, method, allow_unmeasured) is None]
     # a released model *is* the answer, so its privacy parameters are part of the question
-    found = [c for c in found if c.kind != ReleaseKind.MODEL or _same_request(c, epsilon, delta)]
+    found = [c for c in found if c.kind != ReleaseKind.MODEL or _same_request(c, epsilon, delta, settings or {})]
     if not found:
         return None
     costs = release_costs(engine, [c.id for c in found])
@@ -146,7 +148,9 @@ _KIND_CHECKS = {ReleaseKind.MARGINALS: _unmeasured, ReleaseKind.GRAM: _gram_mism
                 ReleaseKind.MODEL: _model_mismatch}
 
 
-def _same_request(candidate: StoredRelease, epsilon: Fraction | None, delta: Fraction | None) -> bool:
+def _same_request(candidate: StoredRelease, epsilon: Fraction | None, delta: Fraction | None,
+                  settings: dict[str, object]) -> bool:
     requested = candidate.params.get("requested") or {}
     return (epsilon is not None and delta is not None and isinstance(requested, dict)
-            and requested.get("epsilon") == float(epsilon) and requested.get("delta") == float(delta))
+            and requested.get("epsilon") == float(epsilon) and requested.get("delta") == float(delta)
+            and (candidate.params.get("settings") or {}) == settings)

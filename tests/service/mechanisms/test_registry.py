@@ -112,6 +112,7 @@ def test_every_builtin_mechanism_is_registered_with_its_kind_and_notion() -> Non
         "mst": (ReleaseKind.MARGINALS, PrivacyNotion.ZCDP), "aim": (ReleaseKind.MARGINALS, PrivacyNotion.ZCDP),
         "residual": (ReleaseKind.MARGINALS, PrivacyNotion.ZCDP),
         "adassp": (ReleaseKind.GRAM, PrivacyNotion.ZCDP), "objpert": (ReleaseKind.MODEL, PrivacyNotion.APPROXIMATE),
+        "dp-iht": (ReleaseKind.MODEL, PrivacyNotion.ZCDP),
     }
     assert {name for name in table if "dd-ssp" in registry.get(name).answers} == {"laplace", "gaussian", "mst", "aim",
                                                                                   "residual"}

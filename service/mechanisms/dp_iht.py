@@ -1,0 +1,192 @@
+"""The DP-IHT release: a sparse linear or logistic model (at most ``sparsity`` non-zero coefficients) whose payload is
+the model itself.
+
+Wang & Xu 2019, "On sparse linear regression in the local differential privacy model" (ICML), Sec. 6, Alg. 3, with
+per-example gradient clipping and an exact zCDP calibration (:mod:`estimators.central.dp_iht`; docs/privacy.md,
+section 8.9 (e)). The release is charged one rho (zCDP): a request at (epsilon, delta) is charged the largest rho on
+the accountant's grid that satisfies it (:meth:`service.mechanisms.registry.MechanismSpec.cost`), and
+:func:`~estimators.central.dp_iht.dp_iht_calibration` splits exactly that rho between the private row count
+(``COUNT_SHARE``) and ``iterations`` equal Gaussian releases of the clipped gradient sum, so the ledger's charge is the
+calibration's total, exactly.
+
+Settings (``options`` of the release, checked and completed by :func:`resolve_options` before anything is reserved,
+and stored with the release so that only an identical request reuses it):
+
+* ``sparsity`` (required): ``k``, counted over the encoded columns *and* the intercept when the design has one;
+* ``iterations`` (``T``, default :data:`DEFAULT_ITERATIONS`);
+* ``step`` (``eta``): default ``1 / L`` with ``L = B^2 / 4 + l2`` (logistic) or ``B^2 + l2`` (linear), ``B`` the
+  design's bound on ``||x||`` (intercept included): ``L`` bounds the smoothness of the average loss on every dataset,
+  so the default is a public number;
+* ``clip_norm`` (``G``): default ``B`` for the logistic loss (its gradient has norm at most ``||x|| <= B``: nothing
+  is clipped) and ``2 B`` for the squared loss (residuals up to 2 pass unclipped; the target is in ``[-1, 1]``);
+* ``l2``: the data-free penalty ``(l2 / 2) ||theta||^2`` (default 0; Sec. 7.2 uses ``1e-3`` with the logistic loss).
+
+Like objective perturbation this mechanism reads rows (:meth:`service.data.oracle.SqlCountOracle.rows`); only the
+fitted coefficients leave the runner, in the payload, and only public numbers (the calibration) in the details.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from fractions import Fraction
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from estimators.base import EstimatorError
+from estimators.central.dp_iht import DPIHTCalibration, DPIHTLinearRegression, DPIHTLogisticRegression
+from service.mechanisms.base import MechanismError, MechanismResult, Progress, no_progress
+from service.mechanisms.objpert import ModelPayload
+from service.privacy.cost import PrivacyCost
+from workloads import parameters
+from workloads.encodings import INTERCEPT_NAME, DesignEncoding
+
+if TYPE_CHECKING:
+    from service.data.oracle import SqlCountOracle
+    from service.privacy.noise import NoiseSource
+
+#: T when the request does not say.
+DEFAULT_ITERATIONS = 50
+#: The share of rho spent on the private row count ``n_hat`` (the rest is split equally among the iterations).
+COUNT_SHARE = Fraction(1, 10)
+#: The most iterations a request may ask for (each one reads every row once).
+MAX_ITERATIONS = 10_000
+#: The settings a request may give.
+OPTION_NAMES = ("sparsity", "iterations", "step", "clip_norm", "l2")
+
+
+def _fail(message: str) -> MechanismError:
+    return MechanismError(f"dp-iht: {message}")
+
+
+def _number(name: str, value: object, *, positive: bool) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise _fail(f"{name} must be a number, got {value!r}")
+    number = float(value)
+    if not math.isfinite(number) or number < 0 or (positive and number == 0):
+        raise _fail(f"{name} must be a finite number {'> 0' if positive else '>= 0'}, got {value!r}")
+    return number
+
+
+def _integer(name: str, value: object, minimum: int = 1) -> int:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    try:
+        return parameters.check_count(name, value, minimum)
+    except parameters.ParameterError as exc:
+        raise _fail(str(exc)) from None
+
+
+def dimension(design: DesignEncoding) -> int:
+    """The number of coefficients DP-IHT fits: the encoded columns, plus the intercept when the design has one."""
+    return design.n_features + int(design.intercept)
+
+
+def smoothness_bound(design: DesignEncoding, l2: float) -> float:
+    """``L``: a bound on the smoothness of the average loss plus ``(l2/2)||theta||^2`` on every dataset of the design.
+    Logistic: the per-example Hessian is ``phi'' x x^T`` with ``phi'' <= 1/4``; squared loss: ``x x^T``; and
+    ``||x x^T|| = ||x||^2 <= B^2``."""
+    bound = design.feature_norm_bound() ** 2
+    return (bound / 4.0 if design.task == "logistic" else bound) + l2
+
+
+def resolve_options(design: DesignEncoding, options: Mapping[str, object] | None) -> dict[str, object]:
+    """The complete, checked settings of a DP-IHT release on ``design`` (module docstring for the defaults).
+
+    Raises :class:`MechanismError` naming the setting (sparsity missing, below 1 or above the number of coefficients,
+    iterations below 1, a step, clip norm or penalty that is not a finite positive number...)."""
+    given = dict(options or {})
+    unknown = sorted(set(given) - set(OPTION_NAMES))
+    if unknown:
+        raise _fail(f"unknown setting(s) {unknown}; it takes {list(OPTION_NAMES)}")
+    if given.get("sparsity") is None:
+        raise _fail("sparsity is required (the number of non-zero coefficients to keep, --sparsity)")
+    p = dimension(design)
+    sparsity = _integer("sparsity", given["sparsity"])
+    if sparsity > p:
+        where = " (the intercept included)" if design.intercept else ""
+        raise _fail(f"sparsity must be at most the number of coefficients p={p}{where}, got {sparsity}")
+    iterations = _integer("iterations", given.get("iterations", DEFAULT_ITERATIONS))
+    if iterations > MAX_ITERATIONS:
+        raise _fail(f"iterations must be at most {MAX_ITERATIONS}, got {iterations}")
+    l2 = _number("l2", given.get("l2", 0.0), positive=False) if given.get("l2") is not None else 0.0
+    step = given.get("step")
+    step = 1.0 / smoothness_bound(design, l2) if step is None else _number("step", step, positive=True)
+    clip = given.get("clip_norm")
+    if clip is None:
+        clip = design.feature_norm_bound() * (1.0 if design.task == "logistic" else 2.0)
+    else:
+        clip = _number("clip_norm", clip, positive=True)
+    return {"sparsity": sparsity, "iterations": iterations, "step": step, "clip_norm": clip, "l2": l2}
+
+
+class DPIHTRelease:
+    """A release runner for :func:`service.releases.engine.run_release` (``runner=release``,
+    ``encode_payload=release.encode``), built by the registry (:mod:`service.mechanisms.catalog`).
+
+    ``rho`` is the charge (exact, > 0); ``options`` are resolved by :func:`resolve_options`. Everything is checked
+    here, before the engine reserves anything; the calibration's total equals ``rho`` exactly (a check, not a hope).
+    """
+
+    def __init__(self, design: DesignEncoding, rho: Fraction, options: Mapping[str, object] | None = None) -> None:
+        rho = Fraction(rho)
+        if rho <= 0:
+            raise _fail(f"rho must be > 0, got {rho}")
+        self.design = design
+        self.options = resolve_options(design, options)
+        self.cost = PrivacyCost(rho=rho)
+        estimator_class = DPIHTLogisticRegression if design.task == "logistic" else DPIHTLinearRegression
+        self.estimator = estimator_class(
+            sparsity=self.options["sparsity"], iterations=self.options["iterations"], eta=self.options["step"],
+            rho=rho, clip_norm=self.options["clip_norm"], l2=self.options["l2"], count_fraction=COUNT_SHARE)
+        try:
+            self.calibration: DPIHTCalibration = self.estimator.calibration()
+        except EstimatorError as exc:
+            raise _fail(str(exc)) from None
+        if self.calibration.rho_total != rho:  # the split is exact by construction; never charge what is not spent
+            raise _fail(f"calibration total {self.calibration.rho_total} differs from the charge {rho}")
+        self.payload: ModelPayload | None = None
+
+    @property
+    def attributes(self) -> Sequence[str]:
+        return (*self.design.features, self.design.target)
+
+    @property
+    def coefficient_names(self) -> tuple[str, ...]:
+        head = (INTERCEPT_NAME,) if self.design.intercept else ()
+        return (*head, *self.design.feature_names)
+
+    def public_details(self) -> dict[str, object]:
+        """The settings and the calibration: functions of the design and the charge only (nothing about the rows)."""
+        cal = self.calibration
+        return {
+            **self.options,
+            "rho": float(cal.rho),
+            "rho_count": float(cal.rho_count),
+            "rho_per_iteration": float(cal.rho_per_iteration),
+            "sigma_gradient": cal.sigma_gradient,
+            "sigma_count": cal.sigma_count,
+        }
+
+    def __call__(self, oracle: SqlCountOracle, noise: NoiseSource, progress: Progress = no_progress) -> MechanismResult:
+        codes = oracle.rows(self.attributes)
+        X, y = self.design.encode({name: codes[:, i] for i, name in enumerate(self.attributes)})
+        del codes
+        if self.design.intercept:
+            X = np.column_stack([np.ones(len(X)), X])
+        progress(1, 2, "encoded the rows")
+        try:
+            self.estimator.fit(X, y, noise.gaussian, self.coefficient_names)
+        except EstimatorError as exc:  # after the noise: the charge stands (release marked failed_after_noise)
+            raise MechanismError(f"dp-iht failed: {exc}") from None
+        progress(2, 2, f"ran {self.calibration.iterations} noisy hard-thresholding iterations")
+        theta = [float(c) for c in self.estimator.coef_]
+        intercept = theta.pop(0) if self.design.intercept else None
+        self.payload = ModelPayload(tuple(self.design.feature_names), tuple(theta), intercept)
+        return MechanismResult([], None, self.cost, self.public_details())  # type: ignore[arg-type]
+
+    def encode(self, result: MechanismResult) -> bytes:  # noqa: ARG002 - the payload is kept on the runner
+        if self.payload is None:
+            raise RuntimeError("the DP-IHT release has not run")
+        return self.payload.to_bytes()
