@@ -21,9 +21,7 @@ import numpy as np
 from sqlalchemy import Engine
 
 from estimators.local.aggregate import ReportAggregate
-from estimators.local.sparse.convex import ConvexSolverError
 from estimators.local.sparse.iht import label_iht_from_moments
-from estimators.local.sparse.lasso import default_lasso_penalty, lasso_from_moments
 from estimators.local.sparse.ldp_iht_rounds import campaign_estimate
 from service.collections.campaigns import CampaignInfo
 from service.collections.estimates import (
@@ -76,6 +74,9 @@ def _label_ldp(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAg
         run = label_iht_from_moments(gram, moment, spec.sparsity, spec.iterations, spec.eta, spec.radius)
         details.update({"iterations": spec.iterations, "sparsity": spec.sparsity, "eta": spec.eta})
         return _sparse_fit(campaign, model, run.theta, aggregate.count, details, ())
+    from estimators.local.sparse.convex import ConvexSolverError  # cvxpy loads in seconds: only when needed
+    from estimators.local.sparse.lasso import default_lasso_penalty, lasso_from_moments
+
     penalty = spec.alpha if spec.alpha is not None else default_lasso_penalty(spec.label_noise, aggregate.count,
                                                                               spec.dimension)
     try:
