@@ -13,8 +13,8 @@ the ball radius ``R`` of eq. 5, the residual clip ``c`` and the feature-norm bou
 radius ``r_x c``). Each participant reports once: ``epsilon``-LDP, delta 0 (Thm. 4; docs/privacy.md §8.9).
 
 Report: ``{"gradient": (p,)}``; every honest report has l2 norm exactly ``B = l2_ball_output_norm(p, r_x c, eps)``,
-so the schema bounds the norm by ``B`` (plus rounding) and each entry by ``B``. Participant data: ``{"x": (p,),
-"y": ()}`` (or rows of them).
+so the schema bounds the norm by ``B`` (plus :data:`NORM_SLACK`) and each entry by ``B``. Participant data:
+``{"x": (p,), "y": ()}`` (or rows of them).
 """
 
 from __future__ import annotations
@@ -41,8 +41,9 @@ from workloads.local.randomizers.iht_gradient import ldp_iht_report
 from workloads.local.randomizers.l2ball import l2_ball_output_norm
 from workloads.parameters import check_count, check_positive, check_sparsity
 
-#: relative slack on the report norm (rounding of ``B * g / ||g||``)
-NORM_SLACK = 1e-9
+#: relative slack on the report norm: rounding of ``B g / ||g||``, and a gateway's single-precision batches (float32
+#: keeps about 6e-8 relative per entry)
+NORM_SLACK = 1e-6
 
 
 def group_sizes(participants: int, steps: int) -> list[int]:

@@ -4,7 +4,6 @@ validators, and the parameters refused before anything is stored."""
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -40,8 +39,8 @@ def _reports(engine, campaign: str) -> list[tuple[int, int, int]]:  # noqa: ANN0
 
 
 def _round_payload_mean(engine, campaign: str, round_index: int) -> np.ndarray:  # noqa: ANN001
-    from db.reports import read_payloads
     from db.engine import transaction
+    from db.reports import read_payloads
 
     info = campaigns.get_campaign(engine, campaign)
     with transaction(engine) as session:
