@@ -37,7 +37,9 @@ from service.errors import Conflict, ServiceError
 
 def _sparse_fit(campaign: CampaignInfo, model: str, coef: np.ndarray, reports: int, details: dict[str, Any],
                 notes: tuple[str, ...]) -> CampaignFit:
-    support = [name for name, value in zip(campaign.features, coef, strict=True) if value != 0]
+    # the support: entries above 1e-6 of the largest (IHT's are exact zeros; an interior-point Lasso leaves ~1e-8)
+    floor = 1e-6 * float(np.max(np.abs(coef), initial=0.0))
+    support = [name for name, value in zip(campaign.features, coef, strict=True) if abs(value) > floor]
     out_notes = list(notes)
     if campaign.transform.source != "identity":
         out_notes.append(f"features were centred and scaled on the devices ({campaign.transform.source}); the "

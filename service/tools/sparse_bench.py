@@ -15,10 +15,11 @@ family answers from that one collection:
 Methods are found by name in :data:`METHODS`; a method joins with :func:`register_method` and its family's collector
 with :func:`register_family` (the central DP-IHT release, for instance, registers a family that makes a release on
 the same rows). One record per ``(method, p, n, epsilon, trial)``: ``relative_error`` ``||theta - theta*|| /
-||theta*||``, ``seconds`` (the family's collection plus this method's fit), ``collect_seconds``, ``fit_seconds``,
-``reports``; a ``summary`` per ``(method, p, n, epsilon)`` (mean, standard deviation, min, max). Seeds: the rows and
-the simulated devices of a cell are seeded from ``--seed`` and the cell (a benchmark's simulated participants; no
-campaign takes a seed).
+||theta*||``, ``seconds`` (wall time: the family's collection plus this method's fit), ``collect_seconds``,
+``fit_seconds``, ``cpu_seconds`` (this process's CPU time for the same; on a shared machine the wall time varies with
+the load), ``reports``; a ``summary`` per ``(method, p, n, epsilon)`` (mean, standard deviation, min, max). Seeds:
+the rows and the simulated devices of a cell are seeded from ``--seed`` and the cell (a benchmark's simulated
+participants; no campaign takes a seed).
 """
 
 from __future__ import annotations
@@ -234,19 +235,22 @@ def run_sparse_bench(config: SparseBench, log: Callable[[str], None] = lambda me
                         cell = BenchCell(engine, work, config, p, n, epsilon, trial, data,
                                          int(device_seed.generate_state(1)[0]))
                         for family in families:
-                            t0 = time.perf_counter()
+                            t0, c0 = time.perf_counter(), time.process_time()
                             handle = FAMILIES[family](cell)
                             collect_seconds = time.perf_counter() - t0
+                            collect_cpu = time.process_time() - c0
                             for method in (m for m in config.methods if METHODS[m].family == family):
-                                t1 = time.perf_counter()
+                                t1, c1 = time.perf_counter(), time.process_time()
                                 coef, extra = METHODS[method].answer(cell, handle)
                                 fit_seconds = time.perf_counter() - t1
+                                fit_cpu = time.process_time() - c1
                                 error = relative_error(coef, data.theta_star)
                                 records.append({
                                     "method": method, "family": family, "p": p, "n": n, "epsilon": epsilon,
                                     "trial": trial, "s": config.sparsity, "delta": config.delta,
                                     "relative_error": error, "seconds": collect_seconds + fit_seconds,
                                     "collect_seconds": collect_seconds, "fit_seconds": fit_seconds,
+                                    "cpu_seconds": collect_cpu + fit_cpu,
                                     "support_recovered": float(np.mean(coef[data.theta_star != 0] != 0)), **extra})
                                 log(f"{method} p={p} n={n} eps={epsilon:g} trial={trial}: relative error "
                                     f"{error:.3f}, {collect_seconds + fit_seconds:.1f} s")
