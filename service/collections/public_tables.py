@@ -160,14 +160,21 @@ def _coded_columns(frame: pd.DataFrame, csv_path: Path, domain_path: Path | None
 def load_public_csv(engine: Engine, name: str, csv_path: Path, domain_path: Path | None = None,
                     bins_path: Path | None = None, principal: str = "cli") -> PublicTableInfo:
     """Register a public table: its metadata row and its rows' table, in one transaction."""
-    check_name(name)
     columns, values = read_public_csv(Path(csv_path), domain_path, bins_path)
+    return store_public_table(engine, name, columns, values, str(csv_path), principal)
+
+
+def store_public_table(engine: Engine, name: str, columns: list[PublicColumn], values: np.ndarray, source: str,
+                       principal: str = "cli") -> PublicTableInfo:
+    """Register a public table from parsed columns and their finite float matrix (what :func:`load_public_csv` does
+    after reading its file; benchmarks holding the rows in memory call it directly)."""
+    check_name(name)
     try:
         with transaction(engine) as session:
             if session.execute(select(PublicTable.id).where(PublicTable.name == name)).first() is not None:
                 raise Conflict(f"a public table named {name!r} exists already", code="public_table_exists")
             row = PublicTable(name=name, columns_json=json.dumps([c.to_json() for c in columns]), row_table="pending",
-                              row_count=int(values.shape[0]), source=str(csv_path), principal=principal,
+                              row_count=int(values.shape[0]), source=source, principal=principal,
                               created_at=utcnow())
             session.add(row)
             session.flush()

@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 from sqlalchemy import Engine
 
 from estimators.local.accuracy import relative_error
@@ -151,13 +150,12 @@ def _collect_ldp_iht(cell: BenchCell) -> str:
 
 def _collect_label_ldp(cell: BenchCell) -> str:
     from service.collections.campaigns import create_campaign
-    from service.collections.public_tables import load_public_csv
+    from service.collections.public_tables import PublicColumn, store_public_table
 
     name = f"label-ldp-{cell.tag}"
-    csv = cell.work / f"{name}.csv"
-    pd.DataFrame(cell.data.X, columns=cell.features).to_csv(csv, index=False)
-    load_public_csv(cell.engine, name, csv)
-    csv.unlink()
+    # the rows are in memory: stored as `marginalia public load` stores a parsed CSV (no round trip through a file)
+    store_public_table(cell.engine, name, [PublicColumn(f, "numeric") for f in cell.features], cell.data.X,
+                       "bench sparse")
     create_campaign(cell.engine, name, "label-ldp", cell.features, "y", public=name, epsilon=cell.epsilon,
                     delta=cell.config.delta, options=_options(cell, standardize=False))
     _simulate(cell, name)
