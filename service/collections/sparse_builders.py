@@ -1,4 +1,5 @@
-"""Campaign builders of the sparse-regression protocols (Wang & Xu, ICML 2019): ``ldp-iht`` and ``label-ldp``.
+"""Campaign builders of the sparse and low-dimensional protocols: ``ldp-iht`` and ``label-ldp`` (Wang & Xu, ICML 2019),
+``bernstein``, ``bernstein-1bit`` and ``dr-erm`` (Wang, Gaboardi & Xu, NeurIPS 2018).
 
 Registered with :func:`service.collections.builders.register_builder` (imported at the end of that module). Every
 setting the server will use (sparsity, rounds, step, radius, clipping bounds, the Lasso's lambda) is fixed here, so a
@@ -16,11 +17,20 @@ bad one (``s > p``, ``T < 1``, ``eta <= 0``, ...) is an error naming the option 
 participants or the public rows; ``eta`` 1; ``alpha`` (the Lasso's lambda) defaults to Sec. 5's order made explicit
 (``estimators.local.sparse.lasso.default_lasso_penalty``); ``feature_bound`` defaults to the largest ``|x_j|`` of the
 public table (after the transform).
+
+``bernstein`` / ``bernstein-1bit`` (Algs. 2 and 3, squared loss, p <= 3): options ``degree`` (k, default 6),
+``order`` (the iterated Bernstein order h, default 2), ``lower``/``upper`` (the parameter box, default [-1, 1]),
+``feature_bound`` and ``label_bound`` (default 1: only the default ``loss_scale`` uses them, the largest squared
+residual over the box), ``participants``. ``dr-erm`` (Alg. 4): ``rows`` (m, the projection's dimension, default 20),
+``constraint`` (``l1`` or ``simplex``), ``radius`` (of C, default 1), ``feature_radius`` (the clip on ``||Phi x||``,
+default 1), ``label_bound`` (1), ``participants``; the projection's seed is drawn here (public, published). All three
+are pure epsilon (delta must be 0) and take the features in their own units unless a transform is asked for.
 """
 
 from __future__ import annotations
 
 import math
+import secrets
 
 import numpy as np
 
@@ -31,6 +41,8 @@ from service.collections.builders import (
     _invalid,
     register_builder,
 )
+from workloads.local.protocol_bernstein import BernsteinSpec, OneBitBernsteinSpec, default_loss_scale
+from workloads.local.protocol_dr_erm import MAX_SEED, DrErmSpec
 from workloads.local.protocol_label_ldp import LabelLdpSpec
 from workloads.local.protocol_ldp_iht import LdpIhtSpec
 from workloads.local.protocols import ProtocolSpec
@@ -92,6 +104,49 @@ def _label_ldp(request: CampaignRequest) -> ProtocolSpec:
                         alpha=options.number("alpha"), participants=participants)
 
 
+def _pure(request: CampaignRequest, protocol: str, why: str) -> None:
+    if request.delta != 0:
+        raise _invalid(f"delta must be 0 for {protocol} ({why}), got {request.delta}")
+
+
+def _bernstein_settings(request: CampaignRequest, protocol: str) -> dict[str, object]:
+    _pure(request, protocol, "Laplace noise" if protocol == "bernstein" else "one randomized bit")
+    p = len(request.features)
+    if p > 3:
+        raise _invalid(f"dimension mismatch: {protocol} is for p <= 3 (a grid of (k + 1)^p losses), got {p} features "
+                       f"{list(request.features)}")
+    options = request.options
+    lower, upper = options.number("lower", -1.0, positive=False), options.number("upper", 1.0, positive=False)
+    if not lower < upper:
+        raise _invalid(f"option lower must be below upper, got lower={lower}, upper={upper}")
+    scale = options.number("loss_scale")
+    if scale is None:
+        scale = default_loss_scale(p, lower, upper, options.number("feature_bound", 1.0),
+                                   options.number("label_bound", 1.0))
+    return {"dimension": p, "degree": options.count("degree") or 6, "order": options.count("order") or 2,
+            "lower": lower, "upper": upper, "loss_scale": scale, "epsilon": request.epsilon,
+            "participants": options.count("participants")}
+
+
+def _bernstein(request: CampaignRequest) -> ProtocolSpec:
+    return BernsteinSpec(**_bernstein_settings(request, "bernstein"))
+
+
+def _one_bit_bernstein(request: CampaignRequest) -> ProtocolSpec:
+    return OneBitBernsteinSpec(**_bernstein_settings(request, "bernstein-1bit"))
+
+
+def _dr_erm(request: CampaignRequest) -> ProtocolSpec:
+    _pure(request, "dr-erm", "the l2-ball randomizer")
+    options = request.options
+    return DrErmSpec(dimension=len(request.features), rows=options.count("rows") or 20,
+                     projection_seed=secrets.randbelow(MAX_SEED), epsilon=request.epsilon,
+                     feature_radius=options.number("feature_radius", 1.0),
+                     label_bound=options.number("label_bound", 1.0),
+                     constraint=options.choice("constraint", ("l1", "simplex"), "l1"),
+                     radius=options.number("radius", 1.0), participants=options.count("participants"))
+
+
 register_builder(ProtocolBuilder("ldp-iht", _ldp_iht, "required",
                                  "LDP-IHT (Wang & Xu 2019, Alg. 1): T rounds, T disjoint groups, l2-ball gradients "
                                  "(options: sparsity, rounds, eta, radius, label_bound, residual_bound, "
@@ -100,3 +155,13 @@ register_builder(ProtocolBuilder("label-ldp", _label_ldp, "required",
                                  "public features, Gaussian label reports; answers IHT (Alg. 2) and the Lasso "
                                  "(Sec. 5) (options: sparsity, iterations, eta, radius, alpha, label_bound, "
                                  "feature_bound, participants)"))
+register_builder(ProtocolBuilder("bernstein", _bernstein, "required",
+                                 "Local Bernstein Mechanism (Wang, Gaboardi & Xu 2018, Alg. 2), squared loss, p <= 3 "
+                                 "(options: degree, order, lower, upper, loss_scale, feature_bound, label_bound, "
+                                 "participants)", transform=False))
+register_builder(ProtocolBuilder("bernstein-1bit", _one_bit_bernstein, "required",
+                                 "its 1-bit variant (Alg. 3), same options", transform=False))
+register_builder(ProtocolBuilder("dr-erm", _dr_erm, "required",
+                                 "DR-ERM-LDP (Alg. 4): public random projection, l2-ball projected statistics, "
+                                 "recovery over the l1 ball or the simplex (options: rows, constraint, radius, "
+                                 "feature_radius, label_bound, participants)", transform=False))

@@ -1,4 +1,4 @@
-"""Estimates of the sparse-regression campaigns (Wang & Xu, ICML 2019), from the rounds' running aggregates.
+"""Estimates of the sparse and low-dimensional campaigns, from the rounds' running aggregates.
 
 Registered with :func:`service.collections.estimates.register_estimates` (imported at the end of that module):
 
@@ -9,7 +9,14 @@ Registered with :func:`service.collections.estimates.register_estimates` (import
   ``G = X^T X / n`` from the public table's rows (transformed as the devices transform them) and
   ``b = (sum of the reports x_i tilde y_i) / (number of reports)``.
 
-A cvxpy failure of the Lasso is an error with code ``solver_failed`` naming each solver's status, never a model.
+* ``bernstein``, model ``linear`` (Wang, Gaboardi & Xu 2018, Alg. 2): the mean report is the risk at every grid
+  point; the iterated Bernstein polynomial of it is minimised over the box (``estimators.local.sparse.bernstein``);
+* ``bernstein-1bit``, model ``linear`` (Alg. 3): per grid point ``2 sum(b y) / count`` from the two running sums,
+  then the same; a grid point no participant drew is an error naming it;
+* ``dr-erm``, model ``linear`` (Alg. 4): the mean report gives the projected statistics; projected least squares
+  over ``Phi C`` and the recovery in ``C`` with cvxpy (``estimators.local.sparse.dr_erm``).
+
+A cvxpy failure (the Lasso, DR-ERM) is an error with code ``solver_failed`` naming each solver's status, never a model.
 Coefficients are on the features' own scale (the campaign's public transform undone), as for every campaign model.
 """
 
@@ -49,6 +56,16 @@ def _sparse_fit(campaign: CampaignInfo, model: str, coef: np.ndarray, reports: i
                        {**details, "support": support, "transform": campaign.transform.to_json()}, tuple(out_notes))
 
 
+def _solved(solve: Any, what: str) -> Any:
+    """``solve()``, a cvxpy failure becoming the error ``solver_failed`` that names each solver's status."""
+    from estimators.local.sparse.convex import ConvexSolverError  # cvxpy loads in seconds: only when needed
+
+    try:
+        return solve()
+    except ConvexSolverError as error:
+        raise ServiceError(f"{what}: {error}", code="solver_failed", status=422) from None
+
+
 def _ldp_iht(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate | None], model: str,
              covariance: str | None) -> CampaignFit:
     spec = campaign.spec
@@ -76,18 +93,53 @@ def _label_ldp(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAg
         run = label_iht_from_moments(gram, moment, spec.sparsity, spec.iterations, spec.eta, spec.radius)
         details.update({"iterations": spec.iterations, "sparsity": spec.sparsity, "eta": spec.eta})
         return _sparse_fit(campaign, model, run.theta, aggregate.count, details, ())
-    from estimators.local.sparse.convex import ConvexSolverError  # cvxpy loads in seconds: only when needed
     from estimators.local.sparse.lasso import default_lasso_penalty, lasso_from_moments
 
     penalty = spec.alpha if spec.alpha is not None else default_lasso_penalty(spec.label_noise, aggregate.count,
                                                                               spec.dimension)
-    try:
-        coef = lasso_from_moments(gram, moment, penalty, f"label-private Lasso of campaign {campaign.name!r}")
-    except ConvexSolverError as error:
-        raise ServiceError(str(error), code="solver_failed", status=422) from None
+    coef = _solved(lambda: lasso_from_moments(gram, moment, penalty, "label-private Lasso"),
+                   f"campaign {campaign.name!r}")
     details["alpha"] = penalty
     return _sparse_fit(campaign, model, coef, aggregate.count, details, ())
 
 
+def _bernstein(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate | None], model: str,
+               covariance: str | None) -> CampaignFit:
+    from estimators.local.sparse.bernstein import LocalBernsteinLinearRegression
+
+    spec = campaign.spec
+    aggregate = _round0(campaign, aggregates)
+    if spec.protocol == "bernstein":
+        grid_values = aggregate.mean("losses")
+    else:
+        counts = aggregate.sums["count"]
+        if np.any(counts == 0):
+            raise Conflict(f"campaign {campaign.name!r}: grid point(s) {np.flatnonzero(counts == 0)[:5].tolist()} "
+                           "have no report yet (Alg. 3 needs every grid point)", code="round_pending")
+        grid_values = 2.0 * aggregate.sums["weighted"] / counts
+    estimator = LocalBernsteinLinearRegression(spec.degree, spec.dimension, spec.order, spec.lower, spec.upper)
+    estimator.fit(grid_values[np.newaxis, :])  # one row: the estimated risk at every grid point
+    details = {"grid_points": spec.grid_size, "degree": spec.degree, "order": spec.order,
+               "box": [spec.lower, spec.upper], "risk_at_minimum": float(estimator.surface_(
+                   ((estimator.coef_ - spec.lower) / (spec.upper - spec.lower))[np.newaxis, :])[0]) * spec.loss_scale}
+    return _sparse_fit(campaign, model, estimator.coef_, aggregate.count, details, ())
+
+
+def _dr_erm(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate | None], model: str,
+            covariance: str | None) -> CampaignFit:
+    from estimators.local.sparse.dr_erm import DRERMLinearRegression
+
+    spec = campaign.spec
+    aggregate = _round0(campaign, aggregates)
+    estimator = DRERMLinearRegression(spec.constraint, spec.radius)
+    _solved(lambda: estimator.fit(aggregate.mean("statistics"), spec.projection()), f"campaign {campaign.name!r}")
+    details = {"rows": spec.rows, "projection_seed": spec.projection_seed, "constraint": spec.constraint,
+               "radius": spec.radius}
+    return _sparse_fit(campaign, model, estimator.coef_, aggregate.count, details, ())
+
+
 register_estimates("ldp-iht", Estimates(("iht",), _ldp_iht))
 register_estimates("label-ldp", Estimates(("iht", "lasso"), _label_ldp))
+register_estimates("bernstein", Estimates(("linear",), _bernstein))
+register_estimates("bernstein-1bit", Estimates(("linear",), _bernstein))
+register_estimates("dr-erm", Estimates(("linear",), _dr_erm))

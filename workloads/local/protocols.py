@@ -693,4 +693,9 @@ class TwoRoundSteinSpec(_StatisticsBounds, ProtocolSpec):
 
 
 # The protocols defined in their own modules register themselves on import (after everything above exists).
-from workloads.local import protocol_label_ldp, protocol_ldp_iht  # noqa: E402, F401, I001
+from workloads.local import (  # noqa: E402, F401, I001
+    protocol_bernstein,
+    protocol_dr_erm,
+    protocol_label_ldp,
+    protocol_ldp_iht,
+)

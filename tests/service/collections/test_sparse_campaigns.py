@@ -4,6 +4,7 @@ validators, and the parameters refused before anything is stored."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -36,6 +37,17 @@ def _reports(engine, campaign: str) -> list[tuple[int, int, int]]:  # noqa: ANN0
         return [tuple(r) for r in connection.execute(text(
             "SELECT r.participant_id, r.round_index, r.epsilon_units FROM reports r JOIN campaigns c ON "
             "c.id = r.campaign_id WHERE c.name = :c"), {"c": campaign})]
+
+
+def _aggregate_sums(engine, campaign: str, round_index: int = 0) -> dict[str, np.ndarray]:  # noqa: ANN001
+    """Round ``round_index``'s running sums as the service stored them."""
+    from estimators.local.aggregate import ReportAggregate
+
+    with engine.connect() as connection:
+        raw = connection.execute(text("SELECT r.aggregate_json FROM campaign_rounds r JOIN campaigns c ON c.id = "
+                                      "r.campaign_id WHERE c.name = :c AND r.round_index = :i"),
+                                 {"c": campaign, "i": round_index}).scalar_one()
+    return ReportAggregate.from_json(json.loads(raw)).sums
 
 
 def _round_payload_mean(engine, campaign: str, round_index: int) -> np.ndarray:  # noqa: ANN001
