@@ -10,16 +10,21 @@ family answers from that one collection:
   the simulator plays its ``T = ceil(ln(n / p))`` rounds through the batch submission path (validation, the local
   ledger, the running aggregates, the transitions), then the code ``marginalia campaign fit`` runs (model ``iht``);
 * family ``label-ldp`` (methods ``label-ldp-iht``, Alg. 2, and ``lasso``, Sec. 5): the rows' features are loaded as
-  a public table, a ``label-ldp`` campaign collects the label reports once, and both models answer from it (free).
+  a public table, a ``label-ldp`` campaign collects the label reports once, and both models answer from it (free);
+* families ``bernstein``, ``bernstein-1bit`` and ``dr-erm`` (Wang, Gaboardi & Xu 2018, Algs. 2-4; methods of the
+  same names, model ``linear``): a campaign of that protocol on the same rows (Bernstein: ``p <= 3``, box
+  ``[-1, 1]^p``; DR-ERM: the l1 ball of radius ``sqrt(s)``, which holds ``theta*``, and ``||Phi x||`` clipped at
+  ``sqrt(p)``).
 
 Methods are found by name in :data:`METHODS`; a method joins with :func:`register_method` and its family's collector
 with :func:`register_family` (the central DP-IHT release, for instance, registers a family that makes a release on
 the same rows). One record per ``(method, p, n, epsilon, trial)``: ``relative_error`` ``||theta - theta*|| /
-||theta*||``, ``seconds`` (wall time: the family's collection plus this method's fit), ``collect_seconds``,
-``fit_seconds``, ``cpu_seconds`` (this process's CPU time for the same; on a shared machine the wall time varies with
-the load), ``reports``; a ``summary`` per ``(method, p, n, epsilon)`` (mean, standard deviation, min, max). Seeds:
-the rows and the simulated devices of a cell are seeded from ``--seed`` and the cell (a benchmark's simulated
-participants; no campaign takes a seed).
+||theta*||``, ``excess_risk`` (``L(theta) - L(theta*)``, ``L`` the empirical squared risk
+``(1/2n) ||y - X theta||^2`` on the cell's rows), ``seconds`` (wall time: the family's collection plus this method's
+fit), ``collect_seconds``, ``fit_seconds``, ``cpu_seconds`` (this process's CPU time for the same; on a shared
+machine the wall time varies with the load), ``reports``; a ``summary`` per ``(method, p, n, epsilon)`` (mean,
+standard deviation, min, max). Seeds: the rows and the simulated devices of a cell are seeded from ``--seed`` and the
+cell (a benchmark's simulated participants; no campaign takes a seed).
 """
 
 from __future__ import annotations
@@ -176,11 +181,35 @@ def campaign_answer(model: str) -> Answer:
     return answer
 
 
+def _collect_plain(protocol: str, **options: object) -> Collect:
+    """A family of one campaign of ``protocol`` on the rows as they are (no public table)."""
+
+    def collect(cell: BenchCell) -> str:
+        from service.collections.campaigns import create_campaign
+
+        name = f"{protocol}-{cell.tag}"
+        extra = {key: value(cell) if callable(value) else value for key, value in options.items()}
+        create_campaign(cell.engine, name, protocol, cell.features, "y", epsilon=cell.epsilon, delta=0.0,
+                        options={"participants": cell.n, "label_bound": cell.label_bound, **extra})
+        _simulate(cell, name)
+        return name
+
+    return collect
+
+
 register_family("ldp-iht", _collect_ldp_iht)
 register_family("label-ldp", _collect_label_ldp)
+# Bernstein (p <= 3): the box [-1, 1]^p holds theta* (unit norm); DR-ERM: the l1 ball of radius sqrt(s) holds it
+register_family("bernstein", _collect_plain("bernstein", feature_bound=1.0))
+register_family("bernstein-1bit", _collect_plain("bernstein-1bit", feature_bound=1.0))
+register_family("dr-erm", _collect_plain("dr-erm", radius=lambda cell: math.sqrt(cell.config.sparsity),
+                                         feature_radius=lambda cell: math.sqrt(cell.p)))
 register_method(SparseMethod("ldp-iht", "ldp-iht", campaign_answer("iht")))
 register_method(SparseMethod("label-ldp-iht", "label-ldp", campaign_answer("iht")))
 register_method(SparseMethod("lasso", "label-ldp", campaign_answer("lasso")))
+register_method(SparseMethod("bernstein", "bernstein", campaign_answer("linear")))
+register_method(SparseMethod("bernstein-1bit", "bernstein-1bit", campaign_answer("linear")))
+register_method(SparseMethod("dr-erm", "dr-erm", campaign_answer("linear")))
 
 
 # ------------------------------------------------------------------------------------------------------------ run
@@ -243,10 +272,12 @@ def run_sparse_bench(config: SparseBench, log: Callable[[str], None] = lambda me
                                 fit_seconds = time.perf_counter() - t1
                                 fit_cpu = time.process_time() - c1
                                 error = relative_error(coef, data.theta_star)
+                                excess = excess_risk(data, coef)
                                 records.append({
                                     "method": method, "family": family, "p": p, "n": n, "epsilon": epsilon,
                                     "trial": trial, "s": config.sparsity, "delta": config.delta,
-                                    "relative_error": error, "seconds": collect_seconds + fit_seconds,
+                                    "relative_error": error, "excess_risk": excess,
+                                    "seconds": collect_seconds + fit_seconds,
                                     "collect_seconds": collect_seconds, "fit_seconds": fit_seconds,
                                     "cpu_seconds": collect_cpu + fit_cpu,
                                     "support_recovered": float(np.mean(coef[data.theta_star != 0] != 0)), **extra})
@@ -258,6 +289,15 @@ def run_sparse_bench(config: SparseBench, log: Callable[[str], None] = lambda me
             "summary": summarize(records), "seconds": time.perf_counter() - started}
 
 
+def excess_risk(data: SparseLinearData, coef: np.ndarray) -> float:
+    """``L(theta) - L(theta*)`` with ``L(theta) = (1/2n) ||y - X theta||^2`` on the cell's rows (the empirical risk
+    the ERM papers measure)."""
+    def risk(theta: np.ndarray) -> float:
+        return float(np.mean(np.square(data.y - data.X @ theta)) / 2.0)
+
+    return risk(coef) - risk(data.theta_star)
+
+
 def summarize(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Mean, standard deviation, min and max of the relative error (and the mean seconds) per method and cell."""
     groups: dict[tuple, list[dict[str, Any]]] = {}
@@ -267,6 +307,7 @@ def summarize(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     for (method, p, n, epsilon), rows in groups.items():
         errors = [r["relative_error"] for r in rows]
         out.append({"method": method, "p": p, "n": n, "epsilon": epsilon, "trials": len(rows),
+                    "excess_risk_mean": statistics.fmean(r["excess_risk"] for r in rows),
                     "relative_error_mean": statistics.fmean(errors),
                     "relative_error_std": statistics.stdev(errors) if len(errors) > 1 else 0.0,
                     "relative_error_min": min(errors), "relative_error_max": max(errors),
