@@ -13,7 +13,7 @@ from estimators.local.sparse.bernstein import LocalBernsteinLinearRegression, it
 from estimators.local.sparse.dr_erm import DRERMLinearRegression
 from service.collections import campaigns, estimates, simulate
 from service.errors import InvalidInput
-from tests.service.collections.test_sparse_campaigns import _aggregate_sums
+from tests.service.collections.test_sparse_campaigns import _aggregate_sums, _reports
 from workloads.local.randomizers.bernstein import bernstein_grid, one_bit_laplace_epsilon, squared_loss_on_grid
 from workloads.local.randomizers.random_projection_statistics import projected_statistics, random_projection
 
@@ -62,6 +62,9 @@ def test_bernstein_alg2_campaign(engine) -> None:  # noqa: ANN001
 
     assert excess(fit.coefficients["x"]) <= excess(noiseless) + 2 * shift
     assert fit.to_json()["cost"]["epsilon"] == 0.0
+    # the ledger: one report per participant, each (eps, 0)
+    rows = _reports(engine, "bern")
+    assert len({r[0] for r in rows}) == n and {(r[2], r[3]) for r in rows} == {(int(eps * 1e12), 0)}
 
 
 def test_bernstein_one_bit_campaign(engine) -> None:  # noqa: ANN001
@@ -84,6 +87,7 @@ def test_bernstein_one_bit_campaign(engine) -> None:  # noqa: ANN001
     fit = estimates.fit_campaign(engine, "bit", "linear")
     assert fit.coefficients["x"] == pytest.approx(_box_fit(spec, estimate), abs=1e-12)
     assert -1.0 <= fit.coefficients["x"] <= 1.0
+    assert {(r[2], r[3]) for r in _reports(engine, "bit")} == {(int(eps * 1e12), 0)}
 
 
 def test_dr_erm_campaign(engine) -> None:  # noqa: ANN001
@@ -109,6 +113,7 @@ def test_dr_erm_campaign(engine) -> None:  # noqa: ANN001
     expected = DRERMLinearRegression("l1", 1.0).fit(mean, phi).coef_
     np.testing.assert_allclose([fit.coefficients[f"x{j}"] for j in range(p)], expected, atol=1e-6)
     assert np.abs(expected).sum() <= 1.0 + 1e-6  # w lies in C, the unit l1 ball
+    assert {(r[2], r[3]) for r in _reports(engine, "dr")} == {(int(eps * 1e12), 0)}
 
 
 @pytest.mark.parametrize(

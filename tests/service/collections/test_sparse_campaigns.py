@@ -32,11 +32,12 @@ def sparse_rows(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return x, x @ THETA + rng.uniform(-0.05, 0.05, size=n)
 
 
-def _reports(engine, campaign: str) -> list[tuple[int, int, int]]:  # noqa: ANN001
+def _reports(engine, campaign: str) -> list[tuple[int, int, int, int]]:  # noqa: ANN001
+    """The campaign's rows of the local ledger: participant, round, epsilon and delta units spent."""
     with engine.connect() as connection:
         return [tuple(r) for r in connection.execute(text(
-            "SELECT r.participant_id, r.round_index, r.epsilon_units FROM reports r JOIN campaigns c ON "
-            "c.id = r.campaign_id WHERE c.name = :c"), {"c": campaign})]
+            "SELECT r.participant_id, r.round_index, r.epsilon_units, r.delta_units FROM reports r JOIN campaigns c "
+            "ON c.id = r.campaign_id WHERE c.name = :c"), {"c": campaign})]
 
 
 def _aggregate_sums(engine, campaign: str, round_index: int = 0) -> dict[str, np.ndarray]:  # noqa: ANN001
@@ -95,7 +96,7 @@ def test_ldp_iht_campaign_runs_its_rounds_and_fits_a_known_answer(engine) -> Non
     # the ledger: every participant reported once and spent exactly epsilon (Alg. 1, Thm. 4)
     rows = _reports(engine, "iht")
     assert len(rows) == n and len({r[0] for r in rows}) == n
-    assert {r[2] for r in rows} == {int(eps * 1e12)}
+    assert {(r[2], r[3]) for r in rows} == {(int(eps * 1e12), 0)}
 
 
 def test_a_running_ldp_iht_campaign_answers_with_the_rounds_done(engine) -> None:  # noqa: ANN001
@@ -164,8 +165,10 @@ def test_label_ldp_answers_iht_and_the_lasso_from_one_collection(engine, label_c
     assert np.linalg.norm(iht_coef - THETA) < math.sqrt(P) * noise
     assert np.linalg.norm(lasso_coef - THETA) < math.sqrt(P) * (noise + lasso.details["alpha"])
     assert iht.details["support"] == ["a", "c"]
-    # one collection, one spend: each participant once, (epsilon, delta) of the campaign
-    assert len(_reports(engine, "labels")) == n
+    # one collection, one spend: each participant once, (epsilon, delta) of the campaign (2, 1e-5)
+    rows = _reports(engine, "labels")
+    assert len(rows) == n == len({r[0] for r in rows})
+    assert {(r[2], r[3]) for r in rows} == {(2 * 10**12, 10**13)}
 
 
 def test_a_lasso_solver_failure_is_named(engine, label_campaign, monkeypatch) -> None:  # noqa: ANN001
