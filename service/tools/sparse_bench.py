@@ -343,8 +343,9 @@ def plot_sparse_bench(result: dict[str, Any], path: Path) -> None:
     axes[0][0].set_ylabel("relative error ||theta - theta*|| / ||theta*||")
     axes[0][0].legend(fontsize=8)
     eta = result["config"]["eta"]
-    fig.suptitle(f"Wang & Xu (2019) Sec. 7.1 through the collections service (eta = {1.0 if eta is None else eta:g})",
-                 fontsize=10)
+    iht = any("iht" in method for method in result["config"]["methods"])
+    step = f", IHT step eta = {1.0 if eta is None else eta:g}" if iht else ""
+    fig.suptitle(f"Sec. 7.1's design through the collections service{step}", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
