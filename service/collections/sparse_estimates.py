@@ -7,8 +7,7 @@ Registered with :func:`service.collections.estimates.register_estimates` (import
   still running gives the estimate after the rounds done so far (``details.rounds_used``);
 * ``label-ldp``, models ``iht`` (Alg. 2) and ``lasso`` (Sec. 5), both from the SAME reports, each free:
   ``G = X^T X / n`` from the public table's rows (transformed as the devices transform them) and
-  ``b = (sum of the reports x_i tilde y_i) / (number of reports)``.
-
+  ``b = (sum of the reports x_i tilde y_i) / (number of reports)``;
 * ``bernstein``, model ``linear`` (Wang, Gaboardi & Xu 2018, Alg. 2): the mean report is the risk at every grid
   point; the iterated Bernstein polynomial of it is minimised over the box (``estimators.local.sparse.bernstein``);
 * ``bernstein-1bit``, model ``linear`` (Alg. 3): per grid point ``2 sum(b y) / count`` from the two running sums,
@@ -39,7 +38,13 @@ from service.collections.estimates import (
     _round0,
     register_estimates,
 )
-from service.errors import Conflict, ServiceError
+from service.errors import Conflict, InvalidInput, ServiceError
+
+
+def _no_covariance(campaign: CampaignInfo, covariance: str | None) -> None:
+    if covariance is not None:
+        raise InvalidInput(f"covariance applies to the Stein GLM campaigns, not to campaign {campaign.name!r} "
+                           f"({campaign.protocol})", code="invalid_parameter")
 
 
 def _sparse_fit(campaign: CampaignInfo, model: str, coef: np.ndarray, reports: int, details: dict[str, Any],
@@ -68,6 +73,7 @@ def _solved(solve: Any, what: str) -> Any:
 
 def _ldp_iht(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate | None], model: str,
              covariance: str | None) -> CampaignFit:
+    _no_covariance(campaign, covariance)
     spec = campaign.spec
     _round0(campaign, aggregates)
     states = [None if r.state is None else campaign.round_state(r.index) for r in campaign.rounds]
@@ -81,6 +87,7 @@ def _ldp_iht(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggr
 
 def _label_ldp(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate | None], model: str,
                covariance: str | None) -> CampaignFit:
+    _no_covariance(campaign, covariance)
     spec = campaign.spec
     aggregate = _round0(campaign, aggregates)
     public = _public_rows(engine, campaign)
@@ -105,6 +112,7 @@ def _label_ldp(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAg
 
 def _bernstein(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate | None], model: str,
                covariance: str | None) -> CampaignFit:
+    _no_covariance(campaign, covariance)
     from estimators.local.sparse.bernstein import LocalBernsteinLinearRegression
 
     spec = campaign.spec
@@ -127,6 +135,7 @@ def _bernstein(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAg
 
 def _dr_erm(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate | None], model: str,
             covariance: str | None) -> CampaignFit:
+    _no_covariance(campaign, covariance)
     from estimators.local.sparse.dr_erm import DRERMLinearRegression
 
     spec = campaign.spec

@@ -131,6 +131,8 @@ def test_a_forged_gradient_is_refused_and_stored_nowhere(engine) -> None:  # noq
                                   submission.Submitter.simulator("f"), ["p1"])
     assert _reports(engine, "iht") == []
     assert campaigns.get_campaign(engine, "iht").rounds[0].reports == 0
+    with pytest.raises(InvalidInput, match="covariance applies to the Stein GLM campaigns"):
+        estimates.fit_campaign(engine, "iht", "iht", covariance="pooled")
 
 
 @pytest.fixture
