@@ -1,5 +1,5 @@
 """Round transitions of multi-round protocols, found by protocol name: round ``t + 1``'s public state from round
-``t``'s aggregate (and earlier ones). A one-round protocol has no entry. LDP-IHT (T rounds) adds its own here."""
+``t``'s aggregate (and earlier ones). A one-round protocol has no entry. LDP-IHT (T rounds) has its own here."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from estimators.base import EstimatorError
 from estimators.local.aggregate import ReportAggregate
 from estimators.local.glm import two_round
+from estimators.local.sparse import ldp_iht_rounds
 from workloads.local.protocols import ProtocolSpec, RoundState
 
 NextState = Callable[[ProtocolSpec, int, Sequence[ReportAggregate]], RoundState]
@@ -15,6 +16,7 @@ NextState = Callable[[ProtocolSpec, int, Sequence[ReportAggregate]], RoundState]
 #: protocol name -> ``next_state(spec, completed_round, aggregates of rounds 0..completed_round)``
 TRANSITIONS: dict[str, NextState] = {
     "stein-glm-2round": two_round.next_state,  # type: ignore[dict-item]
+    "ldp-iht": ldp_iht_rounds.next_state,  # type: ignore[dict-item]
 }
 
 

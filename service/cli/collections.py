@@ -103,7 +103,8 @@ def public_show(name: Name, rows: Annotated[int, typer.Option(help="Rows to show
 @handles_errors
 def campaign_create(
     name: Name,
-    protocol: Annotated[str, typer.Option(help="ldp-avg, stein-glm or stein-glm-2round.")],
+    protocol: Annotated[str, typer.Option(
+        help="ldp-avg, stein-glm, stein-glm-2round, ldp-iht or label-ldp.")],
     features: Annotated[str, typer.Option(help="Comma-separated feature names, in the participants' order.")],
     epsilon: Annotated[float, typer.Option(help="What one participant spends over the whole campaign.")],
     target: Annotated[str | None, typer.Option(help="The label participants hold (GLM protocols).")] = None,
@@ -192,7 +193,8 @@ def campaign_close(
 def campaign_fit(
     name: Name,
     model: Annotated[str, typer.Option(help="linear, logistic, probit, poisson, cubic, sigmoid, boosting, "
-                                            "logistic-loss (GLM campaigns) or mean (ldp-avg).")],
+                                            "logistic-loss (GLM campaigns), mean (ldp-avg), iht (ldp-iht, "
+                                            "label-ldp) or lasso (label-ldp).")],
     covariance: Annotated[str | None, typer.Option(help="pooled, private or public (X^T X's source).")] = None,
     as_json: JsonFlag = False,
 ) -> None:

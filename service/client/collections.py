@@ -40,6 +40,8 @@ _MEANS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "boosting": lambda t: 0.5 + t / (4.0 * np.sqrt(1.0 + np.square(t) / 4.0)),
     "logistic-loss": lambda t: np.logaddexp(0.0, -t),
     "mean": lambda t: t,
+    "iht": lambda t: t,  # the sparse linear models of Wang & Xu (2019): LDP-IHT, Label-LDP-IHT
+    "lasso": lambda t: t,  # the label-private Lasso (Sec. 5)
 }
 BATCH = 50_000
 

@@ -231,3 +231,7 @@ register_builder(ProtocolBuilder("stein-glm-2round", _two_round_stein, "required
                                  "Alg. 5, two rounds without public data (options: layout, norm_bound or "
                                  "covariance_norm, label_bound, norm, projection_scale, participants, first_size, "
                                  "second_size)"))
+
+
+# Protocols whose builders live in their own modules register themselves on import.
+from service.collections import sparse_builders  # noqa: E402, F401, I001

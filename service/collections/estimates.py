@@ -203,3 +203,7 @@ def _glm_fit(campaign: CampaignInfo, model: str, coef: np.ndarray, reports: int,
 register_estimates("ldp-avg", Estimates(("mean",), _mean))
 register_estimates("stein-glm", Estimates(GLM_MODELS, _stein))
 register_estimates("stein-glm-2round", Estimates(GLM_MODELS, _two_round))
+
+
+# Protocols whose estimates live in their own modules register themselves on import.
+from service.collections import sparse_estimates  # noqa: E402, F401, I001

@@ -160,7 +160,6 @@ def _coded_columns(frame: pd.DataFrame, csv_path: Path, domain_path: Path | None
 def load_public_csv(engine: Engine, name: str, csv_path: Path, domain_path: Path | None = None,
                     bins_path: Path | None = None, principal: str = "cli") -> PublicTableInfo:
     """Register a public table: its metadata row and its rows' table, in one transaction."""
-    check_name(name)
     columns, values = read_public_csv(Path(csv_path), domain_path, bins_path)
     return store_public_table(engine, name, columns, values, str(csv_path), principal)
 

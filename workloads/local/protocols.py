@@ -77,18 +77,29 @@ class FieldSchema:
     shape: tuple[int, ...]
     low: float
     high: float
+    #: the largest l2 norm of one report's value (``None``: entries bounded only); the l2-ball randomizer's
+    #: reports all have one norm, so a longer vector is not an honest report
+    norm: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shape", tuple(int(n) for n in self.shape))
         if not (math.isfinite(self.low) and math.isfinite(self.high) and self.low < self.high):
             raise ProtocolError(f"field {self.name!r}: low < high must be finite, got [{self.low}, {self.high}]")
+        if self.norm is not None:
+            object.__setattr__(self, "norm", check_positive(f"field {self.name!r} norm", self.norm,
+                                                            error=ProtocolError))
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "shape": list(self.shape), "low": self.low, "high": self.high}
+        out: dict[str, Any] = {"name": self.name, "shape": list(self.shape), "low": self.low, "high": self.high}
+        if self.norm is not None:
+            out["norm"] = self.norm
+        return out
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> FieldSchema:
-        return cls(str(data["name"]), tuple(data["shape"]), float(data["low"]), float(data["high"]))
+        norm = data.get("norm")
+        return cls(str(data["name"]), tuple(data["shape"]), float(data["low"]), float(data["high"]),
+                   None if norm is None else float(norm))
 
 
 @dataclass(frozen=True)
@@ -157,6 +168,13 @@ class ReportSchema:
                 raise ReportError(
                     f"report {index}: field {f.name!r} has {worst!r}, outside its allowed range [{f.low:.6g}, "
                     f"{f.high:.6g}]", f.name, index)
+            if f.norm is not None:
+                norms = np.linalg.norm(flat, axis=1)
+                bad = norms > f.norm
+                if bad.any():
+                    index = int(np.argmax(bad))
+                    raise ReportError(f"report {index}: field {f.name!r} has l2 norm {float(norms[index]):.6g}, above "
+                                      f"its allowed {f.norm:.6g}", f.name, index)
             arrays[f.name] = array
         return arrays
 
@@ -672,3 +690,12 @@ class TwoRoundSteinSpec(_StatisticsBounds, ProtocolSpec):
         coef = state.vector("coef", self.dimension)
         bound = check_positive("state value 'bound'", state.number("bound"), error=ProtocolError)
         return coef, bound
+
+
+# The protocols defined in their own modules register themselves on import (after everything above exists).
+from workloads.local import (  # noqa: E402, F401, I001
+    protocol_bernstein,
+    protocol_dr_erm,
+    protocol_label_ldp,
+    protocol_ldp_iht,
+)

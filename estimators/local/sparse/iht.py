@@ -190,11 +190,30 @@ def label_iht(
     design = as_matrix("X", X)
     n, p = design.shape
     labels = check_vector("noisy_labels", noisy_labels, n)
-    p, s, t_max, step, r, theta = _check_iht_settings(p, sparsity, iterations, eta, radius, theta0)
+    return label_iht_from_moments(design.T @ design / n, design.T @ labels / n, sparsity, iterations, eta, radius,
+                                  theta0)
+
+
+def label_iht_from_moments(
+    gram: object,
+    moment: object,
+    sparsity: int,
+    iterations: int,
+    eta: float,
+    radius: float = 1.0,
+    theta0: object = None,
+) -> IHTRun:
+    """:func:`label_iht` from the moments ``G = X^T X / n`` and ``b = X^T tilde y / n``: the gradient is
+    ``G theta - b``. The collections service calls it with ``G`` from the public table and ``b`` from the reports'
+    running sum (the label reports are ``x_i tilde y_i``), so no report is re-read."""
+    second = np.asarray(gram, dtype=float)
+    if second.ndim != 2 or second.shape[0] != second.shape[1] or not np.all(np.isfinite(second)):
+        raise EstimatorError(f"gram must be a finite square matrix, got shape {second.shape}")
+    b = check_vector("moment", moment, second.shape[0])
+    p, s, t_max, step, r, theta = _check_iht_settings(second.shape[0], sparsity, iterations, eta, radius, theta0)
     history = [theta.copy()]
     for _ in range(t_max):
-        gradient = design.T @ (design @ theta - labels) / n
-        theta = project_to_ball(hard_threshold(theta - step * gradient, s), r)
+        theta = project_to_ball(hard_threshold(theta - step * (second @ theta - b), s), r)
         history.append(theta.copy())
     return IHTRun(theta=theta, history=tuple(history))
 

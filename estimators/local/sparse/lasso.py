@@ -28,7 +28,14 @@ import math
 import cvxpy as cp
 import numpy as np
 
-from estimators.base import LinearRegressor, as_matrix, check_positive, check_vector, feature_names_for
+from estimators.base import (
+    EstimatorError,
+    LinearRegressor,
+    as_matrix,
+    check_positive,
+    check_vector,
+    feature_names_for,
+)
 from estimators.local.sparse.convex import solve_convex
 from workloads.local.randomizers.gaussian_label import label_noise_sigma
 
@@ -46,6 +53,24 @@ def lasso_least_squares(X: np.ndarray, y: np.ndarray, penalty: float, problem_na
     target = q.T @ y
     theta = cp.Variable(p)
     objective = cp.sum_squares(r @ theta - target) / (2.0 * n) + penalty * cp.norm1(theta)
+    solve_convex(cp.Problem(cp.Minimize(objective)), problem_name)
+    return np.asarray(theta.value, dtype=float)
+
+
+def lasso_from_moments(gram: object, moment: object, penalty: float, problem_name: str) -> np.ndarray:
+    """The same minimiser from ``G = X^T X / n`` and ``b = X^T y / n``: ``(1/2n) ||y - X theta||^2`` is
+    ``theta^T G theta / 2 - b^T theta`` plus a constant. ``G`` (positive semi-definite, e.g. a public table's) is
+    factored ``G = L^T L`` from its eigendecomposition (negative rounding eigenvalues set to 0), so cvxpy sees
+    ``||L theta||^2 / 2``. Used by the collections service (``G`` public, ``b`` the label reports' running mean)."""
+    second = np.asarray(gram, dtype=float)
+    if second.ndim != 2 or second.shape[0] != second.shape[1] or not np.all(np.isfinite(second)):
+        raise EstimatorError(f"gram must be a finite square matrix, got shape {second.shape}")
+    p = second.shape[0]
+    b = check_vector("moment", moment, p)
+    values, vectors = np.linalg.eigh((second + second.T) / 2.0)
+    factor = np.sqrt(np.clip(values, 0.0, None))[:, np.newaxis] * vectors.T
+    theta = cp.Variable(p)
+    objective = cp.sum_squares(factor @ theta) / 2.0 - b @ theta + check_positive("penalty", penalty) * cp.norm1(theta)
     solve_convex(cp.Problem(cp.Minimize(objective)), problem_name)
     return np.asarray(theta.value, dtype=float)
 

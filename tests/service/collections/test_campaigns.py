@@ -65,7 +65,7 @@ BAD = [
     ({"target": None}, "needs a --target"),
     ({"features": "a,a"}, "features name 'a' more than once"),
     ({"features": "a,y"}, "target 'y' cannot also be a feature"),
-    ({"protocol": "ldp-iht"}, "unknown protocol 'ldp-iht'"),
+    ({"protocol": "no-such-protocol"}, "unknown protocol 'no-such-protocol'"),
     ({"epsilon": 20}, "exceeds the default per-participant cap"),
     ({"protocol": "ldp-avg", "features": "a", "target": None, "delta": 0.0}, "needs the public bounds"),
     ({"protocol": "ldp-avg", "features": "a", "target": None, "delta": 1e-6,

@@ -43,11 +43,11 @@ def test_specs_round_trip_through_json(spec) -> None:  # noqa: ANN001
 
 
 def test_registry_finds_protocols_by_name() -> None:
-    assert {"ldp-avg", "stein-glm", "stein-glm-2round"} <= set(PROTOCOLS)
+    assert {"ldp-avg", "stein-glm", "stein-glm-2round", "ldp-iht", "label-ldp"} <= set(PROTOCOLS)
     with pytest.raises(ProtocolError, match="registered twice"):
         register_protocol(SteinGlmSpec)
-    with pytest.raises(ProtocolError, match="unknown protocol 'ldp-iht'"):
-        spec_from_json({"protocol": "ldp-iht"})
+    with pytest.raises(ProtocolError, match="unknown protocol 'no-such'"):
+        spec_from_json({"protocol": "no-such"})
 
 
 @pytest.mark.parametrize(

@@ -117,19 +117,27 @@ def one_bit_report(
     return (generator_or_device(rng).random(probability.shape) < probability).astype(np.int8)
 
 
-def squared_loss_on_grid(grid: object, x: object, y: float, lower: float, upper: float, scale: float) -> np.ndarray:
+def squared_loss_on_grid(grid: object, x: object, y: object, lower: float, upper: float, scale: float) -> np.ndarray:
     """``(<theta, x> - y)^2 / scale`` clipped to ``[0, 1]`` at ``theta = lower + (upper - lower) t``, ``t`` the grid.
 
-    A public loss for the experiments: choose ``scale`` at least the largest squared residual over the box and the
-    data's bounds so that clipping never binds (the mechanism stays private either way).
+    ``x`` is one participant's features (the result has one entry per grid point) or rows of them with one label
+    each (one row of grid losses per participant). A public loss: choose ``scale`` at least the largest squared
+    residual over the box and the data's bounds so that clipping never binds (the mechanism stays private either
+    way).
     """
     points, _ = as_finite_rows("grid", grid)
-    features = as_finite_vector("x", x)
-    if features.size != points.shape[1]:
-        raise ParameterError(f"x must have {points.shape[1]} entries (the grid's dimension), got {features.size}")
+    try:
+        features, single = as_finite_rows("x", x, width=points.shape[1])
+    except ParameterError:
+        raise ParameterError(f"x must have {points.shape[1]} entries (the grid's dimension) per row, got shape "
+                             f"{np.shape(x)}") from None
+    labels = as_finite_vector("y", y)
+    if labels.size != features.shape[0]:
+        raise ParameterError(f"y must hold {features.shape[0]} label(s), got {labels.size}")
     low, high = float(lower), float(upper)
     if not (math.isfinite(low) and math.isfinite(high) and low < high):
         raise ParameterError(f"lower < upper must be finite numbers, got lower={lower!r}, upper={upper!r}")
     thetas = low + (high - low) * points
-    residual = thetas @ features - float(y)
-    return np.clip(residual**2 / check_positive("scale", scale), 0.0, 1.0)
+    residual = features @ thetas.T - labels[:, np.newaxis]
+    losses = np.clip(residual**2 / check_positive("scale", scale), 0.0, 1.0)
+    return losses[0] if single else losses

@@ -45,5 +45,7 @@ def as_finite_vector(name: str, values: object) -> np.ndarray:
 def clip_rows_to_ball(rows: np.ndarray, radius: float) -> np.ndarray:
     """Each row scaled down to l2 norm at most ``radius`` (rows inside the ball are unchanged)."""
     norms = np.linalg.norm(rows, axis=1, keepdims=True)
-    scale = np.minimum(1.0, radius / np.maximum(norms, np.finfo(float).tiny))
+    scale = np.ones_like(norms)
+    longer = norms > radius
+    scale[longer] = radius / norms[longer]
     return rows * scale

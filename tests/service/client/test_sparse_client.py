@@ -1,0 +1,73 @@
+"""The sparse-regression campaigns through the HTTP API and the client: a steward creates an LDP-IHT campaign, a
+participant and a gateway report round after round (the client fetches each round's published theta), an analyst
+fits the model as the project's linear-model type; the label protocol's two models answer from one collection."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pandas as pd
+import pytest
+from fastapi.testclient import TestClient
+
+from service.api import create_app
+from service.client import CampaignModel, Client, MarginaliaError
+from tests.service.api.test_collections_api import new_key
+
+NAMES = ["a", "b", "c"]
+
+
+@pytest.fixture
+def clients(engine) -> Iterator[dict[str, Client]]:  # noqa: ANN001
+    app = create_app(engine)
+    out = {}
+    for role in ("steward", "analyst", "participant", "gateway"):
+        _, token = new_key(engine, role, role)
+        out[role] = Client("http://testserver", token, http=TestClient(app))
+    yield out
+
+
+def _rows(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    x = rng.choice([-1.0, 1.0], size=(n, len(NAMES)))
+    return x, x @ np.array([0.6, 0.0, -0.8])
+
+
+def test_ldp_iht_through_the_client(clients) -> None:  # noqa: ANN001
+    steward, analyst = clients["steward"], clients["analyst"]
+    with pytest.raises(MarginaliaError, match="sparsity must be at most the number of features p=3") as refused:
+        steward.create_campaign("iht", "ldp-iht", NAMES, target="y", epsilon=4, sparsity=4, rounds=2)
+    assert refused.value.code == "invalid_parameter"
+    campaign = steward.create_campaign("iht", "ldp-iht", NAMES, target="y", epsilon=4, sparsity=2, rounds=2,
+                                       participants=4001)
+    assert [r["expected_reports"] for r in campaign.info()["rounds"]] == [2000, 2001]
+    assert clients["participant"].campaign("iht").submit([1.0, -1.0, 1.0], 0.2)["accepted"] == 1
+    x, y = _rows(4000, seed=1)
+    gateway = clients["gateway"].campaign("iht")
+    first = gateway.submit_batch(x[:1999], y[:1999], [f"g{i}" for i in range(1999)], single_precision=True)
+    assert first[-1]["round_status"] == "closed"  # the group's planned size reported: round 1 opens with theta_1
+    state = analyst.campaign("iht").state()
+    assert state["round"] == 1 and len(state["state"]["values"]["theta"]) == 3
+    second = gateway.submit_batch(x[1999:], y[1999:], [f"h{i}" for i in range(2001)])
+    assert second[-1]["campaign_status"] == "closed"
+    model = analyst.campaign("iht").fit("iht")
+    assert isinstance(model, CampaignModel) and model.model == "iht" and model.cost["epsilon"] == 0
+    assert model.kind == "regressor" and model.coef_.shape == (3,) and np.count_nonzero(model.coef_) <= 2
+    frame = pd.DataFrame(x[:5], columns=NAMES)
+    np.testing.assert_allclose(model.predict(frame), x[:5] @ model.coef_ + model.intercept_)
+    with pytest.raises(MarginaliaError, match="model must be one of \\['iht'\\]"):
+        analyst.campaign("iht").fit("lasso")
+
+
+def test_label_ldp_through_the_client(clients) -> None:  # noqa: ANN001
+    steward, analyst = clients["steward"], clients["analyst"]
+    x, y = _rows(3000, seed=2)
+    steward.load_public_table("pub", pd.DataFrame(x, columns=NAMES))
+    steward.create_campaign("labels", "label-ldp", NAMES, target="y", public="pub", epsilon=4, delta=1e-6,
+                            sparsity=2, standardize=False)
+    clients["gateway"].campaign("labels").submit_batch(x, y, [f"g{i}" for i in range(3000)])
+    iht, lasso = (analyst.campaign("labels").fit(model) for model in ("iht", "lasso"))
+    assert iht.model == "iht" and lasso.model == "lasso" and lasso.answer["details"]["alpha"] > 0
+    for model in (iht, lasso):
+        assert isinstance(model, CampaignModel) and model.coef_.shape == (3,)
