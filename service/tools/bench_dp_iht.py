@@ -23,7 +23,7 @@ What :func:`run_dp_iht_bench` does (:class:`DPIHTBench` for the settings):
   and ``seconds``, a summary (mean, standard deviation, min, max per point), and :func:`plot_dp_iht_bench` draws one
   panel per sweep.
 
-:func:`synthetic_relative_error` fits DP-IHT through the same release path on a synthetic sparse linear problem
+:func:`fit_synthetic_dp_iht` fits DP-IHT through the same release path on a synthetic sparse linear problem
 (:mod:`estimators.local.sparse.synthetic`) and returns ``||theta - theta*|| / ||theta*||``, for
 ``marginalia bench sparse --method dp-iht``.
 """
@@ -39,11 +39,13 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from sqlalchemy import Engine
 
+from estimators.local.accuracy import relative_error
 from estimators.local.sparse.iht import hard_threshold
 from estimators.local.sparse.synthetic import SparseLinearData
 from service.accounting import accountant
@@ -469,12 +471,13 @@ class SyntheticCoding:
         return frame, {**{name: 2 for name in names}, "y": self.levels}
 
 
-def synthetic_relative_error(data: SparseLinearData, epsilon: float, delta: float, sparsity: int, *,
-                             iterations: int = 50, step: float | None = None, seed: int | None = None,
-                             coding: SyntheticCoding | None = None) -> float:
-    """DP-IHT (linear, no intercept) fitted through the release path on ``data``; ``||theta - theta*|| /
-    ||theta*||`` with ``theta = b * coef`` (:class:`SyntheticCoding`). ``seed`` makes the release reproducible
-    (benchmarks only). The charge is ``cdp_rho(epsilon, delta)``; the step defaults to the service's public ``1/L``."""
+def fit_synthetic_dp_iht(data: SparseLinearData, epsilon: float, delta: float, sparsity: int, *,
+                         iterations: int = 50, step: float | None = None, seed: int | None = None,
+                         coding: SyntheticCoding | None = None) -> np.ndarray:
+    """DP-IHT (linear, no intercept) fitted through the release path on ``data`` (a temporary coded table, a charged
+    release); returns ``theta = b * coef`` (:class:`SyntheticCoding`), the estimate of ``theta*``. ``seed`` makes the
+    release reproducible (benchmarks only). The charge is ``cdp_rho(epsilon, delta)``; the step defaults to the
+    service's public ``1/L``."""
     coding = coding or SyntheticCoding()
     frame, sizes = coding.frame(data)
     domain = Domain.from_dict({name: {"size": size, "kind": "ordinal"} for name, size in sizes.items()})
@@ -485,8 +488,12 @@ def synthetic_relative_error(data: SparseLinearData, epsilon: float, delta: floa
     with temporary_table(frame, domain, "synthetic", ()) as engine:
         outcome = fit_regression(engine, "synthetic", "linear", "y", features, [], "dp-iht", str(epsilon), str(delta),
                                  intercept=False, seed=seed, principal="bench", reuse=False, options=options)
-    theta = np.asarray(outcome.model.coef_, dtype=float) * data.label_bound
-    return float(np.linalg.norm(theta - data.theta_star) / np.linalg.norm(data.theta_star))
+    return np.asarray(outcome.model.coef_, dtype=float) * data.label_bound
+
+
+def synthetic_relative_error(data: SparseLinearData, epsilon: float, delta: float, sparsity: int, **fit: Any) -> float:
+    """``||theta - theta*|| / ||theta*||`` of :func:`fit_synthetic_dp_iht` (``fit``: its keyword options)."""
+    return relative_error(fit_synthetic_dp_iht(data, epsilon, delta, sparsity, **fit), data.theta_star)
 
 
 if __name__ == "__main__":  # pragma: no cover - ``python -m service.tools.bench_dp_iht --add-noiseless | --replot``

@@ -14,12 +14,14 @@ family answers from that one collection:
 * families ``bernstein``, ``bernstein-1bit`` and ``dr-erm`` (Wang, Gaboardi & Xu 2018, Algs. 2-4; methods of the
   same names, model ``linear``): a campaign of that protocol on the same rows (Bernstein: ``p <= 3``, box
   ``[-1, 1]^p``; DR-ERM: the l1 ball of radius ``sqrt(s)``, which holds ``theta*``, and ``||Phi x||`` clipped at
-  ``sqrt(p)``).
+  ``sqrt(p)``);
+* family ``central`` (method ``dp-iht``, Alg. 3): the rows held centrally, one charged DP-IHT release of a temporary
+  table at ``(epsilon, delta)`` (``service.tools.bench_dp_iht.fit_synthetic_dp_iht``): the central model's error
+  beside the local protocols' on the same problem.
 
 Methods are found by name in :data:`METHODS`; a method joins with :func:`register_method` and its family's collector
-with :func:`register_family` (the central DP-IHT release, for instance, registers a family that makes a release on
-the same rows). One record per ``(method, p, n, epsilon, trial)``: ``relative_error`` ``||theta - theta*|| /
-||theta*||``, ``excess_risk`` (``L(theta) - L(theta*)``, ``L`` the empirical squared risk
+with :func:`register_family`. One record per ``(method, p, n, epsilon, trial)``: ``relative_error``
+``||theta - theta*|| / ||theta*||``, ``excess_risk`` (``L(theta) - L(theta*)``, ``L`` the empirical squared risk
 ``(1/2n) ||y - X theta||^2`` on the cell's rows), ``seconds`` (wall time: the family's collection plus this method's
 fit), ``collect_seconds``, ``fit_seconds``, ``cpu_seconds`` (this process's CPU time for the same; on a shared
 machine the wall time varies with the load), ``reports``; a ``summary`` per ``(method, p, n, epsilon)`` (mean,
@@ -210,6 +212,21 @@ register_method(SparseMethod("lasso", "label-ldp", campaign_answer("lasso")))
 register_method(SparseMethod("bernstein", "bernstein", campaign_answer("linear")))
 register_method(SparseMethod("bernstein-1bit", "bernstein-1bit", campaign_answer("linear")))
 register_method(SparseMethod("dr-erm", "dr-erm", campaign_answer("linear")))
+
+
+# ------------------------------------------------------------------------------------------------- central DP-IHT
+def _answer_dp_iht(cell: BenchCell, handle: None) -> tuple[np.ndarray, dict[str, Any]]:
+    """Wang & Xu's DP-IHT (Alg. 3) on the cell's rows held centrally: one charged release of a temporary table at
+    ``(epsilon, delta)`` (the service's default step and iterations; ``--eta`` is the local protocols' step)."""
+    from service.tools.bench_dp_iht import fit_synthetic_dp_iht
+
+    theta = fit_synthetic_dp_iht(cell.data, cell.epsilon, cell.config.delta, cell.config.sparsity,
+                                 seed=cell.device_seed)
+    return theta, {}
+
+
+register_family("central", lambda cell: None)  # the rows are the central table: nothing is collected
+register_method(SparseMethod("dp-iht", "central", _answer_dp_iht))
 
 
 # ------------------------------------------------------------------------------------------------------------ run
