@@ -7,7 +7,7 @@ export MARGINALIA_SHARED_DATA := $(SHARED_DATA)
 # pytest workers: 2 cores on the reference machine
 WORKERS ?= 2
 
-.PHONY: install demo test test-fast lint bench bench-stein clean
+.PHONY: install demo test test-fast lint bench bench-stein bench-sparse clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,7 @@ bench: install
 	$(PY) benchmarks/ddssp_residual_quick.py
 	$(PY) benchmarks/simulate_throughput.py
 	$(MAKE) bench-stein
+	$(MAKE) bench-sparse
 	benchmarks/results/regression/run.sh 5 16   # the regression page in full: many hours
 
 ## bench-stein: the Stein-GLM experiments through the service (docs/stein-glm-results.md; about 25 core-minutes)
@@ -63,6 +64,28 @@ bench-stein: install
 	$(VENV)/bin/marginalia bench stein-glm --design bernoulli --n 10000,30000,100000,290000 --epsilon 2,3,5,10 \
 	    --trials 2 --seed 2021 --json $(R)/stein_glm_bench_bernoulli.json --plot $(R)/stein_glm_bench_bernoulli.png \
 	    --force
+
+## bench-sparse: the sparse protocols and DP-IHT through the service (docs/sparse-results.md; about 30 core-minutes)
+M := $(VENV)/bin/marginalia bench
+bench-sparse: install
+	$(M) sparse --method ldp-iht,label-ldp-iht,lasso --p 100,400 --n 10000,20000,40000 --s 10 --epsilon 1 --trials 3 \
+	    --seed 0 --json $(R)/sparse_bench.json --plot $(R)/sparse_bench.png --force
+	$(M) sparse --eta 0.2 --method ldp-iht,label-ldp-iht --p 100,400 --n 10000,40000 --s 10 --epsilon 1 --trials 3 \
+	    --seed 0 --json $(R)/sparse_bench_paper_eta.json --plot $(R)/sparse_bench_paper_eta.png --force
+	$(M) sparse --method bernstein,bernstein-1bit --p 1,2 --n 10000,40000,160000 --s 1 --epsilon 1 --trials 3 \
+	    --seed 0 --json $(R)/sparse_bench_bernstein.json --plot $(R)/sparse_bench_bernstein.png --force
+	$(M) sparse --method dr-erm --p 2000 --n 1000,4000 --s 10 --epsilon 1 --trials 3 --seed 0 \
+	    --json $(R)/sparse_bench_drerm.json --plot $(R)/sparse_bench_drerm.png --force
+	$(M) sparse --method ldp-iht --p 100 --n 100000 --s 10 --epsilon 1 --trials 1 --seed 0 \
+	    --json $(R)/sparse_bench_speed.json --force
+	OMP_NUM_THREADS=1 $(M) sparse --method dp-iht --p 100,400 --n 10000,20000,40000 --s 10 --epsilon 1 --trials 3 \
+	    --seed 0 --json $(R)/sparse_bench_dp_iht.json --plot $(R)/sparse_bench_dp_iht.png --force
+	OMP_NUM_THREADS=1 $(M) dp-iht --train $(SHARED_DATA)/adult/adult_train.csv \
+	    --domain $(SHARED_DATA)/adult/adult-domain.json --trials 5 --iterations 400 --seed 0 \
+	    --out $(R)/dp_iht_sec72.json --plot $(R)/dp_iht_sec72.png --force
+	OMP_NUM_THREADS=1 $(M) dp-iht --train $(SHARED_DATA)/adult/adult_train.csv \
+	    --domain $(SHARED_DATA)/adult/adult-domain.json --trials 5 --iterations 400 --seed 1 \
+	    --sweeps sparsity,epsilon --sweep-design adult-13 --out $(R)/dp_iht_sec72_p86.json --plot $(R)/dp_iht_sec72_p86.png --force
 
 clean:
 	rm -rf $(VENV) demo-output .pytest_cache
