@@ -7,7 +7,11 @@ target at epsilon 0.05 and 0.1 (linear: DD-SSP MSE <= AdaSSP; logistic: DD-SSP A
 Prints Markdown; reads only the JSON files ``marginalia bench regression`` wrote::
 
     .venv/bin/python benchmarks/regression_compare.py            # every run present in both folders
-    .venv/bin/python benchmarks/regression_compare.py --new DIR  # another folder of new results
+    .venv/bin/python benchmarks/regression_compare.py --new DIR [DIR ...]   # other folders of new results
+
+With several ``--new`` folders, the JSON files of the same run are merged (records and per-method, per-epsilon
+summaries; a later folder wins where both hold the same method and epsilon): the issue-9 target runs (epsilon 0.05
+and 0.1) and runs at larger epsilon then show as one table.
 """
 
 from __future__ import annotations
@@ -80,20 +84,36 @@ def target_line(name: str, new: dict) -> str:
     return f"* {name}: {state}"
 
 
+def merged(paths: list[Path]) -> dict:
+    """One result from the JSON files of the same run in several folders (module docstring)."""
+    results = [json.loads(path.read_text()) for path in paths]
+    merged_result = dict(results[0], records=[], summary={}, seconds_total=0.0)
+    for result in results:
+        merged_result["records"] += result["records"]
+        merged_result["seconds_total"] += result["seconds_total"]
+        for method, by_epsilon in result["summary"].items():
+            merged_result["summary"].setdefault(method, {}).update(by_epsilon)
+    return merged_result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--old", type=Path, default=RESULTS / "regression")
-    parser.add_argument("--new", type=Path, default=RESULTS / "regression-issue9")
+    parser.add_argument("--new", type=Path, nargs="+", default=[RESULTS / "regression-issue9"])
     args = parser.parse_args()
+    runs: dict[str, list[Path]] = {}
+    for folder in args.new:
+        for path in sorted(folder.glob("*.json")):
+            runs.setdefault(path.stem, []).append(path)
     targets = []
-    for path in sorted(args.new.glob("*.json")):
-        previous = args.old / path.name
+    for name, paths in sorted(runs.items()):
+        previous = args.old / f"{name}.json"
         if not previous.exists():
             continue
-        new, old = json.loads(path.read_text()), json.loads(previous.read_text())
-        print(f"#### {path.stem} ({new['metric']}; {new['seconds_total']:.0f} s wall time)\n")
+        new, old = merged(paths), json.loads(previous.read_text())
+        print(f"#### {name} ({new['metric']}; {new['seconds_total']:.0f} s wall time)\n")
         print("\n".join(compare(old, new)) + "\n")
-        targets.append(target_line(path.stem, new))
+        targets.append(target_line(name, new))
     if targets:
         print("Target at epsilon " + " and ".join(f"{e:g}" for e in TARGET_EPSILONS) + ":\n")
         print("\n".join(targets))
