@@ -40,13 +40,22 @@ bench: install
 	$(PY) benchmarks/aim_profile.py --trials 2
 	$(PY) benchmarks/marginals.py
 	$(PY) benchmarks/api_load.py
+	$(PY) benchmarks/aim_profile.py --mechanisms aim --epsilons 1 --trials 2 --out benchmarks/results/aim_profile_tolerance.json
+	$(PY) benchmarks/residual_quick.py --tables adult adult-train acs-income --trials 3
+	$(PY) benchmarks/residual_quick.py --tables adult-train acs-income --one-way-weight 100 --threshold 2 --out benchmarks/results/residual_levers.json
 	$(PY) benchmarks/residual_service.py
 	$(PY) benchmarks/fit_tolerance.py
 	$(PY) benchmarks/ddssp_residual_quick.py
 	$(PY) benchmarks/simulate_throughput.py
 	$(MAKE) bench-stein
 	$(MAKE) bench-sparse
-	benchmarks/results/regression/run.sh 5 16   # the regression page in full: many hours
+	$(PY) benchmarks/ddssp_residual_quick.py --epsilons 0.5 1 2 --target-weights 64 --ridge-factors 2 --out benchmarks/results/ddssp_residual_large_eps.json
+	# the regression page's issue-9 targets (epsilon 0.05 and 0.1, 5 trials), then the page in full (many hours)
+	OUT=benchmarks/results/regression-issue9/targets EPSILONS=0.05,0.1 LINEAR_METHODS=ols,adassp,dd-ssp \
+	  LOGISTIC_METHODS=objpert,dd-ssp RESUME=1 benchmarks/results/regression/run.sh 5 16
+	OUT=benchmarks/results/regression-issue9 RESUME=1 benchmarks/results/regression/run.sh 5 16
+	$(PY) benchmarks/regression_compare.py --new benchmarks/results/regression-issue9/targets
+	$(PY) benchmarks/regression_compare.py
 
 ## bench-stein: the Stein-GLM experiments through the service (docs/stein-glm-results.md; about 25 core-minutes)
 R := benchmarks/results

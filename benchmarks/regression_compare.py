@@ -1,11 +1,17 @@
 """The regression page's old and new rows side by side (issue 9): for every run whose JSON exists in both folders,
 the median metric per epsilon of DD-SSP before (``benchmarks/results/regression``: DD-SSP from AIM, 1 marginal
 trial, 4 AIM rounds per attribute) and after (``benchmarks/results/regression-issue9``: the mechanism rule, 5 trials,
-AIM's default 16 rounds per attribute), beside the service's AdaSSP (linear) or ObjPert (logistic) of the new run,
-and whether DD-SSP wins. Prints Markdown; reads only the JSON files ``marginalia bench regression`` wrote::
+AIM's default 16 rounds per attribute), beside the service's AdaSSP (linear) or ObjPert (logistic) of both runs,
+and whether DD-SSP now wins against the baseline of the new run. After the tables, one line per run: the issue's
+target at epsilon 0.05 and 0.1 (linear: DD-SSP MSE <= AdaSSP; logistic: DD-SSP AUC >= ObjPert), met or missed.
+Prints Markdown; reads only the JSON files ``marginalia bench regression`` wrote::
 
     .venv/bin/python benchmarks/regression_compare.py            # every run present in both folders
-    .venv/bin/python benchmarks/regression_compare.py --new DIR  # another folder of new results
+    .venv/bin/python benchmarks/regression_compare.py --new DIR [DIR ...]   # other folders of new results
+
+With several ``--new`` folders, the JSON files of the same run are merged (records and per-method, per-epsilon
+summaries; a later folder wins where both hold the same method and epsilon): the issue-9 target runs (epsilon 0.05
+and 0.1) and runs at larger epsilon then show as one table.
 """
 
 from __future__ import annotations
@@ -18,11 +24,20 @@ from pathlib import Path
 from _measure import REPO
 
 RESULTS = REPO / "benchmarks" / "results"
+TARGET_EPSILONS = (0.05, 0.1)
 
 
-def _median(summary: dict, method: str, epsilon: str) -> float | None:
-    entry = summary.get(method, {}).get(epsilon)
-    return None if entry is None else entry["median"]
+def _entry(summary: dict, method: str, epsilon: float) -> dict | None:
+    return summary.get(method, {}).get(repr(float(epsilon)))
+
+
+def _show(entry: dict | None, spread: bool = False) -> str:
+    if entry is None:
+        return "-"
+    text = f"{entry['median']:.4f}"
+    if spread and entry["trials"] > 1:
+        text += f" ({entry['min']:.4f}-{entry['max']:.4f}, {entry['trials']})"
+    return text
 
 
 def _mechanisms(result: dict, epsilon: float) -> str:
@@ -31,38 +46,77 @@ def _mechanisms(result: dict, epsilon: float) -> str:
     return "/".join(sorted(used)) or "-"
 
 
+def _wins(result: dict, epsilon: float) -> bool | None:
+    """Whether DD-SSP's median beats the baseline's in ``result`` at ``epsilon`` (None if either is missing)."""
+    linear = result["metric"] == "mse"
+    now = _entry(result["summary"], "dd-ssp", epsilon)
+    other = _entry(result["summary"], "adassp" if linear else "objpert", epsilon)
+    if now is None or other is None:
+        return None
+    return now["median"] <= other["median"] if linear else now["median"] >= other["median"]
+
+
 def compare(old: dict, new: dict) -> list[str]:
-    linear = new["metric"] == "mse"
-    rival = "adassp" if linear else "objpert"
-    lines = [f"| epsilon | DD-SSP before (AIM) | DD-SSP now (mechanism) | {rival} now | DD-SSP now vs {rival} |",
-             "|---|---|---|---|---|"]
+    """The Markdown table of one run: old and new DD-SSP and baseline per epsilon of the new run."""
+    rival = "adassp" if new["metric"] == "mse" else "objpert"
+    lines = [f"| epsilon | DD-SSP before (AIM, 1 trial) | {rival} before | DD-SSP now (min-max, trials) | "
+             f"DD-SSP's mechanism | {rival} now (min-max, trials) | DD-SSP now vs {rival} now |",
+             "|---|---|---|---|---|---|---|"]
     for epsilon in sorted({r["epsilon"] for r in new["records"] if r["epsilon"] is not None}):
-        key = repr(float(epsilon))
-        before = _median(old["summary"], "dd-ssp", key)
-        now = _median(new["summary"], "dd-ssp", key)
-        other = _median(new["summary"], rival, key)
-        if now is None or other is None:
-            verdict = "-"
-        else:
-            verdict = "better" if (now <= other if linear else now >= other) else "**worse**"
-        show = (lambda v: "-" if v is None else f"{v:.4f}")  # noqa: E731
-        lines.append(f"| {epsilon:g} | {show(before)} | {show(now)} ({_mechanisms(new, epsilon)}) | {show(other)} | "
+        wins = _wins(new, epsilon)
+        verdict = "-" if wins is None else ("better" if wins else "**worse**")
+        lines.append(f"| {epsilon:g} | {_show(_entry(old['summary'], 'dd-ssp', epsilon))} | "
+                     f"{_show(_entry(old['summary'], rival, epsilon))} | "
+                     f"{_show(_entry(new['summary'], 'dd-ssp', epsilon), spread=True)} | "
+                     f"{_mechanisms(new, epsilon)} | {_show(_entry(new['summary'], rival, epsilon), spread=True)} | "
                      f"{verdict} |")
     return lines
+
+
+def target_line(name: str, new: dict) -> str:
+    """Met / missed / not measured at the issue's epsilons for one run."""
+    verdicts = {epsilon: _wins(new, epsilon) for epsilon in TARGET_EPSILONS}
+    if any(v is None for v in verdicts.values()):
+        state = "not measured at " + ", ".join(f"{e:g}" for e, v in verdicts.items() if v is None)
+    else:
+        state = "met" if all(verdicts.values()) else "missed at " + ", ".join(
+            f"{e:g}" for e, v in verdicts.items() if not v)
+    return f"* {name}: {state}"
+
+
+def merged(paths: list[Path]) -> dict:
+    """One result from the JSON files of the same run in several folders (module docstring)."""
+    results = [json.loads(path.read_text()) for path in paths]
+    merged_result = dict(results[0], records=[], summary={}, seconds_total=0.0)
+    for result in results:
+        merged_result["records"] += result["records"]
+        merged_result["seconds_total"] += result["seconds_total"]
+        for method, by_epsilon in result["summary"].items():
+            merged_result["summary"].setdefault(method, {}).update(by_epsilon)
+    return merged_result
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--old", type=Path, default=RESULTS / "regression")
-    parser.add_argument("--new", type=Path, default=RESULTS / "regression-issue9")
+    parser.add_argument("--new", type=Path, nargs="+", default=[RESULTS / "regression-issue9"])
     args = parser.parse_args()
-    for path in sorted(args.new.glob("*.json")):
-        previous = args.old / path.name
+    runs: dict[str, list[Path]] = {}
+    for folder in args.new:
+        for path in sorted(folder.glob("*.json")):
+            runs.setdefault(path.stem, []).append(path)
+    targets = []
+    for name, paths in sorted(runs.items()):
+        previous = args.old / f"{name}.json"
         if not previous.exists():
             continue
-        new, old = json.loads(path.read_text()), json.loads(previous.read_text())
-        print(f"#### {path.stem} ({new['metric']}; {new['seconds_total']:.0f} s wall time)\n")
+        new, old = merged(paths), json.loads(previous.read_text())
+        print(f"#### {name} ({new['metric']}; {new['seconds_total']:.0f} s wall time)\n")
         print("\n".join(compare(old, new)) + "\n")
+        targets.append(target_line(name, new))
+    if targets:
+        print("Target at epsilon " + " and ".join(f"{e:g}" for e in TARGET_EPSILONS) + ":\n")
+        print("\n".join(targets))
 
 
 if __name__ == "__main__":

@@ -3,7 +3,9 @@
 # Usage: benchmarks/results/regression/run.sh [MARGINAL_TRIALS [ROUNDS_PER_ATTRIBUTE]]   (from the repository root)
 # Writes <task>.json and <task>.png next to this script (or in $OUT). See docs/regression-results.md for what was run.
 # Environment: OUT=dir (default: this script's directory); RESUME=1 skips every run whose JSON exists already (a
-# crash or a kill loses only the run in progress); ONLY=regex runs only the runs whose name matches.
+# crash or a kill loses only the run in progress); ONLY=regex runs only the runs whose name matches;
+# EPSILONS=comma-list, LINEAR_METHODS=comma-list, LOGISTIC_METHODS=comma-list narrow the protocol (a narrowed run
+# writes JSON that RESUME=1 would take as complete: give it its own OUT).
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 OUT=${OUT:-benchmarks/results/regression}
@@ -12,10 +14,10 @@ DATA=${MARGINALIA_SHARED_DATA:-../shared/data}
 PY=${PY:-.venv/bin/python}
 MT=${1:-1}              # trials for the AIM-based methods (dd-ssp, aim-synth); the others get all 5
 RPA=${2:-4}             # AIM's planned rounds per attribute of the design (AIM's default is 16)
-COMMON=(--epsilons 0.05,0.1,0.5,1,2 --delta 1e-5 --trials 5 --marginal-trials "$MT" --max-train 50000 --seed 0
+COMMON=(--epsilons "${EPSILONS:-0.05,0.1,0.5,1,2}" --delta 1e-5 --trials 5 --marginal-trials "$MT" --max-train 50000 --seed 0
         --quiet)
-LINEAR=(--methods ols,adassp,adassp-paper,dd-ssp,aim-synth)
-LOGISTIC=(--methods logreg,objpert,dd-ssp,aim-synth)
+LINEAR=(--methods "${LINEAR_METHODS:-ols,adassp,adassp-paper,dd-ssp,aim-synth}")
+LOGISTIC=(--methods "${LOGISTIC_METHODS:-logreg,objpert,dd-ssp,aim-synth}")
 
 # nist_taxi has no test split: a deterministic 1,000-row one (pandas sample, random_state=0); the rest is train.
 SPLIT=$(mktemp -d)
