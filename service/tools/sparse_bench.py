@@ -217,12 +217,18 @@ register_method(SparseMethod("dr-erm", "dr-erm", campaign_answer("linear")))
 # ------------------------------------------------------------------------------------------------- central DP-IHT
 def _answer_dp_iht(cell: BenchCell, handle: None) -> tuple[np.ndarray, dict[str, Any]]:
     """Wang & Xu's DP-IHT (Alg. 3) on the cell's rows held centrally: one charged release of a temporary table at
-    ``(epsilon, delta)`` (the service's default step and iterations; ``--eta`` is the local protocols' step)."""
+    ``(epsilon, delta)``, with the local protocols' settings: ``T = ceil(ln(n / p))`` iterations and the step ``--eta``
+    (default 1). Both are public facts of the design (``x`` uniform in ``{-1, +1}^p``: the squared loss's Hessian is
+    about the identity), as in the paper; the service's own default step, ``1 / B^2`` from the worst-case row norm
+    ``B = sqrt(p)``, would stop 50 iterations about 0.6 short of ``theta*`` whatever ``n``."""
+    from service.collections.sparse_builders import default_steps
     from service.tools.bench_dp_iht import fit_synthetic_dp_iht
 
+    iterations = default_steps(cell.n, cell.p)
+    step = cell.config.eta if cell.config.eta is not None else 1.0
     theta = fit_synthetic_dp_iht(cell.data, cell.epsilon, cell.config.delta, cell.config.sparsity,
-                                 seed=cell.device_seed)
-    return theta, {}
+                                 iterations=iterations, step=step, seed=cell.device_seed)
+    return theta, {"iterations": iterations, "step": step}
 
 
 register_family("central", lambda cell: None)  # the rows are the central table: nothing is collected
