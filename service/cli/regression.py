@@ -1,10 +1,8 @@
-"""``marginalia fit`` (a private regression), ``marginalia bench regression`` (its benchmark) and ``marginalia bench
-sparse`` (Sec. 7.1 of Wang & Xu 2019 through the collections path)."""
+"""``marginalia fit``: a private regression (linear or logistic) from a release, reused when one answers it, or made
+and charged when none does."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -15,9 +13,7 @@ from service.cli.common import (
     ProgressBars,
     QuietFlag,
     SeedOption,
-    Typer,
     app,
-    check_output,
     check_seed,
     column_list,
     emit,
@@ -27,10 +23,7 @@ from service.cli.common import (
     stderr,
     stdout,
     unsafe_seeds_allowed,
-    write_output,
 )
-
-bench_app = Typer(help="Benchmarks on temporary databases (yours is never touched).")
 
 
 @app.command()
@@ -109,121 +102,3 @@ def fit(
             stderr.print(f"note: {note}", highlight=False)
 
     emit(as_json, payload, human)
-
-
-@bench_app.command("regression")
-@handles_errors
-def bench_regression(
-    train: Annotated[Path, typer.Option(help="Training CSV (coded 0..size-1).")],
-    test: Annotated[Path, typer.Option(help="Test CSV (coded the same way).")],
-    domain: Annotated[Path, typer.Option(help="private-pgm domain JSON {column: size}.")],
-    target: Annotated[str, typer.Option(help="Target column.")],
-    task: Annotated[str, typer.Option(help="linear or logistic.")],
-    out: Annotated[Path, typer.Option(
-        help="Write the JSON result to this file (refused if it exists, unless --force).")],
-    categorical: Annotated[str, typer.Option(help="Comma-separated unordered columns (one-hot).")] = "",
-    features: Annotated[str | None, typer.Option(help="Comma-separated features (default: all others).")] = None,
-    methods: Annotated[str | None, typer.Option(
-        help="Comma-separated, from ols,adassp,dd-ssp,aim-synth,objpert,logreg (default: all).")] = None,
-    epsilons: Annotated[str, typer.Option(help="Comma-separated epsilons.")] = "0.05,0.1,0.5,1,2",
-    delta: Annotated[float, typer.Option(help="Delta of every release.")] = 1e-5,
-    trials: Annotated[int, typer.Option(help="Trials per epsilon.")] = 5,
-    max_train: Annotated[int, typer.Option(help="Cap on training rows (a seeded sample).")] = 50_000,
-    seed: Annotated[int, typer.Option(help="Seed of the whole run.")] = 0,
-    intercept: Annotated[bool, typer.Option("--intercept/--no-intercept", help="Fit intercepts.", metavar="")] = True,
-    plot: Annotated[Path | None, typer.Option(help="Write a PNG plot of metric vs epsilon here.")] = None,
-    mechanism: Annotated[str, typer.Option(
-        help="Marginal mechanism for dd-ssp / aim-synth; auto: the service's rule, as fit without --mechanism.")
-    ] = "auto",
-    aim_rounds: Annotated[int | None, typer.Option(help="AIM's planned rounds (default: AIM's rule).")] = None,
-    max_model_size: Annotated[float | None, typer.Option(help="Largest graphical model in MB.")] = None,
-    marginal_trials: Annotated[int | None, typer.Option(help="Fewer trials for the AIM-based methods.")] = None,
-    force: Annotated[bool, typer.Option("--force", help="Overwrite --out and --plot if they exist.",
-                                        metavar="")] = False,
-    quiet: QuietFlag = False,
-    as_json: JsonFlag = False,
-) -> None:
-    """Run the regression protocol of Ferrando & Sheldon (2024) through the real release path on a temporary SQLite
-    database."""
-    from service.tools import bench
-
-    try:
-        eps = tuple(float(e) for e in epsilons.split(",") if e.strip())
-    except ValueError:
-        raise bench.BenchError(f"epsilons must be comma-separated numbers, got {epsilons!r}") from None
-    options: dict[str, object] = {}
-    if aim_rounds is not None:
-        options["rounds"] = aim_rounds
-    if max_model_size is not None:
-        options["max_model_size"] = max_model_size
-    config = bench.RegressionBench(
-        train=train, test=test, domain=domain, target=target, task=task,
-        features=tuple(column_list(features)) if features is not None else None,
-        categorical=tuple(column_list(categorical) or ()),
-        methods=tuple(column_list(methods) or ()) if methods is not None else bench.BENCH_METHODS,
-        epsilons=eps, delta=delta, trials=trials, max_train=max_train, seed=seed, intercept=intercept,
-        mechanism=mechanism, marginal_options=options, marginal_trials=marginal_trials,
-    )
-    check_output(out, force, "--out")
-    if plot is not None:
-        check_output(plot, force, "--plot")
-    result = bench.run_regression_bench(config, log=(lambda m: None) if quiet else (lambda m: stderr.print(m)))
-    write_output(out, "--out", lambda path: path.write_text(json.dumps(result, indent=1, default=str) + "\n"))
-    if plot is not None:
-        write_output(plot, "--plot", lambda path: bench.plot_regression_bench(result, path))
-    emit(as_json, result, lambda: stdout.print(f"wrote {out}" + (f" and {plot}" if plot is not None else ""),
-                                                highlight=False))
-
-
-def _numbers(text: str, option: str, kind: type) -> tuple:
-    from service.tools.sparse_bench import SparseBenchError
-
-    try:
-        return tuple(kind(v) for v in text.split(",") if v.strip())
-    except ValueError:
-        raise SparseBenchError(f"{option} must be comma-separated {kind.__name__}s, got {text!r}") from None
-
-
-@bench_app.command("sparse")
-@handles_errors
-def bench_sparse(
-    out: Annotated[Path, typer.Option("--json", help="Write the JSON records here (refused if it exists, unless "
-                                                     "--force).")],
-    method: Annotated[str, typer.Option(help="Comma-separated methods (ldp-iht, label-ldp-iht, lasso, and any "
-                                             "registered one).")] = "ldp-iht,label-ldp-iht,lasso",
-    p: Annotated[str, typer.Option("--p", help="Comma-separated dimensions.")] = "100,400",
-    n: Annotated[str, typer.Option("--n", help="Comma-separated numbers of participants.")] = "10000,40000",
-    s: Annotated[int, typer.Option("--s", help="Non-zeros of theta* (and the s kept by IHT).")] = 10,
-    epsilon: Annotated[str, typer.Option(help="Comma-separated local epsilons.")] = "1",
-    delta: Annotated[float, typer.Option(help="Local delta of the Gaussian label reports.")] = 1e-3,
-    eta: Annotated[float | None, typer.Option(help="IHT step (default: the protocols' default, 1; Sec. 7.1 "
-                                                   "states 0.1 or 0.2).")] = None,
-    trials: Annotated[int, typer.Option(help="Trials per cell.")] = 5,
-    seed: Annotated[int, typer.Option(help="Seed of the rows and the simulated devices.")] = 0,
-    plot: Annotated[Path | None, typer.Option(help="Write a PNG plot of relative error vs n here.")] = None,
-    force: Annotated[bool, typer.Option("--force", help="Overwrite --json and --plot if they exist.",
-                                        metavar="")] = False,
-    quiet: QuietFlag = False,
-) -> None:
-    """Sec. 7.1 of Wang & Xu (2019): sparse linear regression under local DP through the real collections path
-    (campaigns on a temporary SQLite database, the simulator, campaign fit)."""
-    from service.tools import sparse_bench
-
-    config = sparse_bench.SparseBench(
-        methods=tuple(column_list(method) or ()), ps=_numbers(p, "--p", int), ns=_numbers(n, "--n", int),
-        sparsity=s, epsilons=_numbers(epsilon, "--epsilon", float), delta=delta, trials=trials, seed=seed, eta=eta)
-    sparse_bench.check_config(config)
-    check_output(out, force, "--json")
-    if plot is not None:
-        check_output(plot, force, "--plot")
-    result = sparse_bench.run_sparse_bench(config, log=(lambda m: None) if quiet else (lambda m: stderr.print(m)))
-    write_output(out, "--json", lambda path: path.write_text(json.dumps(result, indent=1) + "\n"))
-    if plot is not None:
-        write_output(plot, "--plot", lambda path: sparse_bench.plot_sparse_bench(result, path))
-    table = Table("method", "p", "n", "epsilon", "trials", "relative error (mean)", "seconds (mean)",
-                  title="relative error ||theta - theta*|| / ||theta*||")
-    for row in result["summary"]:
-        table.add_row(row["method"], str(row["p"]), str(row["n"]), f"{row['epsilon']:g}", str(row["trials"]),
-                      f"{row['relative_error_mean']:.3f}", f"{row['seconds_mean']:.1f}")
-    stdout.print(table)
-    stdout.print(f"wrote {out}" + (f" and {plot}" if plot is not None else ""), highlight=False)

@@ -41,11 +41,11 @@ from service.collections.builders import (
     _invalid,
     register_builder,
 )
-from workloads.local.protocol_bernstein import BernsteinSpec, OneBitBernsteinSpec, default_loss_scale
-from workloads.local.protocol_dr_erm import MAX_SEED, DrErmSpec
-from workloads.local.protocol_label_ldp import LabelLdpSpec
-from workloads.local.protocol_ldp_iht import LdpIhtSpec
 from workloads.local.protocols import ProtocolSpec
+from workloads.local.protocols.bernstein import BernsteinSpec, OneBitBernsteinSpec, default_loss_scale
+from workloads.local.protocols.dr_erm import MAX_SEED, DrErmSpec
+from workloads.local.protocols.label_ldp import LabelLdpSpec
+from workloads.local.protocols.ldp_iht import LdpIhtSpec
 from workloads.local.randomizers.iht_gradient import worst_case_residual_bound
 
 

@@ -1,1 +1,2 @@
-"""Programs built on the service (the demo and the regression benchmark), off the server's import path."""
+"""Programs built on the service, off the server's import path: ``demo`` (``make demo``, the product's story end to
+end) and ``bench`` (the experiments behind ``marginalia bench ...``, each on temporary databases)."""

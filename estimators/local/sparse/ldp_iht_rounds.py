@@ -16,8 +16,8 @@ import numpy as np
 from estimators.base import EstimatorError
 from estimators.local.aggregate import ReportAggregate
 from estimators.local.sparse.iht import iht_step
-from workloads.local.protocol_ldp_iht import LdpIhtSpec
 from workloads.local.protocols import RoundState
+from workloads.local.protocols.ldp_iht import LdpIhtSpec
 
 
 def step_from_round(spec: LdpIhtSpec, round_index: int, state: RoundState, aggregate: ReportAggregate) -> np.ndarray:

@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 
 from service.api import create_app
 from service.client import Client
-from service.tools import demo
+from service.tools.demo import story as demo
 from tests.support.apihelpers import World, build_world
 
 

@@ -9,9 +9,9 @@ import math
 import numpy as np
 import pytest
 
-from workloads.local.protocol_label_ldp import LabelLdpSpec
-from workloads.local.protocol_ldp_iht import LdpIhtSpec, group_sizes
 from workloads.local.protocols import ProtocolError, ReportError, ReportSchema, RoundState, spec_from_json
+from workloads.local.protocols.label_ldp import LabelLdpSpec
+from workloads.local.protocols.ldp_iht import LdpIhtSpec, group_sizes
 from workloads.local.randomizers.gaussian_label import label_noise_sigma
 from workloads.local.randomizers.l2ball import l2_ball_output_norm
 

@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 
 from estimators.local.accuracy import loglog_slope
 from service.cli import app
-from service.tools.stein_bench import SteinBench, delta_for, run_stein_bench, summarize
-from service.tools.stein_real import PRIVATE_METHODS, SteinRealBench, run_stein_real
+from service.tools.bench.stein_glm import SteinBench, delta_for, run_stein_bench, summarize
+from service.tools.bench.stein_glm_real import PRIVATE_METHODS, SteinRealBench, run_stein_real
 
 RECORD_KEYS = {"n", "trial", "epsilon", "p", "public_n", "design", "model", "delta", "metric",
                "squared_relative_error", "no_root", "seconds", "simulate_seconds", "fit_seconds",

@@ -11,7 +11,7 @@ On a fresh database in ``demo-output/``:
    and objective perturbation (new releases, charged) and the non-private fit (computed here by the
    demo from the file, as a yardstick only), scored on the paper's 1,000-row test split;
 5. an **auditor** reads the ledger through the API and recomputes the spend with plain SQL;
-6. a **local-DP collection** (under a minute, :mod:`service.tools.demo_local`): a steward registers a public table
+6. a **local-DP collection** (under a minute, :mod:`service.tools.demo.local`): a steward registers a public table
    and creates a campaign, a participant reports from her device and a simulated population through the batch
    path, an analyst fits five GLMs from that one collection (Remark 16), an auditor reads the local spend with SQL;
 
@@ -303,10 +303,10 @@ def picture(story: Story) -> None:
 
 #: The demo's parts, in order. A later part (a local-DP collection, say) is one more entry.
 def local_dp(story: Story) -> None:
-    """Part 6: a local-DP collection (service/tools/demo_local.py)."""
+    """Part 6: a local-DP collection (service/tools/demo/local.py)."""
     from service.api.server import background_server
     from service.client import Client
-    from service.tools.demo_local import local_dp_collection
+    from service.tools.demo.local import local_dp_collection
 
     local_dp_collection(story, heading, background_server, Client)
 

@@ -52,7 +52,7 @@ from service.accounting import accountant
 from service.data import datasets
 from service.regression.design import build_design
 from service.regression.fit import fit as fit_regression
-from service.tools.bench import BENCH_BUDGET, BenchError
+from service.tools.bench.regression import BENCH_BUDGET, BenchError
 from workloads.domain import Domain, DomainError
 from workloads.encodings import DesignEncoding
 
@@ -496,7 +496,7 @@ def synthetic_relative_error(data: SparseLinearData, epsilon: float, delta: floa
     return relative_error(fit_synthetic_dp_iht(data, epsilon, delta, sparsity, **fit), data.theta_star)
 
 
-if __name__ == "__main__":  # pragma: no cover - ``python -m service.tools.bench_dp_iht --add-noiseless | --replot``
+if __name__ == "__main__":  # pragma: no cover - ``python -m service.tools.bench.dp_iht --add-noiseless | --replot``
     import sys
 
     if len(sys.argv) == 3 and sys.argv[1] == "--add-noiseless":
@@ -504,5 +504,5 @@ if __name__ == "__main__":  # pragma: no cover - ``python -m service.tools.bench
     elif len(sys.argv) == 4 and sys.argv[1] == "--replot":
         plot_dp_iht_bench(json.loads(Path(sys.argv[2]).read_text()), Path(sys.argv[3]))
     else:
-        raise SystemExit("usage: python -m service.tools.bench_dp_iht --add-noiseless RESULT.json | "
+        raise SystemExit("usage: python -m service.tools.bench.dp_iht --add-noiseless RESULT.json | "
                          "--replot RESULT.json PNG")

@@ -1,7 +1,7 @@
 """``marginalia bench stein-glm`` (the synthetic experiments of Sec. 6 of Wang, Hu, Zhang, Gaboardi & Xu, ALT 2021)
 and ``marginalia bench stein-glm-real`` (binary logistic on a real table with a public unlabeled half), both through
-the real collection path on temporary SQLite databases (:mod:`service.tools.stein_bench`,
-:mod:`service.tools.stein_real`).
+the real collection path on temporary SQLite databases (:mod:`service.tools.bench.stein_glm`,
+:mod:`service.tools.bench.stein_glm_real`).
 
 Two commands rather than a ``--table`` form of one: they share no option but ``--epsilon``, ``--trials`` and ``--seed``,
 measure different things (coefficient error against a known ``w*`` vs test accuracy against references) and write
@@ -18,8 +18,8 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from service.cli.bench import bench_app
 from service.cli.common import QuietFlag, check_output, column_list, handles_errors, stderr, stdout, write_output
-from service.cli.regression import bench_app
 
 JsonOut = Annotated[Path, typer.Option("--json", help="Write the JSON records and summary to this file.")]
 PlotOut = Annotated[Path | None, typer.Option("--plot", help="Write a PNG plot here.")]
@@ -28,7 +28,7 @@ Force = Annotated[bool, typer.Option("--force", help="Overwrite --json and --plo
 
 def _numbers(text: str | None, option: str, kind: Callable[[str], Any]) -> tuple[Any, ...] | None:
     """A comma list of ``kind`` (int or float), or an error naming the option."""
-    from service.tools.stein_bench import SteinBenchError
+    from service.tools.bench.stein_glm import SteinBenchError
 
     if text is None:
         return None
@@ -72,7 +72,7 @@ def bench_stein_glm(
     quiet: QuietFlag = False,
 ) -> None:
     """Squared relative error of the Stein-lemma GLM against n, through campaigns, the simulator and campaign fit."""
-    from service.tools import stein_bench
+    from service.tools.bench import stein_glm as stein_bench
 
     config = stein_bench.SteinBench(
         design=design, model=model, sizes=_numbers(n, "--n", int), epsilons=_numbers(epsilon, "--epsilon", float),
@@ -113,7 +113,7 @@ def bench_stein_glm_real(
     quiet: QuietFlag = False,
 ) -> None:
     """Binary logistic from local reports: half the training rows public and unlabeled, half participants."""
-    from service.tools import stein_real
+    from service.tools.bench import stein_glm_real as stein_real
 
     config = stein_real.SteinRealBench(
         train=train, test=test, target=target,

@@ -16,7 +16,7 @@ family answers from that one collection:
   ``[-1, 1]^p``; DR-ERM: the l1 ball of radius ``sqrt(s)``, which holds ``theta*``, and ``||Phi x||`` clipped at
   ``sqrt(p)``);
 * family ``central`` (method ``dp-iht``, Alg. 3): the rows held centrally, one charged DP-IHT release of a temporary
-  table at ``(epsilon, delta)`` (``service.tools.bench_dp_iht.fit_synthetic_dp_iht``): the central model's error
+  table at ``(epsilon, delta)`` (``service.tools.bench.dp_iht.fit_synthetic_dp_iht``): the central model's error
   beside the local protocols' on the same problem.
 
 Methods are found by name in :data:`METHODS`; a method joins with :func:`register_method` and its family's collector
@@ -222,7 +222,7 @@ def _answer_dp_iht(cell: BenchCell, handle: None) -> tuple[np.ndarray, dict[str,
     about the identity), as in the paper; the service's own default step, ``1 / B^2`` from the worst-case row norm
     ``B = sqrt(p)``, would stop 50 iterations about 0.6 short of ``theta*`` whatever ``n``."""
     from service.collections.sparse_builders import default_steps
-    from service.tools.bench_dp_iht import fit_synthetic_dp_iht
+    from service.tools.bench.dp_iht import fit_synthetic_dp_iht
 
     iterations = default_steps(cell.n, cell.p)
     step = cell.config.eta if cell.config.eta is not None else 1.0

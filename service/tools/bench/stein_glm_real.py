@@ -45,7 +45,7 @@ from scipy.special import expit
 
 from estimators.central.metrics import auc
 from service.errors import InvalidInput
-from service.tools.stein_bench import BENCH_CAP, SteinBenchError, delta_for
+from service.tools.bench.stein_glm import BENCH_CAP, SteinBenchError, delta_for
 
 #: method -> (campaign fit model, X^T X source)
 PRIVATE_METHODS = {f"{name}{suffix}": (model, covariance)

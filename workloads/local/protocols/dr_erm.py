@@ -22,8 +22,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from workloads.local.protocol_ldp_iht import NORM_SLACK
-from workloads.local.protocols import (
+from workloads.local.protocols.base import (
     FieldSchema,
     GroupSpec,
     ProtocolError,
@@ -35,6 +34,7 @@ from workloads.local.protocols import (
     _participant_array,
     register_protocol,
 )
+from workloads.local.protocols.ldp_iht import NORM_SLACK
 from workloads.local.randomizers.l2ball import l2_ball_output_norm
 from workloads.local.randomizers.random_projection_statistics import (
     projected_statistics_bound,

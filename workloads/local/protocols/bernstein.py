@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from workloads.local.protocols import (
+from workloads.local.protocols.base import (
     LAPLACE_TAIL,
     FieldSchema,
     GroupSpec,

@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from workloads.local.protocols import (
+from workloads.local.protocols.base import (
     FieldSchema,
     GroupSpec,
     ProtocolError,

@@ -17,8 +17,8 @@ from service.cli import app
 from service.mechanisms.dp_iht import COUNT_SHARE
 from service.privacy import conversions
 from service.privacy.cost import floor_to_grid
-from service.tools import bench_dp_iht
-from service.tools.bench import BenchError
+from service.tools.bench import dp_iht as bench_dp_iht
+from service.tools.bench.regression import BenchError
 
 
 def _small(data_dir: Path, **changes: object) -> bench_dp_iht.DPIHTBench:

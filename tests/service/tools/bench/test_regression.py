@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from service.cli import app
 from service.mechanisms import registry
-from service.tools.bench import RegressionBench, run_regression_bench, summarize
+from service.tools.bench.regression import RegressionBench, run_regression_bench, summarize
 
 CATEGORICAL = "Sex,Embarked,Cabin,Pclass,Survived"
 EPSILONS = (0.5, 2.0)

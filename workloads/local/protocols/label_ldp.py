@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from workloads.local.protocols import (
+from workloads.local.protocols.base import (
     GAUSSIAN_TAIL,
     FieldSchema,
     GroupSpec,

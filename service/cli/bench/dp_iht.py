@@ -1,5 +1,5 @@
-"""``marginalia bench dp-iht``: Sec. 7.2 of Wang & Xu (2019) through the real release path (:mod:`service.tools.
-bench_dp_iht`)."""
+"""``marginalia bench dp-iht``: Sec. 7.2 of Wang & Xu (2019) through the real release path
+(:mod:`service.tools.bench.dp_iht`)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from typing import Annotated
 
 import typer
 
+from service.cli.bench import bench_app
 from service.cli.common import JsonFlag, QuietFlag, check_output, emit, handles_errors, stderr, stdout, write_output
-from service.cli.regression import bench_app
 
 
 def _numbers(text: str, option: str, kind: type) -> tuple:
-    from service.tools.bench import BenchError
+    from service.tools.bench.regression import BenchError
 
     try:
         return tuple(kind(v) for v in text.split(",") if v.strip())
@@ -50,7 +50,7 @@ def bench_dp_iht(
 ) -> None:
     """Optimality gap of DP-IHT's l0-constrained logistic regression vs p, sparsity and epsilon, on adult's nested
     designs (p = 23, 45, 86, 250), each model a real charged release in a temporary SQLite database."""
-    from service.tools import bench_dp_iht as bench
+    from service.tools.bench import dp_iht as bench
 
     config = bench.DPIHTBench(
         train=train, domain=domain, target=target, sparsities=_numbers(sparsities, "--sparsities", int),

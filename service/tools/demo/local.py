@@ -1,4 +1,4 @@
-"""``make demo``'s local-DP part, part 6 of :mod:`service.tools.demo` (under a minute): a collection where no raw
+"""``make demo``'s local-DP part, part 6 of :mod:`service.tools.demo.story` (under a minute): a collection where no raw
 value ever reaches the service.
 
 1. a **steward**, on the command line, registers a public unlabeled table and creates a ``stein-glm`` campaign

@@ -1,0 +1,56 @@
+"""Local-DP campaign protocols: public specifications, rounds, report schemas and their validators.
+
+A campaign runs one **protocol**. Everything here is public and fixed before anyone reports:
+
+* a **spec** (a frozen dataclass, JSON round-trip with :meth:`ProtocolSpec.to_json` / :func:`spec_from_json`): the
+  protocol's name, dimension, bounds, the groups of participants and the **rounds**;
+* each round (:class:`RoundSpec`) names the group that reports in it and the local (epsilon, delta) one report
+  spends; a participant's total spend is the sum over the rounds of her group (basic composition, which holds for
+  adaptively chosen mechanisms with parameters fixed in advance: Dwork & Roth 2014, Thm. 3.16);
+* each round has a **public state** (:class:`RoundState`) the server publishes before the round opens: the first
+  from the spec (and a public table, if the protocol uses one) by :meth:`ProtocolSpec.initial_state`; round
+  ``t + 1``'s from round ``t``'s aggregate, computed server side (``estimators.local.rounds.next_state``);
+* reports of round ``t`` are randomized with round ``t``'s state (:meth:`ProtocolSpec.randomize`, which calls the
+  pure functions of :mod:`workloads.local.randomizers`) and checked against its :class:`ReportSchema`.
+
+A batch of reports is *columnar*: ``{field: array of shape (k, *field shape)}``; :meth:`ReportSchema.stack` builds one
+from a list of single reports. :meth:`ReportSchema.validate` checks a whole batch with array operations and refuses it
+with a :class:`ReportError` naming the field and the first bad report.
+
+Allowed ranges. A report is a clipped value plus unbounded noise, so any real number is *possible*; a schema still
+bounds each entry by the largest clipped value plus a tail of the noise that an honest report exceeds with
+negligible probability (``GAUSSIAN_TAIL`` standard deviations: below 1e-88 per entry; ``LAPLACE_TAIL`` scales:
+below 1e-26 per report). This refuses garbage (``1e308``, which would also overflow the running sums) without
+refusing honest reports; refusing is post-processing of what was sent and costs no privacy.
+
+Protocols are found by name in :data:`PROTOCOLS` (:func:`register_protocol`). What they share is
+:mod:`.base`; each protocol is a module of this package (``ldp_avg``, ``stein_glm``, ``ldp_iht``, ``label_ldp``,
+``bernstein``, ``dr_erm``) and registers its spec on import. Adding one means a new module here, its randomizer in
+:mod:`workloads.local.randomizers` and its aggregate/estimator/next-state functions server side.
+"""
+
+# each protocol registers its spec on import, in the order the protocols are listed
+from workloads.local.protocols import bernstein, dr_erm, label_ldp, ldp_avg, ldp_iht, stein_glm  # noqa: E402, F401, I001
+from workloads.local.protocols.base import (
+    GAUSSIAN_TAIL,
+    LAPLACE_TAIL,
+    PROTOCOLS,
+    FieldSchema,
+    GroupSpec,
+    ProtocolError,
+    ProtocolSpec,
+    ReportError,
+    ReportSchema,
+    RoundSpec,
+    RoundState,
+    register_protocol,
+    spec_from_json,
+)
+from workloads.local.protocols.ldp_avg import LdpAverageSpec  # noqa: E402
+from workloads.local.protocols.stein_glm import SteinGlmSpec, TwoRoundSteinSpec  # noqa: E402
+
+__all__ = [
+    "GAUSSIAN_TAIL", "LAPLACE_TAIL", "PROTOCOLS", "FieldSchema", "GroupSpec", "LdpAverageSpec", "ProtocolError",
+    "ProtocolSpec", "ReportError", "ReportSchema", "RoundSpec", "RoundState", "SteinGlmSpec", "TwoRoundSteinSpec",
+    "register_protocol", "spec_from_json",
+]

@@ -1,0 +1,77 @@
+"""1-dim LDP-AVG (Wang, Gaboardi & Xu 2018, Alg. 1) as a campaign protocol."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from workloads.local.protocols.base import (
+    LAPLACE_TAIL,
+    FieldSchema,
+    GroupSpec,
+    ProtocolError,
+    ProtocolSpec,
+    ReportSchema,
+    RoundSpec,
+    RoundState,
+    _participant_array,
+    register_protocol,
+)
+from workloads.local.randomizers.laplace import interval_scale, randomize_interval_values
+from workloads.parameters import ParameterError, check_positive
+
+
+@register_protocol
+@dataclass(frozen=True)
+class LdpAverageSpec(ProtocolSpec):
+    """1-dim LDP-AVG (Wang, Gaboardi & Xu 2018, Alg. 1): one round, each value in ``[lower, upper]`` plus Laplace.
+
+    Report: ``{"value": ()}``. Participant data: ``{"value": v}``. Pure epsilon-LDP (delta = 0)."""
+
+    protocol: ClassVar[str] = "ldp-avg"
+    lower: float
+    upper: float
+    epsilon: float
+    participants: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "lower", float(self.lower))
+        object.__setattr__(self, "upper", float(self.upper))
+        object.__setattr__(self, "epsilon", check_positive("epsilon", self.epsilon, error=ProtocolError))
+        self.scale  # noqa: B018  (checks lower < upper)
+        self._check_groups_and_rounds()
+
+    @property
+    def dimension(self) -> int:
+        return 1
+
+    @property
+    def scale(self) -> float:
+        """The Laplace scale ``(upper - lower) / epsilon`` (rounded up)."""
+        try:
+            return interval_scale(self.lower, self.upper, self.epsilon)
+        except ParameterError as error:
+            raise ProtocolError(str(error)) from None
+
+    def rounds(self) -> tuple[RoundSpec, ...]:
+        return (RoundSpec("all", self.epsilon, 0.0),)
+
+    def groups(self) -> tuple[GroupSpec, ...]:
+        return (GroupSpec("all", self.participants),)
+
+    def report_schema(self, round_index: int, state: RoundState) -> ReportSchema:
+        self._check_state_round(round_index, state)
+        tail = LAPLACE_TAIL * self.scale
+        return ReportSchema((FieldSchema("value", (), self.lower - tail, self.upper + tail),))
+
+    def randomize(
+        self, round_index: int, state: RoundState, data: Mapping[str, Any], rng: np.random.Generator | None = None
+    ) -> dict[str, np.ndarray]:
+        self._check_state_round(round_index, state)
+        value = _participant_array(data, "value")
+        return {"value": randomize_interval_values(value, self.lower, self.upper, self.epsilon, rng)}
+
+
