@@ -46,7 +46,7 @@ import pandas as pd
 from workloads.domain import Domain
 from workloads.encodings import DesignEncoding
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 OUT = REPO / "demo-output"
 DATA = Path(os.environ.get("MARGINALIA_SHARED_DATA", REPO.parent / "shared" / "data"))
 ADULT = DATA / "adult"

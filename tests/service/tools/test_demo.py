@@ -43,3 +43,10 @@ def test_the_demo_sends_no_seeds_and_parts_are_listed() -> None:
     assert not re.search(r"seed\s*=|--seed", source), "the demo must not seed releases nor pass seeds to the client"
     assert [p.__name__ for p in demo.PARTS][:5] == ["steward_loads", "steward_releases", "free_answers",
                                                     "analyst_fits", "auditor_recomputes"]
+
+
+def test_the_demo_writes_into_the_repository_and_reads_the_shared_tables() -> None:
+    """``demo-output/`` is at the repository's root (what `make demo` and the README promise), and the shared tables
+    default to ``../shared/data`` beside it."""
+    assert (demo.REPO / "pyproject.toml").is_file() and (demo.REPO / "Makefile").is_file()
+    assert demo.OUT == demo.REPO / "demo-output"
