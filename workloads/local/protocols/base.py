@@ -405,6 +405,15 @@ def _features(data: Mapping[str, Any], dimension: int) -> np.ndarray:
     return x
 
 
+def _features_and_labels(data: Mapping[str, Any], dimension: int) -> tuple[np.ndarray, np.ndarray]:
+    """A participant's (or a batch's) features ``x`` (:func:`_features`) and labels ``y``, one label per row."""
+    x = _features(data, dimension)
+    y = _participant_array(data, "y")
+    if y.shape != x.shape[:-1]:
+        raise ProtocolError(f"participant data 'y' must have shape {x.shape[:-1]}, got {y.shape}")
+    return x, y
+
+
 def _check_norm(norm: str) -> str:
     if norm not in NORMS:
         raise ProtocolError(f"norm must be one of {NORMS}, got {norm!r}")

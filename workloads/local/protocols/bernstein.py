@@ -40,8 +40,7 @@ from workloads.local.protocols.base import (
     ReportSchema,
     RoundSpec,
     RoundState,
-    _features,
-    _participant_array,
+    _features_and_labels,
     register_protocol,
 )
 from workloads.local.randomizers.bernstein import (
@@ -105,10 +104,7 @@ class _BernsteinSettings(ProtocolSpec):
 
     def grid_losses(self, data: Mapping[str, Any]) -> tuple[np.ndarray, bool]:
         """The participant(s)' clipped losses at every grid point, ``(k, G)``, and whether one participant was given."""
-        x = _features(data, self.dimension)
-        y = _participant_array(data, "y")
-        if y.shape != x.shape[:-1]:
-            raise ProtocolError(f"participant data 'y' must have shape {x.shape[:-1]}, got {y.shape}")
+        x, y = _features_and_labels(data, self.dimension)
         grid = bernstein_grid(self.degree, self.dimension)
         losses = squared_loss_on_grid(grid, np.atleast_2d(x), np.atleast_1d(y), self.lower, self.upper,
                                       self.loss_scale)

@@ -30,8 +30,7 @@ from workloads.local.protocols.base import (
     ReportSchema,
     RoundSpec,
     RoundState,
-    _features,
-    _participant_array,
+    _features_and_labels,
     register_protocol,
 )
 from workloads.local.protocols.ldp_iht import NORM_SLACK
@@ -112,10 +111,7 @@ class DrErmSpec(ProtocolSpec):
         self, round_index: int, state: RoundState, data: Mapping[str, Any], rng: np.random.Generator | None = None
     ) -> dict[str, np.ndarray]:
         self.report_schema(round_index, state)
-        x = _features(data, self.dimension)
-        y = _participant_array(data, "y")
-        if y.shape != x.shape[:-1]:
-            raise ProtocolError(f"participant data 'y' must have shape {x.shape[:-1]}, got {y.shape}")
+        x, y = _features_and_labels(data, self.dimension)
         report = projected_statistics_report(x, y, self.projection(), self.feature_radius, self.label_bound,
                                              self.epsilon, rng)
         return {"statistics": report}

@@ -36,8 +36,7 @@ from workloads.local.protocols.base import (
     ReportSchema,
     RoundSpec,
     RoundState,
-    _features,
-    _participant_array,
+    _features_and_labels,
     register_protocol,
 )
 from workloads.local.randomizers.gaussian_label import label_noise_sigma, randomize_labels
@@ -100,9 +99,7 @@ class LabelLdpSpec(ProtocolSpec):
         self, round_index: int, state: RoundState, data: Mapping[str, Any], rng: np.random.Generator | None = None
     ) -> dict[str, np.ndarray]:
         self._check_state_round(round_index, state)
-        x = np.clip(_features(data, self.dimension), -self.feature_bound, self.feature_bound)
-        y = _participant_array(data, "y")
-        if y.shape != x.shape[:-1]:
-            raise ProtocolError(f"participant data 'y' must have shape {x.shape[:-1]}, got {y.shape}")
+        x, y = _features_and_labels(data, self.dimension)
+        x = np.clip(x, -self.feature_bound, self.feature_bound)
         noisy = randomize_labels(y, self.label_bound, self.epsilon, self.delta, rng).reshape(y.shape)
         return {"xy": x * np.asarray(noisy)[..., np.newaxis]}

@@ -33,8 +33,7 @@ from workloads.local.protocols.base import (
     ReportSchema,
     RoundSpec,
     RoundState,
-    _features,
-    _participant_array,
+    _features_and_labels,
     register_protocol,
 )
 from workloads.local.randomizers.iht_gradient import ldp_iht_report
@@ -127,9 +126,6 @@ class LdpIhtSpec(ProtocolSpec):
         self, round_index: int, state: RoundState, data: Mapping[str, Any], rng: np.random.Generator | None = None
     ) -> dict[str, np.ndarray]:
         theta = self.theta(round_index, state)
-        x = _features(data, self.dimension)
-        y = _participant_array(data, "y")
-        if y.shape != x.shape[:-1]:
-            raise ProtocolError(f"participant data 'y' must have shape {x.shape[:-1]}, got {y.shape}")
+        x, y = _features_and_labels(data, self.dimension)
         report = ldp_iht_report(theta, x, y, self.residual_bound, self.feature_norm_bound, self.epsilon, rng)
         return {"gradient": report}

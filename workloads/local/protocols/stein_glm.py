@@ -21,7 +21,7 @@ from workloads.local.protocols.base import (
     RoundState,
     _check_norm,
     _features,
-    _participant_array,
+    _features_and_labels,
     register_protocol,
 )
 from workloads.local.randomizers.laplace import interval_scale
@@ -70,10 +70,7 @@ class _StatisticsBounds:
         self, data: Mapping[str, Any], epsilon: float, delta: float, norm: str, gram: bool,
         xy_ratio: float | None, rng: np.random.Generator | None,
     ) -> dict[str, np.ndarray]:
-        x = _features(data, self.dimension)
-        y = _participant_array(data, "y")
-        if y.shape != x.shape[:-1]:
-            raise ProtocolError(f"participant data 'y' must have shape {x.shape[:-1]}, got {y.shape}")
+        x, y = _features_and_labels(data, self.dimension)
         return randomize_sufficient_statistics(
             x, y, norm_bound=self.norm_bound, label_bound=self.label_bound, epsilon=epsilon, delta=delta, norm=norm,
             gram=gram, xy_ratio=xy_ratio, rng=rng)
