@@ -2,7 +2,9 @@
 the median metric per epsilon of DD-SSP before (``benchmarks/results/regression``: DD-SSP from AIM, 1 marginal
 trial, 4 AIM rounds per attribute) and after (``benchmarks/results/regression-issue9``: the mechanism rule, 5 trials,
 AIM's default 16 rounds per attribute), beside the service's AdaSSP (linear) or ObjPert (logistic) of both runs,
-and whether DD-SSP now wins against the baseline of the new run. After the tables, one line per run: the issue's
+and whether DD-SSP now wins against the baseline of the new run. Where the new run holds them, a second table shows
+the other methods of the protocol before and now (AIM-Synth; for linear runs also the paper's uncertified AdaSSP,
+``adassp-paper``) and whether DD-SSP now beats AIM-Synth now. After the tables, one line per run: the issue's
 target at epsilon 0.05 and 0.1 (linear: DD-SSP MSE <= AdaSSP; logistic: DD-SSP AUC >= ObjPert), met or missed.
 Prints Markdown; reads only the JSON files ``marginalia bench regression`` wrote::
 
@@ -46,11 +48,12 @@ def _mechanisms(result: dict, epsilon: float) -> str:
     return "/".join(sorted(used)) or "-"
 
 
-def _wins(result: dict, epsilon: float) -> bool | None:
-    """Whether DD-SSP's median beats the baseline's in ``result`` at ``epsilon`` (None if either is missing)."""
+def _wins(result: dict, epsilon: float, rival: str | None = None) -> bool | None:
+    """Whether DD-SSP's median beats ``rival``'s (default: the run's baseline, AdaSSP or ObjPert) in ``result`` at
+    ``epsilon`` (None if either is missing)."""
     linear = result["metric"] == "mse"
     now = _entry(result["summary"], "dd-ssp", epsilon)
-    other = _entry(result["summary"], "adassp" if linear else "objpert", epsilon)
+    other = _entry(result["summary"], rival or ("adassp" if linear else "objpert"), epsilon)
     if now is None or other is None:
         return None
     return now["median"] <= other["median"] if linear else now["median"] >= other["median"]
@@ -70,6 +73,26 @@ def compare(old: dict, new: dict) -> list[str]:
                      f"{_show(_entry(new['summary'], 'dd-ssp', epsilon), spread=True)} | "
                      f"{_mechanisms(new, epsilon)} | {_show(_entry(new['summary'], rival, epsilon), spread=True)} | "
                      f"{verdict} |")
+    return lines
+
+
+OTHER_METHODS = {"mse": ("aim-synth", "adassp-paper"), "auc": ("aim-synth",)}
+
+
+def compare_others(old: dict, new: dict) -> list[str]:
+    """The Markdown table of the other methods of one run, before and now (module docstring); empty if the new run
+    holds none of them."""
+    methods = [m for m in OTHER_METHODS[new["metric"]] if m in new["summary"]]
+    if not methods:
+        return []
+    header = "| epsilon | " + " | ".join(f"{m} before | {m} now (min-max, trials)" for m in methods)
+    lines = [header + " | DD-SSP now vs aim-synth now |", "|---|" + "---|---|" * len(methods) + "---|"]
+    for epsilon in sorted({r["epsilon"] for r in new["records"] if r["epsilon"] is not None}):
+        cells = [f"{_show(_entry(old['summary'], m, epsilon))} | {_show(_entry(new['summary'], m, epsilon), True)}"
+                 for m in methods]
+        wins = _wins(new, epsilon, "aim-synth")
+        verdict = "-" if wins is None else ("better" if wins else "**worse**")
+        lines.append(f"| {epsilon:g} | " + " | ".join(cells) + f" | {verdict} |")
     return lines
 
 
@@ -113,6 +136,9 @@ def main() -> None:
         new, old = merged(paths), json.loads(previous.read_text())
         print(f"#### {name} ({new['metric']}; {new['seconds_total']:.0f} s wall time)\n")
         print("\n".join(compare(old, new)) + "\n")
+        others = compare_others(old, new)
+        if others:
+            print("\n".join(others) + "\n")
         targets.append(target_line(name, new))
     if targets:
         print("Target at epsilon " + " and ".join(f"{e:g}" for e in TARGET_EPSILONS) + ":\n")
