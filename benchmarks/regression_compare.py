@@ -59,15 +59,23 @@ def _wins(result: dict, epsilon: float, rival: str | None = None) -> bool | None
     return now["median"] <= other["median"] if linear else now["median"] >= other["median"]
 
 
+def _epsilons(result: dict) -> list[float]:
+    """The private epsilons of ``result``'s records, ascending."""
+    return sorted({r["epsilon"] for r in result["records"] if r["epsilon"] is not None})
+
+
+def _verdict(wins: bool | None) -> str:
+    return "-" if wins is None else ("better" if wins else "**worse**")
+
+
 def compare(old: dict, new: dict) -> list[str]:
     """The Markdown table of one run: old and new DD-SSP and baseline per epsilon of the new run."""
     rival = "adassp" if new["metric"] == "mse" else "objpert"
     lines = [f"| epsilon | DD-SSP before (AIM, 1 trial) | {rival} before | DD-SSP now (min-max, trials) | "
              f"DD-SSP's mechanism | {rival} now (min-max, trials) | DD-SSP now vs {rival} now |",
              "|---|---|---|---|---|---|---|"]
-    for epsilon in sorted({r["epsilon"] for r in new["records"] if r["epsilon"] is not None}):
-        wins = _wins(new, epsilon)
-        verdict = "-" if wins is None else ("better" if wins else "**worse**")
+    for epsilon in _epsilons(new):
+        verdict = _verdict(_wins(new, epsilon))
         lines.append(f"| {epsilon:g} | {_show(_entry(old['summary'], 'dd-ssp', epsilon))} | "
                      f"{_show(_entry(old['summary'], rival, epsilon))} | "
                      f"{_show(_entry(new['summary'], 'dd-ssp', epsilon), spread=True)} | "
@@ -87,11 +95,10 @@ def compare_others(old: dict, new: dict) -> list[str]:
         return []
     header = "| epsilon | " + " | ".join(f"{m} before | {m} now (min-max, trials)" for m in methods)
     lines = [header + " | DD-SSP now vs aim-synth now |", "|---|" + "---|---|" * len(methods) + "---|"]
-    for epsilon in sorted({r["epsilon"] for r in new["records"] if r["epsilon"] is not None}):
+    for epsilon in _epsilons(new):
         cells = [f"{_show(_entry(old['summary'], m, epsilon))} | {_show(_entry(new['summary'], m, epsilon), True)}"
                  for m in methods]
-        wins = _wins(new, epsilon, "aim-synth")
-        verdict = "-" if wins is None else ("better" if wins else "**worse**")
+        verdict = _verdict(_wins(new, epsilon, "aim-synth"))
         lines.append(f"| {epsilon:g} | " + " | ".join(cells) + f" | {verdict} |")
     return lines
 
