@@ -8,6 +8,7 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, inspect, text
 from sqlalchemy.exc import DBAPIError
 
@@ -43,6 +44,10 @@ def _insert_dataset_and_entry(connection) -> None:  # noqa: ANN001
         "INSERT INTO ledger_entries (id, dataset_id, entry, mechanism, epsilon_units, delta_units, rho_units, "
         "epsilon_spent_after_units, principal, note, created_at) "
         "VALUES (1, 1, 'charge', 'laplace', 100, 0, 0, 100, 'x', '', CURRENT_TIMESTAMP)"))
+
+
+def _head(config: Config) -> str:
+    return ScriptDirectory.from_config(config).get_current_head()
 
 
 def _migrated_to(database_url: str, revision: str) -> tuple[Engine, Config]:
@@ -147,7 +152,7 @@ def test_migration_0006_adds_release_models_on_top_of_0005(database_url: str) ->
             "CURRENT_TIMESTAMP)"), {"s": False})
     upgrade_to_head(engine)
     with engine.begin() as connection:
-        assert connection.execute(text("SELECT version_num FROM alembic_version")).scalar_one() == "0006"
+        assert connection.execute(text("SELECT version_num FROM alembic_version")).scalar_one() == _head(config)
         assert connection.execute(text("SELECT COUNT(*) FROM release_models")).scalar_one() == 0
         connection.execute(text("INSERT INTO release_models (release_id, payload, details_json, created_at) "
                                 "VALUES (1, :p, '{}', CURRENT_TIMESTAMP)"), {"p": b"model"})
@@ -156,6 +161,40 @@ def test_migration_0006_adds_release_models_on_top_of_0005(database_url: str) ->
         command.downgrade(config, "0005")
     with engine.connect() as connection:
         assert not inspect(connection).has_table("release_models")
+    upgrade_to_head(engine)
+    with engine.connect() as connection:
+        context = MigrationContext.configure(connection, opts={"include_object": _ignore_views, "compare_type": True})
+        assert compare_metadata(context, Base.metadata) == []
+    engine.dispose()
+
+
+def test_migration_0007_marks_no_old_campaign_seeded_and_links_simulation_charges(database_url: str) -> None:
+    """Issue 18, finding 3: a 0006 database with a campaign and a ledger charge gains ``campaigns.seeded`` (false for
+    the old campaign) and ``ledger_entries.campaign_id`` (NULL for the old charge); a downgrade to 0006 and back gives
+    the schema the models describe."""
+    engine, config = _migrated_to(database_url, "0006")
+    with engine.begin() as connection:
+        _insert_dataset_and_entry(connection)
+        connection.execute(text(
+            "INSERT INTO campaigns (id, name, protocol, spec_json, features_json, transform_json, epsilon_units, "
+            "delta_units, status, principal, created_at) VALUES (1, 'c', 'ldp-avg', '{}', '[]', '{}', 1, 0, 'open', "
+            "'x', CURRENT_TIMESTAMP)"))
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0007_seeded_campaigns")
+    with engine.begin() as connection:
+        assert connection.execute(text("SELECT seeded FROM campaigns")).scalar_one() in (False, 0)
+        assert connection.execute(text("SELECT campaign_id FROM ledger_entries")).scalar_one() is None
+        connection.execute(text(
+            "INSERT INTO ledger_entries (id, dataset_id, campaign_id, entry, mechanism, epsilon_units, delta_units, "
+            "rho_units, epsilon_spent_after_units, principal, note, created_at) VALUES (2, 1, 1, 'charge', "
+            "'campaign-simulation', 100, 0, 0, 200, 'x', '', CURRENT_TIMESTAMP)"))
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.downgrade(config, "0006")
+    with engine.connect() as connection:
+        assert "seeded" not in {c["name"] for c in inspect(connection).get_columns("campaigns")}
+        assert connection.execute(text("SELECT COUNT(*) FROM ledger_entries")).scalar_one() == 2
     upgrade_to_head(engine)
     with engine.connect() as connection:
         context = MigrationContext.configure(connection, opts={"include_object": _ignore_views, "compare_type": True})
