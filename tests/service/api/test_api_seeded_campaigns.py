@@ -79,7 +79,7 @@ def _leak(body: object) -> str | None:
         if not isinstance(campaign, dict) or campaign.get("name", campaign.get("campaign")) not in SEEDED:
             continue
         if campaign.get("seeded") is not True:
-            return f"seeded campaign {campaign.get('name')} shown without 'seeded': true"
+            return f"seeded campaign {campaign.get('name', campaign.get('campaign'))} shown without 'seeded': true"
         if "rounds" not in campaign or any(r.get("state") is not None for r in campaign["rounds"]):
             return f"seeded campaign {campaign.get('name')} shown with a published state or as an answer: {campaign}"
     return None
