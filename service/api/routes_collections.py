@@ -4,7 +4,8 @@ Who may call what (the README's role table; ``tests/service/api/test_collections
 every role): public tables are read by stewards, analysts and auditors (rows by stewards and analysts: they are
 public), loaded by stewards; campaigns are created, closed and capped by stewards, read by stewards, analysts and
 auditors, fitted by stewards and analysts (free); a **participant** key reaches only ``GET /campaigns/{name}/state``
-and ``POST /campaigns/{name}/reports`` (her own report), a **gateway** key the same two with batches for pseudonyms.
+and ``POST /campaigns/{name}/reports`` (her own report), a **gateway** key the same two with batches for pseudonyms,
+reports only to the campaigns a steward put in its scope and within its quotas (service/collections/gateways.py).
 No route takes a seed.
 """
 
