@@ -211,9 +211,9 @@ async def submit(request: Request, name: Name,
 def _body_limit(engine: Engine, principal: Principal, name: str, kind: str,
                 ceiling: int) -> tuple[campaigns.CampaignInfo, int, str]:
     """The campaign, and the most bytes the caller's body may have (a gateway outside its scope: 403 first)."""
-    if principal.role == GATEWAY:
-        check_gateway_scope(engine, principal.key_id, name)
     info = campaigns.get_campaign(engine, name)
+    if principal.role == GATEWAY:
+        check_gateway_scope(engine, principal.key_id, info)
     width = max((report_width(info, r.index) for r in info.rounds if r.status == "open"), default=0)
     if principal.role == PARTICIPANT:
         return info, limits.participant_limit(width), "one participant's report"

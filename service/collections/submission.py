@@ -171,10 +171,9 @@ def report_width(campaign: CampaignInfo, round_index: int) -> int:
     return sum(int(np.prod(f.shape, dtype=np.int64)) for f in schema.fields)
 
 
-def check_gateway_scope(engine: Engine, key_id: int, campaign_name: str) -> None:
+def check_gateway_scope(engine: Engine, key_id: int, campaign: CampaignInfo) -> None:
     """403 ``campaign_out_of_scope`` at once when no steward opened the campaign to this gateway key (a cheap check
     before its batch is read; the quota is checked with the batch, in its transaction)."""
-    campaign = get_campaign(engine, campaign_name)
     try:
         with transaction(engine) as session:
             require_scope(session, key_id, campaign.id, campaign.name)
