@@ -131,14 +131,7 @@ class CampaignHandle:
         epsilon, delta = device.check_round(state)  # the published state, her per-report ceiling; the spec's cost
         you = state.get("you")
         if you is not None:  # the server's view of her (advisory: her own filter is the device's)
-            if you["reported_in_round"]:
-                raise CollectionError("already_reported", f"you have reported in round {state['round']} of "
-                                                          f"{self.name!r} already")
-            if (you["epsilon_spent"] + epsilon > you["epsilon_cap"] * (1 + 1e-12)
-                    or you["delta_spent"] + delta > you["delta_cap"] * (1 + 1e-12)):
-                raise CollectionError("local_cap_exceeded", f"this round spends epsilon {epsilon:g}, delta "
-                                      f"{delta:g}; you have spent epsilon {you['epsilon_spent']:g} of your cap "
-                                      f"{you['epsilon_cap']:g}")
+            self._check_you(you, state["round"], epsilon, delta)
         reserved = device.randomize(state, features, y, server=getattr(self.client, "url", ""))
         report = {name: np.asarray(value).tolist() for name, value in reserved.report.items()}
         body = {"round": reserved.round, "report": report}
@@ -149,6 +142,23 @@ class CampaignHandle:
             raise
         device.ledger.settle(reserved.entry, "accepted")
         return answer
+
+    def _check_you(self, you: Any, round_index: int, epsilon: float, delta: float) -> None:
+        """Refuse what the server says it would refuse: a second report in the round, her server-side cap."""
+        try:
+            reported = bool(you["reported_in_round"])
+            over = (you["epsilon_spent"] + epsilon > you["epsilon_cap"] * (1 + 1e-12)
+                    or you["delta_spent"] + delta > you["delta_cap"] * (1 + 1e-12))
+        except (KeyError, TypeError) as error:
+            raise DeviceError(f"campaign {self.name!r}: the state's 'you' cannot be read ({error!r})",
+                              code="invalid_state") from None
+        if reported:
+            raise CollectionError("already_reported", f"you have reported in round {round_index} of "
+                                                      f"{self.name!r} already")
+        if over:
+            raise CollectionError("local_cap_exceeded", f"this round spends epsilon {epsilon:g}, delta {delta:g}; "
+                                  f"you have spent epsilon {you['epsilon_spent']:g} of your cap "
+                                  f"{you['epsilon_cap']:g}")
 
     def submit_batch(self, x: Any, y: Any = None, pseudonyms: Sequence[str] = (), batch: int = BATCH,
                      single_precision: bool = False) -> list[dict[str, Any]]:

@@ -164,6 +164,11 @@ class SpendLedger:
                     item["status"] = status
             self._store(entries)
 
+    def cancel(self, entry: str) -> None:
+        """Remove a reservation whose randomizer raised: no report was made, so nothing could leave the device."""
+        with self._locked():
+            self._store([item for item in self._load() if item["id"] != entry])
+
     @property
     def where(self) -> str:
         return "in memory" if self.path is None else str(self.path)
@@ -254,7 +259,12 @@ class Device:
         data = participant_data(spec, state, x, y)
         entry = self.ledger.reserve(self.total, epsilon=epsilon, delta=delta, server=server,
                                     campaign=state.get("campaign"), round=index, protocol=spec.protocol)
-        return Reservation(entry, index, randomize(spec, index, round_state, data, None), epsilon, delta)
+        try:
+            report = randomize(spec, index, round_state, data, None)
+        except BaseException:  # the randomizer refused her data (or was interrupted): no report exists, none left
+            self.ledger.cancel(entry)
+            raise
+        return Reservation(entry, index, report, epsilon, delta)
 
     def _checked(self, state: Mapping[str, Any]) -> tuple[ProtocolSpec, int, RoundState, tuple[float, float]]:
         spec, index, round_state = open_round(state)

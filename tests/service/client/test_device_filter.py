@@ -264,6 +264,15 @@ def test_the_client_raises_one_family_of_exceptions(tmp_path: Path) -> None:
     assert isinstance(refused.value, ValueError)
     with pytest.raises(MarginaliaError, match="collects no label"):
         server.client(Device(spend_file=None)).campaign("c").submit([0.4], 1.0)
+    # data the randomizer refuses, after the reservation: a DeviceError, the reservation withdrawn (no report exists)
+    device = Device(spend_file=tmp_path / "spend.json")
+    with pytest.raises(DeviceError, match="must be finite") as refused:
+        server.client(device).campaign("c").submit([float("nan")])
+    assert refused.value.code == "invalid_participant_data"
+    assert device.ledger.entries() == [] and server.posted == []
+    server.state = {**server.state, "you": {"reported_in_round": "?"}}
+    with pytest.raises(DeviceError, match="the state's 'you' cannot be read"):
+        server.client(device).campaign("c").submit([0.4])
 
 
 def test_simulation_and_an_unused_client_touch_no_spend_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
