@@ -12,19 +12,20 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.api import create_app
-from service.client import CampaignModel, Client, MarginaliaError
+from service.client import CampaignModel, Client, Device, MarginaliaError
 from tests.service.api.test_collections_api import new_key, open_to_gateways
 
 NAMES = ["a", "b", "c"]
 
 
 @pytest.fixture
-def clients(engine) -> Iterator[dict[str, Client]]:  # noqa: ANN001
+def clients(engine, tmp_path) -> Iterator[dict[str, Client]]:  # noqa: ANN001
     app = create_app(engine)
     out = {}
     for role in ("steward", "analyst", "participant", "gateway"):
         _, token = new_key(engine, role, role)
-        out[role] = Client("http://testserver", token, http=TestClient(app))
+        device = Device(spend_file=tmp_path / f"{role}-spend.json")  # never the user's own spend file
+        out[role] = Client("http://testserver", token, http=TestClient(app), device=device)
     yield out
 
 
