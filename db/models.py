@@ -149,10 +149,11 @@ class LedgerEntry(Base):
     ``entry`` is ``charge``, ``refund`` or ``budget`` (a budget change: zero amounts, recorded so
     the audit trail shows it and ``epsilon_spent_after_units`` is recomputed for the new delta_B).
     A refund carries the negated amounts of the charge it
-    reverses (``refunds_entry_id``) and is only ever written for a release that failed before any
-    noisy value existed. ``epsilon_spent_after_units`` is the composed epsilon of the dataset's
-    whole ledger after this row, as computed by the accountant's rule (docs/privacy.md), so an
-    auditor can check the conversion row by row.
+    reverses (``refunds_entry_id``) and is only ever written for a release (or a simulation) that failed before any
+    noisy value existed. ``campaign_id``: the campaign a ``campaign-simulation`` charge paid for (a stored table's rows
+    played through it, docs/privacy.md 8.7.7; migration 0007), NULL otherwise. ``epsilon_spent_after_units`` is the
+    composed epsilon of the dataset's whole ledger after this row, as computed by the accountant's rule
+    (docs/privacy.md), so an auditor can check the conversion row by row.
 
     The first charge with rho > 0 on a dataset also carries the **anchor** of the accountant's rule
     (docs/privacy.md, section 6.3): the Renyi order ``alpha`` (units of 1e-9), the share of delta
@@ -172,6 +173,7 @@ class LedgerEntry(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     dataset_id: Mapped[int] = mapped_column(ForeignKey("datasets.id"), nullable=False, index=True)
     release_id: Mapped[int | None] = mapped_column(ForeignKey("releases.id"), nullable=True)
+    campaign_id: Mapped[int | None] = mapped_column(Integer, nullable=True)  # a campaign-simulation charge's campaign
     entry: Mapped[str] = mapped_column(String(10), nullable=False)
     refunds_entry_id: Mapped[int | None] = mapped_column(ForeignKey("ledger_entries.id"), nullable=True)
     mechanism: Mapped[str] = mapped_column(String(40), nullable=False)
@@ -302,7 +304,9 @@ class Campaign(Base):
     of each round); ``features_json`` the feature names in the order of a participant's vector, ``target`` the label
     (``None`` for a protocol without one); ``transform_json`` the public scaling a device applies before randomizing
     (from the public table or stated bounds, never from private values). ``epsilon_units`` / ``delta_units``: the
-    campaign's local guarantee, the largest (epsilon, delta) one participant spends over all its rounds."""
+    campaign's local guarantee, the largest (epsilon, delta) one participant spends over all its rounds. ``seeded``:
+    it received reports randomized with a caller-chosen seed (the in-process simulator of tests and benchmarks), so
+    it answers nothing over HTTP (migration 0007)."""
 
     __tablename__ = "campaigns"
     __table_args__ = (
@@ -322,6 +326,7 @@ class Campaign(Base):
     epsilon_units: Mapped[int] = mapped_column(BigInteger, nullable=False)
     delta_units: Mapped[int] = mapped_column(BigInteger, nullable=False)
     status: Mapped[str] = mapped_column(String(10), nullable=False, default="open")
+    seeded: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False, server_default=false())
     principal: Mapped[str] = mapped_column(String(200), nullable=False, default="cli")
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
     closed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)

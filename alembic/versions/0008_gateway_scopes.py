@@ -6,7 +6,7 @@ filled here from the reports already stored). Gateways that reported before this
 must grant one (``marginalia keys scope``) before they submit again.
 
 Revision ID: 0008_gateway_scopes
-Revises: 0006
+Revises: 0007_seeded_campaigns
 Create Date: 2026-11-24
 """
 
@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0008_gateway_scopes"
-down_revision = "0006"
+down_revision = "0007_seeded_campaigns"
 branch_labels = None
 depends_on = None
 

@@ -43,6 +43,8 @@ from workloads import parameters
 #: (objective perturbation) at delta_B / 10 in all after zCDP releases have started, for about 1 % less rho
 #: (docs/privacy.md 6.3, "delta_reserve").
 DEFAULT_RESERVE_SHARE = Fraction(1, 10)
+#: The ledger's mechanism name of a stored table's rows played through a campaign (docs/privacy.md 8.7.7).
+SIMULATION_MECHANISM = "campaign-simulation"
 
 
 @dataclass(frozen=True)
@@ -385,9 +387,11 @@ def charge_in_session(
     release_id: int | None,
     principal: str,
     note: str = "",
+    campaign_id: int | None = None,
 ) -> LedgerEntry:
     """Check that ``cost`` fits the budget and append its charge, inside the caller's serialised
-    transaction (see :func:`db.engine.serialized_transaction`)."""
+    transaction (see :func:`db.engine.serialized_transaction`). ``campaign_id`` names the campaign a
+    ``campaign-simulation`` charge paid for."""
     budget = _locked_budget(session, dataset)
     sums = _sums(session, dataset.id)
     de, dd, dr = cost.as_units()
@@ -411,6 +415,7 @@ def charge_in_session(
     entry = LedgerEntry(
         dataset_id=dataset.id,
         release_id=release_id,
+        campaign_id=campaign_id,
         entry="charge",
         mechanism=mechanism,
         epsilon_units=de,
@@ -455,6 +460,17 @@ def reserve_release(
         entry = charge_in_session(session, dataset, cost, mechanism=mechanism, release_id=release.id,
                                   principal=principal, note=f"{kind} release {release.id}")
         return release.id, entry.id
+
+
+def charge_simulation(engine: Engine, dataset_name: str, campaign_id: int, cost: PrivacyCost, principal: str,
+                      note: str) -> int:
+    """Check-and-charge, in one serialised transaction, a stored dataset's rows played through campaign
+    ``campaign_id`` (mechanism ``campaign-simulation``, docs/privacy.md 8.7.7). Raises :class:`BudgetExceeded`
+    (nothing written) when ``cost`` does not fit. Returns the charge's id (:func:`refund` reverses it)."""
+    with serialized_transaction(engine) as session:
+        dataset = dataset_by_name(session, dataset_name)
+        return charge_in_session(session, dataset, cost, mechanism=SIMULATION_MECHANISM, release_id=None,
+                                 principal=principal, note=note, campaign_id=campaign_id).id
 
 
 def budget_effect(engine: Engine, charge_id: int) -> BudgetEffect:
@@ -519,6 +535,7 @@ def refund(engine: Engine, charge_id: int, reason: str) -> LedgerEntry:
         entry = LedgerEntry(
             dataset_id=charge.dataset_id,
             release_id=charge.release_id,
+            campaign_id=charge.campaign_id,
             entry="refund",
             refunds_entry_id=charge.id,
             mechanism=charge.mechanism,
@@ -551,6 +568,7 @@ def ledger_rows(engine: Engine, name: str) -> list[dict[str, object]]:
                 "entry": entry.entry,
                 "release_id": entry.release_id,
                 "release_status": status,
+                "campaign_id": entry.campaign_id,
                 "mechanism": entry.mechanism,
                 "epsilon": float(from_units(entry.epsilon_units, EPSILON_SCALE)),
                 "delta": float(from_units(entry.delta_units, DELTA_SCALE)),

@@ -6,7 +6,9 @@ public), loaded by stewards; campaigns are created, closed and capped by steward
 auditors, fitted by stewards and analysts (free); a **participant** key reaches only ``GET /campaigns/{name}/state``
 and ``POST /campaigns/{name}/reports`` (her own report), a **gateway** key the same two with batches for pseudonyms,
 reports only to the campaigns a steward put in its scope and within its quotas (service/collections/gateways.py).
-No route takes a seed.
+No route takes a seed. A **seeded** campaign (it received reports of an in-process seeded simulation: tests, benchmarks)
+answers nothing: its state, reports and fits are ``409 seeded_campaign`` for every caller, and listing, showing or
+closing it shows ``"seeded": true`` without its published states (docs/privacy.md 8.7.7).
 """
 
 from __future__ import annotations
@@ -151,23 +153,23 @@ def create_campaign(request: Request, body: CampaignIn,
 
 @router.get("/campaigns", summary="List campaigns")
 def list_campaigns(request: Request, _: Principal = Depends(require(*READERS))) -> list[dict[str, Any]]:
-    return [c.to_json() for c in campaigns.list_campaigns(engine_of(request))]
+    return [c.to_json(hide_seeded=True) for c in campaigns.list_campaigns(engine_of(request))]
 
 
 @router.get("/campaigns/{name}", summary="A campaign: spec, rounds, counts and published states")
 def show_campaign(request: Request, name: Name, _: Principal = Depends(require(*READERS))) -> dict[str, Any]:
-    return campaigns.get_campaign(engine_of(request), name).to_json()
+    return campaigns.get_campaign(engine_of(request), name).to_json(hide_seeded=True)
 
 
 @router.post("/campaigns/{name}/close", summary="Close a campaign: no more reports (stewards; idempotent)")
 def close_campaign(request: Request, name: Name, _: Principal = Depends(unscoped_steward)) -> dict[str, Any]:
-    return campaigns.close_campaign(engine_of(request), name).to_json()
+    return campaigns.close_campaign(engine_of(request), name).to_json(hide_seeded=True)
 
 
 @router.post("/campaigns/{name}/rounds/{index}/close", summary="Close a round and open the next (stewards)")
 def close_round(request: Request, name: Name, index: Annotated[int, PathParam(ge=0)],
                 _: Principal = Depends(unscoped_steward)) -> dict[str, Any]:
-    return campaigns.close_round(engine_of(request), name, index).to_json()
+    return campaigns.close_round(engine_of(request), name, index).to_json(hide_seeded=True)
 
 
 @router.get("/campaigns/{name}/state", summary="A campaign's public state: what a device needs to report")
@@ -175,6 +177,7 @@ def campaign_state(request: Request, name: Name,
                    principal: Principal = Depends(require(PARTICIPANT, GATEWAY, STEWARD, ANALYST))) -> dict[str, Any]:
     engine = engine_of(request)
     info = campaigns.get_campaign(engine, name)
+    info.refuse_if_seeded()
     state = campaigns.public_state(info)
     if principal.role == PARTICIPANT:
         reported = state["round"] is not None and participant_has_reported(engine, info, state["round"],
@@ -212,6 +215,7 @@ def _body_limit(engine: Engine, principal: Principal, name: str, kind: str,
                 ceiling: int) -> tuple[campaigns.CampaignInfo, int, str]:
     """The campaign, and the most bytes the caller's body may have (a gateway outside its scope: 403 first)."""
     info = campaigns.get_campaign(engine, name)
+    info.refuse_if_seeded()
     if principal.role == GATEWAY:
         check_gateway_scope(engine, principal.key_id, info)
     width = max((report_width(info, r.index) for r in info.rounds if r.status == "open"), default=0)
@@ -255,6 +259,7 @@ def _parse_reports(principal: Principal, kind: str, body: bytes) -> tuple[int, d
 @router.post("/campaigns/{name}/fit", summary="A model from a campaign's stored aggregates (free)")
 def fit_campaign(request: Request, name: Name, body: FitCampaignIn,
                  _: Principal = Depends(require(STEWARD, ANALYST))) -> dict[str, Any]:
+    campaigns.get_campaign(engine_of(request), name).refuse_if_seeded()
     return estimates.fit_campaign(engine_of(request), name, body.model, body.covariance).to_json()
 
 

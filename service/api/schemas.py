@@ -395,6 +395,7 @@ class LedgerRow(BaseModel):
     entry: str
     release_id: int | None
     release_status: str | None
+    campaign_id: int | None = Field(None, description="The campaign a campaign-simulation charge paid for.")
     mechanism: str
     epsilon: float
     delta: float

@@ -17,13 +17,16 @@ from service.cli.common import (
     JsonFlag,
     ProgressBars,
     QuietFlag,
+    SeedOption,
     Typer,
     app,
+    check_seed,
     column_list,
     emit,
     handles_errors,
     open_engine,
     stdout,
+    unsafe_seeds_allowed,
 )
 
 public_app = Typer(help="Public tables: unlabeled rows declared public (no budget, readable by analysts).")
@@ -199,9 +202,12 @@ def campaign_fit(
     as_json: JsonFlag = False,
 ) -> None:
     """A model from the campaign's stored aggregates: post-processing, free."""
-    from service.collections import estimates
+    from service.collections import campaigns, estimates
 
-    fit = estimates.fit_campaign(open_engine(), name, model, covariance)
+    engine = open_engine()
+    if not unsafe_seeds_allowed():
+        campaigns.get_campaign(engine, name).refuse_if_seeded()
+    fit = estimates.fit_campaign(engine, name, model, covariance)
 
     def human() -> None:
         table = Table("coefficient", "value", title=f"{fit.model} from campaign {fit.campaign} ({fit.reports:,} "
@@ -249,7 +255,9 @@ def simulate_command(
     name: Name,
     csv: Annotated[Path | None, typer.Option(help="Participants' private values (feature and target columns).")]
     = None,
-    table: Annotated[str | None, typer.Option(help="Participants from a stored dataset's codes.")] = None,
+    table: Annotated[str | None, typer.Option(help="Participants drawn from a stored dataset's codes: charged to "
+                                                   "its budget (the campaign's per-participant epsilon, delta); "
+                                                   "needs --rows.")] = None,
     target: Annotated[str | None, typer.Option(help="With --table: the label column.")] = None,
     features: Annotated[str | None, typer.Option(help="Source columns for the campaign's features, in "
                                                       "order (default: the same names).")] = None,
@@ -258,32 +266,36 @@ def simulate_command(
     n: Annotated[int | None, typer.Option(help="With --design: participants.")] = None,
     p: Annotated[int | None, typer.Option(help="With --design: features (the campaign's dimension).")] = None,
     link: Annotated[str, typer.Option(help="With --design: how labels are drawn.")] = "logistic",
-    rows: Annotated[int | None, typer.Option(help="Use only the first N rows.")] = None,
-    seed: Annotated[int | None, typer.Option(help="Seed of the simulated devices (simulated participants "
-                                                   "are not people; campaigns never take a seed).")] = None,
+    rows: Annotated[int | None, typer.Option(help="Use only the first N rows (--csv); with --table, the number of "
+                                                  "participants drawn at random (required).")] = None,
+    seed: SeedOption = None,
     quiet: QuietFlag = False,
     as_json: JsonFlag = False,
 ) -> None:
-    """Play participants through the real randomizer and the real batch submission path."""
-    from service.collections import simulate
+    """Play participants through the real randomizer and the real batch submission path. Ctrl-C stops at the next
+    batch: the batches stored stand (exit status 130)."""
+    from service.collections import simulate, table_simulation
     from service.errors import InvalidInput
 
+    check_seed(seed, "the simulated devices' noise")
     engine = open_engine()
     sources = [csv is not None, table is not None, design is not None]
     if sum(sources) != 1:
         raise InvalidInput("give exactly one of --csv, --table or --design", code="invalid_parameter")
     columns = column_list(features)
-    if csv is not None:
-        x, y = simulate.rows_from_csv(engine, name, csv, rows, columns)
-    elif table is not None:
-        x, y = simulate.rows_from_dataset(engine, name, table, target, columns, rows)
-    else:
-        if n is None or p is None:
-            raise InvalidInput("--design needs --n and --p", code="invalid_parameter")
-        x, y = simulate.rows_from_design(engine, name, design, n, p, link, seed)
     with ProgressBars(f"simulating {name}", quiet or as_json) as bar:
-        result = simulate.simulate(engine, name, x, y, seed=seed, progress=lambda done, total: bar(done, total))
-    emit(as_json, result.to_json(), lambda: stdout.print(
-        f"{result.participants:,} simulated participants reported to {result.campaign} "
-        f"({', '.join(f'round {k}: {v:,}' for k, v in result.reports.items())}) in {result.seconds:.1f} s",
-        highlight=False))
+        def progress(done: int, total: int) -> None:
+            bar(done, total)
+
+        if table is not None:
+            outcome: Any = table_simulation.simulate_table(engine, name, table, rows, target, columns, seed,
+                                                           progress=progress)
+        else:
+            if csv is not None:
+                x, y = simulate.rows_from_csv(engine, name, csv, rows, columns)
+            elif n is None or p is None:
+                raise InvalidInput("--design needs --n and --p", code="invalid_parameter")
+            else:
+                x, y = simulate.rows_from_design(engine, name, design, n, p, link, seed)
+            outcome = simulate.simulate(engine, name, x, y, seed=seed, progress=progress)
+    emit(as_json, outcome.to_json(), lambda: stdout.print(outcome.describe(), highlight=False))

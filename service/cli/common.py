@@ -192,16 +192,17 @@ def unsafe_seeds_allowed() -> bool:
     return os.environ.get(UNSAFE_SEEDED_RELEASES_ENV) == "1"
 
 
-def check_seed(seed: int | None) -> None:
-    """Refuse ``--seed`` on a command that makes a release, unless the unsafe switch is on (tests, benchmarks)."""
+def check_seed(seed: int | None, noise: str = "the release's noise") -> None:
+    """Refuse ``--seed`` on a command that makes a release (or randomizes reports: ``noise`` says whose), unless the
+    unsafe switch is on (tests, benchmarks)."""
     from service.errors import InvalidInput
     from service.releases.engine import UNSAFE_SEEDED_RELEASES_ENV
 
     if seed is not None and not unsafe_seeds_allowed():
         raise InvalidInput(
-            "--seed makes the release's noise reproducible by anyone who knows the seed: such a release carries no "
+            f"--seed makes {noise} reproducible by anyone who knows the seed: what it makes carries no "
             "privacy and is for tests and benchmarks only. It is refused unless the environment variable "
-            f"{UNSAFE_SEEDED_RELEASES_ENV}=1 is set; leave --seed out for a real release", code="invalid_parameter")
+            f"{UNSAFE_SEEDED_RELEASES_ENV}=1 is set; leave --seed out for a real run", code="invalid_parameter")
 
 
 def late_interrupt(release_id: int) -> None:

@@ -314,10 +314,11 @@ class Client(CollectionsClient):
     def ledger(self, name: str) -> pd.DataFrame:
         """Auditors and stewards: the dataset's privacy ledger, oldest entry first."""
         entries = self._request("GET", f"/datasets/{_segment(name)}/ledger")["entries"]
-        columns = ["entry_id", "entry", "release_id", "release_status", "mechanism", "epsilon", "delta", "rho",
-                   "epsilon_priced", "epsilon_spent_after", "principal", "note", "created_at"]
+        columns = ["entry_id", "entry", "release_id", "release_status", "campaign_id", "mechanism", "epsilon", "delta",
+                   "rho", "epsilon_priced", "epsilon_spent_after", "principal", "note", "created_at"]
         frame = pd.DataFrame(entries, columns=columns)
-        frame["release_id"] = frame["release_id"].astype("Int64")  # an id, not a float (budget rows have none)
+        for ids in ("release_id", "campaign_id"):  # ids, not floats (most rows have none)
+            frame[ids] = frame[ids].astype("Int64")
         return frame
 
 

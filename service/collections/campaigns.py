@@ -23,7 +23,7 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -97,6 +97,7 @@ class CampaignInfo:
     rounds: tuple[RoundInfo, ...]
     created_at: datetime
     closed_at: datetime | None
+    seeded: bool = False  # it received reports of a seeded simulation: it answers nothing over HTTP
 
     @property
     def open_round(self) -> RoundInfo | None:
@@ -109,13 +110,28 @@ class CampaignInfo:
                            "still open)", code="round_pending")
         return RoundState.from_json(state)
 
-    def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "name": self.name, "protocol": self.protocol, "status": self.status,
+    def to_json(self, hide_seeded: bool = False) -> dict[str, Any]:
+        """The campaign; with ``hide_seeded`` (HTTP), a seeded campaign's published states are left out (they are
+        computed from reports whose noise its seed reproduces)."""
+        rounds = [r.to_json() for r in self.rounds]
+        if self.seeded and hide_seeded:
+            rounds = [{**r, "state": None} for r in rounds]
+        body = {"id": self.id, "name": self.name, "protocol": self.protocol, "status": self.status,
                 "features": list(self.features), "target": self.target, "public_table": self.public_table,
                 "epsilon": self.epsilon, "delta": self.delta, "spec": self.spec.to_json(),
-                "transform": self.transform.to_json(), "rounds": [r.to_json() for r in self.rounds],
+                "transform": self.transform.to_json(), "rounds": rounds,
                 "reports": sum(r.reports for r in self.rounds), "created_at": self.created_at.isoformat(),
                 "closed_at": None if self.closed_at is None else self.closed_at.isoformat()}
+        if self.seeded:
+            body["seeded"] = True
+        return body
+
+    def refuse_if_seeded(self) -> None:
+        """409 ``seeded_campaign``: what the HTTP API answers for a seeded campaign's state, reports and fits."""
+        if self.seeded:
+            raise Conflict(f"campaign {self.name!r} received reports of a seeded simulation (tests and benchmarks): "
+                           "whoever knows the seed can remove their noise, so it answers nothing through the API",
+                           code="seeded_campaign")
 
 
 def _up(value: float, scale: int) -> int:
@@ -139,7 +155,7 @@ def _info(session: Session, row: Campaign) -> CampaignInfo:
                         tuple(json.loads(row.features_json)), row.target, public,
                         Transform.from_json(json.loads(row.transform_json)), row.epsilon_units / EPSILON_SCALE,
                         row.delta_units / DELTA_SCALE, row.status, tuple(_round_info(r) for r in rounds),
-                        row.created_at, row.closed_at)
+                        row.created_at, row.closed_at, bool(row.seeded))
 
 
 def _campaign_row(session: Session, name_or_id: str | int) -> Campaign:
@@ -162,6 +178,13 @@ def get_campaign(engine: Engine, name_or_id: str | int) -> CampaignInfo:
 def list_campaigns(engine: Engine) -> list[CampaignInfo]:
     with transaction(engine) as session:
         return [_info(session, row) for row in session.execute(select(Campaign).order_by(Campaign.id)).scalars()]
+
+
+def mark_seeded(engine: Engine, campaign_id: int) -> None:
+    """Mark a campaign ``seeded`` before it receives a report randomized with a caller-chosen seed (for good: its
+    stored reports cannot be told apart later)."""
+    with transaction(engine) as session:
+        session.execute(update(Campaign).where(Campaign.id == campaign_id).values(seeded=True))
 
 
 # ----------------------------------------------------------------------------------------------------------- create

@@ -1,12 +1,18 @@
 """The simulator: plays participants through the real randomizer and the real submission path, in process.
 
-A steward's tool (``marginalia simulate``): simulated participants are not people, so ``seed`` is allowed here (it
-makes a run reproducible); no campaign and no route take a seed. Rows come from a CSV of private values, a stored
-dataset's codes, or a synthetic design (``estimators.local.glm.synthetic``). Each row is one participant, named
-``simulator:<run>`` / row number. Participants are assigned to the protocol's groups in row order (each group its
-planned size, the rest shared); each open round's group randomizes (:mod:`service.client.device`) and submits
-in batches through :func:`service.collections.submission.submit_reports`, the function the HTTP batch route calls. A
-round left open after its group reported is closed (the steward's right) when a later round waits for it.
+A steward's tool (``marginalia simulate``). Rows come from a CSV of private values, a stored dataset's codes
+(:mod:`service.collections.table_simulation`, which charges that dataset's budget first), or a synthetic design
+(``estimators.local.glm.synthetic``). Each row is one participant, named ``simulator:<run>`` / row number.
+Participants are assigned to the protocol's groups in row order (each group its planned size, the rest shared); each
+open round's group randomizes (:mod:`service.client.device`) and submits in batches through
+:func:`service.collections.submission.submit_reports`, the function the HTTP batch route calls. A round left open
+after its group reported is closed (the steward's right) when a later round waits for it.
+
+A closed campaign is refused before anything is read or randomized. A ``seed`` makes the simulated devices' noise
+reproducible by whoever knows it, so the campaign is first marked ``seeded`` (it then answers nothing over HTTP;
+docs/privacy.md 7 and 8.7.7): in-process callers (tests, benchmarks) pass one freely, the command line only under
+``MARGINALIA_UNSAFE_SEEDED_RELEASES=1``. A stop request (Ctrl-C, :mod:`service.releases.interrupts`) is honoured
+between batches: the batches stored stand, the rest are never randomized. What a run reports is what was stored.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,25 +29,93 @@ import pandas as pd
 from sqlalchemy import Engine
 
 from service.client.device import make_report
-from service.collections.campaigns import close_round, get_campaign, public_state
+from service.collections.campaigns import CampaignInfo, close_round, get_campaign, mark_seeded, public_state
 from service.collections.submission import Submitter, submit_reports
-from service.errors import InvalidInput
+from service.errors import Conflict, InvalidInput
+from service.releases import interrupts
 
 BATCH = 20_000
 
 
 @dataclass(frozen=True)
 class SimulationResult:
+    """What a run stored: ``participants`` simulated participants (of the ``rows`` given) stored ``reports`` per
+    round."""
+
     campaign: str
     run: str
     participants: int
     reports: dict[int, int]
     seconds: float
+    rows: int = 0
+
+    @property
+    def stored(self) -> int:
+        return sum(self.reports.values())
 
     def to_json(self) -> dict[str, Any]:
-        return {"campaign": self.campaign, "run": self.run, "participants": self.participants,
-                "reports": {str(k): v for k, v in self.reports.items()}, "seconds": self.seconds,
-                "reports_per_second": sum(self.reports.values()) / self.seconds if self.seconds > 0 else None}
+        return {"campaign": self.campaign, "run": self.run, "rows": self.rows, "participants": self.participants,
+                "reports": {str(k): v for k, v in self.reports.items()}, "stored": self.stored,
+                "seconds": self.seconds,
+                "reports_per_second": self.stored / self.seconds if self.seconds > 0 else None}
+
+    def describe(self) -> str:
+        """One sentence: what was stored, and how many rows had no open round to report in."""
+        rounds = ", ".join(f"round {k}: {v:,}" for k, v in self.reports.items()) or "no open round had room for them"
+        unused = self.rows - self.participants
+        tail = (f"; {unused:,} of the {self.rows:,} rows reported nothing (no open round of their group)"
+                if unused > 0 else "")
+        return (f"{self.stored:,} reports from {self.participants:,} simulated participants stored in campaign "
+                f"{self.campaign} ({rounds}) in {self.seconds:.1f} s{tail}")
+
+
+@dataclass
+class Tally:
+    """What a run has done so far: whether anything was randomized, and what was stored (for its error messages)."""
+
+    campaign: str
+    rows: int
+    randomized: bool = False
+    reports: dict[int, int] = field(default_factory=dict)
+    reported: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        self.reported = np.zeros(self.rows, dtype=bool)
+
+    def stored(self, index: int, rows: np.ndarray) -> None:
+        self.reports[index] = self.reports.get(index, 0) + len(rows)
+        self.reported[rows] = True
+
+    @property
+    def total(self) -> int:
+        return sum(self.reports.values())
+
+    def sentence(self) -> str:
+        rounds = ", ".join(f"round {k}: {v:,}" for k, v in self.reports.items())
+        return (f"{self.total:,} simulated reports were stored in campaign {self.campaign!r}"
+                + (f" ({rounds})" if rounds else "") + (" and stand" if self.total else ""))
+
+
+def check_open(campaign: CampaignInfo) -> None:
+    """Refuse a campaign that accepts no reports, before anything is read, charged or randomized."""
+    if campaign.status != "open":
+        when = f" (closed at {campaign.closed_at.isoformat()})" if campaign.closed_at is not None else ""
+        raise Conflict(f"campaign {campaign.name!r} is {campaign.status}{when}: it accepts no reports, so nothing "
+                       "was simulated", code="campaign_closed")
+
+
+def check_rows(campaign: CampaignInfo, x: np.ndarray, y: np.ndarray | None, batch: int = BATCH) -> np.ndarray:
+    """``x`` as floats, checked against the campaign's features and target (and ``batch``)."""
+    x = np.asarray(x, dtype=float)
+    if x.ndim != 2 or x.shape[1] != len(campaign.features) or x.shape[0] == 0:
+        raise InvalidInput(f"the simulator needs rows of the {len(campaign.features)} features "
+                           f"{list(campaign.features)}, got shape {x.shape}", code="invalid_parameter")
+    if (y is None) != (campaign.target is None) or (y is not None and np.shape(y) != (x.shape[0],)):
+        raise InvalidInput(f"campaign {campaign.name!r} needs {'a label per row' if campaign.target else 'no label'}",
+                           code="invalid_parameter")
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise InvalidInput(f"batch must be a positive integer, got {batch}", code="invalid_parameter")
+    return x
 
 
 def assign_groups(groups: list[tuple[str, int | None]], rows: int) -> dict[str, np.ndarray]:
@@ -62,23 +136,34 @@ def assign_groups(groups: list[tuple[str, int | None]], rows: int) -> dict[str, 
 
 def simulate(engine: Engine, campaign_name: str, x: np.ndarray, y: np.ndarray | None = None, seed: int | None = None,
              batch: int = BATCH, progress: Callable[[int, int], None] | None = None) -> SimulationResult:
-    """Every row of ``x`` (raw features, ``(n, p)``) and ``y`` reports in the rounds of its group."""
+    """Every row of ``x`` (raw features, ``(n, p)``) and ``y`` reports in the rounds of its group.
+
+    Any exception it raises carries the run's :class:`Tally` as ``exc.simulation`` (whether anything was
+    randomized, what was stored) and, as a note, what was stored; a stop request between batches raises
+    :class:`~service.releases.interrupts.Interrupted` saying so."""
     campaign = get_campaign(engine, campaign_name)
-    x = np.asarray(x, dtype=float)
-    if x.ndim != 2 or x.shape[1] != len(campaign.features) or x.shape[0] == 0:
-        raise InvalidInput(f"the simulator needs rows of the {len(campaign.features)} features "
-                           f"{list(campaign.features)}, got shape {x.shape}", code="invalid_parameter")
-    if (y is None) != (campaign.target is None) or (y is not None and np.shape(y) != (x.shape[0],)):
-        raise InvalidInput(f"campaign {campaign.name!r} needs {'a label per row' if campaign.target else 'no label'}",
-                           code="invalid_parameter")
-    if batch < 1:
-        raise InvalidInput(f"batch must be a positive integer, got {batch}", code="invalid_parameter")
+    tally = Tally(campaign.name, int(np.shape(x)[0]) if np.ndim(x) >= 1 else 0)
+    try:
+        return _run(engine, campaign, x, y, seed, batch, progress, tally)
+    except BaseException as exc:
+        exc.simulation = tally  # type: ignore[attr-defined]
+        if not isinstance(exc, interrupts.Interrupted) and tally.randomized:
+            exc.add_note(tally.sentence())
+        raise
+
+
+def _run(engine: Engine, campaign: CampaignInfo, x: np.ndarray, y: np.ndarray | None, seed: int | None, batch: int,
+         progress: Callable[[int, int], None] | None, tally: Tally) -> SimulationResult:
+    check_open(campaign)
+    x = check_rows(campaign, x, y, batch)
+    if seed is not None:
+        mark_seeded(engine, campaign.id)  # before the first seeded report exists
     rng = np.random.default_rng(seed) if seed is not None else None
     run = f"{campaign.id}:{os.urandom(6).hex()}"
     submitter = Submitter.simulator(run)
     members = assign_groups([(g.name, g.size) for g in campaign.spec.groups()], x.shape[0])
     total = sum(len(members[r.group]) for r in campaign.rounds if r.status != "closed")
-    done, reports, start = 0, {}, time.perf_counter()
+    done, start = 0, time.perf_counter()
     for round_info in campaign.rounds:
         campaign = get_campaign(engine, campaign.name)
         current = campaign.rounds[round_info.index]
@@ -89,19 +174,23 @@ def simulate(engine: Engine, campaign_name: str, x: np.ndarray, y: np.ndarray | 
         state = public_state(campaign)
         rows = members[current.group]
         for lo in range(0, len(rows), batch):
+            interrupts.raise_if_requested(f"at a batch boundary: {tally.sentence()}; the other "
+                                          f"{total - done:,} were never randomized")
             chunk = rows[lo:lo + batch]
+            tally.randomized = True
             index, fields = make_report(state, x[chunk], None if y is None else y[chunk], rng)
             submit_reports(engine, campaign.name, index, fields, submitter, [str(i) for i in chunk.tolist()],
                            campaign=campaign)
+            tally.stored(index, chunk)
             done += len(chunk)
-            reports[index] = reports.get(index, 0) + len(chunk)
             if progress is not None:
                 progress(done, total)
         campaign = get_campaign(engine, campaign.name)
         later = round_info.index + 1 < len(campaign.rounds)
         if later and campaign.rounds[round_info.index].status == "open":
             close_round(engine, campaign.name, round_info.index)
-    return SimulationResult(campaign.name, run, int(x.shape[0]), reports, time.perf_counter() - start)
+    return SimulationResult(campaign.name, run, int(tally.reported.sum()), dict(tally.reports),
+                            time.perf_counter() - start, int(x.shape[0]))
 
 
 # ------------------------------------------------------------------------------------------------- participants' rows
@@ -136,35 +225,8 @@ def rows_from_csv(engine: Engine, campaign_name: str, path: Path, rows: int | No
         frame = pd.read_csv(path, nrows=rows)
     except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as error:
         raise InvalidInput(f"cannot read {path}: {error}", code="invalid_csv") from None
-    return rows_from_frame(campaign.name, frame, _feature_map(campaign.features, features), campaign.target, rows,
+    return rows_from_frame(campaign.name, frame, feature_map(campaign.features, features), campaign.target, rows,
                            str(path))
-
-
-def rows_from_dataset(engine: Engine, campaign_name: str, dataset: str, target: str | None,
-                      features: Sequence[str] | None = None, rows: int | None = None,
-                      ) -> tuple[np.ndarray, np.ndarray | None]:
-    """Participants from a stored dataset's integer codes (a steward's in-process tool: the rows never leave)."""
-    from sqlalchemy import text
-
-    from service.data.datasets import get_dataset
-
-    campaign = get_campaign(engine, campaign_name)
-    stored = get_dataset(engine, dataset)
-    columns = _feature_map(campaign.features, features)
-    wanted = [*columns, *([target] if target else [])]
-    unknown = [c for c in wanted if c not in stored.sql_columns]
-    if unknown:
-        raise InvalidInput(f"dataset {dataset!r} has no column {unknown[0]!r} (columns: {list(stored.sql_columns)})",
-                           code="unknown_column")
-    if (target is None) != (campaign.target is None):
-        raise InvalidInput(f"campaign {campaign.name!r} {'needs a --target' if campaign.target else 'takes no target'}",
-                           code="invalid_parameter")
-    select_list = ", ".join(f'"{stored.sql_columns[c]}"' for c in wanted)
-    limit = f" LIMIT {int(rows)}" if rows is not None else ""
-    with engine.connect() as connection:
-        values = connection.execute(text(f'SELECT {select_list} FROM "{stored.data_table}"{limit}')).all()
-    frame = pd.DataFrame(values, columns=wanted)
-    return rows_from_frame(campaign.name, frame, columns, target, rows, f"dataset {dataset!r}")
 
 
 def rows_from_design(engine: Engine, campaign_name: str, design: str, n: int, p: int, link: str = "logistic",
@@ -185,7 +247,7 @@ def rows_from_design(engine: Engine, campaign_name: str, design: str, n: int, p:
     return problem.features, problem.labels if campaign.target is not None else None
 
 
-def _feature_map(campaign_features: Sequence[str], given: Sequence[str] | None) -> list[str]:
+def feature_map(campaign_features: Sequence[str], given: Sequence[str] | None) -> list[str]:
     """The source's column names for the campaign's features (``--features`` renames them, in order)."""
     if given is None:
         return list(campaign_features)

@@ -8,6 +8,7 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, inspect, text
 from sqlalchemy.exc import DBAPIError
 
@@ -33,6 +34,11 @@ def test_upgrade_is_idempotent(engine) -> None:  # noqa: ANN001
     with engine.connect() as connection:
         version = connection.execute(text("SELECT version_num FROM alembic_version")).scalar_one()
     assert version
+
+
+def test_migrations_form_one_chain(database_url: str) -> None:
+    """Migrations written on parallel branches are chained, never left as two heads (upgrade_to_head needs one)."""
+    assert len(ScriptDirectory.from_config(alembic_config(database_url)).get_heads()) == 1
 
 
 def _insert_dataset_and_entry(connection) -> None:  # noqa: ANN001
@@ -158,6 +164,40 @@ def test_migration_0006_adds_release_models_on_top_of_0005(database_url: str) ->
         command.downgrade(config, "0005")
     with engine.connect() as connection:
         assert not inspect(connection).has_table("release_models")
+    upgrade_to_head(engine)
+    with engine.connect() as connection:
+        context = MigrationContext.configure(connection, opts={"include_object": _ignore_views, "compare_type": True})
+        assert compare_metadata(context, Base.metadata) == []
+    engine.dispose()
+
+
+def test_migration_0007_marks_no_old_campaign_seeded_and_links_simulation_charges(database_url: str) -> None:
+    """Issue 18, finding 3: a 0006 database with a campaign and a ledger charge gains ``campaigns.seeded`` (false for
+    the old campaign) and ``ledger_entries.campaign_id`` (NULL for the old charge); a downgrade to 0006 and back gives
+    the schema the models describe."""
+    engine, config = _migrated_to(database_url, "0006")
+    with engine.begin() as connection:
+        _insert_dataset_and_entry(connection)
+        connection.execute(text(
+            "INSERT INTO campaigns (id, name, protocol, spec_json, features_json, transform_json, epsilon_units, "
+            "delta_units, status, principal, created_at) VALUES (1, 'c', 'ldp-avg', '{}', '[]', '{}', 1, 0, 'open', "
+            "'x', CURRENT_TIMESTAMP)"))
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0007_seeded_campaigns")
+    with engine.begin() as connection:
+        assert connection.execute(text("SELECT seeded FROM campaigns")).scalar_one() in (False, 0)
+        assert connection.execute(text("SELECT campaign_id FROM ledger_entries")).scalar_one() is None
+        connection.execute(text(
+            "INSERT INTO ledger_entries (id, dataset_id, campaign_id, entry, mechanism, epsilon_units, delta_units, "
+            "rho_units, epsilon_spent_after_units, principal, note, created_at) VALUES (2, 1, 1, 'charge', "
+            "'campaign-simulation', 100, 0, 0, 200, 'x', '', CURRENT_TIMESTAMP)"))
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.downgrade(config, "0006")
+    with engine.connect() as connection:
+        assert "seeded" not in {c["name"] for c in inspect(connection).get_columns("campaigns")}
+        assert connection.execute(text("SELECT COUNT(*) FROM ledger_entries")).scalar_one() == 2
     upgrade_to_head(engine)
     with engine.connect() as connection:
         context = MigrationContext.configure(connection, opts={"include_object": _ignore_views, "compare_type": True})

@@ -32,7 +32,8 @@ def fail(*args: str) -> dict:
 
 
 @pytest.mark.slow
-def test_a_campaign_on_the_command_line(engine, tmp_path: Path) -> None:  # noqa: ANN001
+def test_a_campaign_on_the_command_line(engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    monkeypatch.setenv("MARGINALIA_UNSAFE_SEEDED_RELEASES", "1")  # --seed on simulate (and fitting its campaign)
     pd.DataFrame(gaussian_rows(3000, seed=1), columns=FEATURES).to_csv(tmp_path / "public.csv", index=False)
     x = gaussian_rows(30_000, seed=2)
     pd.DataFrame(x, columns=FEATURES).assign(y=logistic_labels(x, np.array([1.0, -1.0, 0.5]))).to_csv(
@@ -85,10 +86,11 @@ def test_errors_name_the_parameter_and_store_nothing(engine, tmp_path: Path) -> 
 def test_simulating_from_a_stored_dataset_and_closing(engine, data_dir: Path) -> None:  # noqa: ANN001
     datasets.load_coded_csv(engine, "titanic", data_dir / "titanic/titanic.csv",
                             data_dir / "titanic/titanic-domain.json", categorical=("Sex", "Embarked"))
+    run("budget", "set", "titanic", "--epsilon", "10", "--delta", "1e-6")
     run("campaign", "create", "fare", "--protocol", "ldp-avg", "--features", "Fare", "--epsilon", "2", "--lower", "0",
         "--upper", "10")
-    result = run("simulate", "fare", "--table", "titanic", "--rows", "500", "--seed", "1", "--quiet")
-    assert result["reports"] == {"0": 500}
+    result = run("simulate", "fare", "--table", "titanic", "--rows", "500", "--quiet")
+    assert result["reports"] == {"0": 500} and result["cost"]["epsilon"] == 2 and result["dataset"] == "titanic"
     renamed = run("simulate", "fare", "--table", "titanic", "--features", "Pclass", "--rows", "20", "--quiet")
     assert renamed["reports"] == {"0": 20}
     assert "dataset 'titanic' has no column 'Wealth'" in fail("simulate", "fare", "--table", "titanic", "--features",
@@ -97,6 +99,8 @@ def test_simulating_from_a_stored_dataset_and_closing(engine, data_dir: Path) ->
     assert mean["reports"] == 520 and mean["kind"] == "mean"
     closed = run("campaign", "close", "fare")
     assert closed["status"] == "closed" and run("campaign", "close", "fare")["status"] == "closed"
+    assert fail("simulate", "fare", "--table", "titanic", "--rows", "5")["error"] == "campaign_closed"
+    assert run("budget", "show", "titanic")["epsilon_spent"] == 4  # the two runs; not the refused ones
     assert run("campaign", "cap")["epsilon"] == 10
     assert run("campaign", "cap", "--epsilon", "3", "--delta", "1e-6") == {"epsilon": 3.0, "delta": 1e-6}
 

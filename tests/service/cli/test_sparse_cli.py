@@ -23,7 +23,9 @@ def run(*args: str) -> dict:
 
 
 @pytest.mark.slow
-def test_ldp_iht_and_label_ldp_on_the_command_line(engine, tmp_path: Path) -> None:  # noqa: ANN001
+def test_ldp_iht_and_label_ldp_on_the_command_line(engine, tmp_path: Path,  # noqa: ANN001
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MARGINALIA_UNSAFE_SEEDED_RELEASES", "1")  # --seed on simulate: tests only
     rng = np.random.default_rng(0)
     x = rng.choice([-1.0, 1.0], size=(3000, 3))
     frame = pd.DataFrame(x, columns=["a", "b", "c"]).assign(y=x @ [0.6, 0.0, -0.8])
