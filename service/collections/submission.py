@@ -3,7 +3,8 @@
 :func:`submit_reports` does, for a columnar batch of reports made for round ``t``:
 
 1. **validate** it against round ``t``'s report schema (``ReportSchema.validate``: shape, finiteness and range, the
-   error naming the field and the report's index), before any lock: an open round's public state never changes;
+   error naming the field and the report's index) and the protocol's own support check (``ProtocolSpec.check_reports``:
+   e.g. the 1-bit Bernstein report is one-hot), before any lock: an open round's public state never changes;
 2. in one serialised transaction (:func:`db.reports.lock_reports`): check the campaign and round ``t`` are open,
    map the participants (a participant key, or a gateway's or the simulator's pseudonyms) to ids, and **append** the
    batch through the local ledger's check (:func:`db.reports.append_reports`: one report per participant per round,
@@ -108,9 +109,11 @@ def validate_batch(campaign: CampaignInfo, round_index: object, fields: Mapping[
         what = f"campaign {campaign.name!r} is closed" if campaign.status != "open" else (
             f"round {round_index} of campaign {campaign.name!r} is {round_info.status}")
         raise Conflict(f"{what}: it accepts no reports", code="round_closed")
-    schema = campaign.spec.report_schema(int(round_index), campaign.round_state(int(round_index)))
+    state = campaign.round_state(int(round_index))
     try:
-        return schema.validate(fields)
+        arrays = campaign.spec.report_schema(int(round_index), state).validate(fields)
+        campaign.spec.check_reports(int(round_index), state, arrays)
+        return arrays
     except ReportError as error:
         raise InvalidInput(str(error), code="invalid_report") from None
 

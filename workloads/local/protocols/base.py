@@ -294,6 +294,11 @@ class ProtocolSpec:
         ``data`` holds arrays; a leading batch axis randomizes many participants at once (simulations)."""
         raise NotImplementedError
 
+    def check_reports(self, round_index: int, state: RoundState, batch: Mapping[str, np.ndarray]) -> None:
+        """Refuse (:class:`ReportError`) reports the schema's ranges admit but the randomizer cannot emit.
+
+        ``batch`` is what :meth:`ReportSchema.validate` returned. Default: the ranges are the whole support."""
+
     def initial_state(self, public_rows: np.ndarray | None = None) -> RoundState:
         """Round 0's public state. Default: nothing beyond the spec."""
         return RoundState(0, {})
