@@ -36,7 +36,7 @@ from estimators.local.glm.stein import PrivateOLS, SteinGLM
 from estimators.local.glm.two_round import TwoRoundSteinGLM, first_round_ols
 from estimators.local.ldp_avg import LdpAverage
 from service.collections.campaigns import CampaignInfo, get_campaign
-from service.collections.public_tables import get_public_table, public_matrix
+from service.collections.campaigns import campaign_public_rows as _public_rows
 from service.errors import Conflict, InvalidInput
 
 ZERO_COST = {"epsilon": 0.0, "delta": 0.0, "rho": 0.0}
@@ -142,13 +142,6 @@ def _mean(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggrega
     return CampaignFit(campaign.name, campaign.protocol, "mean", "mean", None, (feature,),
                        {feature: fitted.mean_ * scale + center}, fitted.n_reports_, details,
                        ("the average of the participants' values clipped to [lower, upper]",))
-
-
-def _public_rows(engine: Engine, campaign: CampaignInfo) -> np.ndarray | None:
-    if campaign.public_table is None:
-        return None
-    table = get_public_table(engine, campaign.public_table)
-    return campaign.transform.apply(public_matrix(engine, table, campaign.features))
 
 
 def _stein(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate | None], model: str,

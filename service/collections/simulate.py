@@ -23,7 +23,8 @@ import pandas as pd
 from sqlalchemy import Engine
 
 from service.client.device import make_report
-from service.collections.campaigns import close_round, get_campaign, public_state
+from service.collections.campaigns import CampaignInfo, close_round, get_campaign, public_state
+from service.collections.public_tables import get_public_table, public_matrix
 from service.collections.submission import Submitter, submit_reports
 from service.errors import InvalidInput
 
@@ -73,6 +74,8 @@ def simulate(engine: Engine, campaign_name: str, x: np.ndarray, y: np.ndarray | 
                            code="invalid_parameter")
     if batch < 1:
         raise InvalidInput(f"batch must be a positive integer, got {batch}", code="invalid_parameter")
+    if campaign.spec.aggregates_public_rows:
+        x = public_row_ids(engine, campaign, x)
     rng = np.random.default_rng(seed) if seed is not None else None
     run = f"{campaign.id}:{os.urandom(6).hex()}"
     submitter = Submitter.simulator(run)
@@ -102,6 +105,20 @@ def simulate(engine: Engine, campaign_name: str, x: np.ndarray, y: np.ndarray | 
         if later and campaign.rounds[round_info.index].status == "open":
             close_round(engine, campaign.name, round_info.index)
     return SimulationResult(campaign.name, run, int(x.shape[0]), reports, time.perf_counter() - start)
+
+
+def public_row_ids(engine: Engine, campaign: CampaignInfo, x: np.ndarray) -> np.ndarray:
+    """A column ``(n, 1)`` of the public row ids of ``x``'s rows (a protocol whose participants name their public row,
+    label-ldp): each row must equal a row of the campaign's public table; an error names the first that does not."""
+    table = get_public_table(engine, campaign.public_table)
+    public = public_matrix(engine, table, campaign.features)
+    ids = {tuple(row): index for index, row in reversed(list(enumerate(public.tolist())))}
+    found = [ids.get(tuple(row)) for row in x.tolist()]
+    missing = next((i for i, value in enumerate(found) if value is None), None)
+    if missing is not None:
+        raise InvalidInput(f"campaign {campaign.name!r} takes features from public table {campaign.public_table!r}: "
+                           f"row {missing + 1} of the simulated rows is not a row of it", code="invalid_parameter")
+    return np.asarray(found, dtype=float)[:, np.newaxis]
 
 
 # ------------------------------------------------------------------------------------------------- participants' rows

@@ -9,7 +9,8 @@
    map the participants (a participant key, or a gateway's or the simulator's pseudonyms) to ids, and **append** the
    batch through the local ledger's check (:func:`db.reports.append_reports`: one report per participant per round,
    one group per participant, the per-participant cap), refusing the whole batch at the first offending report;
-3. in the same transaction, **add** the batch to round ``t``'s running aggregate
+3. in the same transaction, **add** the batch to round ``t``'s running aggregate (what the protocol sums:
+   ``ProtocolSpec.aggregate_input``, e.g. label-ldp's ``x_row tilde y`` from the server's own public table)
    (:class:`~estimators.local.aggregate.ReportAggregate`), so estimation never re-reads reports, and **close** the
    round when its group's planned size has reported (the next round's state is computed then; when it cannot be,
    e.g. Alg. 5's first round gave ``w_ols = 0``, the round stays open and the batch is still accepted: a steward
@@ -40,9 +41,15 @@ from db.reports import (
     lock_round,
     participant_ids,
 )
-from service.collections.campaigns import CampaignInfo, close_round_locked, get_campaign, round_aggregate
+from service.collections.campaigns import (
+    CampaignInfo,
+    campaign_public_rows,
+    close_round_locked,
+    get_campaign,
+    round_aggregate,
+)
 from service.errors import Conflict, InvalidInput, ServiceError
-from workloads.local.protocols import ReportError
+from workloads.local.protocols import ProtocolError, ReportError
 
 #: ReportRefused reasons -> (error code, HTTP status)
 _REFUSALS = {
@@ -135,6 +142,12 @@ def submit_reports(engine: Engine, campaign_name: str | int, round_index: object
                            f"{None if pseudonyms is None else len(pseudonyms)}", code="invalid_report")
     payloads = np.concatenate([a.reshape(count, -1) for a in arrays.values()], axis=1)
     index = int(round_index)
+    spec = campaign.spec
+    public = campaign_public_rows(engine, campaign) if spec.aggregates_public_rows else None
+    try:
+        summed = spec.aggregate_input(index, campaign.round_state(index), arrays, public)
+    except ProtocolError as error:
+        raise Conflict(f"campaign {campaign.name!r}: {error}", code="needs_public_table") from None
     try:
         with serialized_transaction(engine) as session:
             lock_reports(session)
@@ -147,7 +160,7 @@ def submit_reports(engine: Engine, campaign_name: str | int, round_index: object
             else:
                 ids = participant_ids(session, submitter.namespace, list(pseudonyms))
             append_reports(session, round_row, ids, payloads, submitter.sent_by)
-            aggregate = round_aggregate(campaign.spec, round_row).add(arrays)
+            aggregate = round_aggregate(spec, round_row).add(summed)
             round_row.aggregate_json = json.dumps(aggregate.to_json(), separators=(",", ":"))
             if round_row.expected_reports is not None and round_row.report_count >= round_row.expected_reports:
                 try:
