@@ -3,6 +3,9 @@ lies in its feasible set, and the influence bound a fit reports is an upper boun
 
 from __future__ import annotations
 
+import itertools
+import math
+
 import numpy as np
 import pytest
 
@@ -85,3 +88,101 @@ def test_a_label_ldp_report_carries_no_function_of_the_features(engine, tmp_path
         _submit(engine, "labels", {"row": 1.5, "label": 0.0}, "forger")
     with pytest.raises(InvalidInput, match="outside its allowed range"):
         _submit(engine, "labels", {"row": 3.0, "label": 0.0}, "forger")
+
+
+# ----------------------------------------------------------------------------------------------------- finding 6
+def _schema(engine, name: str, round_index: int = 0):  # noqa: ANN001, ANN202
+    info = campaigns.get_campaign(engine, name)
+    return info.spec.report_schema(round_index, info.round_state(round_index))
+
+
+@pytest.fixture
+def average(engine):  # noqa: ANN001, ANN201
+    """ldp-avg on [0, 1] at epsilon 1, 2,000 honest participants with values near 0.3, the round open."""
+    campaigns.create_campaign(engine, "avg", "ldp-avg", "v", None, None, 1.0, 0,
+                              {"lower": 0, "upper": 1, "participants": 100_000})
+    values = np.random.default_rng(0).uniform(0.2, 0.4, size=2_000)
+    simulate.simulate(engine, "avg", values[:, None], seed=1)
+    return "avg"
+
+
+def test_the_issues_forged_in_range_reports_leave_the_mean_in_its_interval(engine, average) -> None:  # noqa: ANN001
+    """Issue 18 finding 6: 31 forged reports, each at the top of the validated range, took the mean of [0, 1] to 1.23.
+    The number of forged reports is the fewest that push the average past 1.2 with the schema's own bound."""
+    (field,) = _schema(engine, average).fields
+    before = estimates.fit_campaign(engine, average, "mean").coefficients["v"]
+    forged = math.ceil(2_000 * (1.2 - before) / (field.high - 1.2)) + 1
+    submission.submit_reports(engine, average, 0, {"value": np.full(forged, field.high)},
+                              submission.Submitter.simulator("forger"), [f"f{i}" for i in range(forged)])
+    fit = estimates.fit_campaign(engine, average, "mean")
+    assert 0.0 <= fit.coefficients["v"] <= 1.0  # the estimate stays in [lower, upper] ...
+    assert fit.details["raw_mean"] > 1.2  # ... though the attack moved the average of the reports as in the issue
+    assert fit.coefficients["v"] == 1.0
+
+
+def test_one_extreme_accepted_report_moves_the_mean_by_at_most_its_influence(engine, average) -> None:  # noqa: ANN001
+    (field,) = _schema(engine, average).fields
+    for tag, extreme in (("top", field.high), ("bottom", field.low)):
+        fit = estimates.fit_campaign(engine, average, "mean")
+        bound = fit.to_json()["influence"]
+        assert bound["of"] == "mean" and bound["norm"] == "abs" and bound["per_report"] > 0
+        _submit(engine, average, {"value": extreme}, tag)
+        moved = abs(estimates.fit_campaign(engine, average, "mean").coefficients["v"] - fit.coefficients["v"])
+        # the top report attains the bound (the projection does not bind here): it is the supremum, not a loose one
+        assert moved <= bound["per_report"] * (1 + 1e-9)
+        if tag == "top":
+            assert moved == pytest.approx(bound["per_report"], rel=1e-9)
+
+
+def _corners(field, dimension: int) -> list[np.ndarray]:  # noqa: ANN001
+    return [np.where(np.array(bits) == 1, field.high, field.low)
+            for bits in itertools.product((0, 1), repeat=dimension)]
+
+
+@pytest.mark.parametrize("gram", [False, True], ids=["public-covariance", "private-covariance"])
+def test_one_extreme_accepted_stein_report_moves_w_ols_by_at_most_its_influence(engine, tmp_path, gram) -> None:  # noqa: ANN001
+    """Every corner of the validated ranges (the extreme accepted reports), one at a time: w_ols moves by at most the
+    influence bound the fit reported, with X^T X public (a fixed linear map) or from the reports (Weyl's bound)."""
+    from tests.service.collections.helpers import FEATURES, gaussian_rows, load_public
+
+    load_public(engine, tmp_path, gaussian_rows(3000, seed=2))
+    x = gaussian_rows(20_000, seed=3)
+    y = np.clip(x @ np.array([0.5, -0.5, 0.25]), -1, 1)
+    campaigns.create_campaign(engine, "glm", "stein-glm", FEATURES, "y", "pub", 8, 1e-6,
+                              {"participants": 100_000, "gram": str(gram).lower(), "standardize": "false",
+                               "norm_bound": 3})
+    simulate.simulate(engine, "glm", x, y, seed=4)
+    schema = {f.name: f for f in _schema(engine, "glm").fields}
+    covariance = "private" if gram else "public"
+    fit = estimates.fit_campaign(engine, "glm", "linear", covariance)
+    bound = fit.to_json()["influence"]
+    assert bound["of"] == "coefficients" and bound["norm"] == "l2"
+    assert bound["per_report"] is not None and bound["per_report"] > 0
+    before = np.array([fit.coefficients[f] for f in FEATURES])
+    xy_corners = _corners(schema["xy"], 3)
+    reports = ([{"xx": xx, "xy": xy} for xx in _corners(schema["xx"], 6)[::7] for xy in xy_corners] if gram
+               else [{"xy": xy} for xy in xy_corners])
+    worst = 0.0
+    for index, report in enumerate(reports):
+        stored = _round0_aggregate(engine, "glm")
+        _submit(engine, "glm", report, f"extreme{index}")
+        after = estimates.fit_campaign(engine, "glm", "linear", covariance)
+        worst = max(worst, float(np.linalg.norm(np.array([after.coefficients[f] for f in FEATURES]) - before)))
+        _round0_aggregate(engine, "glm", stored)
+    assert 0 < worst <= bound["per_report"]
+
+
+def _round0_aggregate(engine, name: str, value: str | None = None) -> str:  # noqa: ANN001
+    """Round 0's stored running aggregate (JSON), or put ``value`` back (the test tries one report at a time)."""
+    from sqlalchemy import text
+
+    from db.engine import transaction
+
+    with transaction(engine) as session:
+        campaign = campaigns.get_campaign(engine, name).id
+        if value is not None:
+            session.execute(text("UPDATE campaign_rounds SET aggregate_json = :a WHERE campaign_id = :c AND "
+                                 "round_index = 0"), {"a": value, "c": campaign})
+            return value
+        return session.execute(text("SELECT aggregate_json FROM campaign_rounds WHERE campaign_id = :c AND "
+                                    "round_index = 0"), {"c": campaign}).scalar_one()
