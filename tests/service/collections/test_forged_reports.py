@@ -186,3 +186,31 @@ def _round0_aggregate(engine, name: str, value: str | None = None) -> str:  # no
             return value
         return session.execute(text("SELECT aggregate_json FROM campaign_rounds WHERE campaign_id = :c AND "
                                     "round_index = 0"), {"c": campaign}).scalar_one()
+
+
+def test_one_extreme_accepted_label_report_moves_the_lasso_by_at_most_its_influence(engine, tmp_path) -> None:  # noqa: ANN001
+    """label-ldp's Lasso is 1/lambda_min(X^T X/m)-Lipschitz in the mean of x_row tilde y: the extreme accepted reports
+    (the public row of largest norm, or each row, with the label at either end of its validated range) move it by at
+    most the influence bound; IHT's bound is the diameter of its ball."""
+    from tests.service.collections.helpers import FEATURES, gaussian_rows, load_public
+
+    public = gaussian_rows(400, seed=12)
+    load_public(engine, tmp_path, public)
+    y = np.clip(public @ np.array([0.5, 0.0, -0.25]), -1, 1)
+    campaigns.create_campaign(engine, "labels", "label-ldp", FEATURES, "y", "pub", 4.0, 1e-6,
+                              {"sparsity": 2, "participants": 10_000, "standardize": False, "alpha": 0.01})
+    simulate.simulate(engine, "labels", public, y, seed=13)
+    info = campaigns.get_campaign(engine, "labels")
+    assert estimates.fit_campaign(engine, "labels", "iht").influence.per_report == 2.0 * info.spec.radius
+    fit = estimates.fit_campaign(engine, "labels", "lasso")
+    bound = fit.to_json()["influence"]["per_report"]
+    label = _schema(engine, "labels").fields[1]
+    before = np.array([fit.coefficients[f] for f in FEATURES])
+    worst = 0.0
+    for index, (row, value) in enumerate(itertools.product(range(0, 400, 40), (label.low, label.high))):
+        stored = _round0_aggregate(engine, "labels")
+        _submit(engine, "labels", {"row": float(row), "label": value}, f"extreme{index}")
+        after = estimates.fit_campaign(engine, "labels", "lasso")
+        worst = max(worst, float(np.linalg.norm(np.array([after.coefficients[f] for f in FEATURES]) - before)))
+        _round0_aggregate(engine, "labels", stored)
+    assert 0 < worst <= bound

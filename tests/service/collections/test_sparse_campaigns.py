@@ -88,6 +88,8 @@ def test_ldp_iht_campaign_runs_its_rounds_and_fits_a_known_answer(engine) -> Non
     assert fit.coefficients["(intercept)"] == 0.0 and fit.kind == "regressor" and fit.reports == n
     assert fit.to_json()["cost"] == {"epsilon": 0.0, "delta": 0.0, "rho": 0.0}
     assert fit.details["rounds_used"] == 3 and fit.details["support"] == ["a", "c"]
+    # every iterate lies in the ball of radius R = 1: one report moves the estimate at most across it
+    assert np.linalg.norm(coef) <= 1.0 + 1e-12 and fit.to_json()["influence"]["per_report"] == 2.0
 
     # ... and close to theta*: with eta = 1 and E[x x^T] = I the last step is Trunc(theta* + noise), the noise a
     # mean of m = 20,000 reports of norm B, each coordinate's standard deviation at most B / sqrt(p m), plus the
