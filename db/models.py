@@ -431,3 +431,47 @@ class Report(Base):
     submitted_by: Mapped[int | None] = mapped_column(ForeignKey("api_keys.id"), nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False,
                                                  server_default=func.current_timestamp())
+
+
+class GatewayScope(Base):
+    """A campaign a steward opened to one gateway key, and the gateway's quota there (issue 18, finding 7).
+
+    A gateway names its participants by pseudonyms it invents, so nothing stops one key from filling a campaign with
+    fictitious people; a steward bounds what it can do. A gateway submits only to the campaigns it has a row for, at
+    most ``max_reports`` reports over the whole campaign and ``max_reports_per_round`` in any one round (``NULL``:
+    only the campaign's quota binds). Checked against :class:`GatewayUsage` in the transaction that inserts a batch
+    (db/gateways.py)."""
+
+    __tablename__ = "gateway_scopes"
+    __table_args__ = (
+        CheckConstraint("max_reports > 0", name="ck_gateway_scope_reports"),
+        CheckConstraint("max_reports_per_round IS NULL OR max_reports_per_round > 0",
+                        name="ck_gateway_scope_round_reports"),
+    )
+
+    api_key_id: Mapped[int] = mapped_column(ForeignKey("api_keys.id"), primary_key=True)
+    campaign_id: Mapped[int] = mapped_column(ForeignKey("campaigns.id"), primary_key=True)
+    max_reports: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    max_reports_per_round: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    principal: Mapped[str] = mapped_column(String(200), nullable=False, default="cli")
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
+
+
+class GatewayUsage(Base):
+    """How many reports a gateway key has had accepted in one round of a campaign: the count its quota is checked
+    against, kept in the transaction that inserts each batch. It equals ``SELECT COUNT(*) FROM reports WHERE
+    submitted_by = key AND campaign_id = c AND round_index = r`` (an auditor can recompute it; migration 0008 filled
+    it that way)."""
+
+    __tablename__ = "gateway_usage"
+    __table_args__ = (
+        CheckConstraint("reports >= 0", name="ck_gateway_usage_reports"),
+        ForeignKeyConstraint(["campaign_id", "round_index"], ["campaign_rounds.campaign_id",
+                                                              "campaign_rounds.round_index"],
+                             name="fk_gateway_usage_round"),
+    )
+
+    api_key_id: Mapped[int] = mapped_column(ForeignKey("api_keys.id"), primary_key=True)
+    campaign_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    round_index: Mapped[int] = mapped_column(Integer, primary_key=True)
+    reports: Mapped[int] = mapped_column(BigInteger, nullable=False)

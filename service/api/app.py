@@ -48,6 +48,7 @@ def create_app(engine: Engine, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) 
     app = FastAPI(title="Marginalia", version=version(), description=DESCRIPTION,
                   default_response_class=SafeJSONResponse, responses=ERROR_RESPONSES)
     app.state.engine = engine
+    app.state.max_body_bytes = max_body_bytes  # per-route limits stay below it (service/api/limits.py)
     install_error_handlers(app, max_body_bytes)
 
     @app.get("/health", response_model=schemas.Health, tags=["service"], summary="Liveness (no key needed)")

@@ -34,6 +34,7 @@ STATES = ("running", "done", "failed")
 @dataclass(frozen=True)
 class JobView:
     id: int
+    owner: int | None  # the API key that created it (None: made in process); never shown
     dataset: str
     kind: str
     state: str
@@ -72,18 +73,26 @@ def finish(engine: Engine, job_id: int, state: str, status: int, body: object) -
 
 
 def get(engine: Engine, job_id: int) -> JobView:
+    """The job ``job_id`` (404 when there is none); who may see it is :func:`visible_to`."""
     with transaction(engine) as session:
         job = session.get(Job, job_id)
         if job is None:
             raise NotFound(f"no job with id {job_id}", code="job_not_found")
         return JobView(
-            id=job.id, dataset=job.dataset, kind=job.kind, state=job.state,
+            id=job.id, owner=job.api_key_id, dataset=job.dataset, kind=job.kind, state=job.state,
             progress={"done": job.progress_done, "total": job.progress_total, "message": job.progress_message},
             fit={"done": job.fit_done, "total": job.fit_total} if job.fit_total else None,
             response_status=job.response_status,
             response=json.loads(job.response_json) if job.response_json is not None else None,
             created_at=job.created_at, finished_at=job.finished_at,
         )
+
+
+def visible_to(job: JobView, key_id: int, role: str, may_access_dataset: bool) -> bool:
+    """Whether a caller may read ``job``: the key that created it, and stewards whose scope covers its dataset.
+    A job's answer is its owner's (an analyst's fit, a steward's release): another analyst or an auditor sees the
+    release in the ledger, not the request."""
+    return job.owner == key_id or (role == "steward" and may_access_dataset)
 
 
 class JobProgress:

@@ -4,7 +4,8 @@ Who may call what (the README's role table; ``tests/service/api/test_collections
 every role): public tables are read by stewards, analysts and auditors (rows by stewards and analysts: they are
 public), loaded by stewards; campaigns are created, closed and capped by stewards, read by stewards, analysts and
 auditors, fitted by stewards and analysts (free); a **participant** key reaches only ``GET /campaigns/{name}/state``
-and ``POST /campaigns/{name}/reports`` (her own report), a **gateway** key the same two with batches for pseudonyms.
+and ``POST /campaigns/{name}/reports`` (her own report), a **gateway** key the same two with batches for pseudonyms,
+reports only to the campaigns a steward put in its scope and within its quotas (service/collections/gateways.py).
 No route takes a seed.
 """
 
@@ -19,12 +20,19 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi import Path as PathParam
 from fastapi.concurrency import run_in_threadpool
 from pydantic import Field, ValidationError
+from sqlalchemy import Engine
 
 from service.access.auth import Principal
-from service.api import schemas
+from service.api import limits, schemas
 from service.api.security import ANALYST, AUDITOR, STEWARD, Forbidden, engine_of, require
 from service.collections import campaigns, caps, estimates, public_tables
-from service.collections.submission import Submitter, participant_has_reported, submit_reports
+from service.collections.submission import (
+    Submitter,
+    check_gateway_scope,
+    participant_has_reported,
+    report_width,
+    submit_reports,
+)
 from service.errors import InvalidInput, ServiceError
 from workloads.local.wire import MEDIA_TYPE, WireError, decode_batch
 
@@ -184,16 +192,33 @@ def campaign_state(request: Request, name: Name,
 async def submit(request: Request, name: Name,
                  principal: Principal = Depends(require(PARTICIPANT, GATEWAY))) -> dict[str, Any]:
     """A participant sends `{"round", "report"}` (JSON); a gateway `{"round", "reports", "pseudonyms"}` (JSON) or
-    a batch in the binary format `application/vnd.marginalia.reports` (docs/campaigns.md)."""
-    body = await request.body()
+    a batch in the binary format `application/vnd.marginalia.reports` (docs/campaigns.md). A gateway submits only to
+    the campaigns a steward put in its key's scope, within its quotas. The body is bounded by the caller's role and
+    the campaign's report width (413 past it, service/api/limits.py) and parsed off the event loop."""
+    engine = engine_of(request)
     kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    round_index, fields, pseudonyms = _parse_reports(principal, kind, body)
+    info, limit, what = await run_in_threadpool(_body_limit, engine, principal, name, kind,
+                                                request.app.state.max_body_bytes)
+    body = await limits.read_body(request, limit, what)
+    round_index, fields, pseudonyms = await run_in_threadpool(_parse_reports, principal, kind, body)
     submitter = Submitter.participant(principal.key_id) if principal.role == PARTICIPANT else (
         Submitter.gateway(principal.key_id))
-    result = await run_in_threadpool(submit_reports, engine_of(request), name, round_index, fields, submitter,
-                                     pseudonyms)
+    result = await run_in_threadpool(submit_reports, engine, name, round_index, fields, submitter, pseudonyms, info)
     # what was accepted and whether the round is still open; not how many others reported (nothing aggregate)
     return {k: v for k, v in result.to_json().items() if k != "round_reports"}
+
+
+def _body_limit(engine: Engine, principal: Principal, name: str, kind: str,
+                ceiling: int) -> tuple[campaigns.CampaignInfo, int, str]:
+    """The campaign, and the most bytes the caller's body may have (a gateway outside its scope: 403 first)."""
+    info = campaigns.get_campaign(engine, name)
+    if principal.role == GATEWAY:
+        check_gateway_scope(engine, principal.key_id, info)
+    width = max((report_width(info, r.index) for r in info.rounds if r.status == "open"), default=0)
+    if principal.role == PARTICIPANT:
+        return info, limits.participant_limit(width), "one participant's report"
+    binary = kind == MEDIA_TYPE
+    return info, limits.batch_limit(width, binary, MAX_JSON_REPORTS, ceiling), "a gateway's batch"
 
 
 def _parse_reports(principal: Principal, kind: str, body: bytes) -> tuple[int, dict[str, Any], list[str] | None]:

@@ -9,7 +9,8 @@ from fastapi import Path as PathParam
 
 from service.access.auth import Principal
 from service.api import jobs, schemas
-from service.api.security import EVERYONE, check_scope, engine_of, require
+from service.api.security import EVERYONE, engine_of, require
+from service.errors import NotFound
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 
@@ -20,7 +21,9 @@ JobId = Annotated[int, PathParam(ge=1, le=2**63 - 1, description="Job id (from t
 def get_job(request: Request, job_id: JobId, principal: Principal = Depends(require(*EVERYONE))) -> dict[str, object]:
     """While `state` is `running`: the release's steps (`progress`) and, while a model is fitted, its
     iterations (`fit`). Then `status_code` and `result`: the answer the synchronous request would have
-    given. Visible to every key that may see the job's dataset."""
+    given. Readable by the key that sent the request and by stewards whose scope covers its dataset; to anyone
+    else a job does not exist (404, so ids reveal nothing)."""
     job = jobs.get(engine_of(request), job_id)
-    check_scope(principal, job.dataset)
+    if not jobs.visible_to(job, principal.key_id, principal.role, principal.may_access(job.dataset)):
+        raise NotFound(f"no job with id {job_id}", code="job_not_found")
     return job.to_json()

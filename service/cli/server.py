@@ -1,4 +1,5 @@
-"""``marginalia serve`` (the HTTP API) and ``marginalia keys create | revoke | list`` (its API keys)."""
+"""``marginalia serve`` (the HTTP API) and ``marginalia keys create | revoke | list`` (its API keys), ``marginalia keys
+scope | unscope | scopes`` (the campaigns a gateway key may submit to, and its quotas)."""
 
 from __future__ import annotations
 
@@ -81,3 +82,60 @@ def keys_list(as_json: JsonFlag = False) -> None:
         stdout.print(table)
 
     emit(as_json, [k.to_json() for k in items], human)
+
+
+@keys_app.command("scope")
+@handles_errors
+def keys_scope(
+    key_id: Annotated[int, typer.Argument(help="A gateway key's id (from `keys list`).", metavar="KEY_ID")],
+    campaign: Annotated[str, typer.Option(help="The campaign the gateway may submit to.")],
+    reports: Annotated[int, typer.Option(help="Its quota: reports over the whole campaign.")],
+    per_round: Annotated[int | None, typer.Option(help="Its quota in any one round (default: only --reports).")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Open a campaign to a gateway key, with quotas; replaces its earlier quotas there. A gateway submits only to
+    the campaigns it is scoped to (403 elsewhere), and a batch that would pass a quota is refused whole."""
+    from service.collections import gateways
+
+    info = gateways.set_scope(open_engine(), key_id, campaign, reports, per_round, "cli")
+    emit(as_json, info.to_json(), lambda: stdout.print(
+        f"gateway key {info.key_id} may submit to campaign {info.campaign}: {info.reports:,} reports"
+        + (f", {info.per_round:,} per round" if info.per_round is not None else "")
+        + f" ({info.used:,} sent so far)", highlight=False))
+
+
+@keys_app.command("unscope")
+@handles_errors
+def keys_unscope(
+    key_id: Annotated[int, typer.Argument(help="A gateway key's id.", metavar="KEY_ID")],
+    campaign: Annotated[str, typer.Option(help="The campaign to close to it.")],
+    as_json: JsonFlag = False,
+) -> None:
+    """Close a campaign to a gateway key (the reports it sent stay)."""
+    from service.collections import gateways
+
+    gateways.remove_scope(open_engine(), key_id, campaign)
+    emit(as_json, {"key_id": key_id, "campaign": campaign, "removed": True}, lambda: stdout.print(
+        f"gateway key {key_id} may no longer submit to campaign {campaign}", highlight=False))
+
+
+@keys_app.command("scopes")
+@handles_errors
+def keys_scopes(
+    key_id: Annotated[int | None, typer.Argument(help="One gateway key's id (default: every gateway).",
+                                                 metavar="[KEY_ID]")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """The campaigns each gateway key may submit to, its quotas and what it has sent."""
+    from service.collections import gateways
+
+    items = gateways.list_scopes(open_engine(), key_id)
+
+    def human() -> None:
+        table = Table("key", "campaign", "reports", "per round", "sent")
+        for s in items:
+            table.add_row(str(s.key_id), s.campaign, f"{s.reports:,}",
+                          "-" if s.per_round is None else f"{s.per_round:,}", f"{s.used:,}")
+        stdout.print(table)
+
+    emit(as_json, [s.to_json() for s in items], human)

@@ -11,7 +11,10 @@ analyst's notebook installs no server stack).
   ``fit(model)`` (analysts and stewards: a :class:`CampaignModel`, free), ``info()``, ``close()``.
 
 No call takes a seed: a participant's noise is drawn from ``os.urandom`` on her device
-(``workloads.local.rng.device_rng``), and nobody else ever sees it.
+(``workloads.local.rng.device_rng``), and nobody else ever sees it. Nor does her device take the server's word for
+what a report costs: ``submit`` goes through the client's :class:`service.client.spend.Device` (her per-report and
+total ceilings and her spend file), which computes the cost from the campaign's spec and reserves it before
+randomizing; ``submit_batch`` (a gateway, many people) checks the per-report ceiling and the published state.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ import pandas as pd
 
 from estimators.base import LinearScoreModel, logistic_probabilities
 from service.client.device import make_report
+from service.client.errors import CollectionError, DeviceError, MarginaliaError
+from service.client.spend import Device
 from workloads.encodings import INTERCEPT_NAME
 from workloads.local.wire import MEDIA_TYPE, encode_batch
 
@@ -44,16 +49,6 @@ _MEANS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "lasso": lambda t: t,  # the label-private Lasso (Sec. 5)
 }
 BATCH = 50_000
-
-
-class CollectionError(Exception):
-    """Refused on the device before anything was randomized or sent (the round is closed, she has reported, her cap
-    would be passed); ``code`` as the server would have said."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(f"{code}: {message}")
-        self.code = code
-        self.message = message
 
 
 class CampaignModel(LinearScoreModel):
@@ -122,42 +117,67 @@ class CampaignHandle:
         return self.client._request("GET", f"{self._path}/state")
 
     def submit(self, x: Any, y: Any = None) -> dict[str, Any]:
-        """A participant's report: fetch the state, check she may report, randomize ``(x, y)`` here with the
-        device's randomness, post only the report."""
+        """A participant's report: fetch the state, check she may report (the server's view of her), check the state
+        and her own ceilings and reserve the cost on her spend file (``client.device``), randomize ``(x, y)`` here
+        with the device's randomness, post only the report. A refusal on the device randomizes and sends nothing
+        (:class:`service.client.CollectionError`, :class:`service.client.DeviceError`); once randomized, the cost
+        stays on her spend file even if sending fails."""
         features = np.asarray(x, dtype=float)
         if features.ndim != 1:
-            raise ValueError(f"submit takes one participant's features (a vector), got shape {features.shape}; "
-                             "gateways use submit_batch")
+            raise DeviceError(f"submit takes one participant's features (a vector), got shape {features.shape}; "
+                              "gateways use submit_batch", code="invalid_participant_data")
         state = self.state()
         if state.get("round") is None:
             raise CollectionError("round_closed", f"campaign {self.name!r} has no open round")
+        device = self.client.device
+        epsilon, delta = device.check_round(state)  # the published state, her per-report ceiling; the spec's cost
         you = state.get("you")
-        if you is not None:
-            if you["reported_in_round"]:
-                raise CollectionError("already_reported", f"you have reported in round {state['round']} of "
-                                                          f"{self.name!r} already")
-            if (you["epsilon_spent"] + state["round_epsilon"] > you["epsilon_cap"] * (1 + 1e-12)
-                    or you["delta_spent"] + state["round_delta"] > you["delta_cap"] * (1 + 1e-12)):
-                raise CollectionError("local_cap_exceeded", f"this round spends epsilon {state['round_epsilon']:g}, "
-                                      f"delta {state['round_delta']:g}; you have spent epsilon "
-                                      f"{you['epsilon_spent']:g} of your cap {you['epsilon_cap']:g}")
-        index, report = make_report(state, features, y)
-        body = {"round": index, "report": {name: np.asarray(v).tolist() for name, v in report.items()}}
-        return self.client._request("POST", f"{self._path}/reports", json=body)
+        if you is not None:  # the server's view of her (advisory: her own filter is the device's)
+            self._check_you(you, state["round"], epsilon, delta)
+        reserved = device.randomize(state, features, y, server=getattr(self.client, "url", ""))
+        report = {name: np.asarray(value).tolist() for name, value in reserved.report.items()}
+        body = {"round": reserved.round, "report": report}
+        try:
+            answer = self.client._request("POST", f"{self._path}/reports", json=body)
+        except MarginaliaError as error:  # the report may have left the device: its reservation stays
+            device.ledger.settle(reserved.entry, f"failed: {error.code}")
+            raise
+        device.ledger.settle(reserved.entry, "accepted")
+        return answer
+
+    def _check_you(self, you: Any, round_index: int, epsilon: float, delta: float) -> None:
+        """Refuse what the server says it would refuse: a second report in the round, her server-side cap."""
+        try:
+            reported = bool(you["reported_in_round"])
+            over = (you["epsilon_spent"] + epsilon > you["epsilon_cap"] * (1 + 1e-12)
+                    or you["delta_spent"] + delta > you["delta_cap"] * (1 + 1e-12))
+        except (KeyError, TypeError) as error:
+            raise DeviceError(f"campaign {self.name!r}: the state's 'you' cannot be read ({error!r})",
+                              code="invalid_state") from None
+        if reported:
+            raise CollectionError("already_reported", f"you have reported in round {round_index} of "
+                                                      f"{self.name!r} already")
+        if over:
+            raise CollectionError("local_cap_exceeded", f"this round spends epsilon {epsilon:g}, delta {delta:g}; "
+                                  f"you have spent epsilon {you['epsilon_spent']:g} of your cap "
+                                  f"{you['epsilon_cap']:g}")
 
     def submit_batch(self, x: Any, y: Any = None, pseudonyms: Sequence[str] = (), batch: int = BATCH,
                      single_precision: bool = False) -> list[dict[str, Any]]:
         """A gateway's batches: each row of ``x`` (and ``y``) one participant named by ``pseudonyms``, randomized
-        here (the OS's randomness) and sent in the binary format, ``batch`` reports per request."""
+        here (the OS's randomness) and sent in the binary format, ``batch`` reports per request. The device checks
+        the published state and its per-report ceiling first; the spend file is a person's, so a gateway's pseudonyms
+        are not on it (the server's cap is theirs)."""
         features = np.asarray(x, dtype=float)
         labels = None if y is None else np.asarray(y, dtype=float)
         names = list(pseudonyms)
         if features.ndim != 2 or len(names) != features.shape[0]:
-            raise ValueError(f"submit_batch takes rows of features and one pseudonym per row, got shape "
-                             f"{features.shape} and {len(names)} pseudonyms")
+            raise DeviceError(f"submit_batch takes rows of features and one pseudonym per row, got shape "
+                              f"{features.shape} and {len(names)} pseudonyms", code="invalid_participant_data")
         results = []
         for lo in range(0, features.shape[0], batch):
             state = self.state()
+            self.client.device.check_round(state)  # the published state and the per-report ceiling
             index, reports = make_report(state, features[lo:lo + batch],
                                          None if labels is None else labels[lo:lo + batch])
             payload = encode_batch(reports, index, names[lo:lo + batch], "<f4" if single_precision else "<f8")
@@ -183,6 +203,15 @@ class CollectionsClient:
     """The collections' methods of :class:`service.client.Client` (it provides ``_request``)."""
 
     _request: Callable[..., Any]
+    _device: Device | None = None
+
+    @property
+    def device(self) -> Device:
+        """The participant's device: her ceilings and spend file (``Client(..., device=Device(...))``; by default
+        ``Device()``, made on first use)."""
+        if self._device is None:
+            self._device = Device()
+        return self._device
 
     def public_tables(self) -> list[dict[str, Any]]:
         return self._request("GET", "/public-tables")

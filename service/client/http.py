@@ -44,7 +44,9 @@ import httpx
 import pandas as pd
 
 from service.client.collections import CollectionsClient
+from service.client.errors import MarginaliaError
 from service.client.fitted import ExtrapolationWarning, FittedRegression
+from service.client.spend import Device
 
 Workload = str | Sequence[Sequence[str]] | Sequence[dict[str, object]]
 #: ``True`` (a line on stderr), ``False``, or a function called with every job report (``GET /jobs/{id}``).
@@ -56,16 +58,6 @@ FIT_PHASE = "fitting the model"  # service.progress.FIT_PHASE (the client import
 __all__ = ["Client", "MarginaliaError", "marginal_frame"]
 
 
-class MarginaliaError(Exception):
-    """An error answered by the server (or a transport failure, with status 0)."""
-
-    def __init__(self, code: str, message: str, status: int) -> None:
-        super().__init__(f"{code} ({status}): {message}")
-        self.code = code
-        self.message = message
-        self.status = status
-
-
 class Client(CollectionsClient):
     """A connection to one Marginalia server with one API key.
 
@@ -73,7 +65,9 @@ class Client(CollectionsClient):
     ``retries`` is how often a charging request is re-sent, with the same idempotency key, after
     a connection failure or while the server still runs the first attempt. ``progress`` is the
     default of every charging call (see the module docstring); ``poll_seconds`` the longest pause
-    between two looks at a background job.
+    between two looks at a background job. ``device`` is a participant's own privacy filter (her ceilings and
+    spend file, :class:`service.client.spend.Device`); by default ``Device()`` (its defaults, the spend file
+    ``~/.marginalia/device-spend.json``), made when she first submits.
     """
 
     def __init__(
@@ -86,8 +80,10 @@ class Client(CollectionsClient):
         http: httpx.Client | None = None,
         progress: ProgressOption = False,
         poll_seconds: float = 2.0,
+        device: Device | None = None,
     ) -> None:
         self.url = url.rstrip("/")
+        self._device = device
         self.retries = retries
         self.progress = progress
         self.poll_seconds = poll_seconds

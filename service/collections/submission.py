@@ -31,6 +31,7 @@ import numpy as np
 from sqlalchemy import Engine, select
 
 from db.engine import serialized_transaction, transaction
+from db.gateways import charge_quota, require_scope
 from db.models import Campaign, Participant, Report
 from db.reports import (
     ReportRefused,
@@ -59,17 +60,21 @@ _REFUSALS = {
     "other_group": ("wrong_group", 409),
     "cap_exceeded": ("local_cap_exceeded", 409),
     "bad_batch": ("invalid_report", 422),
+    "out_of_scope": ("campaign_out_of_scope", 403),
+    "quota_exceeded": ("gateway_quota_exceeded", 409),
 }
 
 
 @dataclass(frozen=True)
 class Submitter:
     """Who the reports are for: one participant key (``participant_key``), or pseudonyms in a namespace (a gateway
-    key's, or the simulator's), and the key that sent them (``None`` in process)."""
+    key's, or the simulator's), and the key that sent them (``None`` in process). ``gateway_key``: a gateway's
+    batches are bound by the scope and quotas a steward gave the key (db/gateways.py)."""
 
     participant_key: int | None = None
     namespace: str | None = None
     sent_by: int | None = None
+    gateway_key: int | None = None
 
     @classmethod
     def participant(cls, key_id: int) -> Submitter:
@@ -77,7 +82,7 @@ class Submitter:
 
     @classmethod
     def gateway(cls, key_id: int) -> Submitter:
-        return cls(namespace=gateway_namespace(key_id), sent_by=key_id)
+        return cls(namespace=gateway_namespace(key_id), sent_by=key_id, gateway_key=key_id)
 
     @classmethod
     def simulator(cls, run: str) -> Submitter:
@@ -155,6 +160,8 @@ def submit_reports(engine: Engine, campaign_name: str | int, round_index: object
             round_row = lock_round(session, campaign.id, index)
             if row.status != "open":
                 raise ReportRefused(f"campaign {campaign.name!r} is closed", "round_not_open", None, "round")
+            if submitter.gateway_key is not None:  # under the reports lock: concurrent batches cannot overshoot
+                charge_quota(session, submitter.gateway_key, campaign.id, campaign.name, index, count)
             if submitter.participant_key is not None:
                 ids = np.array([key_participant(session, submitter.participant_key)], dtype=np.int64)
             else:
@@ -170,6 +177,22 @@ def submit_reports(engine: Engine, campaign_name: str | int, round_index: object
             session.flush()
             return SubmissionResult(campaign.name, index, count, int(round_row.report_count), round_row.status,
                                     row.status)
+    except ReportRefused as error:
+        raise refusal(error) from None
+
+
+def report_width(campaign: CampaignInfo, round_index: int) -> int:
+    """Numbers in one report of round ``round_index`` (its schema's fields, flattened)."""
+    schema = campaign.spec.report_schema(round_index, campaign.round_state(round_index))
+    return sum(int(np.prod(f.shape, dtype=np.int64)) for f in schema.fields)
+
+
+def check_gateway_scope(engine: Engine, key_id: int, campaign: CampaignInfo) -> None:
+    """403 ``campaign_out_of_scope`` at once when no steward opened the campaign to this gateway key (a cheap check
+    before its batch is read; the quota is checked with the batch, in its transaction)."""
+    try:
+        with transaction(engine) as session:
+            require_scope(session, key_id, campaign.id, campaign.name)
     except ReportRefused as error:
         raise refusal(error) from None
 

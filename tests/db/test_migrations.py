@@ -145,7 +145,9 @@ def test_migration_0006_adds_release_models_on_top_of_0005(database_url: str) ->
             "INSERT INTO releases (id, dataset_id, kind, mechanism, params_json, seeded, status, details_json, "
             "principal, created_at) VALUES (1, 1, 'marginals', 'gaussian', '{}', :s, 'complete', '{}', 'x', "
             "CURRENT_TIMESTAMP)"), {"s": False})
-    upgrade_to_head(engine)
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0006")
     with engine.begin() as connection:
         assert connection.execute(text("SELECT version_num FROM alembic_version")).scalar_one() == "0006"
         assert connection.execute(text("SELECT COUNT(*) FROM release_models")).scalar_one() == 0
@@ -156,6 +158,50 @@ def test_migration_0006_adds_release_models_on_top_of_0005(database_url: str) ->
         command.downgrade(config, "0005")
     with engine.connect() as connection:
         assert not inspect(connection).has_table("release_models")
+    upgrade_to_head(engine)
+    with engine.connect() as connection:
+        context = MigrationContext.configure(connection, opts={"include_object": _ignore_views, "compare_type": True})
+        assert compare_metadata(context, Base.metadata) == []
+    engine.dispose()
+
+
+def test_migration_0008_adds_gateway_scopes_and_counts_what_gateways_sent(database_url: str) -> None:
+    """Issue 18: a database before 0008 with a gateway's reports (and a participant's) gains gateway_scopes (empty:
+    every gateway needs a steward's scope before it submits again) and gateway_usage counting each gateway's reports
+    per round, as the reports table does; a downgrade to 0006 removes both and an upgrade gives the models' schema."""
+    engine, config = _migrated_to(database_url, "0006")
+    with engine.begin() as connection:
+        connection.execute(text(
+            "INSERT INTO api_keys (id, name, role, key_hash, created_at) VALUES (1, 'g', 'gateway', :h1, "
+            "CURRENT_TIMESTAMP), (2, 'p', 'participant', :h2, CURRENT_TIMESTAMP)"), {"h1": "1" * 64, "h2": "2" * 64})
+        connection.execute(text(
+            "INSERT INTO campaigns (id, name, protocol, spec_json, features_json, transform_json, epsilon_units, "
+            "delta_units, status, principal, created_at) VALUES (1, 'c', 'ldp-avg', '{}', '[]', '{}', 1000, 0, "
+            "'open', 'x', CURRENT_TIMESTAMP)"))
+        connection.execute(text(
+            "INSERT INTO campaign_rounds (campaign_id, round_index, group_name, epsilon_units, delta_units, status, "
+            "state_json, report_count) VALUES (1, 0, 'all', 500, 0, 'closed', '{}', 4), "
+            "(1, 1, 'all', 500, 0, 'open', '{}', 1)"))
+        connection.execute(text(
+            "INSERT INTO participants (id, namespace, pseudonym, created_at) VALUES (1, 'gateway:1', 'a', "
+            "CURRENT_TIMESTAMP), (2, 'gateway:1', 'b', CURRENT_TIMESTAMP), (3, 'gateway:1', 'c', CURRENT_TIMESTAMP), "
+            "(4, 'key', '2', CURRENT_TIMESTAMP)"))
+        connection.execute(text(
+            "INSERT INTO reports (campaign_id, round_index, participant_id, epsilon_units, delta_units, payload, "
+            "submitted_by) VALUES (1, 0, 1, 500, 0, :p, 1), (1, 0, 2, 500, 0, :p, 1), (1, 0, 3, 500, 0, :p, 1), "
+            "(1, 0, 4, 500, 0, :p, 2), (1, 1, 1, 500, 0, :p, 1)"), {"p": b"\x00" * 8})
+    upgrade_to_head(engine)
+    with engine.begin() as connection:
+        assert connection.execute(text("SELECT COUNT(*) FROM gateway_scopes")).scalar_one() == 0
+        usage = connection.execute(text("SELECT api_key_id, campaign_id, round_index, reports FROM gateway_usage "
+                                        "ORDER BY round_index")).all()
+        assert [tuple(row) for row in usage] == [(1, 1, 0, 3), (1, 1, 1, 1)]
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.downgrade(config, "0006")
+    with engine.connect() as connection:
+        assert not inspect(connection).has_table("gateway_scopes")
+        assert not inspect(connection).has_table("gateway_usage")
     upgrade_to_head(engine)
     with engine.connect() as connection:
         context = MigrationContext.configure(connection, opts={"include_object": _ignore_views, "compare_type": True})

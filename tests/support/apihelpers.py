@@ -20,6 +20,7 @@ from db.models import ApiKey, Budget, Dataset, IdempotencyRecord, LedgerEntry, R
 from service.access import auth
 from service.accounting import accountant
 from service.api import jobs
+from service.collections import gateways
 from service.releases import engine as release_engine
 from tests.conftest import new_postgres_database
 from tests.support.datasets import load_titanic
@@ -89,6 +90,7 @@ def build_world(url: str, data_dir: Path, budget: float = 5.0) -> World:
     jobs.finish(engine, job_id, "done", 201, {"release_id": outcome.release_id})
     world = World(engine, url, keys, ids, "titanic", outcome.release_id, job_id)
     add_collections(engine, world.public_table, world.campaign, world.closing_campaign)
+    gateways.set_scope(engine, ids["gateway"], world.campaign, 1000)  # a steward opens the campaign to the gateway
     return world
 
 

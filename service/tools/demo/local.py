@@ -50,6 +50,7 @@ def true_raw_coefficients() -> dict[str, float]:
 def local_dp_collection(story: Any, heading: Any, background_server: Any, client_class: Any) -> None:
     """The demo part (``story``: the demo's shared state; the other arguments: the demo's helpers)."""
     from estimators.central.metrics import auc
+    from service.client import Device
 
     heading("6. A local-DP collection: participants randomize on their side; one collection answers many GLMs")
     out: Path = story.out
@@ -63,7 +64,9 @@ def local_dp_collection(story: Any, heading: Any, background_server: Any, client
     participant_key = story.run("keys", "create", "--role", "participant", "--name", "pat", as_json=True)["key"]
     analyst_key = story.run("keys", "create", "--role", "analyst", "--name", "ana", as_json=True)["key"]
     with background_server(f"sqlite:///{story.database}", out / "server-local.log") as server:
-        phone = client_class(server.url, participant_key)
+        # the phone's own ceilings (the defaults: epsilon 10, delta 1e-4 per report and in all); its spend in memory,
+        # so that the demo writes nothing into the reader's ~/.marginalia
+        phone = client_class(server.url, participant_key, device=Device(spend_file=None))
         first = people.iloc[0]
         print(f"\n>>> phone.campaign('renewals').submit(x={first[FEATURES].tolist()}, y={int(first['renewed'])})")
         print(phone.campaign("renewals").submit(first[FEATURES].to_numpy(dtype=float), float(first["renewed"])))

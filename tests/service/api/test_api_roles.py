@@ -34,7 +34,7 @@ ROLE_TABLE: dict[tuple[str, str], tuple[int, ...]] = {
     ("GET", "/releases/{release_id}"): (200, 403, 200, 200, 403, 403, 401, 401),
     ("POST", "/releases/{release_id}/marginal"): (200, 403, 200, 403, 403, 403, 401, 401),
     ("POST", "/releases/{release_id}/synthetic"): (200, 403, 200, 403, 403, 403, 401, 401),
-    ("GET", "/jobs/{job_id}"): (200, 403, 200, 200, 403, 403, 401, 401),
+    ("GET", "/jobs/{job_id}"): (200, 404, 404, 404, 403, 403, 401, 401),  # the steward's job: its own and stewards'
     # local-DP collections: public tables are public (rows for stewards and analysts); a participant or a gateway
     # reaches only a campaign's public state and the report route; public tables, campaigns and caps are managed by
     # stewards whose key is not scoped to datasets

@@ -239,5 +239,5 @@ def test_background_requests_take_no_seed_and_their_jobs_refuse_seeded_releases(
         assert accepted.status_code == 202, accepted.text
         job = finished_job(client, seeded.keys["steward"], accepted.json()["job_id"])
         assert (job["state"], job["status_code"], job["result"]["error"]) == ("failed", 409, "seeded_release")
-    job = finished_job(client, seeded.keys["auditor"], seeded.job)  # the fixture's dd-ssp job
+    job = finished_job(client, seeded.keys["analyst"], seeded.job)  # the fixture's dd-ssp job (the analyst's)
     assert (job["state"], job["status_code"], job["result"]["error"]) == ("failed", 409, "seeded_release")

@@ -14,7 +14,7 @@ from sqlalchemy import Engine, text
 from service.access import auth
 from service.api import create_app
 from service.client.device import make_report
-from service.collections import estimates
+from service.collections import estimates, gateways
 from service.errors import ServiceError
 from workloads.local.wire import MEDIA_TYPE, encode_batch
 
@@ -24,6 +24,13 @@ ROLES = ("steward", "analyst", "auditor", "participant", "gateway")
 def new_key(engine: Engine, role: str, name: str) -> tuple[int, str]:
     info, token = auth.create_key(engine, role, name)
     return info.id, token
+
+
+def open_to_gateways(engine: Engine, campaign: str, reports: int) -> None:
+    """A steward opens ``campaign`` to every gateway key, with a quota of ``reports`` reports."""
+    for key in auth.list_keys(engine):
+        if key.role == "gateway":
+            gateways.set_scope(engine, key.id, campaign, reports)
 
 
 @pytest.fixture
@@ -59,13 +66,14 @@ def test_public_tables_through_http(api) -> None:  # noqa: ANN001
 
 
 def test_a_campaign_from_creation_to_fits(api, engine) -> None:  # noqa: ANN001
-    client, keys, _ = api
+    client, keys, ids = api
     client.post("/public-tables", json={"name": "pub", "csv": _public_csv()}, headers=keys["steward"])
     body = {"name": "glm", "protocol": "stein-glm", "features": ["a", "b"], "target": "y", "public": "pub",
             "epsilon": 8, "delta": 1e-6, "options": {"gram": False, "participants": 20_001, "norm_bound": 4}}
     created = client.post("/campaigns", json=body, headers=keys["steward"])
     assert created.status_code == 201, created.text
     assert created.json()["rounds"][0]["expected_reports"] == 20_001
+    gateways.set_scope(engine, ids["gateway"], "glm", 20_000)
     state = client.get("/campaigns/glm/state", headers=keys["participant"]).json()
     assert state["you"] == {"reported_in_round": False, "epsilon_spent": 0.0, "delta_spent": 0.0,
                             "epsilon_cap": 10.0, "delta_cap": 1e-4}
@@ -124,9 +132,10 @@ def test_bad_campaigns_are_refused_naming_the_parameter(api, engine, change: dic
 
 
 def test_bad_reports_name_the_field_and_index_and_store_nothing(api, engine) -> None:  # noqa: ANN001
-    client, keys, _ = api
+    client, keys, ids = api
     client.post("/campaigns", json={"name": "avg", "protocol": "ldp-avg", "features": ["v"], "epsilon": 1,
                                     "options": {"lower": 0, "upper": 1}}, headers=keys["steward"])
+    gateways.set_scope(engine, ids["gateway"], "avg", 100)
     cases = [
         ({"round": 0, "reports": {"value": [0.5, 1e12]}, "pseudonyms": ["a", "b"]}, 422, "report 1: field 'value'"),
         ({"round": 0, "reports": {"value": [0.5, 0.2]}, "pseudonyms": ["a"]}, 422, "needs 2 pseudonyms"),

@@ -52,7 +52,7 @@ def test_a_release_in_the_background_answers_202_then_its_result(client: TestCli
     assert accepted["state"] == "running" and accepted["kind"] == "release" and accepted["dataset"] == "titanic"
     assert response.headers["location"] == f"/jobs/{accepted['job_id']}"
     assert response.headers["preference-applied"] == "respond-async"
-    job = finished_job(client, world.keys["auditor"], accepted["job_id"])
+    job = finished_job(client, world.keys["steward"], accepted["job_id"])
     assert job["state"] == "done" and job["status_code"] == 201
     result = job["result"]
     assert result["status"] == "complete" and result["cost"]["rho"] == 0.01 and _charges(world) == before + 1
@@ -80,7 +80,7 @@ def test_background_requests_keep_idempotency(client: TestClient, world: World) 
     again = client.post(f"/datasets/{world.dataset}/releases/marginals", json=GAUSSIAN, headers=headers)
     assert first.status_code == again.status_code == 202
     assert again.json()["job_id"] == first.json()["job_id"] and again.headers["idempotent-replayed"] == "true"
-    assert finished_job(client, world.keys["auditor"], first.json()["job_id"])["state"] == "done"
+    assert finished_job(client, world.keys["steward"], first.json()["job_id"])["state"] == "done"
     replay = client.post(f"/datasets/{world.dataset}/releases/marginals", json=GAUSSIAN, headers=headers)
     assert replay.json()["job_id"] == first.json()["job_id"]
     assert _charges(world) == before + 1
@@ -93,20 +93,52 @@ def test_a_refused_background_request_frees_its_key(client: TestClient, world: W
     client.put(f"/datasets/{name}/budget", headers=steward, json={"epsilon": 0.1})
     body = {"mechanism": "laplace", "workload": [["a"]], "epsilon": 0.5}
     headers = {**steward, **ASYNC, "Idempotency-Key": "too-much"}
-    refused = finished_job(client, world.keys["auditor"], client.post(f"/datasets/{name}/releases/marginals", json=body,
+    refused = finished_job(client, world.keys["steward"], client.post(f"/datasets/{name}/releases/marginals", json=body,
                                                    headers=headers).json()["job_id"])
     assert refused["state"] == "failed" and refused["status_code"] == 409
     assert refused["result"]["error"] == "budget_exceeded"
     client.put(f"/datasets/{name}/budget", headers=steward, json={"epsilon": 1.0})
     retried = client.post(f"/datasets/{name}/releases/marginals", json=body, headers=headers)
     assert retried.status_code == 202 and retried.json()["job_id"] != refused["job_id"]  # a new job, not a replay
-    assert finished_job(client, world.keys["auditor"], retried.json()["job_id"])["state"] == "done"
+    assert finished_job(client, world.keys["steward"], retried.json()["job_id"])["state"] == "done"
 
 
-def test_jobs_are_visible_within_the_dataset_scope(client: TestClient, world: World) -> None:
-    assert client.get(f"/jobs/{world.job_id}", headers=bearer(world.keys["analyst"])).status_code == 200
-    assert client.get(f"/jobs/{world.job_id}", headers=bearer(world.keys["scoped_steward"])).status_code == 403
-    missing = client.get("/jobs/999999", headers=bearer(world.keys["analyst"]))
+#: who made a job: every role that can own one (a scoped steward's job is of a dataset in its scope)
+OWNERS = {"steward": "titanic", "scoped_steward": "elsewhere", "analyst": "titanic", "auditor": "titanic"}
+CALLERS = ("steward", "scoped_steward", "analyst", "auditor", "participant", "gateway", "revoked", None)
+
+
+def _expected(owner: str, caller: str | None) -> int:
+    """A job is its owner's and the stewards' whose scope covers its dataset; to every other key it does not exist."""
+    if caller in (None, "revoked"):
+        return 401
+    if caller in ("participant", "gateway"):
+        return 403  # the route is not theirs at all
+    if caller == owner or (caller == "steward") or (caller == "scoped_steward" and OWNERS[owner] == "elsewhere"):
+        return 200
+    return 404
+
+
+def test_a_job_is_read_by_its_owner_and_stewards_only(client: TestClient, world: World) -> None:
+    """Issue 18: an auditor read an analyst's fit by its sequential id. Every role against every other's job: the
+    owner and stewards 200, others 404 exactly as for a job that does not exist (no existence leak)."""
+    mismatches = []
+    for owner, dataset in OWNERS.items():
+        job_id = jobs.create(world.engine, dataset, "fit", world.key_ids[owner])
+        jobs.finish(world.engine, job_id, "done", 200, {"coef": [1.0]})
+        for caller in CALLERS:
+            response = client.get(f"/jobs/{job_id}", headers=bearer(world.keys.get(caller) if caller else None))
+            if response.status_code != _expected(owner, caller):
+                mismatches.append(f"{caller} on {owner}'s job: {response.status_code} {response.text[:200]}")
+            elif response.status_code == 404:
+                missing = client.get("/jobs/999999", headers=bearer(world.keys[caller])).json()
+                assert response.json() == {**missing, "message": f"no job with id {job_id}"}
+    assert not mismatches, "\n".join(mismatches)
+    in_process = jobs.create(world.engine, "titanic", "release")  # made by a command: no key owns it
+    jobs.finish(world.engine, in_process, "done", 201, {})
+    assert client.get(f"/jobs/{in_process}", headers=bearer(world.keys["steward"])).status_code == 200
+    assert client.get(f"/jobs/{in_process}", headers=bearer(world.keys["analyst"])).status_code == 404
+    missing = client.get("/jobs/999999", headers=bearer(world.keys["steward"]))
     assert missing.status_code == 404 and missing.json()["error"] == "job_not_found"
 
 

@@ -14,21 +14,22 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.api import create_app
-from service.client import CampaignModel, Client, CollectionError, MarginaliaError
-from tests.service.api.test_collections_api import new_key
+from service.client import CampaignModel, Client, CollectionError, Device, MarginaliaError
+from tests.service.api.test_collections_api import new_key, open_to_gateways
 
 
 @pytest.fixture
-def clients(engine) -> Iterator[dict[str, Client]]:  # noqa: ANN001
+def clients(engine, tmp_path) -> Iterator[dict[str, Client]]:  # noqa: ANN001
     app = create_app(engine)
     out = {}
     for role in ("steward", "analyst", "participant", "gateway"):
         _, token = new_key(engine, role, role)
-        out[role] = Client("http://testserver", token, http=TestClient(app))
+        device = Device(spend_file=tmp_path / f"{role}-spend.json")  # never the user's own spend file
+        out[role] = Client("http://testserver", token, http=TestClient(app), device=device)
     yield out
 
 
-def test_participants_gateways_and_analysts(clients) -> None:  # noqa: ANN001
+def test_participants_gateways_and_analysts(clients, engine) -> None:  # noqa: ANN001
     steward, analyst = clients["steward"], clients["analyst"]
     rng = np.random.default_rng(0)
     steward.load_public_table("pub", pd.DataFrame(rng.normal(size=(2000, 2)), columns=["a", "b"]))
@@ -37,6 +38,7 @@ def test_participants_gateways_and_analysts(clients) -> None:  # noqa: ANN001
     campaign = steward.create_campaign("glm", "stein-glm", ["a", "b"], target="y", public="pub", epsilon=8,
                                        delta=1e-6, norm_bound=4, gram=False)
     assert campaign.info()["status"] == "open"
+    open_to_gateways(engine, "glm", 20_000)
     me = clients["participant"].campaign("glm")
     answer = me.submit([0.3, -1.2], 1.0)
     assert answer["accepted"] == 1

@@ -12,19 +12,20 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.api import create_app
-from service.client import CampaignModel, Client, MarginaliaError
-from tests.service.api.test_collections_api import new_key
+from service.client import CampaignModel, Client, Device, MarginaliaError
+from tests.service.api.test_collections_api import new_key, open_to_gateways
 
 NAMES = ["a", "b", "c"]
 
 
 @pytest.fixture
-def clients(engine) -> Iterator[dict[str, Client]]:  # noqa: ANN001
+def clients(engine, tmp_path) -> Iterator[dict[str, Client]]:  # noqa: ANN001
     app = create_app(engine)
     out = {}
     for role in ("steward", "analyst", "participant", "gateway"):
         _, token = new_key(engine, role, role)
-        out[role] = Client("http://testserver", token, http=TestClient(app))
+        device = Device(spend_file=tmp_path / f"{role}-spend.json")  # never the user's own spend file
+        out[role] = Client("http://testserver", token, http=TestClient(app), device=device)
     yield out
 
 
@@ -34,7 +35,7 @@ def _rows(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return x, x @ np.array([0.6, 0.0, -0.8])
 
 
-def test_ldp_iht_through_the_client(clients) -> None:  # noqa: ANN001
+def test_ldp_iht_through_the_client(clients, engine) -> None:  # noqa: ANN001
     steward, analyst = clients["steward"], clients["analyst"]
     with pytest.raises(MarginaliaError, match="sparsity must be at most the number of features p=3") as refused:
         steward.create_campaign("iht", "ldp-iht", NAMES, target="y", epsilon=4, sparsity=4, rounds=2)
@@ -42,6 +43,7 @@ def test_ldp_iht_through_the_client(clients) -> None:  # noqa: ANN001
     campaign = steward.create_campaign("iht", "ldp-iht", NAMES, target="y", epsilon=4, sparsity=2, rounds=2,
                                        participants=4001)
     assert [r["expected_reports"] for r in campaign.info()["rounds"]] == [2000, 2001]
+    open_to_gateways(engine, "iht", 4000)
     assert clients["participant"].campaign("iht").submit([1.0, -1.0, 1.0], 0.2)["accepted"] == 1
     x, y = _rows(4000, seed=1)
     gateway = clients["gateway"].campaign("iht")
@@ -60,12 +62,13 @@ def test_ldp_iht_through_the_client(clients) -> None:  # noqa: ANN001
         analyst.campaign("iht").fit("lasso")
 
 
-def test_label_ldp_through_the_client(clients) -> None:  # noqa: ANN001
+def test_label_ldp_through_the_client(clients, engine) -> None:  # noqa: ANN001
     steward, analyst = clients["steward"], clients["analyst"]
     x, y = _rows(3000, seed=2)
     steward.load_public_table("pub", pd.DataFrame(x, columns=NAMES))
     steward.create_campaign("labels", "label-ldp", NAMES, target="y", public="pub", epsilon=4, delta=1e-6,
                             sparsity=2, standardize=False)
+    open_to_gateways(engine, "labels", 3000)
     # features are the public table's: each participant names her row by its id (issue 18 finding 4)
     clients["gateway"].campaign("labels").submit_batch(np.arange(3000)[:, np.newaxis], y,
                                                        [f"g{i}" for i in range(3000)])

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from sqlalchemy import text
 
-from service.collections import campaigns, caps, simulate
+from service.collections import campaigns, caps, gateways, simulate
 from service.collections.submission import Submitter, submit_reports
 from service.errors import InvalidInput, ServiceError
 from tests.db.collections_rows import make_key
@@ -35,6 +35,7 @@ def test_caps_round_down_refuse_bad_values_and_override_one_participant(engine) 
     submit_reports(engine, "two", 0, {"value": [0.5]}, Submitter.participant(key))
     assert caps.key_spend(engine, key)["epsilon_spent"] == 4.0
     gateway = make_key(engine, "gateway", "g")
+    gateways.set_scope(engine, gateway, "two", 10)
     assert caps.set_participant_cap(engine, 0, 0, gateway_id=gateway, pseudonym="zed").epsilon == 0
     with pytest.raises(ServiceError, match="cap"):
         submit_reports(engine, "two", 0, {"value": [0.1]}, Submitter.gateway(gateway), ["zed"])

@@ -13,7 +13,7 @@ from sqlalchemy import text
 from db.engine import transaction
 from db.reports import read_payloads
 from service.client.device import make_report
-from service.collections import campaigns
+from service.collections import campaigns, gateways
 from service.collections.submission import Submitter, submit_reports
 from service.errors import ServiceError
 from tests.db.collections_rows import make_key
@@ -74,6 +74,7 @@ def test_malformed_batches_store_nothing(engine, fields: dict, fragment: str, co
 def test_gateway_batches_need_a_pseudonym_per_report_and_a_refusal_keeps_the_sums(engine) -> None:  # noqa: ANN001
     _avg(engine)
     gateway = make_key(engine, "gateway", "g")
+    gateways.set_scope(engine, gateway, "avg", 100)
     submit_reports(engine, "avg", 0, {"value": [1.0, 2.0, 3.0]}, Submitter.gateway(gateway), ["a", "b", "c"])
     before = _aggregate(engine)
     with pytest.raises(ServiceError, match="report 1: its participant has already reported"):
@@ -84,6 +85,7 @@ def test_gateway_batches_need_a_pseudonym_per_report_and_a_refusal_keeps_the_sum
         submit_reports(engine, "avg", 0, {"value": [4.0, 5.0]}, Submitter.gateway(gateway), ["d"])
     assert _aggregate(engine) == before and _stored(engine) == 3
     other = make_key(engine, "gateway", "h")  # another gateway's "b" is another participant
+    gateways.set_scope(engine, other, "avg", 100)
     submit_reports(engine, "avg", 0, {"value": [4.0]}, Submitter.gateway(other), ["b"])
     assert _stored(engine) == 4
 
