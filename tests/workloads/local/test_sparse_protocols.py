@@ -22,7 +22,7 @@ LABEL = LabelLdpSpec(dimension=4, label_bound=2.0, feature_bound=1.0, epsilon=1.
 
 
 @pytest.mark.parametrize("spec", [IHT, LABEL, LdpIhtSpec(3, 1, 1, 0.5, 1.0, 1.0, 1.0),
-                                  LabelLdpSpec(3, 1.0, 1.0, 1.0, 1e-6, 1, 1, 1.0, 7, alpha=0.1)],
+                                  LabelLdpSpec(3, 1.0, 1.0, 1.0, 1e-6, 1, 1, 1.0, alpha=0.1, public_rows=7)],
                          ids=["ldp-iht", "label-ldp", "ldp-iht-open", "label-ldp-alpha"])
 def test_specs_round_trip_through_json(spec) -> None:  # noqa: ANN001
     assert spec_from_json(json.loads(json.dumps(spec.to_json()))) == spec
@@ -115,3 +115,15 @@ def test_label_report_is_the_public_row_id_and_the_noisy_label_unbiased() -> Non
         LABEL.check_reports(0, state, {"row": np.array([2.5]), "label": np.array([0.0])})
     with pytest.raises(ProtocolError, match="ids of the public table's rows"):
         LABEL.randomize(0, state, {"row": 10.0, "y": 1.0})
+    with pytest.raises(ReportError, match="whole-number id"):  # inside the schema's [-1/2, 9.5], not an id
+        LABEL.check_reports(0, state, {"row": np.array([-0.25]), "label": np.array([0.0])})
+
+
+def test_a_label_campaign_stored_before_row_ids_loads_and_refuses_reports() -> None:
+    """A spec stored before issue 18 (no public_rows) still loads (listing, fitting from its stored sums) and refuses
+    new reports with a message saying why."""
+    old = {key: value for key, value in LABEL.to_json().items() if key != "public_rows"}
+    spec = spec_from_json(old)
+    assert spec.public_rows is None
+    with pytest.raises(ProtocolError, match="created before reports named public rows"):
+        spec.report_schema(0, spec.initial_state())

@@ -65,16 +65,20 @@ class LabelLdpSpec(ProtocolSpec):
     sparsity: int
     iterations: int
     eta: float
-    public_rows: int
     radius: float = 1.0
     alpha: float | None = None
     participants: int | None = None
+    #: the public table's row count (the ids a report may name); ``None`` only in a campaign stored before reports
+    #: named rows (issue 18): it still lists and answers from its stored sums, and accepts no more reports
+    public_rows: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "dimension", check_count("dimension", self.dimension, error=ProtocolError))
         object.__setattr__(self, "sparsity", check_sparsity(self.sparsity, self.dimension, error=ProtocolError))
         object.__setattr__(self, "iterations", check_count("iterations", self.iterations, error=ProtocolError))
-        object.__setattr__(self, "public_rows", check_count("public_rows", self.public_rows, error=ProtocolError))
+        if self.public_rows is not None:
+            object.__setattr__(self, "public_rows", check_count("public_rows", self.public_rows,
+                                                                error=ProtocolError))
         for name in ("label_bound", "feature_bound", "epsilon", "eta", "radius"):
             object.__setattr__(self, name, check_positive(name, getattr(self, name), error=ProtocolError))
         object.__setattr__(self, "delta", check_probability("delta", self.delta, error=ProtocolError))
@@ -107,11 +111,14 @@ class LabelLdpSpec(ProtocolSpec):
 
     def report_schema(self, round_index: int, state: RoundState) -> ReportSchema:
         self._check_state_round(round_index, state)
-        return ReportSchema((FieldSchema("row", (), 0.0, float(max(self.public_rows - 1, 0)) or 0.5),
+        self._require_rows()
+        # the whole numbers of [-1/2, rows - 1/2] (check_reports) are exactly the ids 0 .. rows - 1
+        return ReportSchema((FieldSchema("row", (), -0.5, self.public_rows - 0.5),
                              FieldSchema("label", (), -self.label_range, self.label_range)))
 
     def check_reports(self, round_index: int, state: RoundState, batch: Mapping[str, np.ndarray]) -> None:
-        """A row id is a whole number (its range, ``[0, public_rows - 1]``, is the schema's)."""
+        """A row id is a whole number (the schema's range ``[-1/2, public_rows - 1/2]`` then leaves the ids
+        ``0 .. public_rows - 1``)."""
         self._check_state_round(round_index, state)
         rows = np.asarray(batch["row"])
         bad = rows != np.floor(rows)
@@ -119,6 +126,11 @@ class LabelLdpSpec(ProtocolSpec):
             index = int(np.argmax(bad))
             raise ReportError(f"report {index}: field 'row' must be the whole-number id of a public row, got "
                               f"{float(rows[index])!r}", "row", index)
+
+    def _require_rows(self) -> None:
+        if self.public_rows is None:
+            raise ProtocolError("this label-ldp campaign was created before reports named public rows (issue 18): "
+                                "it accepts no more reports; create a new campaign")
 
     def aggregate_schema(self, round_index: int, state: RoundState) -> ReportSchema:
         """The server's running sum: ``xy = x_row tilde y`` per report, each entry within ``feature_bound`` times
@@ -142,6 +154,7 @@ class LabelLdpSpec(ProtocolSpec):
     ) -> dict[str, np.ndarray]:
         """``{"row": the id, "label": tilde y}``: the id as given (public), the label through the randomizer."""
         self._check_state_round(round_index, state)
+        self._require_rows()
         rows = _participant_array(data, "row")
         y = _participant_array(data, "y")
         if rows.ndim > 1 or y.shape != rows.shape:
