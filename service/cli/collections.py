@@ -208,10 +208,11 @@ def campaign_fit(
         caption = (f"one more report moves the {fit.influence.of} by at most {bound:.3g} ({fit.influence.norm})"
                    if bound is not None else "no bound on one report's influence: see --json")
         table = Table("coefficient", "value", title=f"{fit.model} from campaign {fit.campaign} ({fit.reports:,} "
-                                                    "reports; cost 0)", caption=caption)
+                                                    "reports; cost 0)")
         for key, value in fit.coefficients.items():
             table.add_row(key, f"{value:.6g}")
         stdout.print(table)
+        stdout.print(caption)
 
     emit(as_json, fit.to_json(), human)
 
