@@ -38,8 +38,9 @@ class ReportAggregate:
 
     @classmethod
     def for_round(cls, spec: ProtocolSpec, round_index: int, state: RoundState) -> ReportAggregate:
-        """An empty aggregate for round ``round_index`` of ``spec`` with public state ``state``."""
-        return cls(spec.report_schema(round_index, state), spec.protocol, round_index)
+        """An empty aggregate for round ``round_index`` of ``spec`` with public state ``state`` (its fields are the
+        spec's :meth:`~workloads.local.protocols.ProtocolSpec.aggregate_schema`)."""
+        return cls(spec.aggregate_schema(round_index, state), spec.protocol, round_index)
 
     def add(self, batch: Mapping[str, Any]) -> ReportAggregate:
         """Validate a columnar batch (refused whole: :class:`~workloads.local.protocols.ReportError`) and add it."""

@@ -210,11 +210,15 @@ def campaign_fit(
     fit = estimates.fit_campaign(engine, name, model, covariance)
 
     def human() -> None:
+        bound = fit.influence.per_report if fit.influence is not None else None
+        caption = (f"one more report moves the {fit.influence.of} by at most {bound:.3g} ({fit.influence.norm})"
+                   if bound is not None else "no bound on one report's influence: see --json")
         table = Table("coefficient", "value", title=f"{fit.model} from campaign {fit.campaign} ({fit.reports:,} "
                                                     "reports; cost 0)")
         for key, value in fit.coefficients.items():
             table.add_row(key, f"{value:.6g}")
         stdout.print(table)
+        stdout.print(caption)
 
     emit(as_json, fit.to_json(), human)
 

@@ -57,7 +57,7 @@ class CampaignModel(LinearScoreModel):
     ``decision_function``, ``coefficients()``). ``predict`` is the link's mean ``E[y | x]`` (the score for
     ``linear``), or labels {0, 1} for a binary link (the GLMs' labels), whose ``predict_proba`` gives ``P(y = 0),
     P(y = 1)``. ``campaign`` (which answered), ``model``, ``cost`` (zero) and ``answer`` (the JSON) say where it came
-    from."""
+    from; ``influence`` how far one more accepted report could move it (docs/campaigns.md)."""
 
     def __init__(self, answer: Mapping[str, Any]) -> None:
         self.answer = dict(answer)
@@ -65,6 +65,8 @@ class CampaignModel(LinearScoreModel):
         self.model: str = answer["model"]
         self.kind: str = answer["kind"]
         self.cost: dict[str, float] = dict(answer["cost"])
+        #: how far one more accepted report can move the coefficients (``per_report``, ``norm``, ``basis``)
+        self.influence: dict[str, Any] | None = answer.get("influence")
         names = tuple(answer["feature_names"])
         coefficients = answer["coefficients"]
         theta = [coefficients.get(INTERCEPT_NAME, 0.0), *(coefficients[name] for name in names)]

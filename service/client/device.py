@@ -37,7 +37,13 @@ _ANNOUNCED = (("round_epsilon", 1e-12), ("round_delta", 1e-18))
 
 
 def participant_data(spec: ProtocolSpec, state: Mapping[str, Any], x: object, y: object = None) -> dict[str, Any]:
-    """The protocol's input from raw features ``x`` (``(p,)`` or ``(k, p)``) and label ``y``, transformed."""
+    """The protocol's input from raw features ``x`` (``(p,)`` or ``(k, p)``) and label ``y``, transformed.
+
+    A protocol whose reports name public rows (label-ldp: the features are the public table's) takes instead, in ``x``,
+    the participant's row id in that table, ``[id]`` for one participant or a column ``(k, 1)`` of ids: her
+    features never reach the device's report (:mod:`workloads.local.protocols.label_ldp`)."""
+    if spec.aggregates_public_rows:
+        return _public_row_data(state, x, y)
     features = np.asarray(x, dtype=float)
     dimension = len(state["features"])
     if features.ndim not in (1, 2) or features.shape[-1] != dimension:
@@ -54,6 +60,16 @@ def participant_data(spec: ProtocolSpec, state: Mapping[str, Any], x: object, y:
     if y is None:
         raise DeviceError(f"campaign {state['campaign']!r} collects the label {state['target']!r}: pass y")
     return {"x": features, "y": np.asarray(y, dtype=float)}
+
+
+def _public_row_data(state: Mapping[str, Any], x: object, y: object) -> dict[str, Any]:
+    ids = np.asarray(x, dtype=float)
+    if ids.ndim not in (1, 2) or ids.shape[-1] != 1:
+        raise DeviceError(f"campaign {state['campaign']!r} takes the id of your row of its public table, not your "
+                          f"features: x must be [id] (or a column (k, 1) of ids), got shape {ids.shape}")
+    if y is None:
+        raise DeviceError(f"campaign {state['campaign']!r} collects the label {state['target']!r}: pass y")
+    return {"row": ids[..., 0], "y": np.asarray(y, dtype=float)}
 
 
 def open_round(state: Mapping[str, Any]) -> tuple[ProtocolSpec, int, RoundState]:

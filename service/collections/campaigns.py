@@ -324,6 +324,15 @@ def create_campaign(engine: Engine, name: str, protocol: str, features: Sequence
 
 
 # ------------------------------------------------------------------------------------------------------------ rounds
+def campaign_public_rows(engine: Engine, campaign: CampaignInfo) -> np.ndarray | None:
+    """The campaign's public table's feature columns, transformed as the devices transform features (``None``: no
+    public table)."""
+    if campaign.public_table is None:
+        return None
+    table = get_public_table(engine, campaign.public_table)
+    return campaign.transform.apply(public_matrix(engine, table, campaign.features))
+
+
 def round_aggregate(spec: ProtocolSpec, row: CampaignRound) -> ReportAggregate:
     """The round's running aggregate (empty before its first report)."""
     if row.aggregate_json is not None:

@@ -34,9 +34,10 @@ from estimators.local.glm.links import LINKS
 from estimators.local.glm.scale import NoRootError
 from estimators.local.glm.stein import PrivateOLS, SteinGLM
 from estimators.local.glm.two_round import TwoRoundSteinGLM, first_round_ols
+from estimators.local.influence import Influence
 from estimators.local.ldp_avg import LdpAverage
 from service.collections.campaigns import CampaignInfo, get_campaign
-from service.collections.public_tables import get_public_table, public_matrix
+from service.collections.campaigns import campaign_public_rows as _public_rows
 from service.errors import Conflict, InvalidInput
 
 ZERO_COST = {"epsilon": 0.0, "delta": 0.0, "rho": 0.0}
@@ -58,12 +59,16 @@ class CampaignFit:
     reports: int
     details: dict[str, Any] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    #: how far one more accepted report can move the estimate (``estimators.local.influence.Influence``), in the
+    #: units of ``coefficients``
+    influence: Influence | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"campaign": self.campaign, "protocol": self.protocol, "model": self.model, "task": self.model,
                 "kind": self.kind, "method": f"{self.protocol} (local DP)", "target": self.target,
                 "feature_names": list(self.feature_names), "coefficients": dict(self.coefficients),
-                "cost": dict(ZERO_COST), "reports": self.reports, "details": self.details, "notes": list(self.notes)}
+                "cost": dict(ZERO_COST), "reports": self.reports, "details": self.details, "notes": list(self.notes),
+                "influence": None if self.influence is None else self.influence.to_json()}
 
 
 def _aggregates(engine: Engine, campaign: CampaignInfo) -> list[ReportAggregate | None]:
@@ -138,17 +143,12 @@ def _mean(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggrega
     scale, center = campaign.transform.scale[0], campaign.transform.center[0]
     feature = campaign.features[0]
     details = {"std_error": fitted.std_error_ * scale, "noise_std_error": fitted.noise_std_error_ * scale,
-               "lower": spec.lower * scale + center, "upper": spec.upper * scale + center}
+               "lower": spec.lower * scale + center, "upper": spec.upper * scale + center,
+               "raw_mean": fitted.raw_mean_ * scale + center}
     return CampaignFit(campaign.name, campaign.protocol, "mean", "mean", None, (feature,),
                        {feature: fitted.mean_ * scale + center}, fitted.n_reports_, details,
-                       ("the average of the participants' values clipped to [lower, upper]",))
-
-
-def _public_rows(engine: Engine, campaign: CampaignInfo) -> np.ndarray | None:
-    if campaign.public_table is None:
-        return None
-    table = get_public_table(engine, campaign.public_table)
-    return campaign.transform.apply(public_matrix(engine, table, campaign.features))
+                       ("the average of the participants' values clipped to [lower, upper], projected onto [lower, "
+                        "upper]",), fitted.influence_.scaled(abs(scale)))
 
 
 def _stein(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate | None], model: str,
@@ -159,16 +159,16 @@ def _stein(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggreg
         covariance = "private" if public_rows is None else ("pooled" if spec.gram else "public")
     ols = PrivateOLS(covariance=covariance, feature_names=campaign.features).fit(aggregate, spec, public_rows)
     details: dict[str, Any] = {"covariance": covariance, "public_rows": ols.n_public_}
-    coef = ols.coef_
+    coef, influence = ols.coef_, ols.influence_
     if model != "linear":
         if public_rows is None:
             raise InvalidInput(f"model {model!r} needs a public table to find the link's constant over (Algs. 1-4); "
                                f"campaign {campaign.name!r} has none: fit 'linear', or run a stein-glm-2round "
                                "campaign", code="needs_public_table")
         glm = SteinGLM(model).fit(ols, public_rows)
-        coef = glm.coef_
+        coef, influence = glm.coef_, _link_influence(campaign, details, ols.influence_)
         details["link_constant"] = float(glm.scale_)
-    return _glm_fit(campaign, model, coef, aggregate.count, details)
+    return _glm_fit(campaign, model, coef, aggregate.count, details, influence)
 
 
 def _two_round(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate | None], model: str,
@@ -177,7 +177,8 @@ def _two_round(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAg
     first = _round0(campaign, aggregates)
     if model == "linear":
         ols = first_round_ols(spec, first, campaign.features)
-        return _glm_fit(campaign, model, ols.coef_, first.count, {"covariance": "private", "rounds_used": 1})
+        return _glm_fit(campaign, model, ols.coef_, first.count, {"covariance": "private", "rounds_used": 1},
+                        ols.influence_)
     second = aggregates[1]
     if campaign.rounds[0].status != "closed" or second is None or second.count == 0:
         raise Conflict(f"model {model!r} of campaign {campaign.name!r} needs round 1's projections (Alg. 5): "
@@ -185,11 +186,28 @@ def _two_round(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAg
                        code="round_pending")
     glm = TwoRoundSteinGLM(model, campaign.features).fit(spec, campaign.round_state(1), first, second)
     details = {"link_constant": float(glm.scale_), "projection_std": float(glm.projection_std_), "rounds_used": 2}
-    return _glm_fit(campaign, model, glm.coef_, first.count + second.count, details)
+    influence = _link_influence(campaign, details, first_round_ols(spec, first, campaign.features).influence_)
+    return _glm_fit(campaign, model, glm.coef_, first.count + second.count, details, influence)
+
+
+def _link_influence(campaign: CampaignInfo, details: dict[str, Any], ols: Influence) -> Influence:
+    """A link model ``c w_ols``: its OLS step's bound goes to ``details.ols_influence``; for ``c`` none is derived."""
+    details["ols_influence"] = transform_influence(campaign, ols).to_json()
+    return Influence(None, "l2", "coefficients",
+                     "no bound derived: the link's constant c is the root of an equation over the public rows that "
+                     "depends on w_ols non-linearly; details.ols_influence bounds the move of w_ols itself")
+
+
+def transform_influence(campaign: CampaignInfo, influence: Influence) -> Influence:
+    """The bound in the features' own units: ``raw = coef / scale`` moves by at most ``1 / min |scale|`` times the
+    coefficients, and the intercept ``-<raw, center>`` by that times ``||center||``."""
+    scale = np.abs(np.asarray(campaign.transform.scale, dtype=float))
+    center = float(np.linalg.norm(np.asarray(campaign.transform.center, dtype=float)))
+    return influence.scaled(1.0 / float(scale.min()), center)
 
 
 def _glm_fit(campaign: CampaignInfo, model: str, coef: np.ndarray, reports: int,
-             details: dict[str, Any]) -> CampaignFit:
+             details: dict[str, Any], influence: Influence) -> CampaignFit:
     binary = model != "linear" and LINKS[model].binary
     notes = []
     if campaign.transform.source != "identity":
@@ -197,7 +215,8 @@ def _glm_fit(campaign: CampaignInfo, model: str, coef: np.ndarray, reports: int,
                      "coefficients here are on the features' own scale")
     return CampaignFit(campaign.name, campaign.protocol, model, "classifier" if binary else "regressor",
                        campaign.target, campaign.features, _raw_scale(campaign, coef), reports,
-                       {**details, "transform": campaign.transform.to_json()}, tuple(notes))
+                       {**details, "transform": campaign.transform.to_json()}, tuple(notes),
+                       influence if influence.per_report is None else transform_influence(campaign, influence))
 
 
 register_estimates("ldp-avg", Estimates(("mean",), _mean))

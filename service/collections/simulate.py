@@ -30,6 +30,7 @@ from sqlalchemy import Engine
 
 from service.client.device import make_report
 from service.collections.campaigns import CampaignInfo, close_round, get_campaign, mark_seeded, public_state
+from service.collections.public_tables import get_public_table, public_matrix
 from service.collections.submission import Submitter, submit_reports
 from service.errors import Conflict, InvalidInput
 from service.releases import interrupts
@@ -156,6 +157,8 @@ def _run(engine: Engine, campaign: CampaignInfo, x: np.ndarray, y: np.ndarray | 
          progress: Callable[[int, int], None] | None, tally: Tally) -> SimulationResult:
     check_open(campaign)
     x = check_rows(campaign, x, y, batch)
+    if campaign.spec.aggregates_public_rows:
+        x = public_row_ids(engine, campaign, x)
     if seed is not None:
         mark_seeded(engine, campaign.id)  # before the first seeded report exists
     rng = np.random.default_rng(seed) if seed is not None else None
@@ -191,6 +194,20 @@ def _run(engine: Engine, campaign: CampaignInfo, x: np.ndarray, y: np.ndarray | 
             close_round(engine, campaign.name, round_info.index)
     return SimulationResult(campaign.name, run, int(tally.reported.sum()), dict(tally.reports),
                             time.perf_counter() - start, int(x.shape[0]))
+
+
+def public_row_ids(engine: Engine, campaign: CampaignInfo, x: np.ndarray) -> np.ndarray:
+    """A column ``(n, 1)`` of the public row ids of ``x``'s rows (a protocol whose participants name their public row,
+    label-ldp): each row must equal a row of the campaign's public table; an error names the first that does not."""
+    table = get_public_table(engine, campaign.public_table)
+    public = public_matrix(engine, table, campaign.features)
+    ids = {tuple(row): index for index, row in reversed(list(enumerate(public.tolist())))}
+    found = [ids.get(tuple(row)) for row in x.tolist()]
+    missing = next((i for i, value in enumerate(found) if value is None), None)
+    if missing is not None:
+        raise InvalidInput(f"campaign {campaign.name!r} takes features from public table {campaign.public_table!r}: "
+                           f"row {missing + 1} of the simulated rows is not a row of it", code="invalid_parameter")
+    return np.asarray(found, dtype=float)[:, np.newaxis]
 
 
 # ------------------------------------------------------------------------------------------------- participants' rows

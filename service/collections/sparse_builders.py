@@ -100,7 +100,8 @@ def _label_ldp(request: CampaignRequest) -> ProtocolSpec:
         raise _invalid("the public table's features are all 0: give option feature_bound")
     return LabelLdpSpec(dimension=p, label_bound=options.number("label_bound", 1.0), feature_bound=feature_bound,
                         epsilon=request.epsilon, delta=request.delta, sparsity=sparsity, iterations=iterations,
-                        eta=options.number("eta", 1.0), radius=options.number("radius", 1.0),
+                        eta=options.number("eta", 1.0), public_rows=request.public_rows.shape[0],
+                        radius=options.number("radius", 1.0),
                         alpha=options.number("alpha"), participants=participants)
 
 

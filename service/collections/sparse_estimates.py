@@ -21,12 +21,14 @@ Coefficients are on the features' own scale (the campaign's public transform und
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 from sqlalchemy import Engine
 
 from estimators.local.aggregate import ReportAggregate
+from estimators.local.influence import Influence, mean_shift
 from estimators.local.sparse.iht import label_iht_from_moments
 from estimators.local.sparse.ldp_iht_rounds import campaign_estimate
 from service.collections.campaigns import CampaignInfo
@@ -37,6 +39,7 @@ from service.collections.estimates import (
     _raw_scale,
     _round0,
     register_estimates,
+    transform_influence,
 )
 from service.errors import Conflict, InvalidInput, ServiceError
 
@@ -47,8 +50,14 @@ def _no_covariance(campaign: CampaignInfo, covariance: str | None) -> None:
                            f"({campaign.protocol})", code="invalid_parameter")
 
 
+def _diameter(radius: float, what: str) -> Influence:
+    """The bound of an estimate confined to a set of l2 diameter ``radius``: one report can move it across the set."""
+    return Influence(radius, "l2", "coefficients", f"the estimate lies in {what}; no smaller bound is derived "
+                     "(hard thresholding and a minimiser over the set are not Lipschitz in the reports)")
+
+
 def _sparse_fit(campaign: CampaignInfo, model: str, coef: np.ndarray, reports: int, details: dict[str, Any],
-                notes: tuple[str, ...]) -> CampaignFit:
+                notes: tuple[str, ...], influence: Influence) -> CampaignFit:
     # the support: entries above 1e-6 of the largest (IHT's are exact zeros; an interior-point Lasso leaves ~1e-8)
     floor = 1e-6 * float(np.max(np.abs(coef), initial=0.0))
     support = [name for name, value in zip(campaign.features, coef, strict=True) if abs(value) > floor]
@@ -58,7 +67,8 @@ def _sparse_fit(campaign: CampaignInfo, model: str, coef: np.ndarray, reports: i
                          "coefficients here are on the features' own scale")
     return CampaignFit(campaign.name, campaign.protocol, model, "regressor", campaign.target, campaign.features,
                        _raw_scale(campaign, coef), reports,
-                       {**details, "support": support, "transform": campaign.transform.to_json()}, tuple(out_notes))
+                       {**details, "support": support, "transform": campaign.transform.to_json()}, tuple(out_notes),
+                       influence if influence.per_report is None else transform_influence(campaign, influence))
 
 
 def _solved(solve: Any, what: str) -> Any:
@@ -82,7 +92,8 @@ def _ldp_iht(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggr
     notes = () if used == spec.steps else (f"the estimate after {used} of the {spec.steps} rounds",)
     return _sparse_fit(campaign, model, coef, reports,
                        {"rounds_used": used, "rounds": spec.steps, "sparsity": spec.sparsity, "eta": spec.eta},
-                       notes)
+                       notes, _diameter(2.0 * spec.radius, f"the l2 ball of radius R = {spec.radius:g} (Alg. 1 "
+                                        "projects every iterate onto it)"))
 
 
 def _label_ldp(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate | None], model: str,
@@ -99,7 +110,9 @@ def _label_ldp(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAg
     if model == "iht":
         run = label_iht_from_moments(gram, moment, spec.sparsity, spec.iterations, spec.eta, spec.radius)
         details.update({"iterations": spec.iterations, "sparsity": spec.sparsity, "eta": spec.eta})
-        return _sparse_fit(campaign, model, run.theta, aggregate.count, details, ())
+        return _sparse_fit(campaign, model, run.theta, aggregate.count, details, (),
+                           _diameter(2.0 * spec.radius, f"the l2 ball of radius R = {spec.radius:g} (Alg. 2 "
+                                     "projects every iterate onto it)"))
     from estimators.local.sparse.lasso import default_lasso_penalty, lasso_from_moments
 
     penalty = spec.alpha if spec.alpha is not None else default_lasso_penalty(spec.label_noise, aggregate.count,
@@ -107,7 +120,21 @@ def _label_ldp(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAg
     coef = _solved(lambda: lasso_from_moments(gram, moment, penalty, "label-private Lasso"),
                    f"campaign {campaign.name!r}")
     details["alpha"] = penalty
-    return _sparse_fit(campaign, model, coef, aggregate.count, details, ())
+    return _sparse_fit(campaign, model, coef, aggregate.count, details, (), _lasso_influence(aggregate, gram, moment))
+
+
+def _lasso_influence(aggregate: ReportAggregate, gram: np.ndarray, moment: np.ndarray) -> Influence:
+    """The Lasso ``argmin (1/2) w^T G w - b^T w + alpha ||w||_1`` is ``1 / lambda_min(G)``-Lipschitz in ``b`` (strong
+    convexity and the monotone subdifferential); ``b`` is a mean of the server's ``x_row tilde y``, whose range is the
+    aggregate's schema. The Lasso of Sec. 5 is penalised, not constrained: it has no feasible set to project onto."""
+    field = next(f for f in aggregate.schema.fields if f.name == "xy")
+    smallest = float(np.linalg.eigvalsh(gram)[0])
+    if smallest <= 0.0:
+        return Influence(None, "l2", "coefficients", "no finite bound: the public X^T X is singular, so the Lasso's "
+                         "solution is not Lipschitz in the reports' mean")
+    return Influence(mean_shift(field, moment, aggregate.count) / smallest, "l2", "coefficients",
+                     "sup ||Delta b|| / lambda_min(X^T X / m): one more report within the validated range of x tilde "
+                     "y moves b by at most its farthest point / (n + 1), and the Lasso is 1/lambda_min-Lipschitz in b")
 
 
 def _bernstein(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate | None], model: str,
@@ -130,7 +157,10 @@ def _bernstein(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAg
     details = {"grid_points": spec.grid_size, "degree": spec.degree, "order": spec.order,
                "box": [spec.lower, spec.upper], "risk_at_minimum": float(estimator.surface_(
                    ((estimator.coef_ - spec.lower) / (spec.upper - spec.lower))[np.newaxis, :])[0]) * spec.loss_scale}
-    return _sparse_fit(campaign, model, estimator.coef_, aggregate.count, details, ())
+    box = math.sqrt(spec.dimension) * (spec.upper - spec.lower)
+    return _sparse_fit(campaign, model, estimator.coef_, aggregate.count, details, (),
+                       _diameter(box, f"the box [{spec.lower:g}, {spec.upper:g}]^{spec.dimension} (the polynomial's "
+                                 "minimiser is searched over it)"))
 
 
 def _dr_erm(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate | None], model: str,
@@ -144,7 +174,11 @@ def _dr_erm(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggre
     _solved(lambda: estimator.fit(aggregate.mean("statistics"), spec.projection()), f"campaign {campaign.name!r}")
     details = {"rows": spec.rows, "projection_seed": spec.projection_seed, "constraint": spec.constraint,
                "radius": spec.radius}
-    return _sparse_fit(campaign, model, estimator.coef_, aggregate.count, details, ())
+    # C: the l1 ball of radius R (diameter 2R) or the probability simplex (diameter sqrt(2), whatever the radius)
+    diameter, what = (2.0 * spec.radius, f"the l1 ball of radius {spec.radius:g}") if spec.constraint == "l1" else (
+        math.sqrt(2.0), "the probability simplex")
+    return _sparse_fit(campaign, model, estimator.coef_, aggregate.count, details, (),
+                       _diameter(diameter, f"C, {what} (step 7 recovers w in C)"))
 
 
 register_estimates("ldp-iht", Estimates(("iht",), _ldp_iht))

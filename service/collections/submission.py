@@ -3,12 +3,14 @@
 :func:`submit_reports` does, for a columnar batch of reports made for round ``t``:
 
 1. **validate** it against round ``t``'s report schema (``ReportSchema.validate``: shape, finiteness and range, the
-   error naming the field and the report's index), before any lock: an open round's public state never changes;
+   error naming the field and the report's index) and the protocol's own support check (``ProtocolSpec.check_reports``:
+   e.g. the 1-bit Bernstein report is one-hot), before any lock: an open round's public state never changes;
 2. in one serialised transaction (:func:`db.reports.lock_reports`): check the campaign and round ``t`` are open,
    map the participants (a participant key, or a gateway's or the simulator's pseudonyms) to ids, and **append** the
    batch through the local ledger's check (:func:`db.reports.append_reports`: one report per participant per round,
    one group per participant, the per-participant cap), refusing the whole batch at the first offending report;
-3. in the same transaction, **add** the batch to round ``t``'s running aggregate
+3. in the same transaction, **add** the batch to round ``t``'s running aggregate (what the protocol sums:
+   ``ProtocolSpec.aggregate_input``, e.g. label-ldp's ``x_row tilde y`` from the server's own public table)
    (:class:`~estimators.local.aggregate.ReportAggregate`), so estimation never re-reads reports, and **close** the
    round when its group's planned size has reported (the next round's state is computed then; when it cannot be,
    e.g. Alg. 5's first round gave ``w_ols = 0``, the round stays open and the batch is still accepted: a steward
@@ -40,9 +42,15 @@ from db.reports import (
     lock_round,
     participant_ids,
 )
-from service.collections.campaigns import CampaignInfo, close_round_locked, get_campaign, round_aggregate
+from service.collections.campaigns import (
+    CampaignInfo,
+    campaign_public_rows,
+    close_round_locked,
+    get_campaign,
+    round_aggregate,
+)
 from service.errors import Conflict, InvalidInput, ServiceError
-from workloads.local.protocols import ReportError
+from workloads.local.protocols import ProtocolError, ReportError
 
 #: ReportRefused reasons -> (error code, HTTP status)
 _REFUSALS = {
@@ -113,9 +121,11 @@ def validate_batch(campaign: CampaignInfo, round_index: object, fields: Mapping[
         what = f"campaign {campaign.name!r} is closed" if campaign.status != "open" else (
             f"round {round_index} of campaign {campaign.name!r} is {round_info.status}")
         raise Conflict(f"{what}: it accepts no reports", code="round_closed")
-    schema = campaign.spec.report_schema(int(round_index), campaign.round_state(int(round_index)))
+    state = campaign.round_state(int(round_index))
     try:
-        return schema.validate(fields)
+        arrays = campaign.spec.report_schema(int(round_index), state).validate(fields)
+        campaign.spec.check_reports(int(round_index), state, arrays)
+        return arrays
     except ReportError as error:
         raise InvalidInput(str(error), code="invalid_report") from None
 
@@ -137,6 +147,12 @@ def submit_reports(engine: Engine, campaign_name: str | int, round_index: object
                            f"{None if pseudonyms is None else len(pseudonyms)}", code="invalid_report")
     payloads = np.concatenate([a.reshape(count, -1) for a in arrays.values()], axis=1)
     index = int(round_index)
+    spec = campaign.spec
+    public = campaign_public_rows(engine, campaign) if spec.aggregates_public_rows else None
+    try:
+        summed = spec.aggregate_input(index, campaign.round_state(index), arrays, public)
+    except ProtocolError as error:
+        raise Conflict(f"campaign {campaign.name!r}: {error}", code="needs_public_table") from None
     try:
         with serialized_transaction(engine) as session:
             lock_reports(session)
@@ -151,7 +167,7 @@ def submit_reports(engine: Engine, campaign_name: str | int, round_index: object
             else:
                 ids = participant_ids(session, submitter.namespace, list(pseudonyms))
             append_reports(session, round_row, ids, payloads, submitter.sent_by)
-            aggregate = round_aggregate(campaign.spec, round_row).add(arrays)
+            aggregate = round_aggregate(spec, round_row).add(summed)
             round_row.aggregate_json = json.dumps(aggregate.to_json(), separators=(",", ":"))
             if round_row.expected_reports is not None and round_row.report_count >= round_row.expected_reports:
                 try:

@@ -15,7 +15,19 @@ with cumulant ``Phi``) and 3 and 4 (non-linear regression with link ``f``) diffe
 bounded sub-Gaussian ones), which the spec records.
 
 Noisy ``X^T X`` may be indefinite; the solve projects it onto the PSD cone and takes the minimum-norm solution
-(:func:`estimators.psd.solve_psd`; the paper inverts it and assumes ``n`` large enough). Coefficients are on the
+(:func:`estimators.psd.solve_psd`; the paper inverts it and assumes ``n`` large enough).
+
+*Feasible sets (issue 18 finding 6).* Every participant's clipped ``x`` has ``||x||_2 <= r`` (``norm_bound``; an l1
+clip gives ``||x||_2 <= ||x||_1 <= r`` too) and ``|y| <= B``, so the mean of ``x y`` lies in the l2 ball of radius
+``r B`` and the mean of ``x x^T`` in ``{S PSD, tr S <= r^2}`` (the convex hull of ``{x x^T : ||x|| <= r}``). The
+private means are projected onto these sets before the solve (:mod:`estimators.local.influence`; a projection onto a
+convex set holding the truth moves nothing farther from it). ``w_ols`` itself has no feasible set the public bounds
+imply: ``Sigma^{-1} E[x y]`` is unbounded as ``Sigma`` nears singularity, and the bounds say nothing about
+``lambda_min(Sigma)``; with a public ``X^T X`` (``covariance="public"``) it lies in ``Sigma_pub^{-1}`` of the ball.
+``influence_`` bounds how far one more accepted report moves ``w_ols`` (l2), from the aggregate's schema
+(:func:`estimators.local.influence.linear_solve_shift`): ``||Sigma^+|| sup||Delta m||`` with a public ``X^T X``;
+``(sup||Delta m|| + sup||Delta S|| ||w||) / (lambda_min(S) - sup||Delta S||)`` when ``S`` comes from the reports,
+``None`` (no finite bound) when that margin is not positive. Coefficients are on the
 scale of the features as participants hold them: nothing is rescaled or centred (Stein's lemma assumes zero-mean
 features; there is no intercept).
 """
@@ -32,6 +44,8 @@ from estimators.local.aggregate import ReportAggregate
 from estimators.local.glm.links import Link, get_link
 from estimators.local.glm.models import LinkModel, link_model
 from estimators.local.glm.scale import IndexSample, solve_link_scale
+from estimators.local.influence import Influence, linear_solve_shift, mean_shift, project_psd_trace
+from estimators.local.sparse.iht import project_to_ball
 from estimators.psd import solve_psd
 from workloads.local.protocols import SteinGlmSpec, TwoRoundSteinSpec
 from workloads.local.randomizers.sufficient_statistics import clip_features
@@ -83,8 +97,9 @@ class PrivateOLS(LinearRegressor):
 
     ``covariance`` picks the source of ``X^T X`` (:data:`COVARIANCE_SOURCES`; "pooled" is Remark 11, used in the
     paper's experiments; "private" turns it off). ``X^T y`` always comes from the reports: ``sum_i noisy x_i y_i / n``.
-    Fitted: ``coef_`` (``w_ols``), ``intercept_ = 0``, ``covariance_`` (the ``X^T X / n`` estimate used, before the PSD
-    projection), ``moment_`` (``X^T y / n``), ``n_reports_``, ``n_public_``.
+    Fitted: ``coef_`` (``w_ols``), ``intercept_ = 0``, ``covariance_`` (the ``X^T X / n`` estimate used: its private
+    part projected onto ``{S PSD, tr S <= r^2}``), ``moment_`` (``X^T y / n`` projected onto the ball of radius
+    ``r B``), ``n_reports_``, ``n_public_``, ``influence_`` (module docstring).
     """
 
     def __init__(self, covariance: str = "pooled", rcond: float = 1e-10,
@@ -110,7 +125,11 @@ class PrivateOLS(LinearRegressor):
         if "xx" not in aggregate.sums and self.covariance != "public":
             raise EstimatorError(f"the reports carry no x x^T (a gram=False campaign): covariance must be 'public', "
                                  f"got {self.covariance!r}")
-        private_xx = upper_triangle_to_matrix(aggregate.sums["xx"], p) if "xx" in aggregate.sums else None
+        radius = spec.norm_bound
+        private_xx = None
+        if "xx" in aggregate.sums and self.covariance != "public":
+            raw = upper_triangle_to_matrix(aggregate.sums["xx"], p) / n
+            private_xx = project_psd_trace(raw, radius**2) * n
         public_xx, m = self._public_second_moments(spec, public_rows)
         sources = {
             "private": lambda: private_xx / n,
@@ -118,11 +137,38 @@ class PrivateOLS(LinearRegressor):
             "public": lambda: public_xx / m,
         }
         self.covariance_ = sources[self.covariance]()
-        self.moment_ = aggregate.sums["xy"] / n
+        raw_moment = aggregate.sums["xy"] / n
+        self.moment_ = project_to_ball(raw_moment, radius * spec.label_bound)
         self.n_reports_, self.n_public_ = n, m
-        coef = solve_psd(self.covariance_, self.moment_, rcond=check_positive("rcond", self.rcond))
+        rcond = check_positive("rcond", self.rcond)
+        coef = solve_psd(self.covariance_, self.moment_, rcond=rcond)
         self._store(coef, feature_names_for(self.feature_names, p), intercept=False)
+        self.influence_ = self._influence(aggregate, raw_moment, rcond)
         return self
+
+    def _influence(self, aggregate: ReportAggregate, raw_moment: np.ndarray, rcond: float) -> Influence:
+        """One more accepted report's largest move of ``coef_`` (module docstring)."""
+        fields = {f.name: f for f in aggregate.schema.fields}
+        n, m = self.n_reports_, self.n_public_
+        moment_shift = mean_shift(fields["xy"], raw_moment, n)
+        matrix_shift = 0.0
+        if self.covariance != "public":
+            # the report's upper triangle moves the private mean by (R - S) / (n + 1); each off-diagonal entry
+            # counts twice in the Frobenius norm, so the bound uses the triangle's deviation times sqrt(2)
+            private_mean = upper_triangle_to_matrix(aggregate.sums["xx"], self.covariance_.shape[0]) / n
+            rows, cols = np.triu_indices(private_mean.shape[0])
+            matrix_shift = math.sqrt(2.0) * mean_shift(fields["xx"], private_mean[rows, cols], n)
+            if self.covariance == "pooled":
+                matrix_shift *= n / (n + m)
+        bound = linear_solve_shift(self.covariance_, self.coef_, moment_shift, matrix_shift, rcond)
+        basis = ("X^T X from the public rows: one report moves the mean x y by at most its validated range's farthest "
+                 "point / (n + 1), and w_ols = Sigma^+ m by that times ||Sigma^+||") if matrix_shift == 0.0 else (
+                 "(sup ||Delta m|| + sup ||Delta S|| ||w||) / (lambda_min(S) - sup ||Delta S||), each sup over the "
+                 "validated report ranges (Weyl's inequality)")
+        if bound is None:
+            basis = ("no finite bound: the estimated X^T X is within one report's change of singular, so one report "
+                     "can move w_ols arbitrarily far; " + basis)
+        return Influence(bound, "l2", "coefficients", basis)
 
     def _public_second_moments(self, spec: SteinGlmSpec | TwoRoundSteinSpec,
                                public_rows: object) -> tuple[np.ndarray, int]:

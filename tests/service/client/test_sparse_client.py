@@ -69,7 +69,9 @@ def test_label_ldp_through_the_client(clients, engine) -> None:  # noqa: ANN001
     steward.create_campaign("labels", "label-ldp", NAMES, target="y", public="pub", epsilon=4, delta=1e-6,
                             sparsity=2, standardize=False)
     open_to_gateways(engine, "labels", 3000)
-    clients["gateway"].campaign("labels").submit_batch(x, y, [f"g{i}" for i in range(3000)])
+    # features are the public table's: each participant names her row by its id (issue 18 finding 4)
+    clients["gateway"].campaign("labels").submit_batch(np.arange(3000)[:, np.newaxis], y,
+                                                       [f"g{i}" for i in range(3000)])
     iht, lasso = (analyst.campaign("labels").fit(model) for model in ("iht", "lasso"))
     assert iht.model == "iht" and lasso.model == "lasso" and lasso.answer["details"]["alpha"] > 0
     for model in (iht, lasso):

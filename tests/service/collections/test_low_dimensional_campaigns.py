@@ -50,6 +50,8 @@ def test_bernstein_alg2_campaign(engine) -> None:  # noqa: ANN001
                                  5 * math.sqrt(2) * (7 / eps) / math.sqrt(n))
     fit = estimates.fit_campaign(engine, "bern", "linear")
     assert fit.coefficients["x"] == pytest.approx(_box_fit(spec, estimate), abs=1e-12)
+    # the minimiser lies in the box [-1, 1]: one report can move it at most across it (issue 18 finding 6)
+    assert -1.0 <= fit.coefficients["x"] <= 1.0 and fit.influence.per_report == 2.0
     # the polynomial moves by at most ||A_h||_inf max|noise| (the Bernstein basis sums to 1); the true risk
     # (theta - 0.5)^2 E[x^2] / scale = (theta - 0.5)^2 / 12 can then exceed its value at the noiseless fit by at most
     # twice that: a bound on the estimate's excess risk derived from the noise
@@ -113,6 +115,7 @@ def test_dr_erm_campaign(engine) -> None:  # noqa: ANN001
     expected = DRERMLinearRegression("l1", 1.0).fit(mean, phi).coef_
     np.testing.assert_allclose([fit.coefficients[f"x{j}"] for j in range(p)], expected, atol=1e-6)
     assert np.abs(expected).sum() <= 1.0 + 1e-6  # w lies in C, the unit l1 ball
+    assert fit.influence.per_report == 2.0  # its diameter: the most one report can move w (issue 18 finding 6)
     assert {(r[2], r[3]) for r in _reports(engine, "dr")} == {(int(eps * 1e12), 0)}
 
 

@@ -51,13 +51,17 @@ def _aggregate_sums(engine, campaign: str, round_index: int = 0) -> dict[str, np
     return ReportAggregate.from_json(json.loads(raw)).sums
 
 
-def _round_payload_mean(engine, campaign: str, round_index: int) -> np.ndarray:  # noqa: ANN001
+def _round_payloads(engine, campaign: str, round_index: int, width: int = P) -> np.ndarray:  # noqa: ANN001
     from db.engine import transaction
     from db.reports import read_payloads
 
     info = campaigns.get_campaign(engine, campaign)
     with transaction(engine) as session:
-        return read_payloads(session, info.id, round_index, P).mean(axis=0)
+        return read_payloads(session, info.id, round_index, width)
+
+
+def _round_payload_mean(engine, campaign: str, round_index: int) -> np.ndarray:  # noqa: ANN001
+    return _round_payloads(engine, campaign, round_index).mean(axis=0)
 
 
 def test_ldp_iht_campaign_runs_its_rounds_and_fits_a_known_answer(engine) -> None:  # noqa: ANN001
@@ -84,6 +88,8 @@ def test_ldp_iht_campaign_runs_its_rounds_and_fits_a_known_answer(engine) -> Non
     assert fit.coefficients["(intercept)"] == 0.0 and fit.kind == "regressor" and fit.reports == n
     assert fit.to_json()["cost"] == {"epsilon": 0.0, "delta": 0.0, "rho": 0.0}
     assert fit.details["rounds_used"] == 3 and fit.details["support"] == ["a", "c"]
+    # every iterate lies in the ball of radius R = 1: one report moves the estimate at most across it
+    assert np.linalg.norm(coef) <= 1.0 + 1e-12 and fit.to_json()["influence"]["per_report"] == 2.0
 
     # ... and close to theta*: with eta = 1 and E[x x^T] = I the last step is Trunc(theta* + noise), the noise a
     # mean of m = 20,000 reports of norm B, each coordinate's standard deviation at most B / sqrt(p m), plus the
@@ -151,7 +157,11 @@ def test_label_ldp_answers_iht_and_the_lasso_from_one_collection(engine, label_c
     n = x.shape[0]
     info = campaigns.get_campaign(engine, "labels")
     assert info.status == "closed" and info.spec.iterations == math.ceil(math.log(n / P))
-    gram, moment = x.T @ x / n, _round_payload_mean(engine, "labels", 0)
+    # the stored reports are (public row id, tilde y); the server's moment is the mean of x_row tilde y
+    stored = _round_payloads(engine, "labels", 0, width=2)
+    code = np.array([1.0, 2.0, 4.0, 8.0])  # one number per point of {-1, +1}^4: the rows named are the rows simulated
+    assert np.array_equal(np.sort(x[stored[:, 0].astype(int)] @ code), np.sort(x @ code))
+    gram, moment = x.T @ x / n, (x[stored[:, 0].astype(int)] * stored[:, 1:]).mean(axis=0)
     iht = estimates.fit_campaign(engine, "labels", "iht")
     lasso = estimates.fit_campaign(engine, "labels", "lasso")
     assert iht.reports == lasso.reports == n

@@ -21,7 +21,11 @@ Allowed ranges. A report is a clipped value plus unbounded noise, so any real nu
 bounds each entry by the largest clipped value plus a tail of the noise that an honest report exceeds with
 negligible probability (``GAUSSIAN_TAIL`` standard deviations: below 1e-88 per entry; ``LAPLACE_TAIL`` scales:
 below 1e-26 per report). This refuses garbage (``1e308``, which would also overflow the running sums) without
-refusing honest reports; refusing is post-processing of what was sent and costs no privacy.
+refusing honest reports; refusing is post-processing of what was sent and costs no privacy. Where the randomizer's
+output has a structure the ranges do not capture, :meth:`ProtocolSpec.check_reports` refuses what it cannot emit
+(the 1-bit Bernstein report is one-hot; a label-ldp row id is a whole number). What the server sums may differ from
+what is sent (:meth:`ProtocolSpec.aggregate_schema`, :meth:`ProtocolSpec.aggregate_input`: label-ldp's reports name a
+public row and the server multiplies its own copy of that row by the label).
 
 Protocols are found by name in :data:`PROTOCOLS` (:func:`register_protocol`). What they share is
 :mod:`.base`; each protocol is a module of this package (``ldp_avg``, ``stein_glm``, ``ldp_iht``, ``label_ldp``,

@@ -294,6 +294,24 @@ class ProtocolSpec:
         ``data`` holds arrays; a leading batch axis randomizes many participants at once (simulations)."""
         raise NotImplementedError
 
+    def check_reports(self, round_index: int, state: RoundState, batch: Mapping[str, np.ndarray]) -> None:
+        """Refuse (:class:`ReportError`) reports the schema's ranges admit but the randomizer cannot emit.
+
+        ``batch`` is what :meth:`ReportSchema.validate` returned. Default: the ranges are the whole support."""
+
+    #: whether the server needs the campaign's public table to turn reports into aggregate input
+    #: (:meth:`aggregate_input`; label-ldp's reports name a public row)
+    aggregates_public_rows: ClassVar[bool] = False
+
+    def aggregate_schema(self, round_index: int, state: RoundState) -> ReportSchema:
+        """The fields the server sums for this round (default: the reports' own)."""
+        return self.report_schema(round_index, state)
+
+    def aggregate_input(self, round_index: int, state: RoundState, batch: Mapping[str, np.ndarray],
+                        public_rows: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """What the server adds to the round's running sums for a validated batch (default: the reports)."""
+        return dict(batch)
+
     def initial_state(self, public_rows: np.ndarray | None = None) -> RoundState:
         """Round 0's public state. Default: nothing beyond the spec."""
         return RoundState(0, {})

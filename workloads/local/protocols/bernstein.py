@@ -16,7 +16,8 @@ the squared loss ``(<theta, x> - y)^2 / loss_scale`` clipped to ``[0, 1]``, for 
   exactly eps-LDP: docs/privacy.md §8.9(d)). To keep running sums, the report carries ``l`` as a one-hot vector
   ``{"count": (G,)}`` and ``{"weighted": (G,)}`` = that vector times ``b y``: per grid point the sums are the number
   of participants and ``sum b y``, and ``2 sum(b y) / count`` is Alg. 3's unbiased estimate. (On the wire that is
-  ``2G`` numbers, not one bit: the information is still one bit plus public randomness.)
+  ``2G`` numbers, not one bit: the information is still one bit plus public randomness.) The server accepts exactly
+  that form (:meth:`OneBitBernsteinSpec.check_reports`): ``count`` one-hot, ``weighted`` zero off its hot entry.
 
 Participant data: ``{"x": (p,), "y": ()}`` (or rows of them); features are expected in ``[-feature_bound,
 feature_bound]`` (only the default ``loss_scale`` relies on it: clipping the loss keeps any input private).
@@ -37,6 +38,7 @@ from workloads.local.protocols.base import (
     GroupSpec,
     ProtocolError,
     ProtocolSpec,
+    ReportError,
     ReportSchema,
     RoundSpec,
     RoundState,
@@ -148,6 +150,24 @@ class OneBitBernsteinSpec(_BernsteinSettings):
         self._check_state_round(round_index, state)
         return ReportSchema((FieldSchema("count", (self.grid_size,), 0.0, 1.0, norm=1.0),
                              FieldSchema("weighted", (self.grid_size,), -self.string_bound, self.string_bound)))
+
+    def check_reports(self, round_index: int, state: RoundState, batch: Mapping[str, np.ndarray]) -> None:
+        """Exactly what :meth:`randomize` emits: ``count`` one-hot (entries 0 or 1, exactly one 1) and ``weighted``
+        zero off that entry (on it ``b y`` with ``b`` in {0, 1}: any number in the schema's ``[-string_bound,
+        string_bound]``, since ``y`` is drawn on the device). Issue 18 finding 2: a report ``count = 0``, ``weighted
+        = (-122, 122, ...)`` passed the ranges and moved every grid value."""
+        self._check_state_round(round_index, state)
+        count, weighted = np.asarray(batch["count"]), np.asarray(batch["weighted"])
+        bad = ~(np.all((count == 0.0) | (count == 1.0), axis=1) & (np.count_nonzero(count, axis=1) == 1))
+        if bad.any():
+            index = int(np.argmax(bad))
+            raise ReportError(f"report {index}: field 'count' must be one-hot (one entry 1, the others 0): the grid "
+                              "point the participant drew", "count", index)
+        bad = np.any((count == 0.0) & (weighted != 0.0), axis=1)
+        if bad.any():
+            index = int(np.argmax(bad))
+            raise ReportError(f"report {index}: field 'weighted' must be 0 off the grid point of 'count' (it is "
+                              "that point's b y)", "weighted", index)
 
     def randomize(
         self, round_index: int, state: RoundState, data: Mapping[str, Any], rng: np.random.Generator | None = None

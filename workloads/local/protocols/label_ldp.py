@@ -7,16 +7,21 @@ Source: Wang & Xu, "On sparse linear regression in the local differential privac
 runs IHT or the Lasso on ``(X, tilde y)``. One round, one group; (epsilon, delta)-LDP per participant.
 
 **What is reported, and why.** Both estimators need only ``X^T X / n`` and ``X^T tilde y / n`` (the gradient of
-eq. 5 is ``X^T X theta / n - X^T tilde y / n``; the Lasso objective is the same quadratic plus the penalty). ``X^T X``
-comes from the public table; the device sends ``xy = x_i tilde y_i`` (her public features times her noisy label), a
-post-processing of ``tilde y_i`` with public values, so the guarantee is the label randomizer's. The server keeps
-the running sum of ``xy`` and never needs to know which public row a report belongs to. ``x`` is clipped to
-``[-feature_bound, feature_bound]`` per entry on the device (public features: no privacy role; it bounds the report
-so the schema can refuse garbage).
+eq. 5 is ``X^T X theta / n - X^T tilde y / n``; the Lasso objective is the same quadratic plus the penalty). In Alg. 2
+the features are public: participant ``i``'s row ``x_i`` is a row of the campaign's public table, known to the server.
+So the device sends ``{"row": (), "label": ()}``: the **id** of her public row (its 0-based index in the table, public)
+and her noisy label ``tilde y_i``; the server forms ``x_i tilde y_i`` from its own copy of the table
+(:meth:`LabelLdpSpec.aggregate_input`, ``x`` clipped to ``[-feature_bound, feature_bound]`` per entry) and keeps the
+running sum ``{"xy": (p,)}`` (:meth:`LabelLdpSpec.aggregate_schema`). The report is therefore a function of the public
+id and ``tilde y_i`` only: it carries nothing about any feature vector the device holds (issue 18 finding 4: the earlier
+report ``x tilde y`` gave away ``x`` up to a scalar for an ``x`` that was not a public row), and the server trusts no
+feature value from the device.
 
-Report: ``{"xy": (p,)}``. Participant data: ``{"x": (p,), "y": ()}`` (or rows of them). The server's settings
-(``sparsity``, ``iterations``, ``eta``, ``radius`` for IHT; ``alpha`` for the Lasso, default lambda of Sec. 5) are
-part of the spec, so a bad one is refused at creation, before any report.
+Participant data: ``{"row": id, "y": ()}`` (or ``{"row": (k,), "y": (k,)}``); on the client and in the simulator the
+participant's ``x`` is her row id in place of her features (``service.client.device.participant_data``). The server's
+settings (``sparsity``, ``iterations``, ``eta``, ``radius`` for IHT; ``alpha`` for the Lasso, default lambda of
+Sec. 5) and the public table's row count ``public_rows`` are part of the spec, so a bad one is refused at creation,
+before any report.
 """
 
 from __future__ import annotations
@@ -33,10 +38,11 @@ from workloads.local.protocols.base import (
     GroupSpec,
     ProtocolError,
     ProtocolSpec,
+    ReportError,
     ReportSchema,
     RoundSpec,
     RoundState,
-    _features_and_labels,
+    _participant_array,
     register_protocol,
 )
 from workloads.local.randomizers.gaussian_label import label_noise_sigma, randomize_labels
@@ -46,9 +52,11 @@ from workloads.parameters import ParameterError, check_count, check_positive, ch
 @register_protocol
 @dataclass(frozen=True)
 class LabelLdpSpec(ProtocolSpec):
-    """Label-LDP (Alg. 2 and Sec. 5 of Wang & Xu 2019): one round of ``x tilde y`` reports (module docstring)."""
+    """Label-LDP (Alg. 2 and Sec. 5 of Wang & Xu 2019): one round of (public row id, ``tilde y``) reports (module
+    docstring)."""
 
     protocol: ClassVar[str] = "label-ldp"
+    aggregates_public_rows: ClassVar[bool] = True
     dimension: int
     label_bound: float
     feature_bound: float
@@ -60,11 +68,17 @@ class LabelLdpSpec(ProtocolSpec):
     radius: float = 1.0
     alpha: float | None = None
     participants: int | None = None
+    #: the public table's row count (the ids a report may name); ``None`` only in a campaign stored before reports
+    #: named rows (issue 18): it still lists and answers from its stored sums, and accepts no more reports
+    public_rows: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "dimension", check_count("dimension", self.dimension, error=ProtocolError))
         object.__setattr__(self, "sparsity", check_sparsity(self.sparsity, self.dimension, error=ProtocolError))
         object.__setattr__(self, "iterations", check_count("iterations", self.iterations, error=ProtocolError))
+        if self.public_rows is not None:
+            object.__setattr__(self, "public_rows", check_count("public_rows", self.public_rows,
+                                                                error=ProtocolError))
         for name in ("label_bound", "feature_bound", "epsilon", "eta", "radius"):
             object.__setattr__(self, name, check_positive(name, getattr(self, name), error=ProtocolError))
         object.__setattr__(self, "delta", check_probability("delta", self.delta, error=ProtocolError))
@@ -90,16 +104,64 @@ class LabelLdpSpec(ProtocolSpec):
     def rounds(self) -> tuple[RoundSpec, ...]:
         return (RoundSpec("all", self.epsilon, self.delta),)
 
+    @property
+    def label_range(self) -> float:
+        """The largest ``|tilde y|`` a report may carry: ``label_bound`` plus ``GAUSSIAN_TAIL`` sigma_1."""
+        return self.label_bound + GAUSSIAN_TAIL * self.label_noise
+
     def report_schema(self, round_index: int, state: RoundState) -> ReportSchema:
         self._check_state_round(round_index, state)
-        bound = self.feature_bound * (self.label_bound + GAUSSIAN_TAIL * self.label_noise)
+        self._require_rows()
+        # the whole numbers of [-1/2, rows - 1/2] (check_reports) are exactly the ids 0 .. rows - 1
+        return ReportSchema((FieldSchema("row", (), -0.5, self.public_rows - 0.5),
+                             FieldSchema("label", (), -self.label_range, self.label_range)))
+
+    def check_reports(self, round_index: int, state: RoundState, batch: Mapping[str, np.ndarray]) -> None:
+        """A row id is a whole number (the schema's range ``[-1/2, public_rows - 1/2]`` then leaves the ids
+        ``0 .. public_rows - 1``)."""
+        self._check_state_round(round_index, state)
+        rows = np.asarray(batch["row"])
+        bad = rows != np.floor(rows)
+        if bad.any():
+            index = int(np.argmax(bad))
+            raise ReportError(f"report {index}: field 'row' must be the whole-number id of a public row, got "
+                              f"{float(rows[index])!r}", "row", index)
+
+    def _require_rows(self) -> None:
+        if self.public_rows is None:
+            raise ProtocolError("this label-ldp campaign was created before reports named public rows (issue 18): "
+                                "it accepts no more reports; create a new campaign")
+
+    def aggregate_schema(self, round_index: int, state: RoundState) -> ReportSchema:
+        """The server's running sum: ``xy = x_row tilde y`` per report, each entry within ``feature_bound`` times
+        :attr:`label_range`."""
+        self._check_state_round(round_index, state)
+        bound = self.feature_bound * self.label_range
         return ReportSchema((FieldSchema("xy", (self.dimension,), -bound, bound),))
+
+    def aggregate_input(self, round_index: int, state: RoundState, batch: Mapping[str, np.ndarray],
+                        public_rows: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """``{"xy": x_row tilde y}`` from the server's copy of the public table (transformed as the campaign says)."""
+        if public_rows is None or np.shape(public_rows) != (self.public_rows, self.dimension):
+            raise ProtocolError(f"label-ldp needs its public table's {self.public_rows} rows of {self.dimension} "
+                                f"features, got {None if public_rows is None else np.shape(public_rows)}")
+        rows = np.asarray(batch["row"]).astype(np.int64)
+        x = np.clip(np.asarray(public_rows, dtype=float)[rows], -self.feature_bound, self.feature_bound)
+        return {"xy": x * np.asarray(batch["label"], dtype=float)[:, np.newaxis]}
 
     def randomize(
         self, round_index: int, state: RoundState, data: Mapping[str, Any], rng: np.random.Generator | None = None
     ) -> dict[str, np.ndarray]:
+        """``{"row": the id, "label": tilde y}``: the id as given (public), the label through the randomizer."""
         self._check_state_round(round_index, state)
-        x, y = _features_and_labels(data, self.dimension)
-        x = np.clip(x, -self.feature_bound, self.feature_bound)
-        noisy = randomize_labels(y, self.label_bound, self.epsilon, self.delta, rng).reshape(y.shape)
-        return {"xy": x * np.asarray(noisy)[..., np.newaxis]}
+        self._require_rows()
+        rows = _participant_array(data, "row")
+        y = _participant_array(data, "y")
+        if rows.ndim > 1 or y.shape != rows.shape:
+            raise ProtocolError(f"participant data 'row' and 'y' must have one shape, () or (k,), got {rows.shape} "
+                                f"and {y.shape}")
+        if np.any((rows != np.floor(rows)) | (rows < 0) | (rows >= self.public_rows)):
+            raise ProtocolError(f"participant data 'row' must be ids of the public table's rows, whole numbers in "
+                                f"[0, {self.public_rows - 1}]")
+        noisy = np.asarray(randomize_labels(y, self.label_bound, self.epsilon, self.delta, rng)).reshape(y.shape)
+        return {"row": rows, "label": noisy}
