@@ -180,7 +180,7 @@ def check_magnitudes(table: str, names: Sequence[str], values: np.ndarray) -> No
     finite = np.isfinite(column)
     if not finite.all():
         row = int(np.argmin(finite))
-        raise InvalidInput(f"public table {table!r}: column {names[j]!r} holds {column[row]!r} (data row "
+        raise InvalidInput(f"public table {table!r}: column {names[j]!r} holds {column[row]:g} (data row "
                            f"{row + 1}), not a finite number", code="invalid_value")
     row = int(np.argmax(np.abs(column)))
     raise InvalidInput(f"public table {table!r}: column {names[j]!r} holds {column[row]:g} (data row {row + 1}), "
