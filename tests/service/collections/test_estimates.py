@@ -82,8 +82,8 @@ def test_a_link_without_a_root_is_an_error_naming_the_link(engine, tmp_path: Pat
                               {"participants": 100, "standardize": False})
     simulate.simulate(engine, "noise", gaussian_rows(100, seed=6), np.random.default_rng(7).integers(0, 2, 100),
                       seed=8)
-    with pytest.raises(InvalidInput, match="link 'logistic' has no constant on the data of campaign 'noise'") as (
-            refused):
+    expected = "link 'logistic' has no constant on the data of campaign 'noise'"
+    with pytest.raises(InvalidInput, match=expected) as refused:
         estimates.fit_campaign(engine, "noise", "logistic")
     assert refused.value.code == "no_root"
 
