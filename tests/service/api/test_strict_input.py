@@ -50,6 +50,19 @@ def test_laplace_below_the_ledger_unit_is_refused_before_anything_is_charged(
     assert charges(world, name) == [] and answers.list_releases(world.engine, name) == []
 
 
+def test_a_laplace_scale_too_large_to_store_is_refused_before_anything_is_charged(
+        client: TestClient, world: World) -> None:
+    """The smallest epsilon split by weights 1e6 apart gives marginal a the share 1e-18: noise of scale 1e18, whose
+    draws overflow 64 bits (with 5,000 such marginals, always): a 500 after the noise, its charge standing."""
+    name = tiny_dataset(client, world)
+    workload = [{"attributes": ["a"], "weight": 1}, {"attributes": ["b"], "weight": 1e6}]
+    response = client.post(f"/datasets/{name}/releases/marginals", headers=steward(world),
+                           json={"mechanism": "laplace", "workload": workload, "epsilon": 1e-12})
+    assert response.status_code == 422, response.text
+    assert response.json()["message"].startswith("marginal a gets epsilon 1e-18"), response.text
+    assert charges(world, name) == [] and answers.list_releases(world.engine, name) == []
+
+
 @pytest.mark.parametrize("epsilon, charged", [(1.5e-12, 1e-12), (0.123456789012345, 0.123456789012)])
 def test_the_cost_a_release_shows_is_the_cost_the_ledger_charged(
         client: TestClient, world: World, epsilon: float, charged: float) -> None:
