@@ -99,7 +99,7 @@ def chargeable(value: Fraction, name: str, scale: int = EPSILON_SCALE) -> Fracti
     (docs/privacy.md 6.4). Rounding down only adds noise, so the guarantee stated is never optimistic. A ``value``
     that rounds to 0 (below the ledger's unit) cannot be charged: a ``ValueError`` naming ``name``, raised before
     anything is reserved or any noise drawn."""
-    on_grid = Fraction(floor_units(value, scale), scale)
+    on_grid = floor_to_grid(value, scale)
     if on_grid <= 0:
         raise ValueError(f"{name}={float(value):g} is below the accountant's resolution of {1 / scale:g} (the "
                          f"ledger's unit of {name}): it cannot be charged")
