@@ -25,6 +25,7 @@ from fractions import Fraction
 import numpy as np
 
 __all__ = [
+    "MAX_COUNT",
     "ParameterError",
     "PrivacyParameterError",
     "check_count",
@@ -161,10 +162,19 @@ def check_probability(name: str, value: object, error: type[ValueError] = Parame
     return number
 
 
+#: The largest count (a dimension, a number of rounds or participants) any setting may name: 2^53, the largest
+#: integer a float64 holds exactly. A larger "count" is a typo (``participants = 1e30``), would overflow the
+#: database's 64-bit integer columns, and would stop being a count as soon as numerical code turned it into a float.
+MAX_COUNT = 2**53
+
+
 def check_count(name: str, value: object, minimum: int = 1, error: type[ValueError] = ParameterError) -> int:
-    """An integer >= ``minimum`` (a dimension, a degree, a number of rounds or participants)."""
+    """An integer with ``minimum <= value <=`` :data:`MAX_COUNT` (a dimension, a degree, a number of rounds or
+    participants)."""
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
         raise error(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if value > MAX_COUNT:
+        raise error(f"{name} must be at most 2^53 = {MAX_COUNT:,}, got {value!r}")
     return int(value)
 
 

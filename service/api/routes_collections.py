@@ -60,7 +60,7 @@ router = APIRouter(tags=["collections"])
 class PublicTableUpload(schemas.Strict):
     name: schemas.DatasetName
     csv: Annotated[schemas.Text, Field(max_length=schemas.MAX_CSV_CHARS, description="The table as CSV text.")]
-    domain: dict[schemas.ColumnName, Annotated[int, Field(ge=1, le=2**31 - 1)]] | None = Field(
+    domain: dict[schemas.ColumnName, Annotated[schemas.Integer, Field(ge=1, le=2**31 - 1)]] | None = Field(
         None, description="Coded columns: {column: size}; the others are numeric.")
 
 
@@ -79,14 +79,14 @@ class CampaignIn(schemas.Strict):
 class ReportIn(schemas.Strict):
     """A participant's own report: ``{field: number or list}`` for ``round``."""
 
-    round: Annotated[int, Field(ge=0)]
+    round: Annotated[schemas.Integer, Field(ge=0)]
     report: dict[Annotated[str, Field(max_length=40)], Any]
 
 
 class BatchIn(schemas.Strict):
     """A gateway's batch: ``{field: [one entry per report]}`` and one pseudonym per report."""
 
-    round: Annotated[int, Field(ge=0)]
+    round: Annotated[schemas.Integer, Field(ge=0)]
     reports: dict[Annotated[str, Field(max_length=40)], list[Any]]
     pseudonyms: Annotated[list[Annotated[str, Field(min_length=1, max_length=200)]],
                           Field(max_length=MAX_JSON_REPORTS)]
@@ -98,10 +98,10 @@ class FitCampaignIn(schemas.Strict):
 
 
 class CapIn(schemas.Strict):
-    epsilon: Annotated[float, Field(ge=0, le=schemas.MAX_EPSILON, allow_inf_nan=False)]
-    delta: Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)]
-    key_id: int | None = Field(None, description="A participant key's id (its participant's override).")
-    gateway_id: int | None = Field(None, description="With pseudonym: a gateway's participant.")
+    epsilon: Annotated[schemas.Number, Field(ge=0, le=schemas.MAX_EPSILON)]
+    delta: schemas.Delta
+    key_id: schemas.Integer | None = Field(None, description="A participant key's id (its participant's override).")
+    gateway_id: schemas.Integer | None = Field(None, description="With pseudonym: a gateway's participant.")
     pseudonym: Annotated[str, Field(min_length=1, max_length=200)] | None = None
 
 
@@ -137,8 +137,8 @@ def load_public(request: Request, body: PublicTableUpload,
                                                  domain if body.domain is not None else None,
                                                  principal=principal.label)
         except ServiceError as error:
-            raise ServiceError(error.message.replace(str(csv), "the uploaded csv").replace(str(domain), "the domain"),
-                               code=error.code, status=error.status) from None
+            message = error.message.replace(str(csv), "the uploaded csv").replace(str(domain), "the uploaded domain")
+            raise ServiceError(message, code=error.code, status=error.status) from None
     return {**info.to_json(), "source": f"HTTP upload by {principal.name}"}
 
 

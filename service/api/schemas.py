@@ -1,9 +1,11 @@
 """Request and response bodies of the HTTP API (pydantic), with the limits the API enforces.
 
-Every request body forbids unknown fields, every number is finite (``NaN`` and infinities are
-refused with a 422 naming the field), and every list and string has an upper bound, so a request
-that passes validation is small enough to run. The service functions validate again (privacy
-parameters, column names, workload sizes): the schema is the first line, not the only one.
+Every request body forbids unknown fields, every number is a JSON number and every flag a JSON boolean
+(:data:`Number`, :data:`Integer`, :data:`Flag`: ``true`` or ``"0.01"`` in a numeric field is a 422 naming the
+field, never read as 1 or 0.01), every number is finite (``NaN`` and infinities are refused with a 422 naming the
+field), and every list and string has an upper bound, so a request that passes validation is small enough to run.
+The service functions validate again (privacy parameters, column names, workload sizes): the schema is the first
+line, not the only one.
 
 No request body has a ``seed``: whoever chooses the seed of a release can regenerate and subtract its noise, so no
 caller of the API may choose one, not even for post-processing (synthetic rows). Seeded releases exist only
@@ -45,8 +47,15 @@ def _printable(value: str) -> str:
 Text = Annotated[str, AfterValidator(_printable)]
 DatasetName = Annotated[str, Field(min_length=1, max_length=MAX_NAME, pattern=NAME_PATTERN)]
 ColumnName = Annotated[Text, Field(min_length=1, max_length=MAX_NAME)]
-Epsilon = Annotated[float, Field(gt=0, le=MAX_EPSILON, allow_inf_nan=False)]
-Delta = Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)]
+#: The number types of every request body (here and in the collections' routes). Pydantic's default (lax) mode reads
+#: ``true`` as 1 and ``"0.01"`` as 0.01, so a careless client was charged epsilon 1 for ``"epsilon": true``; in strict
+#: mode a field takes a JSON number only (a JSON integer is still a number for a float field), an integer field a
+#: JSON integer only, a flag a JSON boolean only, each refused otherwise with a 422 naming the field.
+Number = Annotated[float, Field(strict=True, allow_inf_nan=False)]
+Integer = Annotated[int, Field(strict=True)]
+Flag = Annotated[bool, Field(strict=True)]
+Epsilon = Annotated[Number, Field(gt=0, le=MAX_EPSILON)]
+Delta = Annotated[Number, Field(ge=0, lt=1)]
 
 
 class Strict(BaseModel):
@@ -67,15 +76,15 @@ class Health(BaseModel):
 
 # datasets -----------------------------------------------------------------------------------------
 class AttributeSpec(Strict):
-    size: Annotated[int, Field(ge=1, le=2**31 - 1)]
+    size: Annotated[Integer, Field(ge=1, le=2**31 - 1)]
     kind: Literal["categorical", "ordinal"] = "ordinal"
 
 
 class BinFormat(Strict):
-    header: bool = True
+    header: Flag = True
     names: Annotated[list[ColumnName], Field(max_length=10_000)] | None = None
     comment: Annotated[Text, Field(min_length=1, max_length=1)] | None = None
-    strip: bool = True
+    strip: Flag = True
 
     @model_validator(mode="after")
     def _names(self) -> BinFormat:
@@ -86,7 +95,7 @@ class BinFormat(Strict):
 
 class BinColumn(Strict):
     kind: Literal["categorical", "ordinal"] | None = None
-    edges: Annotated[list[float], Field(min_length=2, max_length=100_000)] | None = None
+    edges: Annotated[list[Number], Field(min_length=2, max_length=100_000)] | None = None
     values: Annotated[list[Annotated[Text, Field(max_length=1000)]], Field(min_length=1, max_length=100_000)] | None = (
         None
     )
@@ -106,7 +115,7 @@ class DatasetUpload(Strict):
     name: DatasetName
     csv: Annotated[Text, Field(min_length=1, max_length=MAX_CSV_CHARS,
                                description="The table as CSV text with a header line.")]
-    domain: Annotated[dict[ColumnName, int | AttributeSpec], Field(min_length=1, max_length=10_000)] | None = Field(
+    domain: Annotated[dict[ColumnName, Integer | AttributeSpec], Field(min_length=1, max_length=10_000)] | None = Field(
         None, description="For a table coded 0..size-1: {column: size} or {column: {size, kind}}.")
     categorical: Annotated[list[ColumnName], Field(max_length=10_000)] = Field(
         default_factory=list, description="With `domain`: the unordered columns.")
@@ -177,7 +186,7 @@ class BudgetEffectOut(BaseModel):
 # releases -----------------------------------------------------------------------------------------
 class WorkloadEntry(Strict):
     attributes: Annotated[list[ColumnName], Field(min_length=1, max_length=MAX_COLUMNS)]
-    weight: Annotated[float, Field(gt=0, le=1e6, allow_inf_nan=False)] = 1.0
+    weight: Annotated[Number, Field(gt=0, le=1e6)] = 1.0
 
 
 NamedWorkload = Annotated[str, Field(pattern=r"^(all-[1-9][0-9]?way|target:[^\x00]{1,200})$",
@@ -189,9 +198,9 @@ WorkloadList = Annotated[
 
 
 class ReleaseOptions(Strict):
-    rounds: Annotated[int, Field(ge=1, le=100_000, description="AIM only: number of rounds.")] | None = None
-    max_model_size: Annotated[float, Field(gt=0, le=4096, allow_inf_nan=False,
-                                           description="Largest graphical model in MB.")] | None = None
+    rounds: Annotated[Integer, Field(ge=1, le=100_000, description="AIM only: number of rounds.")] | None = None
+    max_model_size: Annotated[Number, Field(gt=0, le=4096, description="Largest graphical model in MB.")] | None = (
+        None)
     loss: Literal["sum_var", "max_var"] | None = Field(
         default=None, description="residual only: the plan's loss, the sum (default) or the maximum of the "
         "workload's cell variances.")
@@ -208,7 +217,7 @@ class MarginalReleaseIn(Strict):
     workload: NamedWorkload | WorkloadList = "all-2way"
     epsilon: Epsilon | None = None
     delta: Delta | None = None
-    rho: Annotated[float, Field(gt=0, le=MAX_EPSILON, allow_inf_nan=False)] | None = None
+    rho: Annotated[Number, Field(gt=0, le=MAX_EPSILON)] | None = None
     options: ReleaseOptions = Field(default_factory=ReleaseOptions)
 
     @model_validator(mode="after")
@@ -250,21 +259,21 @@ class FitIn(Strict):
     method: Literal[FIT_METHODS] = "dd-ssp"  # type: ignore[valid-type]
     epsilon: Epsilon | None = None
     delta: Delta | None = None
-    release: Annotated[int, Field(ge=1, le=2**63 - 1)] | None = None
-    intercept: bool = True
-    allow_unmeasured: bool = Field(False, description="Let a marginal release that did not measure every column "
+    release: Annotated[Integer, Field(ge=1, le=2**63 - 1)] | None = None
+    intercept: Flag = True
+    allow_unmeasured: Flag = Field(False, description="Let a marginal release that did not measure every column "
                                    "and pair among target and features answer (dd-ssp, aim-synth): the missing "
                                    "parts are then the model's extrapolation. Refused (422) otherwise.")
-    sparsity: Annotated[int, Field(ge=1, le=2**31 - 1)] | None = Field(
+    sparsity: Annotated[Integer, Field(ge=1, le=2**31 - 1)] | None = Field(
         None, description="dp-iht (required there): the number of non-zero coefficients kept, the intercept counted.")
-    iterations: Annotated[int, Field(ge=1, le=MAX_DP_IHT_ITERATIONS)] | None = Field(
+    iterations: Annotated[Integer, Field(ge=1, le=MAX_DP_IHT_ITERATIONS)] | None = Field(
         None, description="dp-iht: iterations T (default 50).")
-    step: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = Field(
+    step: Annotated[Number, Field(gt=0)] | None = Field(
         None, description="dp-iht: step size (default 1/L, L the design's public smoothness bound).")
-    clip_norm: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = Field(
+    clip_norm: Annotated[Number, Field(gt=0)] | None = Field(
         None, description="dp-iht: per-example gradient clip norm (default: the rows' norm bound B for logistic, "
         "2B for linear).")
-    l2: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = Field(
+    l2: Annotated[Number, Field(ge=0)] | None = Field(
         None, description="dp-iht: the penalty (l2/2)||theta||^2 (default 0).")
 
     @model_validator(mode="after")
@@ -377,7 +386,7 @@ class MarginalOut(BaseModel):
 
 
 class SyntheticQuery(Strict):
-    rows: Annotated[int, Field(ge=1, le=MAX_SYNTHETIC_ROWS)]
+    rows: Annotated[Integer, Field(ge=1, le=MAX_SYNTHETIC_ROWS)]
 
 
 class SyntheticOut(BaseModel):

@@ -68,6 +68,43 @@ def budget_show(name: DatasetName, as_json: JsonFlag = False) -> None:
     emit(as_json, status.to_json(), lambda: _print_budget(status))
 
 
+def _wide_ledger(name: str, rows: list[dict[str, Any]]) -> Table:
+    """One row per entry, one column per figure (a terminal of about 125 columns or more)."""
+    words = {"overflow": "fold"}
+    number = {"justify": "right", "no_wrap": True}
+    table = Table(Column("#", **number), Column("entry", **words), Column("release", **number),
+                  Column("status", **words), Column("mechanism", **words), Column("epsilon", **number),
+                  Column("delta", **number), Column("rho", **number), Column("eps priced", **number),
+                  Column("eps spent after", **number), title=f"privacy ledger of {name}")
+    for r in rows:
+        table.add_row(str(r["entry_id"]), str(r["entry"]), str(r["release_id"] or ""),
+                      str(r["release_status"] or ""), str(r["mechanism"]), f"{r['epsilon']:.6g}",
+                      f"{r['delta']:.3g}", f"{r['rho']:.6g}", f"{r['epsilon_priced']:.6g}",
+                      f"{r['epsilon_spent_after']:.6g}")
+    return table
+
+
+def _narrow_ledger(name: str, rows: list[dict[str, Any]]) -> Table:
+    """One row per entry in three columns, each cell a few short lines, so that a terminal of 80 columns (the width
+    of a pipe) shows every entry, status, mechanism and figure whole: what the entry is (its number, kind, release
+    and the release's status), the mechanism, and the figures (those that are not 0, and what was spent after)."""
+    cell = {"overflow": "fold"}  # below ~50 columns a long word folds onto the next line: still never cut
+    table = Table(Column("entry", **cell), Column("mechanism", **cell), Column("figures", **cell),
+                  title=f"privacy ledger of {name}", show_lines=True)
+    for r in rows:
+        entry = f"#{r['entry_id']} {r['entry']}"
+        if r["release_id"]:
+            entry += f"\nrelease {r['release_id']}\n{r['release_status'] or ''}".rstrip()
+        figures = [f"{label} {r[key]:{form}}" for key, label, form in (
+            ("epsilon", "epsilon", ".6g"), ("delta", "delta", ".3g"), ("rho", "rho", ".6g"))
+            if r[key]]
+        if r["epsilon_priced"] != r["epsilon"]:
+            figures.append(f"eps priced {r['epsilon_priced']:.6g}")
+        figures.append(f"eps spent after {r['epsilon_spent_after']:.6g}")
+        table.add_row(entry, str(r["mechanism"]), "\n".join(figures))
+    return table
+
+
 @app.command()
 @handles_errors
 def ledger(name: DatasetName, as_json: JsonFlag = False) -> None:
@@ -77,18 +114,10 @@ def ledger(name: DatasetName, as_json: JsonFlag = False) -> None:
     rows = accountant.ledger_rows(open_engine(), name)
 
     def human() -> None:
-        # numbers are never cut: they keep their width, and the words wrap when the terminal is narrow
-        words = {"overflow": "fold"}
-        number = {"justify": "right", "no_wrap": True}
-        table = Table(Column("#", **number), Column("entry", **words), Column("release", **number),
-                      Column("status", **words), Column("mechanism", **words), Column("epsilon", **number),
-                      Column("delta", **number), Column("rho", **number), Column("eps priced", **number),
-                      Column("eps spent after", **number), title=f"privacy ledger of {name}")
-        for r in rows:
-            table.add_row(str(r["entry_id"]), str(r["entry"]), str(r["release_id"] or ""),
-                          str(r["release_status"] or ""), str(r["mechanism"]), f"{r['epsilon']:.6g}",
-                          f"{r['delta']:.3g}", f"{r['rho']:.6g}", f"{r['epsilon_priced']:.6g}",
-                          f"{r['epsilon_spent_after']:.6g}")
-        stdout.print(table)
+        # nothing is ever cut: the wide table when the terminal holds it, else a narrow layout of the same figures
+        wide = _wide_ledger(name, rows)
+        natural = stdout.measure(wide, options=stdout.options.update_width(10_000)).maximum
+        fits = natural <= stdout.width
+        stdout.print(wide if fits else _narrow_ledger(name, rows))
 
     emit(as_json, rows, human)

@@ -7,6 +7,7 @@ through the HTTP API (``service.client``).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -28,10 +29,23 @@ from service.cli.common import (
     stdout,
     unsafe_seeds_allowed,
 )
+from workloads.local.protocols import PROTOCOLS
 
 public_app = Typer(help="Public tables: unlabeled rows declared public (no budget, readable by analysts).")
 campaign_app = Typer(help="Local-DP campaigns: create, list, show, close, fit, the per-participant cap.")
 Name = Annotated[str, typer.Argument(help="Name.", metavar="NAME")]
+#: The protocols a campaign may run, from their registry (docs/campaigns.md says what each one is).
+PROTOCOL_HELP = "One of: " + ", ".join(sorted(PROTOCOLS)) + "."
+
+
+def _option_value(text: str) -> Any:
+    """An ``--option`` value as the JSON value the API would carry: a number (``1000``, ``0.5``, ``1e-3``) or a
+    boolean (``true``, ``false``) when the text is one in JSON, else the text itself (``l2``, ``a=0:10;b=-1:1``)."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    return value if isinstance(value, bool | int | float) else text
 
 
 def _options(pairs: list[str] | None, named: dict[str, Any]) -> dict[str, Any]:
@@ -43,7 +57,7 @@ def _options(pairs: list[str] | None, named: dict[str, Any]) -> dict[str, Any]:
         if "=" not in pair:
             raise InvalidInput(f"--option must read KEY=VALUE, got {pair!r}", code="invalid_parameter")
         key, value = pair.split("=", 1)
-        out[key.strip()] = value.strip()
+        out[key.strip()] = _option_value(value.strip())
     out.update({k: v for k, v in named.items() if v is not None})
     return out
 
@@ -106,8 +120,7 @@ def public_show(name: Name, rows: Annotated[int, typer.Option(help="Rows to show
 @handles_errors
 def campaign_create(
     name: Name,
-    protocol: Annotated[str, typer.Option(
-        help="ldp-avg, stein-glm, stein-glm-2round, ldp-iht or label-ldp.")],
+    protocol: Annotated[str, typer.Option(help=PROTOCOL_HELP)],
     features: Annotated[str, typer.Option(help="Comma-separated feature names, in the participants' order.")],
     epsilon: Annotated[float, typer.Option(help="What one participant spends over the whole campaign.")],
     target: Annotated[str | None, typer.Option(help="The label participants hold (GLM protocols).")] = None,

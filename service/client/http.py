@@ -351,15 +351,27 @@ class _ProgressLine:
         self.last = ""
         self.tty = sys.stderr.isatty()
 
-    def __call__(self, job: dict[str, Any]) -> None:
+    @staticmethod
+    def describe(job: dict[str, Any]) -> str:
+        """``release 3 of adult: 2/5 measuring ...``: the steps once their number is known (never ``0/?``), the
+        step's message while it runs (a finished job says ``done`` or ``failed``, not its first step's
+        ``queued``)."""
         step = job.get("progress") or {}
-        text = f"{job.get('kind', 'job')} {job.get('job_id')} of {job.get('dataset')}: "
-        text += f"{step.get('done', 0)}/{step.get('total') or '?'} {step.get('message', '')}"
+        running = job.get("state") == "running"
+        parts = []
+        if step.get("total"):
+            parts.append(f"{step.get('done', 0)}/{step['total']}")
+        if step.get("message") and (running or step.get("total")):
+            parts.append(str(step["message"]))
         fit = job.get("fit")
         if fit:
-            text += f" | {FIT_PHASE} {fit['done']}/{fit['total']}"
-        if job.get("state") != "running":
-            text += f" {job['state']}"
+            parts.append(f"| {FIT_PHASE} {fit['done']}/{fit['total']}")
+        if not running:
+            parts.append(str(job.get("state")))
+        return f"{job.get('kind', 'job')} {job.get('job_id')} of {job.get('dataset')}: {' '.join(parts)}"
+
+    def __call__(self, job: dict[str, Any]) -> None:
+        text = self.describe(job)
         if text == self.last and self.tty is False:  # a log: only what changed (a terminal also shows the time)
             return
         self.last = text

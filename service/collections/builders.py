@@ -7,13 +7,15 @@
 family) joins by :func:`register_builder` beside its spec, its transition (``estimators.local.rounds``) and its
 estimates (:mod:`service.collections.estimates`); nothing else changes.
 
-Options arrive as strings from the command line and as JSON values from the API; :class:`Options` reads both and
-refuses unknown keys. ``epsilon`` and ``delta`` are what one participant spends over the whole campaign: a protocol
-whose participants report in several rounds splits them (Alg. 5: half per round).
+Options are JSON values (from the API, or the command line's ``--option KEY=VALUE`` read as JSON where the text is
+a number or a boolean); :class:`Options` reads them by type and refuses unknown keys. ``epsilon`` and ``delta`` are
+what one participant spends over the whole campaign: a protocol whose participants report in several rounds splits
+them (Alg. 5: half per round).
 """
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -23,16 +25,23 @@ from estimators.base import EstimatorError
 from estimators.local.glm.stein import gaussian_norm_bound, known_covariance_norm_bound
 from service.errors import InvalidInput
 from workloads.local.protocols import LdpAverageSpec, ProtocolError, ProtocolSpec, SteinGlmSpec, TwoRoundSteinSpec
-from workloads.parameters import ParameterError
+from workloads.parameters import MAX_COUNT, ParameterError
 
 
 def _invalid(message: str) -> InvalidInput:
     return InvalidInput(message, code="invalid_parameter")
 
 
+def _shown(raw: object) -> str:
+    """A refused option value as the message shows it: a string says it is one (``"0.01"`` is text, not a number)."""
+    return f"the string {raw!r}" if isinstance(raw, str) else repr(raw)
+
+
 @dataclass
 class Options:
-    """Protocol options: typed reads (a string or a JSON value), each read key remembered, the rest refused."""
+    """Protocol options as JSON values (a number is a JSON number, a flag a JSON boolean, a choice a string; the
+    command line turns its ``KEY=VALUE`` text into such values first), each read key remembered, the rest refused.
+    ``true`` or ``"0.01"`` where a number belongs is refused naming the option, never read as 1 or 0.01."""
 
     values: Mapping[str, object]
     used: set[str] = field(default_factory=set)
@@ -46,10 +55,9 @@ class Options:
         raw = self.raw(key)
         if raw is None:
             return default
-        try:
-            value = float(raw) if not isinstance(raw, bool) else float("nan")
-        except (TypeError, ValueError):
-            raise _invalid(f"option {key} must be a number, got {raw!r}") from None
+        if isinstance(raw, bool) or not isinstance(raw, numbers.Real):
+            raise _invalid(f"option {key} must be a number, got {_shown(raw)}")
+        value = float(raw)
         if not np.isfinite(value) or (positive and value <= 0):
             raise _invalid(f"option {key} must be a finite{' positive' if positive else ''} number, got {raw!r}")
         return value
@@ -58,25 +66,19 @@ class Options:
         raw = self.raw(key)
         if raw is None:
             return None
-        try:
-            value = int(str(raw)) if not isinstance(raw, bool | float) else -1
-        except ValueError:
-            value = -1
-        if value < 1:
-            raise _invalid(f"option {key} must be a positive integer, got {raw!r}")
-        return value
+        if isinstance(raw, bool) or not isinstance(raw, int | np.integer) or raw < 1:
+            raise _invalid(f"option {key} must be a positive integer, got {_shown(raw)}")
+        if raw > MAX_COUNT:  # a typo such as 1e30: it would overflow the database's integer columns
+            raise _invalid(f"option {key} must be at most 2^53 = {MAX_COUNT:,}, got {raw!r}")
+        return int(raw)
 
     def flag(self, key: str, default: bool) -> bool:
         raw = self.raw(key)
         if raw is None:
             return default
-        if isinstance(raw, bool):
-            return raw
-        if str(raw).lower() in ("true", "yes", "1"):
-            return True
-        if str(raw).lower() in ("false", "no", "0"):
-            return False
-        raise _invalid(f"option {key} must be true or false, got {raw!r}")
+        if not isinstance(raw, bool):
+            raise _invalid(f"option {key} must be true or false, got {_shown(raw)}")
+        return raw
 
     def choice(self, key: str, choices: tuple[str, ...], default: str) -> str:
         raw = self.raw(key)

@@ -243,6 +243,21 @@ def _transform(features: tuple[str, ...], public_rows: np.ndarray | None, public
     return Transform(tuple(public_rows.mean(axis=0).tolist()), tuple(spread.tolist()), f"public table {public_name}")
 
 
+def _check_finite(features: tuple[str, ...], transform: Transform, public_rows: np.ndarray | None) -> None:
+    """Refuse, naming the column, a transform or transformed public rows that are not finite (stated bounds near the
+    float64 limit; a public scale so small that a row overflows). Devices apply the transform to every report, so a
+    non-finite one (stored as JSON ``null``) would make every report fail."""
+    for j, name in enumerate(features):
+        what = None
+        if not (np.isfinite(transform.center[j]) and np.isfinite(transform.scale[j])):
+            what = f"its transform (center {transform.center[j]:g}, scale {transform.scale[j]:g}) is not finite"
+        elif public_rows is not None and not np.all(np.isfinite(public_rows[:, j])):
+            what = "its public values are not finite after the transform"
+        if what is not None:
+            raise InvalidInput(f"column {name!r}: {what} ({transform.source}); rescale the column or state other "
+                               "bounds", code="invalid_value")
+
+
 def _feature_bounds(raw: object, features: tuple[str, ...]) -> list[tuple[float, float]]:
     """``{"A": [lo, hi], ...}`` (API) or ``"A=lo:hi;B=lo:hi"`` (command line), one pair per feature."""
     if isinstance(raw, str):
@@ -259,7 +274,7 @@ def _feature_bounds(raw: object, features: tuple[str, ...]) -> list[tuple[float,
     for name in features:
         pair = raw[name]
         if not isinstance(pair, list | tuple) or len(pair) != 2 or not all(
-            isinstance(v, int | float) and np.isfinite(v) for v in pair
+            isinstance(v, int | float) and not isinstance(v, bool) and np.isfinite(v) for v in pair
         ) or not pair[0] < pair[1]:
             raise InvalidInput(f"option feature_bounds: {name!r} needs finite lo < hi, got {pair!r}",
                                code="invalid_parameter")
@@ -290,6 +305,7 @@ def create_campaign(engine: Engine, name: str, protocol: str, features: Sequence
     raw_public = public_matrix(engine, table, names) if table is not None else None
     transform = _transform(names, raw_public, public, option_values, protocol)
     public_rows = None if raw_public is None else transform.apply(raw_public)
+    _check_finite(names, transform, public_rows)
     spec = build_spec(protocol, CampaignRequest(names, target, eps, dlt, option_values, public_rows))
     max_eps, max_delta = spec.max_participant_cost()
     epsilon_units, delta_units = _up(max_eps, EPSILON_SCALE), _up(max_delta, DELTA_SCALE)

@@ -130,7 +130,7 @@ def fit_campaign(engine: Engine, name_or_id: str | int, model: str, covariance: 
     try:
         return estimates.fit(engine, campaign, _aggregates(engine, campaign), model, covariance)
     except NoRootError as error:
-        raise InvalidInput(f"link {model!r} has no constant on campaign {campaign.name!r}'s data: {error}",
+        raise InvalidInput(f"link {model!r} has no constant on the data of campaign {campaign.name!r}: {error}",
                            code="no_root") from None
     except EstimatorError as error:
         raise InvalidInput(f"campaign {campaign.name!r}, model {model!r}: {error}", code="estimation_failed") from None

@@ -127,15 +127,15 @@ def _coded_columns(frame: pd.DataFrame, csv_path: Path, domain_path: Path | None
         try:
             sizes = json.loads(Path(domain_path).read_text())
         except (OSError, json.JSONDecodeError) as error:
-            raise InvalidInput(f"cannot read domain file {domain_path}: {error}", code="invalid_domain") from None
+            raise InvalidInput(f"cannot read {domain_path}: {error}", code="invalid_domain") from None
         if not isinstance(sizes, dict):
-            raise InvalidInput(f"domain file {domain_path}: expected {{column: size}}", code="invalid_domain")
+            raise InvalidInput(f"{domain_path}: a domain must be {{column: size}}", code="invalid_domain")
         for name, size in sizes.items():
             if name not in frame.columns:
-                raise InvalidInput(f"domain file {domain_path} names column {name!r}, which {csv_path} lacks "
+                raise InvalidInput(f"{domain_path} names column {name!r}, which {csv_path} lacks "
                                    f"(columns: {list(frame.columns)})", code="column_mismatch")
             if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-                raise InvalidInput(f"domain file {domain_path}: column {name!r} needs a positive integer size",
+                raise InvalidInput(f"{domain_path}: column {name!r} needs a positive integer size",
                                    code="invalid_domain")
             codes = pd.to_numeric(frame[name].str.strip(), errors="coerce").to_numpy(dtype=float)
             bad = ~(np.isfinite(codes) & (codes == np.round(codes)) & (codes >= 0) & (codes < size))
@@ -157,6 +157,37 @@ def _coded_columns(frame: pd.DataFrame, csv_path: Path, domain_path: Path | None
     return out
 
 
+def check_magnitudes(table: str, names: Sequence[str], values: np.ndarray) -> None:
+    """Refuse, naming the column, public values too large for the statistics campaigns compute from them.
+
+    A campaign takes from its public table the columns' means and standard deviations (the public scaling), the
+    rows' norms (Alg. 1's norm bound), ``X^T X`` (Remark 11) and the range of a value (LDP-AVG's bounds), all in
+    float64. Each is finite when ``sum (2 x)^2`` over every value is: a row's squared norm and a mean's square are at
+    most the total, a product ``|x_i x_j|`` (Gram entries, by Cauchy-Schwarz their sums too) at most the larger
+    square, and a squared deviation ``(x - mean)^2`` or range at most ``(2 max |x|)^2``. A table holding ``1e308``
+    is finite but its statistics are not (the standard deviation was ``inf``, stored as the scale ``null``, and
+    every report was then refused with a raw ``TypeError``), so such a table is refused when it is registered and
+    when a campaign is created from it."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        doubled = 2.0 * np.asarray(values, dtype=float)
+        squares = np.sum(np.square(doubled), axis=0)
+        total = np.sum(squares)
+    if np.isfinite(total):
+        return
+    bad = [j for j in range(len(names)) if not np.isfinite(squares[j])]
+    j = bad[0] if bad else int(np.argmax(squares))
+    column = np.asarray(values, dtype=float)[:, j]
+    finite = np.isfinite(column)
+    if not finite.all():
+        row = int(np.argmin(finite))
+        raise InvalidInput(f"public table {table!r}: column {names[j]!r} holds {column[row]:g} (data row "
+                           f"{row + 1}), not a finite number", code="invalid_value")
+    row = int(np.argmax(np.abs(column)))
+    raise InvalidInput(f"public table {table!r}: column {names[j]!r} holds {column[row]:g} (data row {row + 1}), "
+                       "too large for the statistics a campaign computes from it (its mean, standard deviation, "
+                       "norms and X^T X overflow float64); rescale the column or leave it out", code="invalid_value")
+
+
 def load_public_csv(engine: Engine, name: str, csv_path: Path, domain_path: Path | None = None,
                     bins_path: Path | None = None, principal: str = "cli") -> PublicTableInfo:
     """Register a public table: its metadata row and its rows' table, in one transaction."""
@@ -170,9 +201,10 @@ def store_public_table(engine: Engine, name: str, columns: Sequence[PublicColumn
     one transaction (what :func:`load_public_csv` does after reading; the Stein GLM benchmark's generated rows)."""
     check_name(name)
     values = np.asarray(values, dtype=float)
-    if values.ndim != 2 or values.shape[1] != len(columns) or values.shape[0] == 0 or not np.all(np.isfinite(values)):
-        raise InvalidInput(f"public table {name!r}: expected a non-empty finite matrix of {len(columns)} columns, got "
+    if values.ndim != 2 or values.shape[1] != len(columns) or values.shape[0] == 0:
+        raise InvalidInput(f"public table {name!r}: expected a non-empty matrix of {len(columns)} columns, got "
                            f"shape {values.shape}", code="invalid_value")
+    check_magnitudes(name, [c.name for c in columns], values)
     try:
         with transaction(engine) as session:
             if session.execute(select(PublicTable.id).where(PublicTable.name == name)).first() is not None:
@@ -225,14 +257,17 @@ def public_rows(engine: Engine, name: str, offset: int = 0, limit: int = MAX_PAG
 
 
 def public_matrix(engine: Engine, info: PublicTableInfo, columns: Sequence[str]) -> np.ndarray:
-    """Every row of ``columns`` (in that order) of a public table, for estimation."""
+    """Every row of ``columns`` (in that order) of a public table, for estimation; refused, naming the column, when
+    their statistics would not be finite (:func:`check_magnitudes`)."""
     unknown = [c for c in columns if c not in info.column_names]
     if unknown:
         raise InvalidInput(f"public table {info.name!r} has no column {unknown[0]!r} (columns: {info.column_names})",
                            code="unknown_column")
     with engine.connect() as connection:
         rows = read_public_rows(connection, info.row_table, len(info.columns))
-    return rows[:, [info.column_names.index(c) for c in columns]]
+    matrix = rows[:, [info.column_names.index(c) for c in columns]]
+    check_magnitudes(info.name, list(columns), matrix)  # a table stored before the check existed
+    return matrix
 
 
 def rows_json(info: PublicTableInfo, rows: np.ndarray, offset: int) -> dict[str, object]:

@@ -65,11 +65,11 @@ def load_coded_csv(
     try:
         domain_text = domain_path.read_text()
     except OSError as exc:
-        raise InvalidInput(f"cannot read domain file {domain_path}: {exc.strerror}", code="invalid_domain") from None
+        raise InvalidInput(f"cannot read {domain_path}: {exc.strerror}", code="invalid_domain") from None
     try:
         domain = Domain.from_json(domain_text, categorical)
     except DomainError as exc:
-        raise InvalidInput(f"domain file {domain_path}: {exc}", code="invalid_domain") from None
+        raise InvalidInput(f"{domain_path}: not a domain: {exc}", code="invalid_domain") from None
     total = _count_data_lines(csv_path)
     header = _read_header(csv_path)
     duplicated = sorted({c for c in header if header.count(c) > 1})
@@ -80,7 +80,7 @@ def load_coded_csv(
     extra = [c for c in header if c not in domain]
     if missing or extra:
         raise InvalidInput(
-            f"{csv_path}: columns do not match the domain {domain_path}"
+            f"{csv_path}: its columns do not match those of {domain_path}"
             + (f"; missing from the file: {missing}" if missing else "")
             + (f"; in the file but not in the domain: {extra}" if extra else ""),
             code="column_mismatch",

@@ -37,8 +37,9 @@ def _marginal_runner(function: Callable[..., MechanismResult], request: RunReque
 
 
 def _laplace(request: RunRequest) -> Runner:
-    from service.mechanisms.direct import run_laplace
+    from service.mechanisms.direct import check_laplace_scales, run_laplace
 
+    check_laplace_scales(request.queries, request.cost.epsilon)  # refused before anything is reserved
     return _marginal_runner(run_laplace, request, "epsilon")
 
 

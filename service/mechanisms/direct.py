@@ -50,10 +50,30 @@ DEFAULT_MAX_MODEL_SIZE_MB = 80.0
 DEFAULT_ITERS = 1000
 
 
+#: The largest discrete Laplace scale one marginal may get. Its draws are stored as 64-bit integers: at scale 2^56 a
+#: draw exceeds 2^63 in absolute value with probability exp(-2^7) < 1e-55. A larger scale (the ledger's smallest
+#: epsilon split over thousands of marginals, or weights 1e6 apart) overflowed after the noise was drawn: a 500
+#: with the release's charge standing. It is refused before anything is reserved instead.
+MAX_LAPLACE_SCALE = 2**56
+
+
 def _shares(workload: Sequence[Query], total: Fraction) -> list[Fraction]:
     weights = [exact(q.weight) for q in workload]
     whole = sum(weights)
     return [total * w / whole for w in weights]
+
+
+def check_laplace_scales(workload: Sequence[Query], epsilon: Fraction) -> None:
+    """Refuse, naming the marginal, a workload whose smallest share of ``epsilon`` needs a Laplace scale above
+    :data:`MAX_LAPLACE_SCALE` (called when the release is built, before anything is reserved or charged)."""
+    for query, eps_i in zip(workload, _shares(workload, epsilon), strict=True):
+        scale = laplace_scale_exact(eps_i, 1)
+        if scale > MAX_LAPLACE_SCALE:
+            raise MechanismError(
+                f"marginal {'×'.join(query.attributes)} gets epsilon {float(eps_i):.3g} (its share of "
+                f"epsilon={float(epsilon):g} by the workload's weights), so Laplace noise of scale {float(scale):.3g}, "
+                f"above the largest the release can store ({MAX_LAPLACE_SCALE:.3g}): raise epsilon, or measure fewer "
+                "marginals or with weights less far apart")
 
 
 def run_laplace(

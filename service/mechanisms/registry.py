@@ -28,6 +28,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Protocol
 
 from service.errors import InvalidInput
@@ -144,8 +145,16 @@ class MechanismSpec:
             raise InvalidInput(str(exc), code="invalid_parameter") from None
 
 
+def _epsilon(epsilon: object) -> Fraction:
+    """The epsilon a request is charged and calibrated to: checked, at most the largest amount, on the ledger's grid
+    (rounded down; refused below the ledger's unit, as rho is)."""
+    from service.privacy.cost import chargeable, check_amount, exact
+
+    return chargeable(check_amount(exact(parameters.validate_epsilon(epsilon, "epsilon")), "epsilon"), "epsilon")
+
+
 def _pure_cost(name: str, epsilon: object, delta: object, rho: object) -> PrivacyCost:
-    from service.privacy.cost import PrivacyCost, check_amount, exact
+    from service.privacy.cost import PrivacyCost
 
     if rho is not None:
         raise InvalidInput(f"{name} is a pure-DP mechanism: give --epsilon, not --rho", code="invalid_parameter")
@@ -153,35 +162,32 @@ def _pure_cost(name: str, epsilon: object, delta: object, rho: object) -> Privac
         raise InvalidInput(f"{name} is pure DP: --delta must be omitted or 0", code="invalid_parameter")
     if epsilon is None:
         raise InvalidInput(f"{name} needs --epsilon", code="invalid_parameter")
-    return PrivacyCost(epsilon=check_amount(exact(parameters.validate_epsilon(epsilon, "epsilon")), "epsilon"))
+    return PrivacyCost(epsilon=_epsilon(epsilon))
 
 
 def _approximate_cost(name: str, epsilon: object, delta: object, rho: object) -> PrivacyCost:
-    from service.privacy.cost import PrivacyCost, check_amount, exact
+    from db.models import DELTA_SCALE
+    from service.privacy.cost import PrivacyCost, chargeable, exact
 
     if rho is not None:
         raise InvalidInput(f"{name} is an (epsilon, delta) mechanism: give --epsilon and --delta, not --rho",
                            code="invalid_parameter")
     if epsilon is None or delta is None:
         raise InvalidInput(f"{name} needs --epsilon and --delta (delta > 0)", code="invalid_parameter")
-    eps = check_amount(exact(parameters.validate_epsilon(epsilon, "epsilon")), "epsilon")
+    eps = _epsilon(epsilon)
     if parameters.validate_delta(delta, "delta") == 0:
         raise InvalidInput(f"{name} needs delta > 0", code="invalid_parameter")
-    return PrivacyCost(epsilon=eps, delta=exact(delta))
+    return PrivacyCost(epsilon=eps, delta=chargeable(exact(delta), "delta", DELTA_SCALE))
 
 
 def _zcdp_cost(name: str, epsilon: object, delta: object, rho: object) -> PrivacyCost:
     from service.privacy import conversions
-    from service.privacy.cost import PrivacyCost, check_amount, exact, floor_to_grid
+    from service.privacy.cost import PrivacyCost, chargeable, check_amount, exact, floor_to_grid
 
     if rho is not None:
         if epsilon is not None or delta is not None:
             raise InvalidInput("give either --rho or --epsilon with --delta, not both", code="invalid_parameter")
-        charged = floor_to_grid(check_amount(exact(parameters.validate_rho(rho, "rho")), "rho"))
-        if charged <= 0:
-            raise InvalidInput(f"rho={rho} is below the accountant's resolution of 1e-12 (the ledger's unit of "
-                               "rho): it cannot be charged", code="invalid_parameter")
-        return PrivacyCost(rho=charged)
+        return PrivacyCost(rho=chargeable(check_amount(exact(parameters.validate_rho(rho, "rho")), "rho"), "rho"))
     if epsilon is None or delta is None:
         raise InvalidInput(f"{name} is a zCDP mechanism: give --rho, or --epsilon and --delta (delta > 0)",
                            code="invalid_parameter")

@@ -93,5 +93,18 @@ def floor_to_grid(value: Fraction | float, scale: int = EPSILON_SCALE) -> Fracti
     return Fraction(floor_units(exact(value), scale), scale)
 
 
+def chargeable(value: Fraction, name: str, scale: int = EPSILON_SCALE) -> Fraction:
+    """``value`` rounded DOWN to the ledger's grid (multiples of ``1/scale``), so that the amount a mechanism is
+    calibrated to, the amount the ledger charges and the amount a response shows are one and the same number
+    (docs/privacy.md 6.4). Rounding down only adds noise, so the guarantee stated is never optimistic. A ``value``
+    that rounds to 0 (below the ledger's unit) cannot be charged: a ``ValueError`` naming ``name``, raised before
+    anything is reserved or any noise drawn."""
+    on_grid = floor_to_grid(value, scale)
+    if on_grid <= 0:
+        raise ValueError(f"{name}={float(value):g} is below the accountant's resolution of {1 / scale:g} (the "
+                         f"ledger's unit of {name}): it cannot be charged")
+    return on_grid
+
+
 def from_units(units: int, scale: int) -> Fraction:
     return Fraction(int(units), scale)

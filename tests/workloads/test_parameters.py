@@ -117,3 +117,11 @@ def test_each_family_gets_its_own_error_with_the_same_words() -> None:
         check_sparsity(3, 2)
     with pytest.raises(ProtocolError, match="epsilon must be a positive finite number"):
         RoundSpec("all", epsilon=-1.0)
+
+
+def test_a_count_is_at_most_2_to_the_53() -> None:
+    """Issue 18: ``participants = 10**30`` passed every check and overflowed the database's integer columns."""
+    assert parameters.check_count("participants", 2**53) == 2**53
+    for value in (2**53 + 1, 10**30, np.uint64(2**64 - 1)):
+        with pytest.raises(ParameterError, match=r"participants must be at most 2\^53"):
+            parameters.check_count("participants", value)
