@@ -1,8 +1,9 @@
 """Converting zero-concentrated DP (zCDP) to (epsilon, delta)-DP and back: the tight conversion of Canonne, Kamath
 & Steinke.
 
-Plain floats only (no numpy): the accountant (through :mod:`service.privacy.conversions`, which re-exports these)
-and a participant's device (the discrete Gaussian's calibration, :mod:`workloads.local.calibration`) share it. Sources (docs/privacy.md has the full text):
+Plain floats only (no numpy): the accountant (through :mod:`service.privacy.conversions`, which re-exports
+these) and a participant's device (the discrete Gaussian's calibration, :mod:`workloads.local.calibration`) share
+it. Sources (docs/privacy.md has the full text):
 
 * Bun & Steinke 2016, "Concentrated Differential Privacy: Simplifications, Extensions, and Lower Bounds"
   (arXiv:1605.02065): zCDP (Def. 1.1) and the standard conversion rho + 2 sqrt(rho ln(1/delta)) (Prop. 1.3).

@@ -28,7 +28,6 @@ from typing import Any, ClassVar
 import numpy as np
 
 from workloads.local.protocols.base import (
-    GAUSSIAN_TAIL,
     FieldSchema,
     GroupSpec,
     ProtocolError,
@@ -37,9 +36,10 @@ from workloads.local.protocols.base import (
     RoundSpec,
     RoundState,
     _features_and_labels,
+    noisy_field,
     register_protocol,
 )
-from workloads.local.randomizers.gaussian_label import label_noise_sigma, randomize_labels
+from workloads.local.randomizers.gaussian_label import label_noise, label_noise_sigma, randomize_labels
 from workloads.parameters import ParameterError, check_count, check_positive, check_probability, check_sparsity
 
 
@@ -92,7 +92,10 @@ class LabelLdpSpec(ProtocolSpec):
 
     def report_schema(self, round_index: int, state: RoundState) -> ReportSchema:
         self._check_state_round(round_index, state)
-        bound = self.feature_bound * (self.label_bound + GAUSSIAN_TAIL * self.label_noise)
+        # the noisy label's own support bound (grid and discrete Gaussian tail, one noisy entry), times |x_j|
+        label = noisy_field("label", (), -self.label_bound, self.label_bound,
+                            label_noise(self.label_bound, self.epsilon, self.delta), 1)
+        bound = self.feature_bound * max(-label.low, label.high)
         return ReportSchema((FieldSchema("xy", (self.dimension,), -bound, bound),))
 
     def randomize(

@@ -118,9 +118,10 @@ def noise_scales(
     grids = [_part_grid(first, diameter, entries, weight) for _, weight in parts]
     # rounding moves each entry by less than its grid step: the rounded vectors' diameter grows by at most twice the
     # norm of the largest rounding error (weighted); 2^-40 relative covers the float error of the statistic itself
-    rounding = math.sqrt(math.fsum(count * (grid / weight) ** 2 for (count, weight), grid in zip(parts, grids)))
+    pairs = list(zip(parts, grids, strict=True))
+    rounding = math.sqrt(math.fsum(count * (grid / weight) ** 2 for (count, weight), grid in pairs))
     sigma = zcdp_gaussian_sigma(epsilon, delta, round_up(diameter * (1.0 + 2.0**-40) + 2.0 * rounding))
-    noises = [gaussian_grid_noise(round_up(sigma * weight), grid) for (_, weight), grid in zip(parts, grids)]
+    noises = [gaussian_grid_noise(round_up(sigma * weight), grid) for (_, weight), grid in pairs]
     return StatisticsNoise(noises[0], noises[1]) if gram else StatisticsNoise(None, noises[0])
 
 
