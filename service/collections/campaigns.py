@@ -109,11 +109,19 @@ class CampaignInfo:
                            "still open)", code="round_pending")
         return RoundState.from_json(state)
 
+    def _round_json(self, info: RoundInfo) -> dict[str, Any]:
+        """A round as JSON, with the report schema of a round whose state is published: the grid step, range and
+        norm every report must meet (``docs/privacy.md`` 8.7), the same the device derives from the spec."""
+        out = info.to_json()
+        if info.state is not None:
+            out["report_schema"] = self.spec.report_schema(info.index, self.round_state(info.index)).to_json()
+        return out
+
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "name": self.name, "protocol": self.protocol, "status": self.status,
                 "features": list(self.features), "target": self.target, "public_table": self.public_table,
                 "epsilon": self.epsilon, "delta": self.delta, "spec": self.spec.to_json(),
-                "transform": self.transform.to_json(), "rounds": [r.to_json() for r in self.rounds],
+                "transform": self.transform.to_json(), "rounds": [self._round_json(r) for r in self.rounds],
                 "reports": sum(r.reports for r in self.rounds), "created_at": self.created_at.isoformat(),
                 "closed_at": None if self.closed_at is None else self.closed_at.isoformat()}
 
