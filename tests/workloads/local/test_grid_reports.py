@@ -100,3 +100,23 @@ def test_the_charge_per_report_is_the_rounds_epsilon_and_delta() -> None:
     assert BernsteinSpec(1, 4, 2, -1.0, 1.0, 4.0, 0.8).participant_cost("all") == (0.8, 0.0)
     label = LabelLdpSpec(3, 1.0, 1.0, 1.5, 1e-5, sparsity=2, iterations=5, eta=0.5)
     assert label.participant_cost("all") == (1.5, 1e-5)
+
+
+def test_l2_ball_hemisphere_coin_is_exact_at_a_dyadic_epsilon_below_the_stated_one() -> None:
+    """The l2-ball randomizer has no additive noise; its float outputs have the same support for every input
+    (``docs/privacy.md`` 8.7), and its one privacy-critical probability, the hemisphere's ``e^eps / (1 + e^eps)``, is
+    drawn exactly at ``eps' <= eps`` (40 significant bits), where a float comparison would round it to 1 above
+    epsilon 37."""
+    from workloads.local.randomizers.l2ball import exact_epsilon, hemisphere_coin, hemisphere_probability
+
+    for eps in (0.1, 1.0, 3.7, 40.0):
+        value = exact_epsilon(eps)
+        assert value <= eps and float(value) >= eps * (1 - 2.0**-38) and value.denominator <= 2**62
+    assert 1e-9 * (1 - 1e-9) <= exact_epsilon(1e-9) <= 1e-9  # the denominator caps at 2^62
+    rng = np.random.default_rng(12)
+    count = 400_000
+    for eps in (0.7, 40.0):
+        coins = hemisphere_coin(count, eps, rng)
+        p = hemisphere_probability(eps)
+        assert abs(coins.mean() - p) <= 4 * math.sqrt(p * (1 - p) / count) + 1 / count
+    assert 1.0 / (1.0 + math.exp(-40.0)) == 1.0  # the float probability the randomizer compared with before

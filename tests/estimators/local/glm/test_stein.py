@@ -4,6 +4,7 @@ aggregate answers many links (Remark 16), and a link without a constant is a cle
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -25,16 +26,18 @@ from estimators.local.glm.stein import (
     upper_triangle_to_matrix,
 )
 from estimators.local.glm.synthetic import draw_labels, gaussian_rows, make_problem
-from workloads.local.protocols import SteinGlmSpec
+from workloads.local.protocols import ReportSchema, SteinGlmSpec
 from workloads.local.randomizers.sufficient_statistics import clip_features, sufficient_statistics
 
 Z = 4.0
 
 
 def exact_aggregate(spec: SteinGlmSpec, x: np.ndarray, y: np.ndarray) -> ReportAggregate:
-    """An aggregate of the participants' exact (noise-free) statistics: checks the server's arithmetic alone."""
-    state = spec.initial_state()
-    return ReportAggregate.for_round(spec, 0, state).add(sufficient_statistics(x, y, spec.gram))
+    """An aggregate of the participants' exact (noise-free) statistics: checks the server's arithmetic alone. Exact
+    statistics are not on the reports' grid (no honest report is noise-free), so the schema's grid is dropped."""
+    schema = spec.report_schema(0, spec.initial_state())
+    gridless = ReportSchema(tuple(dataclasses.replace(f, grid=None) for f in schema.fields))
+    return ReportAggregate(gridless, spec.protocol, 0).add(sufficient_statistics(x, y, spec.gram))
 
 
 def noisy_aggregate(spec: SteinGlmSpec, x: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> ReportAggregate:
