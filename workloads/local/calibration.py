@@ -24,8 +24,9 @@ Sources (derivations in ``docs/privacy.md``, section 8.7):
   mechanism), discrete Gaussian of integer ``sigma^2 = t c`` in grid units with ``g^2 t c >= sigma^2`` for the
   continuous ``sigma = Delta_2 / sqrt(2 rho)`` (:func:`zcdp_gaussian_sigma`, :func:`discrete_gaussian_units`):
   ``rho``-zCDP (Canonne, Kamath & Steinke 2020, the discrete Gaussian's Renyi bound) with ``rho`` the largest for
-  which their Cor. 13 gives (epsilon, delta)-DP (:func:`workloads.conversions.cdp_rho`). That route costs 5-9 % more
-  noise than the analytic Gaussian the device used before (e.g. 7.2 % at epsilon 1, delta 1e-6).
+  which their Cor. 13 gives (epsilon, delta)-DP (:func:`workloads.conversions.cdp_rho`). That route costs 5-18 % more
+  noise than the analytic Gaussian the device used before (7.2 % at epsilon 1, delta 1e-6; 18 % at epsilon 0.1,
+  delta 1e-3; ``docs/privacy.md`` 8.7).
 
 Every result is rounded in the safe direction: a scale is never smaller than the exact calibration requires.
 """
