@@ -158,9 +158,10 @@ def test_one_aggregate_answers_many_links() -> None:
 
 def test_no_constant_is_a_clear_error() -> None:
     """A noise-dominated OLS (tiny n, small epsilon, X^T X from the noisy reports) spreads <x, w_ols> so widely that
-    the logistic equation has no root: NoRootError names the link; the Poisson model still has an answer."""
-    rng = np.random.default_rng(1)
-    problem = make_problem("gaussian-diagonal", "logistic", 2_000, 2_000, 5, rng)
+    the logistic equation has no root: NoRootError names the link; the Poisson model still has an answer. (Whether
+    a noisy OLS has a root is a property of the draw: the seed and n are one such draw with the device's noise.)"""
+    rng = np.random.default_rng(4)
+    problem = make_problem("gaussian-diagonal", "logistic", 300, 2_000, 5, rng)
     spec = SteinGlmSpec(5, gaussian_norm_bound(problem.public_rows, 2_000), 1.0, 1.0, 1e-6)
     ols = PrivateOLS("private").fit(noisy_aggregate(spec, problem.features, problem.labels, rng), spec)
     with pytest.raises(NoRootError, match="'logistic'"):
