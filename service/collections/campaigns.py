@@ -110,12 +110,20 @@ class CampaignInfo:
                            "still open)", code="round_pending")
         return RoundState.from_json(state)
 
+    def _round_json(self, info: RoundInfo) -> dict[str, Any]:
+        """A round as JSON, with the report schema of a round whose state is published: the grid step, range and
+        norm every report must meet (``docs/privacy.md`` 8.7), the same the device derives from the spec."""
+        out = info.to_json()
+        if info.state is not None:
+            out["report_schema"] = self.spec.report_schema(info.index, self.round_state(info.index)).to_json()
+        return out
+
     def to_json(self, hide_seeded: bool = False) -> dict[str, Any]:
-        """The campaign; with ``hide_seeded`` (HTTP), a seeded campaign's published states are left out (they are
-        computed from reports whose noise its seed reproduces)."""
-        rounds = [r.to_json() for r in self.rounds]
+        """The campaign; with ``hide_seeded`` (HTTP), a seeded campaign's published states and the report schemas
+        derived from them are left out (they are computed from reports whose noise its seed reproduces)."""
+        rounds = [self._round_json(r) for r in self.rounds]
         if self.seeded and hide_seeded:
-            rounds = [{**r, "state": None} for r in rounds]
+            rounds = [{**{k: v for k, v in r.items() if k != "report_schema"}, "state": None} for r in rounds]
         body = {"id": self.id, "name": self.name, "protocol": self.protocol, "status": self.status,
                 "features": list(self.features), "target": self.target, "public_table": self.public_table,
                 "epsilon": self.epsilon, "delta": self.delta, "spec": self.spec.to_json(),

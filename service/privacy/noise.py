@@ -11,6 +11,12 @@
   non-cryptographic generator in between. Both use floating point: see docs/privacy.md, "Randomness", for why and
   what that costs.
 
+The same CKS algorithms exist vectorised for participants' devices in ``workloads/local/exact_noise.py`` (numpy
+loops over ``numpy.random.Generator.integers``). The scalar versions here stay: every central draw comes from this
+source's own bits (``os.urandom``, or the seeded Mersenne Twister whose streams the central tests pin), which a numpy
+generator cannot reproduce, and the parameters here are exact rationals of any size (a float ``sigma2`` keeps its
+binary value, e.g. ``3602879701896397 / 2**55``), beyond the device sampler's int64 arithmetic.
+
 Randomness: ``NoiseSource()`` (no seed) draws every bit from the operating system's CSPRNG (``os.urandom``,
 buffered; the buffer is dropped in a forked child and guarded by a lock). ``NoiseSource(seed)`` uses
 Python's Mersenne Twister seeded with the integer: reproducible across processes and independent of

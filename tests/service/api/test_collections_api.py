@@ -138,7 +138,7 @@ def test_bad_reports_name_the_field_and_index_and_store_nothing(api, engine) -> 
     gateways.set_scope(engine, ids["gateway"], "avg", 100)
     cases = [
         ({"round": 0, "reports": {"value": [0.5, 1e12]}, "pseudonyms": ["a", "b"]}, 422, "report 1: field 'value'"),
-        ({"round": 0, "reports": {"value": [0.5, 0.2]}, "pseudonyms": ["a"]}, 422, "needs 2 pseudonyms"),
+        ({"round": 0, "reports": {"value": [0.5, 0.25]}, "pseudonyms": ["a"]}, 422, "needs 2 pseudonyms"),
         ({"round": 1, "reports": {"value": [0.5]}, "pseudonyms": ["a"]}, 422, "round must be an integer in [0, 0]"),
         ({"round": 0, "reports": {"value": [0.5]}, "pseudonyms": ["a"], "seed": 1}, 422, "seed"),
     ]

@@ -38,7 +38,7 @@ def test_caps_round_down_refuse_bad_values_and_override_one_participant(engine) 
     gateways.set_scope(engine, gateway, "two", 10)
     assert caps.set_participant_cap(engine, 0, 0, gateway_id=gateway, pseudonym="zed").epsilon == 0
     with pytest.raises(ServiceError, match="cap"):
-        submit_reports(engine, "two", 0, {"value": [0.1]}, Submitter.gateway(gateway), ["zed"])
+        submit_reports(engine, "two", 0, {"value": [0.125]}, Submitter.gateway(gateway), ["zed"])
     with pytest.raises(InvalidInput, match="name a participant"):
         caps.set_participant_cap(engine, 1, 0)
 

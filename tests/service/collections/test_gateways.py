@@ -47,7 +47,7 @@ def test_an_unscoped_gateway_cannot_fill_a_campaign_with_invented_pseudonyms(eng
     _planned_for_1000(engine)
     gateway = make_key(engine, "gateway", "g")
     with pytest.raises(ServiceError, match=f"gateway key {gateway} may not submit to campaign 'avg'") as refused:
-        submit_reports(engine, "avg", 0, {"value": np.full(1000, 0.9)}, Submitter.gateway(gateway), INVENTED)
+        submit_reports(engine, "avg", 0, {"value": np.full(1000, 0.875)}, Submitter.gateway(gateway), INVENTED)
     assert (refused.value.status, refused.value.code) == (403, "campaign_out_of_scope")
     assert _counts(engine) == NOTHING
 
@@ -58,7 +58,7 @@ def test_a_batch_past_the_quota_is_refused_whole(engine) -> None:  # noqa: ANN00
     gateway = make_key(engine, "gateway", "g")
     gateways.set_scope(engine, gateway, "avg", 100)
     with pytest.raises(ServiceError, match="quota of 100 reports in campaign 'avg' \\(0 accepted so far\\)") as over:
-        submit_reports(engine, "avg", 0, {"value": np.full(1000, 0.9)}, Submitter.gateway(gateway), INVENTED)
+        submit_reports(engine, "avg", 0, {"value": np.full(1000, 0.875)}, Submitter.gateway(gateway), INVENTED)
     assert (over.value.status, over.value.code) == (409, "gateway_quota_exceeded")
     assert _counts(engine) == NOTHING
     result = submit_reports(engine, "avg", 0, {"value": np.full(100, 0.5)}, Submitter.gateway(gateway), INVENTED[:100])

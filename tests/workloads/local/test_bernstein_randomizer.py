@@ -14,6 +14,7 @@ import pytest
 from workloads.local.randomizers.bernstein import (
     bernstein_grid,
     grid_laplace_scale,
+    grid_loss_noise,
     one_bit_laplace_epsilon,
     one_bit_ldp_epsilon,
     one_bit_probability,
@@ -47,22 +48,22 @@ def test_grid_reports_are_unbiased_with_the_laplace_scale() -> None:
     assert np.max(np.abs(variance / (2 * scale**2) - 1)) < 5 * math.sqrt(5 / n)
 
 
-def test_grid_reports_density_ratio_is_at_most_e_epsilon() -> None:
+def test_grid_reports_pmf_ratio_is_at_most_e_epsilon() -> None:
+    """Exactly, in grid units: rounded losses lie in ``{0..U}^G`` (``U = 1/g``) and the discrete Laplace pmf ratio of
+    an output ``k`` under two rounded vectors ``a, b`` is ``exp((|k - b|_1 - |k - a|_1) / t) <= exp(G U / t) <= e^eps``
+    (integer arithmetic; the bound is attained below 0 everywhere)."""
     rng = np.random.default_rng(5)
     grid_size, eps = 6, 1.3
-    scale = grid_laplace_scale(grid_size, eps)
-    inputs = [np.zeros(grid_size), np.ones(grid_size), rng.uniform(0, 1, grid_size)]
-    outputs = rng.laplace(0.5, 3 * scale, size=(2000, grid_size))
-    worst = -math.inf
-    for a in inputs:
-        for b in inputs:
-            log_ratio = (np.abs(outputs - b).sum(axis=1) - np.abs(outputs - a).sum(axis=1)) / scale
-            worst = max(worst, float(log_ratio.max()))
-    assert worst <= eps + 1e-12
-    # between the all-zero and all-one vectors, an output below 0 everywhere attains it
-    assert (np.abs(-1 - np.zeros(grid_size)).sum() - np.abs(-1 - np.ones(grid_size)).sum()) / scale == pytest.approx(
-        -eps
-    )
+    noise = grid_loss_noise(grid_size, eps)
+    top = round(1 / noise.grid)
+    assert noise.grid * top == 1.0 and noise.t * eps >= grid_size * top  # t >= Delta_1 / eps, in exact integers
+    inputs = [np.zeros(grid_size, dtype=np.int64), np.full(grid_size, top), rng.integers(0, top + 1, grid_size)]
+    outputs = rng.integers(-3 * noise.t, 3 * noise.t, size=(2000, grid_size))
+    worst = max(int((np.abs(outputs - b).sum(axis=1) - np.abs(outputs - a).sum(axis=1)).max())
+                for a in inputs for b in inputs)
+    assert worst <= grid_size * top <= eps * noise.t
+    attained = int(np.abs(-1 - inputs[1]).sum() - np.abs(-1 - inputs[0]).sum())
+    assert attained == grid_size * top and attained / noise.t >= eps * (1 - 2.0**-12)  # not over-noised
 
 
 @pytest.mark.parametrize("epsilon", [0.1, 0.5, 1.0, 3.0])

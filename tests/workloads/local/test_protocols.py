@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from workloads.local.protocols import (
-    GAUSSIAN_TAIL,
     PROTOCOLS,
     FieldSchema,
     GroupSpec,
@@ -140,8 +139,11 @@ def test_honest_batches_pass(stein_batch) -> None:  # noqa: ANN001
     extreme = spec.randomize(0, spec.initial_state(), {"x": np.full((20_000, 4), 100.0), "y": np.full(20_000, 5.0)},
                              rng)
     schema.validate(extreme)
-    assert schema.fields[0].high == pytest.approx(spec.norm_bound**2 + GAUSSIAN_TAIL * spec.noise.xx)
-    assert schema.fields[1].high == pytest.approx(spec.norm_bound * spec.label_bound + GAUSSIAN_TAIL * spec.noise.xy)
+    # the range is the grid interval of the clipped range plus the discrete Gaussian's 1e-9 tail (14 entries)
+    for field, noise, bound in ((schema.fields[0], spec.noise.xx_noise, spec.norm_bound**2),
+                                (schema.fields[1], spec.noise.xy_noise, spec.norm_bound * spec.label_bound)):
+        assert field.grid == noise.grid
+        assert field.high == noise.grid * (np.ceil(bound / noise.grid) + noise.tail_units(14))
 
 
 @pytest.mark.parametrize(

@@ -17,11 +17,13 @@ A batch of reports is *columnar*: ``{field: array of shape (k, *field shape)}``;
 from a list of single reports. :meth:`ReportSchema.validate` checks a whole batch with array operations and refuses it
 with a :class:`ReportError` naming the field and the first bad report.
 
-Allowed ranges. A report is a clipped value plus unbounded noise, so any real number is *possible*; a schema still
-bounds each entry by the largest clipped value plus a tail of the noise that an honest report exceeds with
-negligible probability (``GAUSSIAN_TAIL`` standard deviations: below 1e-88 per entry; ``LAPLACE_TAIL`` scales:
-below 1e-26 per report). This refuses garbage (``1e308``, which would also overflow the running sums) without
-refusing honest reports; refusing is post-processing of what was sent and costs no privacy. Where the randomizer's
+Allowed values: what the randomizer can emit, and nothing else where that is a checkable set. A noisy report is a
+clipped value rounded to the campaign's public grid plus integer noise, so every entry must be a multiple of the
+grid step (``FieldSchema.grid``); the noise is unbounded, so each entry is also bounded by its grid interval plus a
+tail that an honest report exceeds with probability at most 1e-9 per report (union bound over its entries,
+:func:`~workloads.local.protocols.base.noisy_field`). The l2-ball randomizer's reports all have one norm
+(``FieldSchema.exact_norm``, :func:`~workloads.local.protocols.base.sphere_field`). Refusing is post-processing of
+what was sent and costs no privacy; derivations in ``docs/privacy.md`` 8.7. Where the randomizer's
 output has a structure the ranges do not capture, :meth:`ProtocolSpec.check_reports` refuses what it cannot emit
 (the 1-bit Bernstein report is one-hot; a label-ldp row id is a whole number). What the server sums may differ from
 what is sent (:meth:`ProtocolSpec.aggregate_schema`, :meth:`ProtocolSpec.aggregate_input`: label-ldp's reports name a
@@ -36,7 +38,7 @@ Protocols are found by name in :data:`PROTOCOLS` (:func:`register_protocol`). Wh
 # each protocol registers its spec on import, in the order the protocols are listed
 from workloads.local.protocols import bernstein, dr_erm, label_ldp, ldp_avg, ldp_iht, stein_glm  # noqa: E402, F401, I001
 from workloads.local.protocols.base import (
-    GAUSSIAN_TAIL,
+    EXACT_NORM_RTOL,
     LAPLACE_TAIL,
     PROTOCOLS,
     FieldSchema,
@@ -54,7 +56,7 @@ from workloads.local.protocols.ldp_avg import LdpAverageSpec  # noqa: E402
 from workloads.local.protocols.stein_glm import SteinGlmSpec, TwoRoundSteinSpec  # noqa: E402
 
 __all__ = [
-    "GAUSSIAN_TAIL", "LAPLACE_TAIL", "PROTOCOLS", "FieldSchema", "GroupSpec", "LdpAverageSpec", "ProtocolError",
+    "EXACT_NORM_RTOL", "LAPLACE_TAIL", "PROTOCOLS", "FieldSchema", "GroupSpec", "LdpAverageSpec", "ProtocolError",
     "ProtocolSpec", "ReportError", "ReportSchema", "RoundSpec", "RoundState", "SteinGlmSpec", "TwoRoundSteinSpec",
     "register_protocol", "spec_from_json",
 ]

@@ -14,15 +14,20 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from workloads.local.calibration import grid_units
+from workloads.local.randomizers.grid import GridNoise
 from workloads.local.randomizers.sufficient_statistics import (
     NORMS,
 )
 from workloads.parameters import check_count, check_positive, check_probability
 
-#: Standard deviations of Gaussian noise an entry may exceed its clipped bound by (P(|N(0,1)| > 20) < 1e-88).
-GAUSSIAN_TAIL = 20.0
-#: Laplace scales a report may exceed its interval by (P(|Lap(1)| > 60) = e^-60 < 1e-26).
+#: Laplace scales a public Laplace number (the 1-bit Bernstein protocol's string, public randomness, not noise on
+#: data) may reach (P(|Lap(1)| > 60) = e^-60 < 1e-26).
 LAPLACE_TAIL = 60.0
+#: Relative tolerance on the norm of a report whose every honest value has one norm (the l2-ball randomizer's sphere):
+#: float64 rounding of ``B g / ||g||`` is ~1e-15, and a batch sent in single precision (the wire's ``"<f4"``) rounds
+#: each entry by at most 2^-24 relative, so the norm by at most 2^-24; 2^-22 covers both.
+EXACT_NORM_RTOL = 2.0**-22
 
 
 class ProtocolError(ValueError):
@@ -41,35 +46,66 @@ class ReportError(ValueError):
 # --------------------------------------------------------------------------------------------------- report schemas
 @dataclass(frozen=True)
 class FieldSchema:
-    """One field of a report: its per-report shape and the closed range ``[low, high]`` of every entry."""
+    """One field of a report: its per-report shape and the closed range ``[low, high]`` of every entry.
+
+    ``grid``: every entry must be an integer multiple of this power of two (the randomizer's public grid,
+    :mod:`workloads.local.randomizers.grid`); ``exact_norm``: every report's l2 norm must equal it up to
+    :data:`EXACT_NORM_RTOL` (the l2-ball randomizer's sphere); ``norm``: an upper bound on the l2 norm."""
 
     name: str
     shape: tuple[int, ...]
     low: float
     high: float
-    #: the largest l2 norm of one report's value (``None``: entries bounded only); the l2-ball randomizer's
-    #: reports all have one norm, so a longer vector is not an honest report
+    #: the largest l2 norm of one report's value (``None``: entries bounded only)
     norm: float | None = None
+    #: the step every entry is a multiple of (``None``: no grid)
+    grid: float | None = None
+    #: the norm every report has (``None``: no exact norm)
+    exact_norm: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shape", tuple(int(n) for n in self.shape))
         if not (math.isfinite(self.low) and math.isfinite(self.high) and self.low < self.high):
             raise ProtocolError(f"field {self.name!r}: low < high must be finite, got [{self.low}, {self.high}]")
-        if self.norm is not None:
-            object.__setattr__(self, "norm", check_positive(f"field {self.name!r} norm", self.norm,
-                                                            error=ProtocolError))
+        for name in ("norm", "exact_norm", "grid"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, check_positive(f"field {self.name!r} {name}", getattr(self, name),
+                                                              error=ProtocolError))
+        if self.grid is not None and math.frexp(self.grid)[0] != 0.5:
+            raise ProtocolError(f"field {self.name!r}: grid must be a power of two, got {self.grid!r}")
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "shape": list(self.shape), "low": self.low, "high": self.high}
-        if self.norm is not None:
-            out["norm"] = self.norm
+        for name in ("norm", "grid", "exact_norm"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
         return out
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> FieldSchema:
-        norm = data.get("norm")
-        return cls(str(data["name"]), tuple(data["shape"]), float(data["low"]), float(data["high"]),
-                   None if norm is None else float(norm))
+        optional = {name: None if data.get(name) is None else float(data[name])
+                    for name in ("norm", "grid", "exact_norm")}
+        return cls(str(data["name"]), tuple(data["shape"]), float(data["low"]), float(data["high"]), **optional)
+
+
+def noisy_field(name: str, shape: tuple[int, ...], low: float, high: float, noise: GridNoise,
+                entries: int) -> FieldSchema:
+    """The schema of a field whose entries are a value in ``[low, high]`` rounded to ``noise.grid`` plus ``noise``.
+
+    Every honest entry is ``g (K + N)`` with ``K`` in the grid interval ``[L, U]`` of ``[low, high]``
+    (:func:`workloads.local.calibration.grid_units`), so the field requires the grid and the range
+    ``g [L - M, U + M]`` with ``M = noise.tail_units(entries)``: ``entries`` is the number of noisy entries of the
+    whole report, and an honest report is refused with probability at most
+    :data:`~workloads.local.randomizers.grid.FALSE_REFUSAL` (1e-9; union bound over its entries)."""
+    lo, hi = grid_units(low, high, noise.grid)
+    margin = noise.tail_units(entries)
+    return FieldSchema(name, shape, noise.grid * (lo - margin), noise.grid * (hi + margin), grid=noise.grid)
+
+
+def sphere_field(name: str, shape: tuple[int, ...], radius: float) -> FieldSchema:
+    """The schema of a field whose every honest value lies on the sphere of ``radius`` (entries in ``[-R, R]``)."""
+    bound = radius * (1.0 + EXACT_NORM_RTOL)
+    return FieldSchema(name, shape, -bound, bound, exact_norm=radius)
 
 
 @dataclass(frozen=True)
@@ -138,13 +174,28 @@ class ReportSchema:
                 raise ReportError(
                     f"report {index}: field {f.name!r} has {worst!r}, outside its allowed range [{f.low:.6g}, "
                     f"{f.high:.6g}]", f.name, index)
-            if f.norm is not None:
-                norms = np.linalg.norm(flat, axis=1)
-                bad = norms > f.norm
+            if f.grid is not None:
+                scaled = flat / f.grid  # exact: the grid is a power of two
+                bad = ~np.all(np.floor(scaled) == scaled, axis=1)
                 if bad.any():
                     index = int(np.argmax(bad))
-                    raise ReportError(f"report {index}: field {f.name!r} has l2 norm {float(norms[index]):.6g}, above "
-                                      f"its allowed {f.norm:.6g}", f.name, index)
+                    worst = float(flat[index][np.argmax(np.floor(scaled[index]) != scaled[index])])
+                    raise ReportError(f"report {index}: field {f.name!r} has {worst!r}, not a multiple of its grid "
+                                      f"step {f.grid!r} (no honest report has it)", f.name, index)
+            if f.norm is not None or f.exact_norm is not None:
+                norms = np.linalg.norm(flat, axis=1)
+                if f.norm is not None:
+                    bad = norms > f.norm
+                    if bad.any():
+                        index = int(np.argmax(bad))
+                        raise ReportError(f"report {index}: field {f.name!r} has l2 norm {float(norms[index]):.6g}, "
+                                          f"above its allowed {f.norm:.6g}", f.name, index)
+                if f.exact_norm is not None:
+                    bad = np.abs(norms - f.exact_norm) > EXACT_NORM_RTOL * f.exact_norm
+                    if bad.any():
+                        index = int(np.argmax(bad))
+                        raise ReportError(f"report {index}: field {f.name!r} has l2 norm {float(norms[index]):.9g}; "
+                                          f"every honest report has norm {f.exact_norm:.9g}", f.name, index)
             arrays[f.name] = array
         return arrays
 

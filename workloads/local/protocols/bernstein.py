@@ -43,12 +43,13 @@ from workloads.local.protocols.base import (
     RoundSpec,
     RoundState,
     _features_and_labels,
+    noisy_field,
     register_protocol,
 )
 from workloads.local.randomizers.bernstein import (
     bernstein_grid,
     check_bernstein_dimension,
-    grid_laplace_scale,
+    grid_loss_noise,
     one_bit_laplace_epsilon,
     one_bit_report,
     randomize_grid_losses,
@@ -122,8 +123,8 @@ class BernsteinSpec(_BernsteinSettings):
 
     def report_schema(self, round_index: int, state: RoundState) -> ReportSchema:
         self._check_state_round(round_index, state)
-        tail = LAPLACE_TAIL * grid_laplace_scale(self.grid_size, self.epsilon)
-        return ReportSchema((FieldSchema("losses", (self.grid_size,), -tail, 1.0 + tail),))
+        noise = grid_loss_noise(self.grid_size, self.epsilon)
+        return ReportSchema((noisy_field("losses", (self.grid_size,), 0.0, 1.0, noise, self.grid_size),))
 
     def randomize(
         self, round_index: int, state: RoundState, data: Mapping[str, Any], rng: np.random.Generator | None = None

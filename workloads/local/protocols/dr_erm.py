@@ -23,7 +23,6 @@ from typing import Any, ClassVar
 import numpy as np
 
 from workloads.local.protocols.base import (
-    FieldSchema,
     GroupSpec,
     ProtocolError,
     ProtocolSpec,
@@ -32,8 +31,8 @@ from workloads.local.protocols.base import (
     RoundState,
     _features_and_labels,
     register_protocol,
+    sphere_field,
 )
-from workloads.local.protocols.ldp_iht import NORM_SLACK
 from workloads.local.randomizers.l2ball import l2_ball_output_norm
 from workloads.local.randomizers.random_projection_statistics import (
     projected_statistics_bound,
@@ -104,8 +103,7 @@ class DrErmSpec(ProtocolSpec):
         self._check_state_round(round_index, state)
         if state.number("projection_seed") != self.projection_seed:
             raise ProtocolError("the state's projection_seed differs from the spec's")
-        bound = self.report_norm * (1 + NORM_SLACK)
-        return ReportSchema((FieldSchema("statistics", (self.width,), -bound, bound, norm=bound),))
+        return ReportSchema((sphere_field("statistics", (self.width,), self.report_norm),))
 
     def randomize(
         self, round_index: int, state: RoundState, data: Mapping[str, Any], rng: np.random.Generator | None = None

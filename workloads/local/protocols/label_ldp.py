@@ -33,7 +33,6 @@ from typing import Any, ClassVar
 import numpy as np
 
 from workloads.local.protocols.base import (
-    GAUSSIAN_TAIL,
     FieldSchema,
     GroupSpec,
     ProtocolError,
@@ -43,9 +42,10 @@ from workloads.local.protocols.base import (
     RoundSpec,
     RoundState,
     _participant_array,
+    noisy_field,
     register_protocol,
 )
-from workloads.local.randomizers.gaussian_label import label_noise_sigma, randomize_labels
+from workloads.local.randomizers.gaussian_label import label_noise, label_noise_sigma, randomize_labels
 from workloads.parameters import ParameterError, check_count, check_positive, check_probability, check_sparsity
 
 
@@ -104,17 +104,27 @@ class LabelLdpSpec(ProtocolSpec):
     def rounds(self) -> tuple[RoundSpec, ...]:
         return (RoundSpec("all", self.epsilon, self.delta),)
 
+    def label_field(self) -> FieldSchema:
+        """The noisy label's schema: on its grid, within the grid interval of ``[-B, B]`` plus the discrete Gaussian
+        tail an honest report exceeds with probability at most 1e-9 (:func:`noisy_field`, one noisy entry)."""
+        try:
+            noise = label_noise(self.label_bound, self.epsilon, self.delta)
+        except ParameterError as error:
+            raise ProtocolError(str(error)) from None
+        return noisy_field("label", (), -self.label_bound, self.label_bound, noise, 1)
+
     @property
     def label_range(self) -> float:
-        """The largest ``|tilde y|`` a report may carry: ``label_bound`` plus ``GAUSSIAN_TAIL`` sigma_1."""
-        return self.label_bound + GAUSSIAN_TAIL * self.label_noise
+        """The largest ``|tilde y|`` a report may carry (:meth:`label_field`'s bound)."""
+        field = self.label_field()
+        return max(-field.low, field.high)
 
     def report_schema(self, round_index: int, state: RoundState) -> ReportSchema:
         self._check_state_round(round_index, state)
         self._require_rows()
         # the whole numbers of [-1/2, rows - 1/2] (check_reports) are exactly the ids 0 .. rows - 1
         return ReportSchema((FieldSchema("row", (), -0.5, self.public_rows - 0.5),
-                             FieldSchema("label", (), -self.label_range, self.label_range)))
+                             self.label_field()))
 
     def check_reports(self, round_index: int, state: RoundState, batch: Mapping[str, np.ndarray]) -> None:
         """A row id is a whole number (the schema's range ``[-1/2, public_rows - 1/2]`` then leaves the ids

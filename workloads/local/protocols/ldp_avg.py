@@ -9,8 +9,6 @@ from typing import Any, ClassVar
 import numpy as np
 
 from workloads.local.protocols.base import (
-    LAPLACE_TAIL,
-    FieldSchema,
     GroupSpec,
     ProtocolError,
     ProtocolSpec,
@@ -18,18 +16,22 @@ from workloads.local.protocols.base import (
     RoundSpec,
     RoundState,
     _participant_array,
+    noisy_field,
     register_protocol,
 )
-from workloads.local.randomizers.laplace import interval_scale, randomize_interval_values
+from workloads.local.randomizers.grid import GridNoise
+from workloads.local.randomizers.laplace import interval_noise, randomize_interval_values
 from workloads.parameters import ParameterError, check_positive
 
 
 @register_protocol
 @dataclass(frozen=True)
 class LdpAverageSpec(ProtocolSpec):
-    """1-dim LDP-AVG (Wang, Gaboardi & Xu 2018, Alg. 1): one round, each value in ``[lower, upper]`` plus Laplace.
+    """1-dim LDP-AVG (Wang, Gaboardi & Xu 2018, Alg. 1): one round, each value in ``[lower, upper]`` rounded to a
+    public grid plus discrete Laplace noise (:mod:`workloads.local.randomizers.laplace`).
 
-    Report: ``{"value": ()}``. Participant data: ``{"value": v}``. Pure epsilon-LDP (delta = 0)."""
+    Report: ``{"value": ()}``, a multiple of the grid step. Participant data: ``{"value": v}``. Pure epsilon-LDP
+    (delta = 0)."""
 
     protocol: ClassVar[str] = "ldp-avg"
     lower: float
@@ -49,12 +51,17 @@ class LdpAverageSpec(ProtocolSpec):
         return 1
 
     @property
-    def scale(self) -> float:
-        """The Laplace scale ``(upper - lower) / epsilon`` (rounded up)."""
+    def noise(self) -> GridNoise:
+        """The public grid and the discrete Laplace noise of a report."""
         try:
-            return interval_scale(self.lower, self.upper, self.epsilon)
+            return interval_noise(self.lower, self.upper, self.epsilon)
         except ParameterError as error:
             raise ProtocolError(str(error)) from None
+
+    @property
+    def scale(self) -> float:
+        """The Laplace scale ``g t``, at least ``(upper - lower) / epsilon``."""
+        return self.noise.scale
 
     def rounds(self) -> tuple[RoundSpec, ...]:
         return (RoundSpec("all", self.epsilon, 0.0),)
@@ -64,8 +71,7 @@ class LdpAverageSpec(ProtocolSpec):
 
     def report_schema(self, round_index: int, state: RoundState) -> ReportSchema:
         self._check_state_round(round_index, state)
-        tail = LAPLACE_TAIL * self.scale
-        return ReportSchema((FieldSchema("value", (), self.lower - tail, self.upper + tail),))
+        return ReportSchema((noisy_field("value", (), self.lower, self.upper, self.noise, 1),))
 
     def randomize(
         self, round_index: int, state: RoundState, data: Mapping[str, Any], rng: np.random.Generator | None = None

@@ -13,7 +13,8 @@ the ball radius ``R`` of eq. 5, the residual clip ``c`` and the feature-norm bou
 radius ``r_x c``). Each participant reports once: ``epsilon``-LDP, delta 0 (Thm. 4; docs/privacy.md §8.9).
 
 Report: ``{"gradient": (p,)}``; every honest report has l2 norm exactly ``B = l2_ball_output_norm(p, r_x c, eps)``,
-so the schema bounds the norm by ``B`` (plus :data:`NORM_SLACK`) and each entry by ``B``. Participant data:
+so the schema requires that norm (up to float rounding, :data:`~workloads.local.protocols.base.EXACT_NORM_RTOL`) and
+bounds each entry by ``B``. Participant data:
 ``{"x": (p,), "y": ()}`` (or rows of them).
 """
 
@@ -26,7 +27,6 @@ from typing import Any, ClassVar
 import numpy as np
 
 from workloads.local.protocols.base import (
-    FieldSchema,
     GroupSpec,
     ProtocolError,
     ProtocolSpec,
@@ -35,6 +35,7 @@ from workloads.local.protocols.base import (
     RoundState,
     _features_and_labels,
     register_protocol,
+    sphere_field,
 )
 from workloads.local.randomizers.iht_gradient import ldp_iht_report
 from workloads.local.randomizers.l2ball import l2_ball_output_norm
@@ -119,8 +120,7 @@ class LdpIhtSpec(ProtocolSpec):
 
     def report_schema(self, round_index: int, state: RoundState) -> ReportSchema:
         self.theta(round_index, state)
-        bound = self.report_norm * (1 + NORM_SLACK)
-        return ReportSchema((FieldSchema("gradient", (self.dimension,), -bound, bound, norm=bound),))
+        return ReportSchema((sphere_field("gradient", (self.dimension,), self.report_norm),))
 
     def randomize(
         self, round_index: int, state: RoundState, data: Mapping[str, Any], rng: np.random.Generator | None = None

@@ -10,9 +10,6 @@ from typing import Any, ClassVar
 import numpy as np
 
 from workloads.local.protocols.base import (
-    GAUSSIAN_TAIL,
-    LAPLACE_TAIL,
-    FieldSchema,
     GroupSpec,
     ProtocolError,
     ProtocolSpec,
@@ -22,13 +19,16 @@ from workloads.local.protocols.base import (
     _check_norm,
     _features,
     _features_and_labels,
+    noisy_field,
     register_protocol,
 )
-from workloads.local.randomizers.laplace import interval_scale
+from workloads.local.randomizers.grid import GridNoise
+from workloads.local.randomizers.laplace import interval_noise
 from workloads.local.randomizers.sufficient_statistics import (
     StatisticsNoise,
     noise_scales,
     randomize_sufficient_statistics,
+    statistics_ranges,
     triangle_size,
 )
 from workloads.local.randomizers.two_round_projection import randomize_projection
@@ -36,12 +36,15 @@ from workloads.parameters import ParameterError, check_count, check_positive, ch
 
 
 def _statistics_schema(dimension: int, norm_bound: float, label_bound: float, noise: StatisticsNoise) -> ReportSchema:
-    product = norm_bound * label_bound + GAUSSIAN_TAIL * noise.xy  # |x_i y| <= r B
-    moment = FieldSchema("xy", (dimension,), -product, product)
-    if noise.xx is None:
+    """Each part on its grid, within its range (``|x_i x_j| <= r^2``, ``|x_i y| <= r B``) plus the discrete Gaussian's
+    tail, union bound over all the report's entries."""
+    ranges = statistics_ranges(norm_bound, label_bound)
+    entries = dimension + (0 if noise.xx_noise is None else triangle_size(dimension))
+    moment = noisy_field("xy", (dimension,), *ranges["xy"], noise.xy_noise, entries)
+    if noise.xx_noise is None:
         return ReportSchema((moment,))
-    square = norm_bound**2 + GAUSSIAN_TAIL * noise.xx  # |x_i x_j| <= ||x||_2^2 <= r^2
-    return ReportSchema((FieldSchema("xx", (triangle_size(dimension),), -square, square), moment))
+    square = noisy_field("xx", (triangle_size(dimension),), *ranges["xx"], noise.xx_noise, entries)
+    return ReportSchema((square, moment))
 
 
 @dataclass(frozen=True)
@@ -192,18 +195,21 @@ class TwoRoundSteinSpec(_StatisticsBounds, ProtocolSpec):
     def groups(self) -> tuple[GroupSpec, ...]:
         return self.participant_groups
 
-    def projection_laplace_scale(self, state: RoundState) -> float:
-        """The Laplace scale ``2 bound / second.epsilon`` of round 1 (rounded up)."""
+    def projection_noise(self, state: RoundState) -> GridNoise:
+        """The grid and discrete Laplace noise of round 1's report (interval ``[-bound, bound]``)."""
         bound = self._projection_state(state)[1]
-        return interval_scale(-bound, bound, self.second.epsilon)
+        return interval_noise(-bound, bound, self.second.epsilon)
+
+    def projection_laplace_scale(self, state: RoundState) -> float:
+        """The Laplace scale ``g t`` of round 1, at least ``2 bound / second.epsilon``."""
+        return self.projection_noise(state).scale
 
     def report_schema(self, round_index: int, state: RoundState) -> ReportSchema:
         self._check_state_round(round_index, state)
         if round_index == 0:
             return _statistics_schema(self.dimension, self.norm_bound, self.label_bound, self.noise)
         bound = self._projection_state(state)[1]
-        limit = bound + LAPLACE_TAIL * self.projection_laplace_scale(state)
-        return ReportSchema((FieldSchema("projection", (), -limit, limit),))
+        return ReportSchema((noisy_field("projection", (), -bound, bound, self.projection_noise(state), 1),))
 
     def randomize(
         self, round_index: int, state: RoundState, data: Mapping[str, Any], rng: np.random.Generator | None = None

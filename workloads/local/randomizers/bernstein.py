@@ -9,7 +9,19 @@ Source: Wang, Gaboardi & Xu, "Empirical risk minimization in non-interactive loc
 **Alg. 2 (one report of ``(k + 1)^p`` numbers).** The participant sends ``l(v; x) + Lap((k + 1)^p / eps)`` for every
 grid point ``v`` (Alg. 1 with ``b = 1`` at ``eps / (k + 1)^p`` per grid point). Privacy: the vector of clipped loss
 values lies in ``[0, 1]^G``, ``G = (k + 1)^p``, so two participants' vectors differ by at most ``G`` in l1 norm and
-Laplace noise of scale ``G / eps`` on each entry is eps-LDP (Dwork, McSherry, Nissim & Smith 2006).
+Laplace noise of scale ``G / eps`` on each entry is eps-LDP (Dwork, McSherry, Nissim & Smith 2006). The noise is
+exact (:func:`grid_loss_noise`, ``docs/privacy.md`` 8.7): each loss is rounded at random to a power-of-two grid
+``g <= 2^-12`` (0 and 1 are on it, so rounded losses stay in ``[0, 1]`` and the l1 sensitivity is ``G / g`` units)
+and discrete Laplace noise of integer scale ``t = ceil(G / (g eps))`` is added in grid units: eps-LDP exactly.
+
+**The public strings of Alg. 3** (:func:`public_laplace_strings`, and the device's own draw in the
+``bernstein-1bit`` protocol) stay continuous float Laplace draws: they are public randomness drawn independently of
+the data, so their floating-point support reveals nothing about anyone. The bit's privacy rests on the ratio of two
+Bernoulli probabilities ``p`` in ``[e^-a / 2, e^a / 2]`` (``a < ln 2``), computed in float64 and drawn as
+``rng.random() < p``: the drawn probability is off by at most ``2^-53`` plus a few ulps, a relative error below
+``2^-50`` on the bit 1 (``p >= 1/4``) and below ``2^-51 e^eps`` on the bit 0 (``1 - p >= e^-eps / 2``), a factor
+``1 + 2^-50`` on the ratio for every epsilon up to about 12; both outputs stay possible for every input as long as
+``e^-eps / 2`` is above ``2^-53`` (epsilon below about 36; a larger epsilon protects nothing anyway).
 
 **Alg. 3 (one bit).** Each participant ``i`` is assigned one grid point ``l`` and one public number
 ``y_i ~ Lap(1/a)`` (both public, independent of the data). She computes ``v = l(T(l); x_i)`` in ``[0, 1]`` and sends
@@ -38,7 +50,9 @@ import math
 
 import numpy as np
 
+from workloads.local.randomizers.grid import GridNoise
 from workloads.local.randomizers.inputs import as_finite_rows, as_finite_vector
+from workloads.local.randomizers.laplace import interval_noise, randomize_interval_values
 from workloads.local.rng import generator_or_device
 from workloads.parameters import ParameterError, check_count, check_positive
 
@@ -64,18 +78,23 @@ def bernstein_grid(degree: int, dimension: int) -> np.ndarray:
     return np.stack([axis.ravel() for axis in axes], axis=1)
 
 
+def grid_loss_noise(grid_size: int, epsilon: float) -> GridNoise:
+    """The grid and discrete Laplace noise of Alg. 2's report: ``G`` values in ``[0, 1]``, l1 sensitivity ``G``."""
+    return interval_noise(0.0, 1.0, epsilon, check_count("grid_size", grid_size))
+
+
 def grid_laplace_scale(grid_size: int, epsilon: float) -> float:
-    """Laplace scale ``G / eps`` per grid value (l1 sensitivity ``G`` of a vector in ``[0, 1]^G``)."""
-    return check_count("grid_size", grid_size) / check_positive("epsilon", epsilon)
+    """Laplace scale per grid value: ``g t``, at least ``G / eps`` (l1 sensitivity ``G`` of a vector in
+    ``[0, 1]^G``)."""
+    return grid_loss_noise(grid_size, epsilon).scale
 
 
 def randomize_grid_losses(loss_values: object, epsilon: float, rng: np.random.Generator | None = None) -> np.ndarray:
-    """Alg. 2: each row (one participant's losses at all grid points) clipped to ``[0, 1]`` plus Laplace noise."""
+    """Alg. 2: each row (one participant's losses at all grid points) clipped to ``[0, 1]``, rounded to the grid,
+    plus discrete Laplace noise (:func:`grid_loss_noise`)."""
     check_positive("epsilon", epsilon)
     rows, single = as_finite_rows("loss_values", loss_values)
-    rng = generator_or_device(rng)
-    scale = grid_laplace_scale(rows.shape[1], epsilon)
-    reports = np.clip(rows, 0.0, 1.0) + rng.laplace(0.0, scale, size=rows.shape)
+    reports = randomize_interval_values(rows, 0.0, 1.0, epsilon, generator_or_device(rng), entries=rows.shape[1])
     return reports[0] if single else reports
 
 

@@ -33,25 +33,72 @@ pure ``eps``-LDP for any two vectors of the ball (Duchi et al. 2018), attained b
 
 Sampling uniformly on a hemisphere: draw ``U = g / ||g||`` with ``g ~ N(0, I_d)`` and replace ``U`` by ``-U`` if it
 lies on the wrong side (the reflection ``U -> -U`` maps one open hemisphere onto the other and preserves the
-uniform measure), so no rejection loop is needed. Floating-point caveat: the output is a float vector from numpy's
-Gaussian sampler (``docs/privacy.md`` section 7).
+uniform measure), so no rejection loop is needed.
+
+**Floating point (no Mironov problem; ``docs/privacy.md`` 8.7).** The output is a float vector, but unlike additive
+noise its set of possible values does not depend on the input, and the ratio bound holds for the float law itself.
+Let ``w(z)`` be the probability that the float direction ``U = fl(g / ||g||)`` (times an independent fair sign, so
+that ``w(z) = w(-z)`` exactly, whatever the Gaussian sampler) equals the float vector ``z``. The output is ``B U``
+or ``B (-U)`` (negation is exact), on the side ``s`` drawn in steps 1-2, judged by the float sign of ``<U, u>``
+(which flips exactly with ``U``). So ``P[output = B z | v] = 2 w(z) P[s = side of z]`` for every ``z`` off the
+computed hyperplane, and ``w(z)`` there (both ``z`` and ``-z`` are kept as drawn) — the same support for every
+input, and a ratio ``P[s = +] / P[s = -]`` between two inputs that lies in ``[(1 - pi) / pi, pi / (1 - pi)]`` for
+*any* keep probability ``q`` in ``[0, 1]`` (so the float ``q`` costs nothing). Only ``pi`` must be exact: the
+hemisphere coin is drawn exactly (:func:`hemisphere_coin`: Bernoulli(1 / (1 + e^-eps')) by rejection over CKS's
+Bernoulli(exp(-eps'))), where ``eps' <= eps`` is epsilon rounded down to a dyadic rational with at most 40
+significant bits (:func:`exact_epsilon`; ``B`` is computed from the same ``eps'``, so the reports stay unbiased).
+A float ``pi`` compared with a 53-bit uniform would be off by up to ``2^-53``, a relative error ``2^-53 e^eps`` on
+``1 - pi``, and ``pi`` rounds to 1 for epsilon above about 37 (the output then reveals the side of ``v``).
 """
 
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 
+from workloads.local.exact_noise import bernoulli_exp
 from workloads.local.randomizers.inputs import as_finite_rows, clip_rows_to_ball
 from workloads.local.rng import generator_or_device
 from workloads.parameters import ParameterError, check_count, check_positive
 
+#: Significant bits kept of epsilon for the exact hemisphere coin (the denominator stays below 2^62).
+_EPSILON_BITS = 40
+
+
+def exact_epsilon(epsilon: float) -> Fraction:
+    """``eps' <= eps``: epsilon rounded down to ``_EPSILON_BITS`` significant bits (a dyadic rational whose
+    denominator is at most 2^62), the level the randomizer runs at exactly."""
+    eps = check_positive("epsilon", epsilon)
+    exponent = min(math.frexp(eps)[1], 62)
+    shift = min(_EPSILON_BITS - exponent, 62)
+    value = Fraction(math.floor(Fraction(eps) * 2**shift), 2**shift)
+    if value <= 0:
+        raise ParameterError(f"epsilon={epsilon!r} is too small for the l2-ball randomizer (below 2^-62)")
+    return value
+
 
 def hemisphere_probability(epsilon: float) -> float:
-    """``pi = e^eps / (1 + e^eps)``: the probability of the hemisphere that agrees with ``tilde v`` (step 2)."""
-    eps = check_positive("epsilon", epsilon)
-    return 1.0 / (1.0 + math.exp(-eps))
+    """``pi = e^eps' / (1 + e^eps')`` (``eps'`` = :func:`exact_epsilon`): the probability of the hemisphere that
+    agrees with ``tilde v`` (step 2), as a float (the coin itself is :func:`hemisphere_coin`)."""
+    return 1.0 / (1.0 + math.exp(-float(exact_epsilon(epsilon))))
+
+
+def hemisphere_coin(count: int, epsilon: float, rng: np.random.Generator) -> np.ndarray:
+    """``count`` exact Bernoulli(1 / (1 + e^-eps')) draws: a fair bit proposes 1 (kept) or 0 (kept with probability
+    ``e^-eps'``, CKS Alg. 1), else draw again; ``P(1) : P(0) = 1/2 : e^-eps' / 2``."""
+    eps = exact_epsilon(epsilon)
+    out = np.empty(count, dtype=bool)
+    pending = np.arange(count)
+    while pending.size:
+        one = rng.integers(0, 2, size=pending.size) == 1
+        keep_zero = ~one
+        keep_zero[keep_zero] = bernoulli_exp(np.full(int(keep_zero.sum()), eps.numerator), eps.denominator, rng)
+        decided = one | keep_zero
+        out[pending[decided]] = one[decided]
+        pending = pending[~decided]
+    return out
 
 
 def sphere_mean_abs_coordinate(dimension: int) -> float:
@@ -63,7 +110,7 @@ def sphere_mean_abs_coordinate(dimension: int) -> float:
 def l2_ball_output_norm(dimension: int, radius: float, epsilon: float) -> float:
     """``B = r coth(eps/2) / E|U_1|``: the norm of every output, the constant that makes ``E[Z] = v`` exactly."""
     r = check_positive("radius", radius)
-    eps = check_positive("epsilon", epsilon)
+    eps = float(exact_epsilon(epsilon))
     return r / math.tanh(eps / 2.0) / sphere_mean_abs_coordinate(dimension)
 
 
@@ -89,14 +136,14 @@ def l2_ball_randomize(
     clipped inputs.
     """
     r = check_positive("radius", radius)
-    pi = hemisphere_probability(epsilon)
+    exact_epsilon(epsilon)
     rows, single = as_finite_rows("values", values)
     rng = generator_or_device(rng)
     m, d = rows.shape
     bound = l2_ball_output_norm(d, r, epsilon)
     directions, keep = _directions_and_keep_probability(clip_rows_to_ball(rows, r), r)
     rounding_sign = np.where(rng.random(m) < keep, 1.0, -1.0)  # step 1: tilde v = rounding_sign * r * u
-    hemisphere_sign = np.where(rng.random(m) < pi, 1.0, -1.0)  # step 2: +1 = the side of tilde v
+    hemisphere_sign = np.where(hemisphere_coin(m, epsilon, rng), 1.0, -1.0)  # step 2, exact: +1 = tilde v's side
     side = rounding_sign * hemisphere_sign  # the side of the hyperplane <z, u> = 0 the output must lie on
     gaussian = rng.standard_normal((m, d))
     norms = np.linalg.norm(gaussian, axis=1, keepdims=True)
@@ -104,7 +151,7 @@ def l2_ball_randomize(
         zero = norms[:, 0] == 0.0
         gaussian[zero] = rng.standard_normal((int(zero.sum()), d))
         norms = np.linalg.norm(gaussian, axis=1, keepdims=True)
-    uniform = gaussian / norms
+    uniform = gaussian / norms * np.where(rng.integers(0, 2, size=(m, 1)) == 1, 1.0, -1.0)  # w(z) = w(-z)
     wrong_side = np.einsum("ij,ij->i", uniform, directions) * side < 0
     uniform[wrong_side] *= -1.0
     reports = bound * uniform

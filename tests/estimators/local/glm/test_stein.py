@@ -4,6 +4,7 @@ aggregate answers many links (Remark 16), and a link without a constant is a cle
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -25,16 +26,18 @@ from estimators.local.glm.stein import (
     upper_triangle_to_matrix,
 )
 from estimators.local.glm.synthetic import draw_labels, gaussian_rows, make_problem
-from workloads.local.protocols import SteinGlmSpec
+from workloads.local.protocols import ReportSchema, SteinGlmSpec
 from workloads.local.randomizers.sufficient_statistics import clip_features, sufficient_statistics
 
 Z = 4.0
 
 
 def exact_aggregate(spec: SteinGlmSpec, x: np.ndarray, y: np.ndarray) -> ReportAggregate:
-    """An aggregate of the participants' exact (noise-free) statistics: checks the server's arithmetic alone."""
-    state = spec.initial_state()
-    return ReportAggregate.for_round(spec, 0, state).add(sufficient_statistics(x, y, spec.gram))
+    """An aggregate of the participants' exact (noise-free) statistics: checks the server's arithmetic alone. Exact
+    statistics are not on the reports' grid (no honest report is noise-free), so the schema's grid is dropped."""
+    schema = spec.report_schema(0, spec.initial_state())
+    gridless = ReportSchema(tuple(dataclasses.replace(f, grid=None) for f in schema.fields))
+    return ReportAggregate(gridless, spec.protocol, 0).add(sufficient_statistics(x, y, spec.gram))
 
 
 def noisy_aggregate(spec: SteinGlmSpec, x: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> ReportAggregate:
@@ -155,12 +158,12 @@ def test_one_aggregate_answers_many_links() -> None:
 
 def test_no_constant_is_a_clear_error() -> None:
     """A noise-dominated OLS (tiny n, small epsilon, X^T X from the noisy reports) spreads <x, w_ols> so widely that
-    the logistic equation has no root: NoRootError names the link; the Poisson model still has an answer. (Since the
-    private moments are projected onto their feasible sets, issue 18, most draws at epsilon 1 have a root; this one,
-    at epsilon 0.5, has none.)"""
+    the logistic equation has no root: NoRootError names the link; the Poisson model still has an answer. (Whether
+    a noisy OLS has a root is a property of the draw: with the device's grid noise and the projected private moments
+    of issue 18, 2 of 96 draws tried (seeds 1-24, n 300 and 2,000, epsilon 0.5 and 1) have none; this is one.)"""
     rng = np.random.default_rng(3)
-    problem = make_problem("gaussian-diagonal", "logistic", 2_000, 2_000, 5, rng)
-    spec = SteinGlmSpec(5, gaussian_norm_bound(problem.public_rows, 2_000), 1.0, 0.5, 1e-6)
+    problem = make_problem("gaussian-diagonal", "logistic", 300, 2_000, 5, rng)
+    spec = SteinGlmSpec(5, gaussian_norm_bound(problem.public_rows, 2_000), 1.0, 1.0, 1e-6)
     ols = PrivateOLS("private").fit(noisy_aggregate(spec, problem.features, problem.labels, rng), spec)
     with pytest.raises(NoRootError, match="'logistic'"):
         SteinGLM("logistic").fit(ols, problem.public_rows)

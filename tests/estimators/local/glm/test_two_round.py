@@ -112,6 +112,7 @@ def test_round_transition_checks() -> None:
         TwoRoundSteinGLM().fit(spec, wrong, first, second)
     saturated = ReportAggregate.for_round(spec, 1, state)
     bound = state.number("bound")
-    saturated.add({"projection": np.full(100, bound + 20 * spec.projection_laplace_scale(state))})
+    noise = spec.projection_noise(state)  # 20 Laplace scales past the interval, on the grid (inside the 1e-9 tail)
+    saturated.add({"projection": np.full(100, noise.grid * (np.ceil(bound / noise.grid) + 20 * noise.t))})
     with pytest.raises(EstimatorError, match="saturate"):
         projection_std(spec, state, saturated)
