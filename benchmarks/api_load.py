@@ -32,6 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks import harness
+from benchmarks.harness import DATA
 from db.engine import make_engine
 from db.migrate import upgrade_to_head
 from service.access import auth
@@ -43,9 +45,6 @@ from service.regression.fit import fit as fit_regression
 from service.releases import answers
 from service.releases import engine as release_engine
 
-REPO = Path(__file__).resolve().parents[1]
-DATA = Path(os.environ.get("MARGINALIA_SHARED_DATA", REPO.parent / "shared" / "data"))
-RESULTS = REPO / "benchmarks" / "results"
 TARGET_P99_MS = 200.0
 
 # (dataset, categorical columns, mechanism, workload, privacy) of the stored releases
@@ -144,11 +143,7 @@ def summary(latencies: np.ndarray, wall: float) -> dict[str, float]:
 
 
 def plot(http: np.ndarray, local: np.ndarray, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = harness.pyplot()
     figure, axis = plt.subplots(figsize=(7, 4))
     for label, values in (("HTTP (real server, Python client)", http), ("in process (same service calls)", local)):
         ordered = np.sort(values) * 1e3
@@ -160,7 +155,7 @@ def plot(http: np.ndarray, local: np.ndarray, path: Path) -> None:
     axis.set_title("Marginals and DD-SSP fits from stored releases, 16 concurrent clients")
     axis.legend()
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    harness.save_figure(figure, path)
 
 
 def main() -> None:
@@ -168,8 +163,9 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--requests-per-client", type=int, default=150)
     parser.add_argument("--seed", type=int, default=0)
+    harness.add_outputs(parser, "api_load")
     args = parser.parse_args()
-    RESULTS.mkdir(parents=True, exist_ok=True)
+    out, png = harness.outputs(args)
     load_at_start = os.getloadavg()[0]  # other work on the machine inflates every latency
     with tempfile.TemporaryDirectory(prefix="marginalia-api-load-") as tmp:
         folder = Path(tmp)
@@ -217,8 +213,8 @@ def main() -> None:
         "requests_per_second": result["http"]["requests_per_second"] / result["in_process"]["requests_per_second"],
     }
     result["meets_target"] = result["http"]["p99_ms"] < TARGET_P99_MS
-    (RESULTS / "api_load.json").write_text(json.dumps(result, indent=2) + "\n")
-    plot(http, local, RESULTS / "api_load.png")
+    harness.write_json(out, result, indent=2)
+    plot(http, local, png)
     print(json.dumps(result, indent=2))
 
 

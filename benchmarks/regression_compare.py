@@ -23,9 +23,8 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from _measure import REPO
+from benchmarks.harness import RESULTS
 
-RESULTS = REPO / "benchmarks" / "results"
 TARGET_EPSILONS = (0.05, 0.1)
 
 

@@ -46,8 +46,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from _measure import DATA, REPO, machine  # also puts the repository on sys.path
 
+from benchmarks import harness
+from benchmarks.harness import DATA, RESULTS, machine
 from estimators.residual.measure import measure_residuals
 from estimators.residual.nonnegative import nonnegative_marginals
 from estimators.residual.planner import plan_residuals
@@ -62,7 +63,6 @@ TABLES = {
     "titanic": ("titanic/titanic.csv", "titanic/titanic-domain.json"),
 }
 AIM_NAMES = {"adult-train": "adult", "acs-income": "acs-income"}  # our table -> its name in marginals.json
-OUT = REPO / "benchmarks" / "results" / "residual_quick.json"
 DELTA = 1e-5
 
 
@@ -136,7 +136,7 @@ def run_direct(domain: Domain, truth: dict, pairs: list, rho: Fraction, seed: in
 
 
 def aim_reference() -> dict[tuple[str, float], float]:
-    path = REPO / "benchmarks" / "results" / "marginals.json"
+    path = RESULTS / "marginals.json"
     if not path.exists():
         return {}
     summary = json.loads(path.read_text()).get("summary", [])
@@ -157,10 +157,7 @@ def summarise(runs: list[dict]) -> list[dict]:
 
 
 def plot(summary: list[dict], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = harness.pyplot()
 
     tables = sorted({s["table"] for s in summary})
     epsilons = sorted({s["epsilon"] for s in summary})
@@ -194,7 +191,7 @@ def main() -> None:
                         help="add every 1-way marginal to the plan's workload with this weight (0: pairs only)")
     parser.add_argument("--threshold", type=float, default=0.0,
                         help="drop_insignificant's threshold before the non-negativity step (0: keep everything)")
-    parser.add_argument("--out", type=Path, default=OUT)
+    harness.add_outputs(parser, "residual_quick")
     args = parser.parse_args()
 
     started = time.perf_counter()
@@ -234,7 +231,7 @@ def main() -> None:
     summary = summarise(runs)
     for s in summary:
         s["aim_median_error"] = aim.get((AIM_NAMES.get(s["table"], ""), s["epsilon"]))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.json.parent.mkdir(parents=True, exist_ok=True)
     payload = {
         "command": " ".join(["python", *sys.argv]),
         "machine": machine(),
@@ -244,8 +241,8 @@ def main() -> None:
         "summary": summary,
         "runs": runs,
     }
-    args.out.write_text(json.dumps(payload, indent=1))
-    plot(summary, args.out.with_suffix(".png"))
+    args.json.write_text(json.dumps(payload, indent=1))
+    plot(summary, harness.outputs(args)[1])
     for s in summary:
         print(json.dumps(s))
 

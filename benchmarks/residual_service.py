@@ -5,7 +5,7 @@ answers as ``marginalia marginal`` gives them), in two parts:
   (direct, answered without a model since issue 9) and ``aim`` at the same rho (``cdp_rho(epsilon, 1e-5)`` floored to
   the ledger's grid, as the engine charges), on adult (train split, 15 columns, 105 pairs) and ACSincome-LIN, epsilon
   0.1 and 1. Error: the issue-3 metric, the mean over the pairs of the L1 distance between the answer and the true
-  counts, divided by N (``_measure.workload_error``). Time: the release plus answering every workload marginal
+  counts, divided by N (``measure.workload_error``). Time: the release plus answering every workload marginal
   (target for residual on adult: 10 s), in wall and in process CPU seconds, with the load average (on a shared
   machine the CPU seconds say more).
 * ``titanic``: ten Laplace all-2way releases of titanic (epsilon 1 each) one after the other, and the total time
@@ -32,9 +32,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from _measure import DATA, REPO, TABLES, machine, two_way_pairs
+from benchmarks import harness
+from benchmarks.harness import DATA, machine
+from benchmarks.measure import TABLES, two_way_pairs
 
-OUT = REPO / "benchmarks" / "results" / "residual_service.json"
 DELTA = 1e-5
 TARGET_SECONDS = 10.0
 TITANIC_TARGET_SECONDS = 30.0
@@ -56,8 +57,7 @@ def service(folder: Path, table: str):  # noqa: ANN201
 
 
 def accuracy(folder: Path, tables: list[str], mechanisms: list[str], epsilons: list[float], trials: int) -> list[dict]:
-    from _measure import load_oracle, workload_error
-
+    from benchmarks.measure import load_oracle, workload_error
     from service.releases import answers
     from service.releases import engine as release_engine
 
@@ -118,10 +118,7 @@ def medians(rows: list[dict]) -> list[dict]:
 
 
 def plot(summary: list[dict], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = harness.pyplot()
 
     groups = sorted({(s["table"], s["epsilon"]) for s in summary})
     mechanisms = sorted({s["mechanism"] for s in summary})
@@ -155,9 +152,9 @@ def main() -> None:
     parser.add_argument("--epsilons", nargs="+", type=float, default=[0.1, 1.0])
     parser.add_argument("--trials", type=int, default=1)
     parser.add_argument("--titanic-releases", type=int, default=10)
-    parser.add_argument("--out", type=Path, default=OUT)
+    harness.add_outputs(parser, "residual_service")
     args = parser.parse_args()
-    previous = json.loads(args.out.read_text()) if args.out.exists() else {}
+    previous = json.loads(args.json.read_text()) if args.json.exists() else {}
     result = {"command": " ".join(["python", *sys.argv]), "machine": machine()}
     with tempfile.TemporaryDirectory() as folder:
         if "accuracy" in args.parts:
@@ -169,10 +166,10 @@ def main() -> None:
             result["titanic"] = titanic(Path(folder), args.titanic_releases)
         elif "titanic" in previous:
             result["titanic"] = previous["titanic"]
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1))
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(result, indent=1))
     if result.get("summary"):
-        plot(result["summary"], args.out.with_suffix(".png"))
+        plot(result["summary"], harness.outputs(args)[1])
         for s in result["summary"]:
             print(f"{s['table']:>10} eps={s['epsilon']:<4g} {s['mechanism']:>9}: error {s['error']:.4f}, "
                   f"{s['seconds']:.1f} s")

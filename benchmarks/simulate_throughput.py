@@ -16,22 +16,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from benchmarks import harness
+from db.migrate import open_database
+from service.client.device import make_report
+from service.collections import campaigns, simulate
 
-from db.migrate import open_database  # noqa: E402
-from service.client.device import make_report  # noqa: E402
-from service.collections import campaigns, simulate  # noqa: E402
-
-RESULTS = REPO / "benchmarks" / "results"
 P = 10
 
 
@@ -70,7 +65,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=200_000)
     parser.add_argument("--batches", type=int, nargs="+", default=[2_000, 10_000, 20_000, 50_000])
-    parser.add_argument("--out", type=Path, default=RESULTS / "simulate_throughput.json")
+    harness.add_outputs(parser, "simulate_throughput")
     args = parser.parse_args()
     x, y = problem(args.n)
     records = []
@@ -80,18 +75,15 @@ def main() -> None:
         print(f"batch {batch:>6d}: {record['reports_per_second']:>9,.0f} reports/s ({record['seconds']:.2f} s for "
               f"{args.n:,}; randomizing {record['randomize_seconds']:.2f} s), "
               f"{record['database_bytes_per_report']:.0f} database bytes per report")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"records": records, "p": P, "target_reports_per_second": 20_000,
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps({"records": records, "p": P, "target_reports_per_second": 20_000,
                                     "backend": "sqlite"}, indent=1))
-    plot(records, args.out.with_suffix(".png"))
-    print(f"wrote {args.out} and {args.out.with_suffix('.png')}")
+    plot(records, harness.outputs(args)[1])
+    print(f"wrote {args.json} and {harness.outputs(args)[1]}")
 
 
 def plot(records: list[dict], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = harness.pyplot()
 
     fig, axis = plt.subplots(figsize=(6, 4))
     batches = [r["batch"] for r in records]
