@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from benchmarks import harness
-from benchmarks.harness import REPO, RESULTS, machine
+from benchmarks.harness import DATA, REPO, RESULTS, machine
 from estimators.central.linear import DDSSPLinearRegression
 from estimators.central.metrics import mse
 from estimators.central.sufficient_stats import gram_from_marginals
@@ -61,8 +61,15 @@ def load_run(name: str) -> tuple[dict, dict]:
 
 
 def resolve(path: str) -> Path:
+    """A data path stored in a regression result: ``../shared/data/...`` (the Makefile's default, relative to the
+    repository) is read from the shared data folder (``MARGINALIA_SHARED_DATA``), other relative paths from REPO."""
     candidate = Path(path)
-    return candidate if candidate.is_absolute() else (REPO / candidate).resolve()
+    if candidate.is_absolute():
+        return candidate
+    shared = Path("..", "shared", "data")
+    if candidate.parts[:3] == shared.parts:
+        return DATA.joinpath(*candidate.parts[3:])
+    return (REPO / candidate).resolve()
 
 
 def taxi_split(path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
