@@ -15,8 +15,8 @@ the better number on a shared machine, and the load average is recorded with eac
 
 Run from the repository root::
 
-    .venv/bin/python benchmarks/aim_profile.py                       # adult, mst+aim, epsilon 0.1 and 1
-    .venv/bin/python benchmarks/aim_profile.py --tables adult acs-income --trials 3
+    .venv/bin/python -m benchmarks.aim_profile                       # adult, mst+aim, epsilon 0.1 and 1
+    .venv/bin/python -m benchmarks.aim_profile --tables adult acs-income --trials 3
 
 Writes ``benchmarks/results/aim_profile.json`` (and ``.png`` when matplotlib is available).
 """

@@ -10,7 +10,7 @@ HTTP/in-process ratios. The target for answers that need no new release is p99 <
 Every distinct request is made once before timing starts (caches warm); that cost is reported
 separately as ``warmup``.
 
-    .venv/bin/python benchmarks/api_load.py [--requests-per-client 150] [--clients 16]
+    .venv/bin/python -m benchmarks.api_load [--requests-per-client 150] [--clients 16]
 
 Writes benchmarks/results/api_load.json and benchmarks/results/api_load.png.
 """

@@ -13,7 +13,7 @@ Every variant's counts are checked against a numpy bincount of the rows once, in
 variant fetches GROUP BY counts only. Writes ``results/counting.json`` and ``results/counting.png`` and prints
 a table. Run from the repository root::
 
-    .venv/bin/python benchmarks/counting.py [--repeats 5]
+    .venv/bin/python -m benchmarks.counting [--repeats 5]
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ The training rows are capped with ``DataFrame.sample(n=max_train, random_state=s
 bench's own sample (it matters only for ACSincome and taxi). This is a design study, not the service path: the
 service path is ``python -m benchmarks.regression`` (``docs/regression-results.md``).
 
-    .venv/bin/python benchmarks/ddssp_residual_quick.py          # writes results/ddssp_residual_quick.json and .png
+    .venv/bin/python -m benchmarks.ddssp_residual_quick          # writes results/ddssp_residual_quick.json and .png
 """
 
 from __future__ import annotations
@@ -72,17 +72,10 @@ def resolve(path: str) -> Path:
     return (REPO / candidate).resolve()
 
 
-def taxi_split(path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """run.sh's split of nist_taxi: 1,000 test rows by ``sample(random_state=0)``, the rest train."""
-    frame = pd.read_csv(path)
-    test = frame.sample(n=1000, random_state=0)
-    return frame.drop(index=test.index), test
-
-
 def tables(config: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
     train_path = resolve(config["train"])
     if not train_path.exists() and "nist_taxi" in config["domain"]:
-        train, test = taxi_split(resolve(config["domain"]).parent / "nist-taxi.csv")
+        train, test = harness.taxi_split(resolve(config["domain"]).parent / "nist-taxi.csv")
     else:
         train, test = pd.read_csv(train_path), pd.read_csv(resolve(config["test"]))
     if config.get("max_train") and len(train) > config["max_train"]:

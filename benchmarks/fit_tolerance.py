@@ -14,7 +14,7 @@ Cases (numpy noise, seeds fixed; the service draws its own noise, these only exe
 * ``adult-tree``: the 1-way marginals and a chain of 14 pairs of adult_train, Gaussian noise at rho 0.05 split
   equally -- an MST-like model.
 
-    .venv/bin/python benchmarks/fit_tolerance.py            # writes benchmarks/results/fit_tolerance.json and .png
+    .venv/bin/python -m benchmarks.fit_tolerance            # writes benchmarks/results/fit_tolerance.json and .png
 """
 
 from __future__ import annotations

@@ -65,6 +65,17 @@ def temporary_database(path: Path) -> Any:
     return open_database(f"sqlite:///{path}")
 
 
+# -------------------------------------------------------------------------------------------------------- data
+def taxi_split(path: Path) -> tuple[Any, Any]:
+    """nist_taxi has no test split: the regression page's deterministic one, (train, test) frames with 1,000 test
+    rows (``DataFrame.sample(n=1000, random_state=0)``) and every other row for training."""
+    import pandas as pd
+
+    frame = pd.read_csv(path)
+    test = frame.sample(n=1000, random_state=0)
+    return frame.drop(index=test.index), test
+
+
 # ----------------------------------------------------------------------------------------------------- machine
 def machine() -> dict[str, object]:
     return {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()}

@@ -18,10 +18,10 @@ Each (table, mechanism, epsilon, trial) runs in its own fresh process (``harness
 peak RSS and the JAX compile count are that run's alone. Trial t uses ``NoiseSource(t)``. The count
 oracle is in memory (``ArrayOracle``), so times exclude SQL. Run from the repository root::
 
-    .venv/bin/python benchmarks/marginals.py                    # everything: 2 tables x 4 mechanisms x 2 eps x 3
-    .venv/bin/python benchmarks/marginals.py --tables adult --mechanisms mst aim --trials 1
-    .venv/bin/python benchmarks/marginals.py --replot           # redraw the plot, print the medians
-    .venv/bin/python benchmarks/marginals.py --merge a.json b.json  # combine runs made in parallel
+    .venv/bin/python -m benchmarks.marginals                    # everything: 2 tables x 4 mechanisms x 2 eps x 3
+    .venv/bin/python -m benchmarks.marginals --tables adult --mechanisms mst aim --trials 1
+    .venv/bin/python -m benchmarks.marginals --replot           # redraw the plot, print the medians
+    .venv/bin/python -m benchmarks.marginals --merge a.json b.json  # combine runs made in parallel
 
 Writes ``benchmarks/results/marginals.json`` (every run plus medians) and ``marginals.png``.
 Results are written after every run, so an interrupted run keeps what it measured; ``--resume``

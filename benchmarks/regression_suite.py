@@ -19,7 +19,6 @@ import re
 from pathlib import Path
 from typing import Annotated
 
-import pandas as pd
 import typer
 
 from benchmarks import harness
@@ -78,11 +77,10 @@ def runs(data: Path, taxi: Path) -> list[tuple[str, int, dict[str, object]]]:
 
 
 def split_taxi(data: Path, folder: Path) -> None:
-    """nist_taxi's deterministic split: 1,000 test rows (``random_state=0``), the rest train."""
-    frame = pd.read_csv(data / "nist_taxi/nist-taxi.csv")
-    test = frame.sample(n=1000, random_state=0)
+    """nist_taxi's deterministic split (:func:`benchmarks.harness.taxi_split`) as ``train.csv`` and ``test.csv``."""
+    train, test = harness.taxi_split(data / "nist_taxi/nist-taxi.csv")
     test.to_csv(folder / "test.csv", index=False)
-    frame.drop(index=test.index).to_csv(folder / "train.csv", index=False)
+    train.to_csv(folder / "train.csv", index=False)
 
 
 def main(

@@ -19,9 +19,9 @@ Exact counts come from pandas ``groupby(...).size()`` and are not timed (in the 
 Noise is continuous (numpy ``Generator.normal``) for both; the service's direct release uses the discrete Gaussian,
 whose variance is within a hair of sigma^2 at these scales. Trial ``t`` uses seed ``t`` for both mechanisms.
 
-    .venv/bin/python benchmarks/residual_quick.py                       # adult, epsilon 0.1 and 1, 3 trials
-    .venv/bin/python benchmarks/residual_quick.py --tables adult acs-income --trials 5
-    .venv/bin/python benchmarks/residual_quick.py --one-way-weight 100 --threshold 2 --out .../levers.json
+    .venv/bin/python -m benchmarks.residual_quick                       # adult, epsilon 0.1 and 1, 3 trials
+    .venv/bin/python -m benchmarks.residual_quick --tables adult acs-income --trials 5
+    .venv/bin/python -m benchmarks.residual_quick --one-way-weight 100 --threshold 2 --json .../levers.json
 
 Levers (issue 9): ``--one-way-weight w`` adds the 1-way marginals to the plan's workload with weight ``w``;
 ``--threshold c`` zeroes the interactions indistinguishable from noise (``drop_insignificant``) before the

@@ -14,9 +14,9 @@ answers as ``marginalia marginal`` gives them), in two parts:
 Trial ``t`` seeds the release with ``t`` (in-process only: seeded releases answer nothing over HTTP). Run from the
 repository root::
 
-    .venv/bin/python benchmarks/residual_service.py                      # both parts
-    .venv/bin/python benchmarks/residual_service.py --parts titanic
-    .venv/bin/python benchmarks/residual_service.py --mechanisms residual gaussian --trials 3
+    .venv/bin/python -m benchmarks.residual_service                      # both parts
+    .venv/bin/python -m benchmarks.residual_service --parts titanic
+    .venv/bin/python -m benchmarks.residual_service --mechanisms residual gaussian --trials 3
 
 Writes ``benchmarks/results/residual_service.json`` (every run, medians, the machine) and ``residual_service.png``.
 """

@@ -8,8 +8,8 @@ For each batch size, a fresh SQLite database (in a temporary folder), a ``stein-
 one transaction per batch. Also timed alone: the randomizer and the validation, to show where the time goes.
 Writes ``benchmarks/results/simulate_throughput.json`` and ``.png``.
 
-    .venv/bin/python benchmarks/simulate_throughput.py                      # about a minute
-    .venv/bin/python benchmarks/simulate_throughput.py --n 290000 --batches 20000
+    .venv/bin/python -m benchmarks.simulate_throughput                      # about a minute
+    .venv/bin/python -m benchmarks.simulate_throughput --n 290000 --batches 20000
 """
 
 from __future__ import annotations

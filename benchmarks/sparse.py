@@ -160,7 +160,7 @@ def _collect_label_ldp(cell: BenchCell) -> str:
     name = f"label-ldp-{cell.tag}"
     # the rows are in memory: stored as `marginalia public load` stores a parsed CSV (no round trip through a file)
     store_public_table(cell.engine, name, [PublicColumn(f, "numeric") for f in cell.features], cell.data.X,
-                       "bench sparse")
+                       "benchmarks.sparse")
     create_campaign(cell.engine, name, "label-ldp", cell.features, "y", public=name, epsilon=cell.epsilon,
                     delta=cell.config.delta, options=_options(cell, standardize=False))
     _simulate(cell, name)

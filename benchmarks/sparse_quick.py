@@ -23,9 +23,9 @@ Sections (all by default; ``--only`` picks some):
 
 Run from the repository root (about 8 minutes on 2 shared cores with 3 trials)::
 
-    .venv/bin/python benchmarks/sparse_quick.py                   # everything, 3 trials
-    .venv/bin/python benchmarks/sparse_quick.py --only sec71 --trials 5   # reruns one section, keeps the others
-    .venv/bin/python benchmarks/sparse_quick.py --replot                  # tables and plot from the JSON
+    .venv/bin/python -m benchmarks.sparse_quick                   # everything, 3 trials
+    .venv/bin/python -m benchmarks.sparse_quick --only sec71 --trials 5   # reruns one section, keeps the others
+    .venv/bin/python -m benchmarks.sparse_quick --replot                  # tables and plot from the JSON
 
 Writes ``benchmarks/results/sparse_quick.json`` (every trial and the means) and ``sparse_quick.png``.
 """

@@ -18,8 +18,8 @@ constant does not exist) is counted as a failure; the error is averaged (and its
 slopes are fitted to those means and medians (only n with at least half the repetitions answered). Writes
 ``benchmarks/results/stein_glm_quick.json`` and ``.png`` (``--json`` and ``--plot`` to change).
 
-    .venv/bin/python benchmarks/stein_glm_quick.py --reps 10        # about 8 minutes on 2 busy cores
-    .venv/bin/python benchmarks/stein_glm_quick.py --settings alg2 --epsilons 5 10 --n 290000 1000000 3000000 \
+    .venv/bin/python -m benchmarks.stein_glm_quick --reps 10        # about 8 minutes on 2 busy cores
+    .venv/bin/python -m benchmarks.stein_glm_quick --settings alg2 --epsilons 5 10 --n 290000 1000000 3000000 \
         --reps 5 --json benchmarks/results/stein_glm_quick_large_n.json    # where the 1/n regime starts
 """
 

@@ -8,7 +8,7 @@ what ``httpx``/FastAPI would carry without the binary format (``json.dumps`` of 
 rate is bounded by parsing the header, not by the batch's size. Writes ``benchmarks/results/wire_throughput.json``
 and ``.png``.
 
-    .venv/bin/python benchmarks/wire_throughput.py            # about a minute
+    .venv/bin/python -m benchmarks.wire_throughput            # about a minute
 """
 
 from __future__ import annotations
