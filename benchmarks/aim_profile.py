@@ -151,7 +151,6 @@ def plot(runs: list[dict[str, object]], path: Path) -> None:
         axis.bar(range(len(runs)), [r[key] for r in runs])
         axis.set_xticks(range(len(runs)), labels, fontsize=7, rotation=60)
         axis.set_title(title)
-    figure.tight_layout()
     harness.save_figure(figure, path)
 
 

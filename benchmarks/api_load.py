@@ -156,7 +156,6 @@ def plot(http: np.ndarray, local: np.ndarray, path: Path) -> None:
     axis.set_ylabel("fraction of requests")
     axis.set_title("Marginals and DD-SSP fits from stored releases, 16 concurrent clients")
     axis.legend()
-    figure.tight_layout()
     harness.save_figure(figure, path)
 
 

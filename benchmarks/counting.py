@@ -399,7 +399,6 @@ def plot(rows: Sequence[dict[str, object]], path: Path, subtitle: str) -> None:
         right.text(max(ratio, c) * 1.12, yy, f"{ratio:.2f}x", va="center", fontsize=8)
     right.legend(loc="upper right")
     fig.suptitle(f"Counting the 45 pairwise marginals of nist_taxi (226k rows): SQL vs pandas groupby\n{subtitle}")
-    fig.tight_layout()
     harness.save_figure(fig, path, dpi=110)
 
 

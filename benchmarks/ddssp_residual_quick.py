@@ -193,8 +193,7 @@ def plot(rows: list[dict], path: Path) -> None:
             ax.set_xlabel("X^T y weight (0: plain plan)", fontsize=7)
             ax.set_ylabel("test MSE", fontsize=7)
             ax.legend(fontsize=6)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    harness.save_figure(fig, path, dpi=110)
 
 
 if __name__ == "__main__":

@@ -438,7 +438,6 @@ def plot_dp_iht_bench(result: dict, path: Path) -> None:
     axes[0][0].legend(fontsize=8)
     fig.suptitle(f"DP-IHT, l0-constrained logistic regression on {Path(str(config['train'])).stem} "
                  f"(delta={config['delta']:g}, T={config['iterations']}, l2={config['l2']:g})", fontsize=10)
-    fig.tight_layout()
     harness.save_figure(fig, path)
 
 

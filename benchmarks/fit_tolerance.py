@@ -128,8 +128,7 @@ def plot(rows: list[dict], path: Path) -> None:
         ax.set_xlabel("tolerance")
         ax.legend(fontsize=8)
     axes[1].set_yscale("log")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    harness.save_figure(fig, path)
 
 
 if __name__ == "__main__":

@@ -102,7 +102,15 @@ def pyplot() -> Any:
     return plt
 
 
+def finish_axes(ax: Any, legend_size: int) -> None:
+    """The benchmarks' axes style: a light grid on both scales' ticks, a small legend."""
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=legend_size)
+
+
 def save_figure(fig: Any, path: Path, dpi: int = 120) -> None:
+    """Lay ``fig`` out tightly, write it to ``path`` as PNG and close it."""
+    fig.tight_layout()
     fig.savefig(path, dpi=dpi)
     pyplot().close(fig)
 

@@ -260,8 +260,7 @@ def plot(runs: list[dict[str, object]], path: Path) -> None:
             axis.set_ylabel(ylabel)
             axis.set_title(f"{table}: {'error' if row == 0 else 'time'}, all 2-way marginals")
             axis.legend(fontsize=7)
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    harness.save_figure(figure, path)
 
 
 if __name__ == "__main__":

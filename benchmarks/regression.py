@@ -350,9 +350,7 @@ def plot_regression_bench(result: dict, path: Path, title: str | None = None) ->
     config = result["config"]
     ax.set_title(title or f"{Path(str(config['train'])).stem}: {config['task']} {config['target']}"
                  f" ({'with' if config['intercept'] else 'no'} intercept)", fontsize=10)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
+    harness.finish_axes(ax, 8)
     harness.save_figure(fig, path)
 
 

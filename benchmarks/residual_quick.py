@@ -177,8 +177,7 @@ def plot(summary: list[dict], path: Path) -> None:
             ax.set_ylabel("mean L1 error / N")
             ax.set_yscale("log")
             ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    harness.save_figure(fig, path)
 
 
 def main() -> None:

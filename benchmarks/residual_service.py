@@ -140,8 +140,7 @@ def plot(summary: list[dict], path: Path) -> None:
         ax.legend(fontsize=7)
     right.set_yscale("log")
     right.axhline(TARGET_SECONDS, color="k", linestyle="--", linewidth=0.8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    harness.save_figure(fig, path, dpi=110)
 
 
 def main() -> None:

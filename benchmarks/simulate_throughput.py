@@ -96,8 +96,7 @@ def plot(records: list[dict], path: Path) -> None:
     axis.set_title("simulator path, p = 10 Stein-GLM reports")
     axis.legend()
     axis.grid(True, which="both", alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    harness.save_figure(fig, path)
 
 
 if __name__ == "__main__":

@@ -356,12 +356,14 @@ def plot_sparse_bench(result: dict[str, Any], path: Path) -> None:
     iht = any("iht" in method for method in result["config"]["methods"])
     step = f", IHT step eta = {1.0 if eta is None else eta:g}" if iht else ""
     fig.suptitle(f"Sec. 7.1's design through the collections service{step}", fontsize=10)
-    fig.tight_layout()
     harness.save_figure(fig, path)
 
 
 def main(
     out: JsonOut,
+    plot: PlotOut = None,
+    force: Force = False,
+    quiet: QuietFlag = False,
     method: Annotated[str, typer.Option(help="Comma-separated methods (ldp-iht, label-ldp-iht, lasso, and any "
                                              "registered one).")] = "ldp-iht,label-ldp-iht,lasso",
     p: Annotated[str, typer.Option("--p", help="Comma-separated dimensions.")] = "100,400",
@@ -373,9 +375,6 @@ def main(
                                                    "states 0.1 or 0.2).")] = None,
     trials: Annotated[int, typer.Option(help="Trials per cell.")] = 5,
     seed: Annotated[int, typer.Option(help="Seed of the rows and the simulated devices.")] = 0,
-    plot: PlotOut = None,
-    force: Force = False,
-    quiet: QuietFlag = False,
 ) -> None:
     """Sec. 7.1 of Wang & Xu (2019): sparse linear regression under local DP through the real collections path
     (campaigns on a temporary SQLite database, the simulator, campaign fit)."""

@@ -365,8 +365,7 @@ def plot(results: dict[str, list[dict]], path: Path) -> None:
             xscale="log", xlabel="m (projected dimension)", ylabel="(L - L*) / (L(0) - L*)", title="DR-ERM, p = 5000"
         )
         axes[3].legend(fontsize=6)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    harness.save_figure(fig, path, dpi=110)
 
 
 SECTIONS: dict[str, Callable[[int, int], list[dict]]] = {

@@ -289,9 +289,7 @@ def plot_stein_bench(result: dict[str, Any], path: Path, title: str | None = Non
     ax.set_ylabel(f"median squared relative {metric} error")
     ax.set_title(title or f"stein-glm {config['model']}, {config['design']} design, through the service "
                  f"({config['trials']} trials)", fontsize=9)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
+    harness.finish_axes(ax, 7)
     harness.save_figure(fig, path)
 
 

@@ -158,8 +158,7 @@ def plot(rows: list[dict], args: argparse.Namespace) -> None:
             ax.set_xlabel("n")
             ax.set_ylabel("median squared relative error")
             ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(harness.outputs(args)[1], dpi=110)
+    harness.save_figure(fig, harness.outputs(args)[1], dpi=110)
 
 
 if __name__ == "__main__":

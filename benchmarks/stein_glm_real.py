@@ -281,12 +281,10 @@ def plot_stein_real(result: dict[str, Any], path: Path) -> None:
         ax.set_xscale("log")
         ax.set_xlabel("epsilon (local, per participant; delta = n^-1.1)")
         ax.set_ylabel(f"test {metric} (median over trials)")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
+        harness.finish_axes(ax, 7)
     data = result["data"]
     fig.suptitle(f"{Path(result['config']['train']).stem}: {result['config']['target']}, {data['participants']:,} "
                  f"participants, {data['public_rows']:,} public unlabeled rows", fontsize=10)
-    fig.tight_layout()
     harness.save_figure(fig, path)
 
 
@@ -295,6 +293,9 @@ def main(
     test: Annotated[Path, typer.Option(help="Test CSV (same columns).")],
     target: Annotated[str, typer.Option(help="The binary label column.")],
     out: JsonOut,
+    plot: PlotOut = None,
+    force: Force = False,
+    quiet: QuietFlag = False,
     features: Annotated[str | None, typer.Option(help="Comma-separated features (default: all others).")] = None,
     positive: Annotated[int, typer.Option(help="The target's code for label 1.")] = 1,
     epsilon: Annotated[str, typer.Option(help="Comma-separated local epsilons (delta = n^-1.1).")] = "1,2,5,10",
@@ -302,9 +303,6 @@ def main(
     max_train: Annotated[int | None, typer.Option(help="Use at most this many training rows (a seeded sample).")]
     = None,
     seed: Annotated[int, typer.Option(help="Seed of the split and the simulated participants.")] = 0,
-    plot: PlotOut = None,
-    force: Force = False,
-    quiet: QuietFlag = False,
 ) -> None:
     """Binary logistic from local reports: half the training rows public and unlabeled, half participants."""
     config = SteinRealBench(

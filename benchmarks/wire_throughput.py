@@ -98,8 +98,7 @@ def plot(records: list[dict], path: Path) -> None:
         axis.grid(True, which="both", alpha=0.3)
     axes[0].set_ylabel("reports per second")
     axes[0].legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    harness.save_figure(fig, path)
 
 
 if __name__ == "__main__":
