@@ -21,9 +21,7 @@ import argparse
 import itertools
 import json
 import os
-import platform
 import random
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -35,7 +33,6 @@ import numpy as np
 from benchmarks import harness
 from benchmarks.harness import DATA
 from db.engine import make_engine
-from db.migrate import upgrade_to_head
 from service.access import auth
 from service.accounting import accountant
 from service.api.server import background_server
@@ -57,8 +54,7 @@ RELEASES = [
 def prepare(folder: Path) -> tuple[str, str, list[int], dict[int, list[str]]]:
     """A SQLite database with the releases; returns (url, analyst key, release ids, columns)."""
     url = f"sqlite:///{folder / 'bench.db'}"
-    engine = make_engine(url)
-    upgrade_to_head(engine)
+    engine = harness.temporary_database(folder / "bench.db")
     ids, columns = [], {}
     for name, categorical, mechanism, workload, privacy in RELEASES:
         if name not in [d.name for d in datasets.list_datasets(engine)]:
@@ -168,8 +164,7 @@ def main() -> None:
     args = parser.parse_args()
     out, png = harness.outputs(args)
     load_at_start = os.getloadavg()[0]  # other work on the machine inflates every latency
-    with tempfile.TemporaryDirectory(prefix="marginalia-api-load-") as tmp:
-        folder = Path(tmp)
+    with harness.temporary_folder("marginalia-api-load-") as folder:
         url, key, ids, columns = prepare(folder)
         plan = queries(ids, columns, args.clients * args.requests_per_client, args.seed)
         work = [plan[i :: args.clients] for i in range(args.clients)]
@@ -205,8 +200,7 @@ def main() -> None:
         "http": {**summary(http, http_wall), "warmup_seconds": http_warmup},
         "in_process": {**summary(local, local_wall), "warmup_seconds": local_warmup},
         "target_p99_ms": TARGET_P99_MS,
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
-                    "load_average_1min_at_start": load_at_start},
+        "machine": {**harness.machine(), "load_average_1min_at_start": load_at_start},
     }
     result["ratio_http_to_in_process"] = {
         "p50": result["http"]["p50_ms"] / result["in_process"]["p50_ms"],

@@ -28,7 +28,6 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -43,13 +42,10 @@ TITANIC_TARGET_SECONDS = 30.0
 
 def service(folder: Path, table: str):  # noqa: ANN201
     """A fresh SQLite database holding ``table`` with a budget large enough for every run."""
-    from db.engine import make_engine
-    from db.migrate import upgrade_to_head
     from service.accounting import accountant
     from service.data import datasets
 
-    engine = make_engine(f"sqlite:///{folder / (table + '.db')}")
-    upgrade_to_head(engine)
+    engine = harness.temporary_database(folder / f"{table}.db")
     csv, domain = TABLES[table]
     datasets.load_coded_csv(engine, table, DATA / csv, DATA / domain)
     accountant.set_budget(engine, table, 10_000, 1e-2)
@@ -155,14 +151,14 @@ def main() -> None:
     args = parser.parse_args()
     previous = json.loads(args.json.read_text()) if args.json.exists() else {}
     result = {"command": " ".join(["python", *sys.argv]), "machine": machine()}
-    with tempfile.TemporaryDirectory() as folder:
+    with harness.temporary_folder("marginalia-residual-") as folder:
         if "accuracy" in args.parts:
-            rows = accuracy(Path(folder), args.tables, args.mechanisms, args.epsilons, args.trials)
+            rows = accuracy(folder, args.tables, args.mechanisms, args.epsilons, args.trials)
             result.update(runs=rows, summary=medians(rows))
         elif "summary" in previous:
             result.update(runs=previous["runs"], summary=previous["summary"])
         if "titanic" in args.parts:
-            result["titanic"] = titanic(Path(folder), args.titanic_releases)
+            result["titanic"] = titanic(folder, args.titanic_releases)
         elif "titanic" in previous:
             result["titanic"] = previous["titanic"]
     args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -16,14 +16,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
 from benchmarks import harness
-from db.migrate import open_database
 from service.client.device import make_report
 from service.collections import campaigns, simulate
 
@@ -38,8 +36,8 @@ def problem(n: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def one_run(n: int, batch: int, x: np.ndarray, y: np.ndarray) -> dict[str, float]:
-    with tempfile.TemporaryDirectory() as folder:
-        engine = open_database(f"sqlite:///{folder}/bench.db")
+    with harness.temporary_folder("marginalia-simulate-") as folder:
+        engine = harness.temporary_database(folder / "bench.db")
         features = [f"x{j}" for j in range(P)]
         campaigns.create_campaign(engine, "bench", "stein-glm", features, "y", None, 5, n ** -1.1,
                                   {"norm_bound": 1.5, "participants": n})
