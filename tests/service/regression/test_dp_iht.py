@@ -30,8 +30,8 @@ from service.mechanisms.dp_iht import COUNT_SHARE, DPIHTRelease, resolve_options
 from service.privacy import conversions
 from service.privacy.cost import PrivacyCost, floor_to_grid
 from service.privacy.noise import NoiseSource
+from service.regression.answering import PUBLIC_DP_IHT_DETAILS
 from service.regression.design import RegressionInputError, build_design
-from service.regression.fit import PUBLIC_DP_IHT_DETAILS
 from service.regression.fit import fit as fit_regression
 
 ROWS = 2000
