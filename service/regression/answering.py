@@ -23,7 +23,7 @@ from estimators.central.sufficient_stats import gram_from_marginals
 from estimators.graphical import mbi_adapter
 from estimators.graphical.mbi_adapter import Model
 from estimators.residual.regression_queries import DEFAULT_RIDGE_FACTOR, gram_noise_scale
-from service.mechanisms import gram
+from service.mechanisms import gram, registry
 from service.mechanisms.objpert import ModelPayload
 from service.releases import answers
 from service.releases.answers import StoredRelease
@@ -37,8 +37,8 @@ Answer = tuple[LinearScoreModel, dict[str, object]]
 #: What a fit answered by an objective-perturbation model reports: public calibration constants only (no solver
 #: diagnostics: whether and how fast the solver converged depends on the data).
 PUBLIC_OBJPERT_DETAILS = ("regularization", "noise_std", "output_noise_std", "gradient_tolerance")
-#: What a fit answered by a DP-IHT model reports: its settings and calibration (public numbers only).
-PUBLIC_DP_IHT_DETAILS = ("sparsity", "iterations", "step", "clip_norm", "l2", "rho", "rho_count", "rho_per_iteration",
+#: What a fit answered by a DP-IHT model reports: its settings (as declared) and calibration (public numbers only).
+PUBLIC_DP_IHT_DETAILS = (*registry.get("dp-iht").option_names, "rho", "rho_count", "rho_per_iteration",
                          "sigma_gradient", "sigma_count")
 PUBLIC_MODEL_DETAILS = {"objpert": PUBLIC_OBJPERT_DETAILS, "dp-iht": PUBLIC_DP_IHT_DETAILS}
 
