@@ -266,9 +266,8 @@ class _FitFields(Strict):
     def _budget_or_release(self) -> _FitFields:
         if self.release is not None and (self.epsilon is not None or self.delta is not None):
             raise ValueError("give either release or epsilon/delta, not both")
-        wrong = [key for key in self.settings() if key not in methods.find(self.method).option_names]  # type: ignore[union-attr]
+        wrong, takers = methods.misplaced(self.method, self.settings())
         if wrong:
-            takers = [spec.name for spec in methods.specs() if set(wrong) <= set(spec.option_names)]
             raise ValueError(f"{', '.join(wrong)} apply to method {' or '.join(takers)} only")
         return self
 

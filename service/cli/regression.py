@@ -68,10 +68,8 @@ def fit(
 
     check_seed(seed)
     settings = dict(options or {})
-    spec = methods.find(method)
-    wrong = [key for key in settings if spec is not None and key not in spec.option_names]
+    wrong, takers = methods.misplaced(method, settings)
     if wrong:
-        takers = [s.name for s in methods.specs() if set(wrong) <= set(s.option_names)]
         raise RegressionInputError(f"--{'/--'.join(k.replace('_', '-') for k in wrong)} apply to --method "
                                    f"{' or '.join(takers)} only, not {method}")
     engine = open_engine()

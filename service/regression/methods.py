@@ -18,7 +18,7 @@ that nothing is missing.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -84,6 +84,15 @@ def specs() -> list[MethodSpec]:
 def option_names() -> tuple[str, ...]:
     """Every setting some method takes, each once, in declaration order (the API's and the client's fit fields)."""
     return tuple(dict.fromkeys(name for spec in _SPECS.values() for name in spec.option_names))
+
+
+def misplaced(method: str, given: Iterable[str]) -> tuple[list[str], list[str]]:
+    """``(settings, takers)``: the ``given`` settings that ``method`` does not take, and the methods that take them
+    all (for the message that refuses them; both empty when every setting fits)."""
+    spec = find(method)
+    wrong = [name for name in given if spec is not None and name not in spec.option_names]
+    takers = [other.name for other in _SPECS.values() if wrong and set(wrong) <= set(other.option_names)]
+    return wrong, takers
 
 
 def describe_choices() -> str:
