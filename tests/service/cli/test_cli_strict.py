@@ -14,8 +14,8 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from service.accounting import accountant
+from service.campaigns.builders import BUILDERS
 from service.cli import app
-from service.collections.builders import BUILDERS
 from service.mechanisms import direct
 from service.releases import answers
 from service.releases import engine as release_engine

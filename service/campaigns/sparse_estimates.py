@@ -1,6 +1,6 @@
 """Estimates of the sparse and low-dimensional campaigns, from the rounds' running aggregates.
 
-Registered with :func:`service.collections.estimates.register_estimates` (imported at the end of that module):
+Registered with :func:`service.campaigns.estimates.register_estimates` (imported at the end of that module):
 
 * ``ldp-iht``, model ``iht`` (Alg. 1): the IHT step from the last round with reports, taken at that round's
   published ``theta`` with the mean of its gradient reports (``estimators.local.sparse.ldp_iht_rounds``). A campaign
@@ -31,8 +31,8 @@ from estimators.local.aggregate import ReportAggregate
 from estimators.local.influence import Influence, mean_shift
 from estimators.local.sparse.iht import label_iht_from_moments
 from estimators.local.sparse.ldp_iht_rounds import campaign_estimate
-from service.collections.campaigns import CampaignInfo
-from service.collections.estimates import (
+from service.campaigns.campaigns import CampaignInfo
+from service.campaigns.estimates import (
     CampaignFit,
     Estimates,
     _public_rows,

@@ -36,8 +36,8 @@ from estimators.local.glm.stein import PrivateOLS, SteinGLM
 from estimators.local.glm.two_round import TwoRoundSteinGLM, first_round_ols
 from estimators.local.influence import Influence
 from estimators.local.ldp_avg import LdpAverage
-from service.collections.campaigns import CampaignInfo, get_campaign
-from service.collections.campaigns import campaign_public_rows as _public_rows
+from service.campaigns.campaigns import CampaignInfo, get_campaign
+from service.campaigns.campaigns import campaign_public_rows as _public_rows
 from service.errors import Conflict, InvalidInput
 
 ZERO_COST = {"epsilon": 0.0, "delta": 0.0, "rho": 0.0}
@@ -225,4 +225,4 @@ register_estimates("stein-glm-2round", Estimates(GLM_MODELS, _two_round))
 
 
 # Protocols whose estimates live in their own modules register themselves on import.
-from service.collections import sparse_estimates  # noqa: E402, F401, I001
+from service.campaigns import sparse_estimates  # noqa: E402, F401, I001

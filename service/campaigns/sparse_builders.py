@@ -1,7 +1,7 @@
 """Campaign builders of the sparse and low-dimensional protocols: ``ldp-iht`` and ``label-ldp`` (Wang & Xu, ICML 2019),
 ``bernstein``, ``bernstein-1bit`` and ``dr-erm`` (Wang, Gaboardi & Xu, NeurIPS 2018).
 
-Registered with :func:`service.collections.builders.register_builder` (imported at the end of that module). Every
+Registered with :func:`service.campaigns.builders.register_builder` (imported at the end of that module). Every
 setting the server will use (sparsity, rounds, step, radius, clipping bounds, the Lasso's lambda) is fixed here, so a
 bad one (``s > p``, ``T < 1``, ``eta <= 0``, ...) is an error naming the option before any report is collected.
 
@@ -34,7 +34,7 @@ import secrets
 
 import numpy as np
 
-from service.collections.builders import (
+from service.campaigns.builders import (
     CampaignRequest,
     Options,
     ProtocolBuilder,

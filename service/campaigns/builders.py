@@ -5,7 +5,7 @@
 (epsilon, delta) each participant spends in all, and protocol options. A builder checks them and returns the spec
 (:mod:`workloads.local.protocols`), every error naming the parameter. A new protocol (issue 10's LDP-IHT and its
 family) joins by :func:`register_builder` beside its spec, its transition (``estimators.local.rounds``) and its
-estimates (:mod:`service.collections.estimates`); nothing else changes.
+estimates (:mod:`service.campaigns.estimates`); nothing else changes.
 
 Options are JSON values (from the API, or the command line's ``--option KEY=VALUE`` read as JSON where the text is
 a number or a boolean); :class:`Options` reads them by type and refuses unknown keys. ``epsilon`` and ``delta`` are
@@ -236,4 +236,4 @@ register_builder(ProtocolBuilder("stein-glm-2round", _two_round_stein, "required
 
 
 # Protocols whose builders live in their own modules register themselves on import.
-from service.collections import sparse_builders  # noqa: E402, F401, I001
+from service.campaigns import sparse_builders  # noqa: E402, F401, I001

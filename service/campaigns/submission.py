@@ -42,7 +42,7 @@ from db.reports import (
     lock_round,
     participant_ids,
 )
-from service.collections.campaigns import (
+from service.campaigns.campaigns import (
     CampaignInfo,
     campaign_public_rows,
     close_round_locked,

@@ -9,7 +9,7 @@ rounds (``ProtocolSpec.max_participant_cost``).
 Rounds (``campaign_rounds``): round 0 opens at creation with the spec's initial state; round ``t + 1`` stays
 ``pending`` until round ``t`` closes, when the protocol's transition (``estimators.local.rounds.next_state``) computes
 its public state from the aggregates of rounds ``0..t``. A round closes when its group's planned size has reported
-(:mod:`service.collections.submission` does it in the inserting transaction) or when a steward closes it; closing
+(:mod:`service.campaigns.submission` does it in the inserting transaction) or when a steward closes it; closing
 takes the reports lock (:func:`db.reports.lock_reports`), so no report slips in while the next state is computed, and
 is idempotent. Closing the last round, or the campaign, closes the campaign.
 """
@@ -33,8 +33,8 @@ from db.reports import lock_reports, lock_round
 from estimators.base import EstimatorError
 from estimators.local.aggregate import ReportAggregate
 from estimators.local.rounds import next_state
-from service.collections.builders import CampaignRequest, Options, build_spec, get_builder
-from service.collections.public_tables import check_name, get_public_table, public_matrix
+from service.campaigns.builders import CampaignRequest, Options, build_spec, get_builder
+from service.campaigns.public_tables import check_name, get_public_table, public_matrix
 from service.errors import Conflict, InvalidInput, NotFound
 from service.privacy.cost import ceil_units, exact
 from workloads.local.protocols import ProtocolSpec, RoundState, spec_from_json
