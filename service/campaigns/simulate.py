@@ -28,9 +28,10 @@ import numpy as np
 import pandas as pd
 from sqlalchemy import Engine
 
-from service.campaigns.campaigns import CampaignInfo, close_round, get_campaign, mark_seeded, public_state
+from service.campaigns.campaigns import close_round, get_campaign, mark_seeded, public_state
 from service.campaigns.public_tables import get_public_table, public_matrix
 from service.campaigns.submission import Submitter, submit_reports
+from service.campaigns.types import CampaignInfo
 from service.client.device import make_report
 from service.errors import Conflict, InvalidInput
 from service.releases import interrupts

@@ -221,7 +221,7 @@ def _answer_dp_iht(cell: BenchCell, handle: None) -> tuple[np.ndarray, dict[str,
     (default 1). Both are public facts of the design (``x`` uniform in ``{-1, +1}^p``: the squared loss's Hessian is
     about the identity), as in the paper; the service's own default step, ``1 / B^2`` from the worst-case row norm
     ``B = sqrt(p)``, would stop 50 iterations about 0.6 short of ``theta*`` whatever ``n``."""
-    from service.campaigns.sparse_builders import default_steps
+    from service.campaigns.protocols.common import default_steps
     from service.tools.bench.dp_iht import fit_synthetic_dp_iht
 
     iterations = default_steps(cell.n, cell.p)
