@@ -1,8 +1,9 @@
 """The protocol contract: every protocol a device can run (``workloads.local.protocols.PROTOCOLS``) is one complete
 slice, so the next protocol cannot be half-registered. For each: a record in ``service.campaigns.protocols`` with its
 spec class (and so its randomizer), its builder, its round transition (exactly when it has more than one round), the
-models it answers and its estimates; a row in docs/campaigns.md's protocol table; a privacy section in
-docs/privacy.md; an entry in the API's role test (``PROTOCOL_CAMPAIGNS``). A missing part fails naming it."""
+models it answers (each with a mean the client predicts with) and its estimates; a row in docs/campaigns.md's
+protocol table; a privacy section in docs/privacy.md; an entry in the API's role test (``PROTOCOL_CAMPAIGNS``). A
+missing part fails naming it."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from service.campaigns.protocols import CAMPAIGN_PROTOCOLS, build_spec, next_sta
 from service.campaigns.types import CampaignRequest
 from tests.service.api.test_api_roles import PROTOCOL_CAMPAIGNS
 from tests.support.paths import REPO
+from workloads.links import LINEAR_MODELS, LINK_MEANS
 from workloads.local.protocols import PROTOCOLS, ProtocolSpec, SteinGlmSpec, TwoRoundSteinSpec
 
 #: what a spec class must define itself (the base class's raise NotImplementedError)
@@ -49,6 +51,10 @@ def missing_parts(name: str) -> list[str]:
             missing.append(f"{name}: the record's {part} is not callable")
     if not record.models or not all(isinstance(model, str) and model for model in record.models):
         missing.append(f"{name}: the record names no models it answers")
+    for model in record.models:
+        if model not in LINK_MEANS and model not in LINEAR_MODELS:
+            missing.append(f"{name}: model {model!r} has no mean in workloads.links (LINK_MEANS or LINEAR_MODELS), so "
+                           "the client cannot predict with it")
     if name not in PROTOCOL_CAMPAIGNS:
         missing.append(f"{name}: no entry in PROTOCOL_CAMPAIGNS of tests/service/api/test_api_roles.py (the role test "
                        "creates a campaign of every protocol as every caller)")
