@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from estimators.base import EstimatorError
-from estimators.local.aggregate import ReportAggregate
 from service.campaigns.options import Options
 from service.campaigns.protocols import CAMPAIGN_PROTOCOLS, build_spec, next_state
 from service.campaigns.types import CampaignRequest
+from tests.estimators.local.glm.test_two_round import first_round
 from tests.service.api.test_api_roles import PROTOCOL_CAMPAIGNS
 from tests.support.paths import REPO
 from workloads.links import LINEAR_MODELS, LINK_MEANS
@@ -103,11 +103,7 @@ def test_a_half_registered_protocol_is_named_with_what_it_lacks(monkeypatch: pyt
 
 def test_next_state_checks_the_round_and_the_aggregates() -> None:
     """The service's transition by protocol name refuses a round without a successor and the wrong aggregates."""
-    rng = np.random.default_rng(4)
-    spec = TwoRoundSteinSpec.split_budget(2, 3.0, 1.0, 20.0, 1e-6)
-    x = rng.standard_normal((5000, 2))
-    first = ReportAggregate.for_round(spec, 0, spec.initial_state()).add(
-        spec.randomize(0, spec.initial_state(), {"x": x, "y": np.sign(x[:, 0])}, rng))
+    spec, _, first = first_round(np.random.default_rng(4))
     with pytest.raises(EstimatorError, match="aggregates of rounds 0..0"):
         next_state(spec, 0, [])
     with pytest.raises(EstimatorError, match="no round after round 1"):

@@ -89,12 +89,18 @@ def test_two_round_protocol_end_to_end(layout: str) -> None:
     assert fit.model_.predict_proba(x[:3]).shape == (3, 2)
 
 
-def test_round_transition_checks() -> None:
-    rng = np.random.default_rng(4)
+def first_round(rng: np.random.Generator) -> tuple[TwoRoundSteinSpec, np.ndarray, ReportAggregate]:
+    """A split-budget spec in 2 dimensions, 5,000 standard-normal rows and round 0's aggregate of their reports."""
     spec = TwoRoundSteinSpec.split_budget(2, 3.0, 1.0, 20.0, 1e-6)
     x = rng.standard_normal((5000, 2))
     first = ReportAggregate.for_round(spec, 0, spec.initial_state()).add(
         spec.randomize(0, spec.initial_state(), {"x": x, "y": np.sign(x[:, 0])}, rng))
+    return spec, x, first
+
+
+def test_round_transition_checks() -> None:
+    rng = np.random.default_rng(4)
+    spec, x, first = first_round(rng)
     with pytest.raises(EstimatorError, match="no round after round 1"):
         next_state(spec, 1, [first, first])
     state = next_state(spec, 0, [first])
