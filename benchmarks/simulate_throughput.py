@@ -2,7 +2,7 @@
 per second on SQLite on the reference machine, p = 10 Stein-GLM reports).
 
 For each batch size, a fresh SQLite database (in a temporary folder), a ``stein-glm`` campaign of dimension 10, and
-``--n`` simulated participants through :func:`service.collections.simulate.simulate`: the real randomizer
+``--n`` simulated participants through :func:`service.campaigns.simulate.simulate`: the real randomizer
 (``SteinGlmSpec.randomize``, one Gaussian report of 65 numbers each), the function the HTTP batch route calls
 (``submit_reports``: schema validation, the serialised check-and-append of the local ledger, the running aggregate),
 one transaction per batch. Also timed alone: the randomizer and the validation, to show where the time goes.
@@ -28,8 +28,8 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from db.migrate import open_database  # noqa: E402
+from service.campaigns import campaigns, simulate  # noqa: E402
 from service.client.device import make_report  # noqa: E402
-from service.collections import campaigns, simulate  # noqa: E402
 
 RESULTS = REPO / "benchmarks" / "results"
 P = 10

@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import text
 
 from service.accounting import accountant
-from service.collections import campaigns, simulate, table_simulation
+from service.campaigns import campaigns, simulate, table_simulation
 from service.errors import BudgetExceeded, Conflict, InvalidInput
 from service.releases import interrupts
 from tests.support.datasets import titanic_with_budget

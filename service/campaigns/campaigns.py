@@ -7,9 +7,9 @@ from private values), and its local guarantee: the largest (epsilon, delta) one 
 rounds (``ProtocolSpec.max_participant_cost``).
 
 Rounds (``campaign_rounds``): round 0 opens at creation with the spec's initial state; round ``t + 1`` stays
-``pending`` until round ``t`` closes, when the protocol's transition (``estimators.local.rounds.next_state``) computes
-its public state from the aggregates of rounds ``0..t``. A round closes when its group's planned size has reported
-(:mod:`service.collections.submission` does it in the inserting transaction) or when a steward closes it; closing
+``pending`` until round ``t`` closes, when its protocol's transition (:func:`service.campaigns.protocols.next_state`)
+computes its public state from the aggregates of rounds ``0..t``. A round closes when its group's planned size has
+reported (:mod:`service.campaigns.submission` does it in the inserting transaction) or when a steward closes it; closing
 takes the reports lock (:func:`db.reports.lock_reports`), so no report slips in while the next state is computed, and
 is idempotent. Closing the last round, or the campaign, closes the campaign.
 """
@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -32,114 +30,14 @@ from db.models import DELTA_SCALE, EPSILON_SCALE, Campaign, CampaignRound, Local
 from db.reports import lock_reports, lock_round
 from estimators.base import EstimatorError
 from estimators.local.aggregate import ReportAggregate
-from estimators.local.rounds import next_state
-from service.collections.builders import CampaignRequest, Options, build_spec, get_builder
-from service.collections.public_tables import check_name, get_public_table, public_matrix
+from service.campaigns.options import Options
+from service.campaigns.protocols import build_spec, get_protocol, next_state
+from service.campaigns.public_tables import check_name, get_public_table, public_matrix
+from service.campaigns.types import CampaignInfo, CampaignRequest, RoundInfo, Transform
 from service.errors import Conflict, InvalidInput, NotFound
 from service.privacy.cost import ceil_units, exact
 from workloads.local.protocols import ProtocolSpec, RoundState, spec_from_json
 from workloads.parameters import PrivacyParameterError, validate_delta, validate_epsilon
-
-
-@dataclass(frozen=True)
-class Transform:
-    """``x' = (x - center) / scale`` per feature: public, applied on the device before randomizing."""
-
-    center: tuple[float, ...]
-    scale: tuple[float, ...]
-    source: str  # "identity", "public table NAME", "stated bounds"
-
-    def apply(self, x: np.ndarray) -> np.ndarray:
-        return (np.asarray(x, dtype=float) - np.asarray(self.center)) / np.asarray(self.scale)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"center": list(self.center), "scale": list(self.scale), "source": self.source}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Transform:
-        return cls(tuple(data["center"]), tuple(data["scale"]), data["source"])
-
-    @classmethod
-    def identity(cls, dimension: int) -> Transform:
-        return cls((0.0,) * dimension, (1.0,) * dimension, "identity")
-
-
-@dataclass(frozen=True)
-class RoundInfo:
-    index: int
-    group: str
-    epsilon: float
-    delta: float
-    expected: int | None
-    status: str
-    reports: int
-    state: dict[str, Any] | None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"round": self.index, "group": self.group, "epsilon": self.epsilon, "delta": self.delta,
-                "expected_reports": self.expected, "status": self.status, "reports": self.reports,
-                "state": self.state}
-
-
-@dataclass(frozen=True)
-class CampaignInfo:
-    id: int
-    name: str
-    protocol: str
-    spec: ProtocolSpec
-    features: tuple[str, ...]
-    target: str | None
-    public_table: str | None
-    transform: Transform
-    epsilon: float
-    delta: float
-    status: str
-    rounds: tuple[RoundInfo, ...]
-    created_at: datetime
-    closed_at: datetime | None
-    seeded: bool = False  # it received reports of a seeded simulation: it answers nothing over HTTP
-
-    @property
-    def open_round(self) -> RoundInfo | None:
-        return next((r for r in self.rounds if r.status == "open"), None)
-
-    def round_state(self, index: int) -> RoundState:
-        state = self.rounds[index].state
-        if state is None:
-            raise Conflict(f"round {index} of campaign {self.name!r} has no public state yet (an earlier round is "
-                           "still open)", code="round_pending")
-        return RoundState.from_json(state)
-
-    def _round_json(self, info: RoundInfo) -> dict[str, Any]:
-        """A round as JSON, with the report schema of a round whose state is published: the grid step, range and
-        norm every report must meet (``docs/privacy.md`` 8.7), the same the device derives from the spec."""
-        out = info.to_json()
-        if info.state is not None:
-            out["report_schema"] = self.spec.report_schema(info.index, self.round_state(info.index)).to_json()
-        return out
-
-    def to_json(self, hide_seeded: bool = False) -> dict[str, Any]:
-        """The campaign; with ``hide_seeded`` (HTTP), a seeded campaign's published states and the report schemas
-        derived from them are left out (they are computed from reports whose noise its seed reproduces)."""
-        rounds = [self._round_json(r) for r in self.rounds]
-        if self.seeded and hide_seeded:
-            rounds = [{**{k: v for k, v in r.items() if k != "report_schema"}, "state": None} for r in rounds]
-        body = {"id": self.id, "name": self.name, "protocol": self.protocol, "status": self.status,
-                "features": list(self.features), "target": self.target, "public_table": self.public_table,
-                "epsilon": self.epsilon, "delta": self.delta, "spec": self.spec.to_json(),
-                "transform": self.transform.to_json(), "rounds": rounds,
-                "reports": sum(r.reports for r in self.rounds), "created_at": self.created_at.isoformat(),
-                "closed_at": None if self.closed_at is None else self.closed_at.isoformat()}
-        if self.seeded:
-            body["seeded"] = True
-        return body
-
-    def refuse_if_seeded(self) -> None:
-        """409 ``seeded_campaign``: what the HTTP API answers for a seeded campaign's state, reports and fits."""
-        if self.seeded:
-            raise Conflict(f"campaign {self.name!r} received reports of a seeded simulation (tests and benchmarks): "
-                           "whoever knows the seed can remove their noise, so it answers nothing through the API",
-                           code="seeded_campaign")
 
 
 def _up(value: float, scale: int) -> int:
@@ -226,7 +124,7 @@ def _transform(features: tuple[str, ...], public_rows: np.ndarray | None, public
                options: Options, protocol: str) -> Transform:
     """From the public table (standardize, the default with one) or stated per-feature bounds; else identity.
     A protocol that takes its features in their own units (LDP-AVG) has none."""
-    if not get_builder(protocol).transform:
+    if not get_protocol(protocol).transform:
         if options.raw("feature_bounds") is not None or options.raw("standardize") is not None:
             raise InvalidInput(f"protocol {protocol!r} takes values in their own units: options standardize and "
                                "feature_bounds do not apply", code="invalid_parameter")
@@ -305,7 +203,7 @@ def create_campaign(engine: Engine, name: str, protocol: str, features: Sequence
                     options: Mapping[str, object] | None = None, principal: str = "cli") -> CampaignInfo:
     """Validate everything, then store the campaign and its rounds (round 0 open) in one transaction."""
     check_name(name, "campaign name")
-    get_builder(protocol)
+    get_protocol(protocol)
     eps, dlt = _privacy(epsilon, delta)
     names, target = _names(features, target)
     table = get_public_table(engine, public) if public is not None else None
@@ -348,15 +246,6 @@ def create_campaign(engine: Engine, name: str, protocol: str, features: Sequence
 
 
 # ------------------------------------------------------------------------------------------------------------ rounds
-def campaign_public_rows(engine: Engine, campaign: CampaignInfo) -> np.ndarray | None:
-    """The campaign's public table's feature columns, transformed as the devices transform features (``None``: no
-    public table)."""
-    if campaign.public_table is None:
-        return None
-    table = get_public_table(engine, campaign.public_table)
-    return campaign.transform.apply(public_matrix(engine, table, campaign.features))
-
-
 def round_aggregate(spec: ProtocolSpec, row: CampaignRound) -> ReportAggregate:
     """The round's running aggregate (empty before its first report)."""
     if row.aggregate_json is not None:

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 from sqlalchemy import Engine
 
-from service.collections.public_tables import load_public_csv
+from service.campaigns.public_tables import load_public_csv
 
 FEATURES = ["a", "b", "c"]
 

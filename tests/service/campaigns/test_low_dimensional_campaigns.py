@@ -11,9 +11,9 @@ import pytest
 
 from estimators.local.sparse.bernstein import LocalBernsteinLinearRegression, iterated_bernstein_matrix
 from estimators.local.sparse.dr_erm import DRERMLinearRegression
-from service.collections import campaigns, estimates, simulate
+from service.campaigns import campaigns, estimates, simulate
 from service.errors import InvalidInput
-from tests.service.collections.test_sparse_campaigns import _aggregate_sums, _reports
+from tests.service.campaigns.test_sparse_campaigns import _aggregate_sums, _reports
 from workloads.local.randomizers.bernstein import bernstein_grid, one_bit_laplace_epsilon, squared_loss_on_grid
 from workloads.local.randomizers.random_projection_statistics import projected_statistics, random_projection
 

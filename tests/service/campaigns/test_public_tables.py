@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from service.collections import public_tables
+from service.campaigns import public_tables
 from service.errors import Conflict, InvalidInput, NotFound
 
 

@@ -14,9 +14,9 @@ from sqlalchemy import text
 
 from estimators.local.sparse.iht import iht_step, label_iht_from_moments
 from estimators.local.sparse.lasso import lasso_from_moments
-from service.collections import campaigns, estimates, simulate, submission
+from service.campaigns import campaigns, estimates, simulate, submission
 from service.errors import Conflict, InvalidInput, ServiceError
-from tests.service.collections.helpers import load_public
+from tests.service.campaigns.helpers import load_public
 from workloads.local.randomizers.gaussian_label import label_noise_sigma
 from workloads.local.randomizers.l2ball import l2_ball_output_norm
 

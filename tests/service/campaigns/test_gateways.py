@@ -13,10 +13,10 @@ from sqlalchemy import text
 from typer.testing import CliRunner
 
 from db.engine import make_engine
+from service.campaigns import campaigns, gateways
+from service.campaigns.submission import Submitter, submit_reports
 from service.cli import app
 from service.client.device import make_report
-from service.collections import campaigns, gateways
-from service.collections.submission import Submitter, submit_reports
 from service.errors import InvalidInput, NotFound, ServiceError
 from tests.db.collections_rows import make_key
 

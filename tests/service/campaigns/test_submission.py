@@ -12,9 +12,9 @@ from sqlalchemy import text
 
 from db.engine import transaction
 from db.reports import read_payloads
+from service.campaigns import campaigns, gateways
+from service.campaigns.submission import Submitter, submit_reports
 from service.client.device import make_report
-from service.collections import campaigns, gateways
-from service.collections.submission import Submitter, submit_reports
 from service.errors import ServiceError
 from tests.db.collections_rows import make_key
 

@@ -42,13 +42,9 @@ from db.reports import (
     lock_round,
     participant_ids,
 )
-from service.collections.campaigns import (
-    CampaignInfo,
-    campaign_public_rows,
-    close_round_locked,
-    get_campaign,
-    round_aggregate,
-)
+from service.campaigns.campaigns import close_round_locked, get_campaign, round_aggregate
+from service.campaigns.public_tables import campaign_public_rows
+from service.campaigns.types import CampaignInfo
 from service.errors import Conflict, InvalidInput, ServiceError
 from workloads.local.protocols import ProtocolError, ReportError
 

@@ -12,9 +12,9 @@ from sqlalchemy import text
 
 from estimators.local.aggregate import ReportAggregate
 from estimators.local.glm.stein import PrivateOLS, SteinGLM
-from service.collections import campaigns, estimates, simulate
+from service.campaigns import campaigns, estimates, simulate
 from service.errors import Conflict, InvalidInput
-from tests.service.collections.helpers import FEATURES, gaussian_rows, load_public, logistic_labels
+from tests.service.campaigns.helpers import FEATURES, gaussian_rows, load_public, logistic_labels
 
 OFFSET = np.array([10.0, 0.0, -3.0])
 
@@ -120,8 +120,8 @@ def test_alg5_fits_after_both_rounds_without_public_rows(engine) -> None:  # noq
 
 def simulate_round_zero_only(engine, x: np.ndarray, y: np.ndarray) -> None:  # noqa: ANN001
     """Round 0's reports through the real path, round 1 left without any."""
+    from service.campaigns.submission import Submitter, submit_reports
     from service.client.device import make_report
-    from service.collections.submission import Submitter, submit_reports
 
     state = campaigns.public_state(campaigns.get_campaign(engine, "alg5"))
     index, fields = make_report(state, x, y, np.random.default_rng(1))

@@ -24,6 +24,7 @@ from sqlalchemy.exc import IntegrityError
 from db.engine import transaction
 from db.models import PublicTable, utcnow
 from db.public_rows import create_public_rows, public_rows_table_name, read_public_rows
+from service.campaigns.types import CampaignInfo
 from service.errors import Conflict, InvalidInput, NotFound
 from workloads.binning import BinningError, apply_spec, load_spec
 
@@ -278,3 +279,11 @@ def rows_json(info: PublicTableInfo, rows: np.ndarray, offset: int) -> dict[str,
     return {"name": info.name, "columns": info.column_names, "offset": offset, "total": info.rows,
             "rows": out, "complete": offset + len(out) >= info.rows}
 
+
+def campaign_public_rows(engine: Engine, campaign: CampaignInfo) -> np.ndarray | None:
+    """The campaign's public table's feature columns, transformed as the devices transform features (``None``: no
+    public table)."""
+    if campaign.public_table is None:
+        return None
+    table = get_public_table(engine, campaign.public_table)
+    return campaign.transform.apply(public_matrix(engine, table, campaign.features))

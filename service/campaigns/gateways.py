@@ -2,7 +2,7 @@
 
 A gateway key submits batches for participants it names by pseudonyms; it may submit only to a campaign a steward
 named in its scope, at most ``reports`` reports over that campaign and ``per_round`` in any one round. The check is
-:func:`db.gateways.charge_quota`, in the transaction that stores the batch (service/collections/submission.py);
+:func:`db.gateways.charge_quota`, in the transaction that stores the batch (service/campaigns/submission.py);
 this module sets, removes and shows scopes (``marginalia keys scope | unscope | scopes``).
 """
 

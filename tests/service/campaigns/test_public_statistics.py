@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from service.collections import campaigns, public_tables
-from service.collections.public_tables import PublicColumn, store_public_table
+from service.campaigns import campaigns, public_tables
+from service.campaigns.public_tables import PublicColumn, store_public_table
 from service.errors import InvalidInput
-from tests.service.collections.helpers import gaussian_rows, load_public
+from tests.service.campaigns.helpers import gaussian_rows, load_public
 
 COLUMNS = [PublicColumn("a", "numeric"), PublicColumn("b", "numeric")]
 

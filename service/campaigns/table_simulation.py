@@ -36,8 +36,8 @@ from sqlalchemy import Engine, select, text
 from db.engine import transaction
 from db.models import DELTA_SCALE, EPSILON_SCALE, Campaign
 from service.accounting import accountant
-from service.collections.campaigns import CampaignInfo, get_campaign
-from service.collections.simulate import (
+from service.campaigns.campaigns import get_campaign
+from service.campaigns.simulate import (
     BATCH,
     SimulationResult,
     Tally,
@@ -47,6 +47,7 @@ from service.collections.simulate import (
     rows_from_frame,
     simulate,
 )
+from service.campaigns.types import CampaignInfo
 from service.data.datasets import get_dataset
 from service.errors import InvalidInput
 from service.privacy.cost import PrivacyCost, from_units

@@ -1,11 +1,11 @@
 """The simulator: plays participants through the real randomizer and the real submission path, in process.
 
 A steward's tool (``marginalia simulate``). Rows come from a CSV of private values, a stored dataset's codes
-(:mod:`service.collections.table_simulation`, which charges that dataset's budget first), or a synthetic design
+(:mod:`service.campaigns.table_simulation`, which charges that dataset's budget first), or a synthetic design
 (``estimators.local.glm.synthetic``). Each row is one participant, named ``simulator:<run>`` / row number.
 Participants are assigned to the protocol's groups in row order (each group its planned size, the rest shared); each
 open round's group randomizes (:mod:`service.client.device`) and submits in batches through
-:func:`service.collections.submission.submit_reports`, the function the HTTP batch route calls. A round left open
+:func:`service.campaigns.submission.submit_reports`, the function the HTTP batch route calls. A round left open
 after its group reported is closed (the steward's right) when a later round waits for it.
 
 A closed campaign is refused before anything is read or randomized. A ``seed`` makes the simulated devices' noise
@@ -28,10 +28,11 @@ import numpy as np
 import pandas as pd
 from sqlalchemy import Engine
 
+from service.campaigns.campaigns import close_round, get_campaign, mark_seeded, public_state
+from service.campaigns.public_tables import get_public_table, public_matrix
+from service.campaigns.submission import Submitter, submit_reports
+from service.campaigns.types import CampaignInfo
 from service.client.device import make_report
-from service.collections.campaigns import CampaignInfo, close_round, get_campaign, mark_seeded, public_state
-from service.collections.public_tables import get_public_table, public_matrix
-from service.collections.submission import Submitter, submit_reports
 from service.errors import Conflict, InvalidInput
 from service.releases import interrupts
 

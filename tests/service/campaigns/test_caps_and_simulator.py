@@ -9,11 +9,11 @@ import pandas as pd
 import pytest
 from sqlalchemy import text
 
-from service.collections import campaigns, caps, gateways, simulate
-from service.collections.submission import Submitter, submit_reports
+from service.campaigns import campaigns, caps, gateways, simulate
+from service.campaigns.submission import Submitter, submit_reports
 from service.errors import InvalidInput, ServiceError
 from tests.db.collections_rows import make_key
-from tests.service.collections.helpers import FEATURES, gaussian_rows
+from tests.service.campaigns.helpers import FEATURES, gaussian_rows
 
 
 def test_caps_round_down_refuse_bad_values_and_override_one_participant(engine) -> None:  # noqa: ANN001
