@@ -2,7 +2,7 @@
 per second on SQLite on the reference machine, p = 10 Stein-GLM reports).
 
 For each batch size, a fresh SQLite database (in a temporary folder), a ``stein-glm`` campaign of dimension 10, and
-``--n`` simulated participants through :func:`service.collections.simulate.simulate`: the real randomizer
+``--n`` simulated participants through :func:`service.campaigns.simulate.simulate`: the real randomizer
 (``SteinGlmSpec.randomize``, one Gaussian report of 65 numbers each), the function the HTTP batch route calls
 (``submit_reports``: schema validation, the serialised check-and-append of the local ledger, the running aggregate),
 one transaction per batch. Also timed alone: the randomizer and the validation, to show where the time goes.
@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks import harness
+from service.campaigns import campaigns, simulate
 from service.client.device import make_report
-from service.collections import campaigns, simulate
 
 P = 10
 

@@ -137,14 +137,14 @@ def _options(cell: BenchCell, **extra: object) -> dict[str, object]:
 
 
 def _simulate(cell: BenchCell, campaign: str) -> int:
-    from service.collections.simulate import simulate
+    from service.campaigns.simulate import simulate
 
     result = simulate(cell.engine, campaign, cell.data.X, cell.data.y, seed=cell.device_seed)
     return sum(result.reports.values())
 
 
 def _collect_ldp_iht(cell: BenchCell) -> str:
-    from service.collections.campaigns import create_campaign
+    from service.campaigns.campaigns import create_campaign
 
     name = f"ldp-iht-{cell.tag}"
     create_campaign(cell.engine, name, "ldp-iht", cell.features, "y", epsilon=cell.epsilon, delta=0.0,
@@ -154,8 +154,8 @@ def _collect_ldp_iht(cell: BenchCell) -> str:
 
 
 def _collect_label_ldp(cell: BenchCell) -> str:
-    from service.collections.campaigns import create_campaign
-    from service.collections.public_tables import PublicColumn, store_public_table
+    from service.campaigns.campaigns import create_campaign
+    from service.campaigns.public_tables import PublicColumn, store_public_table
 
     name = f"label-ldp-{cell.tag}"
     # the rows are in memory: stored as `marginalia public load` stores a parsed CSV (no round trip through a file)
@@ -171,7 +171,7 @@ def campaign_answer(model: str) -> Answer:
     """Fit ``model`` from the family's campaign with the code ``marginalia campaign fit`` runs."""
 
     def answer(cell: BenchCell, campaign: str) -> tuple[np.ndarray, dict[str, Any]]:
-        from service.collections.estimates import fit_campaign
+        from service.campaigns.estimates import fit_campaign
 
         fit = fit_campaign(cell.engine, campaign, model)
         coef = np.array([fit.coefficients[name] for name in cell.features])
@@ -185,7 +185,7 @@ def _collect_plain(protocol: str, **options: object) -> Collect:
     """A family of one campaign of ``protocol`` on the rows as they are (no public table)."""
 
     def collect(cell: BenchCell) -> str:
-        from service.collections.campaigns import create_campaign
+        from service.campaigns.campaigns import create_campaign
 
         name = f"{protocol}-{cell.tag}"
         extra = {key: value(cell) if callable(value) else value for key, value in options.items()}
@@ -220,7 +220,7 @@ def _answer_dp_iht(cell: BenchCell, handle: None) -> tuple[np.ndarray, dict[str,
     about the identity), as in the paper; the service's own default step, ``1 / B^2`` from the worst-case row norm
     ``B = sqrt(p)``, would stop 50 iterations about 0.6 short of ``theta*`` whatever ``n``."""
     from benchmarks.dp_iht import fit_synthetic_dp_iht
-    from service.collections.sparse_builders import default_steps
+    from service.campaigns.protocols.common import default_steps
 
     iterations = default_steps(cell.n, cell.p)
     step = cell.config.eta if cell.config.eta is not None else 1.0
@@ -253,7 +253,7 @@ def check_config(config: SparseBench) -> None:
 
 def run_sparse_bench(config: SparseBench, log: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
     """Every cell, every family once per cell, every method from its family's collection (module docstring)."""
-    from service.collections.caps import set_default_cap
+    from service.campaigns.caps import set_default_cap
 
     check_config(config)
     families = list(dict.fromkeys(METHODS[m].family for m in config.methods))

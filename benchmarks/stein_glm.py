@@ -8,15 +8,15 @@ fresh temporary SQLite database:
 1. a synthetic problem (:func:`estimators.local.glm.synthetic.make_problem`): ``n`` private rows with labels from the
    model's link and ``w* = (1, ..., 1) / sqrt(p)``, and ``m`` unlabeled public rows from the same design (``m = n``
    unless ``public_n`` says otherwise, as in the paper);
-2. the public rows stored as a public table (:func:`service.collections.public_tables.store_public_table`, what
+2. the public rows stored as a public table (:func:`service.campaigns.public_tables.store_public_table`, what
    ``marginalia public load`` stores after reading its CSV);
-3. a ``stein-glm`` campaign (:func:`service.collections.campaigns.create_campaign`) at (epsilon, ``delta = n^-1.1``),
+3. a ``stein-glm`` campaign (:func:`service.campaigns.campaigns.create_campaign`) at (epsilon, ``delta = n^-1.1``),
    ``n`` planned participants, features taken as they are (``standardize=false``: the paper's designs are centred
    already) and the paper's report bounds: Alg. 1's l2 bound ``r = sqrt(5 ||Sigma_m|| p log(n / 0.1))`` from the
    public rows for the Gaussian designs, the l1 bound 1 (Alg. 2) for the Bernoulli design, labels bounded by 1;
-4. the participants played by the simulator (:func:`service.collections.simulate.simulate`: the device's randomizer,
+4. the participants played by the simulator (:func:`service.campaigns.simulate.simulate`: the device's randomizer,
    the batch submission the HTTP route calls, stored reports, the running aggregate);
-5. the model fitted by :func:`service.collections.estimates.fit_campaign`, the code ``marginalia campaign fit`` runs
+5. the model fitted by :func:`service.campaigns.estimates.fit_campaign`, the code ``marginalia campaign fit`` runs
    (Remark 11's pooled ``X^T X``, the link's constant found over the public rows), and its squared relative error
    against ``w*`` (l2 for the Gaussian designs, l-infinity for the Bernoulli one, as in the paper).
 
@@ -139,8 +139,8 @@ def settings_of(config: SteinBench) -> list[Setting]:
 
 def _store_problem(engine: object, setting: Setting, problem: SyntheticProblem, n: int) -> tuple[list[str], Any]:
     """The public table and the campaign of one trial (steps 2 and 3); returns the feature names and the campaign."""
-    from service.collections import caps, public_tables
-    from service.collections.campaigns import create_campaign
+    from service.campaigns import caps, public_tables
+    from service.campaigns.campaigns import create_campaign
 
     features = [f"x{j}" for j in range(setting.p)]
     caps.set_default_cap(engine, *BENCH_CAP, principal="bench")  # type: ignore[arg-type]
@@ -156,8 +156,8 @@ def _store_problem(engine: object, setting: Setting, problem: SyntheticProblem, 
 
 def run_trial(setting: Setting, n: int, trial: int, seed: int, folder: Path) -> dict[str, Any]:
     """One record: a fresh database in ``folder`` (removed after), steps 1-5 of the module docstring."""
-    from service.collections.estimates import fit_campaign
-    from service.collections.simulate import simulate
+    from service.campaigns.estimates import fit_campaign
+    from service.campaigns.simulate import simulate
 
     started = time.perf_counter()
     rng = np.random.default_rng(seed)

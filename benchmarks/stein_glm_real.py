@@ -3,13 +3,13 @@ public unlabeled half (the real-data experiment of Wang, Hu, Zhang, Gaboardi & X
 non-interactive local differential privacy with public data", ALT 2021, Sec. 6), through the real collection path.
 
 The training rows are shuffled (seeded) and split in two halves: the first half's feature columns, without the label,
-become the public table (written to a CSV and registered by :func:`service.collections.public_tables.load_public_csv`,
+become the public table (written to a CSV and registered by :func:`service.campaigns.public_tables.load_public_csv`,
 what ``marginalia public load`` runs); the second half are the participants (a CSV of their features and 0/1 label,
-read by :func:`service.collections.simulate.rows_from_csv` and played by :func:`service.collections.simulate.simulate`,
+read by :func:`service.campaigns.simulate.rows_from_csv` and played by :func:`service.campaigns.simulate.simulate`,
 what ``marginalia simulate --csv`` runs). For every trial and epsilon a new ``stein-glm`` campaign is created with the
 product's defaults (features standardized with the public table's means and standard deviations, Alg. 1's norm bound
 from the public rows, labels bounded by 1, ``delta = n^-1.1`` with ``n`` the participants) and answered by
-:func:`service.collections.estimates.fit_campaign` (``marginalia campaign fit``). Methods, all from the SAME reports:
+:func:`service.campaigns.estimates.fit_campaign` (``marginalia campaign fit``). Methods, all from the SAME reports:
 
 * ``stein-logistic``: ``--model logistic`` (Remark 11's pooled ``X^T X``, then the link constant over the public rows);
 * ``stein-logistic/private-cov``: the same with ``X^T X`` from the reports alone (what Remark 11's public rows buy);
@@ -172,8 +172,8 @@ def _test_scores(coefficients: dict[str, float], features: tuple[str, ...], x_te
 def campaign_records(engine: object, name: str, epsilon: float, trial: int, features: tuple[str, ...],
                      test: pd.DataFrame, target: str) -> list[dict[str, Any]]:
     """Every private method answered from campaign ``name``'s stored reports (free fits)."""
-    from service.collections.campaigns import get_campaign
-    from service.collections.estimates import fit_campaign
+    from service.campaigns.campaigns import get_campaign
+    from service.campaigns.estimates import fit_campaign
 
     campaign = get_campaign(engine, name)  # type: ignore[arg-type]
     x_test, y_test = test[list(features)].to_numpy(float), test[target].to_numpy(float)
@@ -200,9 +200,9 @@ def campaign_records(engine: object, name: str, epsilon: float, trial: int, feat
 
 def run_stein_real(config: SteinRealBench, log: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
     """Run the experiment (module docstring) and return the JSON-ready result."""
-    from service.collections import caps, public_tables
-    from service.collections.campaigns import create_campaign
-    from service.collections.simulate import rows_from_csv, simulate
+    from service.campaigns import caps, public_tables
+    from service.campaigns.campaigns import create_campaign
+    from service.campaigns.simulate import rows_from_csv, simulate
 
     config.validate()
     started = time.perf_counter()

@@ -13,7 +13,7 @@ guess. Each key belongs to one role:
   reports, nothing else;
 * ``gateway``: a relay that submits batches of reports for participants it names by pseudonyms (it is not a person
   and spends nothing itself; each pseudonym is a participant with her own ledger and cap), only to the campaigns a
-  steward named in its scope and within its quotas of reports (:mod:`service.collections.gateways`).
+  steward named in its scope and within its quotas of reports (:mod:`service.campaigns.gateways`).
 
 What each role may call is decided in :mod:`service.api.security`; this module only stores keys.
 Revoked keys stay in the table (with ``revoked_at``) so the ledger's principals stay explainable.

@@ -5,7 +5,7 @@ every role): public tables are read by stewards, analysts and auditors (rows by 
 public), loaded by stewards; campaigns are created, closed and capped by stewards, read by stewards, analysts and
 auditors, fitted by stewards and analysts (free); a **participant** key reaches only ``GET /campaigns/{name}/state``
 and ``POST /campaigns/{name}/reports`` (her own report), a **gateway** key the same two with batches for pseudonyms,
-reports only to the campaigns a steward put in its scope and within its quotas (service/collections/gateways.py).
+reports only to the campaigns a steward put in its scope and within its quotas (service/campaigns/gateways.py).
 No route takes a seed. A **seeded** campaign (it received reports of an in-process seeded simulation: tests, benchmarks)
 answers nothing: its state, reports and fits are ``409 seeded_campaign`` for every caller, and listing, showing or
 closing it shows ``"seeded": true`` without its published states (docs/privacy.md 8.7.7).
@@ -27,8 +27,8 @@ from sqlalchemy import Engine
 from service.access.auth import Principal
 from service.api import limits, schemas
 from service.api.security import ANALYST, AUDITOR, STEWARD, Forbidden, engine_of, require
-from service.collections import campaigns, caps, estimates, public_tables
-from service.collections.submission import (
+from service.campaigns import campaigns, caps, estimates, public_tables
+from service.campaigns.submission import (
     Submitter,
     check_gateway_scope,
     participant_has_reported,

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model, model_validator
 
+from service.api.declared import option_fields
 from service.mechanisms import registry
 from service.privacy.cost import MAX_AMOUNT
-from service.regression.design import METHODS
+from service.regression import methods
 from service.releases.kinds import ReleaseKind
 
 #: Dataset names usable in URLs: no control characters and no "/" (it would split the path).
@@ -197,17 +198,14 @@ WorkloadList = Annotated[
 ]
 
 
-class ReleaseOptions(Strict):
-    rounds: Annotated[Integer, Field(ge=1, le=100_000, description="AIM only: number of rounds.")] | None = None
-    max_model_size: Annotated[Number, Field(gt=0, le=4096, description="Largest graphical model in MB.")] | None = (
-        None)
-    loss: Literal["sum_var", "max_var"] | None = Field(
-        default=None, description="residual only: the plan's loss, the sum (default) or the maximum of the "
-        "workload's cell variances.")
-
-
 #: The marginal mechanisms registered when the API is built (:mod:`service.mechanisms.registry`).
 MARGINAL_MECHANISMS = tuple(registry.names(ReleaseKind.MARGINALS))
+#: The options of a marginal release: one field per public option the marginal mechanisms declare
+#: (:class:`~service.mechanisms.registry.OptionSpec`, :mod:`service.api.declared`); which mechanism takes which is
+#: checked by :class:`MarginalReleaseIn`.
+ReleaseOptions = create_model(
+    "ReleaseOptions", __base__=Strict, __doc__="The mechanism's options; each field says which mechanisms take it.",
+    **option_fields({name: registry.get(name).options for name in MARGINAL_MECHANISMS}, Integer, Number))
 
 
 class MarginalReleaseIn(Strict):
@@ -244,15 +242,14 @@ class Cost(BaseModel):
 
 
 # regression fits ----------------------------------------------------------------------------------
-FIT_METHODS = METHODS
-DP_IHT_SETTINGS = ("sparsity", "iterations", "step", "clip_norm", "l2")
-MAX_DP_IHT_ITERATIONS = 10_000  # service.mechanisms.dp_iht.MAX_ITERATIONS (the schema loads no numerical code)
+#: The regression methods registered when the API is built (:mod:`service.regression.methods`).
+FIT_METHODS = tuple(methods.names())
+#: The settings some method takes (DP-IHT's sparsity, iterations...), top-level fields of :data:`FitIn`.
+FIT_SETTINGS = methods.option_names()
 
 
-class FitIn(Strict):
-    """A private regression. With ``release`` the fit reads that release (free); without it a stored
-    release that can answer is reused (free), or a new one is made with ``epsilon``/``delta`` and
-    charged through the accountant."""
+class _FitFields(Strict):
+    """The fields every fit has; :data:`FitIn` adds the methods' settings from their declarations."""
 
     target: ColumnName
     features: Annotated[list[ColumnName], Field(min_length=1, max_length=10_000)] | None = None
@@ -264,29 +261,27 @@ class FitIn(Strict):
     allow_unmeasured: Flag = Field(False, description="Let a marginal release that did not measure every column "
                                    "and pair among target and features answer (dd-ssp, aim-synth): the missing "
                                    "parts are then the model's extrapolation. Refused (422) otherwise.")
-    sparsity: Annotated[Integer, Field(ge=1, le=2**31 - 1)] | None = Field(
-        None, description="dp-iht (required there): the number of non-zero coefficients kept, the intercept counted.")
-    iterations: Annotated[Integer, Field(ge=1, le=MAX_DP_IHT_ITERATIONS)] | None = Field(
-        None, description="dp-iht: iterations T (default 50).")
-    step: Annotated[Number, Field(gt=0)] | None = Field(
-        None, description="dp-iht: step size (default 1/L, L the design's public smoothness bound).")
-    clip_norm: Annotated[Number, Field(gt=0)] | None = Field(
-        None, description="dp-iht: per-example gradient clip norm (default: the rows' norm bound B for logistic, "
-        "2B for linear).")
-    l2: Annotated[Number, Field(ge=0)] | None = Field(
-        None, description="dp-iht: the penalty (l2/2)||theta||^2 (default 0).")
 
     @model_validator(mode="after")
-    def _budget_or_release(self) -> FitIn:
+    def _budget_or_release(self) -> _FitFields:
         if self.release is not None and (self.epsilon is not None or self.delta is not None):
             raise ValueError("give either release or epsilon/delta, not both")
-        if self.method != "dp-iht" and self.settings():
-            raise ValueError(f"{', '.join(self.settings())} apply to method dp-iht only")
+        wrong, takers = methods.misplaced(self.method, self.settings())
+        if wrong:
+            raise ValueError(f"{', '.join(wrong)} apply to method {' or '.join(takers)} only")
         return self
 
     def settings(self) -> dict[str, object]:
-        """The DP-IHT settings given (none for the other methods)."""
-        return {key: getattr(self, key) for key in DP_IHT_SETTINGS if getattr(self, key) is not None}
+        """The settings given (DP-IHT's; none for the methods that take none)."""
+        return {key: getattr(self, key) for key in FIT_SETTINGS if getattr(self, key, None) is not None}
+
+
+FitIn = create_model(
+    "FitIn", __base__=_FitFields,
+    __doc__="A private regression. With ``release`` the fit reads that release (free); without it a stored\n"
+            "release that can answer is reused (free), or a new one is made with ``epsilon``/``delta`` and\n"
+            "charged through the accountant.",
+    **option_fields({spec.name: spec.options for spec in methods.specs()}, Integer, Number))
 
 
 class FitOut(BaseModel):

@@ -72,7 +72,7 @@ def public_load(
     as_json: JsonFlag = False,
 ) -> None:
     """Register a public table: numeric columns as they are, coded ones through --domain or --bins."""
-    from service.collections import public_tables
+    from service.campaigns import public_tables
 
     info = public_tables.load_public_csv(open_engine(), name, csv, domain, bins)
     emit(as_json, info.to_json(), lambda: stdout.print(
@@ -84,7 +84,7 @@ def public_load(
 @handles_errors
 def public_list(as_json: JsonFlag = False) -> None:
     """List public tables."""
-    from service.collections import public_tables
+    from service.campaigns import public_tables
 
     items = public_tables.list_public_tables(open_engine())
 
@@ -102,7 +102,7 @@ def public_list(as_json: JsonFlag = False) -> None:
 def public_show(name: Name, rows: Annotated[int, typer.Option(help="Rows to show.")] = 10,
                 as_json: JsonFlag = False) -> None:
     """A public table's columns and its first rows (they are public)."""
-    from service.collections import public_tables
+    from service.campaigns import public_tables
 
     info, values = public_tables.public_rows(open_engine(), name, 0, rows)
     page = public_tables.rows_json(info, values, 0)
@@ -135,7 +135,7 @@ def campaign_create(
     as_json: JsonFlag = False,
 ) -> None:
     """Create a campaign: everything is validated before anything is stored."""
-    from service.collections import campaigns
+    from service.campaigns import campaigns
 
     options = _options(option, {"norm_bound": norm_bound, "label_bound": label_bound,
                                 "participants": participants, "lower": lower, "upper": upper})
@@ -150,7 +150,7 @@ def campaign_create(
 @handles_errors
 def campaign_list(as_json: JsonFlag = False) -> None:
     """List campaigns."""
-    from service.collections import campaigns
+    from service.campaigns import campaigns
 
     items = campaigns.list_campaigns(open_engine())
 
@@ -168,7 +168,7 @@ def campaign_list(as_json: JsonFlag = False) -> None:
 @handles_errors
 def campaign_show(name: Name, as_json: JsonFlag = False) -> None:
     """A campaign: its spec, rounds, counts and published states."""
-    from service.collections import campaigns
+    from service.campaigns import campaigns
 
     info = campaigns.get_campaign(open_engine(), name)
 
@@ -194,7 +194,7 @@ def campaign_close(
     as_json: JsonFlag = False,
 ) -> None:
     """Close a campaign (no more reports), or only its open round. Idempotent."""
-    from service.collections import campaigns
+    from service.campaigns import campaigns
 
     engine = open_engine()
     info = (campaigns.close_campaign(engine, name) if round_index is None
@@ -215,7 +215,7 @@ def campaign_fit(
     as_json: JsonFlag = False,
 ) -> None:
     """A model from the campaign's stored aggregates: post-processing, free."""
-    from service.collections import campaigns, estimates
+    from service.campaigns import campaigns, estimates
 
     engine = open_engine()
     if not unsafe_seeds_allowed():
@@ -247,7 +247,7 @@ def campaign_cap(
     as_json: JsonFlag = False,
 ) -> None:
     """Show or set the default per-participant cap, or override one participant's."""
-    from service.collections import caps
+    from service.campaigns import caps
     from service.errors import InvalidInput
 
     engine = open_engine()
@@ -291,7 +291,7 @@ def simulate_command(
 ) -> None:
     """Play participants through the real randomizer and the real batch submission path. Ctrl-C stops at the next
     batch: the batches stored stand (exit status 130)."""
-    from service.collections import simulate, table_simulation
+    from service.campaigns import simulate, table_simulation
     from service.errors import InvalidInput
 
     check_seed(seed, "the simulated devices' noise")

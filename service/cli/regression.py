@@ -24,16 +24,18 @@ from service.cli.common import (
     stdout,
     unsafe_seeds_allowed,
 )
+from service.cli.options import declared_options
+from service.regression import methods
 
 
 @app.command()
 @handles_errors
+@declared_options({spec.name: spec.options for spec in methods.specs()})
 def fit(
     task: Annotated[str, typer.Argument(help="linear or logistic.", metavar="TASK")],
     name: Annotated[str, typer.Argument(help="Dataset to regress on.", metavar="NAME")],
     target: Annotated[str, typer.Option(help="Target column.")],
-    method: Annotated[str, typer.Option(
-        help="dd-ssp, adassp (linear), objpert (logistic), aim-synth or dp-iht.")] = "dd-ssp",
+    method: Annotated[str, typer.Option(help=f"{methods.describe_choices()}.")] = "dd-ssp",
     features: Annotated[str | None, typer.Option(help="Comma-separated feature columns (default: all others).")] = None,
     categorical: Annotated[str | None, typer.Option(
         help="Comma-separated features to one-hot encode (default: the dataset's categorical columns).")] = None,
@@ -51,32 +53,25 @@ def fit(
         "--allow-unmeasured", metavar="",
         help="Let a release that did not measure every column and pair of the regression answer (they are then "
              "the model's extrapolation).")] = False,
-    sparsity: Annotated[int | None, typer.Option(
-        help="dp-iht: the number of non-zero coefficients to keep (the intercept counts). Required for dp-iht.")
-    ] = None,
-    iterations: Annotated[int | None, typer.Option(help="dp-iht: iterations T (default 50).")] = None,
-    step: Annotated[float | None, typer.Option(
-        help="dp-iht: step size eta (default 1/L, L the design's public smoothness bound).")] = None,
-    clip_norm: Annotated[float | None, typer.Option(
-        help="dp-iht: per-example gradient clip G (default: ||x|| bound B, logistic; 2B, linear).")] = None,
-    l2: Annotated[float | None, typer.Option(help="dp-iht: l2 penalty (l2/2)||theta||^2 (default 0).")] = None,
     quiet: QuietFlag = False,
     as_json: JsonFlag = False,
+    options: dict[str, object] | None = None,
 ) -> None:
     """Fit a private linear or logistic regression from a release (reused for free when one can answer).
 
     dp-iht (a sparse model by noisy iterative hard thresholding, Wang & Xu 2019) takes --sparsity and optionally
-    --iterations, --step, --clip-norm and --l2; the same request later is answered by the stored model, free."""
+    --iterations, --step, --clip-norm and --l2 (the method's declared settings, service/regression/methods.py); the
+    same request later is answered by the stored model, free."""
     from service.accounting.accountant import describe_cost
     from service.regression.design import RegressionInputError
     from service.regression.fit import fit as fit_regression
 
     check_seed(seed)
-    settings = {key: value for key, value in (("sparsity", sparsity), ("iterations", iterations), ("step", step),
-                                              ("clip_norm", clip_norm), ("l2", l2)) if value is not None}
-    if settings and method != "dp-iht":
-        raise RegressionInputError(f"--{'/--'.join(k.replace('_', '-') for k in settings)} apply to --method dp-iht "
-                                   f"only, not {method}")
+    settings = dict(options or {})
+    wrong, takers = methods.misplaced(method, settings)
+    if wrong:
+        raise RegressionInputError(f"--{'/--'.join(k.replace('_', '-') for k in wrong)} apply to --method "
+                                   f"{' or '.join(takers)} only, not {method}")
     engine = open_engine()
     with ProgressBars(f"{method} {task} regression of {name}", quiet or as_json) as bar:
         outcome = fit_regression(engine, name, task, target, column_list(features), column_list(categorical),

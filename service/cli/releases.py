@@ -30,6 +30,7 @@ from service.cli.common import (
     unsafe_seeds_allowed,
     write_output,
 )
+from service.cli.options import declared_options
 from service.mechanisms import registry
 from service.mechanisms.registry import PrivacyNotion
 from service.releases.kinds import ReleaseKind
@@ -43,6 +44,7 @@ release_app = Typer(help="Make and list releases (the only commands that spend b
 
 @release_app.command("marginals")
 @handles_errors
+@declared_options({name: registry.get(name).options for name in MARGINAL_MECHANISMS})
 def release_marginals(
     name: DatasetName,
     mechanism: Annotated[str, typer.Option(
@@ -54,29 +56,20 @@ def release_marginals(
         help="Delta (zCDP mechanisms convert (epsilon, delta) to rho).")] = None,
     rho: Annotated[str | None, typer.Option(help=f"zCDP rho to spend ({', '.join(ZCDP_MECHANISMS)}).")] = None,
     seed: SeedOption = None,
-    rounds: Annotated[int | None, typer.Option(help="AIM: number of rounds (default: AIM's rule).")] = None,
-    max_model_size: Annotated[float | None, typer.Option(help="Largest graphical model in MB.")] = None,
-    loss: Annotated[str | None, typer.Option(
-        help="residual: the plan's loss, sum_var (default) or max_var.")] = None,
     quiet: QuietFlag = False,
     as_json: JsonFlag = False,
+    options: dict[str, object] | None = None,
 ) -> None:
     """Release a marginal workload under the accountant; prints the release id, its cost and what it cost in the
     budget's own epsilon.
 
     Ctrl-C stops it at the next safe point: the charge is refunded if no noise was drawn yet and stands
-    otherwise; the command says which and exits with status 130."""
+    otherwise; the command says which and exits with status 130. The mechanism's options (--rounds, --loss...) are
+    its registry declarations (service/mechanisms/catalog.py), each saying which mechanisms take it."""
     from service.accounting.accountant import describe_cost
     from service.releases import engine as release_engine
 
     check_seed(seed)
-    options: dict[str, object] = {}
-    if rounds is not None:
-        options["rounds"] = rounds
-    if max_model_size is not None:
-        options["max_model_size"] = max_model_size
-    if loss is not None:
-        options["loss"] = loss
     engine = open_engine()
     with ProgressBars(f"{mechanism} release of {name}", quiet) as bar:
         outcome = release_engine.release_marginals(engine, name, mechanism, workload, epsilon=epsilon, delta=delta,

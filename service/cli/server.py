@@ -95,7 +95,7 @@ def keys_scope(
 ) -> None:
     """Open a campaign to a gateway key, with quotas; replaces its earlier quotas there. A gateway submits only to
     the campaigns it is scoped to (403 elsewhere), and a batch that would pass a quota is refused whole."""
-    from service.collections import gateways
+    from service.campaigns import gateways
 
     info = gateways.set_scope(open_engine(), key_id, campaign, reports, per_round, "cli")
     emit(as_json, info.to_json(), lambda: stdout.print(
@@ -112,7 +112,7 @@ def keys_unscope(
     as_json: JsonFlag = False,
 ) -> None:
     """Close a campaign to a gateway key (the reports it sent stay)."""
-    from service.collections import gateways
+    from service.campaigns import gateways
 
     gateways.remove_scope(open_engine(), key_id, campaign)
     emit(as_json, {"key_id": key_id, "campaign": campaign, "removed": True}, lambda: stdout.print(
@@ -127,7 +127,7 @@ def keys_scopes(
     as_json: JsonFlag = False,
 ) -> None:
     """The campaigns each gateway key may submit to, its quotas and what it has sent."""
-    from service.collections import gateways
+    from service.campaigns import gateways
 
     items = gateways.list_scopes(open_engine(), key_id)
 

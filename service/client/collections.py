@@ -19,35 +19,20 @@ randomizing; ``submit_batch`` (a gateway, many people) checks the per-report cei
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from estimators.base import LinearScoreModel, logistic_probabilities
+from estimators.base import LinearScoreModel
 from service.client.device import make_report
 from service.client.errors import CollectionError, DeviceError, MarginaliaError
 from service.client.spend import Device
 from workloads.encodings import INTERCEPT_NAME
+from workloads.links import model_mean
 from workloads.local.wire import MEDIA_TYPE, encode_batch
 
-#: ``E[y | x]`` as a function of the score, per model (numpy only; the server's links are in
-#: ``estimators.local.glm.links``). Binary models are classifiers with labels {0, 1}.
-_MEANS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
-    "linear": lambda t: t,
-    "logistic": lambda t: logistic_probabilities(t)[:, 1],
-    "probit": lambda t: 0.5 * (1.0 + np.vectorize(math.erf, otypes=[float])(t / math.sqrt(2.0))),
-    "poisson": lambda t: np.exp(np.clip(t, -700, 700)),
-    "cubic": lambda t: t**3 / 3.0,
-    "sigmoid": lambda t: logistic_probabilities(t)[:, 1],
-    "boosting": lambda t: 0.5 + t / (4.0 * np.sqrt(1.0 + np.square(t) / 4.0)),
-    "logistic-loss": lambda t: np.logaddexp(0.0, -t),
-    "mean": lambda t: t,
-    "iht": lambda t: t,  # the sparse linear models of Wang & Xu (2019): LDP-IHT, Label-LDP-IHT
-    "lasso": lambda t: t,  # the label-private Lasso (Sec. 5)
-}
 BATCH = 50_000
 
 
@@ -83,7 +68,7 @@ class CampaignModel(LinearScoreModel):
         return super()._features(X)
 
     def predict_mean(self, X: Any) -> np.ndarray:
-        return _MEANS[self.model](self.decision_function(X))
+        return model_mean(self.model)(self.decision_function(X))
 
     def predict(self, X: Any) -> np.ndarray:
         mean = self.predict_mean(X)

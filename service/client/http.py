@@ -47,12 +47,11 @@ from service.client.collections import CollectionsClient
 from service.client.errors import MarginaliaError
 from service.client.fitted import ExtrapolationWarning, FittedRegression
 from service.client.spend import Device
+from service.regression import methods
 
 Workload = str | Sequence[Sequence[str]] | Sequence[dict[str, object]]
 #: ``True`` (a line on stderr), ``False``, or a function called with every job report (``GET /jobs/{id}``).
 ProgressOption = bool | Callable[[dict[str, Any]], None]
-#: The settings of a dp-iht fit (the server's ``service.api.schemas.DP_IHT_SETTINGS``).
-DP_IHT_SETTINGS = ("sparsity", "iterations", "step", "clip_norm", "l2")
 FIT_PHASE = "fitting the model"  # service.progress.FIT_PHASE (the client imports nothing of the server)
 
 __all__ = ["Client", "MarginaliaError", "marginal_frame"]
@@ -262,7 +261,8 @@ class Client(CollectionsClient):
     def _fit(self, task: str, name: str, target: str, features: Sequence[str] | None, method: str,
              epsilon: float | None, delta: float | None, release: int | None,
              options: dict[str, Any]) -> FittedRegression:
-        allowed = {"intercept", "idempotency_key", "allow_unmeasured", "progress", *DP_IHT_SETTINGS}
+        settings = methods.option_names()  # the methods' declared settings (DP-IHT's), as the server's schema
+        allowed = {"intercept", "idempotency_key", "allow_unmeasured", "progress", *settings}
         unknown = set(options) - allowed
         if unknown:
             raise TypeError(f"unknown option(s) {sorted(unknown)}; allowed: {', '.join(sorted(allowed))}")
@@ -270,7 +270,7 @@ class Client(CollectionsClient):
         for key, value in (("features", None if features is None else list(features)), ("epsilon", epsilon),
                            ("delta", delta), ("release", release),
                            ("allow_unmeasured", options.get("allow_unmeasured")),
-                           *((key, options.get(key)) for key in DP_IHT_SETTINGS)):
+                           *((key, options.get(key)) for key in settings)):
             if value is not None:
                 body[key] = value
         answer = self._charging(f"/datasets/{_segment(name)}/fit/{task}", body, options.get("idempotency_key"),

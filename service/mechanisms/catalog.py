@@ -20,8 +20,35 @@ if TYPE_CHECKING:
 
 #: The regression methods a marginal release answers (service/regression/): its model answers every marginal.
 MARGINAL_ANSWERS = frozenset({"dd-ssp", "aim-synth"})
-MAX_MODEL_SIZE = OptionSpec("max_model_size", float)
-ITERS = OptionSpec("iters", int)
+#: The options of the built-in mechanisms, declared once (:class:`~service.mechanisms.registry.OptionSpec`): the API's
+#: schema, the command line, the client and docs/mechanisms.md's table read these. The bounds the API enforced before
+#: the declarations moved here are kept (at most 100,000 rounds, a 4 GB model, 10,000 DP-IHT iterations).
+MAX_MODEL_SIZE = OptionSpec("max_model_size", float, "the largest graphical model, in MB", default=80.0, high=4096)
+ITERS = OptionSpec("iters", int, "iterations of the final graphical-model fit", default=1000, internal=True)
+AIM_OPTIONS = (
+    OptionSpec("rounds", int, "AIM's number of rounds T (default: 16 per attribute)", high=100_000),
+    MAX_MODEL_SIZE,
+    OptionSpec("initial_cliques", help="the cliques measured before the first round (default: every 1-way marginal)",
+               internal=True),
+    OptionSpec("structural_zeros", help="clique -> mask of impossible cells", internal=True),
+    ITERS,
+    OptionSpec("round_iters", int, "iterations of the model fit of each round", default=100, internal=True),
+)
+RESIDUAL_OPTIONS = (
+    OptionSpec("loss", str, "the plan's loss, the sum or the maximum of the workload's cell variances",
+               default="sum_var", choices=("sum_var", "max_var")),
+    OptionSpec("regression", help="a design whose Z^T Z the plan's loss is weighted toward (set by fit)",
+               internal=True),
+)
+DP_IHT_OPTIONS = (
+    OptionSpec("sparsity", int, "the number of non-zero coefficients kept, the intercept counted (required)",
+               high=2**31 - 1),
+    OptionSpec("iterations", int, "iterations T", default=50, high=10_000),
+    OptionSpec("step", float, "step size eta (default 1/L, L the design's public smoothness bound)"),
+    OptionSpec("clip_norm", float, "per-example gradient clip norm G (default: the rows' norm bound B for logistic, "
+               "2B for linear)"),
+    OptionSpec("l2", float, "the penalty (l2/2)||theta||^2", default=0.0, low_open=False),
+)
 
 
 def _marginal_runner(function: Callable[..., MechanismResult], request: RunRequest, budget: str,
@@ -107,14 +134,13 @@ register(MechanismSpec(
 register(MechanismSpec(
     "aim", ReleaseKind.MARGINALS, PrivacyNotion.ZCDP, _aim,
     "AIM (McKenna et al. 2022): adaptive, workload-aware selection and measurement of marginals",
-    options=(OptionSpec("rounds", int), MAX_MODEL_SIZE, OptionSpec("initial_cliques"),
-             OptionSpec("structural_zeros"), ITERS, OptionSpec("round_iters", int)),
+    options=AIM_OPTIONS,
     answers=MARGINAL_ANSWERS))
 register(MechanismSpec(
     "residual", ReleaseKind.MARGINALS, PrivacyNotion.ZCDP, _residual,
     "ResidualPlanner (Xiao, He, Zhang & Kifer 2023): the optimal Gaussian plan for the workload; unbiased answers "
     "with standard errors, no model unless one is needed",
-    options=(OptionSpec("loss"), OptionSpec("regression")), answers=MARGINAL_ANSWERS))
+    options=RESIDUAL_OPTIONS, answers=MARGINAL_ANSWERS))
 register(MechanismSpec(
     "adassp", ReleaseKind.GRAM, PrivacyNotion.ZCDP, _adassp_gram,
     "the noisy Gram matrix and lambda_min of AdaSSP (Wang 2018, Alg. 2) over a set of encoded columns",
@@ -126,6 +152,5 @@ register(MechanismSpec(
 register(MechanismSpec(
     "dp-iht", ReleaseKind.MODEL, PrivacyNotion.ZCDP, _dp_iht,
     "DP-IHT (Wang & Xu 2019, Alg. 3): a sparse linear or logistic model by noisy iterative hard thresholding",
-    options=(OptionSpec("sparsity", int), OptionSpec("iterations", int), OptionSpec("step", float),
-             OptionSpec("clip_norm", float), OptionSpec("l2")),
+    options=DP_IHT_OPTIONS,
     uses_workload=False, answers=frozenset({"dp-iht"}), resolve_settings=_dp_iht_settings))

@@ -5,7 +5,7 @@ Methods (Ferrando & Sheldon 2024, "Private Regression via Data-Dependent Suffici
 (App. C, Alg. 3, logistic only); and ``dp-iht`` (Wang & Xu 2019, "On sparse linear regression in the local
 differential privacy model", Alg. 3: a sparse linear or logistic model, :mod:`service.mechanisms.dp_iht`). Which stored
 release can answer a method is the registry's (:mod:`service.mechanisms.registry`, ``MechanismSpec.answers``;
-:mod:`service.regression.matching`).
+:mod:`service.regression.matching`); what each method is, the methods' registry (:mod:`service.regression.methods`).
 """
 
 from __future__ import annotations
@@ -19,9 +19,6 @@ from workloads import parameters
 from workloads.domain import Domain
 from workloads.encodings import TASKS, DesignEncoding, EncodingError
 
-METHODS = ("dd-ssp", "adassp", "objpert", "aim-synth", "dp-iht")
-METHOD_TASKS = {"dd-ssp": TASKS, "aim-synth": TASKS, "adassp": ("linear",), "objpert": ("logistic",), "dp-iht": TASKS}
-MARGINAL_METHODS = ("dd-ssp", "aim-synth")
 DEFAULT_MARGINAL_MECHANISM = "aim"
 
 

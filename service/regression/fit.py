@@ -8,7 +8,8 @@ Sheldon 2024, "Private Regression via Data-Dependent Sufficient Statistic Pertur
 2. with ``release_id`` that release must be able to answer; without it, a stored *complete* release that can
    answer is looked for (free, :mod:`service.regression.matching`); only when none exists is a new release made,
    through the release engine and the accountant (:mod:`service.releases.engine`), and charged;
-3. the answer is post-processing of the release (no rows are read, no privacy is spent):
+3. the answer is post-processing of the release (no rows are read, no privacy is spent), by the method's answer
+   function (the methods' registry, :mod:`service.regression.methods`; :mod:`service.regression.answering`):
 
    ========== ==================================================== =============================================
    method     release that answers                                 answer
@@ -44,56 +45,36 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-import numpy as np
 from sqlalchemy import Engine
 
-from estimators.base import BinaryClassifier, EstimatorError, LinearRegressor, LinearScoreModel
-from estimators.central.linear import AdaSSPLinearRegression, DDSSPLinearRegression
-from estimators.central.logistic import DDSSPLogisticRegression
-from estimators.central.reference import fit_on_rows
-from estimators.central.sufficient_stats import gram_from_marginals
-from estimators.graphical import mbi_adapter
-from estimators.graphical.mbi_adapter import Model
+from estimators.base import EstimatorError, LinearScoreModel
 from estimators.residual.basis import ResidualError
-from estimators.residual.regression_queries import DEFAULT_RIDGE_FACTOR, gram_noise_scale
 from service.accounting import accountant
 from service.accounting.accountant import release_costs
 from service.data.datasets import StoredDataset, get_dataset
 from service.errors import InvalidInput, ServiceError
 from service.mechanisms import gram, registry
 from service.mechanisms.base import MechanismError
-from service.mechanisms.objpert import ModelPayload
 from service.mechanisms.progress import Progress, no_progress
 from service.mechanisms.registry import PrivacyNotion, RunRequest
 from service.privacy.cost import PrivacyCost
+from service.regression import methods
 from service.regression.choice import marginal_mechanism_for
 from service.regression.design import (
     DEFAULT_MARGINAL_MECHANISM,
-    MARGINAL_METHODS,
-    METHOD_TASKS,
-    METHODS,
     RegressionInputError,
     ReleaseCannotAnswer,
     build_design,
     check_budget,
 )
 from service.regression.matching import cannot_answer, find_release, mechanisms_answering
+from service.regression.methods import MethodSpec
 from service.releases import answers
 from service.releases import engine as release_engine
 from service.releases.answers import StoredRelease
 from service.releases.kinds import ReleaseKind
-from service.releases.measured import MeasuredRelease
-from workloads.domain import Domain
 from workloads.encodings import TASKS, DesignEncoding
 from workloads.marginals import canonical
-
-#: What a fit answered by an objective-perturbation model reports: public calibration constants only (no solver
-#: diagnostics: whether and how fast the solver converged depends on the data).
-PUBLIC_OBJPERT_DETAILS = ("regularization", "noise_std", "output_noise_std", "gradient_tolerance")
-#: What a fit answered by a DP-IHT model reports: its settings and calibration (public numbers only).
-PUBLIC_DP_IHT_DETAILS = ("sparsity", "iterations", "step", "clip_norm", "l2", "rho", "rho_count", "rho_per_iteration",
-                         "sigma_gradient", "sigma_count")
-PUBLIC_MODEL_DETAILS = {"objpert": PUBLIC_OBJPERT_DETAILS, "dp-iht": PUBLIC_DP_IHT_DETAILS}
 
 
 @dataclass(frozen=True, eq=False)
@@ -148,86 +129,23 @@ class FitOutcome:
         }
 
 
-class _ReleasedModel(LinearScoreModel):
-    """A linear score read back from a model release's payload, in the order of the request's design."""
-
-    def __init__(self, payload: ModelPayload, design: DesignEncoding) -> None:
-        weights = dict(zip(payload.feature_names, payload.coef, strict=True))
-        theta = [weights[name] for name in design.feature_names]
-        if design.intercept:
-            theta = [float(payload.intercept or 0.0), *theta]
-        self._store(np.asarray(theta, dtype=float), design.feature_names, design.intercept)
-
-
-class ReleasedLogisticModel(_ReleasedModel, BinaryClassifier):
-    """A logistic model read back from a model release (objective perturbation, DP-IHT)."""
-
-
-class ReleasedLinearModel(_ReleasedModel, LinearRegressor):
-    """A linear model read back from a model release (DP-IHT)."""
-
-
-def released_model(payload: ModelPayload, design: DesignEncoding) -> LinearScoreModel:
-    """The fitted model a model release's payload holds, of the design's task."""
-    return (ReleasedLogisticModel if design.task == "logistic" else ReleasedLinearModel)(payload, design)
-
-
-def _marginal_reader(domain: Domain, model: Model):  # noqa: ANN202
-    def read(attributes: tuple[str, ...]) -> np.ndarray:
-        ordered = canonical(domain, attributes)
-        values = mbi_adapter.marginal(model, ordered)
-        return np.moveaxis(values, [ordered.index(a) for a in attributes], range(len(attributes)))
-
-    return read
-
-
 def answer(
     engine: Engine, release: StoredRelease, design: DesignEncoding, method: str, seed: int | None = None
 ) -> tuple[LinearScoreModel, dict[str, object]]:
-    """Fit ``method`` on ``design`` from a release that can answer it (post-processing: no privacy spent)."""
+    """Fit ``method`` on ``design`` from a release that can answer it (post-processing: no privacy spent), by the
+    method's answer function (:mod:`service.regression.methods`)."""
     try:
-        if method in MARGINAL_METHODS:
-            if method == "dd-ssp":
-                return _dd_ssp(engine, release, design)
-            _, model = answers.release_model(engine, release.id)
-            rows = min(max(1, round(float(model.total))), answers.MAX_SYNTHETIC_ROWS)
-            # fit() decided whether this release may answer (a seeded one only for an in-process caller who allows it)
-            frame = answers.synthetic_frame(engine, release.id, rows, seed, allow_seeded=True)
-            return fit_on_rows(frame, design), {"synthetic_rows": rows}
-        if method == "adassp":
-            payload = release.decoded_payload()
-            stats = gram.sub_statistics(payload, design)
-            scales = gram.adassp_scales(release.details, stats.dimension, float(release.params["confidence_delta"]),
-                                        float(release.params["failure_prob"]))
-            estimator = AdaSSPLinearRegression().fit(stats, payload.lambda_min_noisy, scales)
-            return estimator, {"ridge": estimator.ridge_, "lambda_min_tilde": estimator.lambda_min_tilde_}
-        public = PUBLIC_MODEL_DETAILS.get(release.mechanism, ())
-        return released_model(release.decoded_payload(), design), {
-            k: release.details[k] for k in public if k in release.details
-        }
+        return _method(method).answer(engine, release, design, seed)
     except (EstimatorError, ResidualError, KeyError) as exc:
         raise ServiceError(f"release {release.id} could not answer {method}: {exc}", code="answer_failed",
                            status=422) from None
 
 
-def _dd_ssp(engine: Engine, release: StoredRelease, design: DesignEncoding) -> tuple[LinearScoreModel,
-                                                                                    dict[str, object]]:
-    """DD-SSP (Prop. 3.2; Alg. 1 or Prop. 3.4) from a marginal release. A release stored as noisy residuals that
-    measured every marginal the design reads gives ``Z^T Z`` from their *unbiased* reconstruction, solved with the
-    ridge ``DEFAULT_RIDGE_FACTOR * sqrt(p v)`` (the scale of the noise's spectral norm, a public function of the
-    release's noise scales: :func:`estimators.residual.regression_queries.gram_noise_scale`); any other release
-    reads the marginals of its graphical model, without a ridge."""
-    estimator_class = DDSSPLinearRegression if design.task == "linear" else DDSSPLogisticRegression
-    _, payload = answers.release_payload(engine, release.id)
-    if isinstance(payload, MeasuredRelease) and all(payload.covers(m) for m in design.required_marginals()):
-        ridge = DEFAULT_RIDGE_FACTOR * gram_noise_scale(payload.residuals, design)
-        stats = gram_from_marginals(design, payload.unbiased, total=payload.total)
-        return estimator_class(ridge=ridge).fit(stats), {"total": payload.total, "ridge": ridge,
-                                                          "statistics": "unbiased, from the measurements"}
-    _, model = answers.release_model(engine, release.id)
-    total = float(model.total)
-    stats = gram_from_marginals(design, _marginal_reader(release.dataset.domain, model), total=total)
-    return estimator_class().fit(stats), {"total": total}
+def _method(method: object) -> MethodSpec:
+    spec = methods.find(method)
+    if spec is None:
+        raise RegressionInputError(f"method must be one of {methods.names()}, got {method!r}")
+    return spec
 
 
 # new releases (charged) ---------------------------------------------------------------------------
@@ -249,7 +167,7 @@ def make_release(
     aim-synth: a marginal release of every pair among target and features by ``mechanism`` (a registered zCDP
     marginal mechanism); the other methods: a release by the one mechanism whose releases answer them."""
     requested = {"epsilon": float(epsilon), "delta": float(delta)}
-    if method in MARGINAL_METHODS:
+    if _method(method).reads_marginals:
         choices = marginal_mechanisms()
         if mechanism not in choices:
             raise RegressionInputError(f"mechanism must be one of {choices}, got {mechanism!r}")
@@ -284,7 +202,7 @@ def make_release(
 def model_settings(method: str, design: DesignEncoding, options: dict[str, object] | None) -> dict[str, object]:
     """The complete, checked settings of a new release for ``method`` (DP-IHT's sparsity, iterations...), empty for
     methods without settings; a :class:`RegressionInputError` naming the setting when one is wrong."""
-    if method in MARGINAL_METHODS:
+    if _method(method).reads_marginals:
         return {}
     spec = registry.get(mechanisms_answering(method)[0])
     if spec.resolve_settings is None:
@@ -342,15 +260,14 @@ def fit(
     model then extrapolates the missing parts, and the answer's ``details["coverage"]`` says which)."""
     if not isinstance(allow_unmeasured, bool):
         raise RegressionInputError(f"allow_unmeasured must be True or False, got {allow_unmeasured!r}")
-    if method not in METHODS:
-        raise RegressionInputError(f"method must be one of {list(METHODS)}, got {method!r}")
-    if task in TASKS and task not in METHOD_TASKS[method]:
-        raise RegressionInputError(f"method {method!r} fits {' or '.join(METHOD_TASKS[method])} regression, not {task}")
+    spec = _method(method)
+    if task in TASKS and task not in spec.tasks:
+        raise RegressionInputError(f"method {method!r} fits {' or '.join(spec.tasks)} regression, not {task}")
     if not isinstance(intercept, bool):
         raise RegressionInputError(f"intercept must be True or False, got {intercept!r}")
     dataset = get_dataset(engine, name)
     design = build_design(dataset.domain, task, target, features, categorical, intercept)
-    if release_id is not None and options and method not in MARGINAL_METHODS:
+    if release_id is not None and options and not spec.reads_marginals:
         raise RegressionInputError(f"give either a release id or the settings of a new {method} release, not both")
     settings = model_settings(method, design, options) if release_id is None else {}
     cost = PrivacyCost()
@@ -379,7 +296,7 @@ def fit(
         release = answers.get_release(engine, found)
     model, details = answer(engine, release, design, method, seed)
     notes = []
-    if method in MARGINAL_METHODS:
+    if spec.reads_marginals:
         gaps = release.coverage([*design.features, design.target])
         details = {**details, "coverage": gaps.to_json()}
         if not gaps.complete_pairs:
@@ -387,7 +304,7 @@ def fit(
     if reused and release_id is None:
         notes.append(f"release {release.id} ({release.mechanism}) already answers this question, so this call spent "
                      "nothing" + (f"; --mechanism {mechanism} applies only to a new release" if mechanism
-                                  and mechanism != release.mechanism and method in MARGINAL_METHODS else ""))
+                                  and mechanism != release.mechanism and spec.reads_marginals else ""))
     release_cost = release_costs(engine, [release.id])[release.id]
     return FitOutcome(model, method, dataset.name, design, release.id, release.kind, release.mechanism, reused, cost,
                       release_cost, details, tuple(notes), effect)

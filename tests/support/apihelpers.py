@@ -20,7 +20,7 @@ from db.models import ApiKey, Budget, Dataset, IdempotencyRecord, LedgerEntry, R
 from service.access import auth
 from service.accounting import accountant
 from service.api import jobs
-from service.collections import gateways
+from service.campaigns import gateways
 from service.releases import engine as release_engine
 from tests.conftest import new_postgres_database
 from tests.support.datasets import load_titanic
@@ -99,7 +99,7 @@ def add_collections(engine: Engine, public_table: str = "households", campaign: 
     """A public table, an ldp-avg campaign with 50 simulated reports, and a second campaign to close."""
     import numpy as np
 
-    from service.collections import campaigns, public_tables, simulate
+    from service.campaigns import campaigns, public_tables, simulate
 
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "households.csv"

@@ -14,21 +14,22 @@ For Gaussian ``x`` Stein's lemma gives ``w* = c w_ols`` with ``c`` the root of `
 The links of the paper: ``logistic`` and ``poisson`` GLMs (Sec. 6), the ``boosting`` loss (Thm. 20), the ``cubic``
 link ``x^3 / 3`` and the ``logistic-loss`` link ``log(1 + e^-x)`` (Sec. 6), the ``sigmoid`` link (Thm. 26); plus
 ``probit`` (``E[y | x] = Phi_N(<x, w>)``, binary labels: Stein's lemma only needs ``E[y - mean | x] = 0``).
+The means are :data:`workloads.links.LINK_MEANS` (numpy only, shared with the client); the slopes are here.
 ``labels`` names how synthetic labels are drawn (:mod:`estimators.local.glm.synthetic`); ``binary`` links give
 classifiers with ``predict_proba``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import expit, ndtr
+from scipy.special import expit
 
 from estimators.base import EstimatorError
+from workloads.links import LINK_MEANS as MEANS
+from workloads.links import ArrayFunction
 
-ArrayFunction = Callable[[np.ndarray], np.ndarray]
 _INV_SQRT_2PI = 1.0 / np.sqrt(2.0 * np.pi)
 
 
@@ -58,11 +59,6 @@ def _normal_density(t: np.ndarray) -> np.ndarray:
     return _INV_SQRT_2PI * np.exp(-0.5 * np.square(t))
 
 
-def _boosting_mean(t: np.ndarray) -> np.ndarray:
-    """``Phi'`` of the boosting loss ``Phi(z) = z/2 + sqrt(1 + z^2/4)`` (Thm. 20)."""
-    return 0.5 + t / (4.0 * np.sqrt(1.0 + np.square(t) / 4.0))
-
-
 def _boosting_slope(t: np.ndarray) -> np.ndarray:
     return 0.25 * (1.0 + np.square(t) / 4.0) ** -1.5
 
@@ -74,14 +70,15 @@ def _boosting_curvature(t: np.ndarray) -> np.ndarray:
 LINKS: dict[str, Link] = {
     link.name: link
     for link in (
-        Link("logistic", "glm", expit, _sigmoid_slope, _sigmoid_curvature, "bernoulli", True),
-        Link("poisson", "glm", np.exp, np.exp, np.exp, "poisson", False),
-        Link("probit", "regression", ndtr, _normal_density, lambda t: -t * _normal_density(t), "bernoulli", True),
-        Link("boosting", "glm", _boosting_mean, _boosting_slope, _boosting_curvature, "bernoulli", False),
-        Link("cubic", "regression", lambda t: t**3 / 3.0, np.square, lambda t: 2.0 * t, "additive", False),
-        Link("sigmoid", "regression", expit, _sigmoid_slope, _sigmoid_curvature, "additive", False),
-        Link("logistic-loss", "regression", lambda t: np.logaddexp(0.0, -t), lambda t: -expit(-t),
-             _sigmoid_slope, "additive", False, sign=-1),
+        Link("logistic", "glm", MEANS["logistic"], _sigmoid_slope, _sigmoid_curvature, "bernoulli", True),
+        Link("poisson", "glm", MEANS["poisson"], np.exp, np.exp, "poisson", False),
+        Link("probit", "regression", MEANS["probit"], _normal_density, lambda t: -t * _normal_density(t), "bernoulli",
+             True),
+        Link("boosting", "glm", MEANS["boosting"], _boosting_slope, _boosting_curvature, "bernoulli", False),
+        Link("cubic", "regression", MEANS["cubic"], np.square, lambda t: 2.0 * t, "additive", False),
+        Link("sigmoid", "regression", MEANS["sigmoid"], _sigmoid_slope, _sigmoid_curvature, "additive", False),
+        Link("logistic-loss", "regression", MEANS["logistic-loss"], lambda t: -expit(-t), _sigmoid_slope, "additive",
+             False, sign=-1),
     )
 }
 

@@ -3,8 +3,9 @@
 Wang & Xu, "On sparse linear regression in the local differential privacy model" (ICML 2019), Alg. 1, steps 4-7:
 when round ``t``'s group has reported, ``theta_{t+1} = Proj_{B_R}(Trunc(theta_t - eta g_t, s))`` with ``g_t`` the
 mean of the round's reports (:func:`estimators.local.sparse.iht.iht_step`). ``theta_{t+1}`` is round ``t + 1``'s
-public state (:func:`next_state`, registered in ``estimators.local.rounds.TRANSITIONS``); the step after the last
-round is the estimate (:func:`campaign_estimate`). Post-processing of the reports: no privacy cost.
+public state (:func:`next_state`, the transition of the ``ldp-iht`` record in ``service/campaigns/protocols/``); the
+step after the last round is the estimate (:func:`campaign_estimate`). Post-processing of the reports: no privacy
+cost.
 """
 
 from __future__ import annotations

@@ -56,6 +56,23 @@ ROLE_TABLE: dict[tuple[str, str], tuple[int, ...]] = {
 }
 ERROR_CODES = {401: "unauthorized", 403: "forbidden"}
 
+#: Every campaign protocol, created through ``POST /campaigns`` by every caller with that route's statuses: a valid
+#: body per protocol (``{public}`` stands for the world's public table, with columns ``income`` and ``age``). A
+#: protocol registered without an entry here fails ``tests/service/campaigns/test_protocol_contract.py``.
+PROTOCOL_CAMPAIGNS: dict[str, dict[str, object]] = {
+    "ldp-avg": {"features": ["value"], "epsilon": 1.0, "options": {"lower": 0, "upper": 1}},
+    "stein-glm": {"features": ["income", "age"], "target": "y", "public": "{public}", "epsilon": 1.0,
+                  "delta": 1e-6},
+    "stein-glm-2round": {"features": ["income", "age"], "target": "y", "epsilon": 1.0, "delta": 1e-6,
+                         "options": {"norm_bound": 2.0, "participants": 100}},
+    "ldp-iht": {"features": ["a", "b", "c"], "target": "y", "epsilon": 1.0, "options": {"sparsity": 1, "rounds": 2}},
+    "label-ldp": {"features": ["income", "age"], "target": "y", "public": "{public}", "epsilon": 1.0,
+                  "delta": 1e-6, "options": {"sparsity": 1}},
+    "bernstein": {"features": ["a"], "target": "y", "epsilon": 1.0, "options": {"degree": 2}},
+    "bernstein-1bit": {"features": ["a"], "target": "y", "epsilon": 1.0, "options": {"degree": 2}},
+    "dr-erm": {"features": ["a", "b"], "target": "y", "epsilon": 1.0, "options": {"rows": 3}},
+}
+
 
 def render_table() -> str:
     """The table as Markdown, exactly as docs/api.md must contain it."""
@@ -119,6 +136,24 @@ def test_every_route_with_every_caller(world: World) -> None:
                 assert response.json()["error"] == ERROR_CODES[status], response.text
             if status == 401:
                 assert response.headers["www-authenticate"] == "Bearer"
+    assert not mismatches, "\n".join(mismatches)
+
+
+def test_every_protocol_with_every_caller(world: World) -> None:
+    """A campaign of every protocol is created by a steward only: the ``POST /campaigns`` row of the table holds
+    whatever the protocol (a valid body, so only the caller decides the status)."""
+    client = TestClient(create_app(world.engine), raise_server_exceptions=False)
+    keys = {**world.keys, "no_key": None}
+    mismatches = []
+    for protocol, body in PROTOCOL_CAMPAIGNS.items():
+        for caller, status in zip(CALLERS, ROLE_TABLE[("POST", "/campaigns")], strict=True):
+            request = {**body, "name": f"{protocol} by {caller}", "protocol": protocol}
+            if "public" in body:
+                request["public"] = world.public_table
+            response = client.post("/campaigns", json=request, headers=bearer(keys[caller]))
+            if response.status_code != status:
+                mismatches.append(f"{protocol} as {caller}: expected {status}, got {response.status_code}: "
+                                  f"{response.text[:300]}")
     assert not mismatches, "\n".join(mismatches)
 
 

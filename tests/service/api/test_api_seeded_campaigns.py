@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from db.engine import make_engine
 from db.migrate import upgrade_to_head
 from service.api import create_app
-from service.collections import campaigns, simulate
+from service.campaigns import campaigns, simulate
 from tests.support.apihelpers import bearer, make_keys
 
 CALLERS = ("steward", "scoped_steward", "analyst", "auditor", "participant", "gateway", "revoked", "no_key")
@@ -121,7 +121,7 @@ def test_an_unseeded_campaign_still_answers(world: World) -> None:
 
 def test_in_process_callers_still_fit_a_seeded_campaign(world: World) -> None:
     """Benchmarks fit their seeded campaigns in process (``estimates.fit_campaign``): only HTTP refuses."""
-    from service.collections.estimates import fit_campaign
+    from service.campaigns.estimates import fit_campaign
 
     assert fit_campaign(world.engine, "seeded-avg", "mean").reports == 40
 

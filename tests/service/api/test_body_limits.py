@@ -15,8 +15,8 @@ from sqlalchemy import Engine, text
 
 from service.access import auth
 from service.api import create_app, limits, routes_collections
+from service.campaigns import campaigns, gateways
 from service.client.device import make_report
-from service.collections import campaigns, gateways
 from workloads.local.wire import MEDIA_TYPE, decode_batch, encode_batch
 
 CHUNK = 64 * 1024

@@ -13,8 +13,8 @@ from sqlalchemy import Engine, text
 
 from service.access import auth
 from service.api import create_app
+from service.campaigns import estimates, gateways
 from service.client.device import make_report
-from service.collections import estimates, gateways
 from service.errors import ServiceError
 from workloads.local.wire import MEDIA_TYPE, encode_batch
 

@@ -14,8 +14,8 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from service.accounting import accountant
+from service.campaigns.protocols import CAMPAIGN_PROTOCOLS
 from service.cli import app
-from service.collections.builders import BUILDERS
 from service.mechanisms import direct
 from service.releases import answers
 from service.releases import engine as release_engine
@@ -133,6 +133,6 @@ def test_campaign_create_help_lists_every_registered_protocol() -> None:
     """The help listed 5 of the 8 protocols; it is now written from the protocol registry."""
     shown = runner.invoke(app, ["campaign", "create", "--help"], env={"COLUMNS": "400"})
     assert shown.exit_code == 0
-    assert set(PROTOCOLS) == set(BUILDERS)  # every protocol a campaign can run
+    assert set(PROTOCOLS) == set(CAMPAIGN_PROTOCOLS)  # every protocol a campaign can run
     missing = [name for name in PROTOCOLS if name not in shown.output]
     assert not missing, shown.output

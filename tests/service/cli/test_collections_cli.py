@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from service.cli import app
 from service.data import datasets
-from tests.service.collections.helpers import FEATURES, gaussian_rows, logistic_labels
+from tests.service.campaigns.helpers import FEATURES, gaussian_rows, logistic_labels
 
 runner = CliRunner()
 

@@ -125,3 +125,79 @@ def test_an_approximate_dp_mechanism_is_charged_its_epsilon_and_delta() -> None:
         registry.get("objpert").cost("0.5", "0", None)
     with pytest.raises(InvalidInput, match="not --rho"):
         registry.get("objpert").cost(None, None, "0.1")
+
+
+# issue 19: options declared once, on the spec ------------------------------------------------------------------------
+KNOB = OptionSpec("knob", int, "a knob of a test mechanism", default=3, high=7)
+SHADE = OptionSpec("shade", str, "a colour", choices=("light", "dark"))
+INNER = OptionSpec("inner", help="set by the service", internal=True)
+
+
+def test_a_bound_declared_on_the_spec_is_enforced_in_process_too(engine, titanic) -> None:  # noqa: ANN001
+    """The API refused max_model_size above 4096 MB and rounds above 100,000 but the engine (the command line,
+    in-process callers) took them: the bound lived in the API's schema only. Declared on the spec, it holds for all."""
+    with pytest.raises(InvalidInput, match=r"option max_model_size must be a positive float <= 4096, got 5000"):
+        release_engine.release_marginals(engine, "titanic", "laplace", "all-1way", epsilon="0.5",
+                                         options={"max_model_size": 5000.0})
+    with pytest.raises(InvalidInput, match=r"option rounds must be a positive int <= 100000"):
+        release_engine.release_marginals(engine, "titanic", "aim", "all-1way", rho="0.01",
+                                         options={"rounds": 100_001})
+    with pytest.raises(InvalidInput, match=r"option loss must be one of \['sum_var', 'max_var'\], got 'l1'"):
+        release_engine.release_marginals(engine, "titanic", "residual", "all-1way", rho="0.01",
+                                         options={"loss": "l1"})
+    assert _charges(engine) == []
+
+
+def test_the_cli_and_the_api_build_their_options_from_the_declarations() -> None:
+    """A declaration is all a mechanism writes: the command line gets ``--knob``/``--shade`` (typed, helped, no
+    ``--inner``) and the API a strict, bounded field for each, with no edit of either."""
+    from pydantic import ValidationError, create_model
+    from typer.testing import CliRunner
+
+    from service.api.declared import option_fields
+    from service.api.schemas import Integer, Number, Strict
+    from service.cli.options import declared_options
+
+    owners = {"test-a": (KNOB, SHADE, INNER), "test-b": (KNOB,)}
+    seen: list[dict[str, object]] = []
+    command = typer.Typer()
+
+    @command.command()
+    @declared_options(owners)
+    def run(name: str, quiet: bool = False, options: dict[str, object] | None = None) -> None:  # noqa: ARG001
+        seen.append(options or {})
+
+    runner = CliRunner()
+    assert runner.invoke(command, ["x", "--knob", "5", "--shade", "dark"]).exit_code == 0
+    assert runner.invoke(command, ["x"]).exit_code == 0
+    assert seen == [{"knob": 5, "shade": "dark"}, {}]
+    assert runner.invoke(command, ["x", "--inner", "1"]).exit_code == 2
+    assert runner.invoke(command, ["x", "--knob", "five"]).exit_code == 2
+    params = {p.name: p for p in typer.main.get_command(command).params}
+    assert params["knob"].help == "test-a, test-b: a knob of a test mechanism (default 3)."
+    assert params["shade"].help == "test-a: a colour (one of light, dark)."
+
+    model = create_model("TestOptions", __base__=Strict, **option_fields(owners, Integer, Number))
+    assert model(knob=7, shade="light").model_dump() == {"knob": 7, "shade": "light"}
+    for bad in ({"knob": 8}, {"knob": 0}, {"knob": True}, {"knob": 2.5}, {"shade": "grey"}, {"inner": 1}):
+        with pytest.raises(ValidationError):
+            model(**bad)
+    with pytest.raises(ValueError, match="declared differently"):
+        option_fields({"a": (KNOB,), "b": (OptionSpec("knob", float, "another knob"),)}, Integer, Number)
+
+
+def test_the_declared_options_agree_with_the_mechanisms_own_defaults_and_checks() -> None:
+    """The declarations are the source the surfaces read; the mechanisms keep their own checks (in-process callers),
+    which must say the same."""
+    from estimators.residual.planner import LOSSES
+    from service.mechanisms import aim, dp_iht, mst
+
+    options = {(spec.name, o.name): o for spec in registry.specs() for o in spec.options}
+    assert options[("aim", "max_model_size")].default == aim.DEFAULT_MAX_MODEL_SIZE_MB
+    assert options[("laplace", "max_model_size")].default == direct.DEFAULT_MAX_MODEL_SIZE_MB
+    assert options[("aim", "iters")].default == aim.DEFAULT_ITERS == direct.DEFAULT_ITERS == mst.DEFAULT_ITERS
+    assert options[("aim", "round_iters")].default == aim.DEFAULT_ROUND_ITERS
+    assert options[("residual", "loss")].choices == LOSSES
+    assert registry.get("dp-iht").option_names == dp_iht.OPTION_NAMES
+    assert options[("dp-iht", "iterations")].default == dp_iht.DEFAULT_ITERATIONS
+    assert options[("dp-iht", "iterations")].high == dp_iht.MAX_ITERATIONS

@@ -30,8 +30,8 @@ from service.mechanisms.dp_iht import COUNT_SHARE, DPIHTRelease, resolve_options
 from service.privacy import conversions
 from service.privacy.cost import PrivacyCost, floor_to_grid
 from service.privacy.noise import NoiseSource
+from service.regression.answering import PUBLIC_DP_IHT_DETAILS
 from service.regression.design import RegressionInputError, build_design
-from service.regression.fit import PUBLIC_DP_IHT_DETAILS
 from service.regression.fit import fit as fit_regression
 
 ROWS = 2000
@@ -193,3 +193,12 @@ def test_settings_are_resolved_with_public_defaults(sparse) -> None:  # noqa: AN
     assert resolved == {"sparsity": 2, "iterations": 50, "step": pytest.approx(4 / 3), "clip_norm": math.sqrt(3),
                         "l2": 0.0}
     assert registry.get("dp-iht").kind == "model" and registry.get("dp-iht").notion == "zcdp"
+
+
+def test_the_command_line_refuses_dp_iht_settings_for_another_method_before_opening_the_database() -> None:
+    """The settings are the method's declared options (service/regression/methods.py): given with another method,
+    they are refused naming them and the method that takes them."""
+    result = CliRunner().invoke(app, ["fit", "linear", "any", "--target", "y", "--method", "dd-ssp", "--sparsity", "2",
+                                      "--clip-norm", "1.5"])
+    assert result.exit_code == 2
+    assert "--sparsity/--clip-norm apply to --method dp-iht only, not dd-ssp" in " ".join(result.output.split())

@@ -34,8 +34,8 @@ from service.mechanisms.objpert import ObjPertRelease
 from service.privacy import conversions
 from service.privacy.cost import PrivacyCost
 from service.privacy.noise import NoiseSource
+from service.regression.answering import PUBLIC_OBJPERT_DETAILS
 from service.regression.design import RegressionInputError, ReleaseCannotAnswer, build_design
-from service.regression.fit import PUBLIC_OBJPERT_DETAILS
 from service.regression.fit import fit as fit_regression
 from service.releases import answers
 from service.releases import engine as release_engine

@@ -9,7 +9,8 @@ A campaign runs one **protocol**. Everything here is public and fixed before any
   adaptively chosen mechanisms with parameters fixed in advance: Dwork & Roth 2014, Thm. 3.16);
 * each round has a **public state** (:class:`RoundState`) the server publishes before the round opens: the first
   from the spec (and a public table, if the protocol uses one) by :meth:`ProtocolSpec.initial_state`; round
-  ``t + 1``'s from round ``t``'s aggregate, computed server side (``estimators.local.rounds.next_state``);
+  ``t + 1``'s from round ``t``'s aggregate, computed server side by the protocol's transition
+  (``service.campaigns.protocols.next_state``);
 * reports of round ``t`` are randomized with round ``t``'s state (:meth:`ProtocolSpec.randomize`, which calls the
   pure functions of :mod:`workloads.local.randomizers`) and checked against its :class:`ReportSchema`.
 
@@ -32,7 +33,8 @@ public row and the server multiplies its own copy of that row by the label).
 Protocols are found by name in :data:`PROTOCOLS` (:func:`register_protocol`). What they share is
 :mod:`.base`; each protocol is a module of this package (``ldp_avg``, ``stein_glm``, ``ldp_iht``, ``label_ldp``,
 ``bernstein``, ``dr_erm``) and registers its spec on import. Adding one means a new module here, its randomizer in
-:mod:`workloads.local.randomizers` and its aggregate/estimator/next-state functions server side.
+:mod:`workloads.local.randomizers`, its estimator in :mod:`estimators.local` and its record (builder, transition,
+estimates) in ``service/campaigns/protocols/``.
 """
 
 # each protocol registers its spec on import, in the order the protocols are listed

@@ -1,0 +1,49 @@
+"""Estimates from a campaign's stored aggregates: post-processing, free, as often as asked.
+
+:func:`fit_campaign` reads only the rounds' running aggregates (never the reports) and hands them to the campaign's
+protocol (its record in :mod:`service.campaigns.protocols`: the models it answers and its ``fit``), which may read the
+public table's rows too. What each protocol answers: docs/campaigns.md, and the docstring of its module. Errors of the
+estimators become answers naming the model: a link with no constant on these data (the paper's assumptions fail) is
+``no_root``, any other :class:`~estimators.base.EstimatorError` ``estimation_failed``.
+"""
+
+from __future__ import annotations
+
+import json
+
+from sqlalchemy import Engine, select
+
+from db.engine import transaction
+from db.models import CampaignRound
+from estimators.base import EstimatorError
+from estimators.local.aggregate import ReportAggregate
+from estimators.local.glm.scale import NoRootError
+from service.campaigns.campaigns import get_campaign
+from service.campaigns.protocols import get_protocol
+from service.campaigns.types import CampaignFit, CampaignInfo
+from service.errors import InvalidInput
+
+
+def _aggregates(engine: Engine, campaign: CampaignInfo) -> list[ReportAggregate | None]:
+    """Each round's running aggregate (``None`` before its first report)."""
+    with transaction(engine) as session:
+        rows = session.execute(select(CampaignRound).where(CampaignRound.campaign_id == campaign.id)
+                               .order_by(CampaignRound.round_index)).scalars().all()
+        return [None if r.aggregate_json is None else ReportAggregate.from_json(json.loads(r.aggregate_json))
+                for r in rows]
+
+
+def fit_campaign(engine: Engine, name_or_id: str | int, model: str, covariance: str | None = None) -> CampaignFit:
+    """The model ``model`` from campaign ``name_or_id``'s stored aggregates (see the module docstring)."""
+    campaign = get_campaign(engine, name_or_id)
+    protocol = get_protocol(campaign.protocol)
+    if model not in protocol.models:
+        raise InvalidInput(f"model must be one of {list(protocol.models)} for a {campaign.protocol!r} campaign, "
+                           f"got {model!r}", code="unknown_model")
+    try:
+        return protocol.fit(engine, campaign, _aggregates(engine, campaign), model, covariance)
+    except NoRootError as error:
+        raise InvalidInput(f"link {model!r} has no constant on the data of campaign {campaign.name!r}: {error}",
+                           code="no_root") from None
+    except EstimatorError as error:
+        raise InvalidInput(f"campaign {campaign.name!r}, model {model!r}: {error}", code="estimation_failed") from None

@@ -1,0 +1,61 @@
+"""``dr-erm``: DR-ERM-LDP (Wang, Gaboardi & Xu, NeurIPS 2018, Alg. 4; docs/privacy.md 8.9): a public random
+projection, the projected statistics through the l2-ball randomizer, recovery over the l1 ball or the simplex.
+
+Build: options ``rows`` (m, the projection's dimension, default 20), ``constraint`` (``l1`` or ``simplex``),
+``radius`` (of C, default 1), ``feature_radius`` (the clip on ``||Phi x||``, default 1), ``label_bound`` (1),
+``participants``; the projection's seed is drawn here (public, published). Pure epsilon (delta must be 0); the
+features stay in their own units.
+
+Estimate, model ``linear``: the mean report gives the projected statistics; projected least squares over ``Phi C``
+and the recovery in ``C`` with cvxpy (:class:`estimators.local.sparse.dr_erm.DRERMLinearRegression`); a cvxpy
+failure is the error ``solver_failed`` naming each solver's status.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+
+from sqlalchemy import Engine
+
+from estimators.local.aggregate import ReportAggregate
+from service.campaigns.protocols.base import CampaignProtocol, register
+from service.campaigns.protocols.common import diameter, no_covariance, pure, round0, solved, sparse_fit
+from service.campaigns.types import CampaignFit, CampaignInfo, CampaignRequest
+from workloads.local.protocols import ProtocolSpec
+from workloads.local.protocols.dr_erm import MAX_SEED, DrErmSpec
+
+
+def build(request: CampaignRequest) -> ProtocolSpec:
+    pure(request, "dr-erm", "the l2-ball randomizer")
+    options = request.options
+    return DrErmSpec(dimension=len(request.features), rows=options.count("rows") or 20,
+                     projection_seed=secrets.randbelow(MAX_SEED), epsilon=request.epsilon,
+                     feature_radius=options.number("feature_radius", 1.0),
+                     label_bound=options.number("label_bound", 1.0),
+                     constraint=options.choice("constraint", ("l1", "simplex"), "l1"),
+                     radius=options.number("radius", 1.0), participants=options.count("participants"))
+
+
+def fit(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate | None], model: str,
+        covariance: str | None) -> CampaignFit:
+    no_covariance(campaign, covariance)
+    from estimators.local.sparse.dr_erm import DRERMLinearRegression
+
+    spec = campaign.spec
+    aggregate = round0(campaign, aggregates)
+    estimator = DRERMLinearRegression(spec.constraint, spec.radius)
+    solved(lambda: estimator.fit(aggregate.mean("statistics"), spec.projection()), f"campaign {campaign.name!r}")
+    details = {"rows": spec.rows, "projection_seed": spec.projection_seed, "constraint": spec.constraint,
+               "radius": spec.radius}
+    # C: the l1 ball of radius R (diameter 2R) or the probability simplex (diameter sqrt(2), whatever the radius)
+    size, what = (2.0 * spec.radius, f"the l1 ball of radius {spec.radius:g}") if spec.constraint == "l1" else (
+        math.sqrt(2.0), "the probability simplex")
+    return sparse_fit(campaign, model, estimator.coef_, aggregate.count, details, (),
+                      diameter(size, f"C, {what} (step 7 recovers w in C)"))
+
+
+register(CampaignProtocol(
+    "dr-erm", DrErmSpec, build, None, ("linear",), fit, "required",
+    "DR-ERM-LDP (Alg. 4): public random projection, l2-ball projected statistics, recovery over the l1 ball or the "
+    "simplex (options: rows, constraint, radius, feature_radius, label_bound, participants)", transform=False))

@@ -1,0 +1,74 @@
+"""``ldp-iht``: LDP-IHT (Wang & Xu, ICML 2019, Alg. 1; docs/privacy.md 8.9): ``T`` rounds, one disjoint group each,
+a participant's gradient through the l2-ball randomizer at the published ``theta_t``.
+
+Build: ``--target Y --epsilon E --option sparsity=S [--option rounds=T] [--option participants=N]``; ``T`` defaults
+to ``ceil(ln(N / p))`` (Sec. 7.1, at least 1) when ``participants`` is given. ``eta`` defaults to 1 (features on a
+unit scale give ``E[x x^T] = I``, for which a unit step is the natural one; Sec. 7.1 states 0.1 or 0.2, see
+docs/sparse-results.md). Clipping: ``label_bound`` (default 1), ``residual_bound`` (default the worst case
+``sqrt(s) R + label_bound``, which never binds for features in ``[-1, 1]``), ``feature_norm_bound`` (default
+``sqrt(p)``, the norm of a point of ``{-1, +1}^p``). Pure epsilon (delta must be 0). Every setting is fixed here, so
+a bad one (``s > p``, ``T < 1``, ``eta <= 0``) is an error naming the option before any report is collected.
+
+Transition: round ``t + 1``'s ``theta`` is the IHT step from round ``t``'s mean gradient
+(:func:`estimators.local.sparse.ldp_iht_rounds.next_state`). Estimate: model ``iht``, the IHT step from the last
+round with reports, taken at that round's published ``theta`` (a campaign still running gives the estimate after
+the rounds done so far, ``details.rounds_used``).
+"""
+
+from __future__ import annotations
+
+import math
+
+from sqlalchemy import Engine
+
+from estimators.local.aggregate import ReportAggregate
+from estimators.local.sparse import ldp_iht_rounds
+from service.campaigns.options import invalid
+from service.campaigns.protocols.base import CampaignProtocol, register
+from service.campaigns.protocols.common import default_steps, diameter, no_covariance, round0, sparse_fit, sparsity
+from service.campaigns.types import CampaignFit, CampaignInfo, CampaignRequest
+from workloads.local.protocols import ProtocolSpec
+from workloads.local.protocols.ldp_iht import LdpIhtSpec
+from workloads.local.randomizers.iht_gradient import worst_case_residual_bound
+
+
+def build(request: CampaignRequest) -> ProtocolSpec:
+    if request.delta != 0:
+        raise invalid(f"delta must be 0 for ldp-iht (the l2-ball randomizer is pure epsilon-LDP), got {request.delta}")
+    options = request.options
+    p = len(request.features)
+    s = sparsity(options, "ldp-iht", p)
+    participants = options.count("participants")
+    steps = options.count("rounds")
+    if steps is None:
+        if participants is None:
+            raise invalid("ldp-iht needs option rounds (T) or option participants (T = ceil(ln(n / p)))")
+        steps = default_steps(participants, p)
+    radius = options.number("radius", 1.0)
+    label_bound = options.number("label_bound", 1.0)
+    residual_bound = options.number("residual_bound", worst_case_residual_bound(s, radius, label_bound))
+    return LdpIhtSpec(dimension=p, sparsity=s, steps=steps, eta=options.number("eta", 1.0),
+                      epsilon=request.epsilon, residual_bound=residual_bound,
+                      feature_norm_bound=options.number("feature_norm_bound", math.sqrt(p)), radius=radius,
+                      participants=participants)
+
+
+def fit(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate | None], model: str,
+        covariance: str | None) -> CampaignFit:
+    no_covariance(campaign, covariance)
+    spec = campaign.spec
+    round0(campaign, aggregates)
+    states = [None if r.state is None else campaign.round_state(r.index) for r in campaign.rounds]
+    coef, used = ldp_iht_rounds.campaign_estimate(spec, states, aggregates)
+    reports = sum(a.count for a in aggregates[:used] if a is not None)
+    notes = () if used == spec.steps else (f"the estimate after {used} of the {spec.steps} rounds",)
+    return sparse_fit(campaign, model, coef, reports,
+                      {"rounds_used": used, "rounds": spec.steps, "sparsity": spec.sparsity, "eta": spec.eta},
+                      notes, diameter(2.0 * spec.radius, f"the l2 ball of radius R = {spec.radius:g} (Alg. 1 "
+                                      "projects every iterate onto it)"))
+
+
+register(CampaignProtocol(
+    "ldp-iht", LdpIhtSpec, build, ldp_iht_rounds.next_state, ("iht",), fit, "required",  # type: ignore[arg-type]
+    "LDP-IHT (Wang & Xu 2019, Alg. 1): T rounds, T disjoint groups, l2-ball gradients (options: sparsity, rounds, "
+    "eta, radius, label_bound, residual_bound, feature_norm_bound, participants)"))

@@ -1,0 +1,157 @@
+"""``stein-glm`` and ``stein-glm-2round``: the Stein-lemma GLMs (Wang, Hu, Zhang, Gaboardi & Xu, ALT 2021;
+docs/privacy.md 8.7.2 and 8.7.3).
+
+Build. ``stein-glm`` (Algs. 1-4): noisy ``(x x^T, x y)`` (or ``x y`` alone with ``gram=false``), one round, Gaussian
+(``delta > 0``); ``norm_bound`` stated or Alg. 1's bound from the ``--public`` table. ``stein-glm-2round`` (Alg. 5):
+two rounds without public data, ``layout`` ``split-budget`` (every participant reports twice, half the budget each)
+or ``split-groups``; ``norm_bound`` stated, from ``covariance_norm`` (Alg. 5's bound, growing with log n), or from
+the public table. Round 1's public state (``w_ols`` from round 0) is :func:`estimators.local.glm.two_round.next_state`.
+
+Estimates: model ``linear`` (the private OLS) or any link of :data:`estimators.local.glm.links.LINKS`. ``stein-glm``:
+one OLS from round 0 (Remark 11: ``X^T X`` pooled with the public rows, or from them alone for a ``gram=false``
+campaign) and the link's constant found over the public rows (Algs. 1-4). Remark 16: every link comes from the same
+stored reports, each free. ``stein-glm-2round``: the same models from Alg. 5's two rounds, no public rows needed.
+A link with no constant on these data is an error naming the link (:mod:`service.campaigns.estimates`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from sqlalchemy import Engine
+
+from estimators.local.aggregate import ReportAggregate
+from estimators.local.glm import two_round
+from estimators.local.glm.links import LINKS
+from estimators.local.glm.stein import PrivateOLS, SteinGLM, gaussian_norm_bound, known_covariance_norm_bound
+from estimators.local.glm.two_round import TwoRoundSteinGLM, first_round_ols
+from estimators.local.influence import Influence
+from service.campaigns.options import invalid
+from service.campaigns.protocols.base import CampaignProtocol, register
+from service.campaigns.protocols.common import raw_influence, raw_scale, round0, transform_influence, transform_notes
+from service.campaigns.public_tables import campaign_public_rows
+from service.campaigns.types import CampaignFit, CampaignInfo, CampaignRequest
+from service.errors import Conflict, InvalidInput
+from workloads.local.protocols import ProtocolSpec, SteinGlmSpec, TwoRoundSteinSpec
+
+#: what a Stein GLM campaign answers: the private OLS and every link
+GLM_MODELS = ("linear", *LINKS)
+
+
+# ---------------------------------------------------------------------------------------------------------- building
+def _norm_bound(request: CampaignRequest, participants: int | None) -> float:
+    """The stated ``norm_bound``, else Alg. 1's bound from the public rows (public information only)."""
+    stated = request.options.number("norm_bound")
+    if stated is not None:
+        return stated
+    if request.public_rows is None:
+        raise invalid("norm_bound is needed: --option norm_bound=R (the public bound on a participant's ||x||), "
+                      "or a --public table to derive Alg. 1's bound from")
+    n = participants or request.public_rows.shape[0]
+    return gaussian_norm_bound(request.public_rows, max(n, 2))
+
+
+def build_one_round(request: CampaignRequest) -> ProtocolSpec:
+    if request.delta <= 0:
+        raise invalid(f"delta must be in (0, 1) for stein-glm (Gaussian reports), got {request.delta}")
+    options = request.options
+    participants = options.count("participants")
+    return SteinGlmSpec(
+        dimension=len(request.features), norm_bound=_norm_bound(request, participants),
+        label_bound=options.number("label_bound", 1.0), epsilon=request.epsilon, delta=request.delta,
+        norm=options.choice("norm", ("l2", "l1"), "l2"), gram=options.flag("gram", True),
+        xy_ratio=options.number("xy_ratio"), participants=participants)
+
+
+def build_two_round(request: CampaignRequest) -> ProtocolSpec:
+    if request.delta <= 0:
+        raise invalid(f"delta must be in (0, 1) for stein-glm-2round (its first round is Gaussian), "
+                      f"got {request.delta}")
+    options = request.options
+    layout = options.choice("layout", ("split-budget", "split-groups"), "split-budget")
+    participants = options.count("participants")
+    covariance_norm = options.number("covariance_norm")
+    if options.number("norm_bound") is None and covariance_norm is not None:
+        if participants is None:
+            raise invalid("option covariance_norm needs option participants (Alg. 5's bound grows with log n)")
+        norm_bound = known_covariance_norm_bound(len(request.features), covariance_norm, participants)
+    else:
+        norm_bound = _norm_bound(request, participants)
+    common = {"norm": options.choice("norm", ("l2", "l1"), "l2"),
+              "projection_scale": options.number("projection_scale", 4.0)}
+    label_bound = options.number("label_bound", 1.0)
+    if layout == "split-budget":
+        return TwoRoundSteinSpec.split_budget(len(request.features), norm_bound, label_bound, request.epsilon,
+                                              request.delta, participants, **common)
+    return TwoRoundSteinSpec.split_groups(len(request.features), norm_bound, label_bound, request.epsilon,
+                                          request.delta, options.count("first_size"), options.count("second_size"),
+                                          **common)
+
+
+# ------------------------------------------------------------------------------------------------------- estimating
+def fit_one_round(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate | None], model: str,
+                  covariance: str | None) -> CampaignFit:
+    spec, aggregate = campaign.spec, round0(campaign, aggregates)
+    public_rows = campaign_public_rows(engine, campaign)
+    if covariance is None:
+        covariance = "private" if public_rows is None else ("pooled" if spec.gram else "public")
+    ols = PrivateOLS(covariance=covariance, feature_names=campaign.features).fit(aggregate, spec, public_rows)
+    details: dict[str, Any] = {"covariance": covariance, "public_rows": ols.n_public_}
+    coef, influence = ols.coef_, ols.influence_
+    if model != "linear":
+        if public_rows is None:
+            raise InvalidInput(f"model {model!r} needs a public table to find the link's constant over (Algs. 1-4); "
+                               f"campaign {campaign.name!r} has none: fit 'linear', or run a stein-glm-2round "
+                               "campaign", code="needs_public_table")
+        glm = SteinGLM(model).fit(ols, public_rows)
+        coef, influence = glm.coef_, _link_influence(campaign, details, ols.influence_)
+        details["link_constant"] = float(glm.scale_)
+    return _glm_fit(campaign, model, coef, aggregate.count, details, influence)
+
+
+def fit_two_round(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate | None], model: str,
+                  covariance: str | None) -> CampaignFit:
+    spec = campaign.spec
+    first = round0(campaign, aggregates)
+    if model == "linear":
+        ols = first_round_ols(spec, first, campaign.features)
+        return _glm_fit(campaign, model, ols.coef_, first.count, {"covariance": "private", "rounds_used": 1},
+                        ols.influence_)
+    second = aggregates[1]
+    if campaign.rounds[0].status != "closed" or second is None or second.count == 0:
+        raise Conflict(f"model {model!r} of campaign {campaign.name!r} needs round 1's projections (Alg. 5): "
+                       f"round 1 is {campaign.rounds[1].status} with {campaign.rounds[1].reports} reports",
+                       code="round_pending")
+    glm = TwoRoundSteinGLM(model, campaign.features).fit(spec, campaign.round_state(1), first, second)
+    details = {"link_constant": float(glm.scale_), "projection_std": float(glm.projection_std_), "rounds_used": 2}
+    influence = _link_influence(campaign, details, first_round_ols(spec, first, campaign.features).influence_)
+    return _glm_fit(campaign, model, glm.coef_, first.count + second.count, details, influence)
+
+
+def _link_influence(campaign: CampaignInfo, details: dict[str, Any], ols: Influence) -> Influence:
+    """A link model ``c w_ols``: its OLS step's bound goes to ``details.ols_influence``; for ``c`` none is derived."""
+    details["ols_influence"] = transform_influence(campaign, ols).to_json()
+    return Influence(None, "l2", "coefficients",
+                     "no bound derived: the link's constant c is the root of an equation over the public rows that "
+                     "depends on w_ols non-linearly; details.ols_influence bounds the move of w_ols itself")
+
+
+def _glm_fit(campaign: CampaignInfo, model: str, coef: np.ndarray, reports: int,
+             details: dict[str, Any], influence: Influence) -> CampaignFit:
+    binary = model != "linear" and LINKS[model].binary
+    return CampaignFit(campaign.name, campaign.protocol, model, "classifier" if binary else "regressor",
+                       campaign.target, campaign.features, raw_scale(campaign, coef), reports,
+                       {**details, "transform": campaign.transform.to_json()}, transform_notes(campaign),
+                       raw_influence(campaign, influence))
+
+
+register(CampaignProtocol(
+    "stein-glm", SteinGlmSpec, build_one_round, None, GLM_MODELS, fit_one_round, "required",
+    "noisy (x x^T, x y) for the Stein-lemma GLMs, one round (options: norm_bound, label_bound, norm, gram, xy_ratio, "
+    "participants)"))
+register(CampaignProtocol(
+    "stein-glm-2round", TwoRoundSteinSpec, build_two_round, two_round.next_state, GLM_MODELS,  # type: ignore[arg-type]
+    fit_two_round, "required",
+    "Alg. 5, two rounds without public data (options: layout, norm_bound or covariance_norm, label_bound, norm, "
+    "projection_scale, participants, first_size, second_size)"))

@@ -1,0 +1,122 @@
+"""How each regression method answers from a stored release: post-processing, no rows read, no privacy spent.
+
+One function per method, each ``answer(engine, release, design, seed) -> (model, details)``, registered with its
+method in :mod:`service.regression.methods` (Ferrando & Sheldon 2024, "Private Regression via Data-Dependent
+Sufficient Statistic Perturbation", and Wang & Xu 2019 for DP-IHT):
+
+* :func:`dd_ssp`: ``Z^T Z`` from a marginal release (Prop. 3.2), then Alg. 1 (linear) or Prop. 3.4 (logistic);
+* :func:`aim_synth`: the non-private fit on synthetic rows drawn from the release's model (Sec. 3.4 / 4);
+* :func:`adassp`: Alg. 2 (App. B) from a principal submatrix of a Gram release;
+* :func:`released`: a model release's model itself (objective perturbation, App. C Alg. 3; DP-IHT, Alg. 3).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sqlalchemy import Engine
+
+from estimators.base import BinaryClassifier, LinearRegressor, LinearScoreModel
+from estimators.central.linear import AdaSSPLinearRegression, DDSSPLinearRegression
+from estimators.central.logistic import DDSSPLogisticRegression
+from estimators.central.reference import fit_on_rows
+from estimators.central.sufficient_stats import gram_from_marginals
+from estimators.graphical import mbi_adapter
+from estimators.graphical.mbi_adapter import Model
+from estimators.residual.regression_queries import DEFAULT_RIDGE_FACTOR, gram_noise_scale
+from service.mechanisms import gram, registry
+from service.mechanisms.objpert import ModelPayload
+from service.releases import answers
+from service.releases.answers import StoredRelease
+from service.releases.measured import MeasuredRelease
+from workloads.domain import Domain
+from workloads.encodings import DesignEncoding
+from workloads.marginals import canonical
+
+Answer = tuple[LinearScoreModel, dict[str, object]]
+
+#: What a fit answered by an objective-perturbation model reports: public calibration constants only (no solver
+#: diagnostics: whether and how fast the solver converged depends on the data).
+PUBLIC_OBJPERT_DETAILS = ("regularization", "noise_std", "output_noise_std", "gradient_tolerance")
+#: What a fit answered by a DP-IHT model reports: its settings (as declared) and calibration (public numbers only).
+PUBLIC_DP_IHT_DETAILS = (*registry.get("dp-iht").option_names, "rho", "rho_count", "rho_per_iteration",
+                         "sigma_gradient", "sigma_count")
+PUBLIC_MODEL_DETAILS = {"objpert": PUBLIC_OBJPERT_DETAILS, "dp-iht": PUBLIC_DP_IHT_DETAILS}
+
+
+class _ReleasedModel(LinearScoreModel):
+    """A linear score read back from a model release's payload, in the order of the request's design."""
+
+    def __init__(self, payload: ModelPayload, design: DesignEncoding) -> None:
+        weights = dict(zip(payload.feature_names, payload.coef, strict=True))
+        theta = [weights[name] for name in design.feature_names]
+        if design.intercept:
+            theta = [float(payload.intercept or 0.0), *theta]
+        self._store(np.asarray(theta, dtype=float), design.feature_names, design.intercept)
+
+
+class ReleasedLogisticModel(_ReleasedModel, BinaryClassifier):
+    """A logistic model read back from a model release (objective perturbation, DP-IHT)."""
+
+
+class ReleasedLinearModel(_ReleasedModel, LinearRegressor):
+    """A linear model read back from a model release (DP-IHT)."""
+
+
+def released_model(payload: ModelPayload, design: DesignEncoding) -> LinearScoreModel:
+    """The fitted model a model release's payload holds, of the design's task."""
+    return (ReleasedLogisticModel if design.task == "logistic" else ReleasedLinearModel)(payload, design)
+
+
+def _marginal_reader(domain: Domain, model: Model):  # noqa: ANN202
+    def read(attributes: tuple[str, ...]) -> np.ndarray:
+        ordered = canonical(domain, attributes)
+        values = mbi_adapter.marginal(model, ordered)
+        return np.moveaxis(values, [ordered.index(a) for a in attributes], range(len(attributes)))
+
+    return read
+
+
+def dd_ssp(engine: Engine, release: StoredRelease, design: DesignEncoding, seed: int | None) -> Answer:  # noqa: ARG001
+    """DD-SSP (Prop. 3.2; Alg. 1 or Prop. 3.4) from a marginal release. A release stored as noisy residuals that
+    measured every marginal the design reads gives ``Z^T Z`` from their *unbiased* reconstruction, solved with the
+    ridge ``DEFAULT_RIDGE_FACTOR * sqrt(p v)`` (the scale of the noise's spectral norm, a public function of the
+    release's noise scales: :func:`estimators.residual.regression_queries.gram_noise_scale`); any other release
+    reads the marginals of its graphical model, without a ridge."""
+    estimator_class = DDSSPLinearRegression if design.task == "linear" else DDSSPLogisticRegression
+    _, payload = answers.release_payload(engine, release.id)
+    if isinstance(payload, MeasuredRelease) and all(payload.covers(m) for m in design.required_marginals()):
+        ridge = DEFAULT_RIDGE_FACTOR * gram_noise_scale(payload.residuals, design)
+        stats = gram_from_marginals(design, payload.unbiased, total=payload.total)
+        return estimator_class(ridge=ridge).fit(stats), {"total": payload.total, "ridge": ridge,
+                                                          "statistics": "unbiased, from the measurements"}
+    _, model = answers.release_model(engine, release.id)
+    total = float(model.total)
+    stats = gram_from_marginals(design, _marginal_reader(release.dataset.domain, model), total=total)
+    return estimator_class().fit(stats), {"total": total}
+
+
+def aim_synth(engine: Engine, release: StoredRelease, design: DesignEncoding, seed: int | None) -> Answer:
+    """AIM-Synth (Sec. 3.4): the non-private fit on as many synthetic rows as the model's total (capped)."""
+    _, model = answers.release_model(engine, release.id)
+    rows = min(max(1, round(float(model.total))), answers.MAX_SYNTHETIC_ROWS)
+    # fit() decided whether this release may answer (a seeded one only for an in-process caller who allows it)
+    frame = answers.synthetic_frame(engine, release.id, rows, seed, allow_seeded=True)
+    return fit_on_rows(frame, design), {"synthetic_rows": rows}
+
+
+def adassp(engine: Engine, release: StoredRelease, design: DesignEncoding, seed: int | None) -> Answer:  # noqa: ARG001
+    """AdaSSP (App. B, Alg. 2) from the principal submatrix of a Gram release that the design reads."""
+    payload = release.decoded_payload()
+    stats = gram.sub_statistics(payload, design)
+    scales = gram.adassp_scales(release.details, stats.dimension, float(release.params["confidence_delta"]),
+                                float(release.params["failure_prob"]))
+    estimator = AdaSSPLinearRegression().fit(stats, payload.lambda_min_noisy, scales)
+    return estimator, {"ridge": estimator.ridge_, "lambda_min_tilde": estimator.lambda_min_tilde_}
+
+
+def released(engine: Engine, release: StoredRelease, design: DesignEncoding, seed: int | None) -> Answer:  # noqa: ARG001
+    """A model release's model itself, with the public numbers of its calibration (:data:`PUBLIC_MODEL_DETAILS`)."""
+    public = PUBLIC_MODEL_DETAILS.get(release.mechanism, ())
+    return released_model(release.decoded_payload(), design), {
+        k: release.details[k] for k in public if k in release.details
+    }
