@@ -19,9 +19,9 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from service.mechanisms import registry
+from service.mechanisms.registry import ReleaseKind
 from service.privacy.cost import MAX_AMOUNT
 from service.regression.design import METHODS
-from service.releases.kinds import ReleaseKind
 
 #: Dataset names usable in URLs: no control characters and no "/" (it would split the path).
 NAME_PATTERN = r"^[^\x00-\x1f\x7f/]+$"

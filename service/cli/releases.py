@@ -31,8 +31,7 @@ from service.cli.common import (
     write_output,
 )
 from service.mechanisms import registry
-from service.mechanisms.registry import PrivacyNotion
-from service.releases.kinds import ReleaseKind
+from service.mechanisms.registry import PrivacyNotion, ReleaseKind
 
 #: The registered marginal mechanisms, for the help text (:mod:`service.mechanisms.registry`).
 MARGINAL_MECHANISMS = registry.names(ReleaseKind.MARGINALS)

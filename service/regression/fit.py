@@ -64,7 +64,7 @@ from service.mechanisms import gram, registry
 from service.mechanisms.base import MechanismError
 from service.mechanisms.objpert import ModelPayload
 from service.mechanisms.progress import Progress, no_progress
-from service.mechanisms.registry import PrivacyNotion, RunRequest
+from service.mechanisms.registry import PrivacyNotion, ReleaseKind, RunRequest
 from service.privacy.cost import PrivacyCost
 from service.regression.choice import marginal_mechanism_for
 from service.regression.design import (
@@ -81,7 +81,6 @@ from service.regression.matching import cannot_answer, find_release, mechanisms_
 from service.releases import answers
 from service.releases import engine as release_engine
 from service.releases.answers import StoredRelease
-from service.releases.kinds import ReleaseKind
 from service.releases.measured import MeasuredRelease
 from workloads.domain import Domain
 from workloads.encodings import TASKS, DesignEncoding
