@@ -16,12 +16,11 @@ import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
-from functools import lru_cache
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session
 
 DEFAULT_URL = "sqlite:///marginalia.db"
 SQLITE_BUSY_TIMEOUT_MS = 60_000
@@ -89,12 +88,6 @@ def make_engine(url: str | None = None) -> Engine:
     return engine
 
 
-@lru_cache(maxsize=8)
-def cached_engine(url: str) -> Engine:
-    """One engine per URL per process (engines own connection pools)."""
-    return make_engine(url)
-
-
 def _configure_sqlite(engine: Engine) -> None:
     # The pysqlite driver's own transaction handling is switched off so that we can issue
     # BEGIN / BEGIN IMMEDIATE ourselves (SQLAlchemy docs, "Serializable isolation / Savepoints").
@@ -112,10 +105,6 @@ def _configure_sqlite(engine: Engine) -> None:
     def _on_begin(connection):  # type: ignore[no-untyped-def]
         mode = connection.info.pop("sqlite_begin", "BEGIN")
         connection.exec_driver_sql(mode)
-
-
-def session_factory(engine: Engine) -> sessionmaker[Session]:
-    return sessionmaker(engine, expire_on_commit=False)
 
 
 @contextmanager

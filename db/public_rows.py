@@ -62,7 +62,3 @@ def read_public_rows(connection: Connection, name: str, column_count: int, offse
     finally:
         cursor.close()
     return np.array(rows, dtype=float).reshape(len(rows), column_count)
-
-
-def drop_public_rows(connection: Connection, name: str) -> None:
-    Table(name, MetaData()).drop(connection, checkfirst=True)

@@ -12,7 +12,7 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from sqlalchemy import Column, Connection, Integer, MetaData, SmallInteger, Table, func, select
+from sqlalchemy import Column, Connection, Integer, MetaData, SmallInteger, Table
 from sqlalchemy.dialects import postgresql
 
 SMALLINT_MAX = 32767
@@ -196,11 +196,3 @@ def _dense(cells: np.ndarray, counts: np.ndarray, shape: tuple[int, ...]) -> np.
     out = np.zeros(math.prod(shape), dtype=np.int64)
     out[cells] = counts
     return out.reshape(shape)
-
-
-def count_rows(connection: Connection, table: Table) -> int:
-    return int(connection.execute(select(func.count()).select_from(table)).scalar_one())
-
-
-def drop_data_table(connection: Connection, name: str) -> None:
-    Table(name, MetaData()).drop(connection, checkfirst=True)

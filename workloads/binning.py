@@ -204,7 +204,3 @@ def _raise_on_bad(column: ColumnBins, raw: pd.Series, bad: np.ndarray, lines: np
     raise BinningError(
         f"column {column.name!r}: {int(bad.sum())} value(s) cannot be coded; expected {expected}. First: {examples}"
     )
-
-
-def columns_in_order(spec: BinningSpec) -> Sequence[str]:
-    return [c.name for c in spec.columns]

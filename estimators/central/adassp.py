@@ -49,8 +49,6 @@ import numpy as np
 
 from estimators.base import EstimatorError, check_non_negative, check_positive, check_probability
 
-PARTS = ("lambda_min", "xtx", "xty")
-
 
 @dataclass(frozen=True)
 class AdaSSPNoiseScales:

@@ -16,12 +16,10 @@ jax.config.update("jax_enable_x64", True)
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     import mbi  # noqa: E402
-    from mbi import estimation as mbi_estimation  # noqa: E402
-    from mbi.extensions import synthetic_data as mbi_synthetic_data  # noqa: E402
 
 from workloads.domain import Domain  # noqa: E402
 
-__all__ = ["jax", "mbi", "mbi_domain", "mbi_estimation", "mbi_synthetic_data"]
+__all__ = ["jax", "mbi", "mbi_domain"]
 
 
 def mbi_domain(domain: Domain) -> mbi.Domain:

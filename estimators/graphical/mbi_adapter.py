@@ -3,10 +3,10 @@
 Releases store and pass around mbi ``MarkovRandomField`` models (:data:`Model`). This module converts to and from
 them: a numpy fit to an mbi model (:func:`fit_to_mbi`) and back (:func:`numpy_view`, cached for the last few models),
 a model to plain arrays and back (:func:`model_to_bytes` / :func:`model_from_bytes`, without pickling library
-internals), and mbi's own estimator for the cases defined in mbi's terms (:func:`estimate` with a warm start or a
-callback). Reading a model (:func:`marginal`, :func:`synthetic_rows`) runs in numpy on the cached calibrated copy,
-because mbi 2.0.0 compiles a JAX program for every new clique structure, attribute set and sample size (seconds
-each; see docs/mechanisms.md, "Estimation, and where the time goes").
+internals). The estimator is :func:`estimators.graphical.mirror_descent.fit` (numpy, nothing compiled). Reading a
+model (:func:`marginal`, :func:`synthetic_rows`) runs in numpy on the cached calibrated copy, because mbi 2.0.0
+compiles a JAX program for every new clique structure, attribute set and sample size (seconds each; see
+docs/mechanisms.md, "Estimation, and where the time goes").
 
 Estimation is post-processing of already-noisy measurements: it never touches sensitive rows and costs no privacy
 (McKenna, Sheldon & Miklau 2019, "Graphical-model based estimation and inference for differential privacy").
@@ -18,13 +18,12 @@ import collections
 import io
 import json
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
-from estimators.graphical._mbi import jax, mbi, mbi_domain, mbi_estimation, mbi_synthetic_data
+from estimators.graphical._mbi import jax, mbi, mbi_domain
 from estimators.graphical.factors import Clique, reshape_into
-from estimators.graphical.mirror_descent import Measurement, fit
 from estimators.graphical.model import Fit, calibrated
 from workloads.domain import Domain
 
@@ -36,52 +35,11 @@ Model = mbi.MarkovRandomField
 STRUCTURAL_ZERO_LOG = -1e9
 
 
-def to_mbi_measurement(measurement: Measurement) -> mbi.LinearMeasurement:
-    """A :class:`~estimators.graphical.mirror_descent.Measurement` in mbi's terms."""
-    return mbi.LinearMeasurement(np.asarray(measurement.values, dtype=float).ravel(), measurement.attributes,
-                                 measurement.stddev)
-
-
-def estimate(
-    domain: Domain,
-    measurements: Sequence[Measurement],
-    *,
-    iters: int = 1000,
-    total: float | None = None,
-    warm_start: Model | None = None,
-    callback: Callable[[object], None] | None = None,
-    progress: Callable[[int, int], None] | None = None,
-) -> Model:
-    """Fit a Markov random field to noisy marginals by mirror descent (McKenna et al. 2019).
-
-    With ``total`` None, the total count is the minimum-variance unbiased combination of the
-    measurements' sums (each noisy marginal sums to a noisy estimate of N).
-
-    Without ``warm_start`` and ``callback`` this is :func:`fit` (numpy, nothing compiled) converted
-    to an mbi model; with either, mbi's ``MirrorDescent`` runs (compiled for each clique set), since
-    both hooks are defined in mbi's terms. ``progress(iteration, iters)`` is :func:`fit`'s.
-    """
-    if not measurements:
-        raise ValueError("estimate needs at least one measurement")
-    if warm_start is None and callback is None:
-        return fit(domain, measurements, iters=iters, total=total, progress=progress).to_mbi()
-    return mbi_estimation.MirrorDescent().estimate(
-        mbi_domain(domain),
-        [to_mbi_measurement(m) for m in measurements],
-        known_total=total,
-        iters=iters,
-        warm_start=warm_start,
-        callback_fn=callback,
-    )
-
-
 def marginal(model: Model, attributes: Sequence[str]) -> np.ndarray:
     """The model's marginal over ``attributes`` as a float array with axes in the order asked.
 
     Computed with numpy from the calibrated junction tree (:meth:`Fit.marginal`): mbi's own
     ``project`` compiles a JAX variable-elimination program for every new set of attributes."""
-    if model.constraints:  # not produced by this module; let mbi honour them
-        return np.asarray(model.project(tuple(attributes)).datavector(flatten=False), dtype=float)
     return numpy_view(model).marginal(tuple(attributes))
 
 
@@ -90,10 +48,6 @@ def synthetic_rows(model: Model, rows: int, seed: int) -> dict[str, np.ndarray]:
     mbi's own sampler compiles JAX programs for every model, about 27 s on an Adult AIM model)."""
     if isinstance(rows, bool) or not isinstance(rows, int | np.integer) or rows < 1:
         raise ValueError(f"rows must be a positive integer, got {rows}")
-    if model.constraints:  # not produced by this module; let mbi honour them
-        dataset = mbi_synthetic_data(model, int(rows), seed=int(seed) % (2**32))
-        columns = dataset.to_dict()
-        return {name: np.asarray(columns[name], dtype=np.int64) for name in model.domain.attributes}
     return numpy_view(model).sample(int(rows), np.random.default_rng(int(seed)))
 
 

@@ -7,7 +7,7 @@ L(mu) = sum_m ||M_m mu - y_m||^2 / (2 sigma_m^2) over the marginals mu of a grap
 the measured cliques (McKenna, Sheldon & Miklau 2019, "Graphical-model based estimation and inference for
 differential privacy", Alg. 1: entropic mirror descent, i.e. gradient steps on the log-potentials with marginals
 from belief propagation) -- with numpy, so nothing is compiled. Its result (:class:`~estimators.graphical.model.Fit`)
-converts to an mbi model for storage (``Fit.to_mbi``).
+converts to an mbi model for storage (:func:`estimators.graphical.mbi_adapter.fit_to_mbi`).
 
 Estimation is post-processing of already-noisy measurements: it never touches sensitive rows and costs no privacy.
 """

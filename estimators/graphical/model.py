@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -21,9 +20,6 @@ from estimators.graphical.belief_propagation import calibrate, node_factors
 from estimators.graphical.factors import Clique, canonical_clique, einsum, sum_to
 from estimators.graphical.junction_tree import JunctionTree
 from workloads.domain import Domain
-
-if TYPE_CHECKING:
-    from estimators.graphical.mbi_adapter import Model
 
 
 @dataclass(eq=False)
@@ -150,13 +146,6 @@ class Fit:
             for a, values in zip(new, np.unravel_index(cells, domain.shape(new)), strict=True):
                 out[a] = values.astype(np.int64)
         return {name: out[name] for name in domain.names}
-
-    # export ----------------------------------------------------------------------------------
-    def to_mbi(self) -> Model:
-        """The same model as an mbi ``MarkovRandomField`` (:func:`estimators.graphical.mbi_adapter.fit_to_mbi`)."""
-        from estimators.graphical.mbi_adapter import fit_to_mbi
-
-        return fit_to_mbi(self)
 
 
 def calibrated(domain: Domain, potentials: Mapping[Sequence[str], np.ndarray], total: float) -> Fit:

@@ -20,9 +20,9 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model,
 
 from service.api.declared import option_fields
 from service.mechanisms import registry
+from service.mechanisms.registry import ReleaseKind
 from service.privacy.cost import MAX_AMOUNT
 from service.regression import methods
-from service.releases.kinds import ReleaseKind
 
 #: Dataset names usable in URLs: no control characters and no "/" (it would split the path).
 NAME_PATTERN = r"^[^\x00-\x1f\x7f/]+$"

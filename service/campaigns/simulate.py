@@ -11,7 +11,7 @@ after its group reported is closed (the steward's right) when a later round wait
 A closed campaign is refused before anything is read or randomized. A ``seed`` makes the simulated devices' noise
 reproducible by whoever knows it, so the campaign is first marked ``seeded`` (it then answers nothing over HTTP;
 docs/privacy.md 7 and 8.7.7): in-process callers (tests, benchmarks) pass one freely, the command line only under
-``MARGINALIA_UNSAFE_SEEDED_RELEASES=1``. A stop request (Ctrl-C, :mod:`service.releases.interrupts`) is honoured
+``MARGINALIA_UNSAFE_SEEDED_RELEASES=1``. A stop request (Ctrl-C, :mod:`service.interrupts`) is honoured
 between batches: the batches stored stand, the rest are never randomized. What a run reports is what was stored.
 """
 
@@ -28,13 +28,13 @@ import numpy as np
 import pandas as pd
 from sqlalchemy import Engine
 
+from service import interrupts
 from service.campaigns.campaigns import close_round, get_campaign, mark_seeded, public_state
 from service.campaigns.public_tables import get_public_table, public_matrix
 from service.campaigns.submission import Submitter, submit_reports
 from service.campaigns.types import CampaignInfo
 from service.client.device import make_report
 from service.errors import Conflict, InvalidInput
-from service.releases import interrupts
 
 BATCH = 20_000
 
@@ -142,7 +142,7 @@ def simulate(engine: Engine, campaign_name: str, x: np.ndarray, y: np.ndarray | 
 
     Any exception it raises carries the run's :class:`Tally` as ``exc.simulation`` (whether anything was
     randomized, what was stored) and, as a note, what was stored; a stop request between batches raises
-    :class:`~service.releases.interrupts.Interrupted` saying so."""
+    :class:`~service.interrupts.Interrupted` saying so."""
     campaign = get_campaign(engine, campaign_name)
     tally = Tally(campaign.name, int(np.shape(x)[0]) if np.ndim(x) >= 1 else 0)
     try:

@@ -35,6 +35,7 @@ from sqlalchemy import Engine, select, text
 
 from db.engine import transaction
 from db.models import DELTA_SCALE, EPSILON_SCALE, Campaign
+from service import interrupts
 from service.accounting import accountant
 from service.campaigns.campaigns import get_campaign
 from service.campaigns.simulate import (
@@ -52,7 +53,6 @@ from service.data.datasets import get_dataset
 from service.errors import InvalidInput
 from service.privacy.cost import PrivacyCost, from_units
 from service.privacy.noise import NoiseSource
-from service.releases import interrupts
 
 
 @dataclass(frozen=True)

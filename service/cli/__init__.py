@@ -3,7 +3,7 @@
 Errors are one paragraph on stderr (or ``{"error", "message"}`` on stdout with ``--json``) and exit
 status 2; nothing is stored when a command fails before its release produced noise, and a command
 that made a release says what became of its charge. Ctrl-C (or SIGTERM) stops a command at the next
-safe point (:mod:`service.releases.interrupts`): a release then says whether its charge was refunded or
+safe point (:mod:`service.interrupts`): a release then says whether its charge was refunded or
 stands, and the command exits with status 130. A bug is one paragraph too, with exit status 1
 (``MARGINALIA_DEBUG=1`` shows its traceback).
 
@@ -35,7 +35,7 @@ if _missing:
 
 # the program itself (the console script, or ``python -m service.cli``, while it imports this package), not an import
 if __name__ == "__main__" or Path(sys.argv[0]).name == "marginalia" or sys.argv[0] == "-m":
-    from service.releases import interrupts as _interrupts  # defer Ctrl-C before anything slow is imported
+    from service import interrupts as _interrupts  # defer Ctrl-C before anything slow is imported
 
     _interrupts.defer_signals()
 

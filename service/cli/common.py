@@ -96,7 +96,7 @@ def handles_errors(func: Callable[..., None]) -> Callable[..., None]:
     def wrapper(*args: Any, **kwargs: Any) -> None:
         from db.engine import DatabaseUnavailable
         from service.errors import ServiceError
-        from service.releases.interrupts import EXIT_STATUS, Interrupted
+        from service.interrupts import EXIT_STATUS, Interrupted
 
         as_json = bool(kwargs.get("as_json"))
         try:
@@ -207,7 +207,7 @@ def check_seed(seed: int | None, noise: str = "the release's noise") -> None:
 
 def late_interrupt(release_id: int) -> None:
     """Say so when Ctrl-C came after the release was stored (too late to stop it: it is complete)."""
-    from service.releases import interrupts
+    from service import interrupts
 
     if interrupts.requested():
         stderr.print(f"the interrupt came after release {release_id} was stored: it is complete and charged",

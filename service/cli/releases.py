@@ -32,8 +32,7 @@ from service.cli.common import (
 )
 from service.cli.options import declared_options
 from service.mechanisms import registry
-from service.mechanisms.registry import PrivacyNotion
-from service.releases.kinds import ReleaseKind
+from service.mechanisms.registry import PrivacyNotion, ReleaseKind
 
 #: The registered marginal mechanisms, for the help text (:mod:`service.mechanisms.registry`).
 MARGINAL_MECHANISMS = registry.names(ReleaseKind.MARGINALS)

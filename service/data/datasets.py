@@ -25,8 +25,8 @@ from sqlalchemy import Engine, select
 from db import tables
 from db.engine import serialized_transaction, transaction
 from db.models import Dataset
+from service import interrupts
 from service.errors import Conflict, InvalidInput, NotFound
-from service.releases import interrupts
 from workloads.binning import BinningError, BinningSpec, apply_spec, load_spec, offending_lines
 from workloads.domain import Domain, DomainError
 

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from estimators.graphical import factors, junction_tree, mirror_descent
+from estimators.graphical import factors, junction_tree, mbi_adapter, mirror_descent
 from service.mechanisms.base import CountOracle, MechanismError, MechanismResult, Progress, fit_progress, no_progress
 from service.mechanisms.selection import CachedCounts, Ledger, check_rho, clique_key, downward_closure, measure, select
 from service.privacy.calibration import exponential_epsilon, exponential_rho, gaussian_rho, gaussian_sigma2_exact
@@ -199,7 +199,7 @@ def run_aim(
         "model_size_mb": model.size_mb(),
         "fit_iterations": model.iterations,
     }
-    return MechanismResult(measurements, model.to_mbi(), PrivacyCost(rho=ledger.total), details)
+    return MechanismResult(measurements, mbi_adapter.fit_to_mbi(model), PrivacyCost(rho=ledger.total), details)
 
 
 def _positive_int(name: str, value: object) -> int:

@@ -10,9 +10,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from service.mechanisms.registry import MechanismSpec, OptionSpec, PrivacyNotion, Runner, RunRequest, register
-from service.releases.coverage import fitted_cliques, tree_cliques
-from service.releases.kinds import ReleaseKind
+from service.mechanisms.cliques import fitted_cliques, tree_cliques
+from service.mechanisms.registry import (
+    MechanismSpec,
+    OptionSpec,
+    PrivacyNotion,
+    ReleaseKind,
+    Runner,
+    RunRequest,
+    register,
+)
 
 if TYPE_CHECKING:
     from service.mechanisms.base import MechanismResult

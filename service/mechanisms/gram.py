@@ -70,8 +70,6 @@ if TYPE_CHECKING:
 DEFAULT_LAMBDA_SHARE = Fraction(1, 3)
 #: Alg. 2's failure probability (its "rho", 0.05 in Ferrando & Sheldon), used in the ridge constant.
 DEFAULT_FAILURE_PROB = 0.05
-#: The confidence parameter of Alg. 2 steps 2-3 when the request gave no delta (a rho-only request).
-DEFAULT_CONFIDENCE_DELTA = 1e-5
 #: Largest Gram matrix released (columns incl. intercept): q(q+1)/2 noisy entries.
 MAX_COLUMNS = 2000
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from estimators.graphical import mirror_descent
+from estimators.graphical import mbi_adapter, mirror_descent
 from estimators.graphical.mirror_descent import Measurement
 from service.mechanisms.base import CountOracle, MechanismError, MechanismResult, Progress, fit_progress, no_progress
 from service.mechanisms.selection import CachedCounts, Ledger, check_rho, measure, select
@@ -142,4 +142,4 @@ def run_mst(
         "fit_iterations": fitted.iterations,
         "model_size_mb": fitted.size_mb(),
     }
-    return MechanismResult(measurements, fitted.to_mbi(), PrivacyCost(rho=ledger.total), details)
+    return MechanismResult(measurements, mbi_adapter.fit_to_mbi(fitted), PrivacyCost(rho=ledger.total), details)

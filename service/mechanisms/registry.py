@@ -3,7 +3,7 @@
 The release engine, the regression service, the coverage of answers, the API schema and the command line all read
 this registry instead of matching names. A spec says:
 
-* ``kind``: the kind of release it makes (:mod:`service.releases.kinds`);
+* ``kind``: the kind of release it makes (:class:`ReleaseKind`; how each kind is stored: :mod:`service.releases.kinds`);
 * ``notion``: its privacy notion (:class:`PrivacyNotion`), which decides how a request's (epsilon, delta, rho)
   becomes the :class:`~service.privacy.cost.PrivacyCost` it is charged (:meth:`MechanismSpec.cost`);
 * ``options``: the options a caller may set, declared once with their type, bounds, default and help
@@ -12,13 +12,15 @@ this registry instead of matching names. A spec says:
 * ``make_runner``: a factory that turns a checked :class:`RunRequest` into the runner the engine calls with the
   count oracle, the noise and a progress callback;
 * ``answers``: the regression methods a stored release of it can answer (:mod:`service.regression.matching`);
-* ``measured_cliques``: what a release of it measured (:mod:`service.releases.coverage`);
+* ``measured_cliques``: what a release of it measured (a rule of :mod:`service.mechanisms.cliques`; read by
+  :mod:`service.releases.coverage`);
 * ``resolve_settings`` (model releases whose answer depends on settings, such as DP-IHT's sparsity): the complete,
   checked settings of a request on a design, stored with the release and compared when a later request looks for
   one to reuse (:mod:`service.regression.matching`).
 
 A new mechanism is one module and one :func:`register` call; the built-in ones are registered by
-:mod:`service.mechanisms.catalog`, loaded on the first lookup. This module imports nothing numerical, so the
+:mod:`service.mechanisms.catalog`, which the package imports (``service/mechanisms/__init__.py``), so every lookup
+sees them; this module does not import the catalog (imports go one way). It imports nothing numerical, so the
 command line and the API schema can list the names without loading the mechanisms (the privacy arithmetic too is
 imported when a cost is computed).
 """
@@ -33,6 +35,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Protocol
 
 from service.errors import InvalidInput
+from service.mechanisms.cliques import Clique, workload_cliques
 from workloads import parameters
 
 if TYPE_CHECKING:
@@ -42,8 +45,6 @@ if TYPE_CHECKING:
     from workloads.encodings import DesignEncoding
     from workloads.marginals import Query
 
-Clique = tuple[str, ...]
-
 
 class PrivacyNotion(StrEnum):
     """How a mechanism's privacy is stated, and so which of (epsilon, delta, rho) a request gives it."""
@@ -51,6 +52,15 @@ class PrivacyNotion(StrEnum):
     PURE = "pure"  # epsilon-DP: epsilon only
     APPROXIMATE = "approximate"  # (epsilon, delta)-DP with delta > 0: charged (epsilon, delta) itself
     ZCDP = "zcdp"  # rho-zCDP: rho, or (epsilon, delta) converted to the largest rho that satisfies it
+
+
+class ReleaseKind(StrEnum):
+    """The built-in kinds of release a mechanism makes; each value is the string stored in ``releases.kind`` (what
+    each kind's payload is, and its codec: :mod:`service.releases.kinds`)."""
+
+    MARGINALS = "marginals"
+    GRAM = "gram"
+    MODEL = "model"
 
 
 @dataclass(frozen=True)
@@ -143,13 +153,6 @@ class Runner(Protocol):
     def __call__(self, oracle: Any, noise: Any, progress: Progress) -> MechanismResult: ...
 
 
-def _measures_workload(params: Mapping[str, object], details: Mapping[str, object],
-                       attributes: Sequence[str]) -> list[Clique]:  # noqa: ARG001
-    from service.releases.coverage import workload_cliques
-
-    return workload_cliques(params, details, attributes)
-
-
 @dataclass(frozen=True)
 class MechanismSpec:
     """One mechanism (module docstring)."""
@@ -163,7 +166,7 @@ class MechanismSpec:
     uses_workload: bool = True
     answers: frozenset[str] = frozenset()
     measured_cliques: Callable[[Mapping[str, object], Mapping[str, object], Sequence[str]], list[Clique]] = (
-        _measures_workload)
+        workload_cliques)
     resolve_settings: Callable[[DesignEncoding, Mapping[str, object] | None], dict[str, object]] | None = None
 
     @property
@@ -261,19 +264,10 @@ def _zcdp_cost(name: str, epsilon: object, delta: object, rho: object) -> Privac
 
 
 _SPECS: dict[str, MechanismSpec] = {}
-_catalog_loaded = False
-
-
-def _load_catalog() -> None:
-    global _catalog_loaded
-    if not _catalog_loaded:
-        _catalog_loaded = True
-        import service.mechanisms.catalog  # noqa: F401 - registers the built-in mechanisms
 
 
 def register(spec: MechanismSpec) -> MechanismSpec:
     """Add a mechanism; refused if one of that name exists. Returns ``spec``."""
-    _load_catalog()
     if spec.name in _SPECS:
         raise ValueError(f"mechanism {spec.name!r} is registered already")
     _SPECS[spec.name] = spec
@@ -287,7 +281,6 @@ def unregister(name: str) -> None:
 
 def get(name: object, kind: str | None = None) -> MechanismSpec:
     """The mechanism called ``name`` (of ``kind`` when given); an :class:`InvalidInput` naming the choices otherwise."""
-    _load_catalog()
     spec = _SPECS.get(name) if isinstance(name, str) else None
     if spec is None or (kind is not None and spec.kind != kind):
         raise InvalidInput(f"mechanism must be one of {names(kind)}, got {name!r}", code="invalid_parameter")
@@ -296,16 +289,13 @@ def get(name: object, kind: str | None = None) -> MechanismSpec:
 
 def find(name: str) -> MechanismSpec | None:
     """The mechanism called ``name``, or None (a stored release may name one that is no longer registered)."""
-    _load_catalog()
     return _SPECS.get(name)
 
 
 def names(kind: str | None = None) -> list[str]:
     """The registered names (of ``kind`` when given), in the order they were registered."""
-    _load_catalog()
     return [name for name, spec in _SPECS.items() if kind is None or spec.kind == kind]
 
 
 def specs() -> list[MechanismSpec]:
-    _load_catalog()
     return list(_SPECS.values())

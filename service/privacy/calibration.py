@@ -21,7 +21,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from workloads.parameters import positive_exact, validate_epsilon, validate_rho
+from workloads.parameters import positive_exact, validate_rho
 
 #: Significant bits of a selection epsilon (see :func:`exponential_epsilon`).
 EPSILON_BITS = 30
@@ -41,14 +41,6 @@ def gaussian_sigma2_exact(rho: object, l2_sensitivity: object = 1) -> Fraction:
     rho_exact = positive_exact(rho, "rho")
     delta2 = positive_exact(l2_sensitivity, "l2_sensitivity")
     return delta2 * delta2 / (2 * rho_exact)
-
-
-def laplace_scale(epsilon: float, l1_sensitivity: float) -> float:
-    """Laplace scale b = Delta_1 / epsilon (pure epsilon-DP; Dwork, McSherry, Nissim & Smith 2006),
-    rounded up by one ulp."""
-    epsilon = validate_epsilon(epsilon)
-    delta1 = float(positive_exact(l1_sensitivity, "l1_sensitivity"))
-    return math.nextafter(delta1 / epsilon, math.inf)
 
 
 def laplace_scale_exact(epsilon: object, l1_sensitivity: object) -> Fraction:

@@ -56,7 +56,7 @@ from service.errors import InvalidInput, ServiceError
 from service.mechanisms import gram, registry
 from service.mechanisms.base import MechanismError
 from service.mechanisms.progress import Progress, no_progress
-from service.mechanisms.registry import PrivacyNotion, RunRequest
+from service.mechanisms.registry import PrivacyNotion, ReleaseKind, RunRequest
 from service.privacy.cost import PrivacyCost
 from service.regression import methods
 from service.regression.choice import marginal_mechanism_for
@@ -72,7 +72,6 @@ from service.regression.methods import MethodSpec
 from service.releases import answers
 from service.releases import engine as release_engine
 from service.releases.answers import StoredRelease
-from service.releases.kinds import ReleaseKind
 from workloads.encodings import TASKS, DesignEncoding
 from workloads.marginals import canonical
 

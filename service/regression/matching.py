@@ -20,10 +20,10 @@ from db.models import Release
 from service.accounting.accountant import release_costs
 from service.data.datasets import StoredDataset
 from service.mechanisms import gram, registry
+from service.mechanisms.registry import ReleaseKind
 from service.privacy.cost import PrivacyCost
 from service.releases.answers import StoredRelease
 from service.releases.coverage import Coverage, coverage, measured_cliques
-from service.releases.kinds import ReleaseKind
 from workloads.domain import Domain
 from workloads.encodings import DesignEncoding, EncodingError
 

@@ -23,8 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from service.mechanisms import registry
-from service.mechanisms.registry import OptionSpec
-from service.releases.kinds import ReleaseKind
+from service.mechanisms.registry import OptionSpec, ReleaseKind
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine

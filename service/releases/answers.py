@@ -31,9 +31,9 @@ from estimators.graphical.mbi_adapter import Model
 from service.data.datasets import StoredDataset, stored_dataset
 from service.errors import Conflict, InvalidInput, NotFound, ServiceError
 from service.mechanisms.progress import Progress, no_progress
+from service.mechanisms.registry import ReleaseKind
 from service.releases import kinds, models
 from service.releases.coverage import Coverage, coverage, measured_cliques
-from service.releases.kinds import ReleaseKind
 from service.releases.measured import MeasuredRelease
 from workloads.marginals import WorkloadError, canonical
 

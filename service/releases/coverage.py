@@ -7,18 +7,8 @@ conditional independence through the cliques it has. Such an answer looks like d
 every answer says what backs it (:class:`Coverage`), and a regression that needs pairs the release
 did not measure is refused unless the caller asks for it (service/regression/fit.py).
 
-What a release measured, by mechanism (:func:`measured_cliques`):
-
-* ``laplace``, ``gaussian``: the workload (since issue 9 every marginal of it, and of its downward closure, is
-  answered straight from the measurements); for a release made before issue 9, the workload's marginals that its
-  model was fitted to (``model_cliques``; a measured marginal left out of a model too large to fit does not back
-  the model's answers);
-* ``residual``: the workload (every marginal of its downward closure is answered from the measured residuals);
-* ``mst``: every 1-way marginal and the pairs of its spanning tree;
-* ``aim``: the initial and selected cliques, and the workload itself. AIM spends its selection rounds
-  where the model's error on the workload is largest (McKenna et al. 2022, Alg. 2), so its
-  workload's marginals are what it is built to answer; a marginal outside the workload is
-  extrapolation.
+What a release measured is its mechanism's rule (``MechanismSpec.measured_cliques``; the rules, one per mechanism,
+live beside the mechanisms in :mod:`service.mechanisms.cliques`); :func:`measured_cliques` applies it.
 """
 
 from __future__ import annotations
@@ -28,8 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from service.mechanisms import registry
-
-Clique = tuple[str, ...]
+from service.mechanisms.cliques import Clique, workload_cliques
 
 
 def measured_cliques(mechanism: str, params: Mapping[str, object], details: Mapping[str, object],
@@ -40,39 +29,6 @@ def measured_cliques(mechanism: str, params: Mapping[str, object], details: Mapp
     spec = registry.find(mechanism)
     rule = spec.measured_cliques if spec is not None else workload_cliques
     return sorted({tuple(c) for c in rule(params, details, attributes) if c})
-
-
-def fitted_cliques(params: Mapping[str, object], details: Mapping[str, object],
-                   attributes: Sequence[str]) -> list[Clique]:
-    """laplace, gaussian: the workload; for a release made before issue 9 (its details name ``model_cliques``), the
-    workload marginals its model was fitted to."""
-    if "model_cliques" in details:
-        return [tuple(c) for c in _lists(details.get("model_cliques"))]
-    return workload_cliques(params, details, attributes)
-
-
-def tree_cliques(params: Mapping[str, object], details: Mapping[str, object],  # noqa: ARG001
-                 attributes: Sequence[str]) -> list[Clique]:
-    """mst: every 1-way marginal and the pairs of its spanning tree."""
-    return [(a,) for a in attributes] + [tuple(c) for c in _lists(details.get("tree"))]
-
-
-def workload_cliques(params: Mapping[str, object], details: Mapping[str, object],
-                     attributes: Sequence[str]) -> list[Clique]:  # noqa: ARG001
-    """aim, and any mechanism that records a workload: the workload, the initial and selected cliques, and the
-    cliques of the fitted model."""
-    cliques = [e["attributes"] for e in _dicts(params.get("workload")) if isinstance(e.get("attributes"), list)]
-    cliques += _lists(details.get("initial_cliques")) + _lists(details.get("selected"))
-    cliques += _lists(details.get("model_cliques"))
-    return [tuple(c) for c in cliques]
-
-
-def _lists(value: object) -> list[list[str]]:
-    return [c for c in value if isinstance(c, list)] if isinstance(value, list) else []
-
-
-def _dicts(value: object) -> list[dict[str, object]]:
-    return [e for e in value if isinstance(e, dict)] if isinstance(value, list) else []
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,10 @@ and the release is marked ``failed_before_noise``. Once noise exists, the charge
 happens next: a failure marks the release ``failed_after_noise``. Either way the exception carries
 a :class:`ReleaseFailure` (``exc.release_failure``) saying which, and how much was charged.
 
-A stop request (Ctrl-C in the command line, :mod:`service.releases.interrupts`) is honoured at known points
+A stop request (Ctrl-C in the command line, :mod:`service.interrupts`) is honoured at known points
 only: before step 2 (nothing is charged) and at every progress callback of the mechanism (each
 measurement, selection round and estimation iteration), where it raises
-:class:`~service.releases.interrupts.Interrupted` carrying the release's :class:`ReleaseFailure`.
+:class:`~service.interrupts.Interrupted` carrying the release's :class:`ReleaseFailure`.
 
 A process killed in step 3 or 4 leaves a ``pending`` release with its charge. The release records
 its runner (process and heartbeat, :mod:`service.releases.runners`);
@@ -47,6 +47,7 @@ from sqlalchemy import Engine, update
 
 from db.engine import transaction
 from db.models import Release, utcnow
+from service import interrupts
 from service.accounting import accountant
 from service.data.datasets import StoredDataset, get_dataset
 from service.data.oracle import SqlCountOracle
@@ -54,10 +55,10 @@ from service.errors import InvalidInput, ServiceError
 from service.mechanisms import registry
 from service.mechanisms.base import MechanismError, MechanismResult
 from service.mechanisms.progress import Progress, no_progress
+from service.mechanisms.registry import ReleaseKind
 from service.privacy.cost import PrivacyCost, exact
 from service.privacy.noise import NoiseSource
-from service.releases import interrupts, kinds, runners
-from service.releases.kinds import ReleaseKind
+from service.releases import kinds, runners
 from service.releases.recovery import ReleaseFailure
 from workloads.marginals import Query, WorkloadError, parse_workload, total_cells
 
@@ -241,7 +242,7 @@ def _failed(engine: Engine, release_id: int, charge_id: int, mechanism: str, cos
             exc: BaseException) -> BaseException:
     """Mark the release failed (refunding its charge if no noise was drawn) and return the exception
     to raise: ``exc`` with the :class:`ReleaseFailure` attached as ``exc.release_failure`` (and as a
-    note), or for a stop request an :class:`~service.releases.interrupts.Interrupted` carrying it."""
+    note), or for a stop request an :class:`~service.interrupts.Interrupted` carrying it."""
     status = "failed_after_noise" if noise_drawn else "failed_before_noise"
     message = f"{type(exc).__name__}: {exc}"[:2000]
     with transaction(engine) as session:

@@ -25,22 +25,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from service.errors import InvalidInput
+from service.mechanisms.registry import ReleaseKind
 
 if TYPE_CHECKING:
     from service.mechanisms.base import MechanismResult
     from workloads.domain import Domain
-
-
-class ReleaseKind(StrEnum):
-    """The built-in kinds; each value is the string stored in the database."""
-
-    MARGINALS = "marginals"
-    GRAM = "gram"
-    MODEL = "model"
 
 
 @dataclass(frozen=True)

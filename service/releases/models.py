@@ -58,7 +58,7 @@ def model_of(engine: Engine, release_id: int, measured: MeasuredRelease, max_mod
     progress(0, 1, FIT_MESSAGE)
     fit = fit_model(measured.residuals, max_model_size=max_model_size or DEFAULT_MAX_MODEL_SIZE_MB,
                     iters=iters or DEFAULT_ITERS, progress=fitting)
-    model = fit.to_mbi()
+    model = mbi_adapter.fit_to_mbi(fit)
     details = {"cliques": [list(c) for c in fit.potentials], "iterations": fit.iterations,
                "seconds": round(time.perf_counter() - started, 3)}
     try:

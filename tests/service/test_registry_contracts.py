@@ -23,10 +23,9 @@ import typer
 from service.cli import app
 from service.client import Client
 from service.mechanisms import registry
-from service.mechanisms.registry import MechanismSpec, OptionSpec, PrivacyNotion
+from service.mechanisms.registry import MechanismSpec, OptionSpec, PrivacyNotion, ReleaseKind
 from service.regression import methods
 from service.regression.methods import MethodSpec
-from service.releases.kinds import ReleaseKind
 from tests.service.api.test_api_roles import ROLE_TABLE
 from tests.support.paths import REPO
 from workloads.encodings import TASKS

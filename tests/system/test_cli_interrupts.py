@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from service import interrupts
 from service.privacy.cost import PrivacyCost
-from service.releases import interrupts
 from tests.support.ledger import net_charge, release_rows, spent_after
 
 MARGINALIA = str(Path(sys.executable).with_name("marginalia"))

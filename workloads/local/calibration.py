@@ -54,12 +54,6 @@ def round_up(scale: float) -> float:
     return math.nextafter(scale * _SCALE_ROUND_UP, math.inf)
 
 
-# ---------------------------------------------------------------------------------------------------------- Laplace
-def laplace_scale(epsilon: float, l1_sensitivity: float) -> float:
-    """``b = Delta_1 / epsilon`` (Dwork, McSherry, Nissim & Smith 2006), rounded up."""
-    return round_up(check_positive("l1_sensitivity", l1_sensitivity) / check_positive("epsilon", epsilon))
-
-
 # ------------------------------------------------------------------------------------------------ discrete noise
 #: Grid steps per unit of the finer of (noise scale, per-entry sensitivity): the grid is at least this fine, so
 #: rounding adds at most 2^-12 (Laplace) or 2^-10 (Gaussian) of either to the noise or to the sensitivity.

@@ -30,7 +30,6 @@ from collections.abc import Callable
 import numpy as np
 
 from estimators.base import (
-    BinaryClassifier,
     EstimatorError,
     LinearRegressor,
     as_matrix,
@@ -247,7 +246,3 @@ class _LocalBernsteinFit:
 
 class LocalBernsteinLinearRegression(_LocalBernsteinFit, LinearRegressor):
     """The Local Bernstein Mechanism with a squared loss: the minimiser is a linear model (``coef_``)."""
-
-
-class LocalBernsteinLogisticRegression(_LocalBernsteinFit, BinaryClassifier):
-    """The Local Bernstein Mechanism with a logistic loss: the minimiser is a linear classifier (``coef_``)."""

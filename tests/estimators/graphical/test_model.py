@@ -24,7 +24,7 @@ def test_numpy_marginals_match_mbi_variable_elimination() -> None:
             oracle.domain.shape(c)), 5.0)
         for c in cliques
     ]
-    model = mirror_descent.fit(oracle.domain, measurements, iters=200).to_mbi()
+    model = mbi_adapter.fit_to_mbi(mirror_descent.fit(oracle.domain, measurements, iters=200))
     query = ("Survived", "Embarked", "SibSp")  # spans three cliques of the junction tree
     expected = np.asarray(model.project(query).datavector(flatten=False))
     assert np.allclose(mbi_adapter.marginal(model, query), expected, rtol=1e-9, atol=1e-9)
@@ -37,7 +37,7 @@ def test_synthetic_rows_follow_the_model() -> None:
     oracle = titanic_oracle()
     cliques = [("Survived", "Sex"), ("Pclass", "Sex"), ("SibSp", "Parch"), ("Parch", "Embarked")]
     exact = [Measurement(c, oracle.counts(c).astype(float), 1.0) for c in cliques]
-    model = mirror_descent.fit(oracle.domain, exact, iters=300).to_mbi()
+    model = mbi_adapter.fit_to_mbi(mirror_descent.fit(oracle.domain, exact, iters=300))
     n = 20000
     rows = mbi_adapter.synthetic_rows(model, n, seed=7)
     assert set(rows) == set(oracle.domain.names)

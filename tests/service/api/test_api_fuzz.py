@@ -29,9 +29,9 @@ from db.migrate import upgrade_to_head
 from service.access import auth
 from service.api import create_app
 from service.mechanisms import registry
+from service.mechanisms.registry import ReleaseKind
 from service.releases import answers
 from service.releases import engine as release_engine
-from service.releases.kinds import ReleaseKind
 from tests.support.apihelpers import SMALL_WORKLOAD, bearer, snapshot
 from tests.support.datasets import load_titanic
 

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from sqlalchemy import text
 
+from service import interrupts
 from service.accounting import accountant
 from service.campaigns import campaigns, simulate, table_simulation
 from service.errors import BudgetExceeded, Conflict, InvalidInput
-from service.releases import interrupts
 from tests.support.datasets import titanic_with_budget
 
 FARE = {"lower": 0, "upper": 10}

@@ -15,11 +15,11 @@ import pytest
 from sqlalchemy import text
 from typer.testing import CliRunner
 
+from service import interrupts
 from service.accounting import accountant
 from service.campaigns import campaigns
 from service.cli import app
 from service.cli import collections as cli_collections
-from service.releases import interrupts
 from service.releases.engine import UNSAFE_SEEDED_RELEASES_ENV
 from tests.support.datasets import titanic_with_budget
 

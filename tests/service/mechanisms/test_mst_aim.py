@@ -162,7 +162,7 @@ def test_aim_beats_every_one_way_model_at_large_rho() -> None:
     result = run_aim(oracle, all_kway(oracle.domain, 2), Fraction(50), RecordingNoise(2), rounds=16, round_iters=50,
                      iters=300)
     exact_oneway = [Measurement((n,), oracle.counts((n,)).astype(float), 1.0) for n in oracle.domain.names]
-    independent = mirror_descent.fit(oracle.domain, exact_oneway, iters=10).to_mbi()
+    independent = mbi_adapter.fit_to_mbi(mirror_descent.fit(oracle.domain, exact_oneway, iters=10))
     assert workload_error(result.model, oracle) < workload_error(independent, oracle)
 
 

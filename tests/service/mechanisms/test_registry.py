@@ -16,11 +16,10 @@ from service.api import create_app
 from service.cli import app
 from service.errors import InvalidInput
 from service.mechanisms import direct, registry
-from service.mechanisms.registry import MechanismSpec, OptionSpec, PrivacyNotion, RunRequest
+from service.mechanisms.registry import MechanismSpec, OptionSpec, PrivacyNotion, ReleaseKind, RunRequest
 from service.privacy.cost import PrivacyCost
 from service.releases import answers
 from service.releases import engine as release_engine
-from service.releases.kinds import ReleaseKind
 from tests.support.datasets import titanic_with_budget
 
 DUMMY = "test-halved-laplace"

@@ -1,5 +1,5 @@
 """Stopping a release in process, and recovery that never touches a release a live process still runs
-(service/releases/interrupts.py, service/releases/runners.py, service/releases/recovery.py). The real program under
+(service/interrupts.py, service/releases/runners.py, service/releases/recovery.py). The real program under
 Ctrl-C and ``kill -9``: tests/system/test_cli_interrupts.py."""
 
 from __future__ import annotations
@@ -15,12 +15,13 @@ import pytest
 from sqlalchemy import text
 
 from db.models import Release
+from service import interrupts
 from service.accounting import accountant
+from service.interrupts import Interrupted
 from service.mechanisms.base import MechanismResult
 from service.privacy.cost import PrivacyCost
 from service.releases import engine as release_engine
-from service.releases import interrupts, runners
-from service.releases.interrupts import Interrupted
+from service.releases import runners
 from service.releases.recovery import recover_interrupted
 from tests.support.datasets import titanic_with_budget
 from tests.support.ledger import net_charge, release_rows

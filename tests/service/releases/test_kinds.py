@@ -16,10 +16,11 @@ from service.data import datasets
 from service.errors import InvalidInput
 from service.mechanisms.gram import GramPayload
 from service.mechanisms.objpert import ModelPayload
+from service.mechanisms.registry import ReleaseKind
 from service.privacy.cost import PrivacyCost
 from service.releases import engine as release_engine
 from service.releases import kinds
-from service.releases.kinds import KindSpec, ReleaseKind
+from service.releases.kinds import KindSpec
 
 CAMPAIGN = "test-campaign"
 

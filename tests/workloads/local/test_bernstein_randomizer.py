@@ -13,7 +13,6 @@ import pytest
 
 from workloads.local.randomizers.bernstein import (
     bernstein_grid,
-    grid_laplace_scale,
     grid_loss_noise,
     one_bit_laplace_epsilon,
     one_bit_ldp_epsilon,
@@ -40,7 +39,7 @@ def test_grid_reports_are_unbiased_with_the_laplace_scale() -> None:
     n, grid_size, eps = 100_000, 9, 2.0
     values = np.linspace(-0.5, 1.5, grid_size)  # clipped to [0, 1] first
     reports = randomize_grid_losses(np.tile(values, (n, 1)), eps, rng)
-    scale = grid_laplace_scale(grid_size, eps)
+    scale = grid_loss_noise(grid_size, eps).scale  # g t, at least G / eps (l1 sensitivity G of [0, 1]^G)
     assert scale == grid_size / eps
     standard_error = math.sqrt(2) * scale / math.sqrt(n)
     assert np.max(np.abs(reports.mean(axis=0) - np.clip(values, 0, 1))) < 5 * standard_error

@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pytest
 
-from workloads.local.calibration import grid_units, laplace_scale
+from workloads.local.calibration import grid_units
 from workloads.local.protocols import LdpAverageSpec, SteinGlmSpec, TwoRoundSteinSpec
 from workloads.local.protocols.bernstein import BernsteinSpec
 from workloads.local.protocols.label_ldp import LabelLdpSpec
@@ -49,7 +49,7 @@ def test_float_laplace_reports_reveal_the_input_and_grid_reports_do_not() -> Non
     a positive probability under v = 0 as well (``P = (1 - q)/(1 + q) q^|k - L|``, finite log)."""
     rng = np.random.default_rng(18)
     count = 1500
-    scale = laplace_scale(1.0, 1.0)  # the float mechanism's scale
+    scale = 1.0  # the float mechanism's scale: Delta_1 / epsilon = 1 / 1
     float_reports = 1.0 + rng.laplace(0.0, scale, size=count)
     assert all(_float_report_possible(float(z), 1.0, scale) for z in float_reports[:200])  # the emulation is numpy's
     impossible = np.mean([not _float_report_possible(float(z), 0.0, scale) for z in float_reports])

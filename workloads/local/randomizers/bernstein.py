@@ -83,12 +83,6 @@ def grid_loss_noise(grid_size: int, epsilon: float) -> GridNoise:
     return interval_noise(0.0, 1.0, epsilon, check_count("grid_size", grid_size))
 
 
-def grid_laplace_scale(grid_size: int, epsilon: float) -> float:
-    """Laplace scale per grid value: ``g t``, at least ``G / eps`` (l1 sensitivity ``G`` of a vector in
-    ``[0, 1]^G``)."""
-    return grid_loss_noise(grid_size, epsilon).scale
-
-
 def randomize_grid_losses(loss_values: object, epsilon: float, rng: np.random.Generator | None = None) -> np.ndarray:
     """Alg. 2: each row (one participant's losses at all grid points) clipped to ``[0, 1]``, rounded to the grid,
     plus discrete Laplace noise (:func:`grid_loss_noise`)."""

@@ -109,12 +109,6 @@ def grid_report(values: np.ndarray, noise: GridNoise, rng: np.random.Generator) 
     return noise.grid * (units + noise.sample(units.shape, rng)).astype(float)
 
 
-def on_grid(values: np.ndarray, grid: float) -> np.ndarray:
-    """Whether each entry is an integer multiple of ``grid`` (exact test: ``v / g`` is exact for a power of two)."""
-    scaled = np.asarray(values, dtype=float) / grid
-    return np.floor(scaled) == scaled
-
-
 def gaussian_grid_noise(sigma: float, grid: float) -> GridNoise:
     """The discrete Gaussian in units of ``grid`` whose scale parameter ``g sqrt(t c)`` is at least ``sigma``
     (:func:`workloads.local.calibration.discrete_gaussian_units`)."""
