@@ -15,8 +15,8 @@ the better number on a shared machine, and the load average is recorded with eac
 
 Run from the repository root::
 
-    .venv/bin/python benchmarks/aim_profile.py                       # adult, mst+aim, epsilon 0.1 and 1
-    .venv/bin/python benchmarks/aim_profile.py --tables adult acs-income --trials 3
+    .venv/bin/python -m benchmarks.aim_profile                       # adult, mst+aim, epsilon 0.1 and 1
+    .venv/bin/python -m benchmarks.aim_profile --tables adult acs-income --trials 3
 
 Writes ``benchmarks/results/aim_profile.json`` (and ``.png`` when matplotlib is available).
 """
@@ -31,15 +31,13 @@ import sys
 import time
 from pathlib import Path
 
-from _measure import (
-    REPO,
+from benchmarks import harness
+from benchmarks.measure import (
     TABLES,
     CompileCounter,
     engine_rho,
     load_oracle,
-    machine,
     peak_rss_mb,
-    run_child,
     two_way_pairs,
     workload_error,
 )
@@ -110,7 +108,7 @@ def main() -> None:
     parser.add_argument("--iters", type=int, default=1000, help="final estimation iterations")
     parser.add_argument("--round-iters", type=int, default=100, help="AIM: estimation iterations per round")
     parser.add_argument("--max-model-size", type=float, default=80.0)
-    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "aim_profile.json")
+    harness.add_outputs(parser, "aim_profile")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -124,7 +122,7 @@ def main() -> None:
                   "seed": args.seed + trial, "trial": trial, "iters": args.iters, "round_iters": args.round_iters,
                   "max_model_size": args.max_model_size}
         try:
-            run = run_child(__file__, config)
+            run = harness.run_child("benchmarks.aim_profile", config)
         except RuntimeError as exc:
             raise SystemExit(str(exc)) from None
         runs.append(run)
@@ -134,23 +132,18 @@ def main() -> None:
               f"error={run['workload_error']:.4f} load={run['load_average'][0]:.1f}", flush=True)
     report = {
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
-        "machine": machine(),
+        "machine": harness.machine(),
         "runs": runs,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=1))
-    plot(runs, args.out.with_suffix(".png"))
-    print(f"wrote {args.out}")
+    out, png = harness.outputs(args)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1))
+    plot(runs, png)
+    print(f"wrote {out} and {png}")
 
 
 def plot(runs: list[dict[str, object]], path: Path) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return
+    plt = harness.pyplot()
     labels = [f"{r['table']}\n{r['mechanism']} ε={r['epsilon']}" for r in runs]
     figure, axes = plt.subplots(1, 3, figsize=(4 + 1.2 * len(runs), 4))
     for axis, key, title in zip(axes, ("cpu_s", "peak_rss_mb", "workload_error"),
@@ -158,8 +151,7 @@ def plot(runs: list[dict[str, object]], path: Path) -> None:
         axis.bar(range(len(runs)), [r[key] for r in runs])
         axis.set_xticks(range(len(runs)), labels, fontsize=7, rotation=60)
         axis.set_title(title)
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    harness.save_figure(figure, path)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ Every variant's counts are checked against a numpy bincount of the rows once, in
 variant fetches GROUP BY counts only. Writes ``results/counting.json`` and ``results/counting.png`` and prints
 a table. Run from the repository root::
 
-    .venv/bin/python benchmarks/counting.py [--repeats 5]
+    .venv/bin/python -m benchmarks.counting [--repeats 5]
 """
 
 from __future__ import annotations
@@ -40,15 +40,13 @@ import numpy as np
 import pandas as pd
 from sqlalchemy import Engine, create_engine, event, func, select, text
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # tests.support.pgserver lives beside the packages, not in the installed wheel
-
-from db import tables  # noqa: E402
-from db.engine import make_engine  # noqa: E402
-from db.migrate import upgrade_to_head  # noqa: E402
-from service.data import datasets  # noqa: E402
-from service.data.oracle import COVER_MAX_CELLS, SqlCountOracle, marginalize, plan_cover  # noqa: E402
-from tests.support.pgserver import PostgresServer, PostgresUnavailable, start_server  # noqa: E402
+from benchmarks import harness
+from db import tables
+from db.engine import make_engine
+from db.migrate import upgrade_to_head
+from service.data import datasets
+from service.data.oracle import COVER_MAX_CELLS, SqlCountOracle, marginalize, plan_cover
+from tests.support.pgserver import PostgresServer, PostgresUnavailable, start_server  # beside the packages, not shipped
 
 TARGET_RATIO = 3.0
 DATASET = "nist_taxi"
@@ -371,10 +369,7 @@ def print_table(rows: Sequence[dict[str, object]]) -> None:
 
 
 def plot(rows: Sequence[dict[str, object]], path: Path, subtitle: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = harness.pyplot()
     from matplotlib.ticker import NullFormatter, ScalarFormatter
 
     rows = [r for r in rows if r["phase"] == "main"]
@@ -404,9 +399,7 @@ def plot(rows: Sequence[dict[str, object]], path: Path, subtitle: str) -> None:
         right.text(max(ratio, c) * 1.12, yy, f"{ratio:.2f}x", va="center", fontsize=8)
     right.legend(loc="upper right")
     fig.suptitle(f"Counting the 45 pairwise marginals of nist_taxi (226k rows): SQL vs pandas groupby\n{subtitle}")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    harness.save_figure(fig, path, dpi=110)
 
 
 def _subtitle(rows: Sequence[dict[str, object]], repeats: int, load: float) -> str:
@@ -417,23 +410,24 @@ def _subtitle(rows: Sequence[dict[str, object]], repeats: int, load: float) -> s
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    shared = Path(os.environ.get("MARGINALIA_SHARED_DATA", REPO.parent / "shared" / "data"))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5, help="timed rounds (default 5)")
-    parser.add_argument("--data", type=Path, default=shared / "nist_taxi", help="folder of nist-taxi.csv + domain")
-    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results", help="where JSON and PNG go")
+    parser.add_argument("--data", type=Path, default=harness.DATA / "nist_taxi",
+                        help="folder of nist-taxi.csv + domain")
+    harness.add_outputs(parser, "counting")
     parser.add_argument("--max-cells", type=int, default=COVER_MAX_CELLS, help="plan_cover's cap (default %(default)s)")
-    parser.add_argument("--plot-only", action="store_true", help="redraw the PNG from the JSON in --out")
+    parser.add_argument("--plot-only", action="store_true", help="redraw the PNG from the JSON in --json")
     args = parser.parse_args(argv)
+    out, png = harness.outputs(args)
     if args.plot_only:
-        report = json.loads((args.out / "counting.json").read_text())
-        plot(report["results"], args.out / "counting.png",
+        report = json.loads(out.read_text())
+        plot(report["results"], png,
              _subtitle(report["results"], report["repeats"], report["machine"]["loadavg_start"][0]))
         return 0
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
     csv, domain_file = args.data / "nist-taxi.csv", args.data / "nist-taxi-domain.json"
-    args.out.mkdir(parents=True, exist_ok=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
     load_before = os.getloadavg()
 
     frame = pd.read_csv(csv)
@@ -574,7 +568,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             + summarise(sweep, sweep[0], "cap-sweep") + summarise(indexed, indexed[0], "indexes"))
     report = {
         "benchmark": "counting",
-        "command": " ".join(["python", "benchmarks/counting.py", *(argv if argv is not None else sys.argv[1:])]),
+        "command": " ".join(["python", "-m", "benchmarks.counting", *(argv if argv is not None else sys.argv[1:])]),
         "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "machine": {"cpus": os.cpu_count(), "loadavg_start": load_before, "loadavg_end": os.getloadavg(),
                     "platform": platform.platform()},
@@ -594,13 +588,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                            "file_bytes_after": size_with_indexes},
         "results": rows,
     }
-    (args.out / "counting.json").write_text(json.dumps(report, indent=2) + "\n")
-    plot(rows, args.out / "counting.png", _subtitle(rows, args.repeats, load_before[0]))
+    harness.write_json(out, report, indent=2)
+    plot(rows, png, _subtitle(rows, args.repeats, load_before[0]))
     print_table(rows)
     for backend, load_row in loads.items():
         print(f"load {backend}: {load_row['rows']} rows in {load_row['seconds']:.2f} s "
               f"({load_row['rows_per_second']:,.0f} rows/s)")
-    print(f"wrote {args.out / 'counting.json'} and {args.out / 'counting.png'}")
+    print(f"wrote {out} and {png}")
     return 0
 
 

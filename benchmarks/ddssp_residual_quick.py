@@ -18,9 +18,9 @@ training rows), each epsilon (delta 1e-5, rho = ``cdp_rho(epsilon, delta)``) and
 
 The training rows are capped with ``DataFrame.sample(n=max_train, random_state=seed)``, which may differ from the
 bench's own sample (it matters only for ACSincome and taxi). This is a design study, not the service path: the
-service path is ``marginalia bench regression`` (``docs/regression-results.md``).
+service path is ``python -m benchmarks.regression`` (``docs/regression-results.md``).
 
-    .venv/bin/python benchmarks/ddssp_residual_quick.py          # writes results/ddssp_residual_quick.json and .png
+    .venv/bin/python -m benchmarks.ddssp_residual_quick          # writes results/ddssp_residual_quick.json and .png
 """
 
 from __future__ import annotations
@@ -36,8 +36,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from _measure import REPO, machine  # also puts the repository on sys.path
 
+from benchmarks import harness
+from benchmarks.harness import DATA, REPO, RESULTS, machine
 from estimators.central.linear import DDSSPLinearRegression
 from estimators.central.metrics import mse
 from estimators.central.sufficient_stats import gram_from_marginals
@@ -51,8 +52,6 @@ from workloads.encodings import DesignEncoding
 
 RUNS = ["adult-linear-no-intercept", "adult-linear-intercept", "acsincome-linear-no-intercept",
         "acsmobility-linear-no-intercept", "taxi-linear-no-intercept"]
-RESULTS = REPO / "benchmarks" / "results"
-OUT = RESULTS / "ddssp_residual_quick.json"
 DELTA = 1e-5
 
 
@@ -62,21 +61,21 @@ def load_run(name: str) -> tuple[dict, dict]:
 
 
 def resolve(path: str) -> Path:
+    """A data path stored in a regression result: ``../shared/data/...`` (the Makefile's default, relative to the
+    repository) is read from the shared data folder (``MARGINALIA_SHARED_DATA``), other relative paths from REPO."""
     candidate = Path(path)
-    return candidate if candidate.is_absolute() else (REPO / candidate).resolve()
-
-
-def taxi_split(path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """run.sh's split of nist_taxi: 1,000 test rows by ``sample(random_state=0)``, the rest train."""
-    frame = pd.read_csv(path)
-    test = frame.sample(n=1000, random_state=0)
-    return frame.drop(index=test.index), test
+    if candidate.is_absolute():
+        return candidate
+    shared = Path("..", "shared", "data")
+    if candidate.parts[:3] == shared.parts:
+        return DATA.joinpath(*candidate.parts[3:])
+    return (REPO / candidate).resolve()
 
 
 def tables(config: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
     train_path = resolve(config["train"])
     if not train_path.exists() and "nist_taxi" in config["domain"]:
-        train, test = taxi_split(resolve(config["domain"]).parent / "nist-taxi.csv")
+        train, test = harness.taxi_split(resolve(config["domain"]).parent / "nist-taxi.csv")
     else:
         train, test = pd.read_csv(train_path), pd.read_csv(resolve(config["test"]))
     if config.get("max_train") and len(train) > config["max_train"]:
@@ -132,7 +131,7 @@ def main() -> None:
                         help="0 means the plain plan over the marginals' cells")
     parser.add_argument("--ridge-factors", nargs="+", type=float, default=[1.0, 2.0, 4.0])
     parser.add_argument("--trials", type=int, default=5)
-    parser.add_argument("--out", type=Path, default=OUT)
+    harness.add_outputs(parser, "ddssp_residual_quick")
     args = parser.parse_args()
     rows, summary = [], []
     for name in args.runs:
@@ -166,19 +165,16 @@ def main() -> None:
             summary.append({"run": name, "epsilon": epsilon, "best": {k: best[k] for k in
                                                                       ("target_weight", "ridge_factor", "median_mse")},
                             "adassp_median": best["adassp_median"], "ddssp_aim_median": best["ddssp_aim_median"]})
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"command": " ".join(["python", *sys.argv]), "machine": machine(),
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps({"command": " ".join(["python", *sys.argv]), "machine": machine(),
                                     "summary": summary, "results": rows}, indent=1))
-    plot(rows, args.out.with_suffix(".png"))
+    plot(rows, harness.outputs(args)[1])
     for s in summary:
         print(json.dumps(s))
 
 
 def plot(rows: list[dict], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = harness.pyplot()
 
     runs = sorted({r["run"] for r in rows})
     epsilons = sorted({r["epsilon"] for r in rows})
@@ -197,8 +193,7 @@ def plot(rows: list[dict], path: Path) -> None:
             ax.set_xlabel("X^T y weight (0: plain plan)", fontsize=7)
             ax.set_ylabel("test MSE", fontsize=7)
             ax.legend(fontsize=6)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    harness.save_figure(fig, path, dpi=110)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ Cases (numpy noise, seeds fixed; the service draws its own noise, these only exe
 * ``adult-tree``: the 1-way marginals and a chain of 14 pairs of adult_train, Gaussian noise at rho 0.05 split
   equally -- an MST-like model.
 
-    .venv/bin/python benchmarks/fit_tolerance.py            # writes benchmarks/results/fit_tolerance.json and .png
+    .venv/bin/python -m benchmarks.fit_tolerance            # writes benchmarks/results/fit_tolerance.json and .png
 """
 
 from __future__ import annotations
@@ -29,14 +29,14 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from _measure import DATA, REPO, machine  # also puts the repository on sys.path
 
+from benchmarks import harness
+from benchmarks.harness import DATA, machine
 from estimators.graphical import junction_tree, mirror_descent
 from estimators.graphical.mirror_descent import Measurement
 from workloads.domain import Domain
 
 MAX_MODEL_MB = 80.0
-OUT = REPO / "benchmarks" / "results" / "fit_tolerance.json"
 
 
 def counts(frame: pd.DataFrame, domain: Domain, clique: tuple[str, ...]) -> np.ndarray:
@@ -88,7 +88,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cases", nargs="+", default=sorted(CASES), choices=sorted(CASES))
     parser.add_argument("--tols", nargs="+", type=float, default=[1e-3, 1e-4, 1e-5])
-    parser.add_argument("--out", type=Path, default=OUT)
+    harness.add_outputs(parser, "fit_tolerance")
     args = parser.parse_args()
     rows = []
     for case in args.cases:
@@ -106,17 +106,14 @@ def main() -> None:
                    "loss": fitted.loss, "reference_loss": reference.loss}
             rows.append(row)
             print(json.dumps(row), flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"command": " ".join(["python", *sys.argv]), "machine": machine(),
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps({"command": " ".join(["python", *sys.argv]), "machine": machine(),
                                     "results": rows}, indent=1))
-    plot(rows, args.out.with_suffix(".png"))
+    plot(rows, harness.outputs(args)[1])
 
 
 def plot(rows: list[dict], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = harness.pyplot()
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
     for case in sorted({r["case"] for r in rows}):
@@ -131,8 +128,7 @@ def plot(rows: list[dict], path: Path) -> None:
         ax.set_xlabel("tolerance")
         ax.legend(fontsize=8)
     axes[1].set_yscale("log")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    harness.save_figure(fig, path)
 
 
 if __name__ == "__main__":

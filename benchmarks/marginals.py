@@ -14,14 +14,14 @@ the noisy measurements themselves (before any model; ``raw_error``) is reported 
 default ``max_model_size`` (80 MB) the model keeps only the cliques that fit
 (``model_cliques`` of ``n_pairs``), so the model can be worse than the measurements.
 
-Each (table, mechanism, epsilon, trial) runs in its own fresh process (``_measure.run_child``), so
+Each (table, mechanism, epsilon, trial) runs in its own fresh process (``harness.run_child``), so
 peak RSS and the JAX compile count are that run's alone. Trial t uses ``NoiseSource(t)``. The count
 oracle is in memory (``ArrayOracle``), so times exclude SQL. Run from the repository root::
 
-    .venv/bin/python benchmarks/marginals.py                    # everything: 2 tables x 4 mechanisms x 2 eps x 3
-    .venv/bin/python benchmarks/marginals.py --tables adult --mechanisms mst aim --trials 1
-    .venv/bin/python benchmarks/marginals.py --replot           # redraw the plot, print the medians
-    .venv/bin/python benchmarks/marginals.py --merge a.json b.json  # combine runs made in parallel
+    .venv/bin/python -m benchmarks.marginals                    # everything: 2 tables x 4 mechanisms x 2 eps x 3
+    .venv/bin/python -m benchmarks.marginals --tables adult --mechanisms mst aim --trials 1
+    .venv/bin/python -m benchmarks.marginals --replot           # redraw the plot, print the medians
+    .venv/bin/python -m benchmarks.marginals --merge a.json b.json  # combine runs made in parallel
 
 Writes ``benchmarks/results/marginals.json`` (every run plus medians) and ``marginals.png``.
 Results are written after every run, so an interrupted run keeps what it measured; ``--resume``
@@ -40,21 +40,19 @@ import time
 from fractions import Fraction
 from pathlib import Path
 
-from _measure import (
-    REPO,
+from benchmarks import harness
+from benchmarks.harness import machine
+from benchmarks.measure import (
     TABLES,
     CompileCounter,
     engine_rho,
     load_oracle,
-    machine,
     peak_rss_mb,
-    run_child,
     two_way_pairs,
     workload_error,
 )
 
 MECHANISMS = ("laplace", "gaussian", "mst", "aim")
-OUT = REPO / "benchmarks" / "results" / "marginals.json"
 KEY = ("table", "mechanism", "epsilon", "max_model_size", "trial")
 
 
@@ -182,10 +180,10 @@ def main() -> None:
     parser.add_argument("--iters", type=int, default=1000, help="(final) estimation iterations")
     parser.add_argument("--max-model-size", type=float, nargs="+", default=[80.0],
                         help="MB; several values run laplace/gaussian once per cap (aim uses the first)")
-    parser.add_argument("--out", type=Path, default=OUT)
-    parser.add_argument("--resume", action="store_true", help="keep the runs already in --out, skip their configs")
-    parser.add_argument("--replot", action="store_true", help="only redraw the plot from --out")
-    parser.add_argument("--merge", type=Path, nargs="+", help="combine the runs of these JSON files into --out")
+    harness.add_outputs(parser, "marginals")
+    parser.add_argument("--resume", action="store_true", help="keep the runs already in --json, skip their configs")
+    parser.add_argument("--replot", action="store_true", help="only redraw the plot from --json")
+    parser.add_argument("--merge", type=Path, nargs="+", help="combine the runs of these JSON files into --json")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -193,15 +191,15 @@ def main() -> None:
         return
     if args.merge:
         parts = [json.loads(path.read_text()) for path in args.merge]
-        write(args.out, [run for part in parts for run in part["runs"]], " && ".join(p["command"] for p in parts))
+        write(args.json, [run for part in parts for run in part["runs"]], " && ".join(p["command"] for p in parts))
     if args.merge or args.replot:
-        runs = json.loads(args.out.read_text())["runs"]
-        plot(runs, args.out.with_suffix(".png"))
+        runs = json.loads(args.json.read_text())["runs"]
+        plot(runs, harness.outputs(args)[1])
         print(markdown(summarize(runs)))
         return
 
     command = " ".join([Path(sys.executable).name, *sys.argv])
-    runs: list[dict[str, object]] = json.loads(args.out.read_text())["runs"] if args.resume else []
+    runs: list[dict[str, object]] = json.loads(args.json.read_text())["runs"] if args.resume else []
     done = {tuple(r[k] for k in KEY) for r in runs}
     for table, mechanism, epsilon, trial in itertools.product(args.tables, args.mechanisms, args.epsilons,
                                                               range(args.trials)):
@@ -213,29 +211,23 @@ def main() -> None:
                       "seed": trial, "trial": trial, "iters": args.iters, "max_model_size": cap}
             if tuple(config[k] for k in KEY) in done:
                 continue
-            run = run_child(__file__, config)
+            run = harness.run_child("benchmarks.marginals", config)
             runs.append(run)
             raw = f" raw={run['raw_error']:.4f}" if "raw_error" in run else ""
             print(f"{table:10s} {mechanism:8s} eps={epsilon:<4} cap={cap} trial={trial} wall={run['wall_s']:7.1f}s "
                   f"cpu={run['cpu_s']:7.1f}s rss={run['peak_rss_mb']:6.0f}MB compiles={run['jax_compiles']:3d} "
                   f"error={run['error']:.4f}{raw} load={run['load_average'][0]:.1f}", flush=True)
-            write(args.out, runs, command)
-    write(args.out, runs, command)
-    plot(runs, args.out.with_suffix(".png"))
+            write(args.json, runs, command)
+    write(args.json, runs, command)
+    plot(runs, harness.outputs(args)[1])
     print(markdown(summarize(runs)))
-    print(f"wrote {args.out}")
+    print(f"wrote {args.json}")
 
 
 def plot(runs: list[dict[str, object]], path: Path) -> None:
     """Top row: median error vs epsilon per mechanism (one panel per table; trials as dots; dashed =
     the direct measurements before the model). Bottom row: median wall time vs epsilon."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return
+    plt = harness.pyplot()
     summary = summarize(runs)
     tables = sorted({str(r["table"]) for r in summary})
     figure, axes = plt.subplots(2, len(tables), figsize=(5.5 * len(tables), 8), squeeze=False)
@@ -268,8 +260,7 @@ def plot(runs: list[dict[str, object]], path: Path) -> None:
             axis.set_ylabel(ylabel)
             axis.set_title(f"{table}: {'error' if row == 0 else 'time'}, all 2-way marginals")
             axis.legend(fontsize=7)
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    harness.save_figure(figure, path)
 
 
 if __name__ == "__main__":

@@ -6,10 +6,10 @@ and whether DD-SSP now wins against the baseline of the new run. Where the new r
 the other methods of the protocol before and now (AIM-Synth; for linear runs also the paper's uncertified AdaSSP,
 ``adassp-paper``) and whether DD-SSP now beats AIM-Synth now. After the tables, one line per run: the issue's
 target at epsilon 0.05 and 0.1 (linear: DD-SSP MSE <= AdaSSP; logistic: DD-SSP AUC >= ObjPert), met or missed.
-Prints Markdown; reads only the JSON files ``marginalia bench regression`` wrote::
+Prints Markdown; reads only the JSON files ``python -m benchmarks.regression`` wrote::
 
-    .venv/bin/python benchmarks/regression_compare.py            # every run present in both folders
-    .venv/bin/python benchmarks/regression_compare.py --new DIR [DIR ...]   # other folders of new results
+    .venv/bin/python -m benchmarks.regression_compare            # every run present in both folders
+    .venv/bin/python -m benchmarks.regression_compare --new DIR [DIR ...]   # other folders of new results
 
 With several ``--new`` folders, the JSON files of the same run are merged (records and per-method, per-epsilon
 summaries; a later folder wins where both hold the same method and epsilon): the issue-9 target runs (epsilon 0.05
@@ -23,9 +23,8 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from _measure import REPO
+from benchmarks.harness import RESULTS
 
-RESULTS = REPO / "benchmarks" / "results"
 TARGET_EPSILONS = (0.05, 0.1)
 
 

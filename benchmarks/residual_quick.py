@@ -19,9 +19,9 @@ Exact counts come from pandas ``groupby(...).size()`` and are not timed (in the 
 Noise is continuous (numpy ``Generator.normal``) for both; the service's direct release uses the discrete Gaussian,
 whose variance is within a hair of sigma^2 at these scales. Trial ``t`` uses seed ``t`` for both mechanisms.
 
-    .venv/bin/python benchmarks/residual_quick.py                       # adult, epsilon 0.1 and 1, 3 trials
-    .venv/bin/python benchmarks/residual_quick.py --tables adult acs-income --trials 5
-    .venv/bin/python benchmarks/residual_quick.py --one-way-weight 100 --threshold 2 --out .../levers.json
+    .venv/bin/python -m benchmarks.residual_quick                       # adult, epsilon 0.1 and 1, 3 trials
+    .venv/bin/python -m benchmarks.residual_quick --tables adult acs-income --trials 5
+    .venv/bin/python -m benchmarks.residual_quick --one-way-weight 100 --threshold 2 --json .../levers.json
 
 Levers (issue 9): ``--one-way-weight w`` adds the 1-way marginals to the plan's workload with weight ``w``;
 ``--threshold c`` zeroes the interactions indistinguishable from noise (``drop_insignificant``) before the
@@ -46,8 +46,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from _measure import DATA, REPO, machine  # also puts the repository on sys.path
 
+from benchmarks import harness
+from benchmarks.harness import DATA, RESULTS, machine
 from estimators.residual.measure import measure_residuals
 from estimators.residual.nonnegative import nonnegative_marginals
 from estimators.residual.planner import plan_residuals
@@ -62,7 +63,6 @@ TABLES = {
     "titanic": ("titanic/titanic.csv", "titanic/titanic-domain.json"),
 }
 AIM_NAMES = {"adult-train": "adult", "acs-income": "acs-income"}  # our table -> its name in marginals.json
-OUT = REPO / "benchmarks" / "results" / "residual_quick.json"
 DELTA = 1e-5
 
 
@@ -136,7 +136,7 @@ def run_direct(domain: Domain, truth: dict, pairs: list, rho: Fraction, seed: in
 
 
 def aim_reference() -> dict[tuple[str, float], float]:
-    path = REPO / "benchmarks" / "results" / "marginals.json"
+    path = RESULTS / "marginals.json"
     if not path.exists():
         return {}
     summary = json.loads(path.read_text()).get("summary", [])
@@ -157,10 +157,7 @@ def summarise(runs: list[dict]) -> list[dict]:
 
 
 def plot(summary: list[dict], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = harness.pyplot()
 
     tables = sorted({s["table"] for s in summary})
     epsilons = sorted({s["epsilon"] for s in summary})
@@ -180,8 +177,7 @@ def plot(summary: list[dict], path: Path) -> None:
             ax.set_ylabel("mean L1 error / N")
             ax.set_yscale("log")
             ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    harness.save_figure(fig, path)
 
 
 def main() -> None:
@@ -194,7 +190,7 @@ def main() -> None:
                         help="add every 1-way marginal to the plan's workload with this weight (0: pairs only)")
     parser.add_argument("--threshold", type=float, default=0.0,
                         help="drop_insignificant's threshold before the non-negativity step (0: keep everything)")
-    parser.add_argument("--out", type=Path, default=OUT)
+    harness.add_outputs(parser, "residual_quick")
     args = parser.parse_args()
 
     started = time.perf_counter()
@@ -234,7 +230,7 @@ def main() -> None:
     summary = summarise(runs)
     for s in summary:
         s["aim_median_error"] = aim.get((AIM_NAMES.get(s["table"], ""), s["epsilon"]))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.json.parent.mkdir(parents=True, exist_ok=True)
     payload = {
         "command": " ".join(["python", *sys.argv]),
         "machine": machine(),
@@ -244,8 +240,8 @@ def main() -> None:
         "summary": summary,
         "runs": runs,
     }
-    args.out.write_text(json.dumps(payload, indent=1))
-    plot(summary, args.out.with_suffix(".png"))
+    args.json.write_text(json.dumps(payload, indent=1))
+    plot(summary, harness.outputs(args)[1])
     for s in summary:
         print(json.dumps(s))
 

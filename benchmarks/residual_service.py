@@ -5,7 +5,7 @@ answers as ``marginalia marginal`` gives them), in two parts:
   (direct, answered without a model since issue 9) and ``aim`` at the same rho (``cdp_rho(epsilon, 1e-5)`` floored to
   the ledger's grid, as the engine charges), on adult (train split, 15 columns, 105 pairs) and ACSincome-LIN, epsilon
   0.1 and 1. Error: the issue-3 metric, the mean over the pairs of the L1 distance between the answer and the true
-  counts, divided by N (``_measure.workload_error``). Time: the release plus answering every workload marginal
+  counts, divided by N (``measure.workload_error``). Time: the release plus answering every workload marginal
   (target for residual on adult: 10 s), in wall and in process CPU seconds, with the load average (on a shared
   machine the CPU seconds say more).
 * ``titanic``: ten Laplace all-2way releases of titanic (epsilon 1 each) one after the other, and the total time
@@ -14,9 +14,9 @@ answers as ``marginalia marginal`` gives them), in two parts:
 Trial ``t`` seeds the release with ``t`` (in-process only: seeded releases answer nothing over HTTP). Run from the
 repository root::
 
-    .venv/bin/python benchmarks/residual_service.py                      # both parts
-    .venv/bin/python benchmarks/residual_service.py --parts titanic
-    .venv/bin/python benchmarks/residual_service.py --mechanisms residual gaussian --trials 3
+    .venv/bin/python -m benchmarks.residual_service                      # both parts
+    .venv/bin/python -m benchmarks.residual_service --parts titanic
+    .venv/bin/python -m benchmarks.residual_service --mechanisms residual gaussian --trials 3
 
 Writes ``benchmarks/results/residual_service.json`` (every run, medians, the machine) and ``residual_service.png``.
 """
@@ -28,13 +28,13 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from _measure import DATA, REPO, TABLES, machine, two_way_pairs
+from benchmarks import harness
+from benchmarks.harness import DATA, machine
+from benchmarks.measure import TABLES, two_way_pairs
 
-OUT = REPO / "benchmarks" / "results" / "residual_service.json"
 DELTA = 1e-5
 TARGET_SECONDS = 10.0
 TITANIC_TARGET_SECONDS = 30.0
@@ -42,13 +42,10 @@ TITANIC_TARGET_SECONDS = 30.0
 
 def service(folder: Path, table: str):  # noqa: ANN201
     """A fresh SQLite database holding ``table`` with a budget large enough for every run."""
-    from db.engine import make_engine
-    from db.migrate import upgrade_to_head
     from service.accounting import accountant
     from service.data import datasets
 
-    engine = make_engine(f"sqlite:///{folder / (table + '.db')}")
-    upgrade_to_head(engine)
+    engine = harness.temporary_database(folder / f"{table}.db")
     csv, domain = TABLES[table]
     datasets.load_coded_csv(engine, table, DATA / csv, DATA / domain)
     accountant.set_budget(engine, table, 10_000, 1e-2)
@@ -56,8 +53,7 @@ def service(folder: Path, table: str):  # noqa: ANN201
 
 
 def accuracy(folder: Path, tables: list[str], mechanisms: list[str], epsilons: list[float], trials: int) -> list[dict]:
-    from _measure import load_oracle, workload_error
-
+    from benchmarks.measure import load_oracle, workload_error
     from service.releases import answers
     from service.releases import engine as release_engine
 
@@ -118,10 +114,7 @@ def medians(rows: list[dict]) -> list[dict]:
 
 
 def plot(summary: list[dict], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = harness.pyplot()
 
     groups = sorted({(s["table"], s["epsilon"]) for s in summary})
     mechanisms = sorted({s["mechanism"] for s in summary})
@@ -143,8 +136,7 @@ def plot(summary: list[dict], path: Path) -> None:
         ax.legend(fontsize=7)
     right.set_yscale("log")
     right.axhline(TARGET_SECONDS, color="k", linestyle="--", linewidth=0.8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    harness.save_figure(fig, path, dpi=110)
 
 
 def main() -> None:
@@ -155,24 +147,24 @@ def main() -> None:
     parser.add_argument("--epsilons", nargs="+", type=float, default=[0.1, 1.0])
     parser.add_argument("--trials", type=int, default=1)
     parser.add_argument("--titanic-releases", type=int, default=10)
-    parser.add_argument("--out", type=Path, default=OUT)
+    harness.add_outputs(parser, "residual_service")
     args = parser.parse_args()
-    previous = json.loads(args.out.read_text()) if args.out.exists() else {}
+    previous = json.loads(args.json.read_text()) if args.json.exists() else {}
     result = {"command": " ".join(["python", *sys.argv]), "machine": machine()}
-    with tempfile.TemporaryDirectory() as folder:
+    with harness.temporary_folder("marginalia-residual-") as folder:
         if "accuracy" in args.parts:
-            rows = accuracy(Path(folder), args.tables, args.mechanisms, args.epsilons, args.trials)
+            rows = accuracy(folder, args.tables, args.mechanisms, args.epsilons, args.trials)
             result.update(runs=rows, summary=medians(rows))
         elif "summary" in previous:
             result.update(runs=previous["runs"], summary=previous["summary"])
         if "titanic" in args.parts:
-            result["titanic"] = titanic(Path(folder), args.titanic_releases)
+            result["titanic"] = titanic(folder, args.titanic_releases)
         elif "titanic" in previous:
             result["titanic"] = previous["titanic"]
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1))
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(result, indent=1))
     if result.get("summary"):
-        plot(result["summary"], args.out.with_suffix(".png"))
+        plot(result["summary"], harness.outputs(args)[1])
         for s in result["summary"]:
             print(f"{s['table']:>10} eps={s['epsilon']:<4g} {s['mechanism']:>9}: error {s['error']:.4f}, "
                   f"{s['seconds']:.1f} s")

@@ -8,30 +8,23 @@ For each batch size, a fresh SQLite database (in a temporary folder), a ``stein-
 one transaction per batch. Also timed alone: the randomizer and the validation, to show where the time goes.
 Writes ``benchmarks/results/simulate_throughput.json`` and ``.png``.
 
-    .venv/bin/python benchmarks/simulate_throughput.py                      # about a minute
-    .venv/bin/python benchmarks/simulate_throughput.py --n 290000 --batches 20000
+    .venv/bin/python -m benchmarks.simulate_throughput                      # about a minute
+    .venv/bin/python -m benchmarks.simulate_throughput --n 290000 --batches 20000
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from benchmarks import harness
+from service.campaigns import campaigns, simulate
+from service.client.device import make_report
 
-from db.migrate import open_database  # noqa: E402
-from service.campaigns import campaigns, simulate  # noqa: E402
-from service.client.device import make_report  # noqa: E402
-
-RESULTS = REPO / "benchmarks" / "results"
 P = 10
 
 
@@ -43,8 +36,8 @@ def problem(n: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def one_run(n: int, batch: int, x: np.ndarray, y: np.ndarray) -> dict[str, float]:
-    with tempfile.TemporaryDirectory() as folder:
-        engine = open_database(f"sqlite:///{folder}/bench.db")
+    with harness.temporary_folder("marginalia-simulate-") as folder:
+        engine = harness.temporary_database(folder / "bench.db")
         features = [f"x{j}" for j in range(P)]
         campaigns.create_campaign(engine, "bench", "stein-glm", features, "y", None, 5, n ** -1.1,
                                   {"norm_bound": 1.5, "participants": n})
@@ -70,7 +63,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=200_000)
     parser.add_argument("--batches", type=int, nargs="+", default=[2_000, 10_000, 20_000, 50_000])
-    parser.add_argument("--out", type=Path, default=RESULTS / "simulate_throughput.json")
+    harness.add_outputs(parser, "simulate_throughput")
     args = parser.parse_args()
     x, y = problem(args.n)
     records = []
@@ -80,18 +73,15 @@ def main() -> None:
         print(f"batch {batch:>6d}: {record['reports_per_second']:>9,.0f} reports/s ({record['seconds']:.2f} s for "
               f"{args.n:,}; randomizing {record['randomize_seconds']:.2f} s), "
               f"{record['database_bytes_per_report']:.0f} database bytes per report")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"records": records, "p": P, "target_reports_per_second": 20_000,
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps({"records": records, "p": P, "target_reports_per_second": 20_000,
                                     "backend": "sqlite"}, indent=1))
-    plot(records, args.out.with_suffix(".png"))
-    print(f"wrote {args.out} and {args.out.with_suffix('.png')}")
+    plot(records, harness.outputs(args)[1])
+    print(f"wrote {args.json} and {harness.outputs(args)[1]}")
 
 
 def plot(records: list[dict], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = harness.pyplot()
 
     fig, axis = plt.subplots(figsize=(6, 4))
     batches = [r["batch"] for r in records]
@@ -104,8 +94,7 @@ def plot(records: list[dict], path: Path) -> None:
     axis.set_title("simulator path, p = 10 Stein-GLM reports")
     axis.legend()
     axis.grid(True, which="both", alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    harness.save_figure(fig, path)
 
 
 if __name__ == "__main__":

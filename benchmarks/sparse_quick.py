@@ -23,9 +23,9 @@ Sections (all by default; ``--only`` picks some):
 
 Run from the repository root (about 8 minutes on 2 shared cores with 3 trials)::
 
-    .venv/bin/python benchmarks/sparse_quick.py                   # everything, 3 trials
-    .venv/bin/python benchmarks/sparse_quick.py --only sec71 --trials 5   # reruns one section, keeps the others
-    .venv/bin/python benchmarks/sparse_quick.py --replot                  # tables and plot from the JSON
+    .venv/bin/python -m benchmarks.sparse_quick                   # everything, 3 trials
+    .venv/bin/python -m benchmarks.sparse_quick --only sec71 --trials 5   # reruns one section, keeps the others
+    .venv/bin/python -m benchmarks.sparse_quick --replot                  # tables and plot from the JSON
 
 Writes ``benchmarks/results/sparse_quick.json`` (every trial and the means) and ``sparse_quick.png``.
 """
@@ -36,37 +36,35 @@ import argparse
 import json
 import math
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _measure import DATA, REPO, engine_rho, machine  # noqa: E402
-
-from estimators.central.dp_iht import DPIHTLogisticRegression  # noqa: E402
-from estimators.local.accuracy import relative_error  # noqa: E402
-from estimators.local.sparse.bernstein import LocalBernsteinLinearRegression, assign_grid_points  # noqa: E402
-from estimators.local.sparse.dr_erm import DRERMLinearRegression  # noqa: E402
-from estimators.local.sparse.iht import LDPIHTRegression, SimulatedIHTParticipants, label_iht  # noqa: E402
-from estimators.local.sparse.lasso import LabelPrivateLasso  # noqa: E402
-from estimators.local.sparse.synthetic import sparse_linear_data  # noqa: E402
-from workloads.local.randomizers.bernstein import (  # noqa: E402
+from benchmarks import harness
+from benchmarks.harness import DATA, machine
+from benchmarks.measure import engine_rho
+from estimators.central.dp_iht import DPIHTLogisticRegression
+from estimators.local.accuracy import relative_error
+from estimators.local.sparse.bernstein import LocalBernsteinLinearRegression, assign_grid_points
+from estimators.local.sparse.dr_erm import DRERMLinearRegression
+from estimators.local.sparse.iht import LDPIHTRegression, SimulatedIHTParticipants, label_iht
+from estimators.local.sparse.lasso import LabelPrivateLasso
+from estimators.local.sparse.synthetic import sparse_linear_data
+from workloads.local.randomizers.bernstein import (
     bernstein_grid,
     one_bit_report,
     public_laplace_strings,
     randomize_grid_losses,
 )
-from workloads.local.randomizers.gaussian_label import randomize_labels  # noqa: E402
-from workloads.local.randomizers.iht_gradient import worst_case_residual_bound  # noqa: E402
-from workloads.local.randomizers.random_projection_statistics import (  # noqa: E402
+from workloads.local.randomizers.gaussian_label import randomize_labels
+from workloads.local.randomizers.iht_gradient import worst_case_residual_bound
+from workloads.local.randomizers.random_projection_statistics import (
     projected_statistics_report,
     random_projection,
 )
 
-OUT = REPO / "benchmarks" / "results" / "sparse_quick.json"
 DELTA = 1e-3
 
 
@@ -328,10 +326,7 @@ def print_tables(results: dict[str, list[dict]]) -> None:
 
 
 def plot(results: dict[str, list[dict]], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = harness.pyplot()
 
     fig, axes = plt.subplots(1, 4, figsize=(20, 4.2))
     if results.get("sec71"):
@@ -370,8 +365,7 @@ def plot(results: dict[str, list[dict]], path: Path) -> None:
             xscale="log", xlabel="m (projected dimension)", ylabel="(L - L*) / (L(0) - L*)", title="DR-ERM, p = 5000"
         )
         axes[3].legend(fontsize=6)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    harness.save_figure(fig, path, dpi=110)
 
 
 SECTIONS: dict[str, Callable[[int, int], list[dict]]] = {
@@ -389,26 +383,28 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only", nargs="+", choices=sorted(SECTIONS), default=list(SECTIONS))
     parser.add_argument("--replot", action="store_true", help="print the tables and redraw the plot from the JSON")
+    harness.add_outputs(parser, "sparse_quick")
     args = parser.parse_args()
+    out, png = harness.outputs(args)
     if args.replot:
-        saved = json.loads(OUT.read_text())["results"]
+        saved = json.loads(out.read_text())["results"]
         print_tables(saved)
-        plot(saved, OUT.with_suffix(".png"))
+        plot(saved, png)
         return
     results: dict[str, list[dict]] = {}
     seconds: dict[str, float] = {}
-    if OUT.exists():  # keep sections not rerun
-        previous = json.loads(OUT.read_text())
+    if out.exists():  # keep sections not rerun
+        previous = json.loads(out.read_text())
         results = {k: v for k, v in previous.get("results", {}).items() if k not in args.only}
         seconds = {k: v for k, v in previous.get("seconds", {}).items() if k not in args.only}
-    OUT.parent.mkdir(parents=True, exist_ok=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
     for name in args.only:
         started = time.perf_counter()
         print(f"{name} ...", flush=True)
         results[name] = SECTIONS[name](args.trials, args.seed)
         seconds[name] = round(time.perf_counter() - started, 1)
         print(f"{name}: {seconds[name]} s", flush=True)
-        OUT.write_text(
+        out.write_text(
             json.dumps(
                 {
                     "machine": machine(),
@@ -421,8 +417,8 @@ def main() -> None:
             )
         )  # fmt: skip  (after every section)
     print_tables(results)
-    plot(results, OUT.with_suffix(".png"))
-    print(f"\nwrote {OUT} and {OUT.with_suffix('.png')}")
+    plot(results, png)
+    print(f"\nwrote {out} and {png}")
 
 
 if __name__ == "__main__":

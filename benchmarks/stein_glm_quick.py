@@ -16,11 +16,11 @@ Remark 11 off, ``public``) and ``public/no-gram`` (participants send only ``x y`
 A repetition whose scale equation has no root (``NoRootError``: the estimate is noise-dominated and the logistic
 constant does not exist) is counted as a failure; the error is averaged (and its median taken) over the others and
 slopes are fitted to those means and medians (only n with at least half the repetitions answered). Writes
-``benchmarks/results/stein_glm_quick.json`` and ``.png`` (``--out`` to change).
+``benchmarks/results/stein_glm_quick.json`` and ``.png`` (``--json`` and ``--plot`` to change).
 
-    .venv/bin/python benchmarks/stein_glm_quick.py --reps 10        # about 8 minutes on 2 busy cores
-    .venv/bin/python benchmarks/stein_glm_quick.py --settings alg2 --epsilons 5 10 --n 290000 1000000 3000000 \
-        --reps 5 --out benchmarks/results/stein_glm_quick_large_n.json    # where the 1/n regime starts
+    .venv/bin/python -m benchmarks.stein_glm_quick --reps 10        # about 8 minutes on 2 busy cores
+    .venv/bin/python -m benchmarks.stein_glm_quick --settings alg2 --epsilons 5 10 --n 290000 1000000 3000000 \
+        --reps 5 --json benchmarks/results/stein_glm_quick_large_n.json    # where the 1/n regime starts
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks import harness
 from estimators.local.accuracy import loglog_slope, squared_relative_error
 from estimators.local.aggregate import ReportAggregate
 from estimators.local.glm.scale import NoRootError
@@ -39,7 +40,6 @@ from estimators.local.glm.stein import PrivateOLS, SteinGLM
 from estimators.local.glm.synthetic import make_problem, paper_metric, paper_report_bounds
 from workloads.local.protocols import SteinGlmSpec
 
-RESULTS = Path(__file__).resolve().parent / "results"
 #: setting name -> design of Sec. 6 (its report bounds and error norm: ``paper_report_bounds``, ``paper_metric``)
 SETTINGS = {"alg1": "gaussian-diagonal", "alg2": "bernoulli"}
 VARIANTS = ("pooled", "private", "public", "public/no-gram")
@@ -86,11 +86,11 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--seed", type=int, default=2021)
     parser.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=list(SETTINGS))
-    parser.add_argument("--out", type=Path, default=RESULTS / "stein_glm_quick.json")
-    parser.add_argument("--replot", action="store_true", help="redraw the plot from the JSON in --out, run nothing")
+    harness.add_outputs(parser, "stein_glm_quick")
+    parser.add_argument("--replot", action="store_true", help="redraw the plot from the JSON in --json, run nothing")
     args = parser.parse_args()
     if args.replot:
-        stored = json.loads(args.out.read_text())
+        stored = json.loads(args.json.read_text())
         args.settings, args.epsilons = stored["args"]["settings"], stored["args"]["epsilons"]
         plot(stored["rows"], args)
         return
@@ -130,8 +130,8 @@ def main() -> None:
                "seconds": time.perf_counter() - started,
                "mean_estimate_seconds": float(np.mean(estimate_seconds)),
                "rows": rows, "slopes": slopes}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(payload, indent=2))
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(payload, indent=2))
     print("\nfitted slope of log(squared relative error) against log(n), of the mean and of the median:")
     for s in slopes:
         text = " ".join(f"{s[key]:+.2f}" if s[key] is not None else "  n/a" for key in ("slope", "median_slope"))
@@ -142,10 +142,7 @@ def main() -> None:
 
 
 def plot(rows: list[dict], args: argparse.Namespace) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = harness.pyplot()
 
     fig, axes = plt.subplots(len(args.settings), len(VARIANTS), figsize=(4 * len(VARIANTS), 3.5 * len(args.settings)),
                              squeeze=False)
@@ -161,8 +158,7 @@ def plot(rows: list[dict], args: argparse.Namespace) -> None:
             ax.set_xlabel("n")
             ax.set_ylabel("median squared relative error")
             ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(args.out.with_suffix(".png"), dpi=110)
+    harness.save_figure(fig, harness.outputs(args)[1], dpi=110)
 
 
 if __name__ == "__main__":

@@ -8,27 +8,21 @@ what ``httpx``/FastAPI would carry without the binary format (``json.dumps`` of 
 rate is bounded by parsing the header, not by the batch's size. Writes ``benchmarks/results/wire_throughput.json``
 and ``.png``.
 
-    .venv/bin/python benchmarks/wire_throughput.py            # about a minute
+    .venv/bin/python -m benchmarks.wire_throughput            # about a minute
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
-from workloads.local.protocols import SteinGlmSpec  # noqa: E402
-from workloads.local.wire import decode_batch, encode_batch  # noqa: E402
-
-RESULTS = REPO / "benchmarks" / "results"
+from benchmarks import harness
+from workloads.local.protocols import SteinGlmSpec
+from workloads.local.wire import decode_batch, encode_batch
 
 
 def reports(count: int, p: int = 10) -> dict[str, np.ndarray]:
@@ -68,7 +62,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000])
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--out", type=Path, default=RESULTS / "wire_throughput.json")
+    harness.add_outputs(parser, "wire_throughput")
     args = parser.parse_args()
     records = []
     for size in args.sizes:
@@ -84,17 +78,14 @@ def main() -> None:
             records.append(record)
             print(f"{name:11s} {size:>7d} reports  {record['bytes_per_report']:7.1f} B/report  encode "
                   f"{record['encode_reports_per_s']:>12,.0f}/s  decode {record['decode_reports_per_s']:>12,.0f}/s")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"records": records, "p": 10, "fields": {"xx": 55, "xy": 10}}, indent=1))
-    plot(records, args.out.with_suffix(".png"))
-    print(f"wrote {args.out} and {args.out.with_suffix('.png')}")
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps({"records": records, "p": 10, "fields": {"xx": 55, "xy": 10}}, indent=1))
+    plot(records, harness.outputs(args)[1])
+    print(f"wrote {args.json} and {harness.outputs(args)[1]}")
 
 
 def plot(records: list[dict], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = harness.pyplot()
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
     for axis, key, title in zip(axes, ("encode_reports_per_s", "decode_reports_per_s"), ("encode", "decode"),
@@ -107,8 +98,7 @@ def plot(records: list[dict], path: Path) -> None:
         axis.grid(True, which="both", alpha=0.3)
     axes[0].set_ylabel("reports per second")
     axes[0].legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    harness.save_figure(fig, path)
 
 
 if __name__ == "__main__":

@@ -1,2 +1,2 @@
 """Programs built on the service, off the server's import path: ``demo`` (``make demo``, the product's story end to
-end) and ``bench`` (the experiments behind ``marginalia bench ...``, each on temporary databases)."""
+end). The benchmarks live outside the shipped code, in the repository's ``benchmarks`` package."""

@@ -1,5 +1,4 @@
-"""The sparse-regression campaigns on the command line (create, simulate, campaign fit) and ``marginalia bench
-sparse`` (its documented records, its errors)."""
+"""The sparse-regression campaigns on the command line (create, simulate, campaign fit)."""
 
 from __future__ import annotations
 
@@ -53,42 +52,3 @@ def test_ldp_iht_and_label_ldp_on_the_command_line(engine, tmp_path: Path,  # no
                               "--option", "rounds=2"])
     assert bad.exit_code == 2 and "option eta must be a finite positive number" in bad.output
     assert "Traceback" not in bad.output
-
-
-def test_bench_sparse_writes_its_documented_records(tmp_path: Path) -> None:
-    out, plot = tmp_path / "bench.json", tmp_path / "bench.png"
-    result = runner.invoke(app, ["bench", "sparse", "--json", str(out), "--plot", str(plot), "--p", "5",
-                                 "--n", "600", "--s", "2", "--trials", "2", "--epsilon", "2,4", "--seed", "3",
-                                 "--quiet"])
-    assert result.exit_code == 0, result.output
-    written = json.loads(out.read_text())
-    assert plot.stat().st_size > 0
-    records = written["records"]
-    assert len(records) == 3 * 2 * 2  # (method, p, n, epsilon, trial): 3 methods, 2 epsilons, 2 trials
-    assert {(r["method"], r["epsilon"], r["trial"]) for r in records} == {
-        (m, e, t) for m in ("ldp-iht", "label-ldp-iht", "lasso") for e in (2.0, 4.0) for t in (0, 1)}
-    for record in records:
-        assert {"relative_error", "seconds", "collect_seconds", "fit_seconds", "reports", "p", "n"} <= set(record)
-        assert record["relative_error"] >= 0 and record["seconds"] > 0 and record["reports"] == 600
-    # label-ldp-iht and the lasso answer from one collection: one collection time per (cell, family)
-    for e in (2.0, 4.0):
-        pair = [r for r in records if r["family"] == "label-ldp" and r["epsilon"] == e and r["trial"] == 0]
-        assert pair[0]["collect_seconds"] == pair[1]["collect_seconds"]
-    assert len(written["summary"]) == 3 * 2 and all(s["trials"] == 2 for s in written["summary"])
-    again = runner.invoke(app, ["bench", "sparse", "--json", str(out), "--p", "5", "--n", "600", "--s", "2"])
-    assert again.exit_code == 2 and "exists" in again.output
-    bad = runner.invoke(app, ["bench", "sparse", "--json", str(tmp_path / "x.json"), "--method", "nope"])
-    assert bad.exit_code == 2 and "method must be among" in bad.output and not (tmp_path / "x.json").exists()
-
-
-def test_bench_sparse_runs_the_central_dp_iht_beside_a_local_protocol(tmp_path: Path) -> None:
-    """``--method dp-iht`` is a charged central release on the cell's rows: at a large epsilon it recovers theta*."""
-    out = tmp_path / "central.json"
-    result = runner.invoke(app, ["bench", "sparse", "--json", str(out), "--method", "dp-iht,label-ldp-iht", "--p", "5",
-                                 "--n", "2000", "--s", "2", "--trials", "1", "--epsilon", "20", "--seed", "4",
-                                 "--quiet"])
-    assert result.exit_code == 0, result.output
-    records = {r["method"]: r for r in json.loads(out.read_text())["records"]}
-    assert set(records) == {"dp-iht", "label-ldp-iht"} and records["dp-iht"]["family"] == "central"
-    # at epsilon 20 the release's noise is small next to the signal; a fit that ignored the data would be near 1
-    assert records["dp-iht"]["relative_error"] < 0.2

@@ -1,5 +1,5 @@
 """The DP-IHT benchmarks (issue 10): the Sec. 7.2 run on a small slice of adult, its reference optimum, and the
-synthetic-problem hook for ``marginalia bench sparse --method dp-iht``."""
+synthetic-problem hook for ``python -m benchmarks.sparse --method dp-iht``."""
 
 from __future__ import annotations
 
@@ -11,14 +11,13 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from benchmarks import dp_iht as bench_dp_iht
+from benchmarks.harness import BenchError
 from estimators.local.sparse.iht import hard_threshold
 from estimators.local.sparse.synthetic import sparse_linear_data
-from service.cli import app
 from service.mechanisms.dp_iht import COUNT_SHARE
 from service.privacy import conversions
 from service.privacy.cost import floor_to_grid
-from service.tools.bench import dp_iht as bench_dp_iht
-from service.tools.bench.regression import BenchError
 
 
 def _small(data_dir: Path, **changes: object) -> bench_dp_iht.DPIHTBench:
@@ -124,12 +123,12 @@ def test_sweeps_can_be_chosen_and_run_on_another_design(data_dir: Path) -> None:
 
 def test_cli_bench_dp_iht_writes_json_and_refuses_bad_numbers(data_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "dp_iht.json"
-    args = ["bench", "dp-iht", "--train", str(data_dir / "adult" / "adult_train.csv"), "--domain",
-            str(data_dir / "adult" / "adult-domain.json"), "--out", str(out), "--trials", "1", "--iterations", "5",
+    args = ["--train", str(data_dir / "adult" / "adult_train.csv"), "--domain",
+            str(data_dir / "adult" / "adult-domain.json"), "--json", str(out), "--trials", "1", "--iterations", "5",
             "--max-train", "800", "--sparsities", "2", "--epsilons", "2", "--sparsity", "2", "--quiet"]
-    result = CliRunner().invoke(app, args)
+    result = CliRunner().invoke(bench_dp_iht.app, args)
     assert result.exit_code == 0, result.output
     body = json.loads(out.read_text())
     assert len(body["records"]) == 4 + 1 + 1 and set(body["summary"]) == {"p", "sparsity", "epsilon"}
-    bad = CliRunner().invoke(app, [*args[:-5], "--epsilons", "x", "--force", "--json"])
-    assert bad.exit_code == 2 and "--epsilons" in json.loads(bad.output)["message"]
+    bad = CliRunner().invoke(bench_dp_iht.app, [*args[:-5], "--epsilons", "x", "--force"])
+    assert bad.exit_code == 2 and "--epsilons must be comma-separated numbers" in " ".join(bad.output.split())

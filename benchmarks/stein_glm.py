@@ -1,4 +1,4 @@
-"""``marginalia bench stein-glm``: the synthetic experiments of Sec. 6 of Wang, Hu, Zhang, Gaboardi & Xu,
+"""``python -m benchmarks.stein_glm``: the synthetic experiments of Sec. 6 of Wang, Hu, Zhang, Gaboardi & Xu,
 "Generalized linear models in non-interactive local differential privacy with public data" (ALT 2021; the journal
 version's fuller settings), through the real collection path.
 
@@ -32,15 +32,17 @@ from __future__ import annotations
 
 import math
 import statistics
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
+import typer
 
+from benchmarks import harness
+from benchmarks.harness import BenchError, Force, JsonOut, PlotOut
 from estimators.base import EstimatorError
 from estimators.local.accuracy import loglog_slope, squared_relative_error
 from estimators.local.glm.links import LINKS
@@ -51,6 +53,7 @@ from estimators.local.glm.synthetic import (
     paper_metric,
     paper_report_bounds,
 )
+from service.cli.common import QuietFlag
 from service.errors import InvalidInput
 
 #: Alg. 1's failure probability zeta in the norm bound (the quick benchmark's and the campaign builder's choice).
@@ -62,13 +65,9 @@ AXES = ("epsilon", "p", "public_n")
 PUBLIC_NAME, CAMPAIGN_NAME = "bench-public", "bench-stein"
 
 
-class SteinBenchError(InvalidInput, ValueError):
-    code = "invalid_parameter"
-
-
 def _positive_ints(name: str, values: Sequence[object], smallest: int) -> None:
     if not values or any(isinstance(v, bool) or not isinstance(v, int) or v < smallest for v in values):
-        raise SteinBenchError(f"{name} must be a non-empty list of integers >= {smallest}, got {list(values)}")
+        raise BenchError(f"{name} must be a non-empty list of integers >= {smallest}, got {list(values)}")
 
 
 @dataclass(frozen=True)
@@ -89,21 +88,21 @@ class SteinBench:
         try:
             design_name(self.design)
         except EstimatorError as error:
-            raise SteinBenchError(str(error)) from None
+            raise BenchError(str(error)) from None
         bounded = sorted(name for name, link in LINKS.items() if link.labels == "bernoulli")
         if self.model not in bounded:
-            raise SteinBenchError(f"model must be one of {bounded} (links whose labels lie in [0, 1], the campaign's "
+            raise BenchError(f"model must be one of {bounded} (links whose labels lie in [0, 1], the campaign's "
                                   f"label bound), got {self.model!r}")
         _positive_ints("n", self.sizes, 2)
         _positive_ints("p", self.dimensions, 1)
         _positive_ints("public-n", [m for m in self.public_sizes if m is not None] or [2], 2)
         if not self.public_sizes:
-            raise SteinBenchError("public-n must name at least one size (or be left out: as many as n)")
+            raise BenchError("public-n must name at least one size (or be left out: as many as n)")
         if not self.epsilons or any(isinstance(e, bool) or not isinstance(e, int | float) or not math.isfinite(e)
                                     or e <= 0 for e in self.epsilons):
-            raise SteinBenchError(f"epsilon must be a list of positive finite numbers, got {list(self.epsilons)}")
+            raise BenchError(f"epsilon must be a list of positive finite numbers, got {list(self.epsilons)}")
         if isinstance(self.trials, bool) or not isinstance(self.trials, int) or self.trials < 1:
-            raise SteinBenchError(f"trials must be a positive integer, got {self.trials!r}")
+            raise BenchError(f"trials must be a positive integer, got {self.trials!r}")
 
     @property
     def varied(self) -> str:
@@ -133,10 +132,6 @@ def delta_for(n: int) -> float:
     return float(n) ** -1.1
 
 
-def trial_seed(seed: int, setting_index: int, n: int, trial: int) -> int:
-    return int(np.random.SeedSequence([seed, setting_index, n, trial]).generate_state(1)[0])
-
-
 def settings_of(config: SteinBench) -> list[Setting]:
     return [Setting(config.design, config.model, p, m, float(e))
             for p in config.dimensions for m in config.public_sizes for e in config.epsilons]
@@ -161,7 +156,6 @@ def _store_problem(engine: object, setting: Setting, problem: SyntheticProblem, 
 
 def run_trial(setting: Setting, n: int, trial: int, seed: int, folder: Path) -> dict[str, Any]:
     """One record: a fresh database in ``folder`` (removed after), steps 1-5 of the module docstring."""
-    from db.migrate import open_database
     from service.campaigns.estimates import fit_campaign
     from service.campaigns.simulate import simulate
 
@@ -170,7 +164,7 @@ def run_trial(setting: Setting, n: int, trial: int, seed: int, folder: Path) -> 
     public_n = n if setting.public_n is None else setting.public_n
     problem = make_problem(design_name(setting.design), setting.model, n, public_n, setting.p, rng)
     path = folder / f"trial-{seed}.db"
-    engine = open_database(f"sqlite:///{path}")
+    engine = harness.temporary_database(path)
     try:
         features, campaign = _store_problem(engine, setting, problem, n)
         simulated = simulate(engine, CAMPAIGN_NAME, problem.features, problem.labels,
@@ -206,11 +200,11 @@ def run_stein_bench(config: SteinBench, log: Callable[[str], None] = lambda mess
     config.validate()
     started = time.perf_counter()
     records = []
-    with tempfile.TemporaryDirectory(prefix="marginalia-stein-") as folder:
+    with harness.temporary_folder("marginalia-stein-") as folder:
         for index, setting in enumerate(settings_of(config)):
             for n in config.sizes:
                 for trial in range(config.trials):
-                    record = run_trial(setting, n, trial, trial_seed(config.seed, index, n, trial), Path(folder))
+                    record = run_trial(setting, n, trial, harness.trial_seed(config.seed, index, n, trial), folder)
                     records.append(record)
                     error = record["squared_relative_error"]
                     log(f"p={setting.p} m={record['public_n']} eps={setting.epsilon:g} n={n} trial={trial}: "
@@ -265,10 +259,7 @@ def plot_stein_bench(result: dict[str, Any], path: Path, title: str | None = Non
     """Median squared relative error against n on log-log axes, one line per value of the varied axis (epsilon, p or
     public n), the quartiles of the answered trials as a band, the fitted slope of the medians in the legend; the 1/n
     reference dashed."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = harness.pyplot()
 
     fig, ax = plt.subplots(figsize=(6.4, 4.6))
     records = result["records"]
@@ -298,8 +289,51 @@ def plot_stein_bench(result: dict[str, Any], path: Path, title: str | None = Non
     ax.set_ylabel(f"median squared relative {metric} error")
     ax.set_title(title or f"stein-glm {config['model']}, {config['design']} design, through the service "
                  f"({config['trials']} trials)", fontsize=9)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    harness.finish_axes(ax, 7)
+    harness.save_figure(fig, path)
+
+
+def main(
+    out: JsonOut,
+    design: Annotated[str, typer.Option(help="gaussian, rotated or bernoulli (Sec. 6).")] = "gaussian",
+    model: Annotated[str, typer.Option(help="The link labels are drawn from and fitted with (logistic, probit, "
+                                            "boosting).")] = "logistic",
+    p: Annotated[str, typer.Option("--p", help="Comma-separated dimensions.")] = "10",
+    n: Annotated[str, typer.Option("--n", help="Comma-separated participant counts.")] = "10000,30000,100000,290000",
+    public_n: Annotated[str | None, typer.Option(
+        "--public-n", help="Comma-separated public table sizes (default: as many as n).")] = None,
+    epsilon: Annotated[str, typer.Option(help="Comma-separated local epsilons (delta = n^-1.1).")] = "2,3,5,10",
+    trials: Annotated[int, typer.Option(help="Trials per (setting, n).")] = 5,
+    seed: Annotated[int, typer.Option(help="Seed of the whole run (simulated participants, not a campaign's).")] = 0,
+    plot: PlotOut = None,
+    force: Force = False,
+    quiet: QuietFlag = False,
+) -> None:
+    """Squared relative error of the Stein-lemma GLM against n, through campaigns, the simulator and campaign fit."""
+    config = SteinBench(
+        design=design, model=model, sizes=harness.number_list(n, "--n", int),
+        epsilons=harness.number_list(epsilon, "--epsilon", float), dimensions=harness.number_list(p, "--p", int),
+        public_sizes=harness.number_list(public_n, "--public-n", int) if public_n is not None else (None,),
+        trials=trials, seed=seed)
+    config.validate()
+    result = harness.run_and_write(lambda log: run_stein_bench(config, log=log), plot_stein_bench, out, plot, force,
+                                   quiet)
+    rows: list[tuple[object, ...]] = []
+    for entry in result["summary"]:
+        for point in entry["by_n"]:
+            median = point["median_error"]
+            rows.append((entry["p"], entry["public_n"], f"{entry['epsilon']:g}", f"{point['n']:,}",
+                         f"{point['answered']}/{point['trials']}", point["no_root"],
+                         "-" if median is None else f"{median:.4g}"))
+        slope = entry["median_slope"]
+        rows.append(("", "", "", "slope", "", "", "n/a" if slope is None else f"{slope:+.2f}"))
+    if not quiet:
+        harness.summary_table("stein-glm bench", ("p", "public n", "epsilon", "n", "answered", "no root",
+                                                  "median error"), rows)
+    harness.wrote(out, plot)
+
+
+app = harness.command(main)
+
+if __name__ == "__main__":
+    app()

@@ -1,6 +1,6 @@
-"""``marginalia bench stein-glm`` and ``bench stein-glm-real`` on tiny settings: end to end through campaigns, the
-simulator and ``campaign fit``; the documented JSON keys; a seed gives the same records; bad options are clear
-errors that write nothing."""
+"""``python -m benchmarks.stein_glm`` and ``benchmarks.stein_glm_real`` on tiny settings: end to end through
+campaigns, the simulator and ``campaign fit``; the documented JSON keys; a seed gives the same records; bad options
+are clear errors that write nothing."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+from benchmarks import stein_glm, stein_glm_real
+from benchmarks.stein_glm import SteinBench, delta_for, run_stein_bench, summarize
+from benchmarks.stein_glm_real import PRIVATE_METHODS, SteinRealBench, run_stein_real
 from estimators.local.accuracy import loglog_slope
-from service.cli import app
-from service.tools.bench.stein_glm import SteinBench, delta_for, run_stein_bench, summarize
-from service.tools.bench.stein_glm_real import PRIVATE_METHODS, SteinRealBench, run_stein_real
 
 RECORD_KEYS = {"n", "trial", "epsilon", "p", "public_n", "design", "model", "delta", "metric",
                "squared_relative_error", "no_root", "seconds", "simulate_seconds", "fit_seconds",
@@ -30,7 +30,7 @@ def _untimed(records: list[dict]) -> list[dict]:
 
 def test_the_command_writes_records_summary_and_plot(tmp_path: Path) -> None:
     out, plot = tmp_path / "stein.json", tmp_path / "stein.png"
-    result = runner.invoke(app, ["bench", "stein-glm", "--design", "bernoulli", "--n", "300,600", "--epsilon", "5",
+    result = runner.invoke(stein_glm.app, ["--design", "bernoulli", "--n", "300,600", "--epsilon", "5",
                                  "--trials", "2", "--seed", "4", "--json", str(out), "--plot", str(plot), "--quiet"])
     assert result.exit_code == 0, result.output
     body = json.loads(out.read_text())
@@ -84,7 +84,7 @@ def test_public_sizes_and_dimensions_are_axes() -> None:
 ])
 def test_bad_options_are_clear_errors_and_write_nothing(tmp_path: Path, args: list[str], message: str) -> None:
     out = tmp_path / "out.json"
-    result = runner.invoke(app, ["bench", "stein-glm", "--n", "100", "--json", str(out), *args])
+    result = runner.invoke(stein_glm.app, ["--n", "100", "--json", str(out), *args])
     assert result.exit_code == 2 and "Traceback" not in result.output, result.output
     assert message in " ".join(result.output.split())
     assert not out.exists()
@@ -125,7 +125,7 @@ def _real_table(tmp_path: Path) -> tuple[Path, Path]:
 def test_the_real_data_command_end_to_end(tmp_path: Path) -> None:
     train, test = _real_table(tmp_path)
     out, plot = tmp_path / "real.json", tmp_path / "real.png"
-    result = runner.invoke(app, ["bench", "stein-glm-real", "--train", str(train), "--test", str(test), "--target",
+    result = runner.invoke(stein_glm_real.app, ["--train", str(train), "--test", str(test), "--target",
                                  "label", "--epsilon", "1000", "--trials", "1", "--seed", "1", "--json", str(out),
                                  "--plot", str(plot), "--quiet"])
     assert result.exit_code == 0, result.output
@@ -155,7 +155,7 @@ def test_the_real_data_bench_refuses_bad_input(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="epsilon must be a list of positive finite numbers"):
         run_stein_real(SteinRealBench(train=train, test=test, target="label", epsilons=(0.0,)))
     out = tmp_path / "x.json"
-    result = runner.invoke(app, ["bench", "stein-glm-real", "--train", str(tmp_path / "missing.csv"), "--test",
+    result = runner.invoke(stein_glm_real.app, ["--train", str(tmp_path / "missing.csv"), "--test",
                                  str(test), "--target", "label", "--json", str(out)])
     # the console wraps a long path mid-word: compare the message with its line breaks removed
     assert result.exit_code == 2 and "missing.csv" in result.output.replace("\n", "") and not out.exists()

@@ -1,5 +1,5 @@
-"""``marginalia bench sparse``: Sec. 7.1 of Wang & Xu, "On sparse linear regression in the local differential privacy
-model" (ICML 2019), through the real collections path.
+"""``python -m benchmarks.sparse``: Sec. 7.1 of Wang & Xu, "On sparse linear regression in the local differential
+privacy model" (ICML 2019), through the real collections path.
 
 For every ``(p, n, epsilon, trial)`` one synthetic problem is drawn (``estimators.local.sparse.synthetic``: ``x``
 uniform in ``{-1, +1}^p``, ``theta*`` with ``s`` non-zeros uniform in ``[0, 1]`` rescaled to unit norm, noise uniform
@@ -16,7 +16,7 @@ family answers from that one collection:
   ``[-1, 1]^p``; DR-ERM: the l1 ball of radius ``sqrt(s)``, which holds ``theta*``, and ``||Phi x||`` clipped at
   ``sqrt(p)``);
 * family ``central`` (method ``dp-iht``, Alg. 3): the rows held centrally, one charged DP-IHT release of a temporary
-  table at ``(epsilon, delta)`` (``service.tools.bench.dp_iht.fit_synthetic_dp_iht``): the central model's error
+  table at ``(epsilon, delta)`` (``benchmarks.dp_iht.fit_synthetic_dp_iht``): the central model's error
   beside the local protocols' on the same problem.
 
 Methods are found by name in :data:`METHODS`; a method joins with :func:`register_method` and its family's collector
@@ -33,25 +33,23 @@ from __future__ import annotations
 
 import math
 import statistics
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
+import typer
 from sqlalchemy import Engine
 
+from benchmarks import harness
+from benchmarks.harness import BenchError, Force, JsonOut, PlotOut
 from estimators.local.accuracy import relative_error
 from estimators.local.sparse.synthetic import SparseLinearData, sparse_linear_data
-from service.errors import InvalidInput
+from service.cli.common import QuietFlag, column_list
 
 DEFAULT_METHODS = ("ldp-iht", "label-ldp-iht", "lasso")
-
-
-class SparseBenchError(InvalidInput, ValueError):
-    code = "invalid_parameter"
 
 
 @dataclass(frozen=True)
@@ -162,7 +160,7 @@ def _collect_label_ldp(cell: BenchCell) -> str:
     name = f"label-ldp-{cell.tag}"
     # the rows are in memory: stored as `marginalia public load` stores a parsed CSV (no round trip through a file)
     store_public_table(cell.engine, name, [PublicColumn(f, "numeric") for f in cell.features], cell.data.X,
-                       "bench sparse")
+                       "benchmarks.sparse")
     create_campaign(cell.engine, name, "label-ldp", cell.features, "y", public=name, epsilon=cell.epsilon,
                     delta=cell.config.delta, options=_options(cell, standardize=False))
     _simulate(cell, name)
@@ -221,8 +219,8 @@ def _answer_dp_iht(cell: BenchCell, handle: None) -> tuple[np.ndarray, dict[str,
     (default 1). Both are public facts of the design (``x`` uniform in ``{-1, +1}^p``: the squared loss's Hessian is
     about the identity), as in the paper; the service's own default step, ``1 / B^2`` from the worst-case row norm
     ``B = sqrt(p)``, would stop 50 iterations about 0.6 short of ``theta*`` whatever ``n``."""
+    from benchmarks.dp_iht import fit_synthetic_dp_iht
     from service.campaigns.protocols.common import default_steps
-    from service.tools.bench.dp_iht import fit_synthetic_dp_iht
 
     iterations = default_steps(cell.n, cell.p)
     step = cell.config.eta if cell.config.eta is not None else 1.0
@@ -239,47 +237,39 @@ register_method(SparseMethod("dp-iht", "central", _answer_dp_iht))
 def check_config(config: SparseBench) -> None:
     unknown = [m for m in config.methods if m not in METHODS]
     if not config.methods or unknown:
-        raise SparseBenchError(f"method must be among {sorted(METHODS)}, got {unknown or list(config.methods)}")
+        raise BenchError(f"method must be among {sorted(METHODS)}, got {unknown or list(config.methods)}")
     for label, values in (("p", config.ps), ("n", config.ns)):
         if not values or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in values):
-            raise SparseBenchError(f"--{label} must be positive integers, got {list(values)}")
+            raise BenchError(f"--{label} must be positive integers, got {list(values)}")
     if any(config.sparsity > p for p in config.ps) or config.sparsity < 1:
-        raise SparseBenchError(f"--s must be in [1, p] for every p, got s={config.sparsity}, p={list(config.ps)}")
+        raise BenchError(f"--s must be in [1, p] for every p, got s={config.sparsity}, p={list(config.ps)}")
     if not config.epsilons or any(not (math.isfinite(e) and e > 0) for e in config.epsilons):
-        raise SparseBenchError(f"--epsilon must be positive numbers, got {list(config.epsilons)}")
+        raise BenchError(f"--epsilon must be positive numbers, got {list(config.epsilons)}")
     if config.trials < 1:
-        raise SparseBenchError(f"--trials must be a positive integer, got {config.trials}")
+        raise BenchError(f"--trials must be a positive integer, got {config.trials}")
     if config.eta is not None and not (math.isfinite(config.eta) and config.eta > 0):
-        raise SparseBenchError(f"--eta must be a positive number, got {config.eta}")
-
-
-def _cell_seed(*key: int) -> np.random.SeedSequence:
-    return np.random.SeedSequence([int(k) for k in key])
+        raise BenchError(f"--eta must be a positive number, got {config.eta}")
 
 
 def run_sparse_bench(config: SparseBench, log: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
     """Every cell, every family once per cell, every method from its family's collection (module docstring)."""
-    from db.engine import make_engine
-    from db.migrate import upgrade_to_head
     from service.campaigns.caps import set_default_cap
 
     check_config(config)
     families = list(dict.fromkeys(METHODS[m].family for m in config.methods))
     records: list[dict[str, Any]] = []
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="marginalia-sparse-bench-") as tmp:
-        work = Path(tmp)
+    with harness.temporary_folder("marginalia-sparse-bench-") as work:
         for p in config.ps:
             for n in config.ns:
                 for e_index, epsilon in enumerate(config.epsilons):
                     for trial in range(config.trials):
-                        sequence = _cell_seed(config.seed, p, n, e_index, trial)
+                        sequence = harness.seed_sequence(config.seed, p, n, e_index, trial)
                         data_seed, device_seed = sequence.spawn(2)
                         data = sparse_linear_data(n, p, config.sparsity, np.random.default_rng(data_seed),
                                                   config.noise_bound)
                         db = work / f"cell-{p}-{n}-{e_index}-{trial}.db"
-                        engine = make_engine(f"sqlite:///{db}")
-                        upgrade_to_head(engine)
+                        engine = harness.temporary_database(db)
                         # the temporary database's steward allows what the run asks (each participant reports once)
                         set_default_cap(engine, max(10.0, max(config.epsilons)), max(1e-4, config.delta))
                         cell = BenchCell(engine, work, config, p, n, epsilon, trial, data,
@@ -340,10 +330,7 @@ def summarize(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def plot_sparse_bench(result: dict[str, Any], path: Path) -> None:
     """Mean relative error against n (log x), one panel per p, one line per method and epsilon, min-max band."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = harness.pyplot()
 
     summary = result["summary"]
     ps = sorted({row["p"] for row in summary})
@@ -369,6 +356,44 @@ def plot_sparse_bench(result: dict[str, Any], path: Path) -> None:
     iht = any("iht" in method for method in result["config"]["methods"])
     step = f", IHT step eta = {1.0 if eta is None else eta:g}" if iht else ""
     fig.suptitle(f"Sec. 7.1's design through the collections service{step}", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    harness.save_figure(fig, path)
+
+
+def main(
+    out: JsonOut,
+    plot: PlotOut = None,
+    force: Force = False,
+    quiet: QuietFlag = False,
+    method: Annotated[str, typer.Option(help="Comma-separated methods (ldp-iht, label-ldp-iht, lasso, and any "
+                                             "registered one).")] = "ldp-iht,label-ldp-iht,lasso",
+    p: Annotated[str, typer.Option("--p", help="Comma-separated dimensions.")] = "100,400",
+    n: Annotated[str, typer.Option("--n", help="Comma-separated numbers of participants.")] = "10000,40000",
+    s: Annotated[int, typer.Option("--s", help="Non-zeros of theta* (and the s kept by IHT).")] = 10,
+    epsilon: Annotated[str, typer.Option(help="Comma-separated local epsilons.")] = "1",
+    delta: Annotated[float, typer.Option(help="Local delta of the Gaussian label reports.")] = 1e-3,
+    eta: Annotated[float | None, typer.Option(help="IHT step (default: the protocols' default, 1; Sec. 7.1 "
+                                                   "states 0.1 or 0.2).")] = None,
+    trials: Annotated[int, typer.Option(help="Trials per cell.")] = 5,
+    seed: Annotated[int, typer.Option(help="Seed of the rows and the simulated devices.")] = 0,
+) -> None:
+    """Sec. 7.1 of Wang & Xu (2019): sparse linear regression under local DP through the real collections path
+    (campaigns on a temporary SQLite database, the simulator, campaign fit)."""
+    config = SparseBench(
+        methods=tuple(column_list(method) or ()), ps=harness.number_list(p, "--p", int),
+        ns=harness.number_list(n, "--n", int), sparsity=s, epsilons=harness.number_list(epsilon, "--epsilon", float),
+        delta=delta, trials=trials, seed=seed, eta=eta)
+    check_config(config)
+    result = harness.run_and_write(lambda log: run_sparse_bench(config, log=log), plot_sparse_bench, out, plot,
+                                   force, quiet)
+    harness.summary_table("relative error ||theta - theta*|| / ||theta*||",
+                          ("method", "p", "n", "epsilon", "trials", "relative error (mean)", "seconds (mean)"),
+                          [(row["method"], row["p"], row["n"], f"{row['epsilon']:g}", row["trials"],
+                            f"{row['relative_error_mean']:.3f}", f"{row['seconds_mean']:.1f}")
+                           for row in result["summary"]])
+    harness.wrote(out, plot)
+
+
+app = harness.command(main)
+
+if __name__ == "__main__":
+    app()

@@ -25,7 +25,7 @@ What :func:`run_dp_iht_bench` does (:class:`DPIHTBench` for the settings):
 
 :func:`fit_synthetic_dp_iht` fits DP-IHT through the same release path on a synthetic sparse linear problem
 (:mod:`estimators.local.sparse.synthetic`) and returns ``||theta - theta*|| / ||theta*||``, for
-``marginalia bench sparse --method dp-iht``.
+``python -m benchmarks.sparse --method dp-iht``.
 """
 
 from __future__ import annotations
@@ -33,26 +33,30 @@ from __future__ import annotations
 import json
 import math
 import statistics
-import tempfile
+import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 import pandas as pd
+import typer
 from sqlalchemy import Engine
 
+from benchmarks import harness
+from benchmarks.harness import BenchError, Force, JsonOut, PlotOut
+from benchmarks.regression import BENCH_BUDGET
 from estimators.local.accuracy import relative_error
 from estimators.local.sparse.iht import hard_threshold
 from estimators.local.sparse.synthetic import SparseLinearData
 from service.accounting import accountant
+from service.cli.common import QuietFlag
 from service.data import datasets
 from service.regression.design import build_design
 from service.regression.fit import fit as fit_regression
-from service.tools.bench.regression import BENCH_BUDGET, BenchError
 from workloads.domain import Domain, DomainError
 from workloads.encodings import DesignEncoding
 
@@ -216,24 +220,15 @@ def sparse_logistic_optimum(Z: np.ndarray, y: np.ndarray, sparsity: int, l2: flo
     return SparseOptimum(theta, logistic_loss(theta, Z, y, l2), max_iterations, False, time.perf_counter() - started)
 
 
-def _trial_seed(seed: int, point: int, trial: int) -> int:
-    return int(np.random.SeedSequence([seed, point, trial]).generate_state(1)[0])
-
-
 @contextmanager
 def temporary_table(frame: pd.DataFrame, domain: Domain, name: str, categorical: Sequence[str]) -> Iterator[Engine]:
     """``frame`` (integer codes) loaded as dataset ``name`` into a temporary SQLite database with a bench budget."""
-    from db.engine import make_engine
-    from db.migrate import upgrade_to_head
-
-    with tempfile.TemporaryDirectory(prefix="marginalia-dp-iht-") as tmp:
-        work = Path(tmp)
+    with harness.temporary_folder("marginalia-dp-iht-") as work:
         csv, domain_json = work / "train.csv", work / "domain.json"
         frame.to_csv(csv, index=False)
         domain_json.write_text(json.dumps({a: domain.size(a) for a in frame.columns}))
-        engine = make_engine(f"sqlite:///{work / 'bench.db'}")
+        engine = harness.temporary_database(work / "bench.db")
         try:
-            upgrade_to_head(engine)
             datasets.load_coded_csv(engine, name, csv, domain_json, tuple(c for c in categorical if c in frame))
             accountant.set_budget(engine, name, *BENCH_BUDGET, principal="bench")
             yield engine
@@ -334,7 +329,7 @@ def run_dp_iht_bench(config: DPIHTBench, log: Callable[[str], None] = lambda mes
             Z, y = table.rows[spec.name]
             optimum = float(references[(spec.name, sparsity)]["loss"])  # type: ignore[arg-type]
             for trial in range(config.trials):
-                seed = _trial_seed(config.seed, index, trial)
+                seed = harness.trial_seed(config.seed, index, trial)
                 t0 = time.perf_counter()
                 outcome = fit_regression(
                     engine, "table", "logistic", config.target, list(spec.features), list(spec.one_hot), "dp-iht",
@@ -412,10 +407,7 @@ def summarize(records: Sequence[dict[str, object]]) -> dict[str, list[dict[str, 
 
 def plot_dp_iht_bench(result: dict, path: Path) -> None:
     """Three panels: the optimality gap (mean, min-max band) against p, the sparsity and epsilon."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = harness.pyplot()
 
     config = result["config"]
     swept = config["sweep_design"] or config["designs"][-1]["name"]
@@ -446,12 +438,10 @@ def plot_dp_iht_bench(result: dict, path: Path) -> None:
     axes[0][0].legend(fontsize=8)
     fig.suptitle(f"DP-IHT, l0-constrained logistic regression on {Path(str(config['train'])).stem} "
                  f"(delta={config['delta']:g}, T={config['iterations']}, l2={config['l2']:g})", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    harness.save_figure(fig, path)
 
 
-# the synthetic problem of Sec. 7.1 (for ``marginalia bench sparse --method dp-iht``) ---------------------------------
+# the synthetic problem of Sec. 7.1 (for ``python -m benchmarks.sparse --method dp-iht``) ---------------------------
 @dataclass(frozen=True)
 class SyntheticCoding:
     """How a synthetic problem becomes a coded table: each ``x_j`` in ``{-1, +1}`` is a 2-level column (scalar-encoded
@@ -496,13 +486,47 @@ def synthetic_relative_error(data: SparseLinearData, epsilon: float, delta: floa
     return relative_error(fit_synthetic_dp_iht(data, epsilon, delta, sparsity, **fit), data.theta_star)
 
 
-if __name__ == "__main__":  # pragma: no cover - ``python -m service.tools.bench.dp_iht --add-noiseless | --replot``
-    import sys
+def main(
+    train: Annotated[Path, typer.Option(help="Training CSV (coded 0..size-1), e.g. adult_train.csv.")],
+    domain: Annotated[Path, typer.Option(help="private-pgm domain JSON {column: size}.")],
+    out: JsonOut,
+    plot: PlotOut = None,
+    target: Annotated[str, typer.Option(help="Binary target column.")] = "income>50K",
+    sparsities: Annotated[str, typer.Option(help="Sparsities of the sparsity sweep.")] = "5,10,20",
+    epsilons: Annotated[str, typer.Option(help="Epsilons of the epsilon sweep.")] = "0.5,1,2,4",
+    sparsity: Annotated[int, typer.Option(help="Sparsity of the p and epsilon sweeps.")] = 10,
+    epsilon: Annotated[float, typer.Option(help="Epsilon of the p and sparsity sweeps.")] = 1.0,
+    delta: Annotated[float, typer.Option(help="Delta of every release (the paper's 1e-3).")] = 1e-3,
+    l2: Annotated[float, typer.Option(help="The penalty lambda (the paper's 1e-3).")] = 1e-3,
+    iterations: Annotated[int, typer.Option(help="DP-IHT iterations T (the paper's 400).")] = 400,
+    trials: Annotated[int, typer.Option(help="Seeded releases per point.")] = 3,
+    max_train: Annotated[int, typer.Option(help="Cap on training rows (a seeded sample).")] = 50_000,
+    seed: Annotated[int, typer.Option(help="Seed of the whole run.")] = 0,
+    sweeps: Annotated[str, typer.Option(help="Which sweeps to run, from p,sparsity,epsilon.")] = "p,sparsity,epsilon",
+    sweep_design: Annotated[str | None, typer.Option(
+        help="Design of the sparsity and epsilon sweeps: adult-10, adult-12, adult-13 or adult-13-onehot "
+             "(default: the last).")] = None,
+    force: Force = False,
+    quiet: QuietFlag = False,
+) -> None:
+    """Optimality gap of DP-IHT's l0-constrained logistic regression vs p, sparsity and epsilon, on adult's nested
+    designs (p = 23, 45, 86, 250), each model a real charged release in a temporary SQLite database."""
+    config = DPIHTBench(
+        train=train, domain=domain, target=target, sparsities=harness.number_list(sparsities, "--sparsities", int),
+        epsilons=harness.number_list(epsilons, "--epsilons", float), sparsity=sparsity, epsilon=epsilon, delta=delta,
+        l2=l2, iterations=iterations, trials=trials, max_train=max_train, seed=seed,
+        sweeps=tuple(v.strip() for v in sweeps.split(",") if v.strip()), sweep_design=sweep_design)
+    harness.run_and_write(lambda log: run_dp_iht_bench(config, log=log), plot_dp_iht_bench, out, plot, force, quiet)
+    harness.wrote(out, plot)
 
+
+app = harness.command(main)
+
+if __name__ == "__main__":  # pragma: no cover
+    # two maintenance forms beside the benchmark: ``--add-noiseless RESULT.json`` and ``--replot RESULT.json PNG``
     if len(sys.argv) == 3 and sys.argv[1] == "--add-noiseless":
         add_noiseless(Path(sys.argv[2]), log=print)
     elif len(sys.argv) == 4 and sys.argv[1] == "--replot":
         plot_dp_iht_bench(json.loads(Path(sys.argv[2]).read_text()), Path(sys.argv[3]))
     else:
-        raise SystemExit("usage: python -m service.tools.bench.dp_iht --add-noiseless RESULT.json | "
-                         "--replot RESULT.json PNG")
+        app()

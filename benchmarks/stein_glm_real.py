@@ -1,4 +1,4 @@
-"""``marginalia bench stein-glm-real``: binary logistic regression from local reports on a real table, helped by a
+"""``python -m benchmarks.stein_glm_real``: binary logistic regression from local reports on a real table, helped by a
 public unlabeled half (the real-data experiment of Wang, Hu, Zhang, Gaboardi & Xu, "Generalized linear models in
 non-interactive local differential privacy with public data", ALT 2021, Sec. 6), through the real collection path.
 
@@ -32,20 +32,23 @@ from __future__ import annotations
 
 import math
 import statistics
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 import pandas as pd
+import typer
 from scipy.special import expit
 
+from benchmarks import harness
+from benchmarks.harness import BenchError, Force, JsonOut, PlotOut
+from benchmarks.stein_glm import BENCH_CAP, delta_for
 from estimators.central.metrics import auc
+from service.cli.common import QuietFlag, column_list
 from service.errors import InvalidInput
-from service.tools.bench.stein_glm import BENCH_CAP, SteinBenchError, delta_for
 
 #: method -> (campaign fit model, X^T X source)
 PRIVATE_METHODS = {f"{name}{suffix}": (model, covariance)
@@ -73,11 +76,11 @@ class SteinRealBench:
     def validate(self) -> None:
         if not self.epsilons or any(isinstance(e, bool) or not isinstance(e, int | float) or not math.isfinite(e)
                                     or e <= 0 for e in self.epsilons):
-            raise SteinBenchError(f"epsilon must be a list of positive finite numbers, got {list(self.epsilons)}")
+            raise BenchError(f"epsilon must be a list of positive finite numbers, got {list(self.epsilons)}")
         if isinstance(self.trials, bool) or not isinstance(self.trials, int) or self.trials < 1:
-            raise SteinBenchError(f"trials must be a positive integer, got {self.trials!r}")
+            raise BenchError(f"trials must be a positive integer, got {self.trials!r}")
         if self.max_train is not None and (isinstance(self.max_train, bool) or self.max_train < 4):
-            raise SteinBenchError(f"max-train must be an integer >= 4, got {self.max_train!r}")
+            raise BenchError(f"max-train must be an integer >= 4, got {self.max_train!r}")
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -89,15 +92,15 @@ def _read(path: Path, columns: Sequence[str], what: str) -> pd.DataFrame:
     try:
         frame = pd.read_csv(path)
     except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as error:
-        raise SteinBenchError(f"{what} file {path}: {error}") from None
+        raise BenchError(f"{what} file {path}: {error}") from None
     missing = [c for c in columns if c not in frame.columns]
     if missing:
-        raise SteinBenchError(f"{what} file {path} has no column {missing[0]!r} (columns: {list(frame.columns)})")
+        raise BenchError(f"{what} file {path} has no column {missing[0]!r} (columns: {list(frame.columns)})")
     values = frame[list(columns)].apply(pd.to_numeric, errors="coerce")
     bad = ~np.isfinite(values.to_numpy(dtype=float))
     if bad.any():
         row, column = np.argwhere(bad)[0]
-        raise SteinBenchError(f"{what} file {path}, row {row + 1}: column {columns[column]!r} is not a finite number")
+        raise BenchError(f"{what} file {path}, row {row + 1}: column {columns[column]!r} is not a finite number")
     return values
 
 
@@ -108,16 +111,16 @@ def split_rows(config: SteinRealBench) -> tuple[pd.DataFrame, pd.DataFrame, pd.D
         try:
             features = tuple(c for c in pd.read_csv(config.train, nrows=0).columns if c != config.target)
         except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as error:
-            raise SteinBenchError(f"train file {config.train}: {error}") from None
+            raise BenchError(f"train file {config.train}: {error}") from None
     if config.target in features or not features:
-        raise SteinBenchError(f"features must be a non-empty list without the target {config.target!r}, "
+        raise BenchError(f"features must be a non-empty list without the target {config.target!r}, "
                               f"got {list(features)}")
     columns = [*features, config.target]
     train, test = _read(config.train, columns, "train"), _read(config.test, columns, "test")
     for frame in (train, test):
         frame[config.target] = (frame[config.target] == config.positive).astype(float)
     if train[config.target].nunique() != 2 or test[config.target].nunique() != 2:
-        raise SteinBenchError(f"target {config.target!r} == {config.positive} must hold both classes in train and test")
+        raise BenchError(f"target {config.target!r} == {config.positive} must hold both classes in train and test")
     order = np.random.default_rng(config.seed).permutation(len(train))
     if config.max_train is not None:
         order = order[:config.max_train]
@@ -197,7 +200,6 @@ def campaign_records(engine: object, name: str, epsilon: float, trial: int, feat
 
 def run_stein_real(config: SteinRealBench, log: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
     """Run the experiment (module docstring) and return the JSON-ready result."""
-    from db.migrate import open_database
     from service.campaigns import caps, public_tables
     from service.campaigns.campaigns import create_campaign
     from service.campaigns.simulate import rows_from_csv, simulate
@@ -209,12 +211,11 @@ def run_stein_real(config: SteinRealBench, log: Callable[[str], None] = lambda m
     log(f"logreg (non-private): accuracy {records[0]['accuracy']:.3f}, auc {records[0]['auc']:.3f}; "
         f"majority: accuracy {records[1]['accuracy']:.3f}")
     n = len(private)
-    with tempfile.TemporaryDirectory(prefix="marginalia-stein-real-") as tmp:
-        folder = Path(tmp)
+    with harness.temporary_folder("marginalia-stein-real-") as folder:
         public.to_csv(folder / "public.csv", index=False)
         private.to_csv(folder / "participants.csv", index=False)
         for trial in range(config.trials):
-            engine = open_database(f"sqlite:///{folder / f'trial-{trial}.db'}")
+            engine = harness.temporary_database(folder / f"trial-{trial}.db")
             caps.set_default_cap(engine, *BENCH_CAP, principal="bench")
             public_tables.load_public_csv(engine, PUBLIC_NAME, folder / "public.csv", principal="bench")
             for e_index, epsilon in enumerate(config.epsilons):
@@ -264,10 +265,7 @@ def summarize_real(records: Sequence[dict[str, Any]]) -> dict[str, dict[str, dic
 
 def plot_stein_real(result: dict[str, Any], path: Path) -> None:
     """Median test accuracy and AUC against epsilon (log x) per private method; the references as dashed lines."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = harness.pyplot()
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
     for ax, metric in zip(axes, ("accuracy", "auc"), strict=True):
@@ -283,11 +281,50 @@ def plot_stein_real(result: dict[str, Any], path: Path) -> None:
         ax.set_xscale("log")
         ax.set_xlabel("epsilon (local, per participant; delta = n^-1.1)")
         ax.set_ylabel(f"test {metric} (median over trials)")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
+        harness.finish_axes(ax, 7)
     data = result["data"]
     fig.suptitle(f"{Path(result['config']['train']).stem}: {result['config']['target']}, {data['participants']:,} "
                  f"participants, {data['public_rows']:,} public unlabeled rows", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    harness.save_figure(fig, path)
+
+
+def main(
+    train: Annotated[Path, typer.Option(help="Training CSV (numeric or coded columns; a 0/1 or coded target).")],
+    test: Annotated[Path, typer.Option(help="Test CSV (same columns).")],
+    target: Annotated[str, typer.Option(help="The binary label column.")],
+    out: JsonOut,
+    plot: PlotOut = None,
+    force: Force = False,
+    quiet: QuietFlag = False,
+    features: Annotated[str | None, typer.Option(help="Comma-separated features (default: all others).")] = None,
+    positive: Annotated[int, typer.Option(help="The target's code for label 1.")] = 1,
+    epsilon: Annotated[str, typer.Option(help="Comma-separated local epsilons (delta = n^-1.1).")] = "1,2,5,10",
+    trials: Annotated[int, typer.Option(help="Trials per epsilon.")] = 3,
+    max_train: Annotated[int | None, typer.Option(help="Use at most this many training rows (a seeded sample).")]
+    = None,
+    seed: Annotated[int, typer.Option(help="Seed of the split and the simulated participants.")] = 0,
+) -> None:
+    """Binary logistic from local reports: half the training rows public and unlabeled, half participants."""
+    config = SteinRealBench(
+        train=train, test=test, target=target,
+        features=tuple(column_list(features) or ()) if features is not None else None, positive=positive,
+        epsilons=harness.number_list(epsilon, "--epsilon", float), trials=trials, max_train=max_train, seed=seed)
+    config.validate()
+    result = harness.run_and_write(lambda log: run_stein_real(config, log=log), plot_stein_real, out, plot, force,
+                                   quiet)
+    rows = []
+    for method, by_eps in result["summary"].items():
+        for eps, entry in by_eps.items():
+            cells = [f"{entry[f'median_{m}']:.3f}" if f"median_{m}" in entry else "-"
+                     for m in ("accuracy", "auc", "log_loss")]
+            rows.append((method, eps, f"{entry['no_root']}/{entry['trials']}", *cells))
+    if not quiet:
+        harness.summary_table("stein-glm-real bench", ("method", "epsilon", "no root", "accuracy", "auc", "log loss"),
+                              rows)
+    harness.wrote(out, plot)
+
+
+app = harness.command(main)
+
+if __name__ == "__main__":
+    app()

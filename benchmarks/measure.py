@@ -1,6 +1,6 @@
-"""Measurement helpers shared by the mechanism benchmarks (``aim_profile.py``, ``marginals.py``).
+"""Measurement helpers shared by the mechanism benchmarks (``aim_profile``, ``marginals``, ``residual_service``).
 
-One configuration runs in a fresh Python process (:func:`run_child`), so that its peak RSS
+One configuration runs in a fresh Python process (:func:`benchmarks.harness.run_child`), so that its peak RSS
 (``resource.getrusage(RUSAGE_SELF).ru_maxrss``, :func:`peak_rss_mb`) and its count of XLA
 compilations (:class:`CompileCounter`, a ``jax.monitoring`` listener) belong to it alone.
 """
@@ -9,19 +9,14 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
-import platform
 import resource
-import subprocess
-import sys
 from fractions import Fraction
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-DATA = Path(os.environ.get("MARGINALIA_SHARED_DATA", REPO.parent / "shared" / "data"))
+from benchmarks.harness import DATA
+
 TABLES = {
     "adult": ("adult/adult_train.csv", "adult/adult-domain.json"),
     "adult-pgm": ("adult_pgm/adult.csv", "adult_pgm/adult-domain.json"),
@@ -29,9 +24,6 @@ TABLES = {
     "titanic": ("titanic/titanic.csv", "titanic/titanic-domain.json"),
 }
 COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
-
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
 
 
 class CompileCounter:
@@ -93,16 +85,3 @@ def workload_error(answer: Any, oracle: Any, pairs: list[tuple[str, ...]]) -> fl
     true counts, divided by N and by the number of marginals."""
     total = sum(float(np.abs(np.asarray(answer(p), dtype=float) - oracle.counts(p)).sum()) for p in pairs)
     return total / oracle.rows / len(pairs)
-
-
-def run_child(script: str | Path, config: dict[str, object]) -> dict[str, object]:
-    """Run ``script --child CONFIG`` in a fresh interpreter; its last stdout line is the JSON result."""
-    child = subprocess.run([sys.executable, str(script), "--child", json.dumps(config)], capture_output=True,
-                           text=True, cwd=REPO)
-    if child.returncode != 0:
-        raise RuntimeError(f"run {config} failed:\n{child.stderr[-4000:]}")
-    return json.loads(child.stdout.strip().splitlines()[-1])
-
-
-def machine() -> dict[str, object]:
-    return {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()}

@@ -1,4 +1,4 @@
-"""``marginalia bench regression``: the experiment protocol of Ferrando & Sheldon 2024, "Private Regression via
+"""``python -m benchmarks.regression``: the experiment protocol of Ferrando & Sheldon 2024, "Private Regression via
 Data-Dependent Sufficient Statistic Perturbation" (Sec. 4, App. D), through the real service.
 
 For every trial and epsilon, each private method gets a NEW release made by the release engine on a temporary
@@ -30,15 +30,18 @@ from __future__ import annotations
 import json
 import math
 import statistics
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 import pandas as pd
+import typer
 
+from benchmarks import harness
+from benchmarks.harness import BenchError, Force, JsonOut, PlotOut
 from estimators.central.adassp import adassp_entry_std, adassp_noise_scales
 from estimators.central.linear import AdaSSPLinearRegression
 from estimators.central.metrics import auc, mse
@@ -46,8 +49,8 @@ from estimators.central.reference import LogisticReference, OLSReference
 from estimators.central.sufficient_stats import GramStatistics, statistics_from_rows
 from estimators.psd import smallest_eigenvalue
 from service.accounting import accountant
+from service.cli.common import QuietFlag, column_list
 from service.data import datasets
-from service.errors import InvalidInput
 from service.mechanisms import registry
 from service.privacy.cost import exact
 from service.privacy.noise import NoiseSource
@@ -74,9 +77,6 @@ BENCH_BUDGET = ("10000", "0.5")
 #: ``RegressionBench.mechanism``: let the service's rule pick each method's marginal mechanism.
 AUTO = "auto"
 
-
-class BenchError(InvalidInput, ValueError):
-    code = "invalid_parameter"
 
 
 @dataclass(frozen=True)
@@ -144,10 +144,6 @@ def _read_coded(path: Path, domain: Domain, what: str) -> pd.DataFrame:
     return frame[list(domain.names)]
 
 
-def _trial_seed(seed: int, trial: int, epsilon_index: int) -> int:
-    return int(np.random.SeedSequence([seed, trial, epsilon_index]).generate_state(1)[0])
-
-
 def _metric(design: DesignEncoding, model: object, X: np.ndarray, y: np.ndarray) -> tuple[str, float]:
     if design.task == "linear":
         return "mse", mse(y, model.predict(X))  # type: ignore[attr-defined]
@@ -161,9 +157,6 @@ def _load(engine: object, name: str, csv: Path, domain_json: Path, categorical: 
 
 def run_regression_bench(config: RegressionBench, log: Callable[[str], None] = lambda message: None) -> dict:
     """Run the protocol and return the JSON-ready result (module docstring)."""
-    from db.engine import make_engine
-    from db.migrate import upgrade_to_head
-
     config.validate()
     started = time.perf_counter()
     try:
@@ -197,17 +190,15 @@ def run_regression_bench(config: RegressionBench, log: Callable[[str], None] = l
     paper = "adassp-paper" in applicable
     stats = statistics_from_rows(design, train) if paper else None
     marginal_trials = config.trials if config.marginal_trials is None else config.marginal_trials
-    with tempfile.TemporaryDirectory(prefix="marginalia-bench-") as tmp:
-        work = Path(tmp)
+    with harness.temporary_folder("marginalia-bench-") as work:
         csv, domain_json = work / "train.csv", work / "domain.json"
         train.to_csv(csv, index=False)
         domain_json.write_text(json.dumps({a.name: {"size": a.size, "kind": a.kind} for a in sub_domain.attributes}))
-        engine = make_engine(f"sqlite:///{work / 'bench.db'}")
-        upgrade_to_head(engine)
+        engine = harness.temporary_database(work / "bench.db")
         loaded: set[str] = set()
         for trial in range(config.trials):
             for e_index, epsilon in enumerate(config.epsilons):
-                seed = _trial_seed(config.seed, trial, e_index)
+                seed = harness.trial_seed(config.seed, trial, e_index)
                 if stats is not None:
                     records.append(_adassp_paper(stats, design, epsilon, config.delta, trial, seed, X_test, y_test))
                     log(f"adassp-paper eps={epsilon} trial={trial}: mse={records[-1]['mse']:.4f} (uncertified)")
@@ -335,11 +326,7 @@ def summarize(records: Sequence[dict[str, object]], metric: str) -> dict[str, di
 def plot_regression_bench(result: dict, path: Path, title: str | None = None) -> None:
     """Median metric against epsilon per method (log x), min-max over trials as a band; references dashed.
     ``title`` defaults to the training file's name, the task and the target."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = harness.pyplot()
     metric = str(result["metric"])
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
     for method, by_eps in sorted(result["summary"].items()):
@@ -363,8 +350,59 @@ def plot_regression_bench(result: dict, path: Path, title: str | None = None) ->
     config = result["config"]
     ax.set_title(title or f"{Path(str(config['train'])).stem}: {config['task']} {config['target']}"
                  f" ({'with' if config['intercept'] else 'no'} intercept)", fontsize=10)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    harness.finish_axes(ax, 8)
+    harness.save_figure(fig, path)
+
+
+def main(
+    train: Annotated[Path, typer.Option(help="Training CSV (coded 0..size-1).")],
+    test: Annotated[Path, typer.Option(help="Test CSV (coded the same way).")],
+    domain: Annotated[Path, typer.Option(help="private-pgm domain JSON {column: size}.")],
+    target: Annotated[str, typer.Option(help="Target column.")],
+    task: Annotated[str, typer.Option(help="linear or logistic.")],
+    out: JsonOut,
+    categorical: Annotated[str, typer.Option(help="Comma-separated unordered columns (one-hot).")] = "",
+    features: Annotated[str | None, typer.Option(help="Comma-separated features (default: all others).")] = None,
+    methods: Annotated[str | None, typer.Option(
+        help="Comma-separated, from ols,adassp,dd-ssp,aim-synth,objpert,logreg (default: all).")] = None,
+    epsilons: Annotated[str, typer.Option(help="Comma-separated epsilons.")] = "0.05,0.1,0.5,1,2",
+    delta: Annotated[float, typer.Option(help="Delta of every release.")] = 1e-5,
+    trials: Annotated[int, typer.Option(help="Trials per epsilon.")] = 5,
+    max_train: Annotated[int, typer.Option(help="Cap on training rows (a seeded sample).")] = 50_000,
+    seed: Annotated[int, typer.Option(help="Seed of the whole run.")] = 0,
+    intercept: Annotated[bool, typer.Option("--intercept/--no-intercept", help="Fit intercepts.", metavar="")] = True,
+    plot: PlotOut = None,
+    mechanism: Annotated[str, typer.Option(
+        help="Marginal mechanism for dd-ssp / aim-synth; auto: the service's rule, as fit without --mechanism.")
+    ] = "auto",
+    aim_rounds: Annotated[int | None, typer.Option(help="AIM's planned rounds (default: AIM's rule).")] = None,
+    max_model_size: Annotated[float | None, typer.Option(help="Largest graphical model in MB.")] = None,
+    marginal_trials: Annotated[int | None, typer.Option(help="Fewer trials for the AIM-based methods.")] = None,
+    force: Force = False,
+    quiet: QuietFlag = False,
+) -> None:
+    """Run the regression protocol of Ferrando & Sheldon (2024) through the real release path on a temporary SQLite
+    database."""
+    eps = harness.number_list(epsilons, "--epsilons", float)
+    options: dict[str, object] = {}
+    if aim_rounds is not None:
+        options["rounds"] = aim_rounds
+    if max_model_size is not None:
+        options["max_model_size"] = max_model_size
+    config = RegressionBench(
+        train=train, test=test, domain=domain, target=target, task=task,
+        features=tuple(column_list(features)) if features is not None else None,
+        categorical=tuple(column_list(categorical) or ()),
+        methods=tuple(column_list(methods) or ()) if methods is not None else BENCH_METHODS,
+        epsilons=eps, delta=delta, trials=trials, max_train=max_train, seed=seed, intercept=intercept,
+        mechanism=mechanism, marginal_options=options, marginal_trials=marginal_trials,
+    )
+    harness.run_and_write(lambda log: run_regression_bench(config, log=log), plot_regression_bench, out, plot, force,
+                          quiet)
+    harness.wrote(out, plot)
+
+
+app = harness.command(main)
+
+if __name__ == "__main__":
+    app()

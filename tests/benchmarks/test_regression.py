@@ -1,4 +1,5 @@
-"""``marginalia bench regression`` on titanic: one trial, two epsilons, every method, through the real release path."""
+"""``python -m benchmarks.regression`` on titanic: one trial, two epsilons, every method, through the real release
+path."""
 
 from __future__ import annotations
 
@@ -9,9 +10,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from service.cli import app
+from benchmarks.regression import RegressionBench, app, run_regression_bench, summarize
 from service.mechanisms import registry
-from service.tools.bench.regression import RegressionBench, run_regression_bench, summarize
 
 CATEGORICAL = "Sex,Embarked,Cabin,Pclass,Survived"
 EPSILONS = (0.5, 2.0)
@@ -22,15 +22,15 @@ def _run(tmp_path: Path, data_dir: Path, task: str, target: str, features: str) 
     titanic = data_dir / "titanic"
     out, plot = tmp_path / f"{task}.json", tmp_path / f"{task}.png"
     result = CliRunner().invoke(app, [
-        "bench", "regression", "--train", str(titanic / "titanic.csv"), "--test", str(titanic / "titanic.csv"),
+        "--train", str(titanic / "titanic.csv"), "--test", str(titanic / "titanic.csv"),
         "--domain", str(titanic / "titanic-domain.json"), "--target", target, "--task", task,
         "--categorical", CATEGORICAL, "--features", features, "--methods", ALL_METHODS,
         "--epsilons", ",".join(map(str, EPSILONS)), "--delta", "1e-5", "--trials", "1", "--seed", "3",
-        "--out", str(out), "--plot", str(plot), "--quiet", "--json",
+        "--json", str(out), "--plot", str(plot), "--quiet",
     ])
     assert result.exit_code == 0, result.output
     written = json.loads(out.read_text())
-    assert json.loads(result.stdout) == json.loads(json.dumps(written))  # --json prints it, as everywhere else
+    assert result.stdout.startswith("wrote ")
     return written, plot
 
 

@@ -1,0 +1,192 @@
+"""Every benchmark runs as documented (``python -m benchmarks.NAME``, from the repository root, in a fresh process) on
+tiny sizes and writes its JSON, and its plot where it draws one, at the paths ``--json`` and ``--plot`` name. Also:
+every module of the package is covered here, the package is not in the wheel, and nothing shipped imports it.
+
+Each case is seconds; the ones that start a database server, an HTTP server or fresh JAX processes are ``slow``.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import pkgutil
+import shutil
+import subprocess
+import sys
+import tomllib
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import benchmarks
+
+REPO = Path(__file__).resolve().parents[2]
+#: Modules of the package that are not benchmarks.
+SUPPORT = {"harness", "measure"}
+Args = Callable[[Path, Path], list[str]]
+
+
+def _stein_real_table(folder: Path) -> tuple[Path, Path]:
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 5, size=(2400, 3)).astype(float)
+    y = (rng.random(len(x)) < 1 / (1 + np.exp(-(x - 2.0) @ np.array([1.0, -0.8, 0.5])))).astype(int)
+    frame = pd.DataFrame(x, columns=["a", "b", "c"]).assign(label=y)
+    frame.iloc[:2000].to_csv(folder / "train.csv", index=False)
+    frame.iloc[2000:].to_csv(folder / "test.csv", index=False)
+    return folder / "train.csv", folder / "test.csv"
+
+
+def _stein_real(tmp: Path, data: Path) -> list[str]:
+    train, test = _stein_real_table(tmp)
+    return ["--train", str(train), "--test", str(test), "--target", "label", "--epsilon", "5", "--trials", "1",
+            "--quiet"]
+
+
+def _small_taxi(tmp: Path, data: Path) -> list[str]:
+    folder = tmp / "taxi"
+    folder.mkdir()
+    pd.read_csv(data / "nist_taxi" / "nist-taxi.csv", nrows=3000).to_csv(folder / "nist-taxi.csv", index=False)
+    shutil.copy(data / "nist_taxi" / "nist-taxi-domain.json", folder / "nist-taxi-domain.json")
+    return ["--repeats", "1", "--data", str(folder)]
+
+
+def _sparse_quick_replot(tmp: Path, data: Path) -> list[str]:
+    stored = tmp / "sparse_quick.json"
+    shutil.copy(REPO / "benchmarks" / "results" / "sparse_quick.json", stored)
+    return ["--replot", "--json", str(stored)]
+
+
+TITANIC = "titanic/titanic"
+#: name -> (arguments on tiny sizes, draws a plot); ``--json`` and ``--plot`` are added by the test.
+FAST: dict[str, tuple[Args, bool]] = {
+    "wire_throughput": (lambda tmp, data: ["--sizes", "200", "--repeats", "1"], True),
+    # delta = n^-1.1 must stay under the default per-participant cap (1e-4): n >= 5,000
+    "simulate_throughput": (lambda tmp, data: ["--n", "20000", "--batches", "5000"], True),
+    "residual_quick": (lambda tmp, data: ["--tables", "titanic", "--epsilons", "1", "--trials", "1", "--losses",
+                                          "sum_var"], True),
+    "ddssp_residual_quick": (lambda tmp, data: ["--runs", "adult-linear-no-intercept", "--epsilons", "1",
+                                                "--target-weights", "0", "--ridge-factors", "1", "--trials", "1"],
+                             True),
+    "stein_glm_quick": (lambda tmp, data: ["--n", "2000", "4000", "--epsilons", "5", "--reps", "1", "--settings",
+                                           "alg2"], True),
+    "residual_service": (lambda tmp, data: ["--parts", "accuracy", "--tables", "titanic", "--mechanisms", "gaussian",
+                                            "--epsilons", "1", "--trials", "1"], True),
+    "regression": (lambda tmp, data: [
+        "--train", str(data / f"{TITANIC}.csv"), "--test", str(data / f"{TITANIC}.csv"), "--domain",
+        str(data / f"{TITANIC}-domain.json"), "--target", "Fare", "--task", "linear", "--categorical",
+        "Sex,Embarked,Cabin,Pclass,Survived", "--features", "Pclass,Sex,SibSp", "--methods", "ols,adassp",
+        "--epsilons", "1", "--trials", "1", "--quiet"], True),
+    "stein_glm": (lambda tmp, data: ["--design", "bernoulli", "--n", "300", "--epsilon", "5", "--trials", "1",
+                                     "--quiet"], True),
+    "stein_glm_real": (_stein_real, True),
+    "sparse": (lambda tmp, data: ["--method", "ldp-iht", "--p", "5", "--n", "600", "--s", "2", "--trials", "1",
+                                  "--epsilon", "2", "--quiet"], True),
+    "dp_iht": (lambda tmp, data: [
+        "--train", str(data / "adult" / "adult_train.csv"), "--domain", str(data / "adult" / "adult-domain.json"),
+        "--sweeps", "epsilon", "--sweep-design", "adult-10", "--epsilons", "2", "--sparsity", "2", "--trials", "1",
+        "--iterations", "5", "--max-train", "800", "--quiet"], True),
+    "sparse_quick": (_sparse_quick_replot, True),  # redraws the committed results; the slow case below runs one
+}
+SLOW: dict[str, tuple[Args, bool]] = {
+    "fit_tolerance": (lambda tmp, data: ["--cases", "titanic-laplace", "--tols", "1e-3"], True),  # about 50 s
+    "aim_profile": (lambda tmp, data: ["--tables", "titanic", "--mechanisms", "mst", "--epsilons", "1", "--trials",
+                                       "1", "--iters", "20"], True),
+    "marginals": (lambda tmp, data: ["--tables", "titanic", "--mechanisms", "laplace", "--epsilons", "1", "--trials",
+                                     "1", "--iters", "20"], True),
+    "api_load": (lambda tmp, data: ["--clients", "2", "--requests-per-client", "2"], True),
+    "counting": (_small_taxi, True),
+    "sparse_quick": (lambda tmp, data: ["--only", "bernstein", "--trials", "1"], True),
+}
+#: Benchmarks that write something else than one JSON: checked by their own tests below.
+OTHER = {"regression_compare", "regression_suite"}
+
+
+def run(name: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m benchmarks.NAME ARGS`` from the repository root, this checkout's code first on the path."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, "-m", f"benchmarks.{name}", *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=900)
+
+
+def check_writes(name: str, case: tuple[Args, bool], tmp_path: Path, data_dir: Path) -> None:
+    make_args, plots = case
+    args = make_args(tmp_path, data_dir)
+    out, png = tmp_path / f"{name}.json", tmp_path / f"{name}.png"
+    if "--json" in args:  # the case names its own JSON (a replot of stored results)
+        out = Path(args[args.index("--json") + 1])
+    else:
+        args += ["--json", str(out)]
+    done = run(name, *args, "--plot", str(png))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert isinstance(json.loads(out.read_text()), dict)
+    assert png.exists() == plots and (not plots or png.stat().st_size > 1000)
+
+
+@pytest.mark.parametrize("name", sorted(FAST))
+def test_each_quick_benchmark_writes_its_json_and_plot(name: str, tmp_path: Path, data_dir: Path) -> None:
+    check_writes(name, FAST[name], tmp_path, data_dir)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(SLOW))
+def test_each_slow_benchmark_writes_its_json_and_plot(name: str, tmp_path: Path, data_dir: Path) -> None:
+    check_writes(name, SLOW[name], tmp_path, data_dir)
+
+
+def test_the_regression_suite_writes_one_json_and_plot_per_run(tmp_path: Path, data_dir: Path) -> None:
+    done = run("regression_suite", "1", "1", "--out-dir", str(tmp_path), "--data", str(data_dir), "--only",
+               "^adult-linear-no-intercept$", "--epsilons", "1", "--trials", "1", "--max-train", "300",
+               "--linear-methods", "ols,adassp")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adult-linear-no-intercept.json",
+                                                          "adult-linear-no-intercept.png"]
+    body = json.loads((tmp_path / "adult-linear-no-intercept.json").read_text())
+    assert body["config"]["marginal_options"] == {"rounds": 14} and body["config"]["epsilons"] == [1.0]
+    again = run("regression_suite", "--out-dir", str(tmp_path), "--data", str(data_dir), "--only",
+                "^adult-linear-no-intercept$", "--resume")
+    assert again.returncode == 0 and "exists, skipped" in again.stdout
+
+
+def test_regression_compare_prints_the_runs_side_by_side(tmp_path: Path) -> None:
+    old, new = tmp_path / "old", tmp_path / "new"
+    old.mkdir()
+    new.mkdir()
+    stored = REPO / "benchmarks" / "results" / "regression" / "adult-linear-no-intercept.json"
+    shutil.copy(stored, old / stored.name)
+    shutil.copy(stored, new / stored.name)
+    done = run("regression_compare", "--old", str(old), "--new", str(new))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "#### adult-linear-no-intercept" in done.stdout
+
+
+def test_every_benchmark_module_has_a_smoke_case() -> None:
+    modules = {m.name for m in pkgutil.iter_modules(benchmarks.__path__)} - SUPPORT
+    assert modules == set(FAST) | set(SLOW) | OTHER
+
+
+def test_the_deprecated_out_is_an_alias_of_json(tmp_path: Path) -> None:
+    out = tmp_path / "wire.json"
+    done = run("wire_throughput", "--sizes", "100", "--repeats", "1", "--out", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "--out is deprecated" in done.stderr and out.exists() and out.with_suffix(".png").exists()
+
+
+def test_the_benchmarks_are_not_in_the_wheel_and_nothing_shipped_imports_them() -> None:
+    from setuptools import find_packages
+
+    found = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+    packages = find_packages(str(REPO), include=found["include"], exclude=found.get("exclude", ()))
+    assert "service" in packages and not [p for p in packages if p.split(".")[0] in ("benchmarks", "tests")]
+    importers = []
+    for top in ("service", "estimators", "workloads", "db"):
+        for path in (REPO / top).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                    [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+                if any(n == "benchmarks" or n.startswith("benchmarks.") for n in names):
+                    importers.append(str(path.relative_to(REPO)))
+    assert importers == []
