@@ -130,7 +130,7 @@ class ReleaseModel(Base):
     Laplace or Gaussian release made after issue 9, answers its measured marginals straight from its measurements and
     fits a model only when an answer needs one (a marginal outside what it measured, synthetic rows). The first such
     answer fits it and stores it here, so every later answer -- in any process -- reads it instead of fitting again
-    (service/releases/models.py). It is post-processing of the release: a function of its noisy payload only.
+    (service/releases/stored_models.py). It is post-processing of the release: a function of its noisy payload only.
 
     ``payload``: the model (clique potentials, ``.npz``); ``details_json``: public facts about the fit (its cliques,
     how many mirror-descent iterations ran)."""

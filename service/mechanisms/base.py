@@ -48,7 +48,7 @@ class MechanismError(ValueError):
 class MechanismResult:
     """``model``: the fitted graphical model (MST, AIM); None for a release stored as its noisy ``residuals``
     (residual, and the direct laplace and gaussian releases since issue 9), which answers without a model and fits
-    one only when an answer needs it (service/releases/models.py)."""
+    one only when an answer needs it (service/releases/stored_models.py)."""
 
     measurements: list[Measurement]
     model: Model | None

@@ -18,9 +18,9 @@ matrix mechanism for noisy marginals under convex loss functions", the reconstru
 measurements; :func:`estimators.residual.reconstruct.residuals_from_marginals`), which are the release's payload.
 Every marginal of the closure is then answered straight from them with a closed-form standard error
 (:mod:`service.releases.measured`); a model is fitted the first time an answer needs one (a marginal outside the
-closure, synthetic rows) and stored (:mod:`service.releases.models`), within ``max_model_size`` MB and stopping on
-the estimator's tolerance (at most ``iters`` iterations). The per-cell variance of a measurement is the exact
-variance of its noise (:func:`service.privacy.calibration.discrete_laplace_variance`, ``discrete_gaussian_variance``).
+closure, synthetic rows) and stored (:mod:`service.releases.stored_models`), within ``max_model_size`` MB and
+stopping on the estimator's tolerance (at most ``iters`` iterations). The per-cell variance of a measurement is the
+exact variance of its noise (:func:`service.privacy.calibration.discrete_laplace_variance`, ``discrete_gaussian_variance``).
 All of it is post-processing of the noisy marginals (docs/privacy.md, section 8.1).
 """
 

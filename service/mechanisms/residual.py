@@ -14,7 +14,7 @@ is the service's side of it:
   secure :meth:`NoiseSource.gaussian` per residual (:func:`estimators.residual.measure.measure_residuals`);
 * the result: the noisy residuals and their public noise scales (the release's payload, so every answer carries its
   standard errors), and no graphical model -- one is fitted lazily when an answer needs it (docs/privacy.md,
-  section 8.8; :mod:`service.releases.models`).
+  section 8.8; :mod:`service.releases.stored_models`).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ marginal (:func:`answer_marginal`, with what the release measured of it) and dra
 (:func:`synthetic_frame`): a release stored as noisy residuals (residual, and laplace and gaussian since issue 9)
 answers the marginals of its measured closure straight from them, with per-cell standard errors
 (:mod:`service.releases.measured`), and everything else from a graphical model fitted the first time it is needed
-and stored (:mod:`service.releases.models`); MST and AIM releases (and older direct ones) store their model. A
+and stored (:mod:`service.releases.stored_models`); MST and AIM releases (and older direct ones) store their model. A
 complete release never changes, so its decoded payload and model are cached per process (:func:`release_payload`,
 :func:`release_model`). A release made with a known seed (tests and benchmarks) answers nothing unless the
 in-process caller says ``allow_seeded``: whoever knows the seed can subtract the noise.
@@ -32,7 +32,7 @@ from service.data.datasets import StoredDataset, stored_dataset
 from service.errors import Conflict, InvalidInput, NotFound, ServiceError
 from service.mechanisms.progress import Progress, no_progress
 from service.mechanisms.registry import ReleaseKind
-from service.releases import kinds, models
+from service.releases import kinds, stored_models
 from service.releases.coverage import Coverage, coverage, measured_cliques
 from service.releases.measured import MeasuredRelease
 from workloads.marginals import WorkloadError, canonical
@@ -155,7 +155,7 @@ def release_payload(engine: Engine, release_id: int) -> tuple[StoredRelease, Mod
 def release_model(engine: Engine, release_id: int, progress: Progress = no_progress) -> tuple[StoredRelease, Model]:
     """The graphical model of a complete marginal release: its stored model, or -- for a release stored as noisy
     residuals -- the model fitted to them the first time one is needed and kept in the database
-    (:func:`service.releases.models.model_of`; ``progress`` sees that fit)."""
+    (:func:`service.releases.stored_models.model_of`; ``progress`` sees that fit)."""
     release, payload = release_payload(engine, release_id)
     if not isinstance(payload, MeasuredRelease):
         return release, payload
@@ -163,7 +163,7 @@ def release_model(engine: Engine, release_id: int, progress: Progress = no_progr
     def build() -> tuple[StoredRelease, object]:
         options = release.params.get("options") if isinstance(release.params.get("options"), dict) else {}
         size, iters = options.get("max_model_size"), options.get("iters")
-        return release, models.model_of(engine, release_id, payload, float(size) if size else None,
+        return release, stored_models.model_of(engine, release_id, payload, float(size) if size else None,
                                         int(iters) if iters else None, progress)
 
     return _cached(engine, release_id, "model", build)  # type: ignore[return-value]

@@ -12,7 +12,7 @@ answers every marginal of its workload's downward closure from them alone:
   :meth:`NoisyResiduals.cell_variance`). The non-negative answer is a post-processing of the unbiased one, biased
   cell by cell, so the figure describes the unbiased answer: it is what the measurements support about each cell.
 
-A marginal outside the closure, and synthetic rows, need a graphical model (:mod:`service.releases.models`).
+A marginal outside the closure, and synthetic rows, need a graphical model (:mod:`service.releases.stored_models`).
 """
 
 from __future__ import annotations

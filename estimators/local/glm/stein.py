@@ -41,8 +41,8 @@ import numpy as np
 
 from estimators.base import EstimatorError, LinearRegressor, check_positive, check_probability, feature_names_for
 from estimators.local.aggregate import ReportAggregate
+from estimators.local.glm.link_models import LinkModel, link_model
 from estimators.local.glm.links import Link, get_link
-from estimators.local.glm.models import LinkModel, link_model
 from estimators.local.glm.scale import IndexSample, solve_link_scale
 from estimators.local.influence import Influence, linear_solve_shift, mean_shift, project_psd_trace
 from estimators.local.sparse.iht import project_to_ball
@@ -203,8 +203,9 @@ class SteinGLM:
 
     ``fit(ols, public_rows)`` takes a fitted :class:`PrivateOLS` and the public rows (or any
     :class:`~estimators.local.glm.scale.IndexSample`); it sets ``scale_`` (``c``) and ``model_``, a fitted
-    :class:`~estimators.local.glm.models.LinkModel` (``coef_``, ``predict``, ``predict_proba`` for binary links), and
-    mirrors ``coef_`` and ``intercept_``. :class:`~estimators.local.glm.scale.NoRootError` when ``c`` does not exist.
+    :class:`~estimators.local.glm.link_models.LinkModel` (``coef_``, ``predict``, ``predict_proba`` for binary
+    links), and mirrors ``coef_`` and ``intercept_``. :class:`~estimators.local.glm.scale.NoRootError` when ``c`` does
+    not exist.
     """
 
     def __init__(self, link: str | Link = "logistic") -> None:

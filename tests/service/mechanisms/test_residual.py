@@ -20,7 +20,7 @@ from service.mechanisms.residual import run_residual
 from service.mechanisms.selection import ArrayOracle
 from service.privacy.cost import floor_to_grid
 from service.privacy.noise import NoiseSource
-from service.releases import answers, models
+from service.releases import answers, stored_models
 from service.releases import engine as release_engine
 from tests.support.datasets import titanic_with_budget
 from tests.support.ledger import net_charge
@@ -142,14 +142,14 @@ def test_answers_carry_standard_errors_and_the_model_is_fitted_once_and_stored(e
     outside = answers.answer_marginal(engine, release_id, ["Sex", "Pclass"], allow_seeded=True,
                                       progress=lambda done, total, message: seen.append(message))
     assert outside["standard_errors"] is None and not outside["coverage"]["measured"]
-    assert models.FIT_MESSAGE in seen and "fitting the model" in seen
+    assert stored_models.FIT_MESSAGE in seen and "fitting the model" in seen
     with engine.connect() as connection:
         stored = connection.execute(text("SELECT release_id, details_json FROM release_models")).all()
     assert [r[0] for r in stored] == [release_id] and '"iterations"' in stored[0][1]
 
     # another process (an empty cache) reads the stored model instead of fitting again
     answers._CACHE.clear()
-    monkeypatch.setattr(models, "fit_model", lambda *a, **k: pytest.fail("refitted a stored model"))
+    monkeypatch.setattr(stored_models, "fit_model", lambda *a, **k: pytest.fail("refitted a stored model"))
     again = answers.answer_marginal(engine, release_id, ["Sex", "Pclass"], allow_seeded=True)
     assert np.allclose(again["counts"], outside["counts"])
     frame = answers.synthetic_frame(engine, release_id, 50, seed=1, allow_seeded=True)

@@ -14,8 +14,8 @@ from scipy import integrate, stats
 from estimators.base import EstimatorError
 from estimators.local.accuracy import squared_relative_error
 from estimators.local.aggregate import ReportAggregate
+from estimators.local.glm.link_models import LinkClassifier, LinkRegressor
 from estimators.local.glm.links import LINKS
-from estimators.local.glm.models import LinkClassifier, LinkRegressor
 from estimators.local.glm.scale import IndexSample, NoRootError
 from estimators.local.glm.stein import (
     PrivateOLS,

@@ -7,8 +7,8 @@ import pytest
 from scipy.special import expit, ndtr
 
 from estimators.base import NotFittedError
+from estimators.local.glm.link_models import LinkClassifier, LinkRegressor, link_model
 from estimators.local.glm.links import LINKS, get_link
-from estimators.local.glm.models import LinkClassifier, LinkRegressor, link_model
 from estimators.local.glm.synthetic import (
     DESIGNS,
     bernoulli_rows,
