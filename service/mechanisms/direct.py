@@ -20,8 +20,8 @@ Every marginal of the closure is then answered straight from them with a closed-
 (:mod:`service.releases.measured`); a model is fitted the first time an answer needs one (a marginal outside the
 closure, synthetic rows) and stored (:mod:`service.releases.stored_models`), within ``max_model_size`` MB and
 stopping on the estimator's tolerance (at most ``iters`` iterations). The per-cell variance of a measurement is the
-exact variance of its noise (:func:`service.privacy.calibration.discrete_laplace_variance`, ``discrete_gaussian_variance``).
-All of it is post-processing of the noisy marginals (docs/privacy.md, section 8.1).
+exact variance of its noise (:func:`service.privacy.calibration.discrete_laplace_variance`,
+``discrete_gaussian_variance``). All of it is post-processing of the noisy marginals (docs/privacy.md, section 8.1).
 """
 
 from __future__ import annotations
