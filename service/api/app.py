@@ -9,7 +9,7 @@ from importlib import metadata
 from fastapi import FastAPI
 from sqlalchemy import Engine
 
-from service.api import routes_collections, routes_datasets, routes_jobs, routes_releases, schemas
+from service.api import routes_campaigns, routes_datasets, routes_jobs, routes_releases, schemas
 from service.api.errors import DEFAULT_MAX_BODY_BYTES, SafeJSONResponse, install_error_handlers
 
 DESCRIPTION = """Differentially private statistics about sensitive tables, under an exact privacy budget.
@@ -58,5 +58,5 @@ def create_app(engine: Engine, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) 
     app.include_router(routes_datasets.router)
     app.include_router(routes_releases.router)
     app.include_router(routes_jobs.router)
-    app.include_router(routes_collections.router)
+    app.include_router(routes_campaigns.router)
     return app

@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import Engine, text
 
 from service.access import auth
-from service.api import create_app, limits, routes_collections
+from service.api import create_app, limits, routes_campaigns
 from service.campaigns import campaigns, gateways
 from service.client.device import make_report
 from workloads.local.wire import MEDIA_TYPE, decode_batch, encode_batch
@@ -109,7 +109,7 @@ def test_a_gateways_batch_has_a_stated_bound(engine: Engine, avg) -> None:  # no
     gateways.set_scope(engine, gateway, "avg", 1000)
     body = Body(flood(40 * 2**20))
     status, answer = asyncio.run(call(app, "POST", "/campaigns/avg/reports", token, body))
-    limit = limits.batch_limit(1, False, routes_collections.MAX_JSON_REPORTS, 96 * 2**20)
+    limit = limits.batch_limit(1, False, routes_campaigns.MAX_JSON_REPORTS, 96 * 2**20)
     assert (status, answer["error"]) == (413, "payload_too_large") and limit == 4096 + 10_000 * 1236
     assert f"{limit:,} bytes for a gateway's batch" in answer["message"] and body.consumed <= limit + CHUNK
     assert _reports(engine) == 0
@@ -142,7 +142,7 @@ def test_health_is_answered_while_a_large_batch_is_parsed(engine: Engine, avg,  
         seen["health_answered_first"] = answered.wait(timeout=20)
         return decode_batch(body)
 
-    monkeypatch.setattr(routes_collections, "decode_batch", decoding)
+    monkeypatch.setattr(routes_campaigns, "decode_batch", decoding)
 
     async def scenario() -> tuple[tuple[int, dict], tuple[int, dict]]:
         submit = asyncio.create_task(call(app, "POST", "/campaigns/avg/reports", token, Body(whole(batch)),

@@ -19,7 +19,7 @@ from service import interrupts
 from service.accounting import accountant
 from service.campaigns import campaigns
 from service.cli import app
-from service.cli import collections as cli_collections
+from service.cli import campaigns as cli_campaigns
 from service.releases.engine import UNSAFE_SEEDED_RELEASES_ENV
 from tests.support.datasets import titanic_with_budget
 
@@ -84,7 +84,7 @@ def test_ctrl_c_stops_at_the_next_batch_with_status_130(engine, tmp_path: Path, 
     def ctrl_c(self, done: int, total: int, message: str = "") -> None:  # noqa: ANN001, ARG001
         interrupts.request()  # the command line's SIGINT handler only records the request
 
-    monkeypatch.setattr(cli_collections.ProgressBars, "__call__", ctrl_c)
+    monkeypatch.setattr(cli_campaigns.ProgressBars, "__call__", ctrl_c)
     status, stopped = invoke("simulate", "avg", "--csv", str(tmp_path / "people.csv"))
     assert status == interrupts.EXIT_STATUS and stopped["error"] == "interrupted", stopped
     assert "20,000 simulated reports were stored in campaign 'avg'" in stopped["message"]

@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 
 from service.api import create_app
 from service.client import CampaignModel, Client, CollectionError, Device, MarginaliaError
-from tests.service.api.test_collections_api import new_key, open_to_gateways
+from tests.service.api.test_campaigns_api import new_key, open_to_gateways
 
 
 @pytest.fixture
