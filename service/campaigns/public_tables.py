@@ -236,14 +236,6 @@ def get_public_table(engine: Engine, name: str) -> PublicTableInfo:
         return _info(row)
 
 
-def public_table_by_id(engine: Engine, table_id: int) -> PublicTableInfo:
-    with transaction(engine) as session:
-        row = session.get(PublicTable, table_id)
-        if row is None:
-            raise NotFound(f"no public table with id {table_id}", code="public_table_not_found")
-        return _info(row)
-
-
 def public_rows(engine: Engine, name: str, offset: int = 0, limit: int = MAX_PAGE_ROWS) -> tuple[PublicTableInfo,
                                                                                                    np.ndarray]:
     """A page of rows (``limit`` at most :data:`MAX_PAGE_ROWS`), in load order."""

@@ -12,8 +12,8 @@ Like the mechanism registry, this module imports nothing numerical (each answer 
 so the API schema, the command line's help and the client can read it.
 
 A new method is one answer function and one :func:`register` call here, a row in docs/mechanisms.md's table of
-methods, and a mechanism that answers it (``answers=``); the contract test (tests/service/test_registry_contracts.py) checks
-that nothing is missing.
+methods, and a mechanism that answers it (``answers=``); the contract test
+(tests/service/test_registry_contracts.py) checks that nothing is missing.
 """
 
 from __future__ import annotations

@@ -6,27 +6,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
 
 import numpy as np
 import pandas as pd
 import pytest
-from fastapi.testclient import TestClient
 
-from service.api import create_app
-from service.client import CampaignModel, Client, CollectionError, Device, MarginaliaError
-from tests.service.api.test_campaigns_api import new_key, open_to_gateways
-
-
-@pytest.fixture
-def clients(engine, tmp_path) -> Iterator[dict[str, Client]]:  # noqa: ANN001
-    app = create_app(engine)
-    out = {}
-    for role in ("steward", "analyst", "participant", "gateway"):
-        _, token = new_key(engine, role, role)
-        device = Device(spend_file=tmp_path / f"{role}-spend.json")  # never the user's own spend file
-        out[role] = Client("http://testserver", token, http=TestClient(app), device=device)
-    yield out
+from service.client import CampaignModel, CollectionError, MarginaliaError
+from tests.service.api.test_campaigns_api import open_to_gateways
 
 
 def test_participants_gateways_and_analysts(clients, engine) -> None:  # noqa: ANN001

@@ -4,29 +4,14 @@ fits the model as the project's linear-model type; the label protocol's two mode
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
 import pandas as pd
 import pytest
-from fastapi.testclient import TestClient
 
-from service.api import create_app
-from service.client import CampaignModel, Client, Device, MarginaliaError
-from tests.service.api.test_campaigns_api import new_key, open_to_gateways
+from service.client import CampaignModel, MarginaliaError
+from tests.service.api.test_campaigns_api import open_to_gateways
 
 NAMES = ["a", "b", "c"]
-
-
-@pytest.fixture
-def clients(engine, tmp_path) -> Iterator[dict[str, Client]]:  # noqa: ANN001
-    app = create_app(engine)
-    out = {}
-    for role in ("steward", "analyst", "participant", "gateway"):
-        _, token = new_key(engine, role, role)
-        device = Device(spend_file=tmp_path / f"{role}-spend.json")  # never the user's own spend file
-        out[role] = Client("http://testserver", token, http=TestClient(app), device=device)
-    yield out
 
 
 def _rows(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
