@@ -35,7 +35,7 @@ MEMORY_BUDGET_ENV = "MARGINALIA_MECHANISM_MEMORY_MB"
 DEFAULT_MEMORY_BUDGET_MB = 1536
 #: Environment variable: the public cap on the distinct rows a row-reading release holds.
 MAX_DISTINCT_ROWS_ENV = "MARGINALIA_MAX_DISTINCT_ROWS"
-DEFAULT_MAX_DISTINCT_ROWS = 200_000
+DEFAULT_MAX_DISTINCT_ROWS = 100_000
 #: What the process holds besides the rows (interpreter, numpy/scipy, the database driver), in bytes.
 BASE_BYTES = 200 * 2**20
 #: Bytes per Python object the decimal certificate keeps per stored non-zero entry (a tuple, its list slot, an int)
@@ -74,8 +74,8 @@ def distinct_row_bound(domain: Domain, attributes: Sequence[str]) -> int:
 
 def nonzeros_per_row(design: DesignEncoding) -> int:
     """A public bound on the non-zero entries of an encoded row (the intercept included): per attribute, the most
-    non-zeros in a row of its encoding matrix (1 for one-hot)."""
-    return int(design.intercept) + sum(int(np.max(np.count_nonzero(enc.matrix, axis=1), initial=0))
+    non-zeros in an encoded level (a column of its ``width x levels`` matrix; 1 for one-hot)."""
+    return int(design.intercept) + sum(int(np.max(np.count_nonzero(enc.matrix, axis=0), initial=0))
                                        for enc in design.feature_encodings)
 
 
