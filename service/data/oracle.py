@@ -1,8 +1,9 @@
 """The SQL-backed count oracle: exact marginals of a stored dataset, counted by the database.
 
 It is handed to a mechanism by the release engine (:func:`service.releases.engine.run_release`) and lives
-for one release. Marginals come back as counts (``GROUP BY``); :meth:`SqlCountOracle.rows` is the one
-exception that reads row-level codes, for mechanisms that genuinely need them (see its docstring).
+for one release. Marginals come back as counts (``GROUP BY``). The mechanisms that genuinely need row-level data
+read :meth:`SqlCountOracle.distinct_rows`, the distinct rows with their counts (also a ``GROUP BY``: memory bounded
+by the distinct rows, not by the table's length); :meth:`SqlCountOracle.rows` reads every row's codes.
 """
 
 from __future__ import annotations
