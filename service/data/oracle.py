@@ -182,9 +182,9 @@ class SqlCountOracle:
         """Every row's integer codes over ``attributes``: an int64 array ``n x len(attributes)``, columns in
         the order given, rows in the database's order.
 
-        Only mechanisms call this, inside a release, and only those that genuinely need row-level data
-        (objective perturbation solves an optimisation over the rows; everything that is a function of
-        marginals uses :meth:`counts`). Nothing it returns may leave the release except through the
+        Memory grows with ``n``: the row-reading mechanisms (objective perturbation, DP-IHT) use
+        :meth:`distinct_rows` instead, and everything that is a function of marginals uses :meth:`counts`.
+        Only a release may call this. Nothing it returns may leave the release except through the
         mechanism's noisy output: the array is never stored, logged or put in a payload. The rows are
         streamed from the database in chunks of ``chunk_rows``; ``rows_read`` counts them for audits."""
         names = list(attributes)
