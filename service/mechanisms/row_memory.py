@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 #: Environment variable: the memory budget, in MB, of one row-reading release's working set.
 MEMORY_BUDGET_ENV = "MARGINALIA_MECHANISM_MEMORY_MB"
-DEFAULT_MEMORY_BUDGET_MB = 1536
+DEFAULT_MEMORY_BUDGET_MB = 4096
 #: Environment variable: the public cap on the distinct rows a row-reading release holds.
 MAX_DISTINCT_ROWS_ENV = "MARGINALIA_MAX_DISTINCT_ROWS"
 DEFAULT_MAX_DISTINCT_ROWS = 100_000
