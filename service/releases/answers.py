@@ -7,8 +7,10 @@ answers the marginals of its measured closure straight from them, with per-cell 
 (:mod:`service.releases.measured`), and everything else from a graphical model fitted the first time it is needed
 and stored (:mod:`service.releases.stored_models`); MST and AIM releases (and older direct ones) store their model. A
 complete release never changes, so its decoded payload and model are cached per process (:func:`release_payload`,
-:func:`release_model`). A release made with a known seed (tests and benchmarks) answers nothing unless the
-in-process caller says ``allow_seeded``: whoever knows the seed can subtract the noise.
+:func:`release_model`), and so is what an answer derives from it for a request (:func:`derived_statistics`: DD-SSP's
+``Z^T Z`` of a design); a release that is not complete is never cached. A release made with a known seed (tests and
+benchmarks) answers nothing unless the in-process caller says ``allow_seeded``: whoever knows the seed can subtract the
+noise.
 """
 
 from __future__ import annotations
