@@ -39,6 +39,7 @@ B := $(PY) -m benchmarks
 R := benchmarks/results
 bench: install bench-quick bench-stein bench-sparse
 	$(B).counting
+	$(B).objpert_memory --rows 1000000,5000000,20000000
 	$(B).aim_profile --trials 2
 	$(B).marginals
 	$(B).api_load

@@ -55,15 +55,22 @@ def _context(digits: int) -> Context:
 
 class ExactLogisticObjective:
     """``J`` of the module docstring, evaluated in decimal arithmetic on the exact values of ``design``, ``y``,
-    ``noise`` and ``weight = Delta + l2`` (floats, converted exactly). ``design`` includes any intercept column."""
+    ``noise`` and ``weight = Delta + l2`` (floats, converted exactly). ``design`` includes any intercept column.
+    ``counts`` (non-negative integers, default 1 each) are the rows' multiplicities: a table given as its distinct
+    rows with their counts has the same ``J`` as the table itself (identical rows are grouped either way)."""
 
-    def __init__(self, design: np.ndarray, y: np.ndarray, noise: np.ndarray, weight: float) -> None:
+    def __init__(self, design: np.ndarray, y: np.ndarray, noise: np.ndarray, weight: float,
+                 counts: np.ndarray | None = None) -> None:
         n, d = design.shape
         self.dimension = d
         data = np.ascontiguousarray(np.column_stack([design, y]), dtype=np.float64)
+        multiplicity = np.ones(n, dtype=np.int64) if counts is None else np.asarray(counts, dtype=np.int64)
+        if multiplicity.shape != (n,) or np.any(multiplicity < 0):
+            raise EstimatorError(f"counts must hold one non-negative integer per row, got shape {multiplicity.shape}")
         if n:
             keys = data.view(np.dtype((np.void, data.dtype.itemsize * data.shape[1]))).ravel()
-            _, first, counts = np.unique(keys, return_index=True, return_counts=True)
+            _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+            counts = np.bincount(inverse.reshape(-1), weights=multiplicity, minlength=len(first)).astype(np.int64)
             unique = data[first]
         else:
             unique, counts = data, np.zeros(0, dtype=np.int64)

@@ -140,14 +140,19 @@ def clip_rows(rows: np.ndarray, bound: float) -> np.ndarray:
     return rows * (bound / np.maximum(norms, bound))  # min(1, G / ||row||), with no division by a zero norm
 
 
-def clipped_gradient_sum(X: np.ndarray, row_norms: np.ndarray, slopes: np.ndarray, bound: float) -> np.ndarray:
-    """``sum_i clip_G(slope_i x_i)`` for generalized linear losses, whose per-example gradient is ``slope_i x_i``.
+def clipped_gradient_sum(
+    X: np.ndarray, row_norms: np.ndarray, slopes: np.ndarray, bound: float, weights: np.ndarray | None = None
+) -> np.ndarray:
+    """``sum_i w_i clip_G(slope_i x_i)`` for generalized linear losses, whose per-example gradient is ``slope_i x_i``.
 
-    ``||slope_i x_i|| = |slope_i| ||x_i||``, so the clipped sum is ``X^T (slope * min(1, G / (|slope| ||x||)))``:
+    ``||slope_i x_i|| = |slope_i| ||x_i||``, so the clipped sum is ``X^T (w * slope * min(1, G / (|slope| ||x||)))``:
     the same vector as :func:`clip_rows` on the ``n x p`` gradients, in two passes over ``X`` instead of a copy.
+    ``weights`` (default 1) are row multiplicities: clipping is per example, and identical rows have identical clipped
+    gradients, so the distinct rows weighted by their counts give exactly the sum over the rows with duplicates.
     """
     norms = np.abs(slopes) * row_norms
-    return X.T @ (slopes * (bound / np.maximum(norms, bound)))  # min(1, G / norm), never G / 0
+    scaled = slopes * (bound / np.maximum(norms, bound))  # min(1, G / norm), never G / 0
+    return X.T @ (scaled if weights is None else weights * scaled)
 
 
 def _draw(noise: GaussianNoise, sigma: float, size: int) -> np.ndarray:
@@ -203,10 +208,23 @@ class _DPIHT:
     def _check_labels(self, y: np.ndarray) -> None:
         """Label checks of the loss (none for the squared loss)."""
 
-    def fit(self, X: object, y: object, noise: GaussianNoise, feature_names: object = None) -> _DPIHT:
+    def fit(
+        self, X: object, y: object, noise: GaussianNoise, feature_names: object = None, sample_weight: object = None
+    ) -> _DPIHT:
+        """Run Alg. 3 on the rows of ``X``, ``y``. ``sample_weight`` (non-negative integers, default 1 each) gives
+        each row's multiplicity: the distinct rows of a table with their counts give the same clipped gradient sums
+        and the same ``n`` as the table itself (every iteration uses all rows: there is no subsampling)."""
         design = as_matrix("X", X)
-        n, p = design.shape
-        labels = check_vector("y", y, n)
+        rows, p = design.shape
+        n = rows
+        weights = None
+        if sample_weight is not None:
+            counts = np.asarray(sample_weight)
+            if counts.shape != (rows,) or not np.issubdtype(counts.dtype, np.integer) or np.any(counts < 0):
+                raise EstimatorError("sample_weight must hold one non-negative integer (a row count) per row of X")
+            n = int(counts.sum())
+            weights = counts.astype(np.float64)
+        labels = check_vector("y", y, rows)
         self._check_labels(labels)
         names = feature_names_for(feature_names, p)
         k = check_sparsity(self.sparsity, p)
@@ -223,7 +241,7 @@ class _DPIHT:
         row_norms = np.linalg.norm(design, axis=1)
         for _ in range(calibration.iterations):
             slopes = self._slopes(theta, design, labels)
-            clipped_sum = clipped_gradient_sum(design, row_norms, slopes, calibration.clip_norm)
+            clipped_sum = clipped_gradient_sum(design, row_norms, slopes, calibration.clip_norm, weights)
             noisy_sum = clipped_sum + _draw(noise, calibration.sigma_gradient, p)
             theta = hard_threshold(theta - step * (noisy_sum / n_hat + penalty * theta), k)
         self.calibration_ = calibration

@@ -95,6 +95,10 @@ class ObjPertLogisticRegression(BinaryClassifier):
     most ``gradient_tolerance`` (default ``1e-10 * Delta``, i.e. within ``1e-10`` of the exact minimiser). The fitted
     coefficients are that point plus ``output_noise``. No diagnostic (iterations, gradient norm) is kept: they
     depend on the data. Any ``n >= 0`` works, including no rows at all.
+
+    ``sample_weight`` (non-negative integers, default 1 each) gives each row's multiplicity: the distinct rows of a
+    table with their counts give the same objective, gradient, Hessian and certificate as the table itself, in
+    memory bounded by the distinct rows (the calibration, ``Delta`` and ``b``, depends only on ``row_norm_bound``).
     """
 
     def __init__(
@@ -126,6 +130,7 @@ class ObjPertLogisticRegression(BinaryClassifier):
         noise: object,
         feature_names: tuple[str, ...] | None = None,
         output_noise: object = None,
+        sample_weight: object = None,
     ) -> ObjPertLogisticRegression:
         eps = check_positive("epsilon", self.epsilon)
         check_probability("delta", self.delta)
@@ -136,6 +141,13 @@ class ObjPertLogisticRegression(BinaryClassifier):
         labels = np.asarray(y, dtype=float)
         if labels.shape != (n,) or not np.all(np.isin(labels, (-1.0, 1.0))):
             raise EstimatorError("y must hold one label in {-1, +1} per row of X")
+        counts = None
+        if sample_weight is not None:
+            counts = np.asarray(sample_weight)
+            if counts.shape != (n,) or not np.issubdtype(counts.dtype, np.integer) or np.any(counts < 0):
+                raise EstimatorError("sample_weight must hold one non-negative integer (a row count) per row of X")
+            counts = counts.astype(np.int64)
+        weights = None if counts is None else counts.astype(np.float64)
         b = np.asarray(noise, dtype=float)
         if b.shape != (d,) or not np.all(np.isfinite(b)):
             raise EstimatorError(f"noise must be a finite vector of length {d} (intercept included), got {b.shape}")
@@ -154,10 +166,10 @@ class ObjPertLogisticRegression(BinaryClassifier):
         tolerance = check_positive("gradient_tolerance", tolerance)
 
         def value_and_gradient(theta: np.ndarray) -> tuple[float, np.ndarray]:
-            return objpert_objective(theta, design, labels, b, regularization, l2)
+            return objpert_objective(theta, design, labels, b, regularization, l2, weights)
 
         def hessian(theta: np.ndarray) -> np.ndarray:
-            return objpert_hessian(theta, design, labels, regularization, l2)
+            return objpert_hessian(theta, design, labels, regularization, l2, weights)
 
         result = minimize(
             value_and_gradient,
@@ -168,7 +180,7 @@ class ObjPertLogisticRegression(BinaryClassifier):
             options={"gtol": tolerance, "maxiter": int(self.max_iter)},
         )
         start = result.x if np.all(np.isfinite(result.x)) else np.zeros(d)
-        objective = ExactLogisticObjective(design, labels, b, regularization + l2)
+        objective = ExactLogisticObjective(design, labels, b, regularization + l2, counts)
         theta = certified_minimizer(objective, start, hessian, tolerance)
         self.regularization_ = regularization
         self.gradient_tolerance_ = tolerance

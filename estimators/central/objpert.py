@@ -59,23 +59,34 @@ def objpert_noise_scale(epsilon: float, delta: float, row_norm_bound: float) -> 
 
 
 def objpert_objective(
-    theta: np.ndarray, X: np.ndarray, y: np.ndarray, noise: np.ndarray, regularization: float, l2: float = 0.0
+    theta: np.ndarray, X: np.ndarray, y: np.ndarray, noise: np.ndarray, regularization: float, l2: float = 0.0,
+    weights: np.ndarray | None = None,
 ) -> tuple[float, np.ndarray]:
     """``J(theta)`` (un-divided) and its gradient, with ``r(theta) = l2 / 2 ||theta||^2`` (``X`` includes any
-    intercept): ``J = sum_i log(1 + exp(-y_i x_i.theta)) + (l2 + Delta) / 2 ||theta||^2 + noise.theta``."""
+    intercept): ``J = sum_i w_i log(1 + exp(-y_i x_i.theta)) + (l2 + Delta) / 2 ||theta||^2 + noise.theta``.
+
+    ``weights`` (default all 1) are row multiplicities: ``X``, ``y`` may hold each distinct row once with ``w_i`` its
+    count, and ``J`` is then exactly the sum over the rows with their duplicates (the loss is a sum of per-row terms;
+    ``Delta``, ``noise`` and the row norm bound do not depend on ``n``)."""
     margins = y * (X @ theta)
     weight = check_non_negative("regularization", regularization) + check_non_negative("l2", l2)
-    value = float(np.sum(np.logaddexp(0.0, -margins)) + weight * theta @ theta / 2.0 + noise @ theta)
+    losses = np.logaddexp(0.0, -margins)
     slope = -y * 0.5 * (1.0 - np.tanh(0.5 * margins))  # d/dm log(1 + e^{-m}) = -1 / (1 + e^{m})
+    if weights is not None:
+        losses, slope = weights * losses, weights * slope
+    value = float(np.sum(losses) + weight * theta @ theta / 2.0 + noise @ theta)
     gradient = X.T @ slope + weight * theta + noise
     return value, gradient
 
 
 def objpert_hessian(
-    theta: np.ndarray, X: np.ndarray, y: np.ndarray, regularization: float, l2: float = 0.0
+    theta: np.ndarray, X: np.ndarray, y: np.ndarray, regularization: float, l2: float = 0.0,
+    weights: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Hessian of ``J``: ``X^T diag(s (1 - s)) X + (Delta + l2) I`` with ``s`` the fitted probabilities (computed as
-    ``W^T W`` with ``W = diag(sqrt(s (1 - s))) X``, which BLAS does as one symmetric rank-k update)."""
+    """Hessian of ``J``: ``X^T diag(w s (1 - s)) X + (Delta + l2) I`` with ``s`` the fitted probabilities and ``w`` the
+    row multiplicities (default 1), computed as ``W^T W`` with ``W = diag(sqrt(w s (1 - s))) X`` (one symmetric
+    rank-k update in BLAS)."""
     s = 0.5 * (1.0 + np.tanh(0.5 * (y * (X @ theta))))
-    weighted = X * np.sqrt(s * (1.0 - s))[:, None]
+    curvature = s * (1.0 - s) if weights is None else weights * s * (1.0 - s)
+    weighted = X * np.sqrt(curvature)[:, None]
     return weighted.T @ weighted + (regularization + l2) * np.eye(X.shape[1])

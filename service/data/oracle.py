@@ -1,8 +1,9 @@
 """The SQL-backed count oracle: exact marginals of a stored dataset, counted by the database.
 
 It is handed to a mechanism by the release engine (:func:`service.releases.engine.run_release`) and lives
-for one release. Marginals come back as counts (``GROUP BY``); :meth:`SqlCountOracle.rows` is the one
-exception that reads row-level codes, for mechanisms that genuinely need them (see its docstring).
+for one release. Marginals come back as counts (``GROUP BY``). The mechanisms that genuinely need row-level data
+read :meth:`SqlCountOracle.distinct_rows`, the distinct rows with their counts (also a ``GROUP BY``: memory bounded
+by the distinct rows, not by the table's length); :meth:`SqlCountOracle.rows` reads every row's codes.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 import numpy as np
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, func, select
 
 from db import tables
 from service.data.datasets import StoredDataset
@@ -122,6 +123,8 @@ class SqlCountOracle:
         #: marginals counted in SQL so far (a group of :meth:`counts_many` is one)
         self.queries = 0
         self.rows_read = 0
+        #: distinct rows read by :meth:`distinct_rows` (each stands for ``count`` rows of ``rows_read``)
+        self.distinct_rows_read = 0
 
     def counts(self, attributes: tuple[str, ...]) -> np.ndarray:
         """Counts over ``attributes`` with shape ``domain.shape(attributes)``, axes in the order given."""
@@ -179,9 +182,9 @@ class SqlCountOracle:
         """Every row's integer codes over ``attributes``: an int64 array ``n x len(attributes)``, columns in
         the order given, rows in the database's order.
 
-        Only mechanisms call this, inside a release, and only those that genuinely need row-level data
-        (objective perturbation solves an optimisation over the rows; everything that is a function of
-        marginals uses :meth:`counts`). Nothing it returns may leave the release except through the
+        Memory grows with ``n``: the row-reading mechanisms (objective perturbation, DP-IHT) use
+        :meth:`distinct_rows` instead, and everything that is a function of marginals uses :meth:`counts`.
+        Only a release may call this. Nothing it returns may leave the release except through the
         mechanism's noisy output: the array is never stored, logged or put in a payload. The rows are
         streamed from the database in chunks of ``chunk_rows``; ``rows_read`` counts them for audits."""
         names = list(attributes)
@@ -202,3 +205,43 @@ class SqlCountOracle:
         codes = np.concatenate(chunks) if chunks else np.empty((0, len(names)), dtype=np.int64)
         self.rows_read += len(codes)
         return codes
+
+    def distinct_rows(
+        self, attributes: Sequence[str], *, max_rows: int | None = None, chunk_rows: int = 50_000
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The distinct rows over ``attributes`` and how many rows each stands for: ``(codes, counts)``, ``codes``
+        an int64 array ``U x len(attributes)`` (columns in the order given, rows in ascending code order) and
+        ``counts`` int64 of length ``U``, counted by the engine (``SELECT cols, COUNT(*) ... GROUP BY cols``).
+
+        A sum over the rows of any per-row function is the ``counts``-weighted sum over these distinct rows, so a
+        mechanism whose objective is such a sum (objective perturbation, DP-IHT's gradient sums) reads ``U`` rows
+        instead of ``n``: at most the product of the attributes' domain sizes, whatever the table's length. They are
+        streamed in chunks of ``chunk_rows``; ``max_rows`` (a public cap) stops the read with :class:`ValueError`
+        as soon as more distinct rows arrive, so memory never exceeds the cap. The same confidentiality rules as
+        :meth:`rows` apply: nothing returned leaves the release except through the mechanism's noisy output."""
+        names = list(attributes)
+        unknown = [a for a in names if a not in self.dataset.sql_columns]
+        if not names or unknown:
+            raise ValueError(f"attributes must be columns of {self.dataset.name!r}; unknown: {unknown or names}")
+        if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int) or chunk_rows < 1:
+            raise ValueError(f"chunk_rows must be a positive integer, got {chunk_rows!r}")
+        if max_rows is not None and (isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 1):
+            raise ValueError(f"max_rows must be a positive integer, got {max_rows!r}")
+        columns = [self._table.c[self.dataset.sql_columns[a]] for a in names]
+        chunks: list[np.ndarray] = []
+        held = 0
+        with self.engine.connect() as connection:
+            query = select(*columns, func.count()).group_by(*columns).order_by(*columns)
+            result = connection.execution_options(stream_results=True, yield_per=chunk_rows).execute(query)
+            for part in result.partitions(chunk_rows):
+                held += len(part)
+                if max_rows is not None and held > max_rows:
+                    raise ValueError(f"more than max_rows={max_rows} distinct rows over {names}")
+                plain = [tuple(row) for row in part]  # Row objects are slow for numpy to inspect
+                chunks.append(np.array(plain, dtype=np.int64).reshape(len(plain), len(names) + 1))
+        grouped = np.concatenate(chunks) if chunks else np.empty((0, len(names) + 1), dtype=np.int64)
+        del chunks
+        codes, counts = np.ascontiguousarray(grouped[:, :-1]), grouped[:, -1].copy()
+        self.rows_read += int(counts.sum())
+        self.distinct_rows_read += len(codes)
+        return codes, counts

@@ -21,8 +21,12 @@ and stored with the release so that only an identical request reuses it):
   is clipped) and ``2 B`` for the squared loss (residuals up to 2 pass unclipped; the target is in ``[-1, 1]``);
 * ``l2``: the data-free penalty ``(l2 / 2) ||theta||^2`` (default 0; Sec. 7.2 uses ``1e-3`` with the logistic loss).
 
-Like objective perturbation this mechanism reads rows (:meth:`service.data.oracle.SqlCountOracle.rows`); only the
-fitted coefficients leave the runner, in the payload, and only public numbers (the calibration) in the details.
+Like objective perturbation this mechanism reads rows, as the table's distinct rows with their counts
+(:func:`service.mechanisms.row_memory.weighted_design`): every iteration uses every row (no subsampling) and clips
+each row's gradient on its own, so the count-weighted sum of the distinct rows' clipped gradients is exactly the sum
+over the rows, and ``n`` is the sum of the counts. Memory is bounded by the distinct rows; a design whose public
+memory estimate exceeds the budget is refused before any noise (refunded). Only the fitted coefficients leave the
+runner, in the payload, and only public numbers (the calibration) in the details.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from estimators.base import EstimatorError
 from estimators.central.dp_iht import DPIHTCalibration, DPIHTLinearRegression, DPIHTLogisticRegression
 from service.mechanisms.base import MechanismError, MechanismResult, Progress, no_progress
 from service.mechanisms.objpert import ModelPayload
+from service.mechanisms.row_memory import weighted_design
 from service.privacy.cost import PrivacyCost
 from workloads import parameters
 from workloads.encodings import INTERCEPT_NAME, DesignEncoding
@@ -170,14 +175,12 @@ class DPIHTRelease:
         }
 
     def __call__(self, oracle: SqlCountOracle, noise: NoiseSource, progress: Progress = no_progress) -> MechanismResult:
-        codes = oracle.rows(self.attributes)
-        X, y = self.design.encode({name: codes[:, i] for i, name in enumerate(self.attributes)})
-        del codes
+        X, y, counts = weighted_design(oracle, self.design, "dp-iht", certified=False)
         if self.design.intercept:
             X = np.column_stack([np.ones(len(X)), X])
         progress(1, 2, "encoded the rows")
         try:
-            self.estimator.fit(X, y, noise.gaussian, self.coefficient_names)
+            self.estimator.fit(X, y, noise.gaussian, self.coefficient_names, sample_weight=counts)
         except EstimatorError as exc:  # after the noise: the charge stands (release marked failed_after_noise)
             raise MechanismError(f"dp-iht failed: {exc}") from None
         progress(2, 2, f"ran {self.calibration.iterations} noisy hard-thresholding iterations")

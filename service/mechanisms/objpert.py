@@ -22,8 +22,12 @@ objective perturbation and (eps_2, delta_2) = s (eps, delta) for the output nois
 Composition: (eps_1 + eps_2, delta_1 + delta_2) = (eps, delta), the charge. Only public numbers (the calibration)
 are stored with the release: no solver diagnostic, no row count, no row norm.
 
-This is the one mechanism of the service that reads rows (:meth:`service.data.oracle.SqlCountOracle.rows`): the
-optimisation needs them. They stay inside the runner; only the fitted coefficients leave, in the payload.
+This mechanism reads rows: the optimisation needs them. It reads them as the table's distinct rows with their counts
+(:meth:`service.data.oracle.SqlCountOracle.distinct_rows`, a ``GROUP BY`` in the engine) and minimises the same
+``J`` as a weighted sum over them (``sum_i l(x_i, y_i) = sum_r count_r l(x_r, y_r)``; ``Delta``, ``b`` and ``||X||``
+do not depend on the rows), so its memory is bounded by the distinct rows, not by ``n``; before reading, and before
+any noise, :func:`service.mechanisms.row_memory.check_memory` refuses (refunded) a design whose public memory
+estimate exceeds the budget. The rows stay inside the runner; only the fitted coefficients leave, in the payload.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from estimators.base import EstimatorError
 from estimators.central.logistic import ObjPertLogisticRegression
 from estimators.central.objpert import objpert_noise_scale, objpert_regularization, round_up
 from service.mechanisms.base import MechanismError, MechanismResult, Progress, no_progress
+from service.mechanisms.row_memory import weighted_design
 from service.privacy import calibration, conversions
 from service.privacy.calibration import float_down
 from service.privacy.cost import PrivacyCost
@@ -131,9 +136,7 @@ class ObjPertRelease:
         }
 
     def __call__(self, oracle: SqlCountOracle, noise: NoiseSource, progress: Progress = no_progress) -> MechanismResult:
-        codes = oracle.rows(self.attributes)
-        X, y = self.design.encode({name: codes[:, i] for i, name in enumerate(self.attributes)})
-        del codes
+        X, y, counts = weighted_design(oracle, self.design, "objective perturbation", certified=True)
         progress(1, 3, "encoded the rows")
         b = np.asarray(noise.gaussian(self.noise_std, self.dimension), dtype=float)
         output_noise = np.asarray(noise.gaussian(self.output_noise_std, self.dimension), dtype=float)
@@ -141,7 +144,7 @@ class ObjPertRelease:
                                           fit_intercept=self.design.intercept,
                                           gradient_tolerance=self.gradient_tolerance, max_iter=self.max_iter)
         try:
-            model.fit(X, y, b, self.design.feature_names, output_noise=output_noise)
+            model.fit(X, y, b, self.design.feature_names, output_noise=output_noise, sample_weight=counts)
         except EstimatorError as exc:  # after the noise: the charge stands (release marked failed_after_noise)
             raise MechanismError(f"objective perturbation failed: {exc}") from None
         progress(3, 3, "minimised the perturbed objective")

@@ -90,6 +90,8 @@ FAST: dict[str, tuple[Args, bool]] = {
         "--sweeps", "epsilon", "--sweep-design", "adult-10", "--epsilons", "2", "--sparsity", "2", "--trials", "1",
         "--iterations", "5", "--max-train", "800", "--quiet"], True),
     "sparse_quick": (_sparse_quick_replot, True),  # redraws the committed results; the slow case below runs one
+    "objpert_memory": (lambda tmp, data: ["--rows", "3000", "--source-rows", "300", "--workdir", str(tmp),
+                                          "--quiet"], True),
 }
 SLOW: dict[str, tuple[Args, bool]] = {
     "fit_tolerance": (lambda tmp, data: ["--cases", "titanic-laplace", "--tols", "1e-3"], True),  # about 50 s

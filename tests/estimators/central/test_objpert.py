@@ -100,3 +100,47 @@ def test_objpert_rejects_bad_input(adult_domain, adult_train):
     assert "200" not in str(labels.value)
     with pytest.raises(EstimatorError, match="epsilon"):
         ObjPertLogisticRegression(0.0, 1e-5, 2.0).fit(X, y, np.zeros(3))
+
+
+# --- weighted distinct rows (issue 22): the same objective in memory bounded by the distinct rows ---------------------
+def _distinct(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    unique, counts = np.unique(np.column_stack([X, y]), axis=0, return_counts=True)
+    return unique[:, :-1], unique[:, -1], counts
+
+
+def test_distinct_rows_with_counts_give_the_same_objective_gradient_hessian_and_fit(adult_domain, adult_train):
+    """sum_i l(x_i, y_i) = sum_r count_r l(x_r, y_r): the value, gradient and Hessian of J agree to rounding, the
+    calibration (Delta, the noise scale: functions of ||X|| and eps only) is untouched, and the two certified fits
+    with the same noise are both within tau = 1e-10 of the same exact minimiser."""
+    from estimators.central.objpert import objpert_hessian
+
+    design = DesignEncoding(adult_domain, ["age", "education-num", "sex", "race"], "income>50K", "logistic")
+    X, y = design.encode(adult_train.iloc[:4000])
+    Xd, yd, counts = _distinct(X, y)
+    assert len(Xd) < len(X) / 3 and counts.sum() == len(X)
+    epsilon, delta, bound = 1.0, 1e-5, design.feature_norm_bound()
+    regularization = objpert_regularization(epsilon, bound)
+    noise = np.random.default_rng(3).normal(0.0, objpert_noise_scale(epsilon, delta, bound), X.shape[1] + 1)
+    Z, Zd = (np.column_stack([np.ones(len(m)), m]) for m in (X, Xd))
+    theta = np.random.default_rng(4).normal(0.0, 0.3, Z.shape[1])
+    value, gradient = objpert_objective(theta, Z, y, noise, regularization)
+    value_w, gradient_w = objpert_objective(theta, Zd, yd, noise, regularization, weights=counts.astype(float))
+    assert value_w == pytest.approx(value, rel=1e-12)
+    np.testing.assert_allclose(gradient_w, gradient, rtol=1e-10, atol=1e-9)
+    np.testing.assert_allclose(objpert_hessian(theta, Zd, yd, regularization, weights=counts.astype(float)),
+                               objpert_hessian(theta, Z, y, regularization), rtol=1e-10, atol=1e-9)
+    rows = ObjPertLogisticRegression(epsilon, delta, bound).fit(X, y, noise, design.feature_names)
+    weighted = ObjPertLogisticRegression(epsilon, delta, bound).fit(Xd, yd, noise, design.feature_names,
+                                                                   sample_weight=counts)
+    assert weighted.regularization_ == rows.regularization_ == regularization
+    assert abs(weighted.intercept_ - rows.intercept_) <= 2e-10
+    np.testing.assert_allclose(weighted.coef_, rows.coef_, rtol=0, atol=2e-10)
+
+
+def test_sample_weight_must_be_row_counts(adult_domain, adult_train):
+    design = DesignEncoding(adult_domain, ["age", "sex"], "income>50K", "logistic")
+    X, y = design.encode(adult_train.iloc[:50])
+    model = ObjPertLogisticRegression(1.0, 1e-5, design.feature_norm_bound())
+    for bad in (np.ones(49, dtype=int), np.full(50, 0.5), -np.ones(50, dtype=int)):
+        with pytest.raises(EstimatorError, match="sample_weight"):
+            model.fit(X, y, np.zeros(X.shape[1] + 1), sample_weight=bad)
