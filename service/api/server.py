@@ -1,4 +1,4 @@
-"""``marginalia serve``: migrate, recover, then serve the API with uvicorn (one process); and
+"""``marginalia serve``: migrate, recover, then serve the API with uvicorn (``workers`` processes); and
 :func:`background_server`, which runs ``marginalia serve`` in a subprocess on loopback (for demos,
 benchmarks and the tests against a real server).
 
@@ -8,8 +8,15 @@ stand; :func:`service.releases.recovery.recover_interrupted`, which every comman
 of a dead server fail with a ``request_interrupted`` answer (:func:`service.releases.recovery.recover_jobs`),
 and idempotency claims still ``pending`` get that answer too
 (:func:`service.access.idempotency.recover_interrupted_claims`). The last step is only safe while no other
-server serves the same database, hence one uvicorn worker. Put a TLS-terminating proxy in front when
-serving beyond loopback.
+server serves the same database: it runs once, in the parent process, before any worker starts.
+
+Several workers (``--workers N``, uvicorn's process manager, each worker :func:`app_from_environment`) share
+the database, which is what keeps every guarantee across them: the ledger charges under a serialized
+transaction, a background job runs in a thread of the worker that accepted it and ``GET /jobs/{id}`` reads
+its row (any worker answers it), and recovery fails only releases and jobs whose own runner process is
+provably gone (:mod:`service.releases.runners` records the worker's pid), never a live sibling's. Each
+worker keeps its own caches of decoded releases (:mod:`service.releases.answers`). Put a TLS-terminating
+proxy in front when serving beyond loopback.
 """
 
 from __future__ import annotations
@@ -32,6 +39,13 @@ from service.api.errors import DEFAULT_MAX_BODY_BYTES
 
 log = logging.getLogger("marginalia.api")
 REPO = Path(__file__).resolve().parents[2]
+#: How the parent passes the request size limit to its workers (the database URL goes in MARGINALIA_DATABASE_URL).
+MAX_BODY_ENV = "MARGINALIA_MAX_BODY_BYTES"
+
+
+def default_workers() -> int:
+    """``marginalia serve``'s default number of worker processes: one per core (2 where unknown)."""
+    return os.cpu_count() or 2
 
 
 def prepare_database(engine: Engine) -> dict[str, int]:
@@ -46,20 +60,52 @@ def prepare_database(engine: Engine) -> dict[str, int]:
             "idempotency_claims_interrupted": recover_interrupted_claims(engine)}
 
 
+def uvicorn_config(url: str, host: str, port: int, *, log_level: str = "info",
+                   max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, workers: int = 1) -> dict[str, object]:
+    """uvicorn's settings for ``workers`` processes. One worker serves the app built here (a test may patch this
+    process); several need an import string, so each worker builds its app with :func:`app_from_environment`
+    from the environment set by :func:`serve`."""
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be a positive integer, got {workers!r}")
+    settings: dict[str, object] = {"host": host, "port": port, "log_level": log_level, "workers": workers,
+                                   "access_log": False}
+    if workers > 1:
+        settings.update(app="service.api.server:app_from_environment", factory=True,
+                        env={"MARGINALIA_DATABASE_URL": url, MAX_BODY_ENV: str(max_body_bytes)})
+    return settings
+
+
+def app_from_environment():  # noqa: ANN201 - a FastAPI app; the import stays inside (uvicorn workers' factory)
+    """The app of one uvicorn worker: the database of ``MARGINALIA_DATABASE_URL``, already migrated and recovered
+    by the parent (:func:`serve`)."""
+    from db.engine import database_url, make_engine
+    from service.api.app import create_app
+
+    return create_app(make_engine(database_url()),
+                      max_body_bytes=int(os.environ.get(MAX_BODY_ENV, DEFAULT_MAX_BODY_BYTES)))
+
+
 def serve(url: str, host: str, port: int, *, log_level: str = "info",
-          max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
-    """Serve the API for the database at ``url`` until interrupted."""
+          max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, workers: int = 1) -> None:
+    """Serve the API for the database at ``url`` with ``workers`` processes until interrupted."""
     import uvicorn
 
     from db.migrate import open_database
     from service.api.app import create_app
 
+    settings = uvicorn_config(url, host, port, log_level=log_level, max_body_bytes=max_body_bytes, workers=workers)
     engine = open_database(url)
     recovered = prepare_database(engine)
     logging.basicConfig(level=log_level.upper())
-    log.info("database ready (%s); recovered: %s", engine.url.render_as_string(hide_password=True), recovered)
-    uvicorn.run(create_app(engine, max_body_bytes=max_body_bytes), host=host, port=port, log_level=log_level,
-                workers=1, access_log=False)
+    log.info("database ready (%s); recovered: %s; %d worker(s)", engine.url.render_as_string(hide_password=True),
+             recovered, workers)
+    if workers == 1:
+        uvicorn.run(create_app(engine, max_body_bytes=max_body_bytes), **settings)
+        return
+    engine.dispose()
+    environment = settings.pop("env")
+    os.environ.update(environment)  # the workers are spawned with this process's environment
+    uvicorn.run(settings.pop("app"), **settings)
 
 
 # a server in the background ------------------------------------------------------------------------
@@ -70,10 +116,10 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def serve_command(port: int) -> list[str]:
-    """``marginalia serve`` on 127.0.0.1:``port`` with this interpreter."""
+def serve_command(port: int, workers: int | None = None) -> list[str]:
+    """``marginalia serve`` on 127.0.0.1:``port`` with this interpreter (``workers``: its default when None)."""
     return [sys.executable, "-m", "service.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
-            "--log-level", "warning"]
+            "--log-level", "warning", *([] if workers is None else ["--workers", str(workers)])]
 
 
 @dataclass

@@ -27,12 +27,17 @@ def serve(
     host: Annotated[str, typer.Option(help="Address to listen on (use a TLS proxy beyond loopback).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
+    workers: Annotated[int | None, typer.Option(
+        min=1, help="Worker processes (uvicorn); default: one per core, 2 where unknown.")] = None,
 ) -> None:
-    """Serve the HTTP API: migrates the database and recovers interrupted releases first."""
+    """Serve the HTTP API: migrates the database and recovers interrupted releases first, then serves with
+    --workers processes (they share the database: the ledger, jobs and recovery are safe across them)."""
     from db.engine import database_url
+    from service.api.server import default_workers
     from service.api.server import serve as run_server
 
-    run_server(database_url(), host, port, log_level=log_level)
+    run_server(database_url(), host, port, log_level=log_level,
+               workers=default_workers() if workers is None else workers)
 
 
 @keys_app.command("create")

@@ -273,8 +273,14 @@ class Client(CollectionsClient):
                            *((key, options.get(key)) for key in settings)):
             if value is not None:
                 body[key] = value
-        answer = self._charging(f"/datasets/{_segment(name)}/fit/{task}", body, options.get("idempotency_key"),
-                                options.get("progress"))
+        path = f"/datasets/{_segment(name)}/fit/{task}"
+        shown = self.progress if options.get("progress") is None else options.get("progress")
+        if release is not None and options.get("idempotency_key") is None and not shown:
+            # answered from a named release: post-processing that spends nothing, so it is asked directly (a retry
+            # is harmless), without the idempotency claim, the background job and its polling of a charging request
+            answer = self._request("POST", path, json=body)
+        else:
+            answer = self._charging(path, body, options.get("idempotency_key"), options.get("progress"))
         return FittedRegression(answer, self.domain(name))
 
     def releases(self, name: str | None = None) -> list[dict[str, object]]:

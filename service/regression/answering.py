@@ -12,6 +12,8 @@ Sufficient Statistic Perturbation", and Wang & Xu 2019 for DP-IHT):
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 from sqlalchemy import Engine
 
@@ -19,7 +21,7 @@ from estimators.base import BinaryClassifier, LinearRegressor, LinearScoreModel
 from estimators.central.linear import AdaSSPLinearRegression, DDSSPLinearRegression
 from estimators.central.logistic import DDSSPLogisticRegression
 from estimators.central.reference import fit_on_rows
-from estimators.central.sufficient_stats import gram_from_marginals
+from estimators.central.sufficient_stats import GramStatistics, gram_from_marginals
 from estimators.graphical import mbi_adapter
 from estimators.graphical.mbi_adapter import Model
 from estimators.residual.regression_queries import DEFAULT_RIDGE_FACTOR, gram_noise_scale
@@ -81,18 +83,37 @@ def dd_ssp(engine: Engine, release: StoredRelease, design: DesignEncoding, seed:
     measured every marginal the design reads gives ``Z^T Z`` from their *unbiased* reconstruction, solved with the
     ridge ``DEFAULT_RIDGE_FACTOR * sqrt(p v)`` (the scale of the noise's spectral norm, a public function of the
     release's noise scales: :func:`estimators.residual.regression_queries.gram_noise_scale`); any other release
-    reads the marginals of its graphical model, without a ridge."""
+    reads the marginals of its graphical model, without a ridge. The statistics of a (release, design) are
+    post-processing of an immutable release, computed once per process (:func:`dd_ssp_statistics`)."""
     estimator_class = DDSSPLinearRegression if design.task == "linear" else DDSSPLogisticRegression
+    stats, ridge, details = dd_ssp_statistics(engine, release, design)
+    estimator = estimator_class() if ridge is None else estimator_class(ridge=ridge)
+    return estimator.fit(stats), dict(details)
+
+
+def dd_ssp_statistics(engine: Engine, release: StoredRelease, design: DesignEncoding,
+                      ) -> tuple[GramStatistics, float | None, dict[str, object]]:
+    """The ``Z^T Z`` that DD-SSP reads from a complete marginal release for ``design`` (Prop. 3.2), its ridge (None:
+    none) and the details the answer reports; cached per (database, release, design)
+    (:func:`service.releases.answers.derived_statistics`), its matrix read-only as it is shared."""
+    key = ("dd-ssp", json.dumps(design.to_dict(), sort_keys=True))
+    return answers.derived_statistics(engine, release.id, key, lambda: _dd_ssp_statistics(engine, release, design))
+
+
+def _dd_ssp_statistics(engine: Engine, release: StoredRelease, design: DesignEncoding,
+                       ) -> tuple[GramStatistics, float | None, dict[str, object]]:
     _, payload = answers.release_payload(engine, release.id)
     if isinstance(payload, MeasuredRelease) and all(payload.covers(m) for m in design.required_marginals()):
         ridge = DEFAULT_RIDGE_FACTOR * gram_noise_scale(payload.residuals, design)
         stats = gram_from_marginals(design, payload.unbiased, total=payload.total)
-        return estimator_class(ridge=ridge).fit(stats), {"total": payload.total, "ridge": ridge,
-                                                          "statistics": "unbiased, from the measurements"}
-    _, model = answers.release_model(engine, release.id)
-    total = float(model.total)
-    stats = gram_from_marginals(design, _marginal_reader(release.dataset.domain, model), total=total)
-    return estimator_class().fit(stats), {"total": total}
+        details = {"total": payload.total, "ridge": ridge, "statistics": "unbiased, from the measurements"}
+    else:
+        _, model = answers.release_model(engine, release.id)
+        total = float(model.total)
+        stats, ridge = gram_from_marginals(design, _marginal_reader(release.dataset.domain, model), total=total), None
+        details = {"total": total}
+    stats.zz.setflags(write=False)
+    return stats, ridge, details
 
 
 def aim_synth(engine: Engine, release: StoredRelease, design: DesignEncoding, seed: int | None) -> Answer:

@@ -7,8 +7,10 @@ answers the marginals of its measured closure straight from them, with per-cell 
 (:mod:`service.releases.measured`), and everything else from a graphical model fitted the first time it is needed
 and stored (:mod:`service.releases.stored_models`); MST and AIM releases (and older direct ones) store their model. A
 complete release never changes, so its decoded payload and model are cached per process (:func:`release_payload`,
-:func:`release_model`). A release made with a known seed (tests and benchmarks) answers nothing unless the
-in-process caller says ``allow_seeded``: whoever knows the seed can subtract the noise.
+:func:`release_model`), and so is what an answer derives from it for a request (:func:`derived_statistics`: DD-SSP's
+``Z^T Z`` of a design); a release that is not complete is never cached. A release made with a known seed (tests and
+benchmarks) answers nothing unless the in-process caller says ``allow_seeded``: whoever knows the seed can subtract the
+noise.
 """
 
 from __future__ import annotations
@@ -121,25 +123,60 @@ def _complete_marginal_release(engine: Engine, release_id: int) -> StoredRelease
     return release
 
 
-_CACHE: collections.OrderedDict[tuple[str, int, str], tuple[StoredRelease, object]] = collections.OrderedDict()
-_CACHE_SIZE = 32
-_CACHE_LOCK = threading.Lock()
+class _Lru:
+    """A thread-safe least-recently-used map of at most ``size`` entries, keyed by the database too (one process
+    may serve several databases: tests, benchmarks), so that nothing is ever answered across databases. It holds
+    only what was built from a *complete* release, which never changes; building raises for any other release, and
+    nothing is then stored."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._entries: collections.OrderedDict[tuple[object, ...], object] = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, engine: Engine, key: tuple[object, ...], build):  # noqa: ANN001, ANN206
+        """The entry of ``key`` in this database, built by ``build()`` once (until evicted)."""
+        full = (engine.url.render_as_string(hide_password=False), *key)
+        with self._lock:
+            if full in self._entries:
+                self._entries.move_to_end(full)
+                return self._entries[full]
+        entry = build()  # outside the lock: two threads may build the same entry; both are equal
+        with self._lock:
+            self._entries[full] = entry
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+        return entry
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+#: Decoded payloads and fitted models of complete releases (per process; a model can be large, hence few).
+_RELEASES = _Lru(32)
+#: Statistics that answers derive from a complete release (``Z^T Z`` of a design: small, hence many).
+_STATISTICS = _Lru(512)
 
 
 def _cached(engine: Engine, release_id: int, what: str, build) -> tuple[StoredRelease, object]:  # noqa: ANN001
-    """``build()`` once per (database, release, what) per process, the last ``_CACHE_SIZE`` kept."""
-    key = (str(engine.url), release_id, what)
-    with _CACHE_LOCK:
-        hit = _CACHE.get(key)
-        if hit is not None:
-            _CACHE.move_to_end(key)
-            return hit
-    entry = build()
-    with _CACHE_LOCK:
-        _CACHE[key] = entry
-        while len(_CACHE) > _CACHE_SIZE:
-            _CACHE.popitem(last=False)
-    return entry
+    """``build()`` once per (database, release, what) per process, the last ``_RELEASES.size`` kept."""
+    return _RELEASES.get(engine, (release_id, what), build)
+
+
+def derived_statistics(engine: Engine, release_id: int, key: tuple[object, ...], build):  # noqa: ANN001, ANN201
+    """What an answer derives from complete release ``release_id`` and a request ``key`` (e.g. the sufficient
+    statistics of a design), built once per process: post-processing of an immutable release. The release must be
+    complete (checked here, from the cached payload): nothing is derived from, nor kept for, any other release.
+    Callers check seeded releases and the dataset before asking, as they do without the cache."""
+    release_payload(engine, release_id)  # raises for a release that is not complete, caching nothing
+    return _STATISTICS.get(engine, (release_id, *key), build)
+
+
+def clear_caches() -> None:
+    """Forget every cached payload, model and statistic of this process (tests compare with the uncached path)."""
+    _RELEASES.clear()
+    _STATISTICS.clear()
 
 
 def release_payload(engine: Engine, release_id: int) -> tuple[StoredRelease, Model | MeasuredRelease]:

@@ -148,7 +148,7 @@ def test_answers_carry_standard_errors_and_the_model_is_fitted_once_and_stored(e
     assert [r[0] for r in stored] == [release_id] and '"iterations"' in stored[0][1]
 
     # another process (an empty cache) reads the stored model instead of fitting again
-    answers._CACHE.clear()
+    answers.clear_caches()
     monkeypatch.setattr(stored_models, "fit_model", lambda *a, **k: pytest.fail("refitted a stored model"))
     again = answers.answer_marginal(engine, release_id, ["Sex", "Pclass"], allow_seeded=True)
     assert np.allclose(again["counts"], outside["counts"])

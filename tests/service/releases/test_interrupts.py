@@ -182,3 +182,18 @@ def test_a_release_recovered_while_it_ran_is_not_stored_as_complete(engine, tita
                              principal="test", encode_payload=lambda result: b"payload")
     assert caught.value.release_failure.status == "failed_after_noise"
     assert [s for _, s in release_rows(engine)] == ["failed_after_noise"]
+
+
+def test_recovery_in_one_server_worker_never_fails_a_live_sibling_workers_release(engine, titanic) -> None:  # noqa: ANN001
+    """``marginalia serve --workers N``: every worker (and the parent at start) recovers, and each release records
+    the pid of the worker that runs it; a live sibling's pending release is left alone, a dead one's is failed."""
+    sibling = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        runner = {"runner_host": runners.process_table(), "runner_pid": sibling.pid,
+                  "runner_started": runners.start_ticks(sibling.pid), "heartbeat_at": datetime.now(UTC)}
+        release_id = _reserve(engine, runner)
+        assert recover_interrupted(engine) == [] and dict(release_rows(engine))[release_id] == "pending"
+    finally:
+        sibling.kill()
+        sibling.wait()
+    assert [f.release_id for f in recover_interrupted(engine)] == [release_id]
