@@ -54,12 +54,17 @@ def insert_rows(connection: Connection, table: Table, codes: np.ndarray) -> None
         _copy_rows(connection, table, codes)
         return
     if connection.dialect.name == "sqlite":
-        # One executemany of plain tuples on the driver: no per-row dict or SQLAlchemy parameter processing.
+        # One executemany on the driver's cursor (inside the connection's transaction), fed row tuples zipped
+        # from the columns: no per-row list, dict or SQLAlchemy parameter processing, nothing for the GC to scan.
         quote = connection.dialect.identifier_preparer.quote
         columns = ", ".join(quote(c.name) for c in table.columns)
         marks = ", ".join("?" for _ in table.columns)
-        connection.exec_driver_sql(f"INSERT INTO {quote(table.name)} ({columns}) VALUES ({marks})",
-                                   [tuple(row) for row in codes.tolist()])
+        cursor = connection.connection.cursor()
+        try:
+            cursor.executemany(f"INSERT INTO {quote(table.name)} ({columns}) VALUES ({marks})",
+                               zip(*codes.T.tolist(), strict=True))
+        finally:
+            cursor.close()
         return
     names = [c.name for c in table.columns]
     connection.execute(table.insert(), [dict(zip(names, row, strict=True)) for row in codes.tolist()])
