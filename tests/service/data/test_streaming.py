@@ -14,6 +14,7 @@ from sqlalchemy import inspect, select
 from db import tables
 from db.engine import transaction
 from db.models import Dataset
+from service import interrupts
 from service.data import datasets
 from service.data.oracle import SqlCountOracle
 from service.errors import InvalidInput
@@ -115,3 +116,20 @@ def test_memory_does_not_grow_with_the_file(engine, tmp_path: Path, monkeypatch)
     small = _peak_of_load(engine, tmp_path, 20_000)
     large = _peak_of_load(engine, tmp_path, 80_000)
     assert large < 1.5 * small, (small, large)
+
+
+def test_ctrl_c_between_chunks_stops_the_load_and_stores_nothing(engine, tmp_path: Path) -> None:  # noqa: ANN001
+    csv, domain = _coded(tmp_path, ["0,1"] * 20)
+    seen: list[tuple[int, int]] = []
+
+    def progress(done: int, total: int) -> None:
+        seen.append((done, total))
+        interrupts.request()
+
+    try:
+        with pytest.raises(interrupts.Interrupted, match="nothing was stored"):
+            datasets.load_coded_csv(engine, "stopped", csv, domain, progress=progress, chunk_rows=6)
+    finally:
+        interrupts.clear()
+    assert seen == [(6, 20)]
+    _nothing_stored(engine)
