@@ -133,3 +133,13 @@ def test_ctrl_c_between_chunks_stops_the_load_and_stores_nothing(engine, tmp_pat
         interrupts.clear()
     assert seen == [(6, 20)]
     _nothing_stored(engine)
+
+
+def test_a_quoted_line_break_is_refused_on_its_line(engine, tmp_path: Path) -> None:  # noqa: ANN001
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps(SPEC))
+    csv = tmp_path / "raw.csv"
+    csv.write_text('x,y\n5,a\n5,"a\nb"\n5,b\n')
+    with pytest.raises(InvalidInput, match="line 3: malformed CSV"):
+        datasets.load_raw_csv(engine, "broken", [csv], spec)
+    _nothing_stored(engine)
