@@ -8,6 +8,9 @@ repository). Each measurement runs in a fresh interpreter (:func:`harness.run_ch
 - ``load``: :func:`service.data.datasets.load_coded_csv` (what ``marginalia dataset load NAME --csv FILE --domain
   DOMAIN`` runs, less the progress bar) into a new SQLite database beside the table, in chunks of
   ``datasets.CHUNK_ROWS`` rows;
+- ``load-postgresql`` (with ``--postgresql``): the same into a new database of a throwaway PostgreSQL server
+  (tests/support/pgserver.py, as ``benchmarks.counting`` starts it); the peak is the loading process's, not the
+  server's;
 - ``pandas``: ``pandas.read_csv`` of the same file into one frame, the reference of what holding the table costs;
 - ``baseline``: the same interpreter with the same imports and nothing read, the floor under both.
 
@@ -62,8 +65,13 @@ def child(config: dict[str, object]) -> dict[str, object]:
     mode = config["mode"]
     start = time.perf_counter()
     rows = 0
-    if mode == "load":
-        engine = harness.temporary_database(Path(str(config["database"])))
+    if mode in ("load", "load-postgresql"):
+        if mode == "load":
+            engine = harness.temporary_database(Path(str(config["database"])))
+        else:
+            from db.migrate import open_database
+
+            engine = open_database(str(config["url"]))
         rows = datasets.load_coded_csv(engine, "adult", csv, harness.DATA / DOMAIN).rows
         engine.dispose()
     elif mode == "pandas":
@@ -84,30 +92,44 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def run(sizes: tuple[int, ...], folder: Path, seed: int, log) -> dict[str, object]:  # noqa: ANN001
+def run(sizes: tuple[int, ...], folder: Path, seed: int, log, server=None) -> dict[str, object]:  # noqa: ANN001
+    """Every mode on every size; ``server`` (a running PostgreSQL) adds ``load-postgresql``."""
     records = []
+    modes = MODES if server is None else (*MODES, "load-postgresql")
     for size in sizes:
         log(f"writing {size:,} rows under {folder}")
         csv = write_table(folder, size, seed)
-        for mode in MODES:
+        for mode in modes:
             database = folder / f"load-{size}.db"
             database.unlink(missing_ok=True)
+            url = None if server is None or mode != "load-postgresql" else new_database(server, f"load{size}")
             record = harness.run_child("benchmarks.load_memory", {"csv": str(csv), "mode": mode,
-                                                                  "database": str(database)})
+                                                                  "database": str(database), "url": url})
             database.unlink(missing_ok=True)
             record.update(size=size, file_mb=csv.stat().st_size / 2**20)
             if mode != "baseline" and record["rows"] != size:
                 raise RuntimeError(f"{mode} read {record['rows']} rows of {size}")
             records.append(record)
             log(f"{size:>11,} rows  {mode:8s} {record['seconds']:8.1f} s  peak RSS {record['peak_rss_mb']:8.0f} MB")
-    return {"records": records, "machine": harness.machine(), "database": "sqlite", "source": SOURCE}
+    return {"records": records, "machine": harness.machine(), "source": SOURCE}
+
+
+def new_database(server, name: str) -> str:  # noqa: ANN001
+    from sqlalchemy import create_engine, text
+
+    admin = create_engine(server.admin_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
+        connection.execute(text(f'CREATE DATABASE "{name}"'))
+    admin.dispose()
+    return server.url(name)
 
 
 def plot(result: dict[str, object], path: Path) -> None:
     plt = harness.pyplot()
     records = result["records"]
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    for mode in MODES:
+    for mode in dict.fromkeys(r["mode"] for r in records):
         rows = [r for r in records if r["mode"] == mode]
         axes[0].plot([r["size"] for r in rows], [r["peak_rss_mb"] for r in rows], "o-", label=mode)
         if mode != "baseline":
@@ -118,7 +140,7 @@ def plot(result: dict[str, object], path: Path) -> None:
         axis.set_xlabel("rows (adult-shaped, 15 columns)")
         axis.set_xscale("log")
         harness.finish_axes(axis, 8)
-    axes[0].set_title("dataset load (SQLite) vs pandas.read_csv")
+    axes[0].set_title("dataset load vs pandas.read_csv")
     harness.save_figure(fig, path)
 
 
@@ -130,6 +152,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="1000000,5000000", help="comma-separated row counts")
     parser.add_argument("--folder", type=Path, default=None, help="where the tables go (default: a temporary one)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--postgresql", action="store_true", help="also load into a throwaway PostgreSQL server")
     parser.add_argument("--quiet", action="store_true")
     harness.add_outputs(parser, "load_memory")
     args = parser.parse_args()
@@ -138,12 +161,24 @@ def main() -> None:
         raise harness.BenchError(f"--sizes must be positive row counts, got {args.sizes!r}")
     out, png = harness.outputs(args)
     log = harness.logger(args.quiet)
-    if args.folder is not None:
-        args.folder.mkdir(parents=True, exist_ok=True)
-        result = run(sizes, args.folder, args.seed, log)
-    else:
-        with harness.temporary_folder("marginalia-load-") as folder:
-            result = run(sizes, folder, args.seed, log)
+    server = None
+    if args.postgresql:
+        from tests.support.pgserver import PostgresUnavailable, start_server  # beside the packages, not shipped
+
+        try:
+            server = start_server()
+        except PostgresUnavailable as exc:
+            raise harness.BenchError(f"--postgresql: the server could not start: {exc}") from None
+    try:
+        if args.folder is not None:
+            args.folder.mkdir(parents=True, exist_ok=True)
+            result = run(sizes, args.folder, args.seed, log, server)
+        else:
+            with harness.temporary_folder("marginalia-load-") as folder:
+                result = run(sizes, folder, args.seed, log, server)
+    finally:
+        if server is not None:
+            server.stop()
     out.parent.mkdir(parents=True, exist_ok=True)
     harness.write_json(out, result)
     plot(result, png)
