@@ -50,12 +50,24 @@ def insert_rows(connection: Connection, table: Table, codes: np.ndarray) -> None
     """Insert a chunk of integer-coded rows (shape ``rows x columns``) into ``table``."""
     if codes.size == 0:
         return
-    names = [c.name for c in table.columns]
     if connection.dialect.name == "postgresql":
         _copy_rows(connection, table, codes)
         return
-    records = [dict(zip(names, map(int, row), strict=True)) for row in codes.tolist()]
-    connection.execute(table.insert(), records)
+    if connection.dialect.name == "sqlite":
+        # One executemany on the driver's cursor (inside the connection's transaction), fed row tuples zipped
+        # from the columns: no per-row list, dict or SQLAlchemy parameter processing, nothing for the GC to scan.
+        quote = connection.dialect.identifier_preparer.quote
+        columns = ", ".join(quote(c.name) for c in table.columns)
+        marks = ", ".join("?" for _ in table.columns)
+        cursor = connection.connection.cursor()
+        try:
+            cursor.executemany(f"INSERT INTO {quote(table.name)} ({columns}) VALUES ({marks})",
+                               zip(*codes.T.tolist(), strict=True))
+        finally:
+            cursor.close()
+        return
+    names = [c.name for c in table.columns]
+    connection.execute(table.insert(), [dict(zip(names, row, strict=True)) for row in codes.tolist()])
 
 
 def _copy_rows(connection: Connection, table: Table, codes: np.ndarray) -> None:

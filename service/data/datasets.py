@@ -2,9 +2,11 @@
 
 A load runs in ONE transaction: the dataset row, its ``data_<id>`` table and every chunk of rows
 are committed together or not at all, so a bad row on line 200,000 leaves nothing behind. Files
-are read in chunks (``CHUNK_ROWS``) so memory stays flat on large tables, with Python's ``csv``
-module, which tells the file line of every row: an error names the line, and a row with more or
-fewer fields than the header is reported as such (not as a bad value in some column).
+are streamed in chunks of ``CHUNK_ROWS`` rows (:mod:`service.data.csv_chunks`): memory is bounded by
+the chunk, not the file. Each chunk is parsed by pandas' C parser, validated column by column with
+numpy, and inserted in bulk (:func:`db.tables.insert_rows`); every row keeps its file line, so an
+error names the line, and a row with more or fewer fields than the header is reported as such (not as
+a bad value in some column).
 
 A raw table keeps its binning spec's labels (``[25, 30)``, ``Private``) with its domain, so answers
 can show them instead of bare codes (:attr:`StoredDataset.labels`).
@@ -12,7 +14,6 @@ can show them instead of bare codes (:attr:`StoredDataset.labels`).
 
 from __future__ import annotations
 
-import csv
 import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from db import tables
 from db.engine import serialized_transaction, transaction
 from db.models import Dataset
 from service import interrupts
+from service.data import csv_chunks
 from service.errors import Conflict, InvalidInput, NotFound
 from workloads.binning import BinningError, BinningSpec, apply_spec, load_spec, offending_lines
 from workloads.domain import Domain, DomainError
@@ -58,6 +60,7 @@ def load_coded_csv(
     categorical: tuple[str, ...] = (),
     progress: LoadProgress | None = None,
     source: str | None = None,
+    chunk_rows: int | None = None,
 ) -> DatasetInfo:
     """Load a table already coded 0..size-1 with a private-pgm domain file ``{column: size}``.
 
@@ -70,8 +73,8 @@ def load_coded_csv(
         domain = Domain.from_json(domain_text, categorical)
     except DomainError as exc:
         raise InvalidInput(f"{domain_path}: not a domain: {exc}", code="invalid_domain") from None
-    total = _count_data_lines(csv_path)
-    header = _read_header(csv_path)
+    total = csv_chunks.count_data_lines(csv_path)
+    header = csv_chunks.header(csv_path)
     duplicated = sorted({c for c in header if header.count(c) > 1})
     if duplicated:
         raise InvalidInput(f"{csv_path}: the header names column(s) {duplicated} more than once",
@@ -85,7 +88,7 @@ def load_coded_csv(
             + (f"; in the file but not in the domain: {extra}" if extra else ""),
             code="column_mismatch",
         )
-    chunks = _coded_chunks(csv_path, domain)
+    chunks = _coded_chunks(csv_path, domain, chunk_rows or CHUNK_ROWS)
     return _store(engine, name, domain, chunks, total, source=source or str(csv_path), progress=progress)
 
 
@@ -96,18 +99,19 @@ def load_raw_csv(
     spec_path: Path,
     progress: LoadProgress | None = None,
     source: str | None = None,
+    chunk_rows: int | None = None,
 ) -> DatasetInfo:
     """Load raw files (numbers, strings) through a public binning spec (:mod:`workloads.binning`)."""
     try:
         spec = load_spec(spec_path)
     except BinningError as exc:
         raise InvalidInput(str(exc), code="invalid_spec") from None
-    total = sum(_count_data_lines(p, header=spec.header, comment=spec.comment) for p in csv_paths)
+    total = sum(csv_chunks.count_data_lines(p, header=spec.header, comment=spec.comment) for p in csv_paths)
     domain = spec.domain()
 
     def chunks() -> Iterator[np.ndarray]:
         for path in csv_paths:
-            yield from _raw_chunks(path, spec)
+            yield from _raw_chunks(path, spec, chunk_rows or CHUNK_ROWS)
 
     labels = {c.name: list(c.labels) for c in spec.columns}
     return _store(engine, name, domain, chunks(), total, source=source or ", ".join(map(str, csv_paths)),
@@ -163,110 +167,42 @@ def _check_name(name: str) -> None:
         )
 
 
-def _count_data_lines(path: Path, header: bool = True, comment: str | None = None) -> int:
-    try:
-        with path.open("rb") as handle:
-            lines = [line for line in handle if line.strip() and not (comment and line.startswith(comment.encode()))]
-    except OSError as exc:
-        raise InvalidInput(f"cannot read {path}: {exc.strerror}", code="unreadable_file") from None
-    if not lines:
-        raise InvalidInput(f"{path}: the file is empty; nothing was stored", code="empty_file")
-    count = len(lines) - (1 if header else 0)
-    if count <= 0:
-        raise InvalidInput(f"{path}: the file has no data rows; nothing was stored", code="empty_file")
-    return count
-
-
-def _read_header(path: Path) -> list[str]:
-    for _, _, fields in _records(path, None, None, False):
-        return [f.strip() for f in fields]
-    raise InvalidInput(f"{path}: the file is empty; nothing was stored", code="empty_file")
-
-
-def _records(path: Path, comment: str | None, header: Sequence[str] | None,
-             strip: bool) -> Iterator[tuple[int, bool, list[str]]]:
-    """``(line, is_header, fields)`` for every record of a CSV file, skipping blank lines and lines
-    that start with ``comment``. The first record is the header unless ``header`` names the columns;
-    every later record must have exactly as many fields, or :class:`InvalidInput` names its line."""
-    width = None if header is None else len(header)
-    line = 0
-    try:
-        with path.open(newline="", encoding="utf-8") as handle:
-            reader = csv.reader(handle, skipinitialspace=strip)
-            for fields in reader:
-                line = reader.line_num
-                if not fields or (len(fields) == 1 and not fields[0].strip()):
-                    continue
-                if comment and fields[0].startswith(comment):
-                    continue
-                if width is None:
-                    width = len(fields)
-                    yield line, True, fields
-                    continue
-                if len(fields) != width:
-                    raise InvalidInput(
-                        f"{path}, line {line}: {len(fields)} fields, but every row needs {width} "
-                        f"({'as the header has' if header is None else 'the columns the spec names'}); "
-                        "nothing was stored", code="malformed_csv")
-                yield line, False, fields
-    except OSError as exc:
-        raise InvalidInput(f"cannot read {path}: {exc.strerror}", code="unreadable_file") from None
-    except UnicodeDecodeError:
-        raise InvalidInput(f"{path}, after line {line}: the file is not UTF-8 text", code="malformed_csv") from None
-    except csv.Error as exc:
-        raise InvalidInput(f"{path}, line {line + 1}: malformed CSV ({exc})", code="malformed_csv") from None
-
-
-def _frames(path: Path, *, comment: str | None = None, names: Sequence[str] | None = None,
-            strip: bool = True) -> Iterator[tuple[pd.DataFrame, np.ndarray]]:
-    """Chunks of at most ``CHUNK_ROWS`` rows as DataFrames of strings, with each row's file line."""
-    columns = None if names is None else list(names)
-    rows: list[list[str]] = []
-    lines: list[int] = []
-    for line, is_header, fields in _records(path, comment, names, strip):
-        if is_header:
-            columns = [f.strip() for f in fields]
-            continue
-        rows.append(fields)
-        lines.append(line)
-        if len(rows) == CHUNK_ROWS:
-            yield pd.DataFrame(rows, columns=columns, dtype=str), np.asarray(lines)
-            rows, lines = [], []
-    if rows:
-        yield pd.DataFrame(rows, columns=columns, dtype=str), np.asarray(lines)
-
-
-def _coded_chunks(path: Path, domain: Domain) -> Iterator[np.ndarray]:
-    """Validate and yield chunks of codes (rows x attributes, domain order)."""
-    for frame, lines in _frames(path):
-        out = np.empty((len(frame), len(domain)), dtype=np.int64)
+def _coded_chunks(path: Path, domain: Domain, chunk_rows: int) -> Iterator[np.ndarray]:
+    """Validate and yield chunks of codes (rows x attributes, domain order), vectorised per column: the C parser
+    converts the numbers, and only a column it could not convert is read again as strings."""
+    for chunk in csv_chunks.chunks(path, chunk_rows):
+        numbers = chunk.numbers()
+        out = np.empty((len(chunk), len(domain)), dtype=np.int64)
         for j, attribute in enumerate(domain.attributes):
-            raw = frame[attribute.name].str.strip()
-            numbers = pd.to_numeric(raw, errors="coerce")
-            values = numbers.to_numpy(dtype=float)
+            column = numbers[attribute.name]
+            if pd.api.types.is_integer_dtype(column) or pd.api.types.is_float_dtype(column):
+                values = column.to_numpy(dtype=float)
+            else:
+                values = pd.to_numeric(column.astype(str).str.strip(), errors="coerce").to_numpy(dtype=float)
             not_integer = np.isnan(values) | (values != np.round(values))
-            _reject(path, attribute.name, raw, not_integer, lines, "an integer code")
+            _reject(chunk, attribute.name, not_integer, "an integer code")
             out_of_range = (values < 0) | (values >= attribute.size)
-            _reject(path, attribute.name, raw, out_of_range, lines, f"a code in 0..{attribute.size - 1}")
+            _reject(chunk, attribute.name, out_of_range, f"a code in 0..{attribute.size - 1}")
             out[:, j] = values.astype(np.int64)
         yield out
 
 
-def _raw_chunks(path: Path, spec: BinningSpec) -> Iterator[np.ndarray]:
+def _raw_chunks(path: Path, spec: BinningSpec, chunk_rows: int) -> Iterator[np.ndarray]:
     names = None if spec.header else spec.names
-    for frame, lines in _frames(path, comment=spec.comment, names=names, strip=spec.strip):
+    for chunk in csv_chunks.chunks(path, chunk_rows, comment=spec.comment, names=names, strip=spec.strip):
         try:
-            yield apply_spec(spec, frame, lines=lines)
+            yield apply_spec(spec, chunk.strings(), lines=chunk.lines)
         except BinningError as exc:
             raise InvalidInput(f"{path}: {exc}", code="invalid_value") from None
 
 
-def _reject(path: Path, column: str, raw: pd.Series, bad: np.ndarray, lines: np.ndarray, expected: str) -> None:
+def _reject(chunk: csv_chunks.Chunk, column: str, bad: np.ndarray, expected: str) -> None:
     if not bad.any():
         return
-    examples = offending_lines(raw, bad, lines)
+    raw = chunk.strings()[column].str.strip()
+    examples = offending_lines(raw, bad, chunk.lines)
     raise InvalidInput(
-        f"{path}, column {column!r}: {int(bad.sum())}+ value(s) are not {expected}; first offending rows: "
+        f"{chunk.path}, column {column!r}: {int(bad.sum())}+ value(s) are not {expected}; first offending rows: "
         f"{examples}. Nothing was stored.",
         code="invalid_value",
     )
