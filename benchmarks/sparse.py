@@ -249,6 +249,8 @@ def check_config(config: SparseBench) -> None:
         raise BenchError(f"--epsilon must be positive numbers, got {list(config.epsilons)}")
     if config.trials < 1:
         raise BenchError(f"--trials must be a positive integer, got {config.trials}")
+    if config.iht_variant not in ("default", "paper"):
+        raise BenchError(f"--iht-variant must be default or paper, got {config.iht_variant!r}")
     if config.eta is not None and not (math.isfinite(config.eta) and config.eta > 0):
         raise BenchError(f"--eta must be a positive number, got {config.eta}")
 
