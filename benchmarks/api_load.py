@@ -179,7 +179,7 @@ def plot(curves: dict[str, dict[str, np.ndarray]], kinds: np.ndarray, clients: i
             axis.axhline(0.99, color="lightgrey", linestyle=":")
             axis.set_xscale("log")
             axis.set_xlabel("latency (ms, log scale)")
-            axis.set_title(f"{backend}: {kind}s from stored releases, {clients} concurrent clients")
+            axis.set_title(f"{backend}: {kind}s from stored releases, {clients} clients", fontsize=10)
             axis.legend(fontsize=8)
         axes[0].set_ylabel("fraction of requests")
     harness.save_figure(figure, path)
