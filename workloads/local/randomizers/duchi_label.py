@@ -21,9 +21,9 @@ outcome under any two labels are convex combinations of ``pi`` and ``1 - pi``, `
 
 The report is ``+C`` if ``s T`` agrees (``s = +1`` and kept, or ``s = -1`` and flipped), so
 ``P(+C) = q pi' + (1 - q)(1 - pi') = 1/2 + t (2 pi' - 1) / 2 = 1/2 + t tanh(eps'/2) / 2`` and, with
-``C = B coth(eps' / 2)`` (computed from the same ``eps'``), ``E[report] = t B``: the clipped label up to the one
-rounding of ``y / B``. The privacy ratio is ``pi' / (1 - pi') = e^eps' <= e^eps`` for *every* ``q`` in ``[0, 1]``, so
-the rounding coin's exactness buys unbiasedness to the last bit, not privacy; the keep coin's exactness is what the
+``C = B coth(eps' / 2)`` (computed from the same ``eps'``), ``E[report] = t B``: the clipped label up to the float
+roundings of ``y / B`` and ``C``. The privacy ratio is ``pi' / (1 - pi') = e^eps' <= e^eps`` for *every* ``q`` in
+``[0, 1]``, so the rounding coin's exactness buys unbiasedness, not privacy; the keep coin's exactness is what the
 guarantee rests on (a float ``pi`` compared with a 53-bit uniform is off by up to ``2^-53``, a relative error
 ``2^-53 e^eps`` on ``1 - pi``).
 
