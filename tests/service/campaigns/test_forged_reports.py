@@ -190,9 +190,8 @@ def _round0_aggregate(engine, name: str, value: str | None = None) -> str:  # no
 
 def test_one_extreme_accepted_label_report_moves_the_lasso_by_at_most_its_influence(engine, tmp_path) -> None:  # noqa: ANN001
     """label-ldp's penalised Lasso (lasso-raw) is 1/lambda_min(X^T X/m)-Lipschitz in the mean of x_row tilde y: the
-    extreme accepted reports
-    (the public row of largest norm, or each row, with the label at either end of its validated range) move it by at
-    most the influence bound; IHT's bound is the diameter of its ball."""
+    extreme accepted reports (the public row of largest norm, or each row, with the label at either end of its
+    validated range) move it by at most the influence bound; IHT's bound is the diameter of its ball."""
     from tests.service.campaigns.helpers import FEATURES, gaussian_rows, load_public
 
     public = gaussian_rows(400, seed=12)
