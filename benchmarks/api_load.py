@@ -5,16 +5,19 @@ pandas DataFrame or a fitted model) ask a real ``marginalia serve`` on 127.0.0.1
 2-way marginals and, for a quarter of the requests, DD-SSP linear or logistic fits answered from
 those releases (free, no new release: the releases measured every pair the fits read, so no answer
 is the model's extrapolation), once per ``--workers`` count of server processes; then the same
-service calls are made in-process (16 threads) on the same database. Reported per kind of request:
-p50/p99 latency and requests per second, and the HTTP/in-process ratios. Targets (issue 22):
-p99 < 200 ms for fits and < 100 ms for marginals at 16 clients.
+service calls are made in-process (16 threads) on the same database. The database is a temporary
+SQLite file; with ``--postgresql`` the same protocol then runs again on a new database of a throwaway
+PostgreSQL server (tests/support/pgserver.py, as ``benchmarks.counting`` starts it). Reported per
+backend and kind of request: p50/p99 latency and requests per second, and the HTTP/in-process
+ratios. Targets (issue 22): p99 < 200 ms for fits and < 100 ms for marginals at 16 clients.
 
 Every distinct request is made once before timing starts (caches warm); that cost is reported
 separately as ``warmup``.
 
-    .venv/bin/python -m benchmarks.api_load [--requests-per-client 150] [--clients 16] [--workers 1 2]
+    .venv/bin/python -m benchmarks.api_load [--requests-per-client 150] [--clients 16] [--workers 1 2] [--postgresql]
 
-Writes benchmarks/results/api_load.json and benchmarks/results/api_load.png.
+Writes benchmarks/results/api_load.json (results under ``backends``: ``sqlite``, ``postgresql``) and
+benchmarks/results/api_load.png.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import numpy as np
 from benchmarks import harness
 from benchmarks.harness import DATA
 from db.engine import make_engine
+from db.migrate import open_database
 from service.access import auth
 from service.accounting import accountant
 from service.api.server import background_server, default_workers, serve_command
@@ -55,10 +59,9 @@ RELEASES = [
 ]
 
 
-def prepare(folder: Path) -> tuple[str, str, list[int], dict[int, list[str]]]:
-    """A SQLite database with the releases; returns (url, analyst key, release ids, columns)."""
-    url = f"sqlite:///{folder / 'bench.db'}"
-    engine = harness.temporary_database(folder / "bench.db")
+def prepare(url: str) -> tuple[str, list[int], dict[int, list[str]]]:
+    """The releases in the new, empty database ``url`` (upgraded here); returns (analyst key, release ids, columns)."""
+    engine = open_database(url)
     ids, columns = [], {}
     for name, categorical, mechanism, workload, privacy in RELEASES:
         if name not in [d.name for d in datasets.list_datasets(engine)]:
@@ -71,7 +74,7 @@ def prepare(folder: Path) -> tuple[str, str, list[int], dict[int, list[str]]]:
         columns[outcome.release_id] = list(datasets.get_dataset(engine, name).domain.names)
     _, key = auth.create_key(engine, "analyst", "benchmark")
     engine.dispose()
-    return url, key, ids, columns
+    return key, ids, columns
 
 
 # DD-SSP fits answered from the stored releases (task, target, features), all free: the releases measured every pair
@@ -161,23 +164,82 @@ def summary(latencies: np.ndarray, wall: float) -> dict[str, float]:
     }
 
 
-def plot(curves: dict[str, np.ndarray], kinds: np.ndarray, path: Path) -> None:
-    """Latency CDFs of marginals and fits, per server setup and in process, with the p99 targets."""
+def plot(curves: dict[str, dict[str, np.ndarray]], kinds: np.ndarray, clients: int, path: Path) -> None:
+    """Latency CDFs of marginals and fits (columns) per backend (rows), per server setup and in process, with the p99
+    targets."""
     plt = harness.pyplot()
-    figure, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
-    for axis, (kind, target) in zip(axes, TARGET_P99_MS.items(), strict=True):
-        for label, values in curves.items():
-            ordered = np.sort(values[kinds == kind]) * 1e3
-            if ordered.size:
-                axis.plot(ordered, np.arange(1, ordered.size + 1) / ordered.size, label=label)
-        axis.axvline(target, color="grey", linestyle="--", label=f"p99 target {target:g} ms")
-        axis.axhline(0.99, color="lightgrey", linestyle=":")
-        axis.set_xscale("log")
-        axis.set_xlabel("latency (ms, log scale)")
-        axis.set_title(f"{kind}s from stored releases, 16 concurrent clients")
-        axis.legend(fontsize=8)
-    axes[0].set_ylabel("fraction of requests")
+    figure, grid = plt.subplots(len(curves), 2, figsize=(11, 4 * len(curves)), sharey=True, squeeze=False)
+    for axes, (backend, runs) in zip(grid, curves.items(), strict=True):
+        for axis, (kind, target) in zip(axes, TARGET_P99_MS.items(), strict=True):
+            for label, values in runs.items():
+                ordered = np.sort(values[kinds == kind]) * 1e3
+                if ordered.size:
+                    axis.plot(ordered, np.arange(1, ordered.size + 1) / ordered.size, label=label)
+            axis.axvline(target, color="grey", linestyle="--", label=f"p99 target {target:g} ms")
+            axis.axhline(0.99, color="lightgrey", linestyle=":")
+            axis.set_xscale("log")
+            axis.set_xlabel("latency (ms, log scale)")
+            axis.set_title(f"{backend}: {kind}s from stored releases, {clients} clients", fontsize=10)
+            axis.legend(fontsize=8)
+        axes[0].set_ylabel("fraction of requests")
     harness.save_figure(figure, path)
+
+
+def measure(url: str, folder: Path, args: argparse.Namespace) -> tuple[dict[str, object], dict[str, np.ndarray],
+                                                                      np.ndarray, int]:
+    """The protocol on the new database ``url``: HTTP at each ``--workers`` count, then in process. Returns (this
+    backend's results, latencies per run in the order of the plan, kind of each request, distinct requests)."""
+    load_at_start = os.getloadavg()[0]  # other work on the machine inflates every latency
+    key, ids, columns = prepare(url)
+    plan = queries(ids, columns, args.clients * args.requests_per_client, args.seed)
+    work = [plan[i :: args.clients] for i in range(args.clients)]
+    kinds = np.asarray([query[0] for query in flat(work)])
+    distinct = list({json.dumps(q): q for q in plan}.values())
+    http: dict[str, dict[str, object]] = {}
+    curves: dict[str, np.ndarray] = {}
+    for workers in args.workers:
+        def command(port: int, workers: int = workers) -> list[str]:
+            return serve_command(port, workers)
+
+        with background_server(url, folder / "server.log", command) as server:
+            sessions = [Client(server.url, key, timeout=120) for _ in range(args.clients)]
+            start = time.perf_counter()
+            # each worker process has its own caches, and each client's keep-alive connection stays with one
+            # worker: every client asks every distinct question once, so that every worker is warm
+            for session in sessions:
+                for query in distinct:
+                    over_http(session, query)
+            warmup = time.perf_counter() - start
+            latencies, wall = timed(args.clients, work, lambda i, q, s=sessions: over_http(s[i], q))
+            for session in sessions:
+                session.close()
+        http[f"workers={workers}"] = {"workers": workers, **by_kind(work, latencies, wall), "warmup_seconds": warmup}
+        curves[f"HTTP, {workers} worker{'s' if workers > 1 else ''}"] = latencies
+
+    engine = make_engine(url)
+    start = time.perf_counter()
+    for query in distinct:
+        in_process(engine, query)
+    local_warmup = time.perf_counter() - start
+    local, local_wall = timed(args.clients, work, lambda i, q: in_process(engine, q))
+    engine.dispose()
+    curves["in process (same service calls, one process)"] = local
+
+    best = http[f"workers={max(args.workers)}"]
+    local_summary = {**by_kind(work, local, local_wall), "warmup_seconds": local_warmup}
+    result = {
+        "load_average_1min_at_start": load_at_start,
+        "http": http,
+        "in_process": local_summary,
+        "ratio_http_to_in_process": {  # at the largest worker count
+            "p50": best["all"]["p50_ms"] / local_summary["all"]["p50_ms"],
+            "p99": best["all"]["p99_ms"] / local_summary["all"]["p99_ms"],
+            "requests_per_second": best["all"]["requests_per_second"] / local_summary["all"]["requests_per_second"],
+        },
+        "meets_target": {name: all(run[kind]["meets_target"] for kind in TARGET_P99_MS if kind in run)
+                         for name, run in http.items()},
+    }
+    return result, curves, kinds, len(distinct)
 
 
 def main() -> None:
@@ -187,77 +249,40 @@ def main() -> None:
     parser.add_argument("--workers", type=int, nargs="+", default=sorted({1, default_workers()}),
                         help="server worker processes; one HTTP run per count (default: 1 and one per core)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--postgresql", action="store_true",
+                        help="after SQLite, run the same protocol on a throwaway PostgreSQL server")
     harness.add_outputs(parser, "api_load")
     args = parser.parse_args()
     if min(args.workers) < 1:
         raise harness.BenchError(f"--workers must be positive, got {args.workers}")
     out, png = harness.outputs(args)
-    load_at_start = os.getloadavg()[0]  # other work on the machine inflates every latency
-    http: dict[str, dict[str, object]] = {}
-    curves: dict[str, np.ndarray] = {}
+    backends: dict[str, dict[str, object]] = {}
+    curves: dict[str, dict[str, np.ndarray]] = {}
     with harness.temporary_folder("marginalia-api-load-") as folder:
-        url, key, ids, columns = prepare(folder)
-        plan = queries(ids, columns, args.clients * args.requests_per_client, args.seed)
-        work = [plan[i :: args.clients] for i in range(args.clients)]
-        kinds = np.asarray([query[0] for query in flat(work)])
-        distinct = list({json.dumps(q): q for q in plan}.values())
-
-        for workers in args.workers:
-            def command(port: int, workers: int = workers) -> list[str]:
-                return serve_command(port, workers)
-
-            with background_server(url, folder / "server.log", command) as server:
-                sessions = [Client(server.url, key, timeout=120) for _ in range(args.clients)]
-                start = time.perf_counter()
-                # each worker process has its own caches, and each client's keep-alive connection stays with one
-                # worker: every client asks every distinct question once, so that every worker is warm
-                for session in sessions:
-                    for query in distinct:
-                        over_http(session, query)
-                warmup = time.perf_counter() - start
-                latencies, wall = timed(args.clients, work, lambda i, q, s=sessions: over_http(s[i], q))
-                for session in sessions:
-                    session.close()
-            http[f"workers={workers}"] = {"workers": workers, **by_kind(work, latencies, wall),
-                                          "warmup_seconds": warmup}
-            curves[f"HTTP, {workers} worker{'s' if workers > 1 else ''}"] = latencies
-
-        engine = make_engine(url)
-        start = time.perf_counter()
-        for query in distinct:
-            in_process(engine, query)
-        local_warmup = time.perf_counter() - start
-        local, local_wall = timed(args.clients, work, lambda i, q: in_process(engine, q))
-        engine.dispose()
-        curves["in process (same service calls, one process)"] = local
-
-    best = http[f"workers={max(args.workers)}"]
-    local_summary = {**by_kind(work, local, local_wall), "warmup_seconds": local_warmup}
+        # the releases are made afresh on each backend; the plan depends only on the seed, the sizes and the columns
+        backends["sqlite"], curves["SQLite"], kinds, distinct = measure(f"sqlite:///{folder / 'bench.db'}", folder,
+                                                                         args)
+        backends["sqlite"]["database"] = "sqlite (temporary file)"
+        if args.postgresql:
+            with harness.postgresql_server() as server:
+                url = harness.postgresql_database(server, "bench")
+                backends["postgresql"], curves["PostgreSQL"], _, _ = measure(url, folder, args)
+            backends["postgresql"]["database"] = "postgresql (throwaway local server, tests/support/pgserver.py)"
     result = {
         "benchmark": "api_load: marginals and DD-SSP fits from stored releases",
         "fit_share": FIT_SHARE,
         "fits": [{"task": t, "target": y, "features": f} for t, y, f in FITS],
         "clients": args.clients,
         "requests_per_client": args.requests_per_client,
-        "distinct_queries": len(distinct),
+        "distinct_queries": distinct,
         "releases": [{"dataset": d, "mechanism": m, "workload": w, **p} for d, _, m, w, p in RELEASES],
-        "database": "sqlite (temporary file)",
-        "http": http,
-        "in_process": local_summary,
         "target_p99_ms": TARGET_P99_MS,
-        "machine": {**harness.machine(), "load_average_1min_at_start": load_at_start},
-        "ratio_http_to_in_process": {  # at the largest worker count
-            "p50": best["all"]["p50_ms"] / local_summary["all"]["p50_ms"],
-            "p99": best["all"]["p99_ms"] / local_summary["all"]["p99_ms"],
-            "requests_per_second": best["all"]["requests_per_second"] / local_summary["all"]["requests_per_second"],
-        },
-        "meets_target": {name: all(run[kind]["meets_target"] for kind in TARGET_P99_MS if kind in run)
-                         for name, run in http.items()},
+        "machine": harness.machine(),
+        "backends": backends,
     }
     harness.write_json(out, result, indent=2)
-    plot(curves, kinds, png)
+    plot(curves, kinds, args.clients, png)
     print(json.dumps(result, indent=2))
-
 
 if __name__ == "__main__":
     main()

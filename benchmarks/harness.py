@@ -65,6 +65,34 @@ def temporary_database(path: Path) -> Any:
     return open_database(f"sqlite:///{path}")
 
 
+@contextmanager
+def postgresql_server() -> Iterator[Any]:
+    """A throwaway PostgreSQL server (tests/support/pgserver.py) for ``--postgresql``, stopped when the block ends; a
+    :class:`BenchError` if it cannot start."""
+    from tests.support.pgserver import PostgresUnavailable, start_server  # beside the packages, not shipped
+
+    try:
+        server = start_server()
+    except PostgresUnavailable as exc:
+        raise BenchError(f"--postgresql: the server could not start: {exc}") from None
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def postgresql_database(server: Any, name: str) -> str:
+    """The URL of a new, empty database ``name`` on ``server`` (dropped first if it exists)."""
+    from sqlalchemy import create_engine, text
+
+    admin = create_engine(server.admin_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
+        connection.execute(text(f'CREATE DATABASE "{name}"'))
+    admin.dispose()
+    return server.url(name)
+
+
 # -------------------------------------------------------------------------------------------------------- data
 def taxi_split(path: Path) -> tuple[Any, Any]:
     """nist_taxi has no test split: the regression page's deterministic one, (train, test) frames with 1,000 test

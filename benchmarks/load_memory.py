@@ -21,6 +21,7 @@ repository). Each measurement runs in a fresh interpreter (:func:`harness.run_ch
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import resource
 import sys
@@ -102,7 +103,8 @@ def run(sizes: tuple[int, ...], folder: Path, seed: int, log, server=None) -> di
         for mode in modes:
             database = folder / f"load-{size}.db"
             database.unlink(missing_ok=True)
-            url = None if server is None or mode != "load-postgresql" else new_database(server, f"load{size}")
+            postgresql = server is not None and mode == "load-postgresql"
+            url = harness.postgresql_database(server, f"load{size}") if postgresql else None
             record = harness.run_child("benchmarks.load_memory", {"csv": str(csv), "mode": mode,
                                                                   "database": str(database), "url": url})
             database.unlink(missing_ok=True)
@@ -112,17 +114,6 @@ def run(sizes: tuple[int, ...], folder: Path, seed: int, log, server=None) -> di
             records.append(record)
             log(f"{size:>11,} rows  {mode:8s} {record['seconds']:8.1f} s  peak RSS {record['peak_rss_mb']:8.0f} MB")
     return {"records": records, "machine": harness.machine(), "source": SOURCE}
-
-
-def new_database(server, name: str) -> str:  # noqa: ANN001
-    from sqlalchemy import create_engine, text
-
-    admin = create_engine(server.admin_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
-        connection.execute(text(f'CREATE DATABASE "{name}"'))
-    admin.dispose()
-    return server.url(name)
 
 
 def plot(result: dict[str, object], path: Path) -> None:
@@ -161,24 +152,14 @@ def main() -> None:
         raise harness.BenchError(f"--sizes must be positive row counts, got {args.sizes!r}")
     out, png = harness.outputs(args)
     log = harness.logger(args.quiet)
-    server = None
-    if args.postgresql:
-        from tests.support.pgserver import PostgresUnavailable, start_server  # beside the packages, not shipped
-
-        try:
-            server = start_server()
-        except PostgresUnavailable as exc:
-            raise harness.BenchError(f"--postgresql: the server could not start: {exc}") from None
-    try:
+    with contextlib.ExitStack() as stack:
+        server = stack.enter_context(harness.postgresql_server()) if args.postgresql else None
         if args.folder is not None:
             args.folder.mkdir(parents=True, exist_ok=True)
             result = run(sizes, args.folder, args.seed, log, server)
         else:
             with harness.temporary_folder("marginalia-load-") as folder:
                 result = run(sizes, folder, args.seed, log, server)
-    finally:
-        if server is not None:
-            server.stop()
     out.parent.mkdir(parents=True, exist_ok=True)
     harness.write_json(out, result)
     plot(result, png)

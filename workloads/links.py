@@ -19,7 +19,7 @@ ArrayFunction = Callable[[np.ndarray], np.ndarray]
 
 #: the models whose mean is the score itself: the private OLS (``linear``), LDP-AVG's ``mean``, the sparse linear
 #: models of Wang & Xu (2019) (``iht``, ``lasso``)
-LINEAR_MODELS = ("linear", "mean", "iht", "lasso")
+LINEAR_MODELS = ("linear", "mean", "iht", "lasso", "lasso-raw")
 
 
 def sigmoid(t: np.ndarray) -> np.ndarray:

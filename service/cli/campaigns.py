@@ -210,7 +210,7 @@ def campaign_fit(
     name: Name,
     model: Annotated[str, typer.Option(help="linear, logistic, probit, poisson, cubic, sigmoid, boosting, "
                                             "logistic-loss (GLM campaigns), mean (ldp-avg), iht (ldp-iht, "
-                                            "label-ldp) or lasso (label-ldp).")],
+                                            "label-ldp), lasso or lasso-raw (label-ldp).")],
     covariance: Annotated[str | None, typer.Option(help="pooled, private or public (X^T X's source).")] = None,
     as_json: JsonFlag = False,
 ) -> None:

@@ -140,6 +140,22 @@ def test_each_slow_benchmark_writes_its_json_and_plot(name: str, tmp_path: Path,
     check_writes(name, SLOW[name], tmp_path, data_dir)
 
 
+@pytest.mark.slow
+@pytest.mark.postgres
+def test_api_load_measures_both_backends_with_postgresql(postgres_server, tmp_path: Path) -> None:  # noqa: ANN001
+    """``--postgresql`` (its own throwaway server; the fixture only skips where PostgreSQL cannot start) adds a
+    ``postgresql`` entry beside ``sqlite``, each with its HTTP runs and the in-process baseline."""
+    out, png = tmp_path / "api_load.json", tmp_path / "api_load.png"
+    done = run("api_load", "--clients", "2", "--requests-per-client", "2", "--workers", "1", "--postgresql",
+               "--json", str(out), "--plot", str(png))
+    assert done.returncode == 0, done.stderr[-3000:]
+    backends = json.loads(out.read_text())["backends"]
+    assert sorted(backends) == ["postgresql", "sqlite"]
+    for result in backends.values():
+        assert result["http"]["workers=1"]["all"]["requests"] == 4 and result["in_process"]["all"]["requests"] == 4
+    assert png.stat().st_size > 1000
+
+
 def test_the_regression_suite_writes_one_json_and_plot_per_run(tmp_path: Path, data_dir: Path) -> None:
     done = run("regression_suite", "1", "1", "--out-dir", str(tmp_path), "--data", str(data_dir), "--only",
                "^adult-linear-no-intercept$", "--epsilons", "1", "--trials", "1", "--max-train", "300",

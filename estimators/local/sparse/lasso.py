@@ -75,6 +75,25 @@ def lasso_from_moments(gram: object, moment: object, penalty: float, problem_nam
     return np.asarray(theta.value, dtype=float)
 
 
+def refit_on_support(gram: object, moment: object, coef: object, tolerance: float = 1e-6) -> np.ndarray:
+    """Least squares on the Lasso's support: ``theta_S = G_SS^+ b_S``, ``theta`` 0 off ``S`` (Belloni & Chernozhukov,
+    "Least squares after model selection in high-dimensional sparse models", Bernoulli 19(2), 2013, the post-Lasso
+    estimator; it removes the Lasso's shrinkage bias ``lambda G_SS^-1 sign(theta_S)``). ``S`` holds the coordinates
+    whose ``|coef|`` exceeds ``tolerance`` times the largest (solver zeros are not exact). It uses only ``G`` and
+    ``b``, the quantities the Lasso used: post-processing, free. ``G_SS^+`` is the pseudo-inverse (``lstsq``), so a
+    singular public ``G_SS`` still answers its minimum-norm solution."""
+    second = np.asarray(gram, dtype=float)
+    b = check_vector("moment", moment, second.shape[0])
+    theta = check_vector("coef", coef, second.shape[0])
+    largest = float(np.max(np.abs(theta))) if theta.size else 0.0
+    out = np.zeros_like(theta)
+    if largest == 0.0:
+        return out
+    support = np.flatnonzero(np.abs(theta) > tolerance * largest)
+    out[support] = np.linalg.lstsq(second[np.ix_(support, support)], b[support], rcond=None)[0]
+    return out
+
+
 class LabelPrivateLasso(LinearRegressor):
     """Sec. 5's Lasso on label reports: ``fit(X, noisy_y)``; no intercept (the model of Sec. 5 has none).
 

@@ -1,13 +1,16 @@
-"""``label-ldp``: public features, Gaussian label reports (Wang & Xu, ICML 2019, Alg. 2 and Sec. 5; docs/privacy.md
-8.9); one collection answers the IHT (Alg. 2) and the Lasso (Sec. 5), each free.
+"""``label-ldp``: public features, label reports (Wang & Xu, ICML 2019, Alg. 2 and Sec. 5; docs/privacy.md 8.9); one
+collection answers the IHT (Alg. 2) and the Lasso (Sec. 5), each free.
 
-Build: the features are a ``--public`` table's columns (required); ``--target Y --epsilon E --delta D --option
-sparsity=S``; ``iterations`` defaults to ``ceil(ln(n / p))`` with ``n`` the planned participants or the public rows;
+Build: the features are a ``--public`` table's columns (required); ``--target Y --epsilon E --option sparsity=S``;
+``randomizer`` is ``pure`` (default, issue 20: Duchi et al.'s +-C reports, (epsilon, 0)-LDP, any ``--delta`` is not
+spent) or ``gaussian`` (``--delta D`` > 0 required, (epsilon, delta)-LDP);
+``iterations`` defaults to ``ceil(ln(n / p))`` with ``n`` the planned participants or the public rows;
 ``eta`` 1; ``alpha`` (the Lasso's lambda) defaults to Sec. 5's order made explicit
 (:func:`estimators.local.sparse.lasso.default_lasso_penalty`); ``feature_bound`` defaults to the largest ``|x_j|``
 of the public table (after the transform).
 
-Estimates, models ``iht`` and ``lasso`` from the SAME reports: ``G = X^T X / n`` from the public table's rows
+Estimates, models ``iht``, ``lasso`` (the Lasso refit by least squares on its support, the default Lasso: issue 20)
+and ``lasso-raw`` (the penalised Lasso itself) from the SAME reports: ``G = X^T X / n`` from the public table's rows
 (transformed as the devices transform them) and ``b = (sum of the reports x_i tilde y_i) / (number of reports)``.
 A cvxpy failure (the Lasso) is the error ``solver_failed`` naming each solver's status, never a model.
 """
@@ -37,15 +40,16 @@ from service.campaigns.public_tables import campaign_public_rows
 from service.campaigns.types import CampaignFit, CampaignInfo, CampaignRequest
 from service.errors import Conflict
 from workloads.local.protocols import ProtocolSpec
-from workloads.local.protocols.label_ldp import LabelLdpSpec
+from workloads.local.protocols.label_ldp import LABEL_RANDOMIZERS, LabelLdpSpec
 
 
 def build(request: CampaignRequest) -> ProtocolSpec:
     if request.public_rows is None:
         raise invalid("label-ldp needs a --public table holding the participants' features (only labels are private)")
-    if request.delta <= 0:
-        raise invalid(f"delta must be in (0, 1) for label-ldp (Gaussian label reports), got {request.delta}")
     options = request.options
+    randomizer = options.choice("randomizer", LABEL_RANDOMIZERS, "pure")
+    if randomizer == "gaussian" and request.delta <= 0:
+        raise invalid(f"delta must be in (0, 1) for label-ldp with randomizer=gaussian, got {request.delta}")
     p = len(request.features)
     s = sparsity(options, "label-ldp", p)
     participants = options.count("participants")
@@ -55,7 +59,8 @@ def build(request: CampaignRequest) -> ProtocolSpec:
     if feature_bound is None:
         raise invalid("the public table's features are all 0: give option feature_bound")
     return LabelLdpSpec(dimension=p, label_bound=options.number("label_bound", 1.0), feature_bound=feature_bound,
-                        epsilon=request.epsilon, delta=request.delta, sparsity=s, iterations=iterations,
+                        epsilon=request.epsilon, delta=request.delta if randomizer == "gaussian" else 0.0,
+                        randomizer=randomizer, sparsity=s, iterations=iterations,
                         eta=options.number("eta", 1.0), public_rows=request.public_rows.shape[0],
                         radius=options.number("radius", 1.0),
                         alpha=options.number("alpha"), participants=participants)
@@ -71,21 +76,28 @@ def fit(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate
         raise Conflict(f"campaign {campaign.name!r} has no public table to take X^T X from", code="needs_public_table")
     gram = public.T @ public / public.shape[0]
     moment = aggregate.mean("xy")
-    details: dict[str, Any] = {"public_rows": int(public.shape[0]), "label_noise_std": spec.label_noise}
+    details: dict[str, Any] = {"public_rows": int(public.shape[0]), "label_noise_std": spec.label_noise,
+                               "randomizer": spec.randomizer}
     if model == "iht":
         run = label_iht_from_moments(gram, moment, spec.sparsity, spec.iterations, spec.eta, spec.radius)
         details.update({"iterations": spec.iterations, "sparsity": spec.sparsity, "eta": spec.eta})
         return sparse_fit(campaign, model, run.theta, aggregate.count, details, (),
                           diameter(2.0 * spec.radius, f"the l2 ball of radius R = {spec.radius:g} (Alg. 2 "
                                    "projects every iterate onto it)"))
-    from estimators.local.sparse.lasso import default_lasso_penalty, lasso_from_moments
+    from estimators.local.sparse.lasso import default_lasso_penalty, lasso_from_moments, refit_on_support
 
     penalty = spec.alpha if spec.alpha is not None else default_lasso_penalty(spec.label_noise, aggregate.count,
                                                                               spec.dimension)
     coef = solved(lambda: lasso_from_moments(gram, moment, penalty, "label-private Lasso"),
                   f"campaign {campaign.name!r}")
     details["alpha"] = penalty
-    return sparse_fit(campaign, model, coef, aggregate.count, details, (), _lasso_influence(aggregate, gram, moment))
+    if model == "lasso-raw":
+        return sparse_fit(campaign, model, coef, aggregate.count, details, (),
+                          _lasso_influence(aggregate, gram, moment))
+    details["refit"] = "least squares on the Lasso's support (same X^T X and x tilde y sums; free)"
+    return sparse_fit(campaign, model, refit_on_support(gram, moment, coef), aggregate.count, details, (),
+                      Influence(None, "l2", "coefficients", "no finite bound: one more report can change the Lasso's "
+                                "support, and the refit on a support is not continuous across supports"))
 
 
 def _lasso_influence(aggregate: ReportAggregate, gram: np.ndarray, moment: np.ndarray) -> Influence:
@@ -103,6 +115,7 @@ def _lasso_influence(aggregate: ReportAggregate, gram: np.ndarray, moment: np.nd
 
 
 register(CampaignProtocol(
-    "label-ldp", LabelLdpSpec, build, None, ("iht", "lasso"), fit, "required",
-    "public features, Gaussian label reports; answers IHT (Alg. 2) and the Lasso (Sec. 5) (options: sparsity, "
+    "label-ldp", LabelLdpSpec, build, None, ("iht", "lasso", "lasso-raw"), fit, "required",
+    "public features, pure-epsilon (default) or Gaussian label reports; answers IHT (Alg. 2) and the Lasso (Sec. 5; "
+    "model lasso refits least squares on its support, lasso-raw does not) (options: randomizer, sparsity, "
     "iterations, eta, radius, alpha, label_bound, feature_bound, participants)"))

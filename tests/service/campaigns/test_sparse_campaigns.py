@@ -13,10 +13,11 @@ import pytest
 from sqlalchemy import text
 
 from estimators.local.sparse.iht import iht_step, label_iht_from_moments
-from estimators.local.sparse.lasso import lasso_from_moments
+from estimators.local.sparse.lasso import lasso_from_moments, refit_on_support
 from service.campaigns import campaigns, estimates, simulate, submission
 from service.errors import Conflict, InvalidInput, ServiceError
 from tests.service.campaigns.helpers import load_public
+from workloads.local.randomizers.duchi_label import duchi_label_magnitude
 from workloads.local.randomizers.gaussian_label import label_noise_sigma
 from workloads.local.randomizers.l2ball import l2_ball_output_norm
 
@@ -199,7 +200,8 @@ def label_campaign(engine, tmp_path: Path) -> tuple[np.ndarray, float]:  # noqa:
     x, y = sparse_rows(n, seed=5)
     load_public(engine, tmp_path, x, columns=NAMES)
     campaigns.create_campaign(engine, "labels", "label-ldp", NAMES, "y", "pub", eps, delta,
-                              {"sparsity": 2, "participants": n, "label_bound": label_bound, "standardize": False})
+                              {"sparsity": 2, "participants": n, "label_bound": label_bound, "standardize": False,
+                               "randomizer": "gaussian"})
     simulate.simulate(engine, "labels", x, y, seed=6)
     return x, label_noise_sigma(label_bound, eps, delta)
 
@@ -222,7 +224,11 @@ def test_label_ldp_answers_iht_and_the_lasso_from_one_collection(engine, label_c
     # known answers: the estimators on (public X^T X / n, mean of the stored reports)
     expected = label_iht_from_moments(gram, moment, 2, info.spec.iterations, 1.0).theta
     np.testing.assert_allclose(iht_coef, expected, atol=1e-9)
-    np.testing.assert_allclose(lasso_coef, lasso_from_moments(gram, moment, lasso.details["alpha"], "t"), atol=1e-6)
+    raw = lasso_from_moments(gram, moment, lasso.details["alpha"], "t")
+    np.testing.assert_allclose(lasso_coef, refit_on_support(gram, moment, raw), atol=1e-6)  # the default: refit
+    raw_fit = estimates.fit_campaign(engine, "labels", "lasso-raw")
+    np.testing.assert_allclose([raw_fit.coefficients[k] for k in NAMES], raw, atol=1e-6)
+    assert info.spec.randomizer == "gaussian" and lasso.details["randomizer"] == "gaussian"
     # ... and near theta*: b = X^T tilde y / n has coordinate noise sigma / sqrt(n); IHT (G ~ I) lands at
     # Trunc(theta* + noise), the Lasso at the soft-threshold of it, off by at most alpha more per coordinate
     noise = 5 * sigma / math.sqrt(n) + 5 / math.sqrt(n)
@@ -233,6 +239,30 @@ def test_label_ldp_answers_iht_and_the_lasso_from_one_collection(engine, label_c
     rows = _reports(engine, "labels")
     assert len(rows) == n == len({r[0] for r in rows})
     assert {(r[2], r[3]) for r in rows} == {(2 * 10**12, 10**13)}
+
+
+def test_label_ldp_default_is_the_pure_randomizer_end_to_end(engine, tmp_path: Path) -> None:  # noqa: ANN001
+    """Issue 20: a new label-ldp campaign reports +-C (Duchi et al.), costs (epsilon, 0), and its refit Lasso and IHT
+    land near theta* (b has coordinate noise at most C / sqrt(n))."""
+    n, eps, label_bound = 20_000, 2.0, 1.5
+    x, y = sparse_rows(n, seed=5)
+    load_public(engine, tmp_path, x, columns=NAMES)
+    campaigns.create_campaign(engine, "pure", "label-ldp", NAMES, "y", "pub", eps, 1e-5,
+                              {"sparsity": 2, "participants": n, "label_bound": label_bound, "standardize": False})
+    simulate.simulate(engine, "pure", x, y, seed=6)
+    info = campaigns.get_campaign(engine, "pure")
+    assert info.spec.randomizer == "pure" and info.spec.delta == 0.0
+    magnitude = duchi_label_magnitude(label_bound, eps)
+    stored = _round_payloads(engine, "pure", 0, width=2)
+    assert set(np.unique(stored[:, 1])) == {-magnitude, magnitude}
+    rows = _reports(engine, "pure")
+    assert len(rows) == n and {(r[2], r[3]) for r in rows} == {(2 * 10**12, 0)}  # (epsilon, 0): no delta spent
+    noise = 5 * magnitude / math.sqrt(n) + 5 / math.sqrt(n)
+    for model in ("iht", "lasso"):
+        fit = estimates.fit_campaign(engine, "pure", model)
+        coef = np.array([fit.coefficients[k] for k in NAMES])
+        assert np.linalg.norm(coef - THETA) < math.sqrt(P) * noise, model
+        assert fit.details["randomizer"] == "pure" and fit.details["label_noise_std"] == magnitude
 
 
 def test_a_lasso_solver_failure_is_named(engine, label_campaign, monkeypatch) -> None:  # noqa: ANN001
@@ -278,6 +308,10 @@ def test_label_ldp_public_table_must_match(engine, tmp_path: Path) -> None:  # n
         campaigns.create_campaign(engine, "bad", "label-ldp", NAMES, "y", "pub", 1.0, 1e-6, {"sparsity": 2})
     with pytest.raises(InvalidInput, match="sparsity must be at most the number of features p=3"):
         campaigns.create_campaign(engine, "bad", "label-ldp", NAMES[:3], "y", "pub", 1.0, 1e-6, {"sparsity": 4})
-    with pytest.raises(InvalidInput, match="delta must be in"):
-        campaigns.create_campaign(engine, "bad", "label-ldp", NAMES[:3], "y", "pub", 1.0, 0.0, {"sparsity": 2})
+    with pytest.raises(InvalidInput, match="delta must be in .* with randomizer=gaussian"):
+        campaigns.create_campaign(engine, "bad", "label-ldp", NAMES[:3], "y", "pub", 1.0, 0.0,
+                                  {"sparsity": 2, "randomizer": "gaussian"})
+    with pytest.raises(InvalidInput, match="option randomizer must be one of"):
+        campaigns.create_campaign(engine, "bad", "label-ldp", NAMES[:3], "y", "pub", 1.0, 0.0,
+                                  {"sparsity": 2, "randomizer": "laplace"})
     assert campaigns.list_campaigns(engine) == []

@@ -1,10 +1,15 @@
-"""The label-private protocol: public features, each participant's label through the Gaussian randomizer.
+"""The label-private protocol: public features, each participant's label through a pure-epsilon or Gaussian randomizer.
 
 Source: Wang & Xu, "On sparse linear regression in the local differential privacy model" (ICML 2019), Alg. 2
 (Label-LDP-IHT) and Sec. 5 (the label-private Lasso): the features ``X`` are public (a public table), participant
-``i`` sends ``tilde y_i = clip(y_i, -B, B) + N(0, sigma_1^2)`` once
-(:mod:`workloads.local.randomizers.gaussian_label`; ``sigma_1`` by the analytic Gaussian calibration), and the server
-runs IHT or the Lasso on ``(X, tilde y)``. One round, one group; (epsilon, delta)-LDP per participant.
+``i`` sends ``tilde y_i`` once, unbiased for ``clip(y_i, -B, B)``, and the server runs IHT or the Lasso on
+``(X, tilde y)``. One round, one group. The label's randomizer (``randomizer``, issue 20):
+
+* ``"pure"`` (the default of new campaigns): Duchi, Jordan & Wainwright's one-dimensional mechanism
+  (:mod:`workloads.local.randomizers.duchi_label`), ``tilde y = +-C``, ``C = B coth(eps/2)``; (epsilon, 0)-LDP;
+* ``"gaussian"``: ``clip(y_i) + N(0, sigma_1^2)`` on a grid (:mod:`workloads.local.randomizers.gaussian_label`);
+  (epsilon, delta)-LDP. A spec stored before issue 20 has no ``randomizer`` key and loads as ``"gaussian"``, the
+  randomizer it was created with.
 
 **What is reported, and why.** Both estimators need only ``X^T X / n`` and ``X^T tilde y / n`` (the gradient of
 eq. 5 is ``X^T X theta / n - X^T tilde y / n``; the Lasso objective is the same quadratic plus the penalty). In Alg. 2
@@ -45,8 +50,12 @@ from workloads.local.protocols.base import (
     noisy_field,
     register_protocol,
 )
+from workloads.local.randomizers.duchi_label import duchi_label_magnitude, duchi_randomize_labels
 from workloads.local.randomizers.gaussian_label import label_noise, label_noise_sigma, randomize_labels
 from workloads.parameters import ParameterError, check_count, check_positive, check_probability, check_sparsity
+
+#: the label randomizers a label-ldp campaign may use (module docstring)
+LABEL_RANDOMIZERS = ("pure", "gaussian")
 
 
 @register_protocol
@@ -71,6 +80,9 @@ class LabelLdpSpec(ProtocolSpec):
     #: the public table's row count (the ids a report may name); ``None`` only in a campaign stored before reports
     #: named rows (issue 18): it still lists and answers from its stored sums, and accepts no more reports
     public_rows: int | None = None
+    #: the label's randomizer, one of :data:`LABEL_RANDOMIZERS`; the default ``"gaussian"`` is what a spec stored
+    #: before issue 20 (no such key) was created with; new campaigns are built with ``"pure"``
+    randomizer: str = "gaussian"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "dimension", check_count("dimension", self.dimension, error=ProtocolError))
@@ -81,7 +93,14 @@ class LabelLdpSpec(ProtocolSpec):
                                                                 error=ProtocolError))
         for name in ("label_bound", "feature_bound", "epsilon", "eta", "radius"):
             object.__setattr__(self, name, check_positive(name, getattr(self, name), error=ProtocolError))
-        object.__setattr__(self, "delta", check_probability("delta", self.delta, error=ProtocolError))
+        if self.randomizer not in LABEL_RANDOMIZERS:
+            raise ProtocolError(f"randomizer must be one of {list(LABEL_RANDOMIZERS)}, got {self.randomizer!r}")
+        pure = self.randomizer == "pure"
+        object.__setattr__(self, "delta", check_probability("delta", self.delta, error=ProtocolError,
+                                                            allow_zero=pure))
+        if pure and self.delta != 0.0:
+            raise ProtocolError(f"delta must be 0 with the pure label randomizer (it is (epsilon, 0)-LDP), got "
+                                f"{self.delta!r}")
         if self.alpha is not None:
             object.__setattr__(self, "alpha", check_positive("alpha", self.alpha, error=ProtocolError))
         if self.participants is not None:
@@ -92,8 +111,11 @@ class LabelLdpSpec(ProtocolSpec):
 
     @property
     def label_noise(self) -> float:
-        """``sigma_1``: the standard deviation of a label's Gaussian noise."""
+        """The largest standard deviation of a report around its clipped label: ``sigma_1`` (Gaussian) or ``C``
+        (pure: the variance ``C^2 - y^2`` is at most ``C^2``)."""
         try:
+            if self.randomizer == "pure":
+                return duchi_label_magnitude(self.label_bound, self.epsilon)
             return label_noise_sigma(self.label_bound, self.epsilon, self.delta)
         except ParameterError as error:
             raise ProtocolError(str(error)) from None
@@ -102,11 +124,15 @@ class LabelLdpSpec(ProtocolSpec):
         return (GroupSpec("all", self.participants),)
 
     def rounds(self) -> tuple[RoundSpec, ...]:
-        return (RoundSpec("all", self.epsilon, self.delta),)
+        return (RoundSpec("all", self.epsilon, self.delta),)  # delta is 0 with the pure randomizer
 
     def label_field(self) -> FieldSchema:
-        """The noisy label's schema: on its grid, within the grid interval of ``[-B, B]`` plus the discrete Gaussian
-        tail an honest report exceeds with probability at most 1e-9 (:func:`noisy_field`, one noisy entry)."""
+        """The noisy label's schema. Pure: ``[-C, C]`` (:meth:`check_reports` then admits only the two endpoints).
+        Gaussian: on its grid, within the grid interval of ``[-B, B]`` plus the discrete Gaussian tail an honest
+        report exceeds with probability at most 1e-9 (:func:`noisy_field`, one noisy entry)."""
+        if self.randomizer == "pure":
+            magnitude = self.label_noise
+            return FieldSchema("label", (), -magnitude, magnitude)
         try:
             noise = label_noise(self.label_bound, self.epsilon, self.delta)
         except ParameterError as error:
@@ -128,7 +154,7 @@ class LabelLdpSpec(ProtocolSpec):
 
     def check_reports(self, round_index: int, state: RoundState, batch: Mapping[str, np.ndarray]) -> None:
         """A row id is a whole number (the schema's range ``[-1/2, public_rows - 1/2]`` then leaves the ids
-        ``0 .. public_rows - 1``)."""
+        ``0 .. public_rows - 1``); with the pure randomizer a label is exactly ``+C`` or ``-C``, its two outputs."""
         self._check_state_round(round_index, state)
         rows = np.asarray(batch["row"])
         bad = rows != np.floor(rows)
@@ -136,6 +162,14 @@ class LabelLdpSpec(ProtocolSpec):
             index = int(np.argmax(bad))
             raise ReportError(f"report {index}: field 'row' must be the whole-number id of a public row, got "
                               f"{float(rows[index])!r}", "row", index)
+        if self.randomizer == "pure":
+            magnitude = self.label_noise
+            labels = np.asarray(batch["label"], dtype=float)
+            bad = np.abs(labels) != magnitude
+            if bad.any():
+                index = int(np.argmax(bad))
+                raise ReportError(f"report {index}: field 'label' must be exactly +C or -C (C = {magnitude!r}, the "
+                                  f"pure randomizer's only outputs), got {float(labels[index])!r}", "label", index)
 
     def _require_rows(self) -> None:
         if self.public_rows is None:
@@ -173,5 +207,8 @@ class LabelLdpSpec(ProtocolSpec):
         if np.any((rows != np.floor(rows)) | (rows < 0) | (rows >= self.public_rows)):
             raise ProtocolError(f"participant data 'row' must be ids of the public table's rows, whole numbers in "
                                 f"[0, {self.public_rows - 1}]")
-        noisy = np.asarray(randomize_labels(y, self.label_bound, self.epsilon, self.delta, rng)).reshape(y.shape)
+        if self.randomizer == "pure":
+            noisy = duchi_randomize_labels(y.reshape(-1), self.label_bound, self.epsilon, rng).reshape(y.shape)
+        else:
+            noisy = np.asarray(randomize_labels(y, self.label_bound, self.epsilon, self.delta, rng)).reshape(y.shape)
         return {"row": rows, "label": noisy}

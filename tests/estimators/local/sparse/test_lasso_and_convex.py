@@ -12,7 +12,13 @@ from estimators.base import EstimatorError
 from estimators.local.accuracy import relative_error
 from estimators.local.sparse.convex import ConvexSolverError, solve_convex
 from estimators.local.sparse.dr_erm import recover_from_projection
-from estimators.local.sparse.lasso import LabelPrivateLasso, default_lasso_penalty, lasso_least_squares
+from estimators.local.sparse.lasso import (
+    LabelPrivateLasso,
+    default_lasso_penalty,
+    lasso_from_moments,
+    lasso_least_squares,
+    refit_on_support,
+)
 from estimators.local.sparse.synthetic import sparse_linear_data
 from workloads.local.randomizers.gaussian_label import label_noise_sigma, randomize_labels
 from workloads.local.randomizers.random_projection_statistics import random_projection
@@ -87,3 +93,18 @@ def test_an_infeasible_simplex_recovery_is_reported_not_answered() -> None:
     phi = np.abs(random_projection(5, 40, 1))  # non-negative entries: Phi w >= 0 for every w in the simplex cone
     with pytest.raises(ConvexSolverError, match="DR-ERM recovery \\(simplex\\).*'infeasible'"):
         recover_from_projection(phi, -np.ones(5), constraint="simplex")
+
+
+def test_refit_on_support_is_least_squares_on_the_lasso_support_and_removes_its_shrinkage() -> None:
+    """Post-Lasso (issue 20): on the Lasso's support S the refit solves G_SS theta_S = b_S exactly and is 0 off S;
+    with noiseless moments of a sparse theta it recovers theta exactly where the Lasso is shrunk by about lambda."""
+    rng = np.random.default_rng(8)
+    x = rng.choice([-1.0, 1.0], size=(4000, 50))
+    gram, moment = x.T @ x / x.shape[0], x.T @ (x @ THETA) / x.shape[0]
+    lasso = lasso_from_moments(gram, moment, 0.05, "t")
+    refit = refit_on_support(gram, moment, lasso)
+    support = np.flatnonzero(np.abs(lasso) > 1e-6 * np.abs(lasso).max())
+    assert set(support) == {3, 11, 20, 31, 47}
+    np.testing.assert_allclose(refit, THETA, atol=1e-9)
+    assert np.linalg.norm(lasso - THETA) > 0.05  # the shrinkage the refit removes
+    np.testing.assert_array_equal(refit_on_support(gram, moment, np.zeros(50)), np.zeros(50))
