@@ -85,15 +85,15 @@ bench-stein: install
 
 ## bench-sparse: the sparse protocols and DP-IHT through the service (docs/sparse-results.md; about 30 core-minutes)
 bench-sparse: install
-	$(B).sparse --method ldp-iht,label-ldp-iht,lasso --p 100,400 --n 10000,20000,40000 --s 10 --epsilon 1 --trials 3 \
+	$(B).sparse --iht-variant paper --method ldp-iht,label-ldp-iht,lasso --p 100,400 --n 10000,20000,40000 --s 10 --epsilon 1 --trials 3 \
 	    --seed 0 --json $(R)/sparse_bench.json --plot $(R)/sparse_bench.png --force
-	$(B).sparse --eta 0.2 --method ldp-iht,label-ldp-iht --p 100,400 --n 10000,40000 --s 10 --epsilon 1 --trials 3 \
+	$(B).sparse --iht-variant paper --eta 0.2 --method ldp-iht,label-ldp-iht --p 100,400 --n 10000,40000 --s 10 --epsilon 1 --trials 3 \
 	    --seed 0 --json $(R)/sparse_bench_paper_eta.json --plot $(R)/sparse_bench_paper_eta.png --force
 	$(B).sparse --method bernstein,bernstein-1bit --p 1,2 --n 10000,40000,160000 --s 1 --epsilon 1 --trials 3 \
 	    --seed 0 --json $(R)/sparse_bench_bernstein.json --plot $(R)/sparse_bench_bernstein.png --force
 	$(B).sparse --method dr-erm --p 2000 --n 1000,4000 --s 10 --epsilon 1 --trials 3 --seed 0 \
 	    --json $(R)/sparse_bench_drerm.json --plot $(R)/sparse_bench_drerm.png --force
-	$(B).sparse --method ldp-iht --p 100 --n 100000 --s 10 --epsilon 1 --trials 1 --seed 0 \
+	$(B).sparse --iht-variant paper --method ldp-iht --p 100 --n 100000 --s 10 --epsilon 1 --trials 1 --seed 0 \
 	    --json $(R)/sparse_bench_speed.json --force
 	OMP_NUM_THREADS=1 $(B).sparse --method dp-iht --p 100,400 --n 10000,20000,40000 --s 10 --epsilon 1 --trials 3 \
 	    --seed 0 --json $(R)/sparse_bench_dp_iht.json --plot $(R)/sparse_bench_dp_iht.png --force

@@ -7,7 +7,8 @@ in ``[-0.05, 0.05]``). Each selected method's **family** then collects once from
 family answers from that one collection:
 
 * family ``ldp-iht`` (method ``ldp-iht``, Alg. 1): a campaign ``--protocol ldp-iht`` on a temporary SQLite database,
-  the simulator plays its ``T = ceil(ln(n / p))`` rounds through the batch submission path (validation, the local
+  the simulator plays its ``T`` rounds (``--iht-variant``: ``default``, ``T = 1``; ``paper``, ``T = ceil(ln(n / p))``
+  and the worst-case clip) through the batch submission path (validation, the local
   ledger, the running aggregates, the transitions), then the code ``marginalia campaign fit`` runs (model ``iht``);
 * family ``label-ldp`` (methods ``label-ldp-iht``, Alg. 2, and ``lasso``, Sec. 5): the rows' features are loaded as
   a public table, a ``label-ldp`` campaign collects the label reports once, and both models answer from it (free);
@@ -66,6 +67,7 @@ class SparseBench:
     seed: int = 0
     eta: float | None = None
     noise_bound: float = 0.05
+    iht_variant: str = "default"
 
 
 @dataclass(frozen=True)
@@ -148,7 +150,7 @@ def _collect_ldp_iht(cell: BenchCell) -> str:
 
     name = f"ldp-iht-{cell.tag}"
     create_campaign(cell.engine, name, "ldp-iht", cell.features, "y", epsilon=cell.epsilon, delta=0.0,
-                    options=_options(cell))
+                    options=_options(cell, variant=cell.config.iht_variant))
     _simulate(cell, name)
     return name
 
@@ -247,6 +249,8 @@ def check_config(config: SparseBench) -> None:
         raise BenchError(f"--epsilon must be positive numbers, got {list(config.epsilons)}")
     if config.trials < 1:
         raise BenchError(f"--trials must be a positive integer, got {config.trials}")
+    if config.iht_variant not in ("default", "paper"):
+        raise BenchError(f"--iht-variant must be default or paper, got {config.iht_variant!r}")
     if config.eta is not None and not (math.isfinite(config.eta) and config.eta > 0):
         raise BenchError(f"--eta must be a positive number, got {config.eta}")
 
@@ -375,13 +379,15 @@ def main(
                                                    "states 0.1 or 0.2).")] = None,
     trials: Annotated[int, typer.Option(help="Trials per cell.")] = 5,
     seed: Annotated[int, typer.Option(help="Seed of the rows and the simulated devices.")] = 0,
+    iht_variant: Annotated[str, typer.Option(help="ldp-iht's defaults: default (T = 1, clip min(B_y, 2 R)) or paper "
+                                                  "(T = ceil(ln(n/p)), the worst-case clip).")] = "default",
 ) -> None:
     """Sec. 7.1 of Wang & Xu (2019): sparse linear regression under local DP through the real collections path
     (campaigns on a temporary SQLite database, the simulator, campaign fit)."""
     config = SparseBench(
         methods=tuple(column_list(method) or ()), ps=harness.number_list(p, "--p", int),
         ns=harness.number_list(n, "--n", int), sparsity=s, epsilons=harness.number_list(epsilon, "--epsilon", float),
-        delta=delta, trials=trials, seed=seed, eta=eta)
+        delta=delta, trials=trials, seed=seed, eta=eta, iht_variant=iht_variant)
     check_config(config)
     result = harness.run_and_write(lambda log: run_sparse_bench(config, log=log), plot_sparse_bench, out, plot,
                                    force, quiet)

@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from benchmarks import sparse
+from benchmarks.harness import BenchError
 
 runner = CliRunner()
 
@@ -50,3 +52,15 @@ def test_bench_sparse_runs_the_central_dp_iht_beside_a_local_protocol(tmp_path: 
     assert set(records) == {"dp-iht", "label-ldp-iht"} and records["dp-iht"]["family"] == "central"
     # at epsilon 20 the release's noise is small next to the signal; a fit that ignored the data would be near 1
     assert records["dp-iht"]["relative_error"] < 0.2
+
+
+def test_bench_sparse_iht_variant_is_checked_and_reaches_the_campaign(tmp_path: Path) -> None:
+    with pytest.raises(BenchError, match="--iht-variant must be default or paper"):
+        sparse.check_config(sparse.SparseBench(iht_variant="fast"))
+    out = tmp_path / "paper.json"
+    result = runner.invoke(sparse.app, ["--json", str(out), "--method", "ldp-iht", "--p", "5", "--n", "2000", "--s",
+                                        "2", "--trials", "1", "--iht-variant", "paper", "--quiet"])
+    assert result.exit_code == 0, result.output
+    written = json.loads(out.read_text())
+    assert written["config"]["iht_variant"] == "paper"
+    assert written["records"][0]["rounds_used"] == 6  # T = ceil(ln(2000 / 5)), not the default 1

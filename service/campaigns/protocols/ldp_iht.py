@@ -1,13 +1,23 @@
 """``ldp-iht``: LDP-IHT (Wang & Xu, ICML 2019, Alg. 1; docs/privacy.md 8.9): ``T`` rounds, one disjoint group each,
 a participant's gradient through the l2-ball randomizer at the published ``theta_t``.
 
-Build: ``--target Y --epsilon E --option sparsity=S [--option rounds=T] [--option participants=N]``; ``T`` defaults
-to ``ceil(ln(N / p))`` (Sec. 7.1, at least 1) when ``participants`` is given. ``eta`` defaults to 1 (features on a
-unit scale give ``E[x x^T] = I``, for which a unit step is the natural one; Sec. 7.1 states 0.1 or 0.2, see
-docs/sparse-results.md). Clipping: ``label_bound`` (default 1), ``residual_bound`` (default the worst case
-``sqrt(s) R + label_bound``, which never binds for features in ``[-1, 1]``), ``feature_norm_bound`` (default
-``sqrt(p)``, the norm of a point of ``{-1, +1}^p``). Pure epsilon (delta must be 0). Every setting is fixed here, so
-a bad one (``s > p``, ``T < 1``, ``eta <= 0``) is an error naming the option before any report is collected.
+Build: ``--target Y --epsilon E --option sparsity=S [--option rounds=T] [--option participants=N]
+[--option variant=default|paper]``. ``eta`` defaults to 1 (features on a unit scale give ``E[x x^T] = I``, for which a
+unit step is the natural one; Sec. 7.1 states 0.1 or 0.2, see docs/sparse-results.md). Options ``label_bound``
+(default 1), ``radius`` ``R`` (default 1), ``feature_norm_bound`` ``r_x`` (default ``sqrt(p)``, the norm of a point of
+``{-1, +1}^p``). Two sets of defaults for ``rounds`` and ``residual_bound`` (docs/privacy.md §8.9, issue 20):
+
+* ``variant=default``: ``T = 1`` and ``c = min(label_bound, 2 R r_x / sqrt(p))``
+  (:func:`~workloads.local.randomizers.iht_gradient.default_residual_bound`). On an isotropic design with the unit
+  step (``eta E[x x^T] = I``) one full-gradient step from 0 is ``Trunc(theta* + noise)``: further rounds gain no
+  optimisation and split the participants into ``T`` groups, multiplying each step's noise by ``sqrt(T)``. About
+  ``6,000 p`` participants give a relative error near 0.2 at epsilon 1 (docs/sparse-results.md).
+* ``variant=paper`` (Sec. 7.1's reproduction): ``T = ceil(ln(N / p))`` (at least 1; needs ``participants``) and the
+  worst case ``c = sqrt(s) R + label_bound``, which never binds for features in ``[-1, 1]``.
+
+Explicit ``rounds=`` / ``residual_bound=`` override either. Pure epsilon (delta must be 0). Every setting is fixed
+here (a stored campaign keeps the values it was created with), so a bad one (``s > p``, ``T < 1``, ``eta <= 0``) is an
+error naming the option before any report is collected.
 
 Transition: round ``t + 1``'s ``theta`` is the IHT step from round ``t``'s mean gradient
 (:func:`estimators.local.sparse.ldp_iht_rounds.next_state`). Estimate: model ``iht``, the IHT step from the last
@@ -29,7 +39,10 @@ from service.campaigns.protocols.common import default_steps, diameter, no_covar
 from service.campaigns.types import CampaignFit, CampaignInfo, CampaignRequest
 from workloads.local.protocols import ProtocolSpec
 from workloads.local.protocols.ldp_iht import LdpIhtSpec
-from workloads.local.randomizers.iht_gradient import worst_case_residual_bound
+from workloads.local.randomizers.iht_gradient import default_residual_bound, worst_case_residual_bound
+
+#: ``variant=default`` (issue 20: T = 1, the clip from the label and design bounds) or ``variant=paper`` (Sec. 7.1)
+VARIANTS = ("default", "paper")
 
 
 def build(request: CampaignRequest) -> ProtocolSpec:
@@ -39,17 +52,23 @@ def build(request: CampaignRequest) -> ProtocolSpec:
     p = len(request.features)
     s = sparsity(options, "ldp-iht", p)
     participants = options.count("participants")
+    paper = options.choice("variant", VARIANTS, "default") == "paper"
     steps = options.count("rounds")
+    if steps is None and not paper:
+        steps = 1
     if steps is None:
         if participants is None:
-            raise invalid("ldp-iht needs option rounds (T) or option participants (T = ceil(ln(n / p)))")
+            raise invalid("ldp-iht variant=paper needs option rounds (T) or option participants (T = ceil(ln(n / p)))")
         steps = default_steps(participants, p)
     radius = options.number("radius", 1.0)
     label_bound = options.number("label_bound", 1.0)
-    residual_bound = options.number("residual_bound", worst_case_residual_bound(s, radius, label_bound))
+    feature_norm_bound = options.number("feature_norm_bound", math.sqrt(p))
+    clip = (worst_case_residual_bound(s, radius, label_bound) if paper
+            else default_residual_bound(label_bound, radius, feature_norm_bound, p))
+    residual_bound = options.number("residual_bound", clip)
     return LdpIhtSpec(dimension=p, sparsity=s, steps=steps, eta=options.number("eta", 1.0),
                       epsilon=request.epsilon, residual_bound=residual_bound,
-                      feature_norm_bound=options.number("feature_norm_bound", math.sqrt(p)), radius=radius,
+                      feature_norm_bound=feature_norm_bound, radius=radius,
                       participants=participants)
 
 
@@ -71,4 +90,4 @@ def fit(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate
 register(CampaignProtocol(
     "ldp-iht", LdpIhtSpec, build, ldp_iht_rounds.next_state, ("iht",), fit, "required",  # type: ignore[arg-type]
     "LDP-IHT (Wang & Xu 2019, Alg. 1): T rounds, T disjoint groups, l2-ball gradients (options: sparsity, rounds, "
-    "eta, radius, label_bound, residual_bound, feature_norm_bound, participants)"))
+    "eta, radius, label_bound, residual_bound, feature_norm_bound, participants, variant=default|paper)"))

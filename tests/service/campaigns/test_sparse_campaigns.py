@@ -106,6 +106,58 @@ def test_ldp_iht_campaign_runs_its_rounds_and_fits_a_known_answer(engine) -> Non
     assert {(r[2], r[3]) for r in rows} == {(int(eps * 1e12), 0)}
 
 
+SEC71_P, SEC71_S = 100, 10
+SEC71_LABEL_BOUND = math.sqrt(SEC71_S) + 0.05  # ||theta*||_1 <= sqrt(s) plus the noise bound (benchmarks.sparse)
+
+
+@pytest.mark.parametrize(("variant", "steps", "clip"), [
+    ({}, 1, 2.0),  # issue 20: T = 1, c = min(B_y, 2 R ||x|| / sqrt(p)) = 2
+    ({"variant": "paper"}, math.ceil(math.log(2_560_000 / SEC71_P)), math.sqrt(SEC71_S) + SEC71_LABEL_BOUND),
+])
+def test_ldp_iht_defaults_on_sec71_design(engine, variant, steps, clip) -> None:  # noqa: ANN001
+    names = [f"x{j}" for j in range(SEC71_P)]
+    created = campaigns.create_campaign(engine, "iht", "ldp-iht", names, "y", epsilon=1.0, options={
+        "sparsity": SEC71_S, "participants": 2_560_000, "label_bound": SEC71_LABEL_BOUND, **variant})
+    assert created.spec.steps == steps and steps in (1, 11)
+    assert created.spec.residual_bound == clip and created.spec.feature_norm_bound == 10.0
+    assert [r.expected for r in created.rounds] == [2_560_000 // steps] * (steps - 1) + [
+        2_560_000 - (2_560_000 // steps) * (steps - 1)]
+
+
+def test_ldp_iht_default_needs_no_participants_and_explicit_options_win(engine) -> None:  # noqa: ANN001
+    spec = campaigns.create_campaign(engine, "a", "ldp-iht", NAMES, "y", epsilon=1.0, options={"sparsity": 2}).spec
+    assert (spec.steps, spec.residual_bound) == (1, 1.0)  # label_bound 1 < 2 R: the label bound binds
+    spec = campaigns.create_campaign(engine, "b", "ldp-iht", NAMES, "y", epsilon=1.0, options={
+        "sparsity": 2, "rounds": 4, "residual_bound": 3.0}).spec
+    assert (spec.steps, spec.residual_bound) == (4, 3.0)
+
+
+def _iht_error(engine, name: str, options: dict, x: np.ndarray, y: np.ndarray, theta: np.ndarray) -> float:  # noqa: ANN001
+    names = [f"x{j}" for j in range(x.shape[1])]
+    campaigns.create_campaign(engine, name, "ldp-iht", names, "y", epsilon=1.0, options=options)
+    simulate.simulate(engine, name, x, y, seed=12)
+    fit = estimates.fit_campaign(engine, name, "iht")
+    coef = np.array([fit.coefficients[k] for k in names])
+    return float(np.linalg.norm(coef - theta) / np.linalg.norm(theta))
+
+
+def test_ldp_iht_new_defaults_learn_where_the_papers_do_not(engine) -> None:  # noqa: ANN001
+    """Isotropic design, p = 10, s = 2, eps = 1, n = 20,000: the defaults (T = 1, c = B_y) give each coordinate a
+    noise of B / sqrt(p n), B the report norm at r = sqrt(p) c (derived error about 0.12); the paper's (T = 8, c =
+    sqrt(s) + B_y) split n into 8 groups at twice the clip (about 0.68, and truncation errors on top)."""
+    p, s, n = 10, 2, 20_000
+    rng = np.random.default_rng(11)
+    theta = np.zeros(p)
+    theta[[1, 6]] = [0.8, -0.6]
+    x = rng.choice([-1.0, 1.0], size=(n, p))
+    y = x @ theta + rng.uniform(-0.05, 0.05, n)
+    options = {"sparsity": s, "participants": n, "label_bound": math.sqrt(s) + 0.05}
+    new = _iht_error(engine, "new", options, x, y, theta)
+    old = _iht_error(engine, "old", {**options, "variant": "paper"}, x, y, theta)
+    derived = math.sqrt(s) * l2_ball_output_norm(p, math.sqrt(p) * (math.sqrt(s) + 0.05), 1.0) / math.sqrt(p * n)
+    assert new < 3 * derived < 0.4 and old > 2 * new
+
+
 def test_a_running_ldp_iht_campaign_answers_with_the_rounds_done(engine) -> None:  # noqa: ANN001
     campaigns.create_campaign(engine, "iht", "ldp-iht", NAMES, "y", epsilon=4.0,
                               options={"sparsity": 2, "rounds": 3})
@@ -233,7 +285,8 @@ def test_a_lasso_solver_failure_is_named(engine, label_campaign, monkeypatch) ->
         ("ldp-iht", {"sparsity": 2, "rounds": 0}, {}, "option rounds must be a positive integer"),
         ("ldp-iht", {"sparsity": 2, "rounds": 2, "eta": 0}, {}, "option eta must be a finite positive number"),
         ("ldp-iht", {"sparsity": 2, "rounds": 2, "eta": -0.5}, {}, "option eta"),
-        ("ldp-iht", {"sparsity": 2}, {}, "needs option rounds"),
+        ("ldp-iht", {"sparsity": 2, "variant": "paper"}, {}, "variant=paper needs option rounds"),
+        ("ldp-iht", {"sparsity": 2, "variant": "fast"}, {}, "option variant must be one of"),
         ("ldp-iht", {"rounds": 2}, {}, "needs option sparsity"),
         ("ldp-iht", {"sparsity": 2, "rounds": 2}, {"delta": 1e-6}, "delta must be 0 for ldp-iht"),
         ("ldp-iht", {"sparsity": 2, "rounds": 2, "dimension": 5}, {}, "dimension mismatch"),

@@ -9,6 +9,7 @@ import pytest
 
 from workloads.local.randomizers.iht_gradient import (
     clipped_least_squares_gradient,
+    default_residual_bound,
     ldp_iht_report,
     worst_case_residual_bound,
 )
@@ -41,6 +42,33 @@ def test_worst_case_residual_bound_never_clips_on_the_model_class() -> None:
             clipped_least_squares_gradient(theta, x, y, bound), x * (x @ theta - y)[:, np.newaxis]
         )
     assert worst <= bound
+
+
+def test_default_residual_bound_is_min_of_the_label_bound_and_two_design_scales() -> None:
+    # Sec. 7.1's design: p = 100, ||x|| = sqrt(p) (scale 1), R = 1, B_y = sqrt(10) + 0.05 -> c = 2 (not 6.37)
+    assert default_residual_bound(math.sqrt(10) + 0.05, 1.0, 10.0, 100) == 2.0
+    assert default_residual_bound(1.0, 1.0, 10.0, 100) == 1.0  # a label bound under 2 R binds: round 0 never clips
+    assert default_residual_bound(9.0, 0.5, 2 * math.sqrt(30), 30) == pytest.approx(2.0)  # scale 2, R = 0.5
+    with pytest.raises(ParameterError, match="label_bound"):
+        default_residual_bound(0.0, 1.0, 10.0, 100)
+
+
+def test_default_clip_bias_at_round_zero_is_within_the_derived_bound() -> None:
+    """At theta = 0 clipping y at c = 2 on Sec. 7.1's design biases the mean gradient by at most
+    sqrt(E (|y| - c)_+^2) in l2 (Cauchy-Schwarz with E x x^T = I): 0.058 here (0.11 for a unit Gaussian y)."""
+    rng = np.random.default_rng(5)
+    n, p, s = 40_000, 100, 10
+    theta_star = np.zeros(p)
+    theta_star[:s] = rng.uniform(0, 1, s)
+    theta_star /= np.linalg.norm(theta_star)
+    x = rng.choice([-1.0, 1.0], size=(n, p))
+    y = x @ theta_star + rng.uniform(-0.05, 0.05, n)
+    c = default_residual_bound(math.sqrt(s) + 0.05, 1.0, math.sqrt(p), p)
+    bias = (clipped_least_squares_gradient(np.zeros(p), x, y, c) - (-x * y[:, np.newaxis])).mean(axis=0)
+    cauchy_schwarz = math.sqrt(float(np.mean(np.clip(np.abs(y) - c, 0, None) ** 2)))
+    sampling = math.sqrt(float(np.mean(np.abs(y) > c)) * p / n)  # the sample mean's own l2 error, about
+    assert np.linalg.norm(bias) <= cauchy_schwarz + 3 * sampling
+    assert cauchy_schwarz < 0.11  # the bias stays a small fraction of ||theta*|| = 1
 
 
 def test_clipped_gradient_clips_the_residual() -> None:
