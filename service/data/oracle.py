@@ -3,7 +3,7 @@
 It is handed to a mechanism by the release engine (:func:`service.releases.engine.run_release`) and lives
 for one release. Marginals come back as counts (``GROUP BY``). The mechanisms that genuinely need row-level data
 read :meth:`SqlCountOracle.distinct_rows`, the distinct rows with their counts (also a ``GROUP BY``: memory bounded
-by the distinct rows, not by the table's length); :meth:`SqlCountOracle.rows` reads every row's codes.
+by the distinct rows, not by the table's length); nothing reads every row's codes into memory any more.
 """
 
 from __future__ import annotations
@@ -178,34 +178,6 @@ class SqlCountOracle:
         self._cache[attributes] = cached
         return cached
 
-    def rows(self, attributes: Sequence[str], chunk_rows: int = 50_000) -> np.ndarray:
-        """Every row's integer codes over ``attributes``: an int64 array ``n x len(attributes)``, columns in
-        the order given, rows in the database's order.
-
-        Memory grows with ``n``: the row-reading mechanisms (objective perturbation, DP-IHT) use
-        :meth:`distinct_rows` instead, and everything that is a function of marginals uses :meth:`counts`.
-        Only a release may call this. Nothing it returns may leave the release except through the
-        mechanism's noisy output: the array is never stored, logged or put in a payload. The rows are
-        streamed from the database in chunks of ``chunk_rows``; ``rows_read`` counts them for audits."""
-        names = list(attributes)
-        unknown = [a for a in names if a not in self.dataset.sql_columns]
-        if not names or unknown:
-            raise ValueError(f"attributes must be columns of {self.dataset.name!r}; unknown: {unknown or names}")
-        if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int) or chunk_rows < 1:
-            raise ValueError(f"chunk_rows must be a positive integer, got {chunk_rows!r}")
-        columns = [self._table.c[self.dataset.sql_columns[a]] for a in names]
-        chunks: list[np.ndarray] = []
-        with self.engine.connect() as connection:
-            result = connection.execution_options(stream_results=True, yield_per=chunk_rows).execute(
-                select(*columns)
-            )
-            for part in result.partitions(chunk_rows):
-                plain = [tuple(row) for row in part]  # Row objects are slow for numpy to inspect
-                chunks.append(np.array(plain, dtype=np.int64).reshape(len(plain), len(names)))
-        codes = np.concatenate(chunks) if chunks else np.empty((0, len(names)), dtype=np.int64)
-        self.rows_read += len(codes)
-        return codes
-
     def distinct_rows(
         self, attributes: Sequence[str], *, max_rows: int | None = None, chunk_rows: int = 50_000
     ) -> tuple[np.ndarray, np.ndarray]:
@@ -217,8 +189,9 @@ class SqlCountOracle:
         mechanism whose objective is such a sum (objective perturbation, DP-IHT's gradient sums) reads ``U`` rows
         instead of ``n``: at most the product of the attributes' domain sizes, whatever the table's length. They are
         streamed in chunks of ``chunk_rows``; ``max_rows`` (a public cap) stops the read with :class:`ValueError`
-        as soon as more distinct rows arrive, so memory never exceeds the cap. The same confidentiality rules as
-        :meth:`rows` apply: nothing returned leaves the release except through the mechanism's noisy output."""
+        as soon as more distinct rows arrive, so memory never exceeds the cap. Only a release may call this:
+        nothing returned leaves the release except through the mechanism's noisy output (never stored, logged or put
+        in a payload)."""
         names = list(attributes)
         unknown = [a for a in names if a not in self.dataset.sql_columns]
         if not names or unknown:

@@ -334,17 +334,6 @@ def test_objpert_noise_norm_matches_its_calibration(tmp_path: Path, titanic_csv)
     assert oracle.rows_read == 300 * len(frame)
 
 
-def test_oracle_rows_returns_every_row(engine, titanic_csv) -> None:  # noqa: ANN001
-    _load(engine, "titanic", titanic_csv)
-    oracle = SqlCountOracle(engine, datasets.get_dataset(engine, "titanic"))
-    frame, _ = _frame(titanic_csv)
-    codes = oracle.rows(["Fare", "Sex"], chunk_rows=100)
-    assert codes.shape == (len(frame), 2) and oracle.rows_read == len(frame)
-    assert sorted(map(tuple, codes.tolist())) == sorted(map(tuple, frame[["Fare", "Sex"]].to_numpy().tolist()))
-    with pytest.raises(ValueError, match="unknown"):
-        oracle.rows(["Fare", "nope"])
-
-
 # bad input: clear errors naming the parameter, nothing charged ----------------------------------------------------
 @pytest.mark.parametrize(
     ("kwargs", "fragment"),
