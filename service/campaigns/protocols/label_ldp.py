@@ -17,6 +17,7 @@ A cvxpy failure (the Lasso) is the error ``solver_failed`` naming each solver's 
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -96,8 +97,7 @@ def fit(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate
                           _lasso_influence(aggregate, gram, moment))
     details["refit"] = "least squares on the Lasso's support (same X^T X and x tilde y sums; free)"
     return sparse_fit(campaign, model, refit_on_support(gram, moment, coef), aggregate.count, details, (),
-                      Influence(None, "l2", "coefficients", "no finite bound: one more report can change the Lasso's "
-                                "support, and the refit on a support is not continuous across supports"))
+                      _refit_influence(aggregate, gram))
 
 
 def _lasso_influence(aggregate: ReportAggregate, gram: np.ndarray, moment: np.ndarray) -> Influence:
@@ -112,6 +112,23 @@ def _lasso_influence(aggregate: ReportAggregate, gram: np.ndarray, moment: np.nd
     return Influence(mean_shift(field, moment, aggregate.count) / smallest, "l2", "coefficients",
                      "sup ||Delta b|| / lambda_min(X^T X / m): one more report within the validated range of x tilde "
                      "y moves b by at most its farthest point / (n + 1), and the Lasso is 1/lambda_min-Lipschitz in b")
+
+
+def _refit_influence(aggregate: ReportAggregate, gram: np.ndarray) -> Influence:
+    """The refit on a support ``S`` solves ``G_SS w_S = b_S``, so ``||w|| <= ||b_S|| / lambda_min(G_SS) <= B /
+    lambda_min(G)`` (Cauchy's interlacing: a principal submatrix's smallest eigenvalue is at least ``G``'s), ``B`` the
+    largest norm a mean of accepted ``x_row tilde y`` can have (the aggregate's validated range). One more report can
+    change the support, so the refit is not Lipschitz in ``b``; every refit still lies in that ball, and one report
+    moves it by at most the ball's diameter. Loose, but finite and valid whatever the support does."""
+    field = next(f for f in aggregate.schema.fields if f.name == "xy")
+    smallest = float(np.linalg.eigvalsh(gram)[0])
+    if smallest <= 0.0:
+        return Influence(None, "l2", "coefficients", "no finite bound: the public X^T X is singular, so a refit on a "
+                         "support that includes its null space is unbounded")
+    largest = math.sqrt(math.prod(field.shape)) * max(abs(field.low), abs(field.high))
+    return Influence(2.0 * largest / smallest, "l2", "coefficients",
+                     "2 sup ||b|| / lambda_min(X^T X / m): every refit on a support lies in the ball of radius "
+                     "sup ||b|| / lambda_min (interlacing), b the mean of x tilde y within its validated range")
 
 
 register(CampaignProtocol(
