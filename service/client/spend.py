@@ -138,7 +138,7 @@ class SpendLedger:
         """Append an entry spending ``(epsilon, delta)`` if the spend stays within ``ceiling``, atomically with the
         check (both locks held); else :class:`CollectionError` ``device_total_exceeded`` and nothing written.
         ``about``: server, campaign, round, protocol. Returns the entry's id."""
-        cost = (math.ceil(_decimal(epsilon) * EPSILON_UNIT), math.ceil(_decimal(delta) * DELTA_UNIT))
+        cost = _cost_units(epsilon, delta)
         cap = ceiling.units()
         with self._locked():
             entries = self._load()
@@ -306,6 +306,11 @@ def _decimal(value: float) -> Fraction:
     return Fraction(repr(float(value)))
 
 
+def _cost_units(epsilon: float, delta: float) -> tuple[int, int]:
+    """One report's (epsilon, delta) in ledger units, each rounded up, as the server charges it."""
+    return math.ceil(_decimal(epsilon) * EPSILON_UNIT), math.ceil(_decimal(delta) * DELTA_UNIT)
+
+
 def _units(entries: list[dict[str, Any]]) -> tuple[int, int]:
     """The entries' summed (epsilon, delta) in ledger units, each rounded up; a bad amount is a ``ValueError``."""
     eps = dlt = 0
@@ -314,6 +319,6 @@ def _units(entries: list[dict[str, Any]]) -> tuple[int, int]:
         for name, value in (("epsilon", epsilon), ("delta", delta)):
             if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
                 raise ValueError(f"entry {entry.get('id')!r} has {name} {value!r}")
-        eps += math.ceil(_decimal(epsilon) * EPSILON_UNIT)
-        dlt += math.ceil(_decimal(delta) * DELTA_UNIT)
+        cost = _cost_units(epsilon, delta)
+        eps, dlt = eps + cost[0], dlt + cost[1]
     return eps, dlt

@@ -294,3 +294,11 @@ def test_the_default_device_keeps_its_file_in_the_home_directory(tmp_path: Path,
     client.campaign("c").submit([0.4])
     saved = json.loads((tmp_path / ".marginalia" / "device-spend.json").read_text())
     assert [(e["campaign"], e["epsilon"], e["status"]) for e in saved["entries"]] == [("c", 1.0, "accepted")]
+
+
+def test_the_device_counts_in_the_server_ledgers_units() -> None:
+    """The client imports no server package, so it keeps its own copy of the ledger's units: they must agree."""
+    from db.models import DELTA_SCALE, EPSILON_SCALE
+    from service.client import spend
+
+    assert (spend.EPSILON_UNIT, spend.DELTA_UNIT) == (EPSILON_SCALE, DELTA_SCALE)
