@@ -10,6 +10,8 @@ family answers from that one collection:
   the simulator plays its ``T`` rounds (``--iht-variant``: ``default``, ``T = 1``; ``paper``, ``T = ceil(ln(n / p))``
   and the worst-case clip) through the batch submission path (validation, the local
   ledger, the running aggregates, the transitions), then the code ``marginalia campaign fit`` runs (model ``iht``);
+  family ``ldp-iht-coordinate`` (method of the same name): the same with ``--option randomizer=coordinate`` (one
+  sampled gradient coordinate per participant, issue 20);
 * family ``label-ldp`` (methods ``label-ldp-iht``, Alg. 2, and ``lasso``, Sec. 5): the rows' features are loaded as
   a public table, a ``label-ldp`` campaign collects the label reports once, and both models answer from it (free);
 * families ``bernstein``, ``bernstein-1bit`` and ``dr-erm`` (Wang, Gaboardi & Xu 2018, Algs. 2-4; methods of the
@@ -145,14 +147,20 @@ def _simulate(cell: BenchCell, campaign: str) -> int:
     return sum(result.reports.values())
 
 
-def _collect_ldp_iht(cell: BenchCell) -> str:
-    from service.campaigns.campaigns import create_campaign
+def _ldp_iht_collector(randomizer: str) -> Collect:
+    """A family of one ``ldp-iht`` campaign with the gradient randomizer ``randomizer`` (``--iht-variant``'s
+    defaults; the coordinate randomizer's ``feature_bound`` is its default, 1 on ``{-1, +1}^p``)."""
 
-    name = f"ldp-iht-{cell.tag}"
-    create_campaign(cell.engine, name, "ldp-iht", cell.features, "y", epsilon=cell.epsilon, delta=0.0,
-                    options=_options(cell, variant=cell.config.iht_variant))
-    _simulate(cell, name)
-    return name
+    def collect(cell: BenchCell) -> str:
+        from service.campaigns.campaigns import create_campaign
+
+        name = f"ldp-iht-{randomizer}-{cell.tag}"
+        create_campaign(cell.engine, name, "ldp-iht", cell.features, "y", epsilon=cell.epsilon, delta=0.0,
+                        options=_options(cell, variant=cell.config.iht_variant, randomizer=randomizer))
+        _simulate(cell, name)
+        return name
+
+    return collect
 
 
 def _collect_label_ldp(cell: BenchCell) -> str:
@@ -199,7 +207,8 @@ def _collect_plain(protocol: str, **options: object) -> Collect:
     return collect
 
 
-register_family("ldp-iht", _collect_ldp_iht)
+register_family("ldp-iht", _ldp_iht_collector("l2ball"))
+register_family("ldp-iht-coordinate", _ldp_iht_collector("coordinate"))
 register_family("label-ldp", _collect_label_ldp)
 # Bernstein (p <= 3): the box [-1, 1]^p holds theta* (unit norm); DR-ERM: the l1 ball of radius sqrt(s) holds it
 register_family("bernstein", _collect_plain("bernstein", feature_bound=1.0))
@@ -207,6 +216,7 @@ register_family("bernstein-1bit", _collect_plain("bernstein-1bit", feature_bound
 register_family("dr-erm", _collect_plain("dr-erm", radius=lambda cell: math.sqrt(cell.config.sparsity),
                                          feature_radius=lambda cell: math.sqrt(cell.p)))
 register_method(SparseMethod("ldp-iht", "ldp-iht", campaign_answer("iht")))
+register_method(SparseMethod("ldp-iht-coordinate", "ldp-iht-coordinate", campaign_answer("iht")))
 register_method(SparseMethod("label-ldp-iht", "label-ldp", campaign_answer("iht")))
 register_method(SparseMethod("lasso", "label-ldp", campaign_answer("lasso")))
 register_method(SparseMethod("bernstein", "bernstein", campaign_answer("linear")))

@@ -64,3 +64,16 @@ def test_bench_sparse_iht_variant_is_checked_and_reaches_the_campaign(tmp_path: 
     written = json.loads(out.read_text())
     assert written["config"]["iht_variant"] == "paper"
     assert written["records"][0]["rounds_used"] == 6  # T = ceil(ln(2000 / 5)), not the default 1
+
+
+def test_bench_sparse_runs_the_coordinate_randomizer_beside_the_l2_ball(tmp_path: Path) -> None:
+    """``--method ldp-iht-coordinate``: its own campaign with ``randomizer=coordinate`` on the same rows."""
+    out = tmp_path / "coordinate.json"
+    result = runner.invoke(sparse.app, ["--json", str(out), "--method", "ldp-iht,ldp-iht-coordinate", "--p", "5",
+                                        "--n", "20000", "--s", "2", "--trials", "1", "--epsilon", "8", "--quiet"])
+    assert result.exit_code == 0, result.output
+    records = {r["method"]: r for r in json.loads(out.read_text())["records"]}
+    assert set(records) == {"ldp-iht", "ldp-iht-coordinate"}
+    assert records["ldp-iht-coordinate"]["family"] == "ldp-iht-coordinate"
+    assert records["ldp-iht-coordinate"]["reports"] == 20000 and records["ldp-iht-coordinate"]["rounds_used"] == 1
+    assert records["ldp-iht-coordinate"]["relative_error"] < 0.3  # at epsilon 8 the reports carry the signal
