@@ -77,3 +77,17 @@ def test_bench_sparse_runs_the_coordinate_randomizer_beside_the_l2_ball(tmp_path
     assert records["ldp-iht-coordinate"]["family"] == "ldp-iht-coordinate"
     assert records["ldp-iht-coordinate"]["reports"] == 20000 and records["ldp-iht-coordinate"]["rounds_used"] == 1
     assert records["ldp-iht-coordinate"]["relative_error"] < 0.3  # at epsilon 8 the reports carry the signal
+
+
+def test_bench_sparse_drerm_radius_is_public_and_checked(tmp_path: Path) -> None:
+    """DR-ERM's l1 radius: 1 by default (the design's public norm of theta*), sqrt(s) with --drerm-radius sparsity."""
+    with pytest.raises(BenchError, match="--drerm-radius must be one of"):
+        sparse.check_config(sparse.SparseBench(methods=("dr-erm",), drerm_radius="data"))
+    radii = {}
+    for choice in ("norm", "sparsity"):
+        out = tmp_path / f"{choice}.json"
+        result = runner.invoke(sparse.app, ["--json", str(out), "--method", "dr-erm", "--p", "30", "--n", "400",
+                                            "--s", "4", "--trials", "1", "--drerm-radius", choice, "--quiet"])
+        assert result.exit_code == 0, result.output
+        radii[choice] = json.loads(out.read_text())["records"][0]["radius"]
+    assert radii == {"norm": 1.0, "sparsity": 2.0}
