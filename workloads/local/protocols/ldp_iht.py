@@ -42,11 +42,12 @@ from workloads.local.protocols.base import (
     GroupSpec,
     ProtocolError,
     ProtocolSpec,
-    ReportError,
     ReportSchema,
     RoundSpec,
     RoundState,
     _features_and_labels,
+    check_two_point,
+    check_whole_numbers,
     register_protocol,
     sphere_field,
 )
@@ -166,19 +167,8 @@ class LdpIhtSpec(ProtocolSpec):
         self.theta(round_index, state)
         if self.randomizer != "coordinate":
             return
-        coordinates = np.asarray(batch["coordinate"], dtype=float)
-        bad = coordinates != np.floor(coordinates)
-        if bad.any():
-            index = int(np.argmax(bad))
-            raise ReportError(f"report {index}: field 'coordinate' must be a whole number in [0, {self.dimension - 1}]"
-                              f", got {float(coordinates[index])!r}", "coordinate", index)
-        magnitude = self.coordinate_magnitude
-        values = np.asarray(batch["value"], dtype=float)
-        bad = np.abs(values) != magnitude
-        if bad.any():
-            index = int(np.argmax(bad))
-            raise ReportError(f"report {index}: field 'value' must be exactly +pC or -pC (pC = {magnitude!r}, the "
-                              f"coordinate randomizer's only outputs), got {float(values[index])!r}", "value", index)
+        check_whole_numbers(batch, "coordinate", f"a whole number in [0, {self.dimension - 1}]")
+        check_two_point(batch, "value", self.coordinate_magnitude, "pC", "coordinate randomizer")
 
     def aggregate_schema(self, round_index: int, state: RoundState) -> ReportSchema:
         """The running sum ``gradient`` (both randomizers; ``coordinate``: the dense ``value e_coordinate``)."""
