@@ -52,6 +52,8 @@ class CampaignModel(LinearScoreModel):
         self.cost: dict[str, float] = dict(answer["cost"])
         #: how far one more accepted report can move the coefficients (``per_report``, ``norm``, ``basis``)
         self.influence: dict[str, Any] | None = answer.get("influence")
+        #: the coefficients' standard errors by name (``None`` when the protocol derives none)
+        self.standard_errors: dict[str, float] | None = answer.get("standard_errors")
         names = tuple(answer["feature_names"])
         coefficients = answer["coefficients"]
         theta = [coefficients.get(INTERCEPT_NAME, 0.0), *(coefficients[name] for name in names)]
