@@ -11,19 +11,21 @@ symmetric, ``G_00 = 1``) and ``m`` (estimating ``mean x~ y``), ``x~ = (1, x)``. 
 minimum-norm solve of :func:`estimators.psd.solve_psd`, the intercept ``theta_0`` unpenalised. Everything is
 post-processing of the reports: any number of fits, free.
 
-**The ridge.** A stated ``lambda`` (the spec's public ``ridge``) is used as given. The default is AdaSSP's rule
-(Wang 2018, "Revisiting differentially private linear regression", Alg. 2 step 3, the form restated in
-Ferrando & Sheldon 2024, App. B): ``lambda = max(0, nu - max(0, lambda_min(G) - nu))``, ``nu`` a bound on the
-spectral norm of the noise on ``G`` that holds with probability about 0.95: ``nu = tau (2 sqrt(P) +
-sqrt(2 ln 20))`` for a symmetric ``P x P`` noise matrix with independent entries of standard deviation at most
-``tau`` (``E||W|| <= 2 sqrt(P) tau`` and Gaussian concentration with Lipschitz constant ``sqrt(2) tau``;
-Bandeira & van Handel 2016, the Gaussian case, taken as the noise level for the l2-ball's bounded entries too), and
-``tau = sqrt(v / n)``, ``v`` the randomizer's per-entry variance bound
-(:attr:`~workloads.local.protocols.linear_ssp.LinearSspSpec.report_variance`). ``lambda_min(G)`` is read from the
-released ``G`` (in the local model that is post-processing: AdaSSP spends budget on it only because the central
-Gram is not yet noisy). So the ridge is zero when the noisy Gram is well conditioned against its noise (the usual
-case for standardised features at the sizes this protocol needs), and up to ``nu`` when noise could make it
-singular.
+**The ridge.** A stated ``lambda`` (the spec's public ``ridge``) is used as given. The default is the smallest ridge
+that lifts the noisy Gram's smallest eigenvalue to the level of its noise: ``lambda = max(0, nu - lambda_min(G))``,
+``nu`` a bound on the spectral norm of the noise on ``G`` that holds with probability about 0.95:
+``nu = tau (2 sqrt(P) + sqrt(2 ln 20))`` for a symmetric ``P x P`` noise matrix with independent entries of standard
+deviation at most ``tau`` (``E||W|| <= 2 sqrt(P) tau`` and Gaussian concentration with Lipschitz constant
+``sqrt(2) tau``; Bandeira & van Handel 2016, the Gaussian case, taken as the noise level for the l2-ball's bounded
+entries too), ``tau = sqrt(v / n)``, ``v`` the randomizer's per-entry variance bound
+(:attr:`~workloads.local.protocols.linear_ssp.LinearSspSpec.report_variance`, public). It is AdaSSP's rule (Wang 2018,
+"Revisiting differentially private linear regression", Alg. 2 step 3; restated in Ferrando & Sheldon 2024, App. B)
+without its lower-confidence shift of ``lambda_min``: AdaSSP spends budget on a noisy ``lambda_min``, here it is read
+from the released ``G`` (post-processing in the local model). Measured (20 collections each, epsilon 1, relative
+error): on ``x`` uniform in ``{-1, 1}^p`` with ``n = 10,000`` it is 0 and the fit is plain least squares (0.067 at
+``p = 1``, 0.217 at ``p = 2``); where noise can make ``G`` nearly singular it is what keeps the fit finite (``p = 2``,
+``x`` uniform in ``[-1, 1]``, ``n = 2,000``: 0.76 against 9.3 without a ridge; ``p = 5``, ``n = 20,000``: 0.76 against
+4.0), and it was never worse than AdaSSP's own rule with the shift (0.53-0.75 on the same cells).
 
 **Standard errors** (the delta method, free). ``theta`` is a smooth function of ``s_bar`` where the PSD repair and
 the ridge do not bind; its Jacobian ``J`` has columns ``(P(G) + Lambda)^+ (dm/ds_k - dG/ds_k theta)``, and
@@ -68,9 +70,8 @@ def noise_norm_bound(spec: LinearSspSpec, reports: int) -> float:
 
 
 def default_ridge(gram: np.ndarray, spec: LinearSspSpec, reports: int) -> float:
-    """AdaSSP's rule ``max(0, nu - max(0, lambda_min(G) - nu))`` (module docstring)."""
-    nu = noise_norm_bound(spec, reports)
-    return max(0.0, nu - max(0.0, smallest_eigenvalue(gram) - nu))
+    """``max(0, nu - lambda_min(G))``: the smallest ridge that lifts ``G``'s smallest eigenvalue to ``nu``."""
+    return max(0.0, noise_norm_bound(spec, reports) - smallest_eigenvalue(gram))
 
 
 class SspLinearRegression(LinearRegressor):
