@@ -209,7 +209,8 @@ def campaign_close(
 def campaign_fit(
     name: Name,
     model: Annotated[str, typer.Option(help="linear, logistic, probit, poisson, cubic, sigmoid, boosting, "
-                                            "logistic-loss (GLM campaigns), mean (ldp-avg), iht (ldp-iht, "
+                                            "logistic-loss (GLM campaigns; linear also bernstein, dr-erm, "
+                                            "linear-ssp), mean (ldp-avg), iht (ldp-iht, "
                                             "label-ldp), lasso or lasso-raw (label-ldp).")],
     covariance: Annotated[str | None, typer.Option(help="pooled, private or public (X^T X's source).")] = None,
     as_json: JsonFlag = False,
@@ -226,10 +227,11 @@ def campaign_fit(
         bound = fit.influence.per_report if fit.influence is not None else None
         caption = (f"one more report moves the {fit.influence.of} by at most {bound:.3g} ({fit.influence.norm})"
                    if bound is not None else "no bound on one report's influence: see --json")
-        table = Table("coefficient", "value", title=f"{fit.model} from campaign {fit.campaign} ({fit.reports:,} "
-                                                    "reports; cost 0)")
+        errors = fit.standard_errors
+        columns = ("coefficient", "value") if errors is None else ("coefficient", "value", "std. error")
+        table = Table(*columns, title=f"{fit.model} from campaign {fit.campaign} ({fit.reports:,} reports; cost 0)")
         for key, value in fit.coefficients.items():
-            table.add_row(key, f"{value:.6g}")
+            table.add_row(key, f"{value:.6g}", *(() if errors is None else (f"{errors[key]:.3g}",)))
         stdout.print(table)
         stdout.print(caption)
 

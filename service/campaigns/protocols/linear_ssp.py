@@ -1,5 +1,5 @@
 """``linear-ssp``: low-dimensional linear regression with an intercept from one report of sufficient statistics per
-participant (local sufficient-statistics perturbation; docs/privacy.md 8.9 (f)).
+participant (local sufficient-statistics perturbation; docs/privacy.md 8.9 (g)).
 
 Build: a target, ``p`` features; devices centre and scale the features with the campaign's public transform (the
 ``--public`` table's mean and standard deviation, or stated ``feature_bounds``), like the Stein GLMs. Options:

@@ -47,7 +47,8 @@ def test_exact_statistics_give_ordinary_least_squares() -> None:
 def test_the_default_ridge_lifts_the_smallest_eigenvalue_to_the_noise_level() -> None:
     spec = LinearSspSpec(dimension=2, norm_bound=2.0, label_bound=3.0, epsilon=1.0)
     nu = noise_norm_bound(spec, 1000)
-    assert nu == pytest.approx(math.sqrt(spec.report_variance / 1000) * (2 * math.sqrt(3) + math.sqrt(2 * math.log(20))))
+    tau = math.sqrt(spec.report_variance / 1000)
+    assert nu == pytest.approx(tau * (2 * math.sqrt(3) + math.sqrt(2 * math.log(20))))
     assert default_ridge(np.eye(3) * nu / 4, spec, 1000) == pytest.approx(0.75 * nu)
     assert default_ridge(np.eye(3) * 10 * nu, spec, 1000) == 0.0  # well conditioned against the noise: no ridge
     singular = np.diag([1.0, 1.0, 0.0])
