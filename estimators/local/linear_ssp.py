@@ -21,11 +21,12 @@ entries too), ``tau = sqrt(v / n)``, ``v`` the randomizer's per-entry variance b
 (:attr:`~workloads.local.protocols.linear_ssp.LinearSspSpec.report_variance`, public). It is AdaSSP's rule (Wang 2018,
 "Revisiting differentially private linear regression", Alg. 2 step 3; restated in Ferrando & Sheldon 2024, App. B)
 without its lower-confidence shift of ``lambda_min``: AdaSSP spends budget on a noisy ``lambda_min``, here it is read
-from the released ``G`` (post-processing in the local model). Measured (20 collections each, epsilon 1, relative
-error): on ``x`` uniform in ``{-1, 1}^p`` with ``n = 10,000`` it is 0 and the fit is plain least squares (0.067 at
-``p = 1``, 0.217 at ``p = 2``); where noise can make ``G`` nearly singular it is what keeps the fit finite (``p = 2``,
-``x`` uniform in ``[-1, 1]``, ``n = 2,000``: 0.76 against 9.3 without a ridge; ``p = 5``, ``n = 20,000``: 0.76 against
-4.0), and it was never worse than AdaSSP's own rule with the shift (0.53-0.75 on the same cells).
+from the released ``G`` (post-processing in the local model). Measured in process (20 collections per cell,
+epsilon 1, relative error; no ridge / AdaSSP's shifted rule / this rule): ``x`` uniform in ``{-1, 1}^p``,
+``n = 10,000``: the ridge is 0 (0.067 at ``p = 1``; 0.217 / 0.226 / 0.217 at ``p = 2``); ``n = 2,000`` and 500 at
+``p = 2``: 0.43 / 0.53 / 0.37 and 1.02 / 0.73 / 0.70; ``x`` uniform in ``[-1, 1]``, where noise can make ``G`` nearly
+singular: ``p = 2``, ``n = 2,000``: 9.3 / 0.75 / 0.76, ``n = 20,000``: 0.55 / 0.53 / 0.34; ``p = 5``, ``n = 20,000``:
+4.0 / 0.76 / 0.76. So within 1% of AdaSSP's rule where both are needed, and better where AdaSSP's shift over-shrinks.
 
 **Standard errors** (the delta method, free). ``theta`` is a smooth function of ``s_bar`` where the PSD repair and
 the ridge do not bind; its Jacobian ``J`` has columns ``(P(G) + Lambda)^+ (dm/ds_k - dG/ds_k theta)``, and
