@@ -6,12 +6,15 @@ stored."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
 import pandas as pd
 import pytest
+from sqlalchemy import text
 
+from estimators.local.aggregate import ReportAggregate
 from estimators.local.linear_ssp import SspLinearRegression
 from service.campaigns import campaigns, estimates, simulate
 from service.campaigns.public_tables import PublicColumn, store_public_table
@@ -28,6 +31,15 @@ def _people(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     x = np.column_stack([rng.normal(3.0, 0.5, n), rng.normal(-1.0, 2.0, n)])
     return x, INTERCEPT + x @ TRUTH + rng.normal(0.0, 0.1, n)
+
+
+def _stored_aggregate(engine, campaign: str) -> ReportAggregate:  # noqa: ANN001
+    """Round 0's running sums as the service stored them."""
+    with engine.connect() as connection:
+        raw = connection.execute(text("SELECT r.aggregate_json FROM campaign_rounds r JOIN campaigns c ON c.id = "
+                                      "r.campaign_id WHERE c.name = :c AND r.round_index = 0"),
+                                 {"c": campaign}).scalar_one()
+    return ReportAggregate.from_json(json.loads(raw))
 
 
 def _public(engine, n: int = 2000) -> None:  # noqa: ANN001
@@ -53,13 +65,7 @@ def test_l2ball_campaign_end_to_end(engine) -> None:  # noqa: ANN001
     fit = estimates.fit_campaign(engine, "ssp", "linear")
     assert list(fit.coefficients) == ["x1", "x2", "(intercept)"] and fit.reports == n
     # the fit is the estimator on the stored aggregate, mapped back through the public transform
-    from estimators.local.aggregate import ReportAggregate
-    from workloads.local.protocols import RoundState
-
-    aggregate = ReportAggregate.for_round(spec, 0, RoundState(0, {}))
-    aggregate.count, aggregate.sums["statistics"] = n, mean * n
-    aggregate.squares["statistics"] = np.full(spec.length, spec.report_variance * n)
-    direct = SspLinearRegression().fit(aggregate, spec)
+    direct = SspLinearRegression().fit(_stored_aggregate(engine, "ssp"), spec)
     scale, center = np.asarray(transform.scale), np.asarray(transform.center)
     np.testing.assert_allclose([fit.coefficients["x1"], fit.coefficients["x2"]], direct.coef_ / scale, rtol=1e-9)
     assert fit.coefficients["(intercept)"] == pytest.approx(direct.intercept_ - (direct.coef_ / scale) @ center,
@@ -119,3 +125,33 @@ def test_a_target_is_required(engine) -> None:  # noqa: ANN001
     with pytest.raises(InvalidInput, match="needs a --target"):
         campaigns.create_campaign(engine, "bad", "linear-ssp", ["a"], None, epsilon=1.0, options={"norm_bound": 1})
     assert pd.DataFrame(campaigns.list_campaigns(engine)).empty
+
+
+def test_forged_reports_refused_accepted_extremes_move_the_fit_within_its_influence(engine) -> None:  # noqa: ANN001
+    """A report off the randomizer's sphere is refused and nothing is stored; a report the server accepts (on the
+    sphere, along an axis) moves the coefficients (features' own units) and the intercept by at most the bounds the
+    previous fit stated."""
+    from service.campaigns import submission
+
+    campaigns.create_campaign(engine, "forge", "linear-ssp", ["x1", "x2"], "y", epsilon=2.0,
+                              options={"participants": 10_000, "feature_bounds": {"x1": [0, 6], "x2": [-7, 5]},
+                                       "label_bound": 4.0})
+    x, y = _people(3_000, seed=5)
+    simulate.simulate(engine, "forge", x, y, seed=6)
+    spec = campaigns.get_campaign(engine, "forge").spec
+
+    def submit(report: np.ndarray, tag: str) -> None:
+        submission.submit_reports(engine, "forge", 0, {"statistics": report[np.newaxis, :]},
+                                  submission.Submitter.simulator(tag), [tag])
+
+    with pytest.raises(InvalidInput, match="l2 norm"):
+        submit(np.full(spec.length, spec.report_norm / math.sqrt(spec.length)) * 1.001, "forged")
+    assert len(_reports(engine, "forge")) == 3_000
+    for k, sign in ((0, 1.0), (3, -1.0), (5, 1.0), (7, -1.0)):
+        before = estimates.fit_campaign(engine, "forge", "linear")
+        submit(sign * spec.report_norm * np.eye(spec.length)[k], f"extreme {k}")
+        after = estimates.fit_campaign(engine, "forge", "linear")
+        move = np.hypot(after.coefficients["x1"] - before.coefficients["x1"],
+                        after.coefficients["x2"] - before.coefficients["x2"])
+        assert move <= before.influence.per_report
+        assert abs(after.coefficients["(intercept)"] - before.coefficients["(intercept)"]) <= before.influence.intercept
