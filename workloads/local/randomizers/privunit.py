@@ -71,17 +71,17 @@ the unit sphere of ``u``'s orthogonal complement (a Gaussian projected and norma
 compared with a 53-bit uniform would be off by ``2^-53``, and ``p`` rounds to 1 at large epsilon), the threshold
 (``gamma`` is a dyadic float, compared exactly with the float ``t``) and the cap fraction (the enclosure; the
 guarantee uses ``q_lower``, so the level holds for the true ``q``). The direction within a side is a float
-approximation of the uniform law, as every sampler of a continuous law is; its errors are of order ``d 2^-53``.
+approximation of the uniform law, as every sampler of a continuous law is.
 Left as is, that float vector would carry input-dependent low-order bits (for ``u = e_1`` the first coordinate of
 ``V`` is exactly the float ``t``, on ``2 B - 1``'s coarse grid, while the others are not: a Mironov-style channel).
 So the unit vector is rounded, coordinate by coordinate and unbiasedly (up by its fraction, a float coin: rounding
 is post-processing), to the public grid ``2^-32 Z^d``, and the report is ``m K 2^-32`` for an integer vector ``K``:
 the set of possible reports is the same for every input (every grid point near the sphere, reached from both sides),
-and the law of ``K`` differs from the exact-arithmetic PrivUnit2 law rounded the same way only through draws within
-the float error (about ``2^-50``) of a rounding decision, at most ``2^-18`` of the mass per coordinate. We claim the
-pure guarantee for the exact-arithmetic law and this rounding as its float realisation, as ``l2ball.py`` does; the
-rounding adds at most ``d 2^-66 m^2`` to the covariance trace and moves the norm by at most ``sqrt(d) 2^-32``
-relatively (within the server's ``2^-22`` check of 8.7).
+and the law of ``K`` differs from the exact-arithmetic PrivUnit2 law rounded the same way only when a rounding uniform
+falls within the float error (of order ``d 2^-53``) of its coordinate's fraction: probability of order ``d 2^-21``
+per coordinate in the worst case, far less typically. The pure guarantee is proven for the exact-arithmetic law; we
+claim no proof for the float law beyond this argument (``docs/privacy.md`` 8.7.8). The rounding adds at most
+``d 2^-66 m^2`` to the covariance trace and moves the norm by less than ``sqrt(d) 2^-32`` relatively.
 
 **Inputs ``s z`` with ``|s| <= 1``** (:func:`privunit2_scaled`, the glm protocol's ``u = s(y) z``): the device
 rounds ``s`` to a sign ``S = +1`` with probability ``(1 + s)/2`` (``E[S] = s``) and reports PrivUnit2 of ``S z``, so
