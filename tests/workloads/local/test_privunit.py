@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from scipy import integrate, special, stats
 
-from workloads.local.randomizers.l2ball import l2_ball_output_norm
+from workloads.local.randomizers.l2ball import exact_epsilon, l2_ball_output_norm
 from workloads.local.randomizers.privunit import (
     PrivUnitParameters,
     cap_fraction_bounds,
@@ -29,7 +29,7 @@ from workloads.parameters import ParameterError
 
 def _cap_fraction(d: int, gamma: float) -> float:
     """``P(<U, u> >= gamma)`` for ``gamma >= 0``: half a regularized incomplete beta (scipy)."""
-    return 0.5 * special.betainc((d - 1) / 2, 0.5, 1 - gamma * gamma)
+    return 0.5 * special.betainc((d - 1) / 2, 0.5, (1 - gamma) * (1 + gamma))  # 1 - gamma^2 without cancellation
 
 
 def _cosine_cdf(d: int, t: np.ndarray) -> np.ndarray:
@@ -74,8 +74,8 @@ def test_cap_fraction_known_closed_forms() -> None:
         assert float(upper) == pytest.approx(math.acos(gamma) / math.pi, rel=1e-15)
 
 
-@pytest.mark.parametrize("d", [2, 3, 10, 30, 61])
-@pytest.mark.parametrize("epsilon", [0.3, 1.0, 4.0, 12.0])
+@pytest.mark.parametrize("d", [2, 3, 10, 30, 61, 200])
+@pytest.mark.parametrize("epsilon", [0.3, 1.0, 4.0, 12.0, 30.0])
 def test_parameters_guarantee_epsilon_exactly(d: int, epsilon: float) -> None:
     params = privunit_parameters(d, epsilon)
     assert params.dimension == d and params.requested_epsilon == epsilon
@@ -86,18 +86,21 @@ def test_parameters_guarantee_epsilon_exactly(d: int, epsilon: float) -> None:
     assert level_bound <= epsilon * (1 + 1e-15)
     # the coin: p = e^eps0 / (1 + e^eps0) with a dyadic eps0 (the exact coin's level)
     assert Fraction(params.cap_coin_epsilon).denominator <= 2**62
+    assert exact_epsilon(params.cap_coin_epsilon) == Fraction(params.cap_coin_epsilon)  # the coin runs at it exactly
     assert params.p == pytest.approx(1 / (1 + math.exp(-params.cap_coin_epsilon)), rel=1e-15)
     # the level recomputed from scipy's cap fraction is the guaranteed one
     q = _cap_fraction(d, params.gamma)
     assert params.q_lower <= Fraction(q * (1 + 1e-12)) and Fraction(q * (1 - 1e-12)) <= params.q_upper
     assert params.q == pytest.approx(q, rel=1e-12)
-    exact_level = math.log(params.p / (1 - params.p)) + math.log((1 - q) / q)
+    exact_level = params.cap_coin_epsilon + math.log((1 - q) / q)  # log(p / (1 - p)) loses 1 - p's digits
     assert exact_level == pytest.approx(epsilon, abs=1e-9)
     # gamma on the public 2^-40 grid, in [0, 1)
     assert 0 <= params.gamma < 1 and (params.gamma * 2**40).is_integer()
 
 
-@pytest.mark.parametrize(("d", "epsilon"), [(2, 1.0), (3, 2.0), (10, 0.5), (10, 4.0), (30, 8.0), (60, 2.0)])
+@pytest.mark.parametrize(
+    ("d", "epsilon"), [(2, 1.0), (3, 2.0), (10, 0.5), (10, 4.0), (30, 8.0), (60, 2.0), (100, 16.0)]
+)
 def test_scale_is_the_inverse_mean_cosine_and_nearly_optimal(d: int, epsilon: float) -> None:
     params = privunit_parameters(d, epsilon)
     assert 1 / params.scale == pytest.approx(_mean_cosine_quad(d, params.p, params.gamma), rel=1e-8)

@@ -236,7 +236,11 @@ def cap_fraction_bounds(dimension: int, gamma: float) -> tuple[Fraction, Fractio
 
 
 def _cap_fraction_float(d: int, gammas: np.ndarray) -> np.ndarray:
-    """The same recursion in float64, vectorised over ``gammas`` in [0, 1]: only for the search (not the proof)."""
+    """``q(gamma)`` in float64, vectorised over ``gammas`` in [0, 1]: only for the search (the proof is
+    :func:`cap_fraction_bounds`). The recursion for ``gamma < 0.1`` (where ``q`` is not small against its terms) and
+    the incomplete beta's positive series ``B_x(a, 1/2) = sum_n (1/2)_n / n! x^(a+n) / (a + n)``, ``x = 1 - gamma^2``,
+    ``a = (d - 1)/2``, elsewhere (no cancellation, so tiny ``q`` keep their relative accuracy)."""
+    gammas = np.asarray(gammas, dtype=float)
     w = 1.0 - gammas * gammas
     if d % 2:
         base, term, start = (1.0 - gammas) / 2.0, w / 4.0, 5
@@ -249,7 +253,20 @@ def _cap_fraction_float(d: int, gammas: np.ndarray) -> np.ndarray:
         if j > start:
             term = term * (j - 4) / (j - 3) * w
         total = total + term
-    return base - factor * total
+    recursion = np.where(w > 0, base - factor * total, 0.0)
+    series_points = (w <= 0.99) & (w > 0)
+    if not np.any(series_points):
+        return recursion
+    a = (d - 1) / 2.0
+    x = w[series_points]
+    terms = int(math.ceil(-60 * math.log(2) / math.log(float(x.max()))))
+    n = np.arange(terms)
+    log_coefficients = np.concatenate([[0.0], np.cumsum(np.log((n[1:] - 0.5) / n[1:]))])
+    log_beta = math.lgamma(a) + math.lgamma(0.5) - math.lgamma(a + 0.5)
+    log_x = np.log(x)[:, np.newaxis]
+    series = np.sum(np.exp(log_coefficients + n * log_x) / (a + n), axis=1)
+    recursion[series_points] = 0.5 * np.exp(a * log_x[:, 0] - log_beta) * series
+    return recursion
 
 
 def _sphere_constant(d: int) -> float:
