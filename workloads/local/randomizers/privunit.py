@@ -63,9 +63,9 @@ tabulated inverse CDF): ``t = 2 B - 1``, ``B ~ Beta((d - 1)/2, (d - 1)/2)``, kep
 ``q`` or ``1 - q``); on the cap, when that acceptance is low, the proposal ``x = 1 - t^2 = (1 - gamma^2) U^(2/(d -
 1))`` (density ``∝ x^((d-3)/2)`` on ``[0, 1 - gamma^2]``) kept with probability ``gamma / t``, which turns it into
 ``∝ x^((d-3)/2) (1 - x)^(-1/2)``, the cap's law (acceptance ``gamma / E[T | T >= gamma]``; the larger of the two is
-used, at least about 1/4 for every ``d`` and ``gamma``). Then ``V = t u + sqrt(1 - t^2) w`` with ``w`` uniform on
-the unit sphere of ``u``'s orthogonal complement (a Gaussian projected and normalised): by rotational symmetry about
-``u``, ``V`` is uniform on the chosen side.
+used, above 0.35 at every ``d`` from 2 to 100 and every ``gamma``, checked numerically). Then ``V = t u + sqrt(1 -
+t^2) w`` with ``w`` uniform on the unit sphere of ``u``'s orthogonal complement (a Gaussian projected and
+normalised): by rotational symmetry about ``u``, ``V`` is uniform on the chosen side.
 
 **Floating point.** What privacy rests on is exact: the side's probability ``p`` (the exact coin; a float ``p``
 compared with a 53-bit uniform would be off by ``2^-53``, and ``p`` rounds to 1 at large epsilon), the threshold
