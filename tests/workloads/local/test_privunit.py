@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from scipy import integrate, special, stats
 
+from workloads.local.randomizers import privunit as privunit_module
 from workloads.local.randomizers.l2ball import exact_epsilon, l2_ball_output_norm
 from workloads.local.randomizers.privunit import (
     PrivUnitParameters,
@@ -72,6 +73,24 @@ def test_cap_fraction_known_closed_forms() -> None:
         lower, upper = cap_fraction_bounds(2, gamma)  # arccos(gamma) / pi
         assert float(lower) == pytest.approx(math.acos(gamma) / math.pi, rel=1e-15)
         assert float(upper) == pytest.approx(math.acos(gamma) / math.pi, rel=1e-15)
+
+
+def _arctan_inverse(x: int, unity: int) -> int:
+    """``atan(1/x) * unity`` by the alternating series, truncated (error below a few units)."""
+    total, power, n, sign = 0, unity // x, 1, 1
+    while power:
+        total += sign * (power // n)
+        power //= x * x
+        n, sign = n + 2, -sign
+    return total
+
+
+def test_the_pi_enclosure_is_right() -> None:
+    # Machin: pi = 16 atan(1/5) - 4 atan(1/239), in integers with 70 digits (error below 10^-65)
+    unity = 10**70
+    pi_scaled = 16 * _arctan_inverse(5, unity) - 4 * _arctan_inverse(239, unity)
+    pi_low = privunit_module._PI_DIGITS
+    assert pi_low * unity < pi_scaled - 10**5 and pi_scaled + 10**5 < (pi_low + Fraction(1, 10**50)) * unity
 
 
 @pytest.mark.parametrize("d", [2, 3, 10, 30, 61, 200])

@@ -26,7 +26,8 @@ scaled by ``2^192`` (each product rounded down for the lower end and up for the 
 ``math.isqrt``; ``atan`` by Euler's series ``atan x = sum_n 4^n n!^2/(2n + 1)! x^(2n+1)/(1 + x^2)^(n+1)``, whose
 terms are positive with ratio at most ``x^2/(1 + x^2) <= 1/2`` for ``x <= 1``, so the tail after a term ``T`` is at
 most ``T``; ``pi`` between two 50-digit decimals). The result is a proven enclosure ``q_lower <= q <= q_upper`` of
-width below ``d 2^-180`` — no float and no library special function enters it.
+width below ``10^-50 + d 2^-180`` (the first term, from ``pi``, for even ``d`` only) — no float and no library
+special function enters it.
 
 **Privacy (Theorem 1, rederived exactly).** With respect to the uniform probability on the sphere, ``V`` has density
 ``p / q`` on ``C(u)`` and ``(1 - p)/(1 - q)`` off it. Since ``gamma >= 0`` gives ``q <= 1/2 <= p``, the first value
