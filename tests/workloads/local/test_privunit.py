@@ -101,6 +101,7 @@ def test_parameters_guarantee_epsilon_exactly(d: int, epsilon: float) -> None:
     # the guaranteed level: coin + log((1 - q_lower)/q_lower), at most epsilon, within 2^-30 of it
     assert params.epsilon <= epsilon and epsilon - params.epsilon < epsilon * 2**-30
     level_bound = params.cap_coin_epsilon + math.log((1 - params.q_lower) / params.q_lower)
+    assert params.cap_epsilon == pytest.approx(level_bound - params.cap_coin_epsilon, rel=1e-12, abs=1e-12)
     assert level_bound == pytest.approx(params.epsilon, rel=1e-14)
     assert level_bound <= epsilon * (1 + 1e-15)
     # the coin: p = e^eps0 / (1 + e^eps0) with a dyadic eps0 (the exact coin's level)

@@ -138,6 +138,12 @@ class PrivUnitParameters:
     q_upper: Fraction
     scale: float
 
+    @property
+    def cap_epsilon(self) -> float:
+        """``epsilon_1 = log((1 - q_lower) / q_lower)``, the cap's share of the level (an upper bound of the exact
+        ``log((1 - q)/q)``)."""
+        return math.log((1 - self.q_lower) / self.q_lower)
+
 
 # ------------------------------------------------------------------------------------------------ the cap fraction
 def _check_dimension(dimension: int) -> int:
