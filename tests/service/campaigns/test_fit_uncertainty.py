@@ -125,3 +125,68 @@ def test_stein_glm_two_round_linear_standard_errors_match_the_spread(engine) -> 
                               {"norm_bound": 4, "participants": 20_000})
     empirical, reported, fits = _spread(engine, "two", "linear", _glm_draw(20_000, 0.0))
     _check(empirical, reported, _keys(fits))
+
+
+# ------------------------------------------------------------------------------------- sparse and low-dimensional
+NAMES = ["a", "b", "c", "d"]
+THETA = np.array([0.8, 0.0, -0.6, 0.0])
+
+
+def _sparse_draw(n: int, public: np.ndarray | None = None):  # noqa: ANN202
+    """Sec. 7.1's design at p = 4 (x in {-1, +1}^p); with ``public``, participants are public rows (their ids)."""
+    def draw(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        if public is not None:
+            ids = rng.integers(0, public.shape[0], n)
+            return ids[:, np.newaxis].astype(float), public[ids] @ THETA + rng.uniform(-0.05, 0.05, n)
+        x = rng.choice([-1.0, 1.0], size=(n, len(NAMES)))
+        return x, x @ THETA + rng.uniform(-0.05, 0.05, n)
+    return draw
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["iht", "lasso", "lasso-raw"])
+def test_label_ldp_standard_errors_match_the_spread_on_the_support(engine, tmp_path: Path, model) -> None:  # noqa: ANN001
+    public = np.random.default_rng(5).choice([-1.0, 1.0], size=(5000, len(NAMES)))
+    load_public(engine, tmp_path, public, columns=NAMES)
+    campaigns.create_campaign(engine, "labels", "label-ldp", NAMES, "y", "pub", 2.0, 0.0,
+                              {"sparsity": 2, "participants": 20_000, "label_bound": 1.5})
+    empirical, reported, fits = _spread(engine, "labels", model, _sparse_draw(20_000, public))
+    # a and c are kept every time (the SEs are conditional on the support: compared where it is stable)
+    assert all({"a", "c"} <= set(fit.details["support"]) for fit in fits)
+    _check(empirical[[0, 2]], reported[[0, 2]], ["a", "c"])
+
+
+def test_ldp_iht_standard_errors_match_the_spread_on_the_support(engine) -> None:  # noqa: ANN001
+    campaigns.create_campaign(engine, "iht", "ldp-iht", NAMES, "y", None, 8.0, 0.0, {"sparsity": 2})
+    empirical, reported, fits = _spread(engine, "iht", "iht", _sparse_draw(20_000))
+    assert all(fit.details["support"] == ["a", "c"] for fit in fits)
+    _check(empirical, reported, _keys(fits))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("protocol", ["bernstein", "bernstein-1bit"])
+def test_bernstein_standard_errors_match_the_spread(engine, protocol) -> None:  # noqa: ANN001
+    caps.set_default_cap(engine, 100.0, 1e-3)
+    campaigns.create_campaign(engine, "b", protocol, ["a"], "y", None, 8.0 if protocol == "bernstein" else 20.0, 0.0,
+                              {"degree": 4})
+
+    def draw(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        x = rng.uniform(-1, 1, (20_000, 1))
+        return x, 0.5 * x[:, 0] + rng.uniform(-0.1, 0.1, 20_000)
+
+    empirical, reported, fits = _spread(engine, "b", "linear", draw, reps=20)
+    _check(empirical[:1], reported[:1], ["a"])
+
+
+@pytest.mark.slow
+def test_dr_erm_standard_errors_match_the_spread(engine) -> None:  # noqa: ANN001
+    caps.set_default_cap(engine, 100.0, 1e-3)
+    campaigns.create_campaign(engine, "dr", "dr-erm", NAMES, "y", None, 20.0, 0.0,
+                              {"rows": 4, "radius": 2.0, "feature_radius": 2.0})
+
+    def draw(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        x = rng.uniform(-0.5, 0.5, (20_000, len(NAMES)))
+        return x, x @ THETA + rng.uniform(-0.05, 0.05, 20_000)
+
+    empirical, reported, fits = _spread(engine, "dr", "linear", draw, reps=20)
+    _check(empirical, reported, _keys(fits))
