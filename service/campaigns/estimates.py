@@ -59,7 +59,7 @@ def judge(fit: CampaignFit) -> Quality:
     if fit.kind == "mean" and fit.standard_errors is not None:
         (name, error), = fit.standard_errors.items()
         return assess_mean(name, error, fit.details["lower"], fit.details["upper"])
-    return assess(fit.coefficients, fit.standard_errors)
+    return assess(fit.coefficients, fit.standard_errors, selected="support" in fit.details)
 
 
 def warning_text(quality: Quality) -> str:

@@ -19,6 +19,7 @@ randomizing; ``submit_batch`` (a gateway, many people) checks the per-report cei
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -52,6 +53,9 @@ class CampaignModel(LinearScoreModel):
         self.cost: dict[str, float] = dict(answer["cost"])
         #: how far one more accepted report can move the coefficients (``per_report``, ``norm``, ``basis``)
         self.influence: dict[str, Any] | None = answer.get("influence")
+        #: each coefficient's standard error, and the signal-to-noise verdict (docs/campaigns.md)
+        self.standard_errors: dict[str, float] | None = answer.get("standard_errors")
+        self.quality: dict[str, Any] | None = answer.get("quality")
         names = tuple(answer["feature_names"])
         coefficients = answer["coefficients"]
         theta = [coefficients.get(INTERCEPT_NAME, 0.0), *(coefficients[name] for name in names)]
@@ -170,13 +174,22 @@ class CampaignHandle:
                                                 headers={"Content-Type": MEDIA_TYPE}))
         return results
 
-    def fit(self, model: str, covariance: str | None = None) -> CampaignModel:
+    def fit(self, model: str, covariance: str | None = None, *, strict: bool = False) -> CampaignModel:
         """A model from the campaign's stored aggregates (free): ``linear``, a link (``logistic``, ``probit``,
-        ``poisson``, ...) or ``mean`` (LDP-AVG)."""
+        ``poisson``, ...) or ``mean`` (LDP-AVG), with ``standard_errors`` and ``quality``. A fit whose verdict is not
+        ``ok`` raises a ``UserWarning`` saying why; ``strict=True`` refuses a noise-dominated one instead
+        (:class:`service.client.MarginaliaError` ``noise_dominated``)."""
         body: dict[str, Any] = {"model": model}
         if covariance is not None:
             body["covariance"] = covariance
-        return CampaignModel(self.client._request("POST", f"{self._path}/fit", json=body))
+        if strict:
+            body["strict"] = True
+        fitted = CampaignModel(self.client._request("POST", f"{self._path}/fit", json=body))
+        quality = fitted.quality or {}
+        if quality.get("verdict") in ("weak", "noise-dominated"):
+            warnings.warn(f"campaign {self.name!r}, model {model!r}: {quality['verdict']}: "
+                          f"{'; '.join(quality.get('reasons', []))}", UserWarning, stacklevel=2)
+        return fitted
 
     def close(self, round_index: int | None = None) -> dict[str, Any]:
         """Stewards: close the campaign, or only its open round ``round_index``."""
