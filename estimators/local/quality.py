@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from statistics import NormalDist
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Any
 
 #: |w| / se at which a coefficient counts as distinguishable from 0 (two standard errors)
