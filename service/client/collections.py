@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from estimators.base import LinearScoreModel
-from service.client.device import make_report
+from service.client.device import clipped, clipping_warning, make_report
 from service.client.errors import CollectionError, DeviceError, MarginaliaError
 from service.client.spend import Device
 from workloads.encodings import INTERCEPT_NAME
@@ -124,6 +124,7 @@ class CampaignHandle:
         if you is not None:  # the server's view of her (advisory: her own filter is the device's)
             self._check_you(you, state["round"], epsilon, delta)
         reserved = device.randomize(state, features, y, server=getattr(self.client, "url", ""))
+        _warn_clipped(state, features, y)
         report = {name: np.asarray(value).tolist() for name, value in reserved.report.items()}
         body = {"round": reserved.round, "report": report}
         try:
@@ -169,6 +170,7 @@ class CampaignHandle:
             self.client.device.check_round(state)  # the published state and the per-report ceiling
             index, reports = make_report(state, features[lo:lo + batch],
                                          None if labels is None else labels[lo:lo + batch])
+            _warn_clipped(state, features[lo:lo + batch], None if labels is None else labels[lo:lo + batch])
             payload = encode_batch(reports, index, names[lo:lo + batch], "<f4" if single_precision else "<f8")
             results.append(self.client._request("POST", f"{self._path}/reports", content=payload,
                                                 headers={"Content-Type": MEDIA_TYPE}))
@@ -251,6 +253,14 @@ class CollectionsClient:
 
     def campaign(self, name: str) -> CampaignHandle:
         return CampaignHandle(self, name)
+
+
+def _warn_clipped(state: Mapping[str, Any], x: Any, y: Any) -> None:
+    """A ``UserWarning`` naming each bound that clipped her values and how many rows (counted on the device, never
+    sent: :mod:`workloads.local.clipping`)."""
+    found = clipped(state, x, y)
+    if found:
+        warnings.warn(clipping_warning(state.get("campaign"), found), UserWarning, stacklevel=3)
 
 
 def _segment(name: str) -> str:
