@@ -13,14 +13,15 @@ assumptions: :mod:`estimators.local.uncertainty`). The delta method in closed fo
   mean_j slope(c <x_j, w>) - 1``; by the implicit function theorem ``grad c = -(dh/dw) / (dh/dc)`` with ``dh/dc =
   mean slope(c t) + c mean slope'(c t) t`` and ``dh/dw = c^2 mean slope'(c t) x``, so the Jacobian is ``J = c I +
   w_ols grad c^T`` and ``Cov(w) = J Cov(w_ols) J^T``.
-* **A link of the 2-round protocol** (:func:`two_round_link_covariance`). ``c = k / s`` (the scale equation under
-  ``t ~ N(0, s^2)`` depends on ``c s`` alone), ``s`` the method-of-moments root of ``q(s) = mean(z^2) - 2 beta^2``
+* **A link of the 2-round protocol** (:func:`two_round_link_covariance`). ``c`` solves ``c g(c s) = 1`` with
+  ``g(u) = E slope(u Z)``, ``Z ~ N(0, 1)``, so ``dc/ds = -c^2 g'(u) / (g(u) + u g'(u))`` at ``u = c s`` (``g'(u) =
+  E slope'(u Z) Z``, by Gauss-Hermite quadrature), ``s`` the method-of-moments root of ``q(s) = mean(z^2) - 2 beta^2``
   from round 1. ``Var(s) = Var(mean z^2) / q'(s)^2`` with ``q'(s) = 2 s ((2 Phi(a) - 1) - 2 a phi(a))``, ``a = b / s``,
   and ``Var(z^2) = E z^4 - (E z^2)^2`` from the randomizer's law: ``z = clip(t) + Lap(beta)``, ``E z^4 = E clip(t)^4 +
   12 beta^2 E clip(t)^2 + 24 beta^4``, ``E clip(sZ)^4 = s^4 (3 (2 Phi(a) - 1) - 2 phi(a) (a^3 + 3 a)) + 2 b^4 Phi(-a)``.
-  Round 0 moves ``w_ols`` and with it the target ``s = sqrt(w^T Sigma w)``: ``J = c (I - w (Sigma w)^T / s^2)`` with
-  ``Sigma`` round 0's PSD estimate; ``Cov(w) = J Cov(w_ols) J^T + w_ols w_ols^T Var(c)`` (round 1's noise is
-  independent of round 0's).
+  Round 0 moves ``w_ols`` and with it the target ``s = sqrt(w^T Sigma w)``: ``J = c I + (dc/ds) w (Sigma w)^T / s``
+  with ``Sigma`` round 0's PSD estimate; ``Cov(w) = J Cov(w_ols) J^T + w_ols w_ols^T (dc/ds)^2 Var(s)`` (round 1's
+  noise is independent of round 0's).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from scipy.special import ndtr
 
 from estimators.local.aggregate import ReportAggregate
 from estimators.local.glm.links import get_link
+from estimators.local.glm.scale import IndexSample
 from estimators.local.glm.stein import PrivateOLS, upper_triangle_to_matrix
 from estimators.local.glm.two_round import TwoRoundSteinGLM
 from estimators.local.influence import project_psd_trace
@@ -99,16 +101,23 @@ def two_round_link_covariance(glm: TwoRoundSteinGLM, spec: TwoRoundSteinSpec, st
     """``Cov(c w_ols)`` for Alg. 5's link (module docstring)."""
     w = np.asarray(glm.ols_.coef_, dtype=float)
     c, s = float(glm.scale_), float(glm.projection_std_)
+    if s <= 0.0:
+        return c**2 * ols_cov
+    law, standard = get_link(glm.link), IndexSample.gaussian(1.0)
+    u = c * s
+    with np.errstate(over="ignore", invalid="ignore"):
+        mean = float(np.sum(standard.weights * law.slope(u * standard.values)))
+        tilt = float(np.sum(standard.weights * law.slope_derivative(u * standard.values) * standard.values))
+    by_c = mean + u * tilt
+    by_s = -c * c * tilt / by_c if by_c != 0.0 else 0.0  # dc/ds
     sigma = project_psd(upper_triangle_to_matrix(first.sums["xx"], spec.dimension) / first.count)
     spread = float(w @ sigma @ w)
     jacobian = c * np.eye(w.size)
     if spread > 0.0:
-        jacobian = jacobian - c * np.outer(w, sigma @ w) / spread
+        jacobian = jacobian + by_s * np.outer(w, sigma @ w) / math.sqrt(spread)
     covariance = linear_covariance(jacobian, ols_cov)
-    if s <= 0.0:
-        return covariance
     bound, beta = state.number("bound"), spec.projection_laplace_scale(state)
     clip2, clip4, slope = _clip_moments(s, bound)
     variance_z2 = max(clip4 + 12.0 * beta**2 * clip2 + 24.0 * beta**4 - (clip2 + 2.0 * beta**2) ** 2, 0.0)
     variance_s = variance_z2 / second.count / slope**2 if slope > 0.0 else math.inf
-    return covariance + np.outer(w, w) * (c / s) ** 2 * variance_s
+    return covariance + np.outer(w, w) * by_s**2 * variance_s

@@ -100,6 +100,7 @@ def _glm_draw(n: int, offset: object = (10.0, 0.0, -3.0)):  # noqa: ANN202
     return draw
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", ["linear", "logistic"])
 def test_stein_glm_public_gram_standard_errors_match_the_spread(engine, glm_public, model) -> None:  # noqa: ANN001
     campaigns.create_campaign(engine, "glm", "stein-glm", FEATURES, "y", glm_public, 60, 1e-6,
@@ -118,12 +119,13 @@ def test_stein_glm_private_gram_standard_errors_match_the_spread(engine) -> None
 
 
 @pytest.mark.slow
-def test_stein_glm_two_round_linear_standard_errors_match_the_spread(engine) -> None:  # noqa: ANN001
-    """Round 0's OLS of Alg. 5 (its links' standard errors are not validated: docs/campaigns.md)."""
+@pytest.mark.parametrize("model", ["linear", "logistic"])
+def test_stein_glm_two_round_standard_errors_match_the_spread(engine, model) -> None:  # noqa: ANN001
+    """Alg. 5: round 0's OLS, and a link through round 1's projections (the delta method through ``s``)."""
     caps.set_default_cap(engine, 100.0, 1e-3)
     campaigns.create_campaign(engine, "two", "stein-glm-2round", FEATURES, "y", None, 60, 1e-6,
                               {"norm_bound": 4, "participants": 20_000})
-    empirical, reported, fits = _spread(engine, "two", "linear", _glm_draw(20_000, 0.0))
+    empirical, reported, fits = _spread(engine, "two", model, _glm_draw(20_000, 0.0))
     _check(empirical, reported, _keys(fits))
 
 
