@@ -83,3 +83,12 @@ def test_the_clients_submit_warns_naming_the_bound_and_the_rows(engine, tmp_path
     with pytest.warns(UserWarning, match=r"1 row\(s\) had a feature row's l2 norm beyond norm_bound = 2") as caught:
         assert her.campaign("glm").submit([3.0, 0.0, 0.0], 1.0)["accepted"] == 1
     assert "label_bound" not in str(caught[0].message)  # her label 1.0 was within its bound
+
+
+def test_every_protocol_counts_its_clipping() -> None:
+    """Every registered protocol's spec says what its bounds clip (a spec without bounds would override it too, to
+    return nothing, saying so)."""
+    from workloads.local.protocols import PROTOCOLS, ProtocolSpec
+
+    missing = sorted(name for name, spec in PROTOCOLS.items() if spec.clipped is ProtocolSpec.clipped)
+    assert not missing, f"protocols whose spec does not count its clipping (ProtocolSpec.clipped): {missing}"

@@ -192,3 +192,16 @@ def test_dr_erm_standard_errors_match_the_spread(engine) -> None:  # noqa: ANN00
 
     empirical, reported, fits = _spread(engine, "dr", "linear", draw, reps=20)
     _check(empirical, reported, _keys(fits))
+
+
+#: the protocols whose standard errors a test of this module validates against the spread
+VALIDATED = {"ldp-avg", "stein-glm", "stein-glm-2round", "label-ldp", "ldp-iht", "bernstein", "bernstein-1bit",
+             "dr-erm"}
+
+
+def test_every_registered_protocol_has_its_standard_errors_validated() -> None:
+    """A new protocol's fit must answer standard_errors and have a test here (or beside it) against the spread."""
+    from service.campaigns.protocols import CAMPAIGN_PROTOCOLS
+
+    missing = sorted(set(CAMPAIGN_PROTOCOLS) - VALIDATED)
+    assert not missing, f"protocols without a standard-error validation in {__name__}: {missing}"
