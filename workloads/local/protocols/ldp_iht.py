@@ -141,4 +141,5 @@ class LdpIhtSpec(ProtocolSpec):
         return (*clipping.count("residual_bound", self.residual_bound, np.abs(residual) > self.residual_bound,
                                 "a residual <theta, x> - y"),
                 *clipping.count("feature_norm_bound", self.feature_norm_bound,
-                                gradient > self.feature_norm_bound * self.residual_bound, "a gradient's norm / c"))
+                                gradient > self.feature_norm_bound * self.residual_bound,
+                                "a gradient x clip(r) of norm (over residual_bound)"))
