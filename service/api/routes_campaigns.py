@@ -95,6 +95,8 @@ class BatchIn(schemas.Strict):
 class FitCampaignIn(schemas.Strict):
     model: Annotated[str, Field(min_length=1, max_length=40)]
     covariance: Literal["pooled", "private", "public"] | None = None
+    strict: bool = Field(False, description="Refuse a noise-dominated fit (422 noise_dominated) instead of answering "
+                                            "it with quality.verdict 'noise-dominated'.")
 
 
 class CapIn(schemas.Strict):
@@ -260,7 +262,7 @@ def _parse_reports(principal: Principal, kind: str, body: bytes) -> tuple[int, d
 def fit_campaign(request: Request, name: Name, body: FitCampaignIn,
                  _: Principal = Depends(require(STEWARD, ANALYST))) -> dict[str, Any]:
     campaigns.get_campaign(engine_of(request), name).refuse_if_seeded()
-    return estimates.fit_campaign(engine_of(request), name, body.model, body.covariance).to_json()
+    return estimates.fit_campaign(engine_of(request), name, body.model, body.covariance, body.strict).to_json()
 
 
 # ------------------------------------------------------------------------------------------------------- caps

@@ -135,7 +135,8 @@ def simulate_table(engine: Engine, campaign_name: str, dataset: str, rows: int |
         f"per-participant epsilon={float(cost.epsilon):g}, delta={float(cost.delta):g}"
         + (f"; SEEDED (seed {seed}): no privacy" if seed is not None else "") + " (docs/privacy.md 8.7.7)")
     try:
-        result = simulate(engine, campaign.name, x, y, seed=seed, batch=batch, progress=progress)
+        result = simulate(engine, campaign.name, x, y, seed=seed, batch=batch, progress=progress,
+                          count_clipped=False)  # the dataset's rows: a count would be an unpaid release
     except BaseException as exc:
         raise _settled(engine, dataset, charge_id, cost, exc) from None
     return TableSimulation(result, dataset, cost, charge_id, accountant.budget_effect(engine, charge_id))

@@ -26,6 +26,7 @@ from service.cli.common import (
     emit,
     handles_errors,
     open_engine,
+    stderr,
     stdout,
     unsafe_seeds_allowed,
 )
@@ -213,25 +214,30 @@ def campaign_fit(
                                             "linear-ssp), mean (ldp-avg), iht (ldp-iht, "
                                             "label-ldp), lasso or lasso-raw (label-ldp).")],
     covariance: Annotated[str | None, typer.Option(help="pooled, private or public (X^T X's source).")] = None,
+    strict: Annotated[bool, typer.Option("--strict", help="Refuse a noise-dominated fit (error noise_dominated) "
+                                                          "instead of answering it with a warning.")] = False,
     as_json: JsonFlag = False,
 ) -> None:
-    """A model from the campaign's stored aggregates: post-processing, free."""
+    """A model from the campaign's stored aggregates, with standard errors and a signal-to-noise verdict (a warning on
+    stderr when the noise dominates or the fit is weak): post-processing, free."""
     from service.campaigns import campaigns, estimates
 
     engine = open_engine()
     if not unsafe_seeds_allowed():
         campaigns.get_campaign(engine, name).refuse_if_seeded()
-    fit = estimates.fit_campaign(engine, name, model, covariance)
+    fit = estimates.fit_campaign(engine, name, model, covariance, strict)
+    if fit.quality is not None and fit.quality.warns:
+        stderr.print(f"[bold yellow]warning[/]: {estimates.warning_text(fit.quality)}", highlight=False)
 
     def human() -> None:
         bound = fit.influence.per_report if fit.influence is not None else None
         caption = (f"one more report moves the {fit.influence.of} by at most {bound:.3g} ({fit.influence.norm})"
                    if bound is not None else "no bound on one report's influence: see --json")
-        errors = fit.standard_errors
-        columns = ("coefficient", "value") if errors is None else ("coefficient", "value", "std. error")
-        table = Table(*columns, title=f"{fit.model} from campaign {fit.campaign} ({fit.reports:,} reports; cost 0)")
+        table = Table("coefficient", "value", "std. error", title=f"{fit.model} from campaign {fit.campaign} "
+                                                                  f"({fit.reports:,} reports; cost 0)")
+        errors = fit.standard_errors or {}
         for key, value in fit.coefficients.items():
-            table.add_row(key, f"{value:.6g}", *(() if errors is None else (f"{errors[key]:.3g}",)))
+            table.add_row(key, f"{value:.6g}", f"{errors[key]:.3g}" if key in errors else "")
         stdout.print(table)
         stdout.print(caption)
 

@@ -18,7 +18,7 @@ runner = CliRunner()
 def run(*args: str) -> dict:
     result = runner.invoke(app, [*args, "--json"])
     assert result.exit_code == 0, result.output
-    return json.loads(result.output)
+    return json.loads(result.stdout)
 
 
 @pytest.mark.slow

@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from workloads.local import clipping
 from workloads.local.protocols.base import (
     GroupSpec,
     ProtocolError,
@@ -133,6 +134,14 @@ class LinearSspSpec(ProtocolSpec):
             return ReportSchema((sphere_field("statistics", (self.length,), self.report_norm),))
         return ReportSchema((noisy_field("statistics", (self.length,), -self.radius, self.radius, self.noise,
                                          self.length),))
+
+    def clipped(self, round_index: int, state: RoundState, data: Mapping[str, Any]) -> tuple[clipping.Clipped, ...]:
+        """Rows whose features the ball ``||x|| <= norm_bound`` scales down, and labels beyond ``label_bound``."""
+        self._check_state_round(round_index, state)
+        x, y = _features_and_labels(data, self.dimension)
+        return (*clipping.count("norm_bound", self.norm_bound, clipping.norms(x) > self.norm_bound,
+                                "a feature row's l2 norm"),
+                *clipping.count("label_bound", self.label_bound, np.abs(y) > self.label_bound, "a label"))
 
     def randomize(
         self, round_index: int, state: RoundState, data: Mapping[str, Any], rng: np.random.Generator | None = None
