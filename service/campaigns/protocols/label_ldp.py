@@ -26,6 +26,7 @@ from sqlalchemy import Engine
 from estimators.local.aggregate import ReportAggregate
 from estimators.local.influence import Influence, mean_shift
 from estimators.local.sparse.iht import label_iht_from_moments
+from estimators.local.sparse.planning import label_ldp_error_model
 from service.campaigns.options import invalid
 from service.campaigns.protocols.base import CampaignProtocol, register
 from service.campaigns.protocols.common import (
@@ -135,4 +136,5 @@ register(CampaignProtocol(
     "label-ldp", LabelLdpSpec, build, None, ("iht", "lasso", "lasso-raw"), fit, "required",
     "public features, pure-epsilon (default) or Gaussian label reports; answers IHT (Alg. 2) and the Lasso (Sec. 5; "
     "model lasso refits least squares on its support, lasso-raw does not) (options: randomizer, sparsity, "
-    "iterations, eta, radius, alpha, label_bound, feature_bound, participants)"))
+    "iterations, eta, radius, alpha, label_bound, feature_bound, participants)",
+    plan=label_ldp_error_model))  # type: ignore[arg-type]
