@@ -37,6 +37,8 @@ _STREAM = 20_261_125
 MAX_PARTICIPANTS = 10**12
 #: the lower and upper quantiles of the predicted AUC range
 AUC_QUANTILES = (0.05, 0.95)
+#: the most public rows an AUC is evaluated on (evenly spaced rows of a larger table)
+AUC_ROWS = 4_000
 
 Covariance = Callable[[int], np.ndarray]
 Step = Callable[[np.ndarray], np.ndarray]
@@ -174,13 +176,18 @@ def binary_labels(labels: object) -> np.ndarray | None:
 
 def auc_range(model: ErrorModel, n: int, rows: object, labels: object) -> dict[str, float]:
     """The AUC on the public ``rows`` of the predicted estimates at ``n``: its mean, the :data:`AUC_QUANTILES`
-    range, and the reference's own AUC. Scores are ``<x, w>``: every link the campaign answers is increasing in
-    it, so they share this AUC."""
+    range, and the reference's own AUC (on at most :data:`AUC_ROWS` evenly spaced rows). Scores are ``<x, w>``:
+    every link the campaign answers is increasing in it, so they share this AUC."""
     n = _check_participants(n)
     positive = binary_labels(labels)
     if positive is None:
         raise EstimatorError("the AUC needs a target with exactly two values")
     x = np.asarray(rows, dtype=float)
+    if x.shape[0] > AUC_ROWS:
+        kept = np.linspace(0, x.shape[0] - 1, AUC_ROWS).round().astype(int)
+        x, positive = x[kept], positive[kept]
+    if positive.all() or not positive.any():
+        raise EstimatorError("the AUC needs both classes among the public rows")
     aucs = _auc(positive, x @ draw_estimates(model, n).T)
     reference = float(_auc(positive, (x @ np.asarray(model.reference, dtype=float))[:, np.newaxis])[0])
     low, high = np.quantile(aucs, AUC_QUANTILES)

@@ -22,6 +22,7 @@ from sqlalchemy import Engine
 from estimators.base import EstimatorError
 from estimators.local.planning import (
     AUC_QUANTILES,
+    AUC_ROWS,
     ErrorModel,
     auc_range,
     binary_labels,
@@ -104,7 +105,8 @@ def _auc(model: ErrorModel, n: int | None, rows: np.ndarray | None, labels: np.n
     if n is None:
         return None, "no AUC: give the participants to predict it at"
     low, high = AUC_QUANTILES
-    return auc_range(model, n, rows, labels), (f"the AUC on the public table's {rows.shape[0]:,} rows of coefficient "
+    return auc_range(model, n, rows, labels), (f"the AUC on {min(rows.shape[0], AUC_ROWS):,} of the public table's "
+                                               f"{rows.shape[0]:,} rows, of coefficient "
                                                f"vectors drawn from the predicted error distribution: mean, and "
                                                f"{low:.0%} to {high:.0%} quantiles (low, high); reference: the "
                                                "reference coefficients' own AUC there")

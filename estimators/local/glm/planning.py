@@ -14,7 +14,9 @@ it the bound ``B^2 S``), ``sigma_xy^2`` and ``sigma_xx^2`` the discrete Gaussian
 ``sigma_xx^2 / n`` (private), ``sigma_xx^2 n / (n + m)^2`` (pooled with ``m`` public rows), 0 (public; or a report
 without ``x x^T``). The second form is the covariance of ``E w`` for a symmetric ``E`` whose upper-triangle entries
 are independent with variance ``v_S`` (entry ``(i, k)`` of ``E w`` is ``sum_j E_ij w_j``; ``E_ij`` and ``E_kl`` are the
-same variable exactly when ``{i, j} = {k, l}``). A link model ``c w_ols`` has the same relative error to first order
+same variable exactly when ``{i, j} = {k, l}``). The estimator projects the mean ``x y`` onto the ball of radius
+``r B`` before the solve: with a reference, the draws ``w`` pass through ``S^{-1} Proj(S w)`` (exact for a public
+``S``), which matters when the noise is large. A link model ``c w_ols`` has the same relative error to first order
 (``c`` is found over the public rows, a smooth function of ``w_ols``'s direction and norm; its own error is not
 included).
 """
@@ -79,6 +81,17 @@ def stein_ols_error_model(spec: SteinGlmSpec, rows: object, labels: object = Non
             inner = inner + matrix_noise_covariance(w, entry)
         return inverse @ inner @ inverse
 
-    source = "none (the public table has no target column)" if w is None else (
-        "the non-private OLS on the public rows and their target (clipped as the devices clip)")
-    return ErrorModel(covariance_at, w, source, METRIC, notes=tuple(notes))
+    if w is None:
+        return ErrorModel(covariance_at, None, "none (the public table has no target column)", METRIC,
+                          notes=tuple(notes))
+    radius = spec.norm_bound * spec.label_bound
+
+    def feasible(draws: np.ndarray) -> np.ndarray:
+        """The estimator's projection of the mean ``x y`` onto the ball of radius ``r B`` (``m = S w``)."""
+        moments = draws @ second
+        norms = np.linalg.norm(moments, axis=1, keepdims=True)
+        moments = moments * np.where(norms > radius, radius / np.where(norms > 0, norms, 1.0), 1.0)
+        return moments @ inverse
+
+    return ErrorModel(covariance_at, w, "the non-private OLS on the public rows and their target (clipped as the "
+                      "devices clip)", METRIC, step=feasible, notes=tuple(notes))

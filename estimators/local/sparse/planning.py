@@ -84,10 +84,13 @@ def label_ldp_error_model(spec: LabelLdpSpec, rows: object, labels: object = Non
     inverse = np.linalg.pinv(gram, rcond=1e-10, hermitian=True)
     step = sparse_step(spec.sparsity, spec.radius)
     pure = spec.randomizer == "pure"
+    notes = ["the participants' rows are drawn from the public table",
+             "the IHT run to its fixed point Trunc_s(G^{-1} b); the Lasso refit on a correct support is the same"]
     noise = 0.0 if pure else label_noise(spec.label_bound, spec.epsilon, spec.delta).variance
     if y is None:
         reference = spread_profile(spec.dimension, spec.sparsity, spec.radius)
         centre, source = reference, _ASSUMED
+        notes.append("the label bound clips no label (no bias from clipping)")
         moment = gram @ reference
         second = (spec.label_noise**2 if pure else spec.label_bound**2 + noise) * gram
     else:
@@ -102,9 +105,7 @@ def label_ldp_error_model(spec: LabelLdpSpec, rows: object, labels: object = Non
     def covariance_at(n: int) -> np.ndarray:
         return inverse @ moment_covariance @ inverse / n
 
-    notes = ("the participants' rows are drawn from the public table",
-             "the IHT run to its fixed point Trunc_s(G^{-1} b); the Lasso refit on a correct support is the same")
-    return ErrorModel(covariance_at, reference, source, METRIC, centre=centre, step=step, notes=notes)
+    return ErrorModel(covariance_at, reference, source, METRIC, centre=centre, step=step, notes=tuple(notes))
 
 
 def ldp_iht_error_model(spec: LdpIhtSpec, rows: object = None, labels: object = None) -> ErrorModel:
