@@ -61,6 +61,8 @@ class ErrorModel:
     centre: np.ndarray | None = None
     step: Step | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    #: a cache of ``Cov(1)`` and its square root (:func:`_root_at`)
+    _roots: dict[str, tuple[np.ndarray, np.ndarray | None]] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.reference is None and (self.step is not None or self.centre is not None):
@@ -98,12 +100,28 @@ def _normals(dimension: int) -> np.ndarray:
     return np.random.default_rng(_STREAM).standard_normal((DRAWS, dimension))
 
 
+def _root_at(model: ErrorModel, n: int) -> np.ndarray:
+    """``Cov(n)^{1/2}``; when ``Cov(n)`` is a multiple ``k Cov(1)`` (every ``1 / n`` model), ``sqrt(k) Cov(1)^{1/2}``
+    from one decomposition per model (the bisection asks for many ``n``)."""
+    matrix = _covariance(model, n)
+    base = model._roots.get("base")
+    if base is None:
+        model._roots["base"] = base = (_covariance(model, 1), None)
+    unit, root = base
+    factor = float(np.trace(matrix)) / float(np.trace(unit)) if np.trace(unit) > 0 else 0.0
+    if factor > 0 and np.allclose(matrix, factor * unit, rtol=1e-9, atol=1e-15 * float(np.abs(matrix).max())):
+        if root is None:
+            model._roots["base"] = (unit, root := _root(unit))
+        return math.sqrt(factor) * root
+    return _root(matrix)
+
+
 def draw_estimates(model: ErrorModel, n: int) -> np.ndarray:
     """``DRAWS`` estimates from the predicted distribution at ``n`` (rows), through the non-linear step if any."""
     centre = model.centre_at()
     if centre is None:
         raise EstimatorError("drawing estimates needs a reference (the public table's target)")
-    root = _root(_covariance(model, n))
+    root = _root_at(model, n)
     draws = centre + _normals(root.shape[0]) @ root
     return draws if model.step is None else np.asarray(model.step(draws), dtype=float)
 
