@@ -9,7 +9,9 @@ uses (``pooled``, ``private`` or ``public``). Linearising at the public rows' ``
     ``Cov(dS w) = v_S (||w||^2 I + w w^T - diag(w * w))``,
 
 where ``Sigma_xy`` is the covariance of one participant's clipped ``x y`` over the public rows (with the target; without
-it the bound ``B^2 S``), ``sigma_xy^2`` and ``sigma_xx^2`` the discrete Gaussian variances of the report's parts
+it the bound ``B^2 S``, and for ``w`` in the ``x x^T`` share the bound ``||w||^2 <= B^2 / lambda_min(S)``, since
+``w^T S w`` is the variance the OLS explains, at most ``E[y^2] <= B^2``: the prediction is then an upper bound),
+``sigma_xy^2`` and ``sigma_xx^2`` the discrete Gaussian variances of the report's parts
 (:attr:`workloads.local.randomizers.grid.GridNoise.variance`), and ``v_S`` the variance of each entry of ``S``'s noise:
 ``sigma_xx^2 / n`` (private), ``sigma_xx^2 n / (n + m)^2`` (pooled with ``m`` public rows), 0 (public; or a report
 without ``x x^T``). The second form is the covariance of ``E w`` for a symmetric ``E`` whose upper-triangle entries
@@ -23,6 +25,8 @@ included).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from estimators.base import EstimatorError
@@ -32,6 +36,8 @@ from workloads.local.randomizers.sufficient_statistics import clip_features, cli
 
 METRIC = ("sqrt(E ||w_ols_hat - w_ols||^2) / ||w_ols||: the private OLS's coefficients on the devices' (standardized) "
           "features; a link model c w_ols has the same relative error to first order")
+ABSOLUTE = ("sqrt(E ||w_ols_hat - w_ols||^2), absolute (no reference coefficients): the private OLS's coefficients on "
+            "the devices' (standardized) features")
 
 
 def matrix_noise_covariance(w: np.ndarray, entry_variance: float) -> np.ndarray:
@@ -64,9 +70,13 @@ def stein_ols_error_model(spec: SteinGlmSpec, rows: object, labels: object = Non
     if labels is None:
         w = None
         data = spec.label_bound**2 * second
-        notes.append("the public table has no target column: the data's variance is bounded by B^2 E[x x^T], and the "
-                     "x x^T noise's share (it grows with ||w||^2) is left out unless covariance is 'public'; the "
-                     "error is absolute, on the devices' standardized features")
+        # w^T S w is the variance the OLS explains, at most E[y^2] <= B^2: ||w||^2 <= B^2 / lambda_min(S)
+        smallest = float(np.linalg.eigvalsh(second)[0])
+        w_squared = spec.label_bound**2 / smallest if smallest > 0 else math.inf
+        notes.append("the public table has no target column: an upper bound, absolute on the devices' standardized "
+                     "features: the data's variance is bounded by B^2 E[x x^T] and the x x^T noise's share by "
+                     "||w||^2 <= B^2 / lambda_min(E[x x^T]) (w^T S w <= E[y^2] <= B^2); put the target in the public "
+                     "table for a relative error and an AUC range")
     else:
         y = clip_labels(np.asarray(labels, dtype=float), spec.label_bound)
         products = clipped * y[:, np.newaxis]
@@ -77,12 +87,14 @@ def stein_ols_error_model(spec: SteinGlmSpec, rows: object, labels: object = Non
     def covariance_at(n: int) -> np.ndarray:
         entry = {"private": xx_variance / n, "pooled": xx_variance * n / (n + m) ** 2, "public": 0.0}[covariance]
         inner = (data + xy_variance * np.eye(spec.dimension)) / n
-        if w is not None and entry > 0:
-            inner = inner + matrix_noise_covariance(w, entry)
+        if entry > 0:
+            # without w: the bound 2 ||w||^2 I on ||w||^2 I + w w^T - diag(w * w) (w w^T <= ||w||^2 I)
+            inner = inner + (2.0 * entry * w_squared * np.eye(spec.dimension) if w is None
+                             else matrix_noise_covariance(w, entry))
         return inverse @ inner @ inverse
 
     if w is None:
-        return ErrorModel(covariance_at, None, "none (the public table has no target column)", METRIC,
+        return ErrorModel(covariance_at, None, "none (the public table has no target column)", ABSOLUTE,
                           notes=tuple(notes))
     radius = spec.norm_bound * spec.label_bound
 
