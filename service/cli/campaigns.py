@@ -170,25 +170,26 @@ def campaign_plan(
     plan = plan_campaign(open_engine(), protocol, features, target, public, epsilon, delta, _options(option, {}),
                          participants, target_error)
 
+    def say(text: str) -> None:
+        stdout.print(text, highlight=False, markup=False)  # the metric's formulas carry brackets
+
     def human() -> None:
-        stdout.print(f"[bold]{plan.protocol}[/] at epsilon {plan.epsilon:g}, delta {plan.delta:g}; error "
-                     f"{plan.metric}; reference: {plan.reference}", highlight=False)
+        say(f"{plan.protocol} at epsilon {plan.epsilon:g}, delta {plan.delta:g}; error {plan.metric}; reference: "
+            f"{plan.reference}")
         if plan.participants is not None:
-            relative = ("" if plan.expected_relative_error is None
-                        else f", relative {plan.expected_relative_error:.3g}")
-            stdout.print(f"at {plan.participants:,} participants: expected error {plan.expected_error:.3g}{relative}",
-                         highlight=False)
+            relative = "" if plan.expected_relative_error is None else f", relative {plan.expected_relative_error:.3g}"
+            say(f"at {plan.participants:,} participants: expected error {plan.expected_error:.3g}{relative}")
         if plan.target_error is not None:
             needed = ("not reached at any n" if plan.participants_needed is None
                       else f"about {plan.participants_needed:,} participants")
-            stdout.print(f"for error {plan.target_error:g}: {needed}", highlight=False)
+            say(f"for error {plan.target_error:g}: {needed}")
         if plan.auc is not None:
-            stdout.print(f"AUC on the public rows: {plan.auc['mean']:.3f} (range {plan.auc['low']:.3f} to "
-                         f"{plan.auc['high']:.3f}; the reference's {plan.auc['reference']:.3f})", highlight=False)
+            say(f"AUC on the public rows: {plan.auc['mean']:.3f} (range {plan.auc['low']:.3f} to "
+                f"{plan.auc['high']:.3f}; the reference's {plan.auc['reference']:.3f})")
         elif plan.auc_note is not None and plan.target is not None:
-            stdout.print(plan.auc_note, highlight=False)
+            say(plan.auc_note)
         for note in plan.notes:
-            stdout.print(f"- {note}", highlight=False)
+            say(f"- {note}")
 
     emit(as_json, plan.to_json(), human)
 
