@@ -25,8 +25,6 @@ included).
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from estimators.base import EstimatorError
@@ -70,9 +68,12 @@ def stein_ols_error_model(spec: SteinGlmSpec, rows: object, labels: object = Non
     if labels is None:
         w = None
         data = spec.label_bound**2 * second
-        # w^T S w is the variance the OLS explains, at most E[y^2] <= B^2: ||w||^2 <= B^2 / lambda_min(S)
-        smallest = float(np.linalg.eigvalsh(second)[0])
-        w_squared = spec.label_bound**2 / smallest if smallest > 0 else math.inf
+        # w^T S w is the variance the OLS explains, at most E[y^2] <= B^2: ||w||^2 <= B^2 / lambda_min(S), the
+        # smallest eigenvalue on S's range (the solve takes the minimum-norm solution, which lies in it)
+        values = np.linalg.eigvalsh(second)
+        if not values[-1] > 0:
+            raise EstimatorError("the public rows are all zero: their X^T X says nothing of the error")
+        w_squared = spec.label_bound**2 / float(values[values > 1e-10 * values[-1]].min())
         notes.append("the public table has no target column: an upper bound, absolute on the devices' standardized "
                      "features: the data's variance is bounded by B^2 E[x x^T] and the x x^T noise's share by "
                      "||w||^2 <= B^2 / lambda_min(E[x x^T]) (w^T S w <= E[y^2] <= B^2); put the target in the public "

@@ -84,6 +84,25 @@ def test_stein_glm_plan_is_within_2x_of_measured_runs(engine, stein_public, opti
     assert plan.to_json()["cost"] == {"epsilon": 0.0, "delta": 0.0, "rho": 0.0}
 
 
+def test_without_the_target_the_stein_glm_plan_is_an_absolute_upper_bound(engine, tmp_path: Path,  # noqa: ANN001
+                                                                         stein_public) -> None:
+    """The public table without the target column: no reference, no AUC, an absolute error at least the one the plan
+    gives with the target (the bounds B^2 E[x x^T] and ||w||^2 <= B^2 / lambda_min replace the unknown data)."""
+    x, y = _stein_rows(10_000, seed=1)
+    unlabeled = load_public(engine, tmp_path, x, name="unlabeled")
+    for options in ({}, {"gram": False}):
+        bound = planning.plan_campaign(engine, "stein-glm", ["a", "b", "c"], "y", unlabeled, 4.0, 1e-6, options,
+                                       participants=5_000)
+        assert bound.expected_relative_error is None and bound.auc is None and "no column 'y'" in bound.auc_note
+        assert bound.metric.startswith("sqrt(E ||w_ols_hat - w_ols||^2), absolute") and "upper bound" in bound.notes[-1]
+        campaigns.create_campaign(engine, f"u{len(options)}", "stein-glm", ["a", "b", "c"], "y", stein_public, 4.0,
+                                  1e-6, options)
+        info = campaigns.get_campaign(engine, f"u{len(options)}")
+        known = CAMPAIGN_PROTOCOLS["stein-glm"].plan(info.spec, info.transform.apply(x), y)
+        # the linear part's closed form with the target (no draws): the bound is at least it
+        assert bound.expected_error >= math.sqrt(np.trace(known.covariance(5_000)))
+
+
 def _sparse_rows(n: int, p: int, theta: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Sec. 7.1's design: ``x`` uniform in ``{-1, +1}^p``, ``y = <x, theta> + U[-0.05, 0.05]``."""
     rng = np.random.default_rng(seed)
