@@ -188,9 +188,6 @@ def plot_campaign_plan(result: dict[str, Any], path: Path) -> None:
 
 def main(
     out: JsonOut,
-    plot: PlotOut = None,
-    force: Force = False,
-    quiet: QuietFlag = False,
     cases: Annotated[str, typer.Option(help="Comma-separated cases: " + ", ".join(CASES) + ".")] = ",".join(CASES),
     n: Annotated[str | None, typer.Option("--n", help="Comma-separated participant counts (default: each case's "
                                                       "own).")] = None,
@@ -198,6 +195,9 @@ def main(
                                                       "own).")] = None,
     trials: Annotated[int, typer.Option(help="Campaigns per cell.")] = 10,
     seed: Annotated[int, typer.Option(help="Seed of the rows and the simulated devices.")] = 0,
+    plot: PlotOut = None,
+    force: Force = False,
+    quiet: QuietFlag = False,
 ) -> None:
     """Predicted (campaign plan) vs measured relative error of each planned protocol."""
     chosen = tuple(column_list(cases) or ())
