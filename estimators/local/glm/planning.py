@@ -65,6 +65,14 @@ def stein_ols_error_model(spec: SteinGlmSpec, rows: object, labels: object = Non
     xy_variance = noise.xy_noise.variance
     xx_variance = 0.0 if noise.xx_noise is None else noise.xx_noise.variance
     notes = ["the participants' features are distributed like the public rows (their X^T X is the public one)"]
+    if covariance != "public" and xx_variance > 0:
+        # a symmetric noise matrix with entries of variance v has spectral norm about 2 sqrt(p v) (the semicircle's
+        # edge): the first-order expansion holds while that is well below lambda_min(S), v ~ sigma_xx^2 / n
+        smallest = float(np.linalg.eigvalsh(second)[0])
+        valid = 4.0 * spec.dimension * xx_variance / smallest**2 if smallest > 0 else float("inf")
+        notes.append(f"first order in the x x^T noise: valid for n well above {valid:,.0f} (where the noise's "
+                     f"spectral norm, about 2 sqrt(p sigma_xx^2 / n), is below lambda_min(X^T X / m) = "
+                     f"{smallest:.3g}); below it the error is larger than predicted: gram=false avoids it")
     if labels is None:
         w = None
         data = spec.label_bound**2 * second

@@ -1,16 +1,17 @@
 """``make demo``'s local-DP part, part 6 of :mod:`service.tools.demo.story` (under a minute): a collection where no raw
 value ever reaches the service.
 
-1. a **steward**, on the command line, registers a public unlabeled table, plans a campaign (``campaign plan``: the
-   error expected at this epsilon and n, before any report, free) and creates it with the protocol's defaults
-   (:data:`PROTOCOL`, the one place the protocol is named; nothing hand-tuned);
+1. a **steward**, on the command line, registers a public table (an earlier survey: the features and whether those
+   households renewed), plans a campaign (``campaign plan``: the error and the AUC range expected at this epsilon and
+   n, before any report, free) and creates it with the protocol's defaults (:data:`PROTOCOL`, the one place the
+   protocol is named; nothing hand-tuned);
 2. one **participant** reports from "her phone" through the Python client (randomized on the device), and a
    population of simulated participants reports through the simulator (the real randomizer, the real batch path);
 3. an **analyst**, through the HTTP client, fits five GLMs from that one collection (Remark 16), each free, beside the
    non-private logistic fit the demo computes from its own file (a yardstick only): the test AUC, which every
    rescaled link shares, and beside it what differs between models, the calibration (mean predicted probability
-   against the base rate) and the log loss on held-out rows; when the noise dominates (no coefficient beyond two
-   planned standard errors) the demo says so;
+   against the base rate) and the log loss on held-out rows; when the noise dominates (the plan's relative error is 1
+   or more) the demo says so;
 4. an **auditor** reads the local spend with plain SQL.
 
 The population is synthetic (the Stein-lemma estimators assume Gaussian features): four features with their own
@@ -37,8 +38,6 @@ MODELS = ("linear", "logistic", "probit", "poisson", "cubic")
 #: the campaign's protocol and local delta: the one place to switch the demo to another protocol
 PROTOCOL, DELTA = "stein-glm", 1e-6
 EPSILON = 8.0
-#: how far from 0 (in planned standard errors) a coefficient must be for its sign to count as determined
-DETERMINED = 2.0
 #: predicted probabilities are clipped to [CLIP, 1 - CLIP] for the log loss (a linear score can leave [0, 1])
 CLIP = 1e-6
 
@@ -65,11 +64,11 @@ def campaign_arguments() -> list[str]:
 
 
 def plan_summary(plan: dict[str, Any]) -> str:
-    """The plan in two lines: the expected error (what it measures) and the planned standard errors."""
-    kind = "absolute" if plan["expected_relative_error"] is None else f"relative {plan['expected_relative_error']:.3g}"
-    return (f"expected error {plan['expected_error']:.3g} ({kind}; {plan['metric'].split(':')[0]}), standard errors "
-            + ", ".join(f"{k} {v:.3g}" for k, v in plan["standard_errors"].items())
-            + ("\n" + plan["notes"][-1] if plan["notes"] else ""))
+    """The plan in two lines: the expected error (what it measures), the AUC range and the planned standard errors."""
+    auc = plan["auc"]
+    return (f"expected relative error {plan['expected_relative_error']:.3g} ({plan['metric'].split(':')[0]}); "
+            f"AUC {auc['mean']:.3f} ({auc['low']:.3f} to {auc['high']:.3f})\nstandard errors "
+            + ", ".join(f"{k} {v:.3g}" for k, v in plan["standard_errors"].items()))
 
 
 def calibration(mean: np.ndarray, labels: np.ndarray) -> tuple[float, float]:
@@ -80,18 +79,16 @@ def calibration(mean: np.ndarray, labels: np.ndarray) -> tuple[float, float]:
     return float(p.mean()), float(-np.mean(y * np.log(p) + (1.0 - y) * np.log(1.0 - p)))
 
 
-def signal_to_noise(coefficients: dict[str, float], scale: list[float], standard_errors: dict[str, float]) -> str:
-    """One line: each fitted coefficient (back on the devices' standardized scale) over its planned standard error,
-    and the verdict (noise-dominated when none reaches :data:`DETERMINED`)."""
-    ratios = {name: abs(coefficients[name] * s) / standard_errors[name]
-              for name, s in zip(FEATURES, scale, strict=True)}
-    listed = ", ".join(f"{name} {value:.1f}" for name, value in ratios.items())
-    if max(ratios.values()) < DETERMINED:
-        return (f"|linear coefficient| / planned standard error: {listed}. Noise-dominated: no coefficient's sign is "
-                f"determined at epsilon {EPSILON:g} with {PARTICIPANTS:,} participants (the plan said so before any "
-                "report); the AUC and log loss below show it")
-    determined = [name for name, value in ratios.items() if value >= DETERMINED]
-    return (f"|linear coefficient| / planned standard error: {listed}; signs determined for {', '.join(determined)}")
+def verdict(plan: dict[str, Any]) -> str:
+    """What the plan said before any report, and whether the noise dominates (a predicted relative error of 1 or more:
+    the error is as large as the coefficients themselves)."""
+    error, auc = plan["expected_relative_error"], plan["auc"]
+    said = (f"the plan predicted a relative error of {error:.2f} and a test AUC of {auc['mean']:.2f} (5-95%: "
+            f"{auc['low']:.2f} to {auc['high']:.2f}; the public sample's own fit {auc['reference']:.2f})")
+    if error >= 1.0:
+        return (f"Noise-dominated: {said}, before any report: at epsilon {EPSILON:g} with {PARTICIPANTS:,} "
+                f"participants {PROTOCOL}'s defaults cannot tell the coefficients from the noise, as the fits show")
+    return f"As planned: {said}"
 
 
 def local_dp_collection(story: Any, heading: Any, background_server: Any, client_class: Any) -> None:
@@ -101,12 +98,12 @@ def local_dp_collection(story: Any, heading: Any, background_server: Any, client
 
     heading("6. A local-DP collection: participants randomize on their side; one collection answers many GLMs")
     out: Path = story.out
-    population(PUBLIC_ROWS, labels=False).to_csv(out / "public.csv", index=False)
+    population(PUBLIC_ROWS, labels=True).to_csv(out / "public.csv", index=False)  # an earlier survey, public
     people = population(PARTICIPANTS, labels=True)
     people.iloc[1:].to_csv(out / "people.csv", index=False)
     story.run("public", "load", "households", "--csv", str(out / "public.csv"))
-    plan = story.run("campaign", "plan", *campaign_arguments(), "--participants", str(PARTICIPANTS), as_json=True,
-                     summary=plan_summary)
+    plan = story.run("campaign", "plan", *campaign_arguments(), "--participants", str(PARTICIPANTS), "--option",
+                     f"participants={PARTICIPANTS}", as_json=True, summary=plan_summary)  # the campaign created below
     story.run("campaign", "create", "renewals", *campaign_arguments(), "--participants", str(PARTICIPANTS))
     participant_key = story.run("keys", "create", "--role", "participant", "--name", "pat", as_json=True)["key"]
     analyst_key = story.run("keys", "create", "--role", "analyst", "--name", "ana", as_json=True)["key"]
@@ -127,7 +124,6 @@ def local_dp_collection(story: Any, heading: Any, background_server: Any, client
                 models[model] = analyst.campaign("renewals").fit(model)
             except MarginaliaError as error:
                 models[model] = error
-        scale = analyst.campaign("renewals").info()["transform"]["scale"]
     from estimators.central.reference import LogisticReference
 
     labels = np.where(people["renewed"].to_numpy() == 1, 1.0, -1.0)
@@ -136,7 +132,7 @@ def local_dp_collection(story: Any, heading: Any, background_server: Any, client
     x_test, y_test = test[FEATURES].to_numpy(), test["renewed"].to_numpy()
     truth = true_raw_coefficients()
     print("\n>>> analyst.campaign('renewals').fit(model)   # five models from one collection, each cost 0")
-    print(signal_to_noise(models["linear"].answer["coefficients"], scale, plan["standard_errors"]))
+    print(verdict(plan))
     print(f"held-out rows: {len(y_test):,}, base rate {y_test.mean():.3f}; mean p = mean predicted probability "
           f"(clipped to [0, 1]), log loss with p clipped to [{CLIP:g}, 1 - {CLIP:g}]")
     print(f"{'model':<34}" + "".join(f"{name:>12}" for name in [*FEATURES, "(intercept)"])
