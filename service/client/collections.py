@@ -248,6 +248,16 @@ class CollectionsClient:
         self._request("POST", "/campaigns", json=body)
         return self.campaign(name)
 
+    def plan_campaign(self, protocol: str, features: Sequence[str], *, epsilon: float, delta: float = 0.0,
+                      target: str | None = None, public: str | None = None, participants: int | None = None,
+                      target_error: float | None = None, **options: Any) -> dict[str, Any]:
+        """A campaign's expected error before any report, free: at ``participants``, or the participants needed for
+        ``target_error`` (docs/campaigns.md, "Planning a campaign"); protocol options as keywords."""
+        body = {"protocol": protocol, "features": list(features), "target": target, "public": public,
+                "epsilon": epsilon, "delta": delta, "options": options, "participants": participants,
+                "target_error": target_error}
+        return self._request("POST", "/campaigns/plan", json=body)
+
     def campaigns(self) -> list[dict[str, Any]]:
         return self._request("GET", "/campaigns")
 

@@ -26,6 +26,7 @@ from sqlalchemy import Engine
 from estimators.local.aggregate import ReportAggregate
 from estimators.local.influence import Influence, mean_shift
 from estimators.local.sparse.iht import label_iht_from_moments
+from estimators.local.sparse.planning import label_ldp_error_model
 from estimators.local.sparse.uncertainty import label_iht_covariance, support_least_squares_covariance
 from estimators.local.uncertainty import label_moment_covariance
 from service.campaigns.options import invalid
@@ -142,4 +143,5 @@ register(CampaignProtocol(
     "label-ldp", LabelLdpSpec, build, None, ("iht", "lasso", "lasso-raw"), fit, "required",
     "public features, pure-epsilon (default) or Gaussian label reports; answers IHT (Alg. 2) and the Lasso (Sec. 5; "
     "model lasso refits least squares on its support, lasso-raw does not) (options: randomizer, sparsity, "
-    "iterations, eta, radius, alpha, label_bound, feature_bound, participants)"))
+    "iterations, eta, radius, alpha, label_bound, feature_bound, participants)",
+    plan=label_ldp_error_model))  # type: ignore[arg-type]

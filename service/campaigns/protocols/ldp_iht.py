@@ -33,6 +33,7 @@ from sqlalchemy import Engine
 
 from estimators.local.aggregate import ReportAggregate
 from estimators.local.sparse import ldp_iht_rounds
+from estimators.local.sparse.planning import ldp_iht_error_model
 from estimators.local.sparse.uncertainty import iht_step_covariance
 from service.campaigns.options import invalid
 from service.campaigns.protocols.base import CampaignProtocol, register
@@ -93,4 +94,5 @@ def fit(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate
 register(CampaignProtocol(
     "ldp-iht", LdpIhtSpec, build, ldp_iht_rounds.next_state, ("iht",), fit, "required",  # type: ignore[arg-type]
     "LDP-IHT (Wang & Xu 2019, Alg. 1): T rounds, T disjoint groups, l2-ball gradients (options: sparsity, rounds, "
-    "eta, radius, label_bound, residual_bound, feature_norm_bound, participants, variant=default|paper)"))
+    "eta, radius, label_bound, residual_bound, feature_norm_bound, participants, variant=default|paper)",
+    plan=ldp_iht_error_model))  # type: ignore[arg-type]

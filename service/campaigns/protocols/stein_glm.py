@@ -24,10 +24,12 @@ from sqlalchemy import Engine
 from estimators.local.aggregate import ReportAggregate
 from estimators.local.glm import two_round
 from estimators.local.glm.links import LINKS
+from estimators.local.glm.planning import stein_ols_error_model
 from estimators.local.glm.stein import PrivateOLS, SteinGLM, gaussian_norm_bound, known_covariance_norm_bound
 from estimators.local.glm.two_round import TwoRoundSteinGLM, first_round_ols
 from estimators.local.glm.uncertainty import link_covariance, ols_covariance, two_round_link_covariance
 from estimators.local.influence import Influence
+from estimators.local.planning import ErrorModel
 from service.campaigns.options import invalid
 from service.campaigns.protocols.base import CampaignProtocol, register
 from service.campaigns.protocols.common import (
@@ -161,10 +163,19 @@ def _glm_fit(campaign: CampaignInfo, model: str, coef: np.ndarray, reports: int,
                        raw_influence(campaign, influence), standard_errors=raw_standard_errors(campaign, covariance))
 
 
+def plan_one_round(spec: ProtocolSpec, rows: np.ndarray | None, labels: np.ndarray | None) -> ErrorModel:
+    """The private OLS's error model (:func:`estimators.local.glm.planning.stein_ols_error_model`): needs the public
+    rows, whose ``X^T X`` the estimate leans on."""
+    if rows is None:
+        raise InvalidInput("planning a stein-glm campaign needs a --public table: the error depends on the features' "
+                           "X^T X, which the plan takes from its rows", code="needs_public_table")
+    return stein_ols_error_model(spec, rows, labels)  # type: ignore[arg-type]
+
+
 register(CampaignProtocol(
     "stein-glm", SteinGlmSpec, build_one_round, None, GLM_MODELS, fit_one_round, "required",
     "noisy (x x^T, x y) for the Stein-lemma GLMs, one round (options: norm_bound, label_bound, norm, gram, xy_ratio, "
-    "participants)"))
+    "participants)", plan=plan_one_round))
 register(CampaignProtocol(
     "stein-glm-2round", TwoRoundSteinSpec, build_two_round, two_round.next_state, GLM_MODELS,  # type: ignore[arg-type]
     fit_two_round, "required",
