@@ -258,7 +258,8 @@ def campaign_close(
 def campaign_fit(
     name: Name,
     model: Annotated[str, typer.Option(help="linear, logistic, probit, poisson, cubic, sigmoid, boosting, "
-                                            "logistic-loss (GLM campaigns), mean (ldp-avg), iht (ldp-iht, "
+                                            "logistic-loss (GLM campaigns; linear also bernstein, dr-erm, "
+                                            "linear-ssp), mean (ldp-avg), iht (ldp-iht, "
                                             "label-ldp), lasso or lasso-raw (label-ldp).")],
     covariance: Annotated[str | None, typer.Option(help="pooled, private or public (X^T X's source).")] = None,
     strict: Annotated[bool, typer.Option("--strict", help="Refuse a noise-dominated fit (error noise_dominated) "

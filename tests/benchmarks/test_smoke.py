@@ -84,8 +84,8 @@ FAST: dict[str, tuple[Args, bool]] = {
     "stein_glm": (lambda tmp, data: ["--design", "bernoulli", "--n", "300", "--epsilon", "5", "--trials", "1",
                                      "--quiet"], True),
     "stein_glm_real": (_stein_real, True),
-    "sparse": (lambda tmp, data: ["--method", "ldp-iht", "--p", "5", "--n", "600", "--s", "2", "--trials", "1",
-                                  "--epsilon", "2", "--quiet"], True),
+    "sparse": (lambda tmp, data: ["--method", "ldp-iht,linear-ssp", "--p", "5", "--n", "600", "--s", "2", "--trials",
+                                  "1", "--epsilon", "2", "--quiet"], True),
     "dp_iht": (lambda tmp, data: [
         "--train", str(data / "adult" / "adult_train.csv"), "--domain", str(data / "adult" / "adult-domain.json"),
         "--sweeps", "epsilon", "--sweep-design", "adult-10", "--epsilons", "2", "--sparsity", "2", "--trials", "1",

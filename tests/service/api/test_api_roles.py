@@ -72,6 +72,7 @@ PROTOCOL_CAMPAIGNS: dict[str, dict[str, object]] = {
     "bernstein": {"features": ["a"], "target": "y", "epsilon": 1.0, "options": {"degree": 2}},
     "bernstein-1bit": {"features": ["a"], "target": "y", "epsilon": 1.0, "options": {"degree": 2}},
     "dr-erm": {"features": ["a", "b"], "target": "y", "epsilon": 1.0, "options": {"rows": 3}},
+    "linear-ssp": {"features": ["income", "age"], "target": "y", "public": "{public}", "epsilon": 1.0},
 }
 
 

@@ -194,9 +194,30 @@ def test_dr_erm_standard_errors_match_the_spread(engine) -> None:  # noqa: ANN00
     _check(empirical, reported, _keys(fits))
 
 
+@pytest.mark.parametrize("randomizer", ["l2ball", "gaussian"])
+def test_linear_ssp_standard_errors_match_the_spread(engine, randomizer) -> None:  # noqa: ANN001
+    """Features with a mean and a spread of their own (stated feature_bounds: the intercept and the raw-unit mapping
+    are exercised), both randomizers; each feature at either end of its bounds, so the Gram matrix after the devices'
+    transform is about I and the default ridge stays 0 (the delta method describes the unpenalised solve)."""
+    caps.set_default_cap(engine, 100.0, 1e-3)
+    names, theta = ["a", "b"], np.array([0.8, -0.6])
+    campaigns.create_campaign(engine, "ssp", "linear-ssp", names, "y", None, 8.0,
+                              1e-6 if randomizer == "gaussian" else 0.0,
+                              {"randomizer": randomizer, "label_bound": 4.0,
+                               "feature_bounds": {name: [-1.0, 3.0] for name in names}})
+
+    def draw(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        x = rng.choice([-1.0, 3.0], (20_000, len(names)))
+        return x, 0.5 + (x - 1.0) @ theta + rng.uniform(-0.1, 0.1, 20_000)
+
+    empirical, reported, fits = _spread(engine, "ssp", "linear", draw, reps=20)
+    assert all(fit.details["ridge"] == 0.0 for fit in fits)
+    _check(empirical, reported, _keys(fits))
+
+
 #: the protocols whose standard errors a test of this module validates against the spread
 VALIDATED = {"ldp-avg", "stein-glm", "stein-glm-2round", "label-ldp", "ldp-iht", "bernstein", "bernstein-1bit",
-             "dr-erm"}
+             "dr-erm", "linear-ssp"}
 
 
 def test_every_registered_protocol_has_its_standard_errors_validated() -> None:
