@@ -74,13 +74,16 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 @pytest.fixture
-def engine(database_url: str, monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
+def engine(database_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path):  # noqa: ANN201
     """An engine on a fresh database upgraded to the newest migration; MARGINALIA_DATABASE_URL
-    points at it so CLI calls in the same test see the same database."""
+    points at it so CLI calls in the same test see the same database. Parquet tables go to the folder next to a
+    SQLite database (the default), and on PostgreSQL to MARGINALIA_DATA_DIR in the test's folder."""
     from db.engine import make_engine
     from db.migrate import upgrade_to_head
 
     monkeypatch.setenv("MARGINALIA_DATABASE_URL", database_url)
+    if not database_url.startswith("sqlite"):
+        monkeypatch.setenv("MARGINALIA_DATA_DIR", str(tmp_path / "tables"))
     engine = make_engine(database_url)
     upgrade_to_head(engine)
     yield engine
