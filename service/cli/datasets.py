@@ -63,16 +63,27 @@ def dataset_load(
 @handles_errors
 def dataset_attach(
     name: Annotated[str, typer.Argument(help="Name of the new dataset.", metavar="NAME")],
-    parquet: Annotated[list[str], typer.Option("--parquet", help="Parquet file or glob (repeatable), read where it "
-                                               "lives: nothing is copied.", metavar="PATH|GLOB")],
     spec: Annotated[Path, typer.Option("--spec", help="Public binning spec (YAML/JSON), applied inside the "
                                        "engine; a value outside it is refused, naming its column.")],
+    parquet: Annotated[list[str] | None, typer.Option(
+        "--parquet", help="Parquet file or glob (repeatable), read where it lives: nothing is copied.",
+        metavar="PATH|GLOB")] = None,
+    sql: Annotated[str | None, typer.Option("--sql", help="SQLAlchemy URL of the database the table lives in "
+                                            "(with --table).", metavar="URL")] = None,
+    table: Annotated[str | None, typer.Option("--table", help="The table's name in the --sql database.")] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Register a Parquet table where it lives, counted by DuckDB through its public binning spec."""
-    from service.data.attach import attach_parquet
+    """Register a table where it lives (nothing copied): Parquet files counted by DuckDB, or a table of another SQL
+    database counted there; its public binning spec is applied inside the engine."""
+    from service.data.attach import attach_parquet, attach_sql
+    from service.errors import InvalidInput
 
-    info = attach_parquet(open_engine(), name, list(parquet), spec)
+    if bool(parquet) == (sql is not None) or (sql is None) != (table is None):
+        raise InvalidInput("give either --parquet PATH|GLOB, or --sql URL with --table T", code="invalid_parameter")
+    if parquet:
+        info = attach_parquet(open_engine(), name, list(parquet), spec)
+    else:
+        info = attach_sql(open_engine(), name, str(sql), str(table), spec)
     emit(as_json, info.to_json(), lambda: stdout.print(
         f"attached [bold]{info.name}[/]: {info.rows:,} rows, {len(info.domain)} columns ({info.engine})"))
 
