@@ -51,8 +51,6 @@ def attach_parquet(engine: Engine, name: str, paths: list[str], spec_path: Path)
         raise InvalidInput(f"{exc.message}. Nothing was stored.", code="invalid_value") from None
     finally:
         table.close()
-    if rows == 0:
-        raise InvalidInput(f"the Parquet files of {name!r} have no rows; nothing was stored", code="empty_file")
     location = {"parquet": sources, "spec": spec_to_dict(spec)}
     return _register(engine, name, spec, rows, ", ".join(sources), DUCKDB, location)
 
@@ -101,8 +99,6 @@ def attach_sql(engine: Engine, name: str, url: str, table_name: str, spec_path: 
         raise InvalidInput(f"{exc.message}. Nothing was stored.", code="unreachable_database") from None
     finally:
         table.close()
-    if rows == 0:
-        raise InvalidInput(f"{where}: the table has no rows; nothing was stored", code="empty_file")
     return _register(engine, name, spec, rows, f"{safe_url(url)} table {table_name}", SQL, location)
 
 
@@ -115,7 +111,10 @@ def _spec(spec_path: Path) -> BinningSpec:
 
 def _register(engine: Engine, name: str, spec: BinningSpec, rows: int, source: str, engine_name: str,
               location: dict[str, object]) -> DatasetInfo:
-    """Store the dataset row of an attached table (its rows stay where they live)."""
+    """Store the dataset row of an attached table (its rows stay where they live); a table without rows is
+    refused."""
+    if rows == 0:
+        raise InvalidInput(f"{source}: the table has no rows; nothing was stored", code="empty_file")
     columns = [{"name": c.name, "size": c.size, "kind": c.kind, "sql": sql, "labels": list(c.labels)}
                for c, sql in zip(spec.columns, tables.sql_column_names(len(spec.columns)), strict=True)]
     with serialized_transaction(engine) as session:

@@ -6,7 +6,6 @@ named; an unreachable database, a missing table or column is one clear error and
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import numpy as np
@@ -21,22 +20,13 @@ from service.data.attach import attach_sql
 from service.data.engines.base import EngineError
 from service.data.oracle import TableCountOracle
 from service.errors import InvalidInput
-from workloads.binning import apply_spec, parse_spec
+from tests.support.binned import SPEC, expected_counts, raw_frame, write_spec
 
-SPEC = {"columns": {
-    "age": {"kind": "ordinal", "edges": [0, 18, 40, 65, 120]},
-    "work": {"values": ["Private", "State-gov", "?"]},
-    "income": {"values": ["<=50K", ">50K"], "strip_suffix": "."},
-}}
 runner = CliRunner()
 
 
 def _frame(rows: int = 200, seed: int = 3) -> pd.DataFrame:
-    rng = np.random.default_rng(seed)
-    return pd.DataFrame({"age": rng.integers(0, 121, rows).astype(float),
-                         "work": rng.choice([" Private", "State-gov ", "?"], rows),
-                         "income": rng.choice(["<=50K", ">50K.", ">50K"], rows),
-                         "other": rng.integers(0, 3, rows)})
+    return raw_frame(rows, seed)
 
 
 def _people(engine: Engine, frame: pd.DataFrame, table: str = "people") -> None:
@@ -47,33 +37,18 @@ def _people(engine: Engine, frame: pd.DataFrame, table: str = "people") -> None:
                            frame.to_dict("records"))
 
 
-def _spec(tmp_path: Path, spec: dict[str, object] = SPEC) -> Path:
-    path = tmp_path / "spec.json"
-    path.write_text(json.dumps(spec))
-    return path
-
-
-def _expected(frame: pd.DataFrame, attributes: tuple[str, ...]) -> np.ndarray:
-    spec = parse_spec(SPEC)
-    codes = apply_spec(spec, frame.astype(str))
-    names = [c.name for c in spec.columns]
-    shape = tuple(spec.columns[names.index(a)].size for a in attributes)
-    index = np.ravel_multi_index([codes[:, names.index(a)] for a in attributes], shape)
-    return np.bincount(index, minlength=math.prod(shape)).reshape(shape)
-
-
 def test_an_attached_sql_table_counts_as_its_binned_rows(engine, database_url: str, tmp_path: Path) -> None:  # noqa: ANN001
     frame = _frame()
     _people(engine, frame)
-    info = attach_sql(engine, "people", database_url, "people", _spec(tmp_path))
+    info = attach_sql(engine, "people", database_url, "people", write_spec(tmp_path))
     assert (info.rows, info.engine) == (200, "sql")
     stored = datasets.get_dataset(engine, "people")
     with TableCountOracle(engine, stored) as oracle:
         for attributes in [("age",), ("work", "age"), ("age", "work", "income")]:
-            np.testing.assert_array_equal(oracle.counts(attributes), _expected(frame, attributes))
+            np.testing.assert_array_equal(oracle.counts(attributes), expected_counts(frame, attributes))
         codes, counts = oracle.distinct_rows(("work",))
     np.testing.assert_array_equal(codes[:, 0], [0, 1, 2])
-    np.testing.assert_array_equal(counts, _expected(frame, ("work",)))
+    np.testing.assert_array_equal(counts, expected_counts(frame, ("work",)))
     with engine.begin() as connection:  # the table changes where it lives: the next count refuses, naming the column
         connection.execute(text("INSERT INTO people VALUES (150, 'Private', '<=50K', 0)"))
     with pytest.raises(EngineError, match=r"column\(s\) \['age'\] hold a value the binning spec cannot code"):
@@ -89,7 +64,7 @@ def test_a_value_outside_the_spec_is_refused_naming_its_column(engine, database_
     frame.loc[17, column] = value
     _people(engine, frame)
     with pytest.raises(InvalidInput) as caught:
-        attach_sql(engine, "people", database_url, "people", _spec(tmp_path))
+        attach_sql(engine, "people", database_url, "people", write_spec(tmp_path))
     assert f"column(s) ['{column}']" in caught.value.message and caught.value.code == "invalid_value"
     assert datasets.list_datasets(engine) == []
 
@@ -106,7 +81,7 @@ def test_bad_input_is_one_clear_error_and_stores_nothing(engine, database_url: s
     ]
     for url, table, spec, code, fragment in cases:
         with pytest.raises(InvalidInput) as caught:
-            attach_sql(engine, "people", url, table, _spec(tmp_path, spec))
+            attach_sql(engine, "people", url, table, write_spec(tmp_path, spec))
         assert caught.value.code == code and fragment in caught.value.message, caught.value.message
     assert datasets.list_datasets(engine) == [] and not (tmp_path / "missing.db").exists()
 
@@ -114,9 +89,9 @@ def test_bad_input_is_one_clear_error_and_stores_nothing(engine, database_url: s
 def test_attach_through_the_command_line(engine, database_url: str, tmp_path: Path) -> None:  # noqa: ANN001
     _people(engine, _frame())
     result = runner.invoke(app, ["dataset", "attach", "people", "--sql", database_url, "--table", "people",
-                                 "--spec", str(_spec(tmp_path)), "--json"])
+                                 "--spec", str(write_spec(tmp_path)), "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["rows"] == 200
     both = runner.invoke(app, ["dataset", "attach", "x", "--sql", database_url, "--parquet", "a.parquet",
-                               "--spec", str(_spec(tmp_path))])
+                               "--spec", str(write_spec(tmp_path))])
     assert both.exit_code != 0 and "give either --parquet" in both.output
