@@ -91,6 +91,12 @@ bench-sparse: install
 	    --seed 0 --json $(R)/sparse_bench_paper_eta.json --plot $(R)/sparse_bench_paper_eta.png --force
 	$(B).sparse --method bernstein,bernstein-1bit --p 1,2 --n 10000,40000,160000 --s 1 --epsilon 1 --trials 3 \
 	    --seed 0 --json $(R)/sparse_bench_bernstein.json --plot $(R)/sparse_bench_bernstein.png --force
+	$(B).sparse --method bernstein,bernstein-1bit,linear-ssp --p 1,2 --n 10000,40000 --s 1 --epsilon 1 --trials 10 \
+	    --seed 0 --json $(R)/sparse_bench_linear_ssp.json --plot $(R)/sparse_bench_linear_ssp.png --force
+	$(B).sparse --method bernstein,bernstein-1bit --p 1,2 --n 160000 --s 1 --epsilon 1 --trials 10 \
+	    --seed 0 --json $(R)/sparse_bench_bernstein_160k.json --plot $(R)/sparse_bench_bernstein_160k.png --force
+	$(B).sparse --method linear-ssp --p 1,2,5 --n 10000,40000,160000 --s 1 --epsilon 1,4 --trials 10 \
+	    --seed 0 --json $(R)/sparse_bench_linear_ssp_n.json --plot $(R)/sparse_bench_linear_ssp_n.png --force
 	$(B).sparse --method dr-erm --p 2000 --n 1000,4000 --s 10 --epsilon 1 --trials 3 --seed 0 \
 	    --json $(R)/sparse_bench_drerm.json --plot $(R)/sparse_bench_drerm.png --force
 	$(B).sparse --iht-variant paper --method ldp-iht --p 100 --n 100000 --s 10 --epsilon 1 --trials 1 --seed 0 \

@@ -4,7 +4,7 @@ Loads nist_taxi (226k rows, 10 columns) into a fresh SQLite file and a fresh dat
 PostgreSQL (tests/support/pgserver.py), then times, in interleaved rounds so that both sides see the same machine:
 
 * the reference: ``DataFrame.groupby([a, b]).size()`` for each pair, on an in-memory DataFrame of the same rows;
-* SQL counting of the same 45 pairs on each backend, as the service does it (``SqlCountOracle.counts_many``),
+* SQL counting of the same 45 pairs on each backend, as the service does it (``TableCountOracle.counts_many``),
   and the variants it was chosen over (the code before this change, one query per pair, GROUPING SETS,
   SQLite pragmas, PostgreSQL work_mem / parallel workers / ANALYZE, SQLite indexes).
 
@@ -45,7 +45,7 @@ from db import tables
 from db.engine import make_engine
 from db.migrate import upgrade_to_head
 from service.data import datasets
-from service.data.oracle import COVER_MAX_CELLS, SqlCountOracle, marginalize, plan_cover
+from service.data.oracle import COVER_MAX_CELLS, TableCountOracle, marginalize, plan_cover
 from tests.support.pgserver import PostgresServer, PostgresUnavailable, start_server  # beside the packages, not shipped
 
 TARGET_RATIO = 3.0
@@ -133,7 +133,7 @@ def oracle_many(engine: Engine, stored: datasets.StoredDataset, pairs: Sequence[
     """The service's path: a fresh oracle (empty cache) each time."""
 
     def run() -> Counts:
-        return SqlCountOracle(engine, stored).counts_many(pairs, max_cells=max_cells)  # type: ignore[return-value]
+        return TableCountOracle(engine, stored).counts_many(pairs, max_cells=max_cells)  # type: ignore[return-value]
 
     return run
 
@@ -257,7 +257,7 @@ def _checkpointed_size(path: Path) -> int:
 def load(engine: Engine, csv: Path, domain: Path) -> dict[str, float]:
     upgrade_to_head(engine)
     start = time.perf_counter()
-    info = datasets.load_coded_csv(engine, DATASET, csv, domain)
+    info = datasets.load_coded_csv(engine, DATASET, csv, domain, store="sql")  # the SQL variants read data_<id>
     seconds = time.perf_counter() - start
     return {"rows": info.rows, "seconds": seconds, "rows_per_second": info.rows / seconds}
 
@@ -486,7 +486,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             Variant("pandas, same covering plan (info)", "pandas",
                     "pandas groupby on the plan's groups, summed to pairs: what the plan trick gives pandas",
                     pandas_cover(frame, pairs, groups), check=False),
-            Variant("sqlite: counts_many", "sqlite", f"SqlCountOracle.counts_many: {len(groups)} GROUP BY queries "
+            Variant("sqlite: counts_many", "sqlite", f"TableCountOracle.counts_many: {len(groups)} GROUP BY queries "
                     "on cell indexes, summed to pairs", oracle_many(sqlite, stored, pairs, args.max_cells),
                     headline=True),
             Variant("sqlite: plan on 2 connections (threads)", "sqlite", "groups split over 2 connections at once",
@@ -502,7 +502,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     oracle_many(sqlite_pragmas, stored, pairs, args.max_cells)),
             Variant("sqlite: counts_many + cache 500kB", "sqlite", "cache_size 500kB",
                     oracle_many(sqlite_small_cache, stored, pairs, args.max_cells)),
-            Variant("pg: counts_many", "postgresql", f"SqlCountOracle.counts_many: one GROUPING SETS scan of "
+            Variant("pg: counts_many", "postgresql", f"TableCountOracle.counts_many: one GROUPING SETS scan of "
                     f"{len(groups)} cell indexes, work_mem {tables.ONE_SCAN_WORK_MEM}",
                     oracle_many(postgres, stored_pg, pairs, args.max_cells), headline=True),
             Variant("pg: plan, one query per group", "postgresql", f"{len(groups)} GROUP BY queries",

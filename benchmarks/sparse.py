@@ -18,6 +18,9 @@ family answers from that one collection:
   same names, model ``linear``): a campaign of that protocol on the same rows (Bernstein: ``p <= 3``, box
   ``[-1, 1]^p``; DR-ERM: the l1 ball of radius ``--drerm-radius``, by default 1, the public norm of ``theta*``, and
   ``||Phi x||`` clipped at ``sqrt(p)``);
+* family ``linear-ssp`` (method of the same name, model ``linear``): one report per participant of her sufficient
+  statistics ``[x, svec(x x^T), y, x y]`` through the l2-ball randomizer (issue 20), ``norm_bound = sqrt(p)`` (exact
+  on this design), no ridge stated (AdaSSP's rule); the low-dimensional baseline beside Bernstein;
 * family ``central`` (method ``dp-iht``, Alg. 3): the rows held centrally, one charged DP-IHT release of a temporary
   table at ``(epsilon, delta)`` (``benchmarks.dp_iht.fit_synthetic_dp_iht``): the central model's error
   beside the local protocols' on the same problem.
@@ -193,8 +196,8 @@ def campaign_answer(model: str) -> Answer:
 
         fit = fit_campaign(cell.engine, campaign, model)
         coef = np.array([fit.coefficients[name] for name in cell.features])
-        return coef, {"reports": fit.reports, **{k: v for k, v in fit.details.items()
-                                                 if k in ("rounds_used", "iterations", "alpha", "eta", "radius")}}
+        kept = ("rounds_used", "iterations", "alpha", "eta", "radius", "ridge")
+        return coef, {"reports": fit.reports, **{k: v for k, v in fit.details.items() if k in kept}}
 
     return answer
 
@@ -235,6 +238,9 @@ register_method(SparseMethod("lasso", "label-ldp", campaign_answer("lasso")))
 register_method(SparseMethod("bernstein", "bernstein", campaign_answer("linear")))
 register_method(SparseMethod("bernstein-1bit", "bernstein-1bit", campaign_answer("linear")))
 register_method(SparseMethod("dr-erm", "dr-erm", campaign_answer("linear")))
+# local sufficient-statistics perturbation (issue 20): ||x|| = sqrt(p) exactly on this design, the label bound as above
+register_family("linear-ssp", _collect_plain("linear-ssp", norm_bound=lambda cell: math.sqrt(cell.p)))
+register_method(SparseMethod("linear-ssp", "linear-ssp", campaign_answer("linear")))
 
 
 # ------------------------------------------------------------------------------------------------- central DP-IHT

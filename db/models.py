@@ -65,6 +65,10 @@ class Dataset(Base):
     row_count: Mapped[int] = mapped_column(BigInteger, nullable=False)
     source: Mapped[str] = mapped_column(Text, nullable=False, default="")
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
+    # Where the rows live (service/data/engines): "sql" (the data_table above, in this database) or "duckdb" (a
+    # Parquet table); ``location`` is the engine's JSON (NULL for "sql"), never shown to analysts.
+    engine: Mapped[str] = mapped_column(String(16), nullable=False, default="sql", server_default="sql")
+    location: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
 class Budget(Base):

@@ -3,7 +3,8 @@
 Who may call what (the README's role table; ``tests/service/api/test_collections_roles.py`` walks every route with
 every role): public tables are read by stewards, analysts and auditors (rows by stewards and analysts: they are
 public), loaded by stewards; campaigns are created, closed and capped by stewards, read by stewards, analysts and
-auditors, fitted by stewards and analysts (free); a **participant** key reaches only ``GET /campaigns/{name}/state``
+auditors, fitted by stewards and analysts (free), planned (``POST /campaigns/plan``: public tables only, free) by
+whoever may read them; a **participant** key reaches only ``GET /campaigns/{name}/state``
 and ``POST /campaigns/{name}/reports`` (her own report), a **gateway** key the same two with batches for pseudonyms,
 reports only to the campaigns a steward put in its scope and within its quotas (service/campaigns/gateways.py).
 No route takes a seed. A **seeded** campaign (it received reports of an in-process seeded simulation: tests, benchmarks)
@@ -27,7 +28,7 @@ from sqlalchemy import Engine
 from service.access.auth import Principal
 from service.api import limits, schemas
 from service.api.security import ANALYST, AUDITOR, STEWARD, Forbidden, engine_of, require
-from service.campaigns import campaigns, caps, estimates, public_tables
+from service.campaigns import campaigns, caps, estimates, planning, public_tables
 from service.campaigns.submission import (
     Submitter,
     check_gateway_scope,
@@ -64,8 +65,9 @@ class PublicTableUpload(schemas.Strict):
         None, description="Coded columns: {column: size}; the others are numeric.")
 
 
-class CampaignIn(schemas.Strict):
-    name: schemas.DatasetName
+class CampaignBody(schemas.Strict):
+    """What a campaign is: its protocol, columns, local guarantee and options (created or planned)."""
+
     protocol: Annotated[str, Field(min_length=1, max_length=40)]
     features: Annotated[list[schemas.ColumnName], Field(min_length=1, max_length=schemas.MAX_COLUMNS)]
     target: schemas.ColumnName | None = None
@@ -74,6 +76,19 @@ class CampaignIn(schemas.Strict):
     delta: schemas.Delta = 0.0
     options: dict[Annotated[str, Field(max_length=40)], Any] = Field(default_factory=dict,
                                                                      max_length=MAX_OPTIONS)
+
+
+class CampaignIn(CampaignBody):
+    name: schemas.DatasetName
+
+
+class PlanIn(CampaignBody):
+    """A campaign as ``POST /campaigns`` would create it (no name), and what to predict."""
+
+    participants: Annotated[schemas.Integer, Field(ge=1)] | None = Field(
+        None, description="Predict the error at this many participants.")
+    target_error: Annotated[schemas.Number, Field(gt=0)] | None = Field(
+        None, description="Predict the participants needed for this error.")
 
 
 class ReportIn(schemas.Strict):
@@ -95,6 +110,8 @@ class BatchIn(schemas.Strict):
 class FitCampaignIn(schemas.Strict):
     model: Annotated[str, Field(min_length=1, max_length=40)]
     covariance: Literal["pooled", "private", "public"] | None = None
+    strict: bool = Field(False, description="Refuse a noise-dominated fit (422 noise_dominated) instead of answering "
+                                            "it with quality.verdict 'noise-dominated'.")
 
 
 class CapIn(schemas.Strict):
@@ -149,6 +166,13 @@ def create_campaign(request: Request, body: CampaignIn,
     info = campaigns.create_campaign(engine_of(request), body.name, body.protocol, body.features, body.target,
                                      body.public, body.epsilon, body.delta, body.options, principal.label)
     return info.to_json()
+
+
+@router.post("/campaigns/plan", summary="Predict a campaign's error before any report (free; reads public tables)")
+def plan_campaign(request: Request, body: PlanIn, _: Principal = Depends(require(*READERS))) -> dict[str, Any]:
+    return planning.plan_campaign(engine_of(request), body.protocol, body.features, body.target, body.public,
+                                  body.epsilon, body.delta, body.options, body.participants,
+                                  body.target_error).to_json()
 
 
 @router.get("/campaigns", summary="List campaigns")
@@ -260,7 +284,7 @@ def _parse_reports(principal: Principal, kind: str, body: bytes) -> tuple[int, d
 def fit_campaign(request: Request, name: Name, body: FitCampaignIn,
                  _: Principal = Depends(require(STEWARD, ANALYST))) -> dict[str, Any]:
     campaigns.get_campaign(engine_of(request), name).refuse_if_seeded()
-    return estimates.fit_campaign(engine_of(request), name, body.model, body.covariance).to_json()
+    return estimates.fit_campaign(engine_of(request), name, body.model, body.covariance, body.strict).to_json()
 
 
 # ------------------------------------------------------------------------------------------------------- caps

@@ -41,7 +41,8 @@ ACCEPTED = {202: {"model": schemas.JobOut, "description": "With `Prefer: respond
 def dataset_out(dataset: StoredDataset, principal: Principal) -> dict[str, object]:
     """Public metadata; the exact row count is not a DP statistic, so only stewards see it."""
     rows = dataset.rows if principal.role == STEWARD else None
-    return {"name": dataset.name, "rows": rows, "domain": dataset.domain.to_dict(), "labels": dataset.labels}
+    return {"name": dataset.name, "rows": rows, "engine": dataset.engine, "domain": dataset.domain.to_dict(),
+            "labels": dataset.labels}
 
 
 @router.get("", response_model=list[schemas.DatasetOut], summary="List datasets and their domains")
@@ -74,13 +75,15 @@ def load_dataset(
                 sizes = {c: s if isinstance(s, int) else s.model_dump() for c, s in body.domain.items()}
                 domain.write_text(json.dumps(sizes), encoding="utf-8")
                 info = datasets.load_coded_csv(engine, body.name, csv, domain, tuple(body.categorical),
-                                               source=f"HTTP upload by {principal.name}")
+                                               source=f"HTTP upload by {principal.name}", store=body.engine)
             else:
                 spec.write_text(json.dumps(body.bins.model_dump(exclude_none=True)), encoding="utf-8")
-                info = datasets.load_raw_csv(engine, body.name, [csv], spec, source=f"HTTP upload by {principal.name}")
+                info = datasets.load_raw_csv(engine, body.name, [csv], spec, source=f"HTTP upload by {principal.name}",
+                                             store=body.engine)
         except ServiceError as exc:
             raise _without_server_paths(exc, names) from None
-    payload = {"name": info.name, "rows": info.rows, "domain": info.domain.to_dict(), "labels": info.labels}
+    payload = {"name": info.name, "rows": info.rows, "engine": info.engine, "domain": info.domain.to_dict(),
+               "labels": info.labels}
     return SafeJSONResponse(payload, status_code=201, headers={"Location": f"/datasets/{info.name}"})
 
 

@@ -121,6 +121,9 @@ class DatasetUpload(Strict):
     categorical: Annotated[list[ColumnName], Field(max_length=10_000)] = Field(
         default_factory=list, description="With `domain`: the unordered columns.")
     bins: BinSpec | None = Field(None, description="For a raw table: the public binning spec.")
+    engine: Literal["duckdb", "sql"] = Field(
+        "duckdb", description="Where the rows are kept: `duckdb` (a Parquet file in the service's data folder, "
+        "counted by DuckDB; the default) or `sql` (a table in the service database).")
 
     @model_validator(mode="after")
     def _one_source(self) -> DatasetUpload:
@@ -138,6 +141,8 @@ class DatasetUpload(Strict):
 class DatasetOut(BaseModel):
     name: str
     rows: int | None = Field(description="The exact row count: shown to stewards only (it is not a DP statistic).")
+    engine: str = Field(description="The data engine that counts the table: `duckdb` or `sql` (where the table "
+                        "lives is the steward's business and is never shown).")
     domain: dict[str, AttributeSpec]
     labels: dict[str, list[str]] = Field(
         default_factory=dict, description="For a raw table loaded with a binning spec: the label of each code of a "

@@ -15,7 +15,8 @@ the database, which is what keeps every guarantee across them: the ledger charge
 transaction, a background job runs in a thread of the worker that accepted it and ``GET /jobs/{id}`` reads
 its row (any worker answers it), and recovery fails only releases and jobs whose own runner process is
 provably gone (:mod:`service.releases.runners` records the worker's pid), never a live sibling's. Each
-worker keeps its own caches of decoded releases (:mod:`service.releases.answers`). Put a TLS-terminating
+worker keeps its own caches of decoded releases (:mod:`service.releases.answers`). Every connection has Nagle's
+algorithm off (:mod:`service.api.tcp`: uvicorn's worker processes left it on). Put a TLS-terminating
 proxy in front when serving beyond loopback.
 """
 
@@ -36,6 +37,7 @@ from pathlib import Path
 from sqlalchemy import Engine
 
 from service.api.errors import DEFAULT_MAX_BODY_BYTES
+from service.api.tcp import NoDelayH11Protocol
 
 log = logging.getLogger("marginalia.api")
 REPO = Path(__file__).resolve().parents[2]
@@ -68,7 +70,7 @@ def uvicorn_config(url: str, host: str, port: int, *, log_level: str = "info",
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
     settings: dict[str, object] = {"host": host, "port": port, "log_level": log_level, "workers": workers,
-                                   "access_log": False}
+                                   "access_log": False, "http": NoDelayH11Protocol}
     if workers > 1:
         settings.update(app="service.api.server:app_from_environment", factory=True,
                         env={"MARGINALIA_DATABASE_URL": url, MAX_BODY_ENV: str(max_body_bytes)})

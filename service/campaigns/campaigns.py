@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -32,7 +33,7 @@ from estimators.base import EstimatorError
 from estimators.local.aggregate import ReportAggregate
 from service.campaigns.options import Options
 from service.campaigns.protocols import build_spec, get_protocol, next_state
-from service.campaigns.public_tables import check_name, get_public_table, public_matrix
+from service.campaigns.public_tables import PublicTableInfo, check_name, get_public_table, public_matrix
 from service.campaigns.types import CampaignInfo, CampaignRequest, RoundInfo, Transform
 from service.errors import Conflict, InvalidInput, NotFound
 from service.privacy.cost import ceil_units, exact
@@ -198,11 +199,23 @@ def _check_default_cap(session: Session, epsilon_units: int, delta_units: int) -
             "refused; lower epsilon or delta, or raise the cap (marginalia campaign cap)", code="invalid_parameter")
 
 
-def create_campaign(engine: Engine, name: str, protocol: str, features: Sequence[str] | str, target: str | None = None,
-                    public: str | None = None, epsilon: object = None, delta: object = None,
-                    options: Mapping[str, object] | None = None, principal: str = "cli") -> CampaignInfo:
-    """Validate everything, then store the campaign and its rounds (round 0 open) in one transaction."""
-    check_name(name, "campaign name")
+@dataclass(frozen=True)
+class PreparedCampaign:
+    """A campaign validated but not stored: what :func:`create_campaign` stores and ``campaign plan`` predicts from.
+    ``public_rows``: the public table's feature columns after the transform (``None`` without a table)."""
+
+    names: tuple[str, ...]
+    target: str | None
+    table: PublicTableInfo | None
+    transform: Transform
+    public_rows: np.ndarray | None
+    spec: ProtocolSpec
+
+
+def prepare_campaign(engine: Engine, protocol: str, features: Sequence[str] | str, target: str | None = None,
+                     public: str | None = None, epsilon: object = None, delta: object = None,
+                     options: Mapping[str, object] | None = None) -> PreparedCampaign:
+    """Validate a campaign's request and build its spec, reading only the public table; nothing is stored."""
     get_protocol(protocol)
     eps, dlt = _privacy(epsilon, delta)
     names, target = _names(features, target)
@@ -213,6 +226,17 @@ def create_campaign(engine: Engine, name: str, protocol: str, features: Sequence
     public_rows = None if raw_public is None else transform.apply(raw_public)
     _check_finite(names, transform, public_rows)
     spec = build_spec(protocol, CampaignRequest(names, target, eps, dlt, option_values, public_rows))
+    return PreparedCampaign(names, target, table, transform, public_rows, spec)
+
+
+def create_campaign(engine: Engine, name: str, protocol: str, features: Sequence[str] | str, target: str | None = None,
+                    public: str | None = None, epsilon: object = None, delta: object = None,
+                    options: Mapping[str, object] | None = None, principal: str = "cli") -> CampaignInfo:
+    """Validate everything, then store the campaign and its rounds (round 0 open) in one transaction."""
+    check_name(name, "campaign name")
+    prepared = prepare_campaign(engine, protocol, features, target, public, epsilon, delta, options)
+    names, target, table, transform, public_rows, spec = (prepared.names, prepared.target, prepared.table,
+                                                          prepared.transform, prepared.public_rows, prepared.spec)
     max_eps, max_delta = spec.max_participant_cost()
     epsilon_units, delta_units = _up(max_eps, EPSILON_SCALE), _up(max_delta, DELTA_SCALE)
     state = spec.initial_state(public_rows)

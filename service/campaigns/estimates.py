@@ -5,11 +5,17 @@ protocol (its record in :mod:`service.campaigns.protocols`: the models it answer
 public table's rows too. What each protocol answers: docs/campaigns.md, and the docstring of its module. Errors of the
 estimators become answers naming the model: a link with no constant on these data (the paper's assumptions fail) is
 ``no_root``, any other :class:`~estimators.base.EstimatorError` ``estimation_failed``.
+
+Every answer carries its coefficients' ``standard_errors`` (the protocol's fit computes them: docs/campaigns.md) and a
+``quality`` verdict from them (:mod:`estimators.local.quality`); a fit that is not ``ok`` also carries a note saying so.
+With ``strict``, a ``noise-dominated`` fit is refused instead (422 ``noise_dominated``; a fit stores nothing either
+way, and costs nothing).
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from sqlalchemy import Engine, select
 
@@ -18,10 +24,11 @@ from db.models import CampaignRound
 from estimators.base import EstimatorError
 from estimators.local.aggregate import ReportAggregate
 from estimators.local.glm.scale import NoRootError
+from estimators.local.quality import Quality, assess, assess_mean
 from service.campaigns.campaigns import get_campaign
 from service.campaigns.protocols import get_protocol
 from service.campaigns.types import CampaignFit, CampaignInfo
-from service.errors import InvalidInput
+from service.errors import InvalidInput, ServiceError
 
 
 def _aggregates(engine: Engine, campaign: CampaignInfo) -> list[ReportAggregate | None]:
@@ -33,8 +40,34 @@ def _aggregates(engine: Engine, campaign: CampaignInfo) -> list[ReportAggregate 
                 for r in rows]
 
 
-def fit_campaign(engine: Engine, name_or_id: str | int, model: str, covariance: str | None = None) -> CampaignFit:
-    """The model ``model`` from campaign ``name_or_id``'s stored aggregates (see the module docstring)."""
+def fit_campaign(engine: Engine, name_or_id: str | int, model: str, covariance: str | None = None,
+                 strict: bool = False) -> CampaignFit:
+    """The model ``model`` from campaign ``name_or_id``'s stored aggregates, with its quality verdict (see the module
+    docstring); ``strict`` refuses a noise-dominated fit."""
+    fit = _fit(engine, name_or_id, model, covariance)
+    quality = judge(fit)
+    if strict and quality.verdict == "noise-dominated":
+        raise ServiceError(f"campaign {fit.campaign!r}, model {model!r}: the fit is noise-dominated ("
+                           f"{'; '.join(quality.reasons)}); refused because strict was asked", code="noise_dominated",
+                           status=422)
+    notes = fit.notes if not quality.warns else (*fit.notes, warning_text(quality))
+    return replace(fit, quality=quality, notes=notes)
+
+
+def judge(fit: CampaignFit) -> Quality:
+    """The verdict of a fit: a mean against its range ``[lower, upper]``, any other fit by its coefficients."""
+    if fit.kind == "mean" and fit.standard_errors is not None:
+        (name, error), = fit.standard_errors.items()
+        return assess_mean(name, error, fit.details["lower"], fit.details["upper"])
+    return assess(fit.coefficients, fit.standard_errors, selected="support" in fit.details)
+
+
+def warning_text(quality: Quality) -> str:
+    """The note (and the CLI's and client's warning) of a fit that is not ``ok``."""
+    return f"{quality.verdict}: {'; '.join(quality.reasons)}"
+
+
+def _fit(engine: Engine, name_or_id: str | int, model: str, covariance: str | None) -> CampaignFit:
     campaign = get_campaign(engine, name_or_id)
     protocol = get_protocol(campaign.protocol)
     if model not in protocol.models:

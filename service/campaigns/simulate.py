@@ -33,8 +33,9 @@ from service.campaigns.campaigns import close_round, get_campaign, mark_seeded, 
 from service.campaigns.public_tables import get_public_table, public_matrix
 from service.campaigns.submission import Submitter, submit_reports
 from service.campaigns.types import CampaignInfo
-from service.client.device import make_report
+from service.client.device import clipped, make_report
 from service.errors import Conflict, InvalidInput
+from workloads.local.clipping import Clipped, merge
 
 BATCH = 20_000
 
@@ -50,6 +51,8 @@ class SimulationResult:
     reports: dict[int, int]
     seconds: float
     rows: int = 0
+    #: per bound, the rows it clipped on the simulated devices (``None``: not counted, a stored dataset's rows)
+    clipped: tuple[Clipped, ...] | None = ()
 
     @property
     def stored(self) -> int:
@@ -59,7 +62,8 @@ class SimulationResult:
         return {"campaign": self.campaign, "run": self.run, "rows": self.rows, "participants": self.participants,
                 "reports": {str(k): v for k, v in self.reports.items()}, "stored": self.stored,
                 "seconds": self.seconds,
-                "reports_per_second": self.stored / self.seconds if self.seconds > 0 else None}
+                "reports_per_second": self.stored / self.seconds if self.seconds > 0 else None,
+                "clipped": None if self.clipped is None else [item.to_json() for item in self.clipped]}
 
     def describe(self) -> str:
         """One sentence: what was stored, and how many rows had no open round to report in."""
@@ -67,8 +71,10 @@ class SimulationResult:
         unused = self.rows - self.participants
         tail = (f"; {unused:,} of the {self.rows:,} rows reported nothing (no open round of their group)"
                 if unused > 0 else "")
+        clipped = ("\nclipped on the devices: " + "; ".join(item.sentence() for item in self.clipped)
+                   if self.clipped else "")
         return (f"{self.stored:,} reports from {self.participants:,} simulated participants stored in campaign "
-                f"{self.campaign} ({rounds}) in {self.seconds:.1f} s{tail}")
+                f"{self.campaign} ({rounds}) in {self.seconds:.1f} s{tail}{clipped}")
 
 
 @dataclass
@@ -80,6 +86,7 @@ class Tally:
     randomized: bool = False
     reports: dict[int, int] = field(default_factory=dict)
     reported: np.ndarray | None = None
+    clipped: dict[str, Clipped] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.reported = np.zeros(self.rows, dtype=bool)
@@ -137,8 +144,13 @@ def assign_groups(groups: list[tuple[str, int | None]], rows: int) -> dict[str, 
 
 
 def simulate(engine: Engine, campaign_name: str, x: np.ndarray, y: np.ndarray | None = None, seed: int | None = None,
-             batch: int = BATCH, progress: Callable[[int, int], None] | None = None) -> SimulationResult:
+             batch: int = BATCH, progress: Callable[[int, int], None] | None = None,
+             count_clipped: bool = True) -> SimulationResult:
     """Every row of ``x`` (raw features, ``(n, p)``) and ``y`` reports in the rounds of its group.
+
+    ``count_clipped``: count, per public bound, the rows the simulated devices clip (``result.clipped``); the caller's
+    own rows only (a stored dataset's simulation passes ``False``: the count would be a release of its rows that no
+    budget pays for).
 
     Any exception it raises carries the run's :class:`Tally` as ``exc.simulation`` (whether anything was
     randomized, what was stored) and, as a note, what was stored; a stop request between batches raises
@@ -146,7 +158,7 @@ def simulate(engine: Engine, campaign_name: str, x: np.ndarray, y: np.ndarray | 
     campaign = get_campaign(engine, campaign_name)
     tally = Tally(campaign.name, int(np.shape(x)[0]) if np.ndim(x) >= 1 else 0)
     try:
-        return _run(engine, campaign, x, y, seed, batch, progress, tally)
+        return _run(engine, campaign, x, y, seed, batch, progress, tally, count_clipped)
     except BaseException as exc:
         exc.simulation = tally  # type: ignore[attr-defined]
         if not isinstance(exc, interrupts.Interrupted) and tally.randomized:
@@ -155,7 +167,7 @@ def simulate(engine: Engine, campaign_name: str, x: np.ndarray, y: np.ndarray | 
 
 
 def _run(engine: Engine, campaign: CampaignInfo, x: np.ndarray, y: np.ndarray | None, seed: int | None, batch: int,
-         progress: Callable[[int, int], None] | None, tally: Tally) -> SimulationResult:
+         progress: Callable[[int, int], None] | None, tally: Tally, count_clipped: bool = True) -> SimulationResult:
     check_open(campaign)
     x = check_rows(campaign, x, y, batch)
     if campaign.spec.aggregates_public_rows:
@@ -183,6 +195,8 @@ def _run(engine: Engine, campaign: CampaignInfo, x: np.ndarray, y: np.ndarray | 
             chunk = rows[lo:lo + batch]
             tally.randomized = True
             index, fields = make_report(state, x[chunk], None if y is None else y[chunk], rng)
+            if count_clipped:
+                merge(tally.clipped, clipped(state, x[chunk], None if y is None else y[chunk]))
             submit_reports(engine, campaign.name, index, fields, submitter, [str(i) for i in chunk.tolist()],
                            campaign=campaign)
             tally.stored(index, chunk)
@@ -194,7 +208,8 @@ def _run(engine: Engine, campaign: CampaignInfo, x: np.ndarray, y: np.ndarray | 
         if later and campaign.rounds[round_info.index].status == "open":
             close_round(engine, campaign.name, round_info.index)
     return SimulationResult(campaign.name, run, int(tally.reported.sum()), dict(tally.reports),
-                            time.perf_counter() - start, int(x.shape[0]))
+                            time.perf_counter() - start, int(x.shape[0]),
+                            tuple(tally.clipped.values()) if count_clipped else None)
 
 
 def public_row_ids(engine: Engine, campaign: CampaignInfo, x: np.ndarray) -> np.ndarray:

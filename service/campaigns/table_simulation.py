@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sqlalchemy import Engine, select, text
+from sqlalchemy import Engine, select
 
 from db.engine import transaction
 from db.models import DELTA_SCALE, EPSILON_SCALE, Campaign
@@ -50,6 +50,7 @@ from service.campaigns.simulate import (
 )
 from service.campaigns.types import CampaignInfo
 from service.data.datasets import get_dataset
+from service.data.oracle import TableCountOracle
 from service.errors import InvalidInput
 from service.privacy.cost import PrivacyCost, from_units
 from service.privacy.noise import NoiseSource
@@ -106,15 +107,17 @@ def sample_rows(engine: Engine, campaign: CampaignInfo, dataset: str, target: st
             "(docs/privacy.md 1 and 8.7.7); N rows are drawn at random", code="invalid_parameter")
     if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
         raise InvalidInput(f"rows must be a positive integer, got {rows!r}", code="invalid_parameter")
-    select_list = ", ".join(f'"{stored.sql_columns[c]}"' for c in wanted)
-    order = ", ".join(str(i + 1) for i in range(len(wanted)))
-    with engine.connect() as connection:
-        values = connection.execute(text(f'SELECT {select_list} FROM "{stored.data_table}" ORDER BY {order}')).all()
-    if len(values) < rows:
+    # The table in canonical order is its distinct rows (ascending) each repeated ``count`` times: row i of it is
+    # distinct row searchsorted(cumsum(counts), i, "right"), so only the distinct rows are held in memory.
+    with TableCountOracle(engine, stored) as oracle:
+        codes, counts = oracle.distinct_rows(wanted)
+    ends = np.cumsum(counts)
+    total = int(ends[-1]) if len(ends) else 0
+    if total < rows:
         raise InvalidInput(f"rows: dataset {dataset!r} has fewer than the {rows:,} rows asked for; give a smaller "
                            "--rows", code="invalid_parameter")
-    picked = NoiseSource(seed).numpy_generator().choice(len(values), size=rows, replace=False, shuffle=True)
-    frame = pd.DataFrame([values[i] for i in picked.tolist()], columns=wanted)
+    picked = NoiseSource(seed).numpy_generator().choice(total, size=rows, replace=False, shuffle=True)
+    frame = pd.DataFrame(codes[np.searchsorted(ends, picked, side="right")], columns=wanted)
     return rows_from_frame(campaign.name, frame, columns, target, None, f"dataset {dataset!r}")
 
 
@@ -135,7 +138,8 @@ def simulate_table(engine: Engine, campaign_name: str, dataset: str, rows: int |
         f"per-participant epsilon={float(cost.epsilon):g}, delta={float(cost.delta):g}"
         + (f"; SEEDED (seed {seed}): no privacy" if seed is not None else "") + " (docs/privacy.md 8.7.7)")
     try:
-        result = simulate(engine, campaign.name, x, y, seed=seed, batch=batch, progress=progress)
+        result = simulate(engine, campaign.name, x, y, seed=seed, batch=batch, progress=progress,
+                          count_clipped=False)  # the dataset's rows: a count would be an unpaid release
     except BaseException as exc:
         raise _settled(engine, dataset, charge_id, cost, exc) from None
     return TableSimulation(result, dataset, cost, charge_id, accountant.budget_effect(engine, charge_id))

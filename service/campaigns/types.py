@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from estimators.local.influence import Influence
+from estimators.local.quality import Quality
 from service.campaigns.options import Options
 from service.errors import Conflict
 from workloads.local.protocols import ProtocolSpec, RoundState
@@ -149,13 +150,19 @@ class CampaignFit:
     reports: int
     details: dict[str, Any] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    #: the signal-to-noise verdict from ``coefficients`` and ``standard_errors`` (``estimators.local.quality``); set
+    #: by ``service.campaigns.estimates.fit_campaign``
+    quality: Quality | None = field(default=None, kw_only=True)
     #: how far one more accepted report can move the estimate (``estimators.local.influence.Influence``), in the
     #: units of ``coefficients``
     influence: Influence | None = None
+    standard_errors: dict[str, float] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"campaign": self.campaign, "protocol": self.protocol, "model": self.model, "task": self.model,
                 "kind": self.kind, "method": f"{self.protocol} (local DP)", "target": self.target,
+                "quality": None if self.quality is None else self.quality.to_json(),
                 "feature_names": list(self.feature_names), "coefficients": dict(self.coefficients),
                 "cost": dict(ZERO_COST), "reports": self.reports, "details": self.details, "notes": list(self.notes),
-                "influence": None if self.influence is None else self.influence.to_json()}
+                "influence": None if self.influence is None else self.influence.to_json(),
+                "standard_errors": None if self.standard_errors is None else dict(self.standard_errors)}

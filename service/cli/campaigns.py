@@ -26,6 +26,7 @@ from service.cli.common import (
     emit,
     handles_errors,
     open_engine,
+    stderr,
     stdout,
     unsafe_seeds_allowed,
 )
@@ -146,6 +147,54 @@ def campaign_create(
         f"at most epsilon {info.epsilon:g}, delta {info.delta:g}; round 0 is open", highlight=False))
 
 
+@campaign_app.command("plan")
+@handles_errors
+def campaign_plan(
+    protocol: Annotated[str, typer.Option(help=PROTOCOL_HELP)],
+    features: Annotated[str, typer.Option(help="Comma-separated feature names, in the participants' order.")],
+    epsilon: Annotated[float, typer.Option(help="What one participant would spend over the whole campaign.")],
+    target: Annotated[str | None, typer.Option(help="The label participants hold.")] = None,
+    public: Annotated[str | None, typer.Option(help="A public table holding the features (and the target, for "
+                                                    "relative errors and an AUC range).")] = None,
+    delta: Annotated[float, typer.Option(help="Local delta per participant.")] = 0.0,
+    participants: Annotated[int | None, typer.Option(help="Predict the error at N participants.")] = None,
+    target_error: Annotated[float | None, typer.Option(help="Predict the participants needed for this relative "
+                                                            "error (absolute without reference coefficients).")] = None,
+    option: Annotated[list[str] | None, typer.Option(help="A protocol option KEY=VALUE, as for campaign create; "
+                                                          "repeatable.")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Predict a campaign's error before any report, spending nothing: at --participants N, or the N for
+    --target-error (docs/campaigns.md, "Planning a campaign")."""
+    from service.campaigns.planning import plan_campaign
+
+    plan = plan_campaign(open_engine(), protocol, features, target, public, epsilon, delta, _options(option, {}),
+                         participants, target_error)
+
+    def say(text: str) -> None:
+        stdout.print(text, highlight=False, markup=False)  # the metric's formulas carry brackets
+
+    def human() -> None:
+        say(f"{plan.protocol} at epsilon {plan.epsilon:g}, delta {plan.delta:g}; error {plan.metric}; reference: "
+            f"{plan.reference}")
+        if plan.participants is not None:
+            relative = "" if plan.expected_relative_error is None else f", relative {plan.expected_relative_error:.3g}"
+            say(f"at {plan.participants:,} participants: expected error {plan.expected_error:.3g}{relative}")
+        if plan.target_error is not None:
+            needed = ("not reached at any n" if plan.participants_needed is None
+                      else f"about {plan.participants_needed:,} participants")
+            say(f"for error {plan.target_error:g}: {needed}")
+        if plan.auc is not None:
+            say(f"AUC on the public rows: {plan.auc['mean']:.3f} (range {plan.auc['low']:.3f} to "
+                f"{plan.auc['high']:.3f}; the reference's {plan.auc['reference']:.3f})")
+        elif plan.auc_note is not None and plan.target is not None:
+            say(plan.auc_note)
+        for note in plan.notes:
+            say(f"- {note}")
+
+    emit(as_json, plan.to_json(), human)
+
+
 @campaign_app.command("list")
 @handles_errors
 def campaign_list(as_json: JsonFlag = False) -> None:
@@ -209,27 +258,34 @@ def campaign_close(
 def campaign_fit(
     name: Name,
     model: Annotated[str, typer.Option(help="linear, logistic, probit, poisson, cubic, sigmoid, boosting, "
-                                            "logistic-loss (GLM campaigns), mean (ldp-avg), iht (ldp-iht, "
+                                            "logistic-loss (GLM campaigns; linear also bernstein, dr-erm, "
+                                            "linear-ssp), mean (ldp-avg), iht (ldp-iht, "
                                             "label-ldp), lasso or lasso-raw (label-ldp).")],
     covariance: Annotated[str | None, typer.Option(help="pooled, private or public (X^T X's source).")] = None,
+    strict: Annotated[bool, typer.Option("--strict", help="Refuse a noise-dominated fit (error noise_dominated) "
+                                                          "instead of answering it with a warning.")] = False,
     as_json: JsonFlag = False,
 ) -> None:
-    """A model from the campaign's stored aggregates: post-processing, free."""
+    """A model from the campaign's stored aggregates, with standard errors and a signal-to-noise verdict (a warning on
+    stderr when the noise dominates or the fit is weak): post-processing, free."""
     from service.campaigns import campaigns, estimates
 
     engine = open_engine()
     if not unsafe_seeds_allowed():
         campaigns.get_campaign(engine, name).refuse_if_seeded()
-    fit = estimates.fit_campaign(engine, name, model, covariance)
+    fit = estimates.fit_campaign(engine, name, model, covariance, strict)
+    if fit.quality is not None and fit.quality.warns:
+        stderr.print(f"[bold yellow]warning[/]: {estimates.warning_text(fit.quality)}", highlight=False)
 
     def human() -> None:
         bound = fit.influence.per_report if fit.influence is not None else None
         caption = (f"one more report moves the {fit.influence.of} by at most {bound:.3g} ({fit.influence.norm})"
                    if bound is not None else "no bound on one report's influence: see --json")
-        table = Table("coefficient", "value", title=f"{fit.model} from campaign {fit.campaign} ({fit.reports:,} "
-                                                    "reports; cost 0)")
+        table = Table("coefficient", "value", "std. error", title=f"{fit.model} from campaign {fit.campaign} "
+                                                                  f"({fit.reports:,} reports; cost 0)")
+        errors = fit.standard_errors or {}
         for key, value in fit.coefficients.items():
-            table.add_row(key, f"{value:.6g}")
+            table.add_row(key, f"{value:.6g}", f"{errors[key]:.3g}" if key in errors else "")
         stdout.print(table)
         stdout.print(caption)
 

@@ -1,4 +1,4 @@
-"""``marginalia dataset load | list | show``: sensitive tables."""
+"""``marginalia dataset load | attach | migrate | list | show``: sensitive tables."""
 
 from __future__ import annotations
 
@@ -22,6 +22,10 @@ from service.cli.common import (
 
 dataset_app = Typer(help="Load and list sensitive tables.")
 
+EngineOption = Annotated[str, typer.Option(
+    "--engine", help="Where the rows are kept: duckdb (a Parquet file in the data folder, counted by DuckDB) or sql "
+    "(a table in the service database).", metavar="duckdb|sql")]
+
 
 @dataset_app.command("load")
 @handles_errors
@@ -31,6 +35,7 @@ def dataset_load(
     domain: Annotated[Path | None, typer.Option(help="private-pgm domain JSON {column: size}.")] = None,
     bins: Annotated[Path | None, typer.Option(help="Public binning spec (YAML/JSON) for raw tables.")] = None,
     categorical: Annotated[str, typer.Option(help="Comma-separated unordered columns (with --domain).")] = "",
+    engine_name: EngineOption = "duckdb",
     quiet: QuietFlag = False,
     as_json: JsonFlag = False,
 ) -> None:
@@ -47,11 +52,58 @@ def dataset_load(
             if len(csv) != 1:
                 raise InvalidInput("a coded table is one --csv file", code="invalid_parameter")
             cats = tuple(c.strip() for c in categorical.split(",") if c.strip())
-            info = datasets.load_coded_csv(engine, name, csv[0], domain, cats, progress=bar)
+            info = datasets.load_coded_csv(engine, name, csv[0], domain, cats, progress=bar, store=engine_name)
         else:
-            info = datasets.load_raw_csv(engine, name, list(csv), bins, progress=bar)
+            info = datasets.load_raw_csv(engine, name, list(csv), bins, progress=bar, store=engine_name)
     emit(as_json, info.to_json(), lambda: stdout.print(
-        f"loaded [bold]{info.name}[/]: {info.rows:,} rows, {len(info.domain)} columns"))
+        f"loaded [bold]{info.name}[/]: {info.rows:,} rows, {len(info.domain)} columns ({info.engine})"))
+
+
+@dataset_app.command("attach")
+@handles_errors
+def dataset_attach(
+    name: Annotated[str, typer.Argument(help="Name of the new dataset.", metavar="NAME")],
+    spec: Annotated[Path, typer.Option("--spec", help="Public binning spec (YAML/JSON), applied inside the "
+                                       "engine; a value outside it is refused, naming its column.")],
+    parquet: Annotated[list[str] | None, typer.Option(
+        "--parquet", help="Parquet file or glob (repeatable), read where it lives: nothing is copied.",
+        metavar="PATH|GLOB")] = None,
+    sql: Annotated[str | None, typer.Option("--sql", help="SQLAlchemy URL of the database the table lives in "
+                                            "(with --table).", metavar="URL")] = None,
+    table: Annotated[str | None, typer.Option("--table", help="The table's name in the --sql database.")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Register a table where it lives (nothing copied): Parquet files counted by DuckDB, or a table of another SQL
+    database counted there; its public binning spec is applied inside the engine."""
+    from service.data.attach import attach_parquet, attach_sql
+    from service.errors import InvalidInput
+
+    if bool(parquet) == (sql is not None) or (sql is None) != (table is None):
+        raise InvalidInput("give either --parquet PATH|GLOB, or --sql URL with --table T", code="invalid_parameter")
+    if parquet:
+        info = attach_parquet(open_engine(), name, list(parquet), spec)
+    else:
+        info = attach_sql(open_engine(), name, str(sql), str(table), spec)
+    emit(as_json, info.to_json(), lambda: stdout.print(
+        f"attached [bold]{info.name}[/]: {info.rows:,} rows, {len(info.domain)} columns ({info.engine})"))
+
+
+@dataset_app.command("migrate")
+@handles_errors
+def dataset_migrate(
+    name: DatasetName,
+    engine_name: EngineOption = "duckdb",
+    quiet: QuietFlag = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Move a dataset's rows to another engine (a SQL table to a DuckDB Parquet file): the dataset switches only
+    once the copy is complete; its budget, ledger and releases are untouched."""
+    from service.data.relocate import migrate_dataset
+
+    with ProgressBars(f"migrating {name}", quiet or as_json) as bar:
+        d = migrate_dataset(open_engine(), name, engine_name, progress=bar)
+    emit(as_json, {"name": d.name, "rows": d.rows, "engine": d.engine},
+         lambda: stdout.print(f"migrated [bold]{d.name}[/]: {d.rows:,} rows now in {d.engine}"))
 
 
 @dataset_app.command("list")
@@ -61,12 +113,13 @@ def dataset_list(as_json: JsonFlag = False) -> None:
     from service.data import datasets
 
     items = datasets.list_datasets(open_engine())
-    payload = [{"name": d.name, "rows": d.rows, "columns": len(d.domain), "domain": d.domain.to_dict()} for d in items]
+    payload = [{"name": d.name, "rows": d.rows, "columns": len(d.domain), "engine": d.engine,
+                "domain": d.domain.to_dict()} for d in items]
 
     def human() -> None:
-        table = Table("name", "rows", "columns")
+        table = Table("name", "rows", "columns", "engine")
         for d in items:
-            table.add_row(d.name, f"{d.rows:,}", str(len(d.domain)))
+            table.add_row(d.name, f"{d.rows:,}", str(len(d.domain)), d.engine)
         stdout.print(table)
 
     emit(as_json, payload, human)
@@ -79,10 +132,10 @@ def dataset_show(name: DatasetName, as_json: JsonFlag = False) -> None:
     from service.data import datasets
 
     d = datasets.get_dataset(open_engine(), name)
-    payload = {"name": d.name, "rows": d.rows, "domain": d.domain.to_dict()}
+    payload = {"name": d.name, "rows": d.rows, "engine": d.engine, "domain": d.domain.to_dict()}
 
     def human() -> None:
-        table = Table("column", "size", "kind", title=f"{d.name}: {d.rows:,} rows")
+        table = Table("column", "size", "kind", title=f"{d.name}: {d.rows:,} rows ({d.engine})")
         for a in d.domain.attributes:
             table.add_row(a.name, str(a.size), a.kind)
         stdout.print(table)

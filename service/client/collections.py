@@ -19,6 +19,7 @@ randomizing; ``submit_batch`` (a gateway, many people) checks the per-report cei
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -26,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from estimators.base import LinearScoreModel
-from service.client.device import make_report
+from service.client.device import clipped, clipping_warning, make_report
 from service.client.errors import CollectionError, DeviceError, MarginaliaError
 from service.client.spend import Device
 from workloads.encodings import INTERCEPT_NAME
@@ -52,6 +53,9 @@ class CampaignModel(LinearScoreModel):
         self.cost: dict[str, float] = dict(answer["cost"])
         #: how far one more accepted report can move the coefficients (``per_report``, ``norm``, ``basis``)
         self.influence: dict[str, Any] | None = answer.get("influence")
+        #: each coefficient's standard error, and the signal-to-noise verdict (docs/campaigns.md)
+        self.standard_errors: dict[str, float] | None = answer.get("standard_errors")
+        self.quality: dict[str, Any] | None = answer.get("quality")
         names = tuple(answer["feature_names"])
         coefficients = answer["coefficients"]
         theta = [coefficients.get(INTERCEPT_NAME, 0.0), *(coefficients[name] for name in names)]
@@ -120,6 +124,7 @@ class CampaignHandle:
         if you is not None:  # the server's view of her (advisory: her own filter is the device's)
             self._check_you(you, state["round"], epsilon, delta)
         reserved = device.randomize(state, features, y, server=getattr(self.client, "url", ""))
+        _warn_clipped(state, features, y)
         report = {name: np.asarray(value).tolist() for name, value in reserved.report.items()}
         body = {"round": reserved.round, "report": report}
         try:
@@ -165,18 +170,28 @@ class CampaignHandle:
             self.client.device.check_round(state)  # the published state and the per-report ceiling
             index, reports = make_report(state, features[lo:lo + batch],
                                          None if labels is None else labels[lo:lo + batch])
+            _warn_clipped(state, features[lo:lo + batch], None if labels is None else labels[lo:lo + batch])
             payload = encode_batch(reports, index, names[lo:lo + batch], "<f4" if single_precision else "<f8")
             results.append(self.client._request("POST", f"{self._path}/reports", content=payload,
                                                 headers={"Content-Type": MEDIA_TYPE}))
         return results
 
-    def fit(self, model: str, covariance: str | None = None) -> CampaignModel:
+    def fit(self, model: str, covariance: str | None = None, *, strict: bool = False) -> CampaignModel:
         """A model from the campaign's stored aggregates (free): ``linear``, a link (``logistic``, ``probit``,
-        ``poisson``, ...) or ``mean`` (LDP-AVG)."""
+        ``poisson``, ...) or ``mean`` (LDP-AVG), with ``standard_errors`` and ``quality``. A fit whose verdict is not
+        ``ok`` raises a ``UserWarning`` saying why; ``strict=True`` refuses a noise-dominated one instead
+        (:class:`service.client.MarginaliaError` ``noise_dominated``)."""
         body: dict[str, Any] = {"model": model}
         if covariance is not None:
             body["covariance"] = covariance
-        return CampaignModel(self.client._request("POST", f"{self._path}/fit", json=body))
+        if strict:
+            body["strict"] = True
+        fitted = CampaignModel(self.client._request("POST", f"{self._path}/fit", json=body))
+        quality = fitted.quality or {}
+        if quality.get("verdict") in ("weak", "noise-dominated"):
+            warnings.warn(f"campaign {self.name!r}, model {model!r}: {quality['verdict']}: "
+                          f"{'; '.join(quality.get('reasons', []))}", UserWarning, stacklevel=2)
+        return fitted
 
     def close(self, round_index: int | None = None) -> dict[str, Any]:
         """Stewards: close the campaign, or only its open round ``round_index``."""
@@ -233,11 +248,29 @@ class CollectionsClient:
         self._request("POST", "/campaigns", json=body)
         return self.campaign(name)
 
+    def plan_campaign(self, protocol: str, features: Sequence[str], *, epsilon: float, delta: float = 0.0,
+                      target: str | None = None, public: str | None = None, participants: int | None = None,
+                      target_error: float | None = None, **options: Any) -> dict[str, Any]:
+        """A campaign's expected error before any report, free: at ``participants``, or the participants needed for
+        ``target_error`` (docs/campaigns.md, "Planning a campaign"); protocol options as keywords."""
+        body = {"protocol": protocol, "features": list(features), "target": target, "public": public,
+                "epsilon": epsilon, "delta": delta, "options": options, "participants": participants,
+                "target_error": target_error}
+        return self._request("POST", "/campaigns/plan", json=body)
+
     def campaigns(self) -> list[dict[str, Any]]:
         return self._request("GET", "/campaigns")
 
     def campaign(self, name: str) -> CampaignHandle:
         return CampaignHandle(self, name)
+
+
+def _warn_clipped(state: Mapping[str, Any], x: Any, y: Any) -> None:
+    """A ``UserWarning`` naming each bound that clipped her values and how many rows (counted on the device, never
+    sent: :mod:`workloads.local.clipping`)."""
+    found = clipped(state, x, y)
+    if found:
+        warnings.warn(clipping_warning(state.get("campaign"), found), UserWarning, stacklevel=3)
 
 
 def _segment(name: str) -> str:

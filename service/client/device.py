@@ -23,9 +23,11 @@ from typing import Any
 import numpy as np
 
 from service.client.errors import DeviceError
+from workloads.local.clipping import Clipped
 from workloads.local.protocols import ProtocolError, ProtocolSpec, RoundState, spec_from_json
 
-__all__ = ["PUBLIC_MAGNITUDE", "DeviceError", "make_report", "open_round", "participant_data", "round_cost"]
+__all__ = ["PUBLIC_MAGNITUDE", "DeviceError", "clipped", "clipping_warning", "make_report", "open_round",
+           "participant_data", "round_cost"]
 
 #: The largest magnitude of a published public number (a transform's center or scale, a round's published value) and
 #: the inverse of the smallest scale the device accepts. Real public statistics are nowhere near it; a state beyond it
@@ -117,6 +119,22 @@ def make_report(state: Mapping[str, Any], x: object, y: object = None,
     :meth:`service.client.spend.Device.randomize`, which checks and reserves first."""
     spec, index, round_state = open_round(state)
     return index, randomize(spec, index, round_state, participant_data(spec, state, x, y), rng)
+
+
+def clipped(state: Mapping[str, Any], x: object, y: object = None) -> tuple[Clipped, ...]:
+    """Per public bound of the open round, how many rows of ``(x, y)`` it clips (:mod:`workloads.local.clipping`).
+    Computed here from her own values: it never leaves the device (a warning, not part of a report)."""
+    spec, index, round_state = open_round(state)
+    try:
+        return spec.clipped(index, round_state, participant_data(spec, state, x, y))
+    except ProtocolError as error:
+        raise DeviceError(str(error), code="invalid_participant_data") from None
+
+
+def clipping_warning(campaign: object, found: tuple[Clipped, ...]) -> str:
+    """The warning text: which bounds clipped how many rows."""
+    return (f"campaign {campaign!r}: " + "; ".join(item.sentence() for item in found)
+            + " (on this device; the count is not sent). Clipped values bias the estimate towards 0.")
 
 
 def randomize(spec: ProtocolSpec, index: int, round_state: RoundState, data: Mapping[str, Any],

@@ -166,7 +166,7 @@ class Client(CollectionsClient):
 
     # datasets ---------------------------------------------------------------------------------
     def datasets(self) -> list[dict[str, object]]:
-        """Every dataset this key may see: ``name``, ``domain`` (and ``rows`` for stewards)."""
+        """Every dataset this key may see: ``name``, ``engine``, ``domain`` (and ``rows`` for stewards)."""
         return self._request("GET", "/datasets")
 
     def domain(self, name: str) -> dict[str, dict[str, object]]:
@@ -184,10 +184,14 @@ class Client(CollectionsClient):
         domain: dict[str, object] | None = None,
         categorical: Sequence[str] = (),
         bins: dict[str, object] | None = None,
+        engine: str | None = None,
     ) -> dict[str, object]:
         """Stewards: load a table from CSV text, coded 0..size-1 with ``domain`` or raw with a
-        public binning spec ``bins``. The data goes in; no route ever sends rows back."""
+        public binning spec ``bins``, kept by ``engine`` (``duckdb``, the server's default, or ``sql``). The data
+        goes in; no route ever sends rows back."""
         body: dict[str, object] = {"name": name, "csv": csv}
+        if engine is not None:
+            body["engine"] = engine
         if domain is not None:
             body["domain"] = domain
             body["categorical"] = list(categorical)

@@ -1,12 +1,15 @@
-"""Loading sensitive tables into the database, and reading their public metadata.
+"""Loading sensitive tables, and reading their public metadata.
 
-A load runs in ONE transaction: the dataset row, its ``data_<id>`` table and every chunk of rows
-are committed together or not at all, so a bad row on line 200,000 leaves nothing behind. Files
-are streamed in chunks of ``CHUNK_ROWS`` rows (:mod:`service.data.csv_chunks`): memory is bounded by
-the chunk, not the file. Each chunk is parsed by pandas' C parser, validated column by column with
-numpy, and inserted in bulk (:func:`db.tables.insert_rows`); every row keeps its file line, so an
-error names the line, and a row with more or fewer fields than the header is reported as such (not as
-a bad value in some column).
+The rows go to one of the data engines (:mod:`service.data.engines`): by default a Parquet file in the service's
+data folder, counted by DuckDB (``store="duckdb"``), or a ``data_<id>`` table in the service database
+(``store="sql"``). A load is all-or-nothing: for SQL the dataset row and every chunk of rows are committed in one
+transaction; a Parquet file is written under a temporary name, renamed into place once complete, and only then
+registered by one short transaction (and removed if that fails), so a bad row on line 200,000 leaves nothing
+behind, and other writers of the service database are not held up while a large file loads. Files are streamed in chunks
+of ``CHUNK_ROWS`` rows (:mod:`service.data.csv_chunks`): memory is bounded by the chunk, not the file. Each chunk
+is parsed by pandas' C parser, validated column by column with numpy, and written in bulk (a Parquet row group, or
+:func:`db.tables.insert_rows`); every row keeps its file line, so an error names the line, and a row with more or
+fewer fields than the header is reported as such (not as a bad value in some column).
 
 A raw table keeps its binning spec's labels (``[25, 30)``, ``Private``) with its domain, so answers
 can show them instead of bare codes (:attr:`StoredDataset.labels`).
@@ -22,12 +25,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session
 
 from db import tables
 from db.engine import serialized_transaction, transaction
 from db.models import Dataset
 from service import interrupts
 from service.data import csv_chunks
+from service.data.engines.base import DEFAULT_ENGINE, ENGINES, SQL
+from service.data.engines.store import ParquetWriter, data_folder, new_file_name
 from service.errors import Conflict, InvalidInput, NotFound
 from workloads.binning import BinningError, BinningSpec, apply_spec, load_spec, offending_lines
 from workloads.domain import Domain, DomainError
@@ -46,10 +52,11 @@ class DatasetInfo:
     domain: Domain
     source: str
     labels: dict[str, list[str]] = field(default_factory=dict)
+    engine: str = SQL
 
     def to_json(self) -> dict[str, object]:
-        return {"name": self.name, "rows": self.rows, "source": self.source, "domain": self.domain.to_dict(),
-                "labels": self.labels}
+        return {"name": self.name, "rows": self.rows, "source": self.source, "engine": self.engine,
+                "domain": self.domain.to_dict(), "labels": self.labels}
 
 
 def load_coded_csv(
@@ -61,10 +68,12 @@ def load_coded_csv(
     progress: LoadProgress | None = None,
     source: str | None = None,
     chunk_rows: int | None = None,
+    store: str = DEFAULT_ENGINE,
 ) -> DatasetInfo:
     """Load a table already coded 0..size-1 with a private-pgm domain file ``{column: size}``.
 
-    ``source`` is what the dataset records as its origin (default: the CSV path)."""
+    ``source`` is what the dataset records as its origin (default: the CSV path); ``store`` the engine that keeps
+    the rows (:mod:`service.data.engines`: a Parquet file counted by DuckDB, the default, or a SQL table)."""
     try:
         domain_text = domain_path.read_text()
     except OSError as exc:
@@ -89,7 +98,7 @@ def load_coded_csv(
             code="column_mismatch",
         )
     chunks = _coded_chunks(csv_path, domain, chunk_rows or CHUNK_ROWS)
-    return _store(engine, name, domain, chunks, total, source=source or str(csv_path), progress=progress)
+    return _store(engine, name, domain, chunks, total, source=source or str(csv_path), progress=progress, store=store)
 
 
 def load_raw_csv(
@@ -100,8 +109,10 @@ def load_raw_csv(
     progress: LoadProgress | None = None,
     source: str | None = None,
     chunk_rows: int | None = None,
+    store: str = DEFAULT_ENGINE,
 ) -> DatasetInfo:
-    """Load raw files (numbers, strings) through a public binning spec (:mod:`workloads.binning`)."""
+    """Load raw files (numbers, strings) through a public binning spec (:mod:`workloads.binning`) into ``store``
+    (as :func:`load_coded_csv`)."""
     try:
         spec = load_spec(spec_path)
     except BinningError as exc:
@@ -115,7 +126,7 @@ def load_raw_csv(
 
     labels = {c.name: list(c.labels) for c in spec.columns}
     return _store(engine, name, domain, chunks(), total, source=source or ", ".join(map(str, csv_paths)),
-                  progress=progress, labels=labels)
+                  progress=progress, labels=labels, store=store)
 
 
 def _store(
@@ -127,39 +138,88 @@ def _store(
     source: str,
     progress: LoadProgress | None,
     labels: dict[str, list[str]] | None = None,
+    store: str = DEFAULT_ENGINE,
 ) -> DatasetInfo:
-    _check_name(name)
+    check_name(name)
+    _check_store(store)
     labels = labels or {}
+    columns = [
+        {"name": a.name, "size": a.size, "kind": a.kind, "sql": sql, **({"labels": labels[a.name]}
+                                                                      if a.name in labels else {})}
+        for a, sql in zip(domain.attributes, tables.sql_column_names(len(domain)), strict=True)
+    ]
+    sizes = list(domain.sizes().values())
+    if store == SQL:
+        # One transaction, serialised from the start: the name check and the insert must not interleave with another
+        # load, and the rows are committed with the dataset row.
+        with serialized_transaction(engine) as session:
+            dataset = _new_dataset(session, name, columns, source, SQL)
+            table = tables.create_data_table(session.connection(), dataset.data_table, sizes)
+            rows = _write_chunks(name, chunks, lambda codes: tables.insert_rows(session.connection(), table, codes),
+                                 total, progress)
+            dataset.row_count = _nonempty(rows, source)
+    else:
+        # The file is written first, outside any transaction (other writers of the service database are not held
+        # up by a long load), then registered by one short transaction; either failing leaves no file and no row.
+        with transaction(engine) as session:
+            _refuse_duplicate(session, name)
+        writer = ParquetWriter(data_folder(engine), new_file_name(), [c["sql"] for c in columns], sizes)
+        written: Path | None = None
+        try:
+            rows = _nonempty(_write_chunks(name, chunks, writer.write, total, progress), source)
+            written = writer.finish()
+            with serialized_transaction(engine) as session:
+                dataset = _new_dataset(session, name, columns, source, store)
+                dataset.location = json.dumps({"file": written.name})
+                dataset.row_count = rows
+        except BaseException:
+            writer.abort()
+            if written is not None:  # the file was complete but the dataset row was not committed
+                written.unlink(missing_ok=True)
+            raise
+    return DatasetInfo(name=name, rows=rows, domain=domain, source=source, labels=labels, engine=store)
+
+
+def _refuse_duplicate(session: Session, name: str) -> None:
+    if session.execute(select(Dataset.id).where(Dataset.name == name)).first() is not None:
+        raise Conflict(f"a dataset named {name!r} already exists; choose another name", code="duplicate_dataset")
+
+
+def _new_dataset(session: Session, name: str, columns: list[dict[str, object]], source: str, store: str) -> Dataset:
+    """The new dataset's row (its ``data_table`` named after its id), once no dataset has the name."""
+    _refuse_duplicate(session, name)
+    dataset = Dataset(name=name, domain_json=json.dumps({"columns": columns}), data_table="pending", row_count=0,
+                      source=source, engine=store)
+    session.add(dataset)
+    session.flush()
+    dataset.data_table = tables.data_table_name(dataset.id)
+    return dataset
+
+
+def _nonempty(rows: int, source: str) -> int:
+    if rows == 0:
+        raise InvalidInput(f"{source}: the file has no data rows; nothing was stored", code="empty_file")
+    return rows
+
+
+def _write_chunks(name: str, chunks: Iterator[np.ndarray], write: Callable[[np.ndarray], None], total: int,
+                  progress: LoadProgress | None) -> int:
     rows = 0
-    # Serialised from the start: the name check and the insert must not interleave with another load.
-    with serialized_transaction(engine) as session:
-        if session.execute(select(Dataset.id).where(Dataset.name == name)).first() is not None:
-            raise Conflict(f"a dataset named {name!r} already exists; choose another name", code="duplicate_dataset")
-        columns = [
-            {"name": a.name, "size": a.size, "kind": a.kind, "sql": sql, **({"labels": labels[a.name]}
-                                                                          if a.name in labels else {})}
-            for a, sql in zip(domain.attributes, tables.sql_column_names(len(domain)), strict=True)
-        ]
-        dataset = Dataset(name=name, domain_json=json.dumps({"columns": columns}), data_table="pending",
-                          row_count=0, source=source)
-        session.add(dataset)
-        session.flush()
-        dataset.data_table = tables.data_table_name(dataset.id)
-        connection = session.connection()
-        table = tables.create_data_table(connection, dataset.data_table, [a.size for a in domain.attributes])
-        for codes in chunks:
-            interrupts.raise_if_requested(f"while loading {name!r}: nothing was stored")
-            tables.insert_rows(connection, table, codes)
-            rows += len(codes)
-            if progress is not None:
-                progress(rows, total)
-        if rows == 0:
-            raise InvalidInput(f"{source}: the file has no data rows; nothing was stored", code="empty_file")
-        dataset.row_count = rows
-    return DatasetInfo(name=name, rows=rows, domain=domain, source=source, labels=labels)
+    for codes in chunks:
+        interrupts.raise_if_requested(f"while loading {name!r}: nothing was stored")
+        write(codes)
+        rows += len(codes)
+        if progress is not None:
+            progress(rows, total)
+    return rows
 
 
-def _check_name(name: str) -> None:
+def _check_store(store: str) -> None:
+    if store not in ENGINES:
+        raise InvalidInput(f"engine must be one of {list(ENGINES)}, got {store!r}", code="invalid_parameter")
+
+
+def check_name(name: str) -> None:
     if not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME_LENGTH or name != name.strip():
         raise InvalidInput(
             f"dataset name must be 1–{MAX_NAME_LENGTH} characters without surrounding spaces, got {name!r}",
@@ -223,6 +283,9 @@ class StoredDataset:
     data_table: str
     sql_columns: dict[str, str]
     labels: dict[str, list[str]] = field(default_factory=dict)
+    #: where the rows live (:mod:`service.data.engines`) and the engine's location JSON (never shown to analysts)
+    engine: str = SQL
+    location: dict[str, object] | None = None
 
     def labels_of(self, attributes: Sequence[str]) -> dict[str, list[str]]:
         return {a: self.labels[a] for a in attributes if a in self.labels}
@@ -239,6 +302,8 @@ def stored_dataset(dataset: Dataset) -> StoredDataset:
         data_table=dataset.data_table,
         sql_columns={c["name"]: c["sql"] for c in columns},
         labels={c["name"]: list(c["labels"]) for c in columns if "labels" in c},
+        engine=dataset.engine,
+        location=json.loads(dataset.location) if dataset.location else None,
     )
 
 

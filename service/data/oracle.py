@@ -1,26 +1,30 @@
-"""The SQL-backed count oracle: exact marginals of a stored dataset, counted by the database.
+"""The count oracle: exact marginals of a stored dataset, counted by the data engine its table lives in.
 
 It is handed to a mechanism by the release engine (:func:`service.releases.engine.run_release`) and lives
-for one release. Marginals come back as counts (``GROUP BY``). The mechanisms that genuinely need row-level data
-read :meth:`SqlCountOracle.distinct_rows`, the distinct rows with their counts (also a ``GROUP BY``: memory bounded
+for one release. It is engine-agnostic: the counting itself is a :class:`service.data.engines.base.TableEngine`
+(SQL, DuckDB), and the oracle adds the caching, the covering plan and the summation that every engine shares.
+Marginals come back as counts (``GROUP BY``). The mechanisms that genuinely need row-level data
+read :meth:`TableCountOracle.distinct_rows`, the distinct rows with their counts (also a ``GROUP BY``: memory bounded
 by the distinct rows, not by the table's length); nothing reads every row's codes into memory any more.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from contextlib import closing
 
 import numpy as np
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine
 
-from db import tables
 from service.data.datasets import StoredDataset
+from service.data.engines.base import TableEngine
+from service.data.engines.registry import open_table
 from workloads.domain import Domain
 
-#: Largest marginal, in cells, that :meth:`SqlCountOracle.counts_many` counts in SQL so as to answer several
+#: Largest marginal, in cells, that :meth:`TableCountOracle.counts_many` counts in SQL so as to answer several
 #: requested marginals from it by summation (chosen by ``benchmarks/counting.py``, see benchmarks/README.md).
 COVER_MAX_CELLS = 1 << 18
-#: At most this many cells (int64 each) of counted groups are held at once by :meth:`SqlCountOracle.counts_many`.
+#: At most this many cells (int64 each) of counted groups are held at once by :meth:`TableCountOracle.counts_many`.
 BATCH_CELLS = 1 << 23
 
 
@@ -106,25 +110,35 @@ def _check_attributes(attributes: Sequence[str], domain: Domain) -> None:
         raise ValueError(f"attributes {list(attributes)} repeat an attribute")
 
 
-class SqlCountOracle:
-    """:class:`service.mechanisms.base.CountOracle` over a dataset's ``data_<id>`` table.
+class TableCountOracle:
+    """:class:`service.mechanisms.base.CountOracle` over a dataset's table, wherever it lives.
 
-    Marginals are counted by ``GROUP BY`` in the database (:func:`db.tables.count_marginals`). Answers are
+    Marginals are counted by the dataset's engine (``table``, default :func:`open_table`; closed by
+    :meth:`close` or at the end of a ``with`` block). Answers are
     cached for the oracle's lifetime (one release), since AIM asks for the same candidates round after
     round, and a later request that is a subset of a cached answer is summed from it without SQL.
     :meth:`counts_many` counts a batch of requests through a few larger marginals (:func:`plan_cover`)."""
 
-    def __init__(self, engine: Engine, dataset: StoredDataset) -> None:
+    def __init__(self, engine: Engine, dataset: StoredDataset, table: TableEngine | None = None) -> None:
         self.engine = engine
         self.dataset = dataset
         self.domain: Domain = dataset.domain
-        self._table = tables.data_table(dataset.data_table, [a.size for a in dataset.domain.attributes])
+        self.table: TableEngine = open_table(engine, dataset) if table is None else table
         self._cache: dict[tuple[str, ...], np.ndarray] = {}
         #: marginals counted in SQL so far (a group of :meth:`counts_many` is one)
         self.queries = 0
         self.rows_read = 0
         #: distinct rows read by :meth:`distinct_rows` (each stands for ``count`` rows of ``rows_read``)
         self.distinct_rows_read = 0
+
+    def close(self) -> None:
+        self.table.close()
+
+    def __enter__(self) -> TableCountOracle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def counts(self, attributes: tuple[str, ...]) -> np.ndarray:
         """Counts over ``attributes`` with shape ``domain.shape(attributes)``, axes in the order given."""
@@ -147,15 +161,13 @@ class SqlCountOracle:
         missing = [r for r in wanted if self._answer(r) is None]
         if missing:
             groups = plan_cover(missing, self.domain, max_cells)
-            with self.engine.connect() as connection:
-                for batch in _batches(groups, self.domain):
-                    marginals = [([self.dataset.sql_columns[a] for a in g], self.domain.shape(g)) for g in batch]
-                    counted = tables.count_marginals(connection, self._table, marginals)
-                    self.queries += len(batch)
-                    for group, counts in zip(batch, counted, strict=True):
-                        for request in missing:
-                            if request not in self._cache and set(request) <= set(group):
-                                self._cache[request] = marginalize(counts, group, request)
+            for batch in _batches(groups, self.domain):
+                counted = self.table.count_marginals([(g, self.domain.shape(g)) for g in batch])
+                self.queries += len(batch)
+                for group, counts in zip(batch, counted, strict=True):
+                    for request in missing:
+                        if request not in self._cache and set(request) <= set(group):
+                            self._cache[request] = marginalize(counts, group, request)
         answers = {}
         for request in wanted:
             answer = self._answer(request)
@@ -200,18 +212,14 @@ class SqlCountOracle:
             raise ValueError(f"chunk_rows must be a positive integer, got {chunk_rows!r}")
         if max_rows is not None and (isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 1):
             raise ValueError(f"max_rows must be a positive integer, got {max_rows!r}")
-        columns = [self._table.c[self.dataset.sql_columns[a]] for a in names]
         chunks: list[np.ndarray] = []
         held = 0
-        with self.engine.connect() as connection:
-            query = select(*columns, func.count()).group_by(*columns).order_by(*columns)
-            result = connection.execution_options(stream_results=True, yield_per=chunk_rows).execute(query)
-            for part in result.partitions(chunk_rows):
+        with closing(self.table.distinct_rows(names, chunk_rows=chunk_rows)) as parts:
+            for part in parts:
                 held += len(part)
                 if max_rows is not None and held > max_rows:
                     raise ValueError(f"more than max_rows={max_rows} distinct rows over {names}")
-                plain = [tuple(row) for row in part]  # Row objects are slow for numpy to inspect
-                chunks.append(np.array(plain, dtype=np.int64).reshape(len(plain), len(names) + 1))
+                chunks.append(part)
         grouped = np.concatenate(chunks) if chunks else np.empty((0, len(names) + 1), dtype=np.int64)
         del chunks
         codes, counts = np.ascontiguousarray(grouped[:, :-1]), grouped[:, -1].copy()

@@ -48,7 +48,7 @@ from workloads import parameters
 from workloads.encodings import INTERCEPT_NAME, DesignEncoding
 
 if TYPE_CHECKING:
-    from service.data.oracle import SqlCountOracle
+    from service.data.oracle import TableCountOracle
     from service.privacy.noise import NoiseSource
 
 #: T when the request does not say.
@@ -174,7 +174,9 @@ class DPIHTRelease:
             "sigma_count": cal.sigma_count,
         }
 
-    def __call__(self, oracle: SqlCountOracle, noise: NoiseSource, progress: Progress = no_progress) -> MechanismResult:
+    def __call__(
+        self, oracle: TableCountOracle, noise: NoiseSource, progress: Progress = no_progress
+    ) -> MechanismResult:
         X, y, counts = weighted_design(oracle, self.design, "dp-iht", certified=False)
         if self.design.intercept:
             X = np.column_stack([np.ones(len(X)), X])

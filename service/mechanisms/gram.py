@@ -233,7 +233,7 @@ def exact_gram(oracle: CountOracle, design: DesignEncoding) -> GramStatistics:
     """``Z^T Z`` from exact 1- and 2-way counts (Prop. 3.2 with exact marginals equals the row computation), in
     floating point.
 
-    With a :class:`service.data.oracle.SqlCountOracle` the marginals are counted in one batch (``counts_many``)."""
+    With a :class:`service.data.oracle.TableCountOracle` the marginals are counted in one batch (``counts_many``)."""
     counts = _count(oracle, design)
     needed = design.required_marginals()
     total = float(counts[needed[0]].sum())

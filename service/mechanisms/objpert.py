@@ -23,7 +23,7 @@ Composition: (eps_1 + eps_2, delta_1 + delta_2) = (eps, delta), the charge. Only
 are stored with the release: no solver diagnostic, no row count, no row norm.
 
 This mechanism reads rows: the optimisation needs them. It reads them as the table's distinct rows with their counts
-(:meth:`service.data.oracle.SqlCountOracle.distinct_rows`, a ``GROUP BY`` in the engine) and minimises the same
+(:meth:`service.data.oracle.TableCountOracle.distinct_rows`, a ``GROUP BY`` in the engine) and minimises the same
 ``J`` as a weighted sum over them (``sum_i l(x_i, y_i) = sum_r count_r l(x_r, y_r)``; ``Delta``, ``b`` and ``||X||``
 do not depend on the rows), so its memory is bounded by the distinct rows, not by ``n``; before reading, and before
 any noise, :func:`service.mechanisms.row_memory.check_memory` refuses (refunded) a design whose public memory
@@ -53,7 +53,7 @@ from workloads import parameters
 from workloads.encodings import DesignEncoding
 
 if TYPE_CHECKING:
-    from service.data.oracle import SqlCountOracle
+    from service.data.oracle import TableCountOracle
     from service.privacy.noise import NoiseSource
 
 
@@ -135,7 +135,9 @@ class ObjPertRelease:
             "output_noise_std": self.output_noise_std,
         }
 
-    def __call__(self, oracle: SqlCountOracle, noise: NoiseSource, progress: Progress = no_progress) -> MechanismResult:
+    def __call__(
+        self, oracle: TableCountOracle, noise: NoiseSource, progress: Progress = no_progress
+    ) -> MechanismResult:
         X, y, counts = weighted_design(oracle, self.design, "objective perturbation", certified=True)
         progress(1, 3, "encoded the rows")
         b = np.asarray(noise.gaussian(self.noise_std, self.dimension), dtype=float)

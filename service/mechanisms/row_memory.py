@@ -1,6 +1,6 @@
 """The memory guard of the mechanisms that read rows (objective perturbation, DP-IHT).
 
-Both read the table as its distinct rows with their counts (:meth:`service.data.oracle.SqlCountOracle.distinct_rows`),
+Both read the table as its distinct rows with their counts (:meth:`service.data.oracle.TableCountOracle.distinct_rows`),
 so their working set grows with the number ``U`` of distinct rows, never with the row count ``n``. ``U`` is private,
 but it has two public bounds: the product of the domain sizes of the attributes read (the tables are coded), and a
 public cap (:data:`MAX_DISTINCT_ROWS_ENV`, default :data:`DEFAULT_MAX_DISTINCT_ROWS`). :func:`check_memory` multiplies
@@ -28,7 +28,7 @@ from workloads.domain import Domain
 from workloads.encodings import DesignEncoding
 
 if TYPE_CHECKING:
-    from service.data.oracle import SqlCountOracle
+    from service.data.oracle import TableCountOracle
 
 #: Environment variable: the memory budget, in MB, of one row-reading release's working set.
 MEMORY_BUDGET_ENV = "MARGINALIA_MECHANISM_MEMORY_MB"
@@ -112,7 +112,7 @@ def check_memory(mechanism: str, design: DesignEncoding, domain: Domain, *, cert
     return distinct_row_bound(domain, (*design.features, design.target))
 
 
-def weighted_design(oracle: SqlCountOracle, design: DesignEncoding, mechanism: str, *, certified: bool
+def weighted_design(oracle: TableCountOracle, design: DesignEncoding, mechanism: str, *, certified: bool
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(X, y, counts)``: the encoded distinct rows of the design's attributes and how many rows each stands for,
     after :func:`check_memory` (which may refuse). Call it before drawing any noise: every refusal here is then

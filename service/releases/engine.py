@@ -50,7 +50,7 @@ from db.models import Release, utcnow
 from service import interrupts
 from service.accounting import accountant
 from service.data.datasets import StoredDataset, get_dataset
-from service.data.oracle import SqlCountOracle
+from service.data.oracle import TableCountOracle
 from service.errors import InvalidInput, ServiceError
 from service.mechanisms import registry
 from service.mechanisms.base import MechanismError, MechanismResult
@@ -180,7 +180,7 @@ def run_release(
     mechanism: str,
     cost: PrivacyCost,
     params: dict[str, object],
-    runner: Callable[[SqlCountOracle, TrackedNoise, Progress], MechanismResult],
+    runner: Callable[[TableCountOracle, TrackedNoise, Progress], MechanismResult],
     seed: int | None,
     principal: str,
     progress: Progress = no_progress,
@@ -210,7 +210,8 @@ def run_release(
 
     with runners.Heartbeat(engine, Release.__table__, release_id):
         try:
-            result = runner(SqlCountOracle(engine, dataset), noise, checked)
+            with TableCountOracle(engine, dataset) as oracle:
+                result = runner(oracle, noise, checked)
             if result.cost != cost:
                 raise RuntimeError(f"mechanism {mechanism} used {result.cost} but was charged {cost}")
             payload = encode(result)

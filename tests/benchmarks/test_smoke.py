@@ -65,6 +65,8 @@ TITANIC = "titanic/titanic"
 FAST: dict[str, tuple[Args, bool]] = {
     "wire_throughput": (lambda tmp, data: ["--sizes", "200", "--repeats", "1"], True),
     "load_memory": (lambda tmp, data: ["--sizes", "2000", "--folder", str(tmp / "tables"), "--quiet"], True),
+    "engines": (lambda tmp, data: ["--rows", "3000", "--sqlite-rows", "3000", "--repeats", "1", "--folder",
+                                   str(tmp / "tables"), "--quiet"], True),
     # delta = n^-1.1 must stay under the default per-participant cap (1e-4): n >= 5,000
     "simulate_throughput": (lambda tmp, data: ["--n", "20000", "--batches", "5000"], True),
     "residual_quick": (lambda tmp, data: ["--tables", "titanic", "--epsilons", "1", "--trials", "1", "--losses",
@@ -84,13 +86,15 @@ FAST: dict[str, tuple[Args, bool]] = {
     "stein_glm": (lambda tmp, data: ["--design", "bernoulli", "--n", "300", "--epsilon", "5", "--trials", "1",
                                      "--quiet"], True),
     "stein_glm_real": (_stein_real, True),
-    "sparse": (lambda tmp, data: ["--method", "ldp-iht", "--p", "5", "--n", "600", "--s", "2", "--trials", "1",
-                                  "--epsilon", "2", "--quiet"], True),
+    "sparse": (lambda tmp, data: ["--method", "ldp-iht,linear-ssp", "--p", "5", "--n", "600", "--s", "2", "--trials",
+                                  "1", "--epsilon", "2", "--quiet"], True),
     "dp_iht": (lambda tmp, data: [
         "--train", str(data / "adult" / "adult_train.csv"), "--domain", str(data / "adult" / "adult-domain.json"),
         "--sweeps", "epsilon", "--sweep-design", "adult-10", "--epsilons", "2", "--sparsity", "2", "--trials", "1",
         "--iterations", "5", "--max-train", "800", "--quiet"], True),
     "sparse_quick": (_sparse_quick_replot, True),  # redraws the committed results; the slow case below runs one
+    "campaign_plan": (lambda tmp, data: ["--cases", "stein-glm/gram=false,ldp-iht", "--n", "600", "--epsilons", "4",
+                                         "--trials", "1", "--quiet"], True),
     "objpert_memory": (lambda tmp, data: ["--rows", "3000", "--source-rows", "300", "--workdir", str(tmp),
                                           "--quiet"], True),
 }

@@ -91,3 +91,18 @@ def test_bench_sparse_drerm_radius_is_public_and_checked(tmp_path: Path) -> None
         assert result.exit_code == 0, result.output
         radii[choice] = json.loads(out.read_text())["records"][0]["radius"]
     assert radii == {"norm": 1.0, "sparsity": 2.0}
+
+
+@pytest.mark.slow  # two campaigns of 3,000 simulated participants: about 10 s on a shared machine
+def test_bench_sparse_runs_linear_ssp_beside_bernstein(tmp_path: Path) -> None:
+    """``--method linear-ssp,bernstein``: one campaign each on the same rows; at epsilon 4 and p = 1 the sufficient
+    statistics recover theta* (a fit that ignored the data would have relative error about 1)."""
+    out = tmp_path / "ssp.json"
+    result = runner.invoke(sparse.app, ["--json", str(out), "--method", "linear-ssp,bernstein", "--p", "1",
+                                 "--n", "3000", "--s", "1", "--trials", "1", "--epsilon", "4", "--seed", "5",
+                                 "--quiet"])
+    assert result.exit_code == 0, result.output
+    records = {r["method"]: r for r in json.loads(out.read_text())["records"]}
+    assert set(records) == {"linear-ssp", "bernstein"} and records["linear-ssp"]["family"] == "linear-ssp"
+    assert records["linear-ssp"]["reports"] == 3000 and records["linear-ssp"]["ridge"] >= 0
+    assert records["linear-ssp"]["relative_error"] < 0.2

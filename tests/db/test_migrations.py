@@ -247,3 +247,33 @@ def test_migration_0008_adds_gateway_scopes_and_counts_what_gateways_sent(databa
         context = MigrationContext.configure(connection, opts={"include_object": _ignore_views, "compare_type": True})
         assert compare_metadata(context, Base.metadata) == []
     engine.dispose()
+
+
+def test_migration_0009_records_where_each_dataset_lives(database_url: str) -> None:
+    """Issue 21: a 0008 database's datasets gain ``engine`` = 'sql' (their data_<id> tables) and a NULL ``location``;
+    a downgrade is refused while a dataset lives outside the database, then removes both columns; an upgrade gives
+    the schema the models describe."""
+    engine, config = _migrated_to(database_url, "0008_gateway_scopes")
+    with engine.begin() as connection:
+        _insert_dataset_and_entry(connection)
+    upgrade_to_head(engine)
+    with engine.begin() as connection:
+        assert tuple(connection.execute(text("SELECT engine, location FROM datasets")).one()) == ("sql", None)
+        connection.execute(text(
+            "INSERT INTO datasets (id, name, domain_json, data_table, row_count, source, created_at, engine, location) "
+            "VALUES (2, 'p', '{}', 'data_2', 0, '', CURRENT_TIMESTAMP, 'duckdb', '{\"file\": \"data_2-x.parquet\"}')"))
+    with engine.begin() as connection, pytest.raises(RuntimeError, match="outside this database"):
+        config.attributes["connection"] = connection
+        command.downgrade(config, "0008_gateway_scopes")
+    with engine.begin() as connection:
+        connection.execute(text("DELETE FROM datasets WHERE id = 2"))
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.downgrade(config, "0008_gateway_scopes")
+    with engine.connect() as connection:
+        assert {"engine", "location"}.isdisjoint(c["name"] for c in inspect(connection).get_columns("datasets"))
+    upgrade_to_head(engine)
+    with engine.connect() as connection:
+        context = MigrationContext.configure(connection, opts={"include_object": _ignore_views, "compare_type": True})
+        assert compare_metadata(context, Base.metadata) == []
+    engine.dispose()

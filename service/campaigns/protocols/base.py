@@ -12,7 +12,12 @@ A protocol is one :class:`CampaignProtocol`, registered by its module of :mod:`s
 * ``models`` and ``fit(engine, campaign, aggregates, model, covariance) -> CampaignFit``: what the campaign answers;
 * ``target`` (``"required"`` or ``"none"``), ``transform`` (whether devices centre and scale the features: the Stein
   GLMs, whose lemma wants zero-mean features; not LDP-AVG or the Bernstein and DR-ERM protocols, whose bounds are
-  stated in the features' own units) and a one-line ``summary`` with the options.
+  stated in the features' own units) and a one-line ``summary`` with the options;
+* ``plan(spec, public_rows, public_labels) -> ErrorModel`` (optional): the closed-form error model ``campaign plan``
+  predicts from (:mod:`estimators.local.planning`; ``public_rows`` the public table's transformed feature columns or
+  ``None``, ``public_labels`` its target column if it holds one). A protocol without it answers "no planner".
+  Adding one is one argument of the record, e.g. ``plan=lambda spec, rows, labels: ErrorModel(lambda n:
+  expected_covariance(spec, rows, n), reference, source, metric)``.
 
 ``tests/service/campaigns/test_protocol_contract.py`` checks every protocol of
 :data:`workloads.local.protocols.PROTOCOLS` has a complete record, a row in docs/campaigns.md, a privacy section in
@@ -24,10 +29,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 from sqlalchemy import Engine
 
 from estimators.base import EstimatorError
 from estimators.local.aggregate import ReportAggregate
+from estimators.local.planning import ErrorModel
 from service.campaigns.options import invalid
 from service.campaigns.types import CampaignFit, CampaignInfo, CampaignRequest
 from service.errors import InvalidInput
@@ -39,6 +46,9 @@ Transition = Callable[[ProtocolSpec, int, Sequence[ReportAggregate]], RoundState
 #: ``fit(engine, campaign, aggregates, model, covariance)``: reads only the rounds' aggregates (``None`` for a round
 #: without reports) and public rows
 Fit = Callable[[Engine, CampaignInfo, list[ReportAggregate | None], str, str | None], CampaignFit]
+#: ``plan(spec, public_rows, public_labels)``: the protocol's error model before any report (``None`` arguments: no
+#: public table, or no target column in it)
+Planner = Callable[[ProtocolSpec, np.ndarray | None, np.ndarray | None], ErrorModel]
 
 
 @dataclass(frozen=True)
@@ -54,6 +64,7 @@ class CampaignProtocol:
     target: str
     summary: str
     transform: bool = True
+    plan: Planner | None = None
 
     def __post_init__(self) -> None:
         if self.spec.protocol != self.name:

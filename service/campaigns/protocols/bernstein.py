@@ -20,6 +20,8 @@ import numpy as np
 from sqlalchemy import Engine
 
 from estimators.local.aggregate import ReportAggregate
+from estimators.local.sparse.uncertainty import bernstein_covariance, one_bit_grid_variance
+from estimators.local.uncertainty import mean_variance
 from service.campaigns.options import invalid
 from service.campaigns.protocols.base import CampaignProtocol, register
 from service.campaigns.protocols.common import diameter, no_covariance, pure, round0, sparse_fit
@@ -79,7 +81,23 @@ def fit(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate
     box = math.sqrt(spec.dimension) * (spec.upper - spec.lower)
     return sparse_fit(campaign, model, estimator.coef_, aggregate.count, details, (),
                       diameter(box, f"the box [{spec.lower:g}, {spec.upper:g}]^{spec.dimension} (the polynomial's "
-                               "minimiser is searched over it)"))
+                               "minimiser is searched over it)"),
+                      _covariance(spec, aggregate, grid_values))
+
+
+def _covariance(spec: ProtocolSpec, aggregate: ReportAggregate, grid_values: np.ndarray) -> np.ndarray:
+    """The minimiser's covariance by a parametric bootstrap over the grid values (:mod:`estimators.local.sparse.
+    uncertainty`): Alg. 2's mean loss report per point, or Alg. 3's ``2 sum(b y) / count``."""
+    from estimators.local.sparse.bernstein import LocalBernsteinLinearRegression
+
+    variance = (mean_variance(aggregate, "losses") if spec.protocol == "bernstein"
+                else one_bit_grid_variance(aggregate))
+
+    def fit_grid(values: np.ndarray) -> np.ndarray:
+        estimator = LocalBernsteinLinearRegression(spec.degree, spec.dimension, spec.order, spec.lower, spec.upper)
+        return estimator.fit(values[np.newaxis, :]).coef_
+
+    return bernstein_covariance(fit_grid, grid_values, variance)
 
 
 register(CampaignProtocol(

@@ -61,6 +61,19 @@ def raw_scale(campaign: CampaignInfo, coef: np.ndarray) -> dict[str, float]:
     return out
 
 
+def raw_standard_errors(campaign: CampaignInfo, covariance: np.ndarray) -> dict[str, float]:
+    """Standard errors of :func:`raw_scale`'s coefficients from the covariance of ``coef`` (devices' units):
+    ``raw = coef / scale`` has covariance ``Cov / (scale scale^T)``, the intercept ``-<raw, center>`` the variance
+    ``center^T Cov_raw center`` (docs/campaigns.md, "Standard errors")."""
+    inverse = 1.0 / np.asarray(campaign.transform.scale, dtype=float)
+    center = np.asarray(campaign.transform.center, dtype=float)
+    raw = np.asarray(covariance, dtype=float) * np.outer(inverse, inverse)
+    errors = np.sqrt(np.clip(np.diag(raw), 0.0, None))
+    out = {name: float(v) for name, v in zip(campaign.features, errors, strict=True)}
+    out["(intercept)"] = math.sqrt(max(float(center @ raw @ center), 0.0))
+    return out
+
+
 def transform_influence(campaign: CampaignInfo, influence: Influence) -> Influence:
     """The bound in the features' own units: ``raw = coef / scale`` moves by at most ``1 / min |scale|`` times the
     coefficients, and the intercept ``-<raw, center>`` by that times ``||center||``."""
@@ -96,15 +109,17 @@ def diameter(radius: float, what: str) -> Influence:
 
 
 def sparse_fit(campaign: CampaignInfo, model: str, coef: np.ndarray, reports: int, details: dict[str, Any],
-               notes: tuple[str, ...], influence: Influence) -> CampaignFit:
-    """The answer of a sparse or low-dimensional regressor, with its ``support``."""
+               notes: tuple[str, ...], influence: Influence, covariance: np.ndarray | None = None) -> CampaignFit:
+    """The answer of a sparse or low-dimensional regressor, with its ``support`` and the standard errors from
+    ``covariance`` (conditional on the support: :mod:`estimators.local.sparse.uncertainty`)."""
     # the support: entries above 1e-6 of the largest (IHT's are exact zeros; an interior-point Lasso leaves ~1e-8)
     floor = 1e-6 * float(np.max(np.abs(coef), initial=0.0))
     support = [name for name, value in zip(campaign.features, coef, strict=True) if abs(value) > floor]
     return CampaignFit(campaign.name, campaign.protocol, model, "regressor", campaign.target, campaign.features,
                        raw_scale(campaign, coef), reports,
                        {**details, "support": support, "transform": campaign.transform.to_json()},
-                       (*notes, *transform_notes(campaign)), raw_influence(campaign, influence))
+                       (*notes, *transform_notes(campaign)), raw_influence(campaign, influence),
+                       standard_errors=None if covariance is None else raw_standard_errors(campaign, covariance))
 
 
 def solved(solve: Any, what: str) -> Any:

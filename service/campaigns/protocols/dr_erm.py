@@ -19,6 +19,7 @@ import secrets
 from sqlalchemy import Engine
 
 from estimators.local.aggregate import ReportAggregate
+from estimators.local.sparse.uncertainty import dr_erm_covariance
 from service.campaigns.protocols.base import CampaignProtocol, register
 from service.campaigns.protocols.common import diameter, no_covariance, pure, round0, solved, sparse_fit
 from service.campaigns.types import CampaignFit, CampaignInfo, CampaignRequest
@@ -45,14 +46,18 @@ def fit(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate
     spec = campaign.spec
     aggregate = round0(campaign, aggregates)
     estimator = DRERMLinearRegression(spec.constraint, spec.radius)
-    solved(lambda: estimator.fit(aggregate.mean("statistics"), spec.projection()), f"campaign {campaign.name!r}")
+    projection, statistics = spec.projection(), aggregate.mean("statistics")
+    solved(lambda: estimator.fit(statistics, projection), f"campaign {campaign.name!r}")
     details = {"rows": spec.rows, "projection_seed": spec.projection_seed, "constraint": spec.constraint,
                "radius": spec.radius}
     # C: the l1 ball of radius R (diameter 2R) or the probability simplex (diameter sqrt(2), whatever the radius)
     size, what = (2.0 * spec.radius, f"the l1 ball of radius {spec.radius:g}") if spec.constraint == "l1" else (
         math.sqrt(2.0), "the probability simplex")
     return sparse_fit(campaign, model, estimator.coef_, aggregate.count, details, (),
-                      diameter(size, f"C, {what} (step 7 recovers w in C)"))
+                      diameter(size, f"C, {what} (step 7 recovers w in C)"),
+                      solved(lambda: dr_erm_covariance(
+                          lambda mean: DRERMLinearRegression(spec.constraint, spec.radius).fit(mean, projection).coef_,
+                          statistics, aggregate), f"campaign {campaign.name!r} (standard errors)"))
 
 
 register(CampaignProtocol(

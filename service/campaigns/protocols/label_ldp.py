@@ -26,6 +26,9 @@ from sqlalchemy import Engine
 from estimators.local.aggregate import ReportAggregate
 from estimators.local.influence import Influence, mean_shift
 from estimators.local.sparse.iht import label_iht_from_moments
+from estimators.local.sparse.planning import label_ldp_error_model
+from estimators.local.sparse.uncertainty import label_iht_covariance, support_least_squares_covariance
+from estimators.local.uncertainty import label_moment_covariance
 from service.campaigns.options import invalid
 from service.campaigns.protocols.base import CampaignProtocol, register
 from service.campaigns.protocols.common import (
@@ -77,6 +80,7 @@ def fit(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate
         raise Conflict(f"campaign {campaign.name!r} has no public table to take X^T X from", code="needs_public_table")
     gram = public.T @ public / public.shape[0]
     moment = aggregate.mean("xy")
+    moment_cov = label_moment_covariance(aggregate, "xy", gram)
     details: dict[str, Any] = {"public_rows": int(public.shape[0]), "label_noise_std": spec.label_noise,
                                "randomizer": spec.randomizer}
     if model == "iht":
@@ -84,7 +88,9 @@ def fit(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate
         details.update({"iterations": spec.iterations, "sparsity": spec.sparsity, "eta": spec.eta})
         return sparse_fit(campaign, model, run.theta, aggregate.count, details, (),
                           diameter(2.0 * spec.radius, f"the l2 ball of radius R = {spec.radius:g} (Alg. 2 "
-                                   "projects every iterate onto it)"))
+                                   "projects every iterate onto it)"),
+                          label_iht_covariance(gram, moment, moment_cov, run.theta, spec.iterations, spec.eta,
+                                               spec.radius))
     from estimators.local.sparse.lasso import default_lasso_penalty, lasso_from_moments, refit_on_support
 
     penalty = spec.alpha if spec.alpha is not None else default_lasso_penalty(spec.label_noise, aggregate.count,
@@ -94,10 +100,12 @@ def fit(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate
     details["alpha"] = penalty
     if model == "lasso-raw":
         return sparse_fit(campaign, model, coef, aggregate.count, details, (),
-                          _lasso_influence(aggregate, gram, moment))
+                          _lasso_influence(aggregate, gram, moment),
+                          support_least_squares_covariance(gram, moment_cov, coef))
     details["refit"] = "least squares on the Lasso's support (same X^T X and x tilde y sums; free)"
-    return sparse_fit(campaign, model, refit_on_support(gram, moment, coef), aggregate.count, details, (),
-                      _refit_influence(aggregate, gram))
+    refit = refit_on_support(gram, moment, coef)
+    return sparse_fit(campaign, model, refit, aggregate.count, details, (), _refit_influence(aggregate, gram),
+                      support_least_squares_covariance(gram, moment_cov, refit))
 
 
 def _lasso_influence(aggregate: ReportAggregate, gram: np.ndarray, moment: np.ndarray) -> Influence:
@@ -135,4 +143,5 @@ register(CampaignProtocol(
     "label-ldp", LabelLdpSpec, build, None, ("iht", "lasso", "lasso-raw"), fit, "required",
     "public features, pure-epsilon (default) or Gaussian label reports; answers IHT (Alg. 2) and the Lasso (Sec. 5; "
     "model lasso refits least squares on its support, lasso-raw does not) (options: randomizer, sparsity, "
-    "iterations, eta, radius, alpha, label_bound, feature_bound, participants)"))
+    "iterations, eta, radius, alpha, label_bound, feature_bound, participants)",
+    plan=label_ldp_error_model))  # type: ignore[arg-type]

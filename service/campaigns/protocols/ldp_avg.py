@@ -49,7 +49,8 @@ def fit(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate
     return CampaignFit(campaign.name, campaign.protocol, "mean", "mean", None, (feature,),
                        {feature: fitted.mean_ * scale + center}, fitted.n_reports_, details,
                        ("the average of the participants' values clipped to [lower, upper], projected onto [lower, "
-                        "upper]",), fitted.influence_.scaled(abs(scale)))
+                        "upper]",), fitted.influence_.scaled(abs(scale)),
+                       standard_errors={feature: max(fitted.std_error_, fitted.noise_std_error_) * abs(scale)})
 
 
 register(CampaignProtocol(

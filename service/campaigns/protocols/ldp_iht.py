@@ -36,6 +36,8 @@ from sqlalchemy import Engine
 
 from estimators.local.aggregate import ReportAggregate
 from estimators.local.sparse import ldp_iht_rounds
+from estimators.local.sparse.planning import ldp_iht_error_model
+from estimators.local.sparse.uncertainty import iht_step_covariance
 from service.campaigns.options import invalid
 from service.campaigns.protocols.base import CampaignProtocol, register
 from service.campaigns.protocols.common import default_steps, diameter, no_covariance, round0, sparse_fit, sparsity
@@ -90,11 +92,14 @@ def fit(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate
     return sparse_fit(campaign, model, coef, reports,
                       {"rounds_used": used, "rounds": spec.steps, "sparsity": spec.sparsity, "eta": spec.eta},
                       notes, diameter(2.0 * spec.radius, f"the l2 ball of radius R = {spec.radius:g} (Alg. 1 "
-                                      "projects every iterate onto it)"))
+                                      "projects every iterate onto it)"),
+                      iht_step_covariance(spec.theta(used - 1, states[used - 1]), aggregates[used - 1], spec.eta,
+                                          spec.radius, coef))
 
 
 register(CampaignProtocol(
     "ldp-iht", LdpIhtSpec, build, ldp_iht_rounds.next_state, ("iht",), fit, "required",  # type: ignore[arg-type]
     "LDP-IHT (Wang & Xu 2019, Alg. 1): T rounds, T disjoint groups, l2-ball gradients (options: sparsity, rounds, "
     "eta, radius, label_bound, residual_bound, feature_norm_bound, participants, variant=default|paper, "
-    "randomizer=l2ball|coordinate, feature_bound)"))
+    "randomizer=l2ball|coordinate, feature_bound)",
+    plan=ldp_iht_error_model))  # type: ignore[arg-type]

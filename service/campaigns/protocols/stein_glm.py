@@ -24,12 +24,22 @@ from sqlalchemy import Engine
 from estimators.local.aggregate import ReportAggregate
 from estimators.local.glm import two_round
 from estimators.local.glm.links import LINKS
+from estimators.local.glm.planning import stein_ols_error_model
 from estimators.local.glm.stein import PrivateOLS, SteinGLM, gaussian_norm_bound, known_covariance_norm_bound
 from estimators.local.glm.two_round import TwoRoundSteinGLM, first_round_ols
+from estimators.local.glm.uncertainty import link_covariance, ols_covariance, two_round_link_covariance
 from estimators.local.influence import Influence
+from estimators.local.planning import ErrorModel
 from service.campaigns.options import invalid
 from service.campaigns.protocols.base import CampaignProtocol, register
-from service.campaigns.protocols.common import raw_influence, raw_scale, round0, transform_influence, transform_notes
+from service.campaigns.protocols.common import (
+    raw_influence,
+    raw_scale,
+    raw_standard_errors,
+    round0,
+    transform_influence,
+    transform_notes,
+)
 from service.campaigns.public_tables import campaign_public_rows
 from service.campaigns.types import CampaignFit, CampaignInfo, CampaignRequest
 from service.errors import Conflict, InvalidInput
@@ -99,6 +109,7 @@ def fit_one_round(engine: Engine, campaign: CampaignInfo, aggregates: list[Repor
     ols = PrivateOLS(covariance=covariance, feature_names=campaign.features).fit(aggregate, spec, public_rows)
     details: dict[str, Any] = {"covariance": covariance, "public_rows": ols.n_public_}
     coef, influence = ols.coef_, ols.influence_
+    covariance_of_coef = ols_cov = ols_covariance(ols, aggregate, spec.norm_bound, spec.label_bound)
     if model != "linear":
         if public_rows is None:
             raise InvalidInput(f"model {model!r} needs a public table to find the link's constant over (Algs. 1-4); "
@@ -107,7 +118,8 @@ def fit_one_round(engine: Engine, campaign: CampaignInfo, aggregates: list[Repor
         glm = SteinGLM(model).fit(ols, public_rows)
         coef, influence = glm.coef_, _link_influence(campaign, details, ols.influence_)
         details["link_constant"] = float(glm.scale_)
-    return _glm_fit(campaign, model, coef, aggregate.count, details, influence)
+        covariance_of_coef = link_covariance(model, ols, glm.scale_, public_rows, ols_cov)
+    return _glm_fit(campaign, model, coef, aggregate.count, details, influence, covariance_of_coef)
 
 
 def fit_two_round(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate | None], model: str,
@@ -117,7 +129,7 @@ def fit_two_round(engine: Engine, campaign: CampaignInfo, aggregates: list[Repor
     if model == "linear":
         ols = first_round_ols(spec, first, campaign.features)
         return _glm_fit(campaign, model, ols.coef_, first.count, {"covariance": "private", "rounds_used": 1},
-                        ols.influence_)
+                        ols.influence_, ols_covariance(ols, first, spec.norm_bound, spec.label_bound))
     second = aggregates[1]
     if campaign.rounds[0].status != "closed" or second is None or second.count == 0:
         raise Conflict(f"model {model!r} of campaign {campaign.name!r} needs round 1's projections (Alg. 5): "
@@ -125,8 +137,11 @@ def fit_two_round(engine: Engine, campaign: CampaignInfo, aggregates: list[Repor
                        code="round_pending")
     glm = TwoRoundSteinGLM(model, campaign.features).fit(spec, campaign.round_state(1), first, second)
     details = {"link_constant": float(glm.scale_), "projection_std": float(glm.projection_std_), "rounds_used": 2}
-    influence = _link_influence(campaign, details, first_round_ols(spec, first, campaign.features).influence_)
-    return _glm_fit(campaign, model, glm.coef_, first.count + second.count, details, influence)
+    influence = _link_influence(campaign, details, glm.ols_.influence_)
+    covariance_of_coef = two_round_link_covariance(glm, spec, campaign.round_state(1), first, second,
+                                                   ols_covariance(glm.ols_, first, spec.norm_bound,
+                                                                  spec.label_bound))
+    return _glm_fit(campaign, model, glm.coef_, first.count + second.count, details, influence, covariance_of_coef)
 
 
 def _link_influence(campaign: CampaignInfo, details: dict[str, Any], ols: Influence) -> Influence:
@@ -138,18 +153,29 @@ def _link_influence(campaign: CampaignInfo, details: dict[str, Any], ols: Influe
 
 
 def _glm_fit(campaign: CampaignInfo, model: str, coef: np.ndarray, reports: int,
-             details: dict[str, Any], influence: Influence) -> CampaignFit:
+             details: dict[str, Any], influence: Influence, covariance: np.ndarray) -> CampaignFit:
+    """The answer, with standard errors from ``covariance`` (:mod:`estimators.local.glm.uncertainty`, delta
+    method)."""
     binary = model != "linear" and LINKS[model].binary
     return CampaignFit(campaign.name, campaign.protocol, model, "classifier" if binary else "regressor",
                        campaign.target, campaign.features, raw_scale(campaign, coef), reports,
                        {**details, "transform": campaign.transform.to_json()}, transform_notes(campaign),
-                       raw_influence(campaign, influence))
+                       raw_influence(campaign, influence), standard_errors=raw_standard_errors(campaign, covariance))
+
+
+def plan_one_round(spec: ProtocolSpec, rows: np.ndarray | None, labels: np.ndarray | None) -> ErrorModel:
+    """The private OLS's error model (:func:`estimators.local.glm.planning.stein_ols_error_model`): needs the public
+    rows, whose ``X^T X`` the estimate leans on."""
+    if rows is None:
+        raise InvalidInput("planning a stein-glm campaign needs a --public table: the error depends on the features' "
+                           "X^T X, which the plan takes from its rows", code="needs_public_table")
+    return stein_ols_error_model(spec, rows, labels)  # type: ignore[arg-type]
 
 
 register(CampaignProtocol(
     "stein-glm", SteinGlmSpec, build_one_round, None, GLM_MODELS, fit_one_round, "required",
     "noisy (x x^T, x y) for the Stein-lemma GLMs, one round (options: norm_bound, label_bound, norm, gram, xy_ratio, "
-    "participants)"))
+    "participants)", plan=plan_one_round))
 register(CampaignProtocol(
     "stein-glm-2round", TwoRoundSteinSpec, build_two_round, two_round.next_state, GLM_MODELS,  # type: ignore[arg-type]
     fit_two_round, "required",

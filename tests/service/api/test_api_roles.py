@@ -43,6 +43,7 @@ ROLE_TABLE: dict[tuple[str, str], tuple[int, ...]] = {
     ("GET", "/public-tables/{name}"): (200, 200, 200, 200, 403, 403, 401, 401),
     ("GET", "/public-tables/{name}/rows"): (200, 200, 200, 403, 403, 403, 401, 401),
     ("POST", "/campaigns"): (201, 403, 403, 403, 403, 403, 401, 401),
+    ("POST", "/campaigns/plan"): (200, 200, 200, 200, 403, 403, 401, 401),  # public tables only: campaign readers
     ("GET", "/campaigns"): (200, 200, 200, 200, 403, 403, 401, 401),
     ("GET", "/campaigns/{name}"): (200, 200, 200, 200, 403, 403, 401, 401),
     ("POST", "/campaigns/{name}/close"): (200, 403, 403, 403, 403, 403, 401, 401),
@@ -71,6 +72,7 @@ PROTOCOL_CAMPAIGNS: dict[str, dict[str, object]] = {
     "bernstein": {"features": ["a"], "target": "y", "epsilon": 1.0, "options": {"degree": 2}},
     "bernstein-1bit": {"features": ["a"], "target": "y", "epsilon": 1.0, "options": {"degree": 2}},
     "dr-erm": {"features": ["a", "b"], "target": "y", "epsilon": 1.0, "options": {"rows": 3}},
+    "linear-ssp": {"features": ["income", "age"], "target": "y", "public": "{public}", "epsilon": 1.0},
 }
 
 
@@ -106,6 +108,8 @@ def _request(route: str, caller: str, world: World) -> tuple[str, dict[str, obje
         "/public-tables": {"name": f"public {caller}", "csv": "a,b\n0.5,1\n1.5,0\n"},
         "/campaigns": {"name": f"campaign {caller}", "protocol": "ldp-avg", "features": ["value"], "epsilon": 1.0,
                        "options": {"lower": 0, "upper": 1}},
+        "/campaigns/plan": {"protocol": "stein-glm", "features": ["income", "age"], "target": "y",
+                            "public": world.public_table, "epsilon": 1.0, "delta": 1e-6, "participants": 1000},
         "/campaigns/{name}/reports": report,
         "/campaigns/{name}/fit": {"model": "mean"},
         "/local-caps/default": {"epsilon": 10.0, "delta": 1e-4},

@@ -22,13 +22,13 @@ runner = CliRunner()
 def run(*args: str) -> dict:
     result = runner.invoke(app, [*args, "--json"])
     assert result.exit_code == 0, result.output
-    return json.loads(result.output)
+    return json.loads(result.stdout)
 
 
 def fail(*args: str) -> dict:
     result = runner.invoke(app, [*args, "--json"])
     assert result.exit_code == 2 and "Traceback" not in result.output, result.output
-    return json.loads(result.output)
+    return json.loads(result.stdout)
 
 
 @pytest.mark.slow

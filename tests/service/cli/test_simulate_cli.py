@@ -29,7 +29,7 @@ runner = CliRunner()
 def invoke(*args: str) -> tuple[int, dict]:
     result = runner.invoke(app, [*args, "--json"])
     assert "Traceback" not in result.output, result.output
-    return result.exit_code, json.loads(result.output)
+    return result.exit_code, json.loads(result.stdout)
 
 
 def _reports(engine, name: str) -> int:  # noqa: ANN001

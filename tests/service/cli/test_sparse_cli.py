@@ -18,7 +18,7 @@ runner = CliRunner()
 def run(*args: str) -> dict:
     result = runner.invoke(app, [*args, "--json"])
     assert result.exit_code == 0, result.output
-    return json.loads(result.output)
+    return json.loads(result.stdout)
 
 
 @pytest.mark.slow
@@ -51,4 +51,29 @@ def test_ldp_iht_and_label_ldp_on_the_command_line(engine, tmp_path: Path,  # no
                               "--target", "y", "--epsilon", "1", "--option", "sparsity=2", "--option", "eta=0",
                               "--option", "rounds=2"])
     assert bad.exit_code == 2 and "option eta must be a finite positive number" in bad.output
+    assert "Traceback" not in bad.output
+
+
+def test_linear_ssp_on_the_command_line(engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    """Create (norm bound from the public table), simulate, fit with an intercept and standard errors; a delta with
+    the pure default randomizer is refused naming it."""
+    monkeypatch.setenv("MARGINALIA_UNSAFE_SEEDED_RELEASES", "1")  # --seed on simulate: tests only
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=(4000, 2))
+    frame = pd.DataFrame(x, columns=["a", "b"]).assign(y=0.5 + x @ [0.3, -0.2])
+    frame.to_csv(tmp_path / "people.csv", index=False)
+    frame[["a", "b"]].to_csv(tmp_path / "public.csv", index=False)
+    run("public", "load", "pub", "--csv", str(tmp_path / "public.csv"))
+    created = run("campaign", "create", "ssp", "--protocol", "linear-ssp", "--features", "a,b", "--target", "y",
+                  "--public", "pub", "--epsilon", "4", "--participants", "4000", "--option", "label_bound=2")
+    assert created["spec"]["randomizer"] == "l2ball" and created["delta"] == 0
+    assert run("simulate", "ssp", "--csv", str(tmp_path / "people.csv"), "--seed", "1", "--quiet")["reports"] == {
+        "0": 4000}
+    fit = run("campaign", "fit", "ssp", "--model", "linear")
+    assert list(fit["coefficients"]) == ["a", "b", "(intercept)"] and fit["protocol"] == "linear-ssp"
+    assert set(fit["standard_errors"]) == {"a", "b", "(intercept)"} and min(fit["standard_errors"].values()) > 0
+    assert fit["cost"] == {"epsilon": 0.0, "delta": 0.0, "rho": 0.0}
+    bad = runner.invoke(app, ["campaign", "create", "bad", "--protocol", "linear-ssp", "--features", "a,b",
+                              "--target", "y", "--public", "pub", "--epsilon", "1", "--delta", "1e-6"])
+    assert bad.exit_code == 2 and "delta must be 0 for linear-ssp with randomizer l2ball" in bad.output
     assert "Traceback" not in bad.output

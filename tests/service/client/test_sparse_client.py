@@ -4,6 +4,8 @@ fits the model as the project's linear-model type; the label protocol's two mode
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -61,3 +63,24 @@ def test_label_ldp_through_the_client(clients, engine) -> None:  # noqa: ANN001
     assert iht.model == "iht" and lasso.model == "lasso" and lasso.answer["details"]["alpha"] > 0
     for model in (iht, lasso):
         assert isinstance(model, CampaignModel) and model.coef_.shape == (3,)
+
+
+def test_linear_ssp_through_the_client(clients, engine) -> None:  # noqa: ANN001
+    """A steward creates a linear-ssp campaign with the Gaussian option, a participant and a gateway report through
+    the client's device, an analyst fits the linear model with its intercept and standard errors."""
+    steward, analyst = clients["steward"], clients["analyst"]
+    with pytest.raises(MarginaliaError, match="delta must be in \\(0, 1\\) for linear-ssp") as refused:
+        steward.create_campaign("ssp", "linear-ssp", NAMES, target="y", epsilon=2, randomizer="gaussian",
+                                norm_bound=2.0)
+    assert refused.value.code == "invalid_parameter"
+    steward.create_campaign("ssp", "linear-ssp", NAMES, target="y", epsilon=8, delta=1e-6, randomizer="gaussian",
+                            norm_bound=math.sqrt(3), label_bound=2.0)
+    open_to_gateways(engine, "ssp", 3000)
+    assert clients["participant"].campaign("ssp").submit([1.0, -1.0, 1.0], 0.2)["accepted"] == 1
+    x, y = _rows(3000, seed=3)
+    clients["gateway"].campaign("ssp").submit_batch(x, y, [f"g{i}" for i in range(3000)])
+    model = analyst.campaign("ssp").fit("linear")
+    assert isinstance(model, CampaignModel) and model.model == "linear" and model.cost["epsilon"] == 0
+    assert model.coef_.shape == (3,) and set(model.standard_errors) == {*NAMES, "(intercept)"}
+    frame = pd.DataFrame(x[:5], columns=NAMES)
+    np.testing.assert_allclose(model.predict(frame), x[:5] @ model.coef_ + model.intercept_)

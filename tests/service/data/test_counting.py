@@ -1,5 +1,6 @@
-"""Counting marginals in SQL (db.tables.count_marginal(s), service.data.oracle.SqlCountOracle.counts_many) on
-SQLite and PostgreSQL: every count must equal a numpy bincount of the same rows."""
+"""Counting marginals in SQL (db.tables.count_marginal(s)) on SQLite and PostgreSQL, and through the count oracle
+(service.data.oracle.TableCountOracle.counts_many) on every data engine (a SQL table, a DuckDB Parquet table):
+every count must equal a numpy bincount of the same rows."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from sqlalchemy import Engine
 
 from db import tables
 from service.data import datasets
-from service.data.oracle import SqlCountOracle, marginalize, plan_cover
+from service.data.oracle import TableCountOracle, marginalize, plan_cover
 from workloads.domain import Domain, DomainError
 
 SIZES = {"a": 3, "b": 5, "c": 7, "d": 2, "e": 11}
@@ -37,14 +38,20 @@ def _bincount(codes: np.ndarray, attributes: Sequence[str]) -> np.ndarray:
     return np.bincount(index, minlength=math.prod(shape)).reshape(shape)
 
 
-def _load(engine: Engine, tmp_path: Path, codes: np.ndarray, name: str = "toy") -> datasets.StoredDataset:
+STORES = ["sql", "duckdb"]
+
+
+def _load(engine: Engine, tmp_path: Path, codes: np.ndarray, name: str = "toy",
+          store: str = "sql") -> datasets.StoredDataset:
     csv = tmp_path / "rows.csv"
     lines = [",".join(SIZES)] + [",".join(map(str, row)) for row in codes.tolist()]
     csv.write_text("\n".join(lines) + "\n")
     domain = tmp_path / "domain.json"
     domain.write_text(json.dumps(SIZES))
-    datasets.load_coded_csv(engine, name, csv, domain)
-    return datasets.get_dataset(engine, name)
+    datasets.load_coded_csv(engine, name, csv, domain, store=store)
+    stored = datasets.get_dataset(engine, name)
+    assert stored.engine == store
+    return stored
 
 
 def _table(stored: datasets.StoredDataset):  # noqa: ANN202
@@ -130,10 +137,11 @@ def test_bad_marginal_is_a_value_error(engine, columns: list[str], shape: tuple[
         tables.count_marginal(connection, table, columns, shape)
 
 
-def test_oracle_counts_many_equals_bincount(engine, tmp_path: Path) -> None:  # noqa: ANN001
+@pytest.mark.parametrize("store", STORES)
+def test_oracle_counts_many_equals_bincount(engine, tmp_path: Path, store: str) -> None:  # noqa: ANN001
     codes = _codes(seed=3)
-    stored = _load(engine, tmp_path, codes)
-    oracle = SqlCountOracle(engine, stored)
+    stored = _load(engine, tmp_path, codes, store=store)
+    oracle = TableCountOracle(engine, stored)
     names = list(SIZES)
     requests = [*itertools.combinations(names, 2), ("e", "a", "c"), ("d",), ("b", "a")]
     answers = oracle.counts_many(requests, max_cells=200)
@@ -148,9 +156,10 @@ def test_oracle_counts_many_equals_bincount(engine, tmp_path: Path) -> None:  # 
     assert oracle.queries == len(plan_cover(requests, stored.domain, 200))
 
 
-def test_oracle_counts_one_at_a_time(engine, tmp_path: Path) -> None:  # noqa: ANN001
+@pytest.mark.parametrize("store", STORES)
+def test_oracle_counts_one_at_a_time(engine, tmp_path: Path, store: str) -> None:  # noqa: ANN001
     codes = _codes(seed=5)
-    oracle = SqlCountOracle(engine, _load(engine, tmp_path, codes))
+    oracle = TableCountOracle(engine, _load(engine, tmp_path, codes, store=store))
     for attributes in MARGINALS:
         np.testing.assert_array_equal(oracle.counts(attributes), _bincount(codes, attributes))
     # a, ba, ace, ed and cbea are counted; () is summed from a counted one, the second ba is cached
@@ -200,13 +209,15 @@ def test_marginalize_equals_direct_count() -> None:
         marginalize(full, group, ("d",))
 
 
-def test_oracle_counts_in_batches_of_bounded_cells(engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+@pytest.mark.parametrize("store", STORES)
+def test_oracle_counts_in_batches_of_bounded_cells(engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,  # noqa: ANN001
+                                                   store: str) -> None:
     from service.data import oracle as oracle_module
 
     codes = _codes(seed=13)
-    stored = _load(engine, tmp_path, codes)
+    stored = _load(engine, tmp_path, codes, store=store)
     monkeypatch.setattr(oracle_module, "BATCH_CELLS", 120)  # every batch holds one or two groups of <= 110 cells
-    oracle = SqlCountOracle(engine, stored)
+    oracle = TableCountOracle(engine, stored)
     requests = list(itertools.combinations(SIZES, 2))
     groups = plan_cover(requests, stored.domain, 110)
     assert len(oracle_module._batches(groups, stored.domain)) > 1

@@ -14,7 +14,7 @@ from db import tables
 from db.engine import transaction
 from db.models import Dataset
 from service.data import datasets
-from service.data.oracle import SqlCountOracle
+from service.data.oracle import TableCountOracle
 from service.errors import Conflict, InvalidInput
 from tests.support.paths import REPO
 
@@ -34,7 +34,7 @@ def test_load_titanic_and_count_in_sql(engine, data_dir: Path) -> None:  # noqa:
     stored = datasets.get_dataset(engine, "titanic")
     assert stored.domain["Sex"].kind == "categorical"
     assert stored.domain["Fare"].kind == "ordinal"
-    oracle = SqlCountOracle(engine, stored)
+    oracle = TableCountOracle(engine, stored)
     sizes = json.loads(domain.read_text())
     for attrs in [("Survived",), ("Pclass", "Sex"), ("Sex", "Pclass", "Survived")]:
         expected = np.zeros([sizes[a] for a in attrs], dtype=np.int64)
@@ -133,7 +133,7 @@ def test_raw_adult_with_committed_spec(engine, data_dir: Path) -> None:  # noqa:
     assert info.rows == 32561 + 16281
     stored = datasets.get_dataset(engine, "adult-raw")
     assert stored.domain["income"].size == 2 and stored.domain["income"].kind == "categorical"
-    counts = SqlCountOracle(engine, stored).counts(("income",))
+    counts = TableCountOracle(engine, stored).counts(("income",))
     # adult.names: 23.93% of the 48,842 records have income >50K
     assert counts.sum() == 48842
     assert abs(counts[1] / counts.sum() - 0.2393) < 0.001
@@ -170,7 +170,7 @@ def test_malformed_spec(engine, tmp_path: Path, spec_text: str, fragment: str) -
 
 def test_sql_count_of_empty_cells_is_zero(engine, tmp_path: Path, small_domain: Path) -> None:  # noqa: ANN001
     csv = _write(tmp_path, "data.csv", "a,b\n0,1\n0,1\n")
-    datasets.load_coded_csv(engine, "z", csv, small_domain)
+    datasets.load_coded_csv(engine, "z", csv, small_domain, store="sql")
     stored = datasets.get_dataset(engine, "z")
     table = tables.data_table(stored.data_table, [3, 2])
     with engine.connect() as connection:

@@ -16,7 +16,8 @@ from db.engine import transaction
 from db.models import Dataset
 from service import interrupts
 from service.data import datasets
-from service.data.oracle import SqlCountOracle
+from service.data.engines.store import ParquetWriter, data_folder
+from service.data.oracle import TableCountOracle
 from service.errors import InvalidInput
 
 SPEC = {"format": {"comment": "|"},
@@ -27,6 +28,8 @@ def _nothing_stored(engine) -> None:  # noqa: ANN001
     with transaction(engine) as session:
         assert session.execute(select(Dataset)).first() is None
     assert [t for t in inspect(engine).get_table_names() if t.startswith("data_")] == []
+    folder = data_folder(engine)  # no Parquet file, complete or partial, is left behind
+    assert not folder.exists() or list(folder.iterdir()) == []
 
 
 def _coded(tmp_path: Path, rows: list[str], name: str = "data.csv") -> tuple[Path, Path]:
@@ -37,15 +40,20 @@ def _coded(tmp_path: Path, rows: list[str], name: str = "data.csv") -> tuple[Pat
     return csv, domain
 
 
-def test_chunks_are_bounded_and_counted(engine, tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+@pytest.mark.parametrize("store", ["sql", "duckdb"])
+def test_chunks_are_bounded_and_counted(engine, tmp_path: Path, monkeypatch, store: str) -> None:  # noqa: ANN001
     sizes: list[int] = []
-    insert = tables.insert_rows
-    monkeypatch.setattr(tables, "insert_rows", lambda c, t, codes: (sizes.append(len(codes)), insert(c, t, codes)))
+    if store == "sql":
+        insert = tables.insert_rows
+        monkeypatch.setattr(tables, "insert_rows", lambda c, t, codes: (sizes.append(len(codes)), insert(c, t, codes)))
+    else:  # one Parquet row group per chunk
+        write = ParquetWriter.write
+        monkeypatch.setattr(ParquetWriter, "write", lambda self, codes: (sizes.append(len(codes)), write(self, codes)))
     rows = [f"{i % 3},{i % 2}" for i in range(50)]
     csv, domain = _coded(tmp_path, rows)
-    info = datasets.load_coded_csv(engine, "seven", csv, domain, chunk_rows=7)
+    info = datasets.load_coded_csv(engine, "seven", csv, domain, chunk_rows=7, store=store)
     assert sizes == [7] * 7 + [1] and info.rows == 50
-    counts = SqlCountOracle(engine, datasets.get_dataset(engine, "seven")).counts(("a", "b"))
+    counts = TableCountOracle(engine, datasets.get_dataset(engine, "seven")).counts(("a", "b"))
     expected = np.zeros((3, 2), dtype=np.int64)
     np.add.at(expected, (np.arange(50) % 3, np.arange(50) % 2), 1)
     np.testing.assert_array_equal(counts, expected)
@@ -84,7 +92,7 @@ def test_raw_files_keep_their_lines_across_chunks_comments_and_files(engine, tmp
     second.write_text('|a preamble\nx,y\n' + "15, b\n" * 6 + "|comment\n\n" + '"15", "b"\n')
     info = datasets.load_raw_csv(engine, "raw", [first, second], spec, chunk_rows=4)
     assert info.rows == 18
-    counts = SqlCountOracle(engine, datasets.get_dataset(engine, "raw")).counts(("x", "y"))
+    counts = TableCountOracle(engine, datasets.get_dataset(engine, "raw")).counts(("x", "y"))
     np.testing.assert_array_equal(counts, [[11, 0], [0, 7]])
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from service.accounting import accountant
 from service.data import datasets
-from service.data.oracle import SqlCountOracle
+from service.data.oracle import TableCountOracle
 from service.mechanisms import row_memory
 from service.mechanisms.base import MechanismError
 from service.mechanisms.objpert import ObjPertRelease
@@ -36,7 +36,7 @@ def titanic(engine, data_dir: Path):  # noqa: ANN001, ANN201
 
 
 def test_distinct_rows_are_the_groups_with_their_counts(titanic, data_dir: Path) -> None:  # noqa: ANN001
-    oracle = SqlCountOracle(titanic, datasets.get_dataset(titanic, "titanic"))
+    oracle = TableCountOracle(titanic, datasets.get_dataset(titanic, "titanic"))
     codes, counts = oracle.distinct_rows(["Pclass", "Sex"], chunk_rows=2)
     frame = pd.read_csv(data_dir / "titanic" / "titanic.csv")
     expected = frame.groupby(["Pclass", "Sex"]).size()
@@ -58,7 +58,7 @@ def test_objpert_reads_the_distinct_rows_only(tmp_path: Path, data_dir: Path) ->
     datasets.load_coded_csv(engine, "titanic", folder / "titanic.csv", folder / "titanic-domain.json", CATEGORICAL)
     stored = datasets.get_dataset(engine, "titanic")
     design = build_design(stored.domain, "logistic", "Sex", FEATURES)
-    oracle = SqlCountOracle(engine, stored)
+    oracle = TableCountOracle(engine, stored)
     ObjPertRelease(design, 1, "1e-5")(oracle, NoiseSource(1))
     frame = pd.read_csv(folder / "titanic.csv")
     assert oracle.rows_read == len(frame)

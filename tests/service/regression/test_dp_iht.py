@@ -24,7 +24,7 @@ from service.accounting import accountant
 from service.accounting.accountant import release_costs
 from service.cli import app
 from service.data import datasets
-from service.data.oracle import SqlCountOracle
+from service.data.oracle import TableCountOracle
 from service.mechanisms import registry
 from service.mechanisms.dp_iht import COUNT_SHARE, DPIHTRelease, resolve_options
 from service.privacy import conversions
@@ -141,7 +141,7 @@ def test_release_draws_one_count_and_t_gradient_vectors_of_the_calibrated_scale(
     datasets.load_coded_csv(engine, "flat", csv, sparse_table[1])
     stored = datasets.get_dataset(engine, "flat")
     design = build_design(stored.domain, "linear", "y", FEATURES, intercept=False)
-    oracle = SqlCountOracle(engine, stored)
+    oracle = TableCountOracle(engine, stored)
     release = DPIHTRelease(design, Fraction(1, 2), {"sparsity": 8, "iterations": 1, "step": 1.0})
     sigma = release.calibration.sigma_gradient
     # exact: one iteration gets 9/10 of rho; G^2 / (2 sigma^2) <= rho_iter

@@ -27,7 +27,7 @@ from estimators.central.sufficient_stats import gram_from_marginals, gram_from_r
 from service.accounting import accountant
 from service.cli import app
 from service.data import datasets
-from service.data.oracle import SqlCountOracle
+from service.data.oracle import TableCountOracle
 from service.mechanisms import gram, registry
 from service.mechanisms.base import MechanismError
 from service.mechanisms.objpert import ObjPertRelease
@@ -173,7 +173,7 @@ def test_gram_release_answers_a_second_target_for_free(titanic) -> None:  # noqa
 
 def _titanic_on_sqlite(
     tmp_path: Path, titanic_csv: tuple[Path, Path], task: str, target: str, features: list[str]
-) -> tuple[object, SqlCountOracle, pd.DataFrame]:
+) -> tuple[object, TableCountOracle, pd.DataFrame]:
     """Titanic loaded into a fresh SQLite file: the design, a count oracle over it and the rows (for
     statistical tests that draw many seeded releases and need no second backend)."""
     from db.engine import make_engine
@@ -185,7 +185,7 @@ def _titanic_on_sqlite(
     stored = datasets.get_dataset(engine, "titanic")
     design = build_design(stored.domain, task, target, features)
     frame, _ = _frame(titanic_csv)
-    return design, SqlCountOracle(engine, stored), frame
+    return design, TableCountOracle(engine, stored), frame
 
 
 def test_gram_release_noise_matches_its_calibration(tmp_path: Path, titanic_csv) -> None:  # noqa: ANN001

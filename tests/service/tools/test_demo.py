@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from fastapi.testclient import TestClient
 
 from service.api import create_app
@@ -50,3 +51,27 @@ def test_the_demo_writes_into_the_repository_and_reads_the_shared_tables() -> No
     default to ``../shared/data`` beside it."""
     assert (demo.REPO / "pyproject.toml").is_file() and (demo.REPO / "Makefile").is_file()
     assert demo.OUT == demo.REPO / "demo-output"
+
+
+def test_the_local_part_uses_the_protocol_defaults_and_shows_what_differs_between_models() -> None:
+    """Issue 20: the local part names its protocol in one place, tunes nothing by hand, and beside the AUC (shared by
+    every rescaled link) shows the calibration and the log loss, which differ between models."""
+    import numpy as np
+
+    from service.tools.demo import local
+
+    arguments = local.campaign_arguments()
+    assert arguments[arguments.index("--protocol") + 1] == local.PROTOCOL
+    assert not any(a.startswith("--norm-bound") or "gram" in a or a == "--option" for a in arguments)
+    rng = np.random.default_rng(0)
+    score = rng.normal(size=5_000)
+    labels = (rng.random(5_000) < 1.0 / (1.0 + np.exp(-score))).astype(float)
+    steep, flat = (local.calibration(1.0 / (1.0 + np.exp(-c * score)), labels) for c in (1.0, 0.2))
+    assert steep[1] < flat[1] - 0.05  # same ranking, same AUC: only the log loss tells them apart
+    base = labels.mean()
+    mean_p, loss = local.calibration(np.full(labels.size, base), labels)
+    entropy = -(base * np.log(base) + (1 - base) * np.log(1 - base))
+    assert mean_p == pytest.approx(base) and loss == pytest.approx(entropy)
+    auc = {"mean": 0.6, "low": 0.4, "high": 0.74, "reference": 0.75}
+    assert local.verdict({"expected_relative_error": 1.6, "auc": auc}).startswith("Noise-dominated")
+    assert local.verdict({"expected_relative_error": 0.2, "auc": auc}).startswith("As planned")

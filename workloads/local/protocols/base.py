@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from workloads.local.calibration import grid_units
+from workloads.local.clipping import Clipped
 from workloads.local.randomizers.grid import GridNoise
 from workloads.local.randomizers.sufficient_statistics import (
     NORMS,
@@ -366,6 +367,11 @@ class ProtocolSpec:
 
         ``data`` holds arrays; a leading batch axis randomizes many participants at once (simulations)."""
         raise NotImplementedError
+
+    def clipped(self, round_index: int, state: RoundState, data: Mapping[str, Any]) -> tuple[Clipped, ...]:
+        """Per public bound of round ``round_index``, how many rows of ``data`` (as :meth:`randomize` takes it) it
+        clips (:mod:`workloads.local.clipping`: a count that stays on the device). Default: nothing is clipped."""
+        return ()
 
     def check_reports(self, round_index: int, state: RoundState, batch: Mapping[str, np.ndarray]) -> None:
         """Refuse (:class:`ReportError`) reports the schema's ranges admit but the randomizer cannot emit.

@@ -32,6 +32,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from workloads.local import clipping
 from workloads.local.protocols.base import (
     LAPLACE_TAIL,
     FieldSchema,
@@ -112,6 +113,15 @@ class _BernsteinSettings(ProtocolSpec):
         losses = squared_loss_on_grid(grid, np.atleast_2d(x), np.atleast_1d(y), self.lower, self.upper,
                                       self.loss_scale)
         return losses, x.ndim == 1
+
+    def clipped(self, round_index: int, state: RoundState, data: Mapping[str, Any]) -> tuple[clipping.Clipped, ...]:
+        """Rows whose squared residual exceeds ``loss_scale`` at some grid point (their loss is clipped to 1)."""
+        self._check_state_round(round_index, state)
+        x, y = _features_and_labels(data, self.dimension)
+        thetas = self.lower + (self.upper - self.lower) * bernstein_grid(self.degree, self.dimension)
+        residual = np.atleast_2d(x) @ thetas.T - np.atleast_1d(y)[:, np.newaxis]
+        return clipping.count("loss_scale", self.loss_scale, np.max(residual**2, axis=1) > self.loss_scale,
+                              "a squared residual over the box")
 
 
 @register_protocol

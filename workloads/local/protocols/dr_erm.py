@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from workloads.local import clipping
 from workloads.local.protocols.base import (
     GroupSpec,
     ProtocolError,
@@ -113,3 +114,11 @@ class DrErmSpec(ProtocolSpec):
         report = projected_statistics_report(x, y, self.projection(), self.feature_radius, self.label_bound,
                                              self.epsilon, rng)
         return {"statistics": report}
+
+    def clipped(self, round_index: int, state: RoundState, data: Mapping[str, Any]) -> tuple[clipping.Clipped, ...]:
+        self.report_schema(round_index, state)
+        x, y = _features_and_labels(data, self.dimension)
+        projected = np.atleast_2d(x) @ self.projection().T
+        return (*clipping.count("feature_radius", self.feature_radius,
+                                clipping.norms(projected) > self.feature_radius, "a projected row's norm ||Phi x||"),
+                *clipping.count("label_bound", self.label_bound, np.abs(y) > self.label_bound, "a label"))

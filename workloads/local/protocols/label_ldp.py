@@ -37,6 +37,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from workloads.local import clipping
 from workloads.local.protocols.base import (
     FieldSchema,
     GroupSpec,
@@ -202,3 +203,8 @@ class LabelLdpSpec(ProtocolSpec):
         else:
             noisy = np.asarray(randomize_labels(y, self.label_bound, self.epsilon, self.delta, rng)).reshape(y.shape)
         return {"row": rows, "label": noisy}
+
+    def clipped(self, round_index: int, state: RoundState, data: Mapping[str, Any]) -> tuple[clipping.Clipped, ...]:
+        self._check_state_round(round_index, state)
+        y = _participant_array(data, "y")
+        return clipping.count("label_bound", self.label_bound, np.abs(y) > self.label_bound, "a label")

@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from workloads.local import clipping
 from workloads.local.protocols.base import (
     GroupSpec,
     ProtocolError,
@@ -79,5 +80,10 @@ class LdpAverageSpec(ProtocolSpec):
         self._check_state_round(round_index, state)
         value = _participant_array(data, "value")
         return {"value": randomize_interval_values(value, self.lower, self.upper, self.epsilon, rng)}
+
+    def clipped(self, round_index: int, state: RoundState, data: Mapping[str, Any]) -> tuple[clipping.Clipped, ...]:
+        value = _participant_array(data, "value")
+        return (*clipping.count("lower", self.lower, value < self.lower, "a value"),
+                *clipping.count("upper", self.upper, value > self.upper, "a value"))
 
 

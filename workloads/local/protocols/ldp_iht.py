@@ -37,6 +37,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from workloads.local import clipping
 from workloads.local.protocols.base import (
     FieldSchema,
     GroupSpec,
@@ -195,3 +196,16 @@ class LdpIhtSpec(ProtocolSpec):
             return {"coordinate": np.asarray(coordinates, dtype=float), "value": np.asarray(values)}
         report = ldp_iht_report(theta, x, y, self.residual_bound, self.feature_norm_bound, self.epsilon, rng)
         return {"gradient": report}
+
+    def clipped(self, round_index: int, state: RoundState, data: Mapping[str, Any]) -> tuple[clipping.Clipped, ...]:
+        """Residuals beyond ``c`` (``residual_bound``), and gradients ``x clip(r)`` beyond the ball of radius
+        ``feature_norm_bound * c`` the randomizer scales them into."""
+        theta = self.theta(round_index, state)
+        x, y = _features_and_labels(data, self.dimension)
+        residual = np.atleast_2d(x) @ theta - np.atleast_1d(y)
+        gradient = clipping.norms(x) * np.minimum(np.abs(residual), self.residual_bound)
+        return (*clipping.count("residual_bound", self.residual_bound, np.abs(residual) > self.residual_bound,
+                                "a residual <theta, x> - y"),
+                *clipping.count("feature_norm_bound", self.feature_norm_bound,
+                                gradient > self.feature_norm_bound * self.residual_bound,
+                                "a gradient x clip(r) of norm (over residual_bound)"))

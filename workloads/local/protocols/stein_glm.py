@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from workloads.local import clipping
 from workloads.local.protocols.base import (
     GroupSpec,
     ProtocolError,
@@ -26,6 +27,7 @@ from workloads.local.randomizers.grid import GridNoise
 from workloads.local.randomizers.laplace import interval_noise
 from workloads.local.randomizers.sufficient_statistics import (
     StatisticsNoise,
+    clip_features,
     noise_scales,
     randomize_sufficient_statistics,
     statistics_ranges,
@@ -68,6 +70,13 @@ class _StatisticsBounds:
             return noise_scales(self.dimension, self.norm_bound, self.label_bound, epsilon, delta, gram, xy_ratio)
         except ParameterError as error:
             raise ProtocolError(str(error)) from None
+
+    def _clipped_statistics(self, data: Mapping[str, Any]) -> tuple[clipping.Clipped, ...]:
+        """Rows whose features the ball ``||x|| <= norm_bound`` scales down, and labels beyond ``label_bound``."""
+        x, y = _features_and_labels(data, self.dimension)
+        return (*clipping.count("norm_bound", self.norm_bound, clipping.norms(x, self.norm) > self.norm_bound,
+                                f"a feature row's {self.norm} norm"),
+                *clipping.count("label_bound", self.label_bound, np.abs(y) > self.label_bound, "a label"))
 
     def _randomize_statistics(
         self, data: Mapping[str, Any], epsilon: float, delta: float, norm: str, gram: bool,
@@ -129,6 +138,10 @@ class SteinGlmSpec(_StatisticsBounds, ProtocolSpec):
     ) -> dict[str, np.ndarray]:
         self._check_state_round(round_index, state)
         return self._randomize_statistics(data, self.epsilon, self.delta, self.norm, self.gram, self.xy_ratio, rng)
+
+    def clipped(self, round_index: int, state: RoundState, data: Mapping[str, Any]) -> tuple[clipping.Clipped, ...]:
+        self._check_state_round(round_index, state)
+        return self._clipped_statistics(data)
 
 
 @register_protocol
@@ -221,6 +234,18 @@ class TwoRoundSteinSpec(_StatisticsBounds, ProtocolSpec):
         projection = randomize_projection(_features(data, self.dimension), coef, norm_bound=self.norm_bound,
                                           bound=bound, epsilon=self.second.epsilon, norm=self.norm, rng=rng)
         return {"projection": projection}
+
+    def clipped(self, round_index: int, state: RoundState, data: Mapping[str, Any]) -> tuple[clipping.Clipped, ...]:
+        self._check_state_round(round_index, state)
+        if round_index == 0:
+            return self._clipped_statistics(data)
+        coef, bound = self._projection_state(state)
+        x = _features(data, self.dimension)
+        inside = clip_features(x, self.norm_bound, self.norm)
+        return (*clipping.count("norm_bound", self.norm_bound, clipping.norms(x, self.norm) > self.norm_bound,
+                                f"a feature row's {self.norm} norm"),
+                *clipping.count("bound", bound, np.abs(np.atleast_2d(inside) @ coef) > bound,
+                                "the projection <x, coef>"))
 
     def projection_state(self, coef: object, bound: float) -> RoundState:
         """Round 1's public state (checked)."""

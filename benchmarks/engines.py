@@ -1,0 +1,190 @@
+"""Benchmark: the data engines on an Adult-shaped table (issue 21, "Targets").
+
+For each size (default 1M and 5M rows; the table is the coded adult training table resampled with replacement,
+written as CSV under ``--folder`` by :func:`benchmarks.load_memory.write_table`, never into the repository):
+
+* ``load``: ``pandas.read_csv`` of the CSV (the reference) against :func:`service.data.datasets.load_coded_csv`
+  into the default engine (DuckDB: a Parquet file beside a fresh SQLite service database); target: within 3x;
+* ``count``: the 105 two-way marginals of the 15 columns, by numpy ``bincount`` on the codes in memory (the
+  reference), by the count oracle on the DuckDB table (``TableCountOracle.counts_many``, a fresh oracle each round,
+  so nothing is cached) and, for the sizes in ``--sqlite-rows``, by the same oracle on a SQLite-stored copy; every
+  count is checked against numpy's in the first round; target: DuckDB within 1.5x of numpy;
+* ``release``: a direct Laplace release of all 105 pairs (``release_marginals(..., "laplace", "all-2way")``, end
+  to end: reserve, count, noise, store) on the DuckDB table, for the sizes in ``--release-rows``; target < 10 s.
+
+Times are wall seconds, the best of ``--repeats`` rounds. Writes ``results/engines.json`` and ``results/engines.png``
+and prints a table::
+
+    .venv/bin/python -m benchmarks.engines                                   # 1M and 5M rows: a few minutes
+    .venv/bin/python -m benchmarks.engines --rows 20000000 --sqlite-rows ""  # 20M rows: 1.2 GB of CSV under /tmp
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from benchmarks import harness
+from benchmarks.load_memory import DOMAIN, write_table
+
+VARIANTS = ("numpy", "duckdb", "sqlite")
+
+
+def _seconds(run: Callable[[], object], repeats: int) -> tuple[float, object]:
+    best, value = math.inf, None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        value = run()
+        best = min(best, time.perf_counter() - start)
+    return best, value
+
+
+def _bincounts(codes: np.ndarray, names: list[str], sizes: dict[str, int],
+               pairs: list[tuple[str, str]]) -> dict[tuple[str, str], np.ndarray]:
+    out = {}
+    for a, b in pairs:
+        i, j = names.index(a), names.index(b)
+        index = codes[:, i].astype(np.intp) * sizes[b] + codes[:, j]
+        out[(a, b)] = np.bincount(index, minlength=sizes[a] * sizes[b]).reshape(sizes[a], sizes[b])
+    return out
+
+
+def run_size(rows: int, folder: Path, args: argparse.Namespace, log: Callable[[str], None]) -> list[dict[str, object]]:
+    from service.accounting import accountant
+    from service.data import datasets
+    from service.data.oracle import TableCountOracle
+    from service.releases import engine as release_engine
+
+    csv = write_table(folder, rows, args.seed)  # reused by a later run in the same --folder
+    database = folder / f"engines-{rows}.db"
+    for stale in folder.glob(f"{database.name}*"):  # a fresh service database and data folder on every run
+        stale.unlink()
+    shutil.rmtree(folder / f"{database.stem}-tables", ignore_errors=True)
+    engine = harness.temporary_database(database)
+    records: list[dict[str, object]] = []
+
+    def record(task: str, variant: str, seconds: float, **extra: object) -> None:
+        records.append({"rows": rows, "task": task, "variant": variant, "seconds": seconds, **extra})
+        log(f"{rows:>11,} {task:<8} {variant:<8} {seconds:8.2f} s")
+
+    try:
+        seconds, frame = _seconds(lambda: pd.read_csv(csv), 1)
+        record("load", "pandas", seconds)
+        seconds, _ = _seconds(lambda: datasets.load_coded_csv(engine, "duck", csv, harness.DATA / DOMAIN), 1)
+        record("load", "duckdb", seconds)
+        names = list(frame.columns)
+        codes = frame.to_numpy(dtype=np.int16)
+        del frame
+        stored = {"duckdb": datasets.get_dataset(engine, "duck")}
+        sizes = stored["duckdb"].domain.sizes()
+        pairs = list(itertools.combinations(names, 2))
+        seconds, expected = _seconds(lambda: _bincounts(codes, names, sizes, pairs), args.repeats)
+        record("count", "numpy", seconds, marginals=len(pairs))
+        if rows in args.sqlite_rows:
+            datasets.load_coded_csv(engine, "sql", csv, harness.DATA / DOMAIN, store="sql")
+            stored["sqlite"] = datasets.get_dataset(engine, "sql")
+        for variant, dataset in stored.items():
+            def count(dataset: datasets.StoredDataset = dataset) -> dict[tuple[str, ...], np.ndarray]:
+                with TableCountOracle(engine, dataset) as oracle:
+                    return oracle.counts_many(pairs)
+            seconds, counted = _seconds(count, args.repeats)
+            wrong = [p for p in pairs if not np.array_equal(counted[p], expected[p])]
+            if wrong:
+                raise RuntimeError(f"{variant} counts differ from numpy's on {wrong[:3]}")
+            record("count", variant, seconds, marginals=len(pairs))
+        if rows in args.release_rows:
+            accountant.set_budget(engine, "duck", "100", "0")
+            seconds, outcome = _seconds(lambda: release_engine.release_marginals(
+                engine, "duck", "laplace", "all-2way", epsilon="1", seed=args.seed), 1)
+            record("release", "duckdb", seconds, mechanism="laplace", workload="all-2way",
+                   release_id=outcome.release_id)
+    finally:
+        engine.dispose()
+    return records
+
+
+def summarize(records: list[dict[str, object]]) -> list[dict[str, object]]:
+    """Per size: DuckDB counting over numpy, SQLite over numpy, load over pandas, release seconds."""
+    out = []
+    for rows in sorted({r["rows"] for r in records}):
+        seconds = {(r["task"], r["variant"]): r["seconds"] for r in records if r["rows"] == rows}
+        row: dict[str, object] = {"rows": rows}
+        if ("count", "numpy") in seconds:
+            for variant in ("duckdb", "sqlite"):
+                if ("count", variant) in seconds:
+                    row[f"count_{variant}_over_numpy"] = seconds[("count", variant)] / seconds[("count", "numpy")]
+        if ("load", "pandas") in seconds:
+            row["load_over_pandas"] = seconds[("load", "duckdb")] / seconds[("load", "pandas")]
+        if ("release", "duckdb") in seconds:
+            row["release_seconds"] = seconds[("release", "duckdb")]
+        out.append(row)
+    return out
+
+
+def plot(result: dict[str, object], path: Path) -> None:
+    plt = harness.pyplot()
+    records = result["records"]
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4))
+    for axis, task, variants in zip(axes, ("count", "load", "release"),
+                                    (VARIANTS, ("pandas", "duckdb"), ("duckdb",)), strict=True):
+        for variant in variants:
+            points = sorted((r["rows"], r["seconds"]) for r in records if r["task"] == task and r["variant"] == variant)
+            if points:
+                axis.plot(*zip(*points, strict=True), marker="o", label=variant)
+        axis.set(xscale="log", yscale="log", xlabel="rows", ylabel="seconds",
+                 title={"count": "105 two-way marginals", "load": "load the CSV",
+                        "release": "Laplace all-2way release"}[task])
+        harness.finish_axes(axis, 8)
+    harness.save_figure(fig, path)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", default="1000000,5000000", help="comma-separated row counts")
+    parser.add_argument("--sqlite-rows", default="1000000", help="the sizes also counted on a SQLite-stored copy")
+    parser.add_argument("--release-rows", default=None, help="the sizes released end to end (default: the largest)")
+    parser.add_argument("--repeats", type=int, default=2, help="timed rounds of counting (the best is kept)")
+    parser.add_argument("--folder", type=Path, default=None, help="where the tables go (default: a temporary one)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--quiet", action="store_true")
+    harness.add_outputs(parser, "engines")
+    args = parser.parse_args()
+    sizes = harness.number_list(args.rows, "--rows", int)
+    if not sizes or min(sizes) < 1:
+        raise harness.BenchError(f"--rows must be positive row counts, got {args.rows!r}")
+    args.sqlite_rows = harness.number_list(args.sqlite_rows, "--sqlite-rows", int) or ()
+    args.release_rows = harness.number_list(args.release_rows, "--release-rows", int) or (max(sizes),)
+    if args.repeats < 1:
+        raise harness.BenchError(f"--repeats must be at least 1, got {args.repeats}")
+    out, png = harness.outputs(args)
+    log = harness.logger(args.quiet)
+
+    def run(folder: Path) -> list[dict[str, object]]:
+        return [r for rows in sizes for r in run_size(rows, folder, args, log)]
+
+    if args.folder is not None:
+        args.folder.mkdir(parents=True, exist_ok=True)
+        records = run(args.folder)
+    else:
+        with harness.temporary_folder("marginalia-engines-") as folder:
+            records = run(folder)
+    result = {"records": records, "summary": summarize(records), "machine": harness.machine(),
+              "note": "shared machine (2 cores, other jobs running): compare variants within one run"}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    harness.write_json(out, result)
+    plot(result, png)
+    harness.summary_table("data engines", ["rows", "task", "variant", "seconds"],
+                          [(f"{r['rows']:,}", r["task"], r["variant"], f"{r['seconds']:.2f}") for r in records])
+    harness.wrote(out, png)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,146 @@
+"""``campaign plan``: a campaign's expected error before any report, spending nothing (docs/campaigns.md, "Planning a
+campaign").
+
+The request is a campaign's (protocol, features, target, public table, epsilon, delta, options), validated and built
+exactly as :func:`service.campaigns.campaigns.prepare_campaign` builds it for ``campaign create``; nothing is stored.
+The protocol's planner (the ``plan`` of its :class:`~service.campaigns.protocols.base.CampaignProtocol`) gives its
+closed-form error model (:mod:`estimators.local.planning`) from the spec and the public table alone; from it the plan
+predicts the error at ``participants``, the participants needed for ``target_error``, or both, and for a binary target
+the public table holds, the AUC range on its rows. Only public tables are read: it costs nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from sqlalchemy import Engine
+
+from estimators.base import EstimatorError
+from estimators.local.planning import (
+    AUC_QUANTILES,
+    AUC_ROWS,
+    ErrorModel,
+    auc_range,
+    binary_labels,
+    expected_error,
+    participants_for,
+)
+from service.campaigns.campaigns import prepare_campaign
+from service.campaigns.protocols import CAMPAIGN_PROTOCOLS, get_protocol
+from service.campaigns.public_tables import public_matrix
+from service.campaigns.types import ZERO_COST
+from service.errors import InvalidInput
+from workloads.local.protocols import ProtocolError
+
+
+@dataclass(frozen=True)
+class CampaignPlan:
+    """The answer of ``campaign plan`` (:meth:`to_json`)."""
+
+    protocol: str
+    features: tuple[str, ...]
+    target: str | None
+    epsilon: float
+    delta: float
+    metric: str
+    reference: str
+    participants: int | None
+    expected_error: float | None
+    expected_relative_error: float | None
+    standard_errors: dict[str, float] | None
+    target_error: float | None
+    participants_needed: int | None
+    auc: dict[str, float] | None
+    auc_note: str | None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"protocol": self.protocol, "features": list(self.features), "target": self.target,
+                "epsilon": self.epsilon, "delta": self.delta, "metric": self.metric, "reference": self.reference,
+                "participants": self.participants, "expected_error": self.expected_error,
+                "expected_relative_error": self.expected_relative_error, "standard_errors": self.standard_errors,
+                "target_error": self.target_error, "participants_needed": self.participants_needed,
+                "auc": self.auc, "auc_note": self.auc_note, "notes": list(self.notes), "cost": dict(ZERO_COST)}
+
+
+def _planner(protocol: str) -> Any:
+    record = get_protocol(protocol)
+    if record.plan is None:
+        planned = sorted(name for name, r in CAMPAIGN_PROTOCOLS.items() if r.plan is not None)
+        raise InvalidInput(f"no planner for protocol {protocol!r} (protocols with one: {planned})", code="no_planner")
+    return record.plan
+
+
+def _count(name: str, value: object) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidInput(f"{name} must be a whole number >= 1, got {value!r}", code="invalid_parameter")
+    return value
+
+
+def _target_error(value: object) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+        raise InvalidInput(f"target_error must be a positive number, got {value!r}", code="invalid_parameter")
+    return float(value)
+
+
+def _auc(model: ErrorModel, n: int | None, rows: np.ndarray | None, labels: np.ndarray | None,
+         target: str | None, table: str | None) -> tuple[dict[str, float] | None, str | None]:
+    """The AUC range at ``n`` on the public rows, or why there is none."""
+    if target is None:
+        return None, "no AUC: the campaign has no target"
+    if rows is None or labels is None:
+        where = "no public table" if table is None else f"public table {table!r} has no column {target!r}"
+        return None, (f"no AUC: it is evaluated on public rows holding the target, and there is {where}; load a "
+                      "public sample with the target to predict it")
+    if binary_labels(labels) is None:
+        return None, f"no AUC: the target {target!r} is not binary in the public table"
+    if n is None:
+        return None, "no AUC: give the participants to predict it at"
+    low, high = AUC_QUANTILES
+    return auc_range(model, n, rows, labels), (f"the AUC on {min(rows.shape[0], AUC_ROWS):,} of the public table's "
+                                               f"{rows.shape[0]:,} rows, of coefficient "
+                                               f"vectors drawn from the predicted error distribution: mean, and "
+                                               f"{low:.0%} to {high:.0%} quantiles (low, high); reference: the "
+                                               "reference coefficients' own AUC there")
+
+
+def plan_campaign(engine: Engine, protocol: str, features: Sequence[str] | str, target: str | None = None,
+                  public: str | None = None, epsilon: object = None, delta: object = None,
+                  options: Mapping[str, object] | None = None, participants: object = None,
+                  target_error: object = None) -> CampaignPlan:
+    """The plan of the campaign this request would create (module docstring); ``participants`` and/or
+    ``target_error`` say what to predict."""
+    plan = _planner(protocol)
+    n, wanted = _count("participants", participants), _target_error(target_error)
+    if n is None and wanted is None:
+        raise InvalidInput("give participants (the error expected at N) or target_error (the N needed)",
+                           code="invalid_parameter")
+    prepared = prepare_campaign(engine, protocol, features, target, public, epsilon, delta, options)
+    labels = None
+    if prepared.table is not None and target is not None and target in prepared.table.column_names:
+        labels = public_matrix(engine, prepared.table, [target])[:, 0]
+    try:
+        model = plan(prepared.spec, prepared.public_rows, labels)
+        predicted = None if n is None else expected_error(model, n)
+        needed = None if wanted is None else participants_for(model, wanted)
+        auc, auc_note = _auc(model, n, prepared.public_rows, labels, target, public)
+    except (EstimatorError, ProtocolError) as error:
+        raise InvalidInput(f"protocol {protocol!r}: {error}", code="invalid_parameter") from None
+    notes = list(model.notes)
+    if wanted is not None:
+        measured = "relative" if model.reference is not None else "absolute (no reference coefficients)"
+        notes.append(f"target_error is the {measured} error" + ("" if needed is not None else
+                     ": not reached at any participant count (a bias the noise does not cause)"))
+    return CampaignPlan(
+        protocol, prepared.names, target, float(epsilon), float(delta or 0.0), model.metric, model.reference_source,
+        n, None if predicted is None else predicted.error, None if predicted is None else predicted.relative,
+        None if predicted is None else dict(zip(prepared.names, predicted.standard_errors.tolist(), strict=True)),
+        wanted, needed, auc, auc_note, tuple(notes))

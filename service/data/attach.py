@@ -1,0 +1,174 @@
+"""Registering a table where it lives, without copying it: ``marginalia dataset attach NAME --parquet PATH|GLOB
+--spec SPEC`` (counted by DuckDB), or ``--sql URL --table T --spec SPEC`` (counted by that database).
+
+The dataset's row records the Parquet files (absolute paths or globs) and its public binning spec; the rows stay
+where they are and are coded inside DuckDB on every scan (:mod:`service.data.engines.spec_sql`: a value outside
+the spec is refused, naming its column, never dropped). Attaching checks everything once, before anything is
+stored: the files exist and are Parquet, they have every column the spec names, and every value of every row fits
+the spec (one scan, which also counts the rows). Any failure is one clear error and stores nothing.
+
+The files must stay readable by every process of the service and must not change while a release reads them; a
+file that later disappears or gains a value outside the spec makes a release fail before any noise is drawn.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+from pathlib import Path
+
+import duckdb
+from sqlalchemy import Engine, inspect, make_url, select
+from sqlalchemy.exc import NoSuchTableError
+
+from db import tables
+from db.engine import OPEN_ERRORS, DatabaseUnavailable, make_engine, safe_url, serialized_transaction, unavailable
+from db.models import Dataset
+from service.data.datasets import DatasetInfo, check_name
+from service.data.engines.base import DUCKDB, SQL, EngineError
+from service.data.engines.duckdb_table import DuckDBTable, parquet_source
+from service.data.engines.foreign_sql import open_foreign
+from service.data.engines.spec_sql import spec_columns
+from service.errors import Conflict, InvalidInput
+from workloads.binning import BinningError, BinningSpec, load_spec
+
+GLOB_CHARACTERS = set("*?[")
+
+
+def attach_parquet(engine: Engine, name: str, paths: list[str], spec_path: Path) -> DatasetInfo:
+    """Register the Parquet files ``paths`` (files or globs) as dataset ``name``, coded by the spec at
+    ``spec_path`` (module docstring)."""
+    check_name(name)
+    spec = _spec(spec_path)
+    if not paths:
+        raise InvalidInput("give at least one --parquet PATH or GLOB", code="invalid_parameter")
+    sources = [_resolve(p) for p in paths]
+    _check_columns(sources, spec)
+    table = DuckDBTable(sources, spec_columns(spec), name)
+    try:
+        rows = table.check()
+    except EngineError as exc:
+        raise InvalidInput(f"{exc.message}. Nothing was stored.", code="invalid_value") from None
+    finally:
+        table.close()
+    location = {"parquet": sources, "spec": spec_to_dict(spec)}
+    return _register(engine, name, spec, rows, ", ".join(sources), DUCKDB, location)
+
+
+def attach_sql(engine: Engine, name: str, url: str, table_name: str, spec_path: Path) -> DatasetInfo:
+    """Register table ``table_name`` of the database at ``url`` (any SQLAlchemy URL) as dataset ``name``, coded by
+    the spec at ``spec_path`` inside that database (:mod:`service.data.engines.foreign_sql`). The database must be
+    reachable, the table must exist with every column the spec names, and every value must fit the spec."""
+    check_name(name)
+    spec = _spec(spec_path)
+    where = f"--sql {safe_url(url)} --table {table_name}"
+    sqlite_file = url.startswith("sqlite") and make_url(url).database not in (None, "", ":memory:")
+    if sqlite_file and not Path(str(make_url(url).database)).is_file():  # opening it would create an empty one
+        raise InvalidInput(f"{where}: no such database file; nothing was stored", code="unreachable_database")
+    try:
+        foreign = make_engine(url)
+    except DatabaseUnavailable as exc:
+        raise InvalidInput(f"{where}: {exc}; nothing was stored", code="unreachable_database") from None
+    try:
+        try:
+            present = [c["name"] for c in inspect(foreign).get_columns(table_name)]
+        except NoSuchTableError:
+            raise InvalidInput(f"{where}: no such table; nothing was stored", code="missing_table") from None
+        except OPEN_ERRORS as exc:
+            raise InvalidInput(f"{where}: the database cannot be reached ({unavailable(url, exc)}); nothing was "
+                               "stored", code="unreachable_database") from None
+        missing = [c.name for c in spec.columns if c.name not in present]
+        if missing:
+            raise InvalidInput(f"{where}: the spec's column(s) {missing} are not in the table, which has {present}; "
+                               "nothing was stored", code="column_mismatch")
+    finally:
+        foreign.dispose()
+    location = {"url": url, "table": table_name, "spec": spec_to_dict(spec)}
+    try:
+        table = open_foreign(location, name, spec.domain().sizes())
+    except EngineError as exc:
+        raise InvalidInput(f"{where}: {exc.message}; nothing was stored", code="unreachable_database") from None
+    try:
+        outside = table.outside_columns()
+        if outside:
+            raise InvalidInput(f"{where}: column(s) {outside} hold a value the binning spec cannot code; values "
+                               "outside the spec are refused, never dropped: widen the spec to count them. Nothing "
+                               "was stored.", code="invalid_value")
+        rows = table.row_count()
+    except EngineError as exc:
+        raise InvalidInput(f"{exc.message}. Nothing was stored.", code="unreachable_database") from None
+    finally:
+        table.close()
+    return _register(engine, name, spec, rows, f"{safe_url(url)} table {table_name}", SQL, location)
+
+
+def _spec(spec_path: Path) -> BinningSpec:
+    try:
+        return load_spec(spec_path)
+    except BinningError as exc:
+        raise InvalidInput(str(exc), code="invalid_spec") from None
+
+
+def _register(engine: Engine, name: str, spec: BinningSpec, rows: int, source: str, engine_name: str,
+              location: dict[str, object]) -> DatasetInfo:
+    """Store the dataset row of an attached table (its rows stay where they live); a table without rows is
+    refused."""
+    if rows == 0:
+        raise InvalidInput(f"{source}: the table has no rows; nothing was stored", code="empty_file")
+    columns = [{"name": c.name, "size": c.size, "kind": c.kind, "sql": sql, "labels": list(c.labels)}
+               for c, sql in zip(spec.columns, tables.sql_column_names(len(spec.columns)), strict=True)]
+    with serialized_transaction(engine) as session:
+        if session.execute(select(Dataset.id).where(Dataset.name == name)).first() is not None:
+            raise Conflict(f"a dataset named {name!r} already exists; choose another name", code="duplicate_dataset")
+        dataset = Dataset(name=name, domain_json=json.dumps({"columns": columns}), data_table="pending",
+                          row_count=rows, source=source, engine=engine_name, location=json.dumps(location))
+        session.add(dataset)
+        session.flush()
+        dataset.data_table = tables.data_table_name(dataset.id)
+    labels = {c.name: list(c.labels) for c in spec.columns}
+    return DatasetInfo(name=name, rows=rows, domain=spec.domain(), source=source, labels=labels, engine=engine_name)
+
+
+def spec_to_dict(spec: BinningSpec) -> dict[str, object]:
+    """``spec`` as the mapping :func:`workloads.binning.parse_spec` reads back (what a dataset's location keeps)."""
+    columns: dict[str, object] = {}
+    for c in spec.columns:
+        entry: dict[str, object] = {"kind": c.kind}
+        if c.edges:
+            entry["edges"] = list(c.edges)
+        else:
+            entry["values"] = list(c.values)
+            if c.strip_suffix:
+                entry["strip_suffix"] = c.strip_suffix
+        columns[c.name] = entry
+    return {"format": {"strip": spec.strip}, "columns": columns}
+
+
+def _resolve(path: str) -> str:
+    """``path`` made absolute; a file that does not exist, or a glob that matches no file, is refused."""
+    absolute = str(Path(path).expanduser().absolute())
+    if GLOB_CHARACTERS & set(path):
+        if not glob.glob(absolute):
+            raise InvalidInput(f"--parquet {path}: no file matches this pattern; nothing was stored",
+                               code="missing_file")
+    elif not Path(absolute).is_file():
+        raise InvalidInput(f"--parquet {path}: no such file; nothing was stored", code="missing_file")
+    return absolute
+
+
+def _check_columns(sources: list[str], spec: BinningSpec) -> None:
+    """The files are Parquet and have every column the spec names (extra columns are ignored)."""
+    connection = duckdb.connect(":memory:")
+    try:
+        described = connection.execute(f"DESCRIBE SELECT * FROM {parquet_source(sources)}").fetchall()
+    except duckdb.Error as exc:
+        reason = str(exc).strip().splitlines()[0]
+        raise InvalidInput(f"--parquet {', '.join(sources)}: not readable as Parquet ({reason}); nothing was stored",
+                           code="invalid_file") from None
+    finally:
+        connection.close()
+    present = [row[0] for row in described]
+    missing = [c.name for c in spec.columns if c.name not in present]
+    if missing:
+        raise InvalidInput(f"--parquet {', '.join(sources)}: the spec's column(s) {missing} are not in the files, "
+                           f"which have {present}; nothing was stored", code="column_mismatch")

@@ -1,0 +1,71 @@
+"""The interface every data engine implements, and the names of the engines.
+
+An engine answers two questions about one table, both aggregations computed where the table lives:
+
+* :meth:`TableEngine.count_marginals`: dense int64 counts of several marginals, each over some of the table's
+  attributes, in one scan of the table where the engine can (``GROUPING SETS``);
+* :meth:`TableEngine.distinct_rows`: ``SELECT attributes, COUNT(*) ... GROUP BY attributes`` streamed in chunks,
+  for the mechanisms whose objective is a sum over rows (objective perturbation, DP-IHT).
+
+Nothing else leaves an engine: no row is ever read one by one. Attributes are named by the dataset's domain; the
+engine maps them to its own columns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Sequence
+from typing import Protocol
+
+import numpy as np
+
+from service.errors import ServiceError
+
+#: The engines a dataset may live in (``datasets.engine``): its ``data_<id>`` table in the service database, or a
+#: Parquet table counted by DuckDB (stored under the service's data folder, or attached where it lives).
+SQL = "sql"
+DUCKDB = "duckdb"
+ENGINES = (SQL, DUCKDB)
+#: The engine ``marginalia dataset load`` stores a new table in unless told otherwise.
+DEFAULT_ENGINE = DUCKDB
+
+#: One marginal to count: the attribute names (axes in that order) and their sizes.
+Marginal = tuple[tuple[str, ...], tuple[int, ...]]
+
+
+class EngineError(ServiceError):
+    """The engine cannot read its table (a missing file, an unreachable database, a value outside the spec); the
+    message names the dataset and the reason, never where the table lives."""
+
+    code = "engine_error"
+    status = 503
+
+
+class TableEngine(Protocol):
+    """Exact aggregations of one sensitive table (module docstring)."""
+
+    name: str
+
+    def count_marginals(self, marginals: Sequence[Marginal]) -> list[np.ndarray]:
+        """Counts over each ``(attributes, shape)``, as int64 arrays of that shape (every cell, empty ones 0),
+        in the order asked; one scan of the table per call where the engine allows."""
+        ...
+
+    def distinct_rows(self, attributes: Sequence[str], *, chunk_rows: int) -> Generator[np.ndarray, None, None]:
+        """The distinct rows over ``attributes`` in ascending code order, each with its count, as int64 chunks of
+        at most ``chunk_rows`` rows and ``len(attributes) + 1`` columns (the codes, then the count)."""
+        ...
+
+    def row_count(self) -> int:
+        """The table's number of rows (private: stewards only)."""
+        ...
+
+    def close(self) -> None:
+        """Release the engine's connections; the engine is not used afterwards."""
+        ...
+
+
+def check_engine_name(name: str) -> str:
+    """``name`` if it is an engine this service knows, else :class:`ValueError` listing them."""
+    if name not in ENGINES:
+        raise ValueError(f"engine must be one of {list(ENGINES)}, got {name!r}")
+    return name

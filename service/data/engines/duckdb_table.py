@@ -1,0 +1,117 @@
+"""The DuckDB engine: a Parquet table (files or a glob) counted by an embedded, in-process DuckDB.
+
+The table is exposed to the counting SQL as a view with one integer column per attribute (``c0``, ``c1``, …):
+for a table the service stored, those are the Parquet file's own columns; for a table attached where it lives
+(``marginalia dataset attach``), each is a ``CASE`` expression compiled from the public binning spec
+(:mod:`service.data.engines.spec_sql`), so the binning runs inside the engine, on every scan. DuckDB opens the
+Parquet files read-only: the command line and any number of server workers read them at once, without locks.
+
+Counting (:meth:`DuckDBTable.count_marginals`) is one ``GROUP BY GROUPING SETS`` over the marginals' row-major
+cell indexes (:func:`db.tables.cell_index_sql`), so a batch of marginals is one scan of the table; the distinct
+rows are one ``GROUP BY ... ORDER BY`` fetched in chunks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+
+import duckdb
+import numpy as np
+
+from db.tables import cell_index_sql
+from service.data.engines.base import DUCKDB, EngineError, Marginal
+
+
+def quote(identifier: str) -> str:
+    """A DuckDB (standard SQL) quoted identifier."""
+    return '"' + identifier.replace('"', '""') + '"'
+
+
+def literal(text: str) -> str:
+    """A DuckDB string literal."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def parquet_source(paths: Sequence[str]) -> str:
+    """``read_parquet([...])`` over ``paths`` (files or globs)."""
+    return f"read_parquet([{', '.join(literal(p) for p in paths)}])"
+
+
+class DuckDBTable:
+    """:class:`service.data.engines.base.TableEngine` over the Parquet files ``paths``.
+
+    ``columns`` maps each attribute (domain order) to a DuckDB expression over the files' columns giving its code
+    0..size-1; ``label`` names the table in errors (the dataset's name, never a server path)."""
+
+    name = DUCKDB
+
+    def __init__(self, paths: Sequence[str], columns: Mapping[str, str], label: str) -> None:
+        self.label = label
+        self._paths = [str(p) for p in paths]
+        self._names = {attribute: f"c{i}" for i, attribute in enumerate(columns)}
+        self._connection = duckdb.connect(":memory:")
+        # INTEGER columns: DuckDB keeps SMALLINT * literal in 16 bits and refuses the overflow, whereas a cell index
+        # of at most 2^31 cells fits 32 bits (db.tables.cell_index_sql casts to BIGINT beyond that).
+        select = ", ".join(f"CAST({expression} AS INTEGER) AS {quote(self._names[a])}"
+                           for a, expression in columns.items())
+        self._run(f"CREATE TEMP VIEW coded AS SELECT {select} FROM {parquet_source(paths)}")
+
+    def count_marginals(self, marginals: Sequence[Marginal]) -> list[np.ndarray]:
+        specs = [(tuple(a), tuple(int(s) for s in shape)) for a, shape in marginals]
+        keys = [cell_index_sql([quote(self._names[a]) for a in attributes], shape) for attributes, shape in specs]
+        if len(keys) == 1:
+            sql = f"SELECT 0 AS m, {keys[0]} AS cell, COUNT(*) AS n FROM coded GROUP BY 2"
+        else:
+            aliases = [f"k{i}" for i in range(len(keys))]
+            which = " ".join(f"WHEN GROUPING({a}) = 0 THEN {i}" for i, a in enumerate(aliases))
+            sql = (f"SELECT CASE {which} END AS m, COALESCE({', '.join(aliases)}) AS cell, COUNT(*) AS n "
+                   f"FROM (SELECT {', '.join(f'{k} AS {a}' for k, a in zip(keys, aliases, strict=True))} FROM coded) "
+                   f"GROUP BY GROUPING SETS ({', '.join(f'({a})' for a in aliases)})")
+        result = self._run(sql).fetchnumpy()
+        which_marginal = np.asarray(result["m"], dtype=np.int64)
+        cells = np.asarray(result["cell"], dtype=np.int64)
+        counts = np.asarray(result["n"], dtype=np.int64)
+        out = []
+        for i, (_, shape) in enumerate(specs):
+            dense = np.zeros(int(np.prod(shape, dtype=np.int64)), dtype=np.int64)
+            mine = which_marginal == i
+            dense[cells[mine]] = counts[mine]
+            out.append(dense.reshape(shape))
+        return out
+
+    def distinct_rows(self, attributes: Sequence[str], *, chunk_rows: int) -> Iterator[np.ndarray]:
+        columns = ", ".join(quote(self._names[a]) for a in attributes)
+        cursor = self._run(f"SELECT {columns}, COUNT(*) FROM coded GROUP BY ALL ORDER BY {columns}")
+        while True:
+            try:
+                part = cursor.fetchmany(chunk_rows)
+            except duckdb.Error as exc:
+                raise self._error(exc) from None
+            if not part:
+                return
+            yield np.array(part, dtype=np.int64).reshape(len(part), len(attributes) + 1)
+
+    def row_count(self) -> int:
+        return int(self._run("SELECT COUNT(*) FROM coded").fetchone()[0])
+
+    def check(self) -> int:
+        """Read every row once through the view (every attribute's code computed) and return the row count: a
+        file that cannot be read, or a value outside the spec, raises :class:`EngineError` here."""
+        codes = ", ".join(f"MAX({quote(c)})" for c in self._names.values())
+        row = self._run(f"SELECT COUNT(*), {codes} FROM coded").fetchone()
+        return int(row[0])
+
+    def close(self) -> None:
+        self._connection.close()
+
+    def _run(self, sql: str) -> duckdb.DuckDBPyConnection:
+        try:
+            return self._connection.execute(sql)
+        except duckdb.Error as exc:
+            raise self._error(exc) from None
+
+    def _error(self, exc: duckdb.Error) -> EngineError:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        for path in sorted(self._paths, key=len, reverse=True):  # where the table lives is the steward's business
+            reason = reason.replace(path, "<its Parquet files>")
+        return EngineError(f"dataset {self.label!r}: DuckDB cannot read its table: {reason}")

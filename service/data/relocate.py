@@ -1,0 +1,77 @@
+"""Moving a stored dataset from one engine to another: ``marginalia dataset migrate NAME --engine duckdb``.
+
+A dataset whose rows are a ``data_<id>`` table in the service database (engine ``sql``, every table loaded before
+issue 21) is copied, streamed in chunks, into a Parquet file in the data folder (:mod:`service.data.engines.store`);
+only once the file is complete and holds every row does one transaction switch the dataset to ``duckdb`` and drop
+the old table. A failure at any point before that leaves the dataset as it was and removes the partial file; its
+releases, budget and ledger are untouched (they refer to the dataset, not to where its rows live).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+from sqlalchemy import Engine, select, text
+
+from db import tables
+from db.engine import serialized_transaction
+from db.models import Dataset
+from service import interrupts
+from service.data.datasets import CHUNK_ROWS, StoredDataset, get_dataset
+from service.data.engines.base import DUCKDB, ENGINES, SQL
+from service.data.engines.store import ParquetWriter, data_folder, new_file_name
+from service.errors import Conflict, InvalidInput
+
+
+def migrate_dataset(engine: Engine, name: str, to: str, *, progress: Callable[[int, int], None] | None = None,
+                    chunk_rows: int = CHUNK_ROWS) -> StoredDataset:
+    """Move dataset ``name`` to engine ``to`` (module docstring); returns the dataset as now stored."""
+    if to not in ENGINES:
+        raise InvalidInput(f"engine must be one of {list(ENGINES)}, got {to!r}", code="invalid_parameter")
+    dataset = get_dataset(engine, name)
+    if dataset.engine == to:
+        raise Conflict(f"dataset {name!r} already lives in the {to} engine; nothing to do", code="already_there")
+    if (dataset.engine, to) != (SQL, DUCKDB) or dataset.location is not None:
+        raise InvalidInput(f"dataset {name!r} lives in the {dataset.engine} engine: only SQL tables migrate (to "
+                           "duckdb); an attached table stays where it lives", code="invalid_parameter")
+    columns = [dataset.sql_columns[a] for a in dataset.domain.names]
+    writer = ParquetWriter(data_folder(engine), new_file_name(), columns,
+                           list(dataset.domain.sizes().values()))
+    written: Path | None = None
+    try:
+        rows = 0
+        for codes in _sql_rows(engine, dataset, columns, chunk_rows):
+            interrupts.raise_if_requested(f"while migrating {name!r}: the dataset was left as it was")
+            writer.write(codes)
+            rows += len(codes)
+            if progress is not None:
+                progress(rows, dataset.rows)
+        if rows != dataset.rows:
+            raise Conflict(f"dataset {name!r} changed while it was copied ({rows} rows read, {dataset.rows} "
+                           "recorded); nothing was changed", code="dataset_changed")
+        written = writer.finish()
+        with serialized_transaction(engine) as session:
+            row = session.execute(select(Dataset).where(Dataset.id == dataset.id)).scalar_one()
+            if row.engine != SQL:
+                raise Conflict(f"dataset {name!r} was migrated by someone else meanwhile", code="dataset_changed")
+            row.engine = DUCKDB
+            row.location = json.dumps({"file": written.name})
+            session.connection().execute(text(f"DROP TABLE {dataset.data_table}"))
+    except BaseException:
+        writer.abort()
+        if written is not None:
+            written.unlink(missing_ok=True)
+        raise
+    return get_dataset(engine, name)
+
+
+def _sql_rows(engine: Engine, dataset: StoredDataset, columns: list[str], chunk_rows: int) -> Iterator[np.ndarray]:
+    table = tables.data_table(dataset.data_table, list(dataset.domain.sizes().values()))
+    with engine.connect() as connection:
+        result = connection.execution_options(stream_results=True, yield_per=chunk_rows).execute(
+            select(*(table.c[c] for c in columns)))
+        for part in result.partitions(chunk_rows):
+            yield np.array([tuple(r) for r in part], dtype=np.int64).reshape(len(part), len(columns))
