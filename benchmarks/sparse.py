@@ -10,12 +10,14 @@ family answers from that one collection:
   the simulator plays its ``T`` rounds (``--iht-variant``: ``default``, ``T = 1``; ``paper``, ``T = ceil(ln(n / p))``
   and the worst-case clip) through the batch submission path (validation, the local
   ledger, the running aggregates, the transitions), then the code ``marginalia campaign fit`` runs (model ``iht``);
+  family ``ldp-iht-coordinate`` (method of the same name): the same with ``--option randomizer=coordinate`` (one
+  sampled gradient coordinate per participant, issue 20);
 * family ``label-ldp`` (methods ``label-ldp-iht``, Alg. 2, and ``lasso``, Sec. 5): the rows' features are loaded as
   a public table, a ``label-ldp`` campaign collects the label reports once, and both models answer from it (free);
 * families ``bernstein``, ``bernstein-1bit`` and ``dr-erm`` (Wang, Gaboardi & Xu 2018, Algs. 2-4; methods of the
   same names, model ``linear``): a campaign of that protocol on the same rows (Bernstein: ``p <= 3``, box
-  ``[-1, 1]^p``; DR-ERM: the l1 ball of radius ``sqrt(s)``, which holds ``theta*``, and ``||Phi x||`` clipped at
-  ``sqrt(p)``);
+  ``[-1, 1]^p``; DR-ERM: the l1 ball of radius ``--drerm-radius``, by default 1, the public norm of ``theta*``, and
+  ``||Phi x||`` clipped at ``sqrt(p)``);
 * family ``linear-ssp`` (method of the same name, model ``linear``): one report per participant of her sufficient
   statistics ``[x, svec(x x^T), y, x y]`` through the l2-ball randomizer (issue 20), ``norm_bound = sqrt(p)`` (exact
   on this design), no ridge stated (AdaSSP's rule); the low-dimensional baseline beside Bernstein;
@@ -71,6 +73,14 @@ class SparseBench:
     eta: float | None = None
     noise_bound: float = 0.05
     iht_variant: str = "default"
+    drerm_radius: str = "norm"
+
+
+#: DR-ERM's l1 radius: ``norm`` (default) the design's public l2 norm of ``theta*`` (1: Sec. 7.1's ``theta*`` is
+#: rescaled to unit norm, the same ``R = 1`` the IHT protocols project on); ``sparsity`` the radius ``sqrt(s) R`` of
+#: the first runs, which holds every s-sparse ``theta*`` of norm ``R`` but lets the noise fill a ball ``sqrt(s)``
+#: times larger (docs/sparse-results.md, DR-ERM)
+DRERM_RADII = ("norm", "sparsity")
 
 
 @dataclass(frozen=True)
@@ -148,14 +158,20 @@ def _simulate(cell: BenchCell, campaign: str) -> int:
     return sum(result.reports.values())
 
 
-def _collect_ldp_iht(cell: BenchCell) -> str:
-    from service.campaigns.campaigns import create_campaign
+def _ldp_iht_collector(randomizer: str) -> Collect:
+    """A family of one ``ldp-iht`` campaign with the gradient randomizer ``randomizer`` (``--iht-variant``'s
+    defaults; the coordinate randomizer's ``feature_bound`` is its default, 1 on ``{-1, +1}^p``)."""
 
-    name = f"ldp-iht-{cell.tag}"
-    create_campaign(cell.engine, name, "ldp-iht", cell.features, "y", epsilon=cell.epsilon, delta=0.0,
-                    options=_options(cell, variant=cell.config.iht_variant))
-    _simulate(cell, name)
-    return name
+    def collect(cell: BenchCell) -> str:
+        from service.campaigns.campaigns import create_campaign
+
+        name = f"ldp-iht-{randomizer}-{cell.tag}"
+        create_campaign(cell.engine, name, "ldp-iht", cell.features, "y", epsilon=cell.epsilon, delta=0.0,
+                        options=_options(cell, variant=cell.config.iht_variant, randomizer=randomizer))
+        _simulate(cell, name)
+        return name
+
+    return collect
 
 
 def _collect_label_ldp(cell: BenchCell) -> str:
@@ -180,8 +196,8 @@ def campaign_answer(model: str) -> Answer:
 
         fit = fit_campaign(cell.engine, campaign, model)
         coef = np.array([fit.coefficients[name] for name in cell.features])
-        return coef, {"reports": fit.reports, **{k: v for k, v in fit.details.items()
-                                                 if k in ("rounds_used", "iterations", "alpha", "eta", "ridge")}}
+        kept = ("rounds_used", "iterations", "alpha", "eta", "radius", "ridge")
+        return coef, {"reports": fit.reports, **{k: v for k, v in fit.details.items() if k in kept}}
 
     return answer
 
@@ -202,14 +218,21 @@ def _collect_plain(protocol: str, **options: object) -> Collect:
     return collect
 
 
-register_family("ldp-iht", _collect_ldp_iht)
+def _drerm_radius(config: SparseBench) -> float:
+    """The l1 radius of DR-ERM's constraint set from public quantities of the design (:data:`DRERM_RADII`)."""
+    return math.sqrt(config.sparsity) if config.drerm_radius == "sparsity" else 1.0
+
+
+register_family("ldp-iht", _ldp_iht_collector("l2ball"))
+register_family("ldp-iht-coordinate", _ldp_iht_collector("coordinate"))
 register_family("label-ldp", _collect_label_ldp)
-# Bernstein (p <= 3): the box [-1, 1]^p holds theta* (unit norm); DR-ERM: the l1 ball of radius sqrt(s) holds it
+# Bernstein (p <= 3): the box [-1, 1]^p holds theta* (unit norm); DR-ERM: the l1 ball of --drerm-radius
 register_family("bernstein", _collect_plain("bernstein", feature_bound=1.0))
 register_family("bernstein-1bit", _collect_plain("bernstein-1bit", feature_bound=1.0))
-register_family("dr-erm", _collect_plain("dr-erm", radius=lambda cell: math.sqrt(cell.config.sparsity),
+register_family("dr-erm", _collect_plain("dr-erm", radius=lambda cell: _drerm_radius(cell.config),
                                          feature_radius=lambda cell: math.sqrt(cell.p)))
 register_method(SparseMethod("ldp-iht", "ldp-iht", campaign_answer("iht")))
+register_method(SparseMethod("ldp-iht-coordinate", "ldp-iht-coordinate", campaign_answer("iht")))
 register_method(SparseMethod("label-ldp-iht", "label-ldp", campaign_answer("iht")))
 register_method(SparseMethod("lasso", "label-ldp", campaign_answer("lasso")))
 register_method(SparseMethod("bernstein", "bernstein", campaign_answer("linear")))
@@ -257,6 +280,8 @@ def check_config(config: SparseBench) -> None:
         raise BenchError(f"--trials must be a positive integer, got {config.trials}")
     if config.iht_variant not in ("default", "paper"):
         raise BenchError(f"--iht-variant must be default or paper, got {config.iht_variant!r}")
+    if config.drerm_radius not in DRERM_RADII:
+        raise BenchError(f"--drerm-radius must be one of {list(DRERM_RADII)}, got {config.drerm_radius!r}")
     if config.eta is not None and not (math.isfinite(config.eta) and config.eta > 0):
         raise BenchError(f"--eta must be a positive number, got {config.eta}")
 
@@ -387,13 +412,16 @@ def main(
     seed: Annotated[int, typer.Option(help="Seed of the rows and the simulated devices.")] = 0,
     iht_variant: Annotated[str, typer.Option(help="ldp-iht's defaults: default (T = 1, clip min(B_y, 2 R)) or paper "
                                                   "(T = ceil(ln(n/p)), the worst-case clip).")] = "default",
+    drerm_radius: Annotated[str, typer.Option(help="DR-ERM's l1 radius: norm (1, the public norm of theta*) or "
+                                                   "sparsity (sqrt(s), the first runs').")] = "norm",
 ) -> None:
     """Sec. 7.1 of Wang & Xu (2019): sparse linear regression under local DP through the real collections path
     (campaigns on a temporary SQLite database, the simulator, campaign fit)."""
     config = SparseBench(
         methods=tuple(column_list(method) or ()), ps=harness.number_list(p, "--p", int),
         ns=harness.number_list(n, "--n", int), sparsity=s, epsilons=harness.number_list(epsilon, "--epsilon", float),
-        delta=delta, trials=trials, seed=seed, eta=eta, iht_variant=iht_variant)
+        delta=delta, trials=trials, seed=seed, eta=eta, iht_variant=iht_variant,
+        drerm_radius=drerm_radius)
     check_config(config)
     result = harness.run_and_write(lambda log: run_sparse_bench(config, log=log), plot_sparse_bench, out, plot,
                                    force, quiet)

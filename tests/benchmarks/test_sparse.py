@@ -66,6 +66,33 @@ def test_bench_sparse_iht_variant_is_checked_and_reaches_the_campaign(tmp_path: 
     assert written["records"][0]["rounds_used"] == 6  # T = ceil(ln(2000 / 5)), not the default 1
 
 
+def test_bench_sparse_runs_the_coordinate_randomizer_beside_the_l2_ball(tmp_path: Path) -> None:
+    """``--method ldp-iht-coordinate``: its own campaign with ``randomizer=coordinate`` on the same rows."""
+    out = tmp_path / "coordinate.json"
+    result = runner.invoke(sparse.app, ["--json", str(out), "--method", "ldp-iht,ldp-iht-coordinate", "--p", "5",
+                                        "--n", "20000", "--s", "2", "--trials", "1", "--epsilon", "8", "--quiet"])
+    assert result.exit_code == 0, result.output
+    records = {r["method"]: r for r in json.loads(out.read_text())["records"]}
+    assert set(records) == {"ldp-iht", "ldp-iht-coordinate"}
+    assert records["ldp-iht-coordinate"]["family"] == "ldp-iht-coordinate"
+    assert records["ldp-iht-coordinate"]["reports"] == 20000 and records["ldp-iht-coordinate"]["rounds_used"] == 1
+    assert records["ldp-iht-coordinate"]["relative_error"] < 0.3  # at epsilon 8 the reports carry the signal
+
+
+def test_bench_sparse_drerm_radius_is_public_and_checked(tmp_path: Path) -> None:
+    """DR-ERM's l1 radius: 1 by default (the design's public norm of theta*), sqrt(s) with --drerm-radius sparsity."""
+    with pytest.raises(BenchError, match="--drerm-radius must be one of"):
+        sparse.check_config(sparse.SparseBench(methods=("dr-erm",), drerm_radius="data"))
+    radii = {}
+    for choice in ("norm", "sparsity"):
+        out = tmp_path / f"{choice}.json"
+        result = runner.invoke(sparse.app, ["--json", str(out), "--method", "dr-erm", "--p", "30", "--n", "400",
+                                            "--s", "4", "--trials", "1", "--drerm-radius", choice, "--quiet"])
+        assert result.exit_code == 0, result.output
+        radii[choice] = json.loads(out.read_text())["records"][0]["radius"]
+    assert radii == {"norm": 1.0, "sparsity": 2.0}
+
+
 @pytest.mark.slow  # two campaigns of 3,000 simulated participants: about 10 s on a shared machine
 def test_bench_sparse_runs_linear_ssp_beside_bernstein(tmp_path: Path) -> None:
     """``--method linear-ssp,bernstein``: one campaign each on the same rows; at epsilon 4 and p = 1 the sufficient

@@ -13,12 +13,13 @@ order (the IHT or the refitted Lasso at its support) the estimate is ``Proj(Trun
 so ``E[tilde y^2 x x^T] = C^2 G``); the Gaussian one ``E[clip(y)^2 x x^T] + sigma^2 G`` (``B^2`` for ``clip(y)^2``
 without the target).
 
-``ldp-iht``: one step from ``theta_0 = 0`` on a group of ``floor(n / T)`` participants,
-``Proj(Trunc(eta mean R_eps(x clip(y, c))))``; every report has norm ``B = l2_ball_output_norm(p, r_x c, eps)``
-exactly, so the covariance of the mean is ``(B^2 I / p - g g^T) / (n / T)``, taken as ``B^2 I / (p n / T)`` (``B`` is
-far above ``||g||``). With ``T > 1`` the last step's noise is predicted around the reference (earlier rounds assumed
-converged). This is the formula docs/campaigns.md quotes (``sqrt(s) B / (R sqrt(p n))`` plus the truncation's wrong
-picks): about 6,000 p participants at epsilon 1 for a relative error near 0.4 on Sec. 7.1's design.
+``ldp-iht``: one step from ``theta_0 = 0`` on a group of ``floor(n / T)`` participants, ``Proj(Trunc(eta mean R_eps(x
+clip(y, c))))``; every report has norm ``B = l2_ball_output_norm(p, r_x c, eps)`` exactly, so the covariance of the mean
+is ``(B^2 I / p - g g^T) / (n / T)``, taken as ``B^2 I / (p n / T)`` (``B`` is far above ``||g||``); with
+``randomizer=coordinate`` the same holds with ``B = p C`` (every report is ``+-pC e_J``, ``E[Z Z^T] = p C^2 I = (pC)^2 I
+/ p``, docs/privacy.md 8.9 (h)). With ``T > 1`` the last step's noise is predicted around the reference (earlier rounds
+assumed converged). This is the formula docs/campaigns.md quotes (``sqrt(s) B / (R sqrt(p n))`` plus the truncation's
+wrong picks): about 6,000 p participants at epsilon 1 for a relative error near 0.4 on Sec. 7.1's design.
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ from estimators.local.planning import ErrorModel, Step
 from workloads.local.protocols.label_ldp import LabelLdpSpec
 from workloads.local.protocols.ldp_iht import LdpIhtSpec
 from workloads.local.randomizers.gaussian_label import label_noise
-from workloads.local.randomizers.l2ball import l2_ball_output_norm
 
 METRIC = "sqrt(E ||theta_hat - theta||^2) / ||theta||: the sparse coefficients on the devices' features"
 
@@ -112,11 +112,17 @@ def ldp_iht_error_model(spec: LdpIhtSpec, rows: object = None, labels: object = 
     """The error model of an ``ldp-iht`` campaign (module docstring); ``rows`` and ``labels`` (the public table, its
     target) are optional: the report noise does not depend on the design."""
     p = spec.dimension
-    report_norm = l2_ball_output_norm(p, spec.feature_norm_bound * spec.residual_bound, spec.epsilon)
+    report_norm = spec.report_norm  # B (l2 ball) or p C (coordinate): either way E[Z Z^T] = B^2 I / p
     step = sparse_step(spec.sparsity, spec.radius)
-    notes = [f"every report has norm B = {report_norm:.4g} (the l2-ball randomizer at radius r_x c = "
-             f"{spec.feature_norm_bound * spec.residual_bound:.4g}); the mean of a group of n / T reports has "
-             "covariance B^2 I / (p n / T)"]
+    if spec.randomizer == "coordinate":
+        notes = [f"every report is one coordinate of value +-pC = +-{report_norm:.4g} (the coordinate randomizer, "
+                 f"entries clipped at feature_bound c = {spec.feature_bound * spec.residual_bound:.4g}; "
+                 "docs/privacy.md 8.9 (h)); the mean of a group of n / T reports has covariance at most "
+                 "(pC)^2 I / (p n / T)"]
+    else:
+        notes = [f"every report has norm B = {report_norm:.4g} (the l2-ball randomizer at radius r_x c = "
+                 f"{spec.feature_norm_bound * spec.residual_bound:.4g}); the mean of a group of n / T reports has "
+                 "covariance B^2 I / (p n / T)"]
     if rows is None or labels is None:
         reference = spread_profile(p, spec.sparsity, spec.radius)
         centre, source = reference, _ASSUMED

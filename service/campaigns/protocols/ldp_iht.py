@@ -15,9 +15,12 @@ unit step is the natural one; Sec. 7.1 states 0.1 or 0.2, see docs/sparse-result
 * ``variant=paper`` (Sec. 7.1's reproduction): ``T = ceil(ln(N / p))`` (at least 1; needs ``participants``) and the
   worst case ``c = sqrt(s) R + label_bound``, which never binds for features in ``[-1, 1]``.
 
-Explicit ``rounds=`` / ``residual_bound=`` override either. Pure epsilon (delta must be 0). Every setting is fixed
-here (a stored campaign keeps the values it was created with), so a bad one (``s > p``, ``T < 1``, ``eta <= 0``) is an
-error naming the option before any report is collected.
+Explicit ``rounds=`` / ``residual_bound=`` override either. ``randomizer=l2ball`` (default: the l2-ball report of the
+whole gradient) or ``randomizer=coordinate`` (issue 20: one uniformly drawn coordinate through the one-dimensional
+randomizer, scaled by ``p``; docs/privacy.md §8.9 (h)), with ``feature_bound`` the public bound on ``|x_j|`` (default
+``r_x / sqrt(p)``, 1 on ``{-1, +1}^p``; a larger entry's gradient is clipped). Pure epsilon (delta must be 0).
+Every setting is fixed here (a stored campaign keeps the values it was created with), so a bad one (``s > p``,
+``T < 1``, ``eta <= 0``) is an error naming the option before any report is collected.
 
 Transition: round ``t + 1``'s ``theta`` is the IHT step from round ``t``'s mean gradient
 (:func:`estimators.local.sparse.ldp_iht_rounds.next_state`). Estimate: model ``iht``, the IHT step from the last
@@ -40,7 +43,7 @@ from service.campaigns.protocols.base import CampaignProtocol, register
 from service.campaigns.protocols.common import default_steps, diameter, no_covariance, round0, sparse_fit, sparsity
 from service.campaigns.types import CampaignFit, CampaignInfo, CampaignRequest
 from workloads.local.protocols import ProtocolSpec
-from workloads.local.protocols.ldp_iht import LdpIhtSpec
+from workloads.local.protocols.ldp_iht import GRADIENT_RANDOMIZERS, LdpIhtSpec
 from workloads.local.randomizers.iht_gradient import default_residual_bound, worst_case_residual_bound
 
 #: ``variant=default`` (issue 20: T = 1, the clip from the label and design bounds) or ``variant=paper`` (Sec. 7.1)
@@ -68,10 +71,13 @@ def build(request: CampaignRequest) -> ProtocolSpec:
     clip = (worst_case_residual_bound(s, radius, label_bound) if paper
             else default_residual_bound(label_bound, radius, feature_norm_bound, p))
     residual_bound = options.number("residual_bound", clip)
+    randomizer = options.choice("randomizer", GRADIENT_RANDOMIZERS, "l2ball")
+    feature_bound = (options.number("feature_bound", feature_norm_bound / math.sqrt(p))
+                     if randomizer == "coordinate" else None)
     return LdpIhtSpec(dimension=p, sparsity=s, steps=steps, eta=options.number("eta", 1.0),
                       epsilon=request.epsilon, residual_bound=residual_bound,
                       feature_norm_bound=feature_norm_bound, radius=radius,
-                      participants=participants)
+                      participants=participants, randomizer=randomizer, feature_bound=feature_bound)
 
 
 def fit(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate | None], model: str,
@@ -94,5 +100,6 @@ def fit(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate
 register(CampaignProtocol(
     "ldp-iht", LdpIhtSpec, build, ldp_iht_rounds.next_state, ("iht",), fit, "required",  # type: ignore[arg-type]
     "LDP-IHT (Wang & Xu 2019, Alg. 1): T rounds, T disjoint groups, l2-ball gradients (options: sparsity, rounds, "
-    "eta, radius, label_bound, residual_bound, feature_norm_bound, participants, variant=default|paper)",
+    "eta, radius, label_bound, residual_bound, feature_norm_bound, participants, variant=default|paper, "
+    "randomizer=l2ball|coordinate, feature_bound)",
     plan=ldp_iht_error_model))  # type: ignore[arg-type]

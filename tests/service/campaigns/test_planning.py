@@ -168,6 +168,28 @@ def test_participants_needed_meets_the_target_and_no_fewer_do(engine) -> None:  
     assert expected_error(model, needed).relative <= 0.25 < expected_error(model, int(needed * 0.97)).relative
 
 
+def test_ldp_iht_plan_uses_the_coordinate_randomizers_variance() -> None:
+    """randomizer=coordinate: each report is +-pC e_J, so the mean of n has covariance p C^2 I / n (docs/privacy.md
+    8.9 (h)), 2/pi-ish of the l2-ball's B^2 I / (p n) on {-1, +1}^p."""
+    from workloads.local.protocols.ldp_iht import LdpIhtSpec
+    from workloads.local.randomizers.duchi_label import duchi_label_magnitude
+    from workloads.local.randomizers.l2ball import l2_ball_output_norm
+
+    p, c, n = 100, 2.0, 640_000
+    settings = {"dimension": p, "sparsity": 10, "steps": 1, "eta": 1.0, "epsilon": 1.0, "residual_bound": c,
+                "feature_norm_bound": math.sqrt(p)}
+    coordinate = CAMPAIGN_PROTOCOLS["ldp-iht"].plan(LdpIhtSpec(**settings, randomizer="coordinate",
+                                                               feature_bound=1.0), None, None)
+    ball = CAMPAIGN_PROTOCOLS["ldp-iht"].plan(LdpIhtSpec(**settings), None, None)
+    np.testing.assert_allclose(np.diag(coordinate.covariance(n)), p * duchi_label_magnitude(c, 1.0) ** 2 / n,
+                               rtol=1e-12)
+    ball_norm = l2_ball_output_norm(p, math.sqrt(p) * c, 1.0)
+    np.testing.assert_allclose(np.diag(ball.covariance(n)), ball_norm**2 / (p * n), rtol=1e-12)
+    # 1 / (p E|U_1|^2): 2/pi = 0.637 for large p, 0.640 at p = 100
+    assert 2 / math.pi < coordinate.covariance(n)[0, 0] / ball.covariance(n)[0, 0] < 0.65
+    assert "coordinate randomizer" in coordinate.notes[0]
+
+
 def test_a_binary_public_target_gives_an_auc_range(engine, stein_public) -> None:  # noqa: ANN001
     names = ["a", "b", "c"]
     small, large = (planning.plan_campaign(engine, "stein-glm", names, "y", stein_public, 8.0, 1e-6,

@@ -158,6 +158,44 @@ def test_ldp_iht_new_defaults_learn_where_the_papers_do_not(engine) -> None:  # 
     assert new < 3 * derived < 0.4 and old > 2 * new
 
 
+def test_ldp_iht_coordinate_randomizer_end_to_end(engine) -> None:  # noqa: ANN001
+    """randomizer=coordinate: reports (coordinate, +-p C) stored as sent, the running sum their dense expansion, the
+    estimate the IHT step on it, every participant charged epsilon once, and theta* recovered within the derived
+    noise: each coordinate of the mean report has standard deviation at most sqrt(p) C / sqrt(n)."""
+    n, eps, label_bound = 40_000, 4.0, 1.5
+    created = campaigns.create_campaign(engine, "coord", "ldp-iht", NAMES, "y", epsilon=eps, options={
+        "sparsity": 2, "participants": n, "label_bound": label_bound, "randomizer": "coordinate"})
+    spec = created.spec
+    assert (spec.randomizer, spec.feature_bound, spec.steps, spec.residual_bound) == ("coordinate", 1.0, 1, 1.5)
+    x, y = sparse_rows(n, seed=21)
+    assert simulate.simulate(engine, "coord", x, y, seed=22).reports == {0: n}
+    payloads = _round_payloads(engine, "coord", 0, width=2)
+    magnitude = P * duchi_label_magnitude(1.5, eps)
+    assert set(np.unique(payloads[:, 0])) == set(range(P)) and set(np.unique(np.abs(payloads[:, 1]))) == {magnitude}
+    dense = np.zeros((n, P))
+    dense[np.arange(n), payloads[:, 0].astype(int)] = payloads[:, 1]
+    np.testing.assert_allclose(_aggregate_sums(engine, "coord")["gradient"], dense.sum(axis=0), rtol=1e-9)
+    fit = estimates.fit_campaign(engine, "coord", "iht")
+    coef = np.array([fit.coefficients[name] for name in NAMES])
+    np.testing.assert_allclose(coef, iht_step(np.zeros(P), dense.mean(axis=0), 1.0, 2), atol=1e-9)
+    coordinate_std = math.sqrt(P) * duchi_label_magnitude(1.5, eps) / math.sqrt(n) + 1.0 / math.sqrt(n)
+    assert np.linalg.norm(coef - THETA) < 5 * coordinate_std * math.sqrt(P)
+    assert {(r[2], r[3]) for r in _reports(engine, "coord")} == {(int(eps * 1e12), 0)}
+
+
+def test_a_forged_coordinate_report_is_refused_and_stored_nowhere(engine) -> None:  # noqa: ANN001
+    campaigns.create_campaign(engine, "coord", "ldp-iht", NAMES, "y", epsilon=1.0,
+                              options={"sparsity": 2, "randomizer": "coordinate", "feature_bound": 2.0})
+    magnitude = campaigns.get_campaign(engine, "coord").spec.coordinate_magnitude
+    assert magnitude == P * duchi_label_magnitude(2.0, 1.0)  # b = feature_bound * c, c = label_bound 1
+    for report, pattern in (({"coordinate": [0, 2.5], "value": [magnitude, magnitude]}, "whole number"),
+                            ({"coordinate": [0, P], "value": [magnitude, magnitude]}, "outside its allowed range"),
+                            ({"coordinate": [0, 1], "value": [magnitude, magnitude / 2]}, "exactly \\+pC or -pC")):
+        with pytest.raises(InvalidInput, match=pattern):
+            submission.submit_reports(engine, "coord", 0, report, submission.Submitter.simulator("f"), ["a", "b"])
+    assert _reports(engine, "coord") == []
+
+
 def test_a_running_ldp_iht_campaign_answers_with_the_rounds_done(engine) -> None:  # noqa: ANN001
     campaigns.create_campaign(engine, "iht", "ldp-iht", NAMES, "y", epsilon=4.0,
                               options={"sparsity": 2, "rounds": 3})
@@ -292,6 +330,9 @@ def test_a_lasso_solver_failure_is_named(engine, label_campaign, monkeypatch) ->
         ("ldp-iht", {"sparsity": 2, "rounds": 2, "dimension": 5}, {}, "dimension mismatch"),
         ("ldp-iht", {"sparsity": 2, "rounds": 5, "participants": 3}, {}, "at least the number of rounds"),
         ("ldp-iht", {"sparsity": 2, "rounds": 2, "speed": 3}, {}, "'speed' is not an option"),
+        ("ldp-iht", {"sparsity": 2, "randomizer": "hadamard"}, {}, "option randomizer must be one of"),
+        ("ldp-iht", {"sparsity": 2, "feature_bound": 1.0}, {}, "'feature_bound' is not an option"),
+        ("ldp-iht", {"sparsity": 2, "randomizer": "coordinate", "feature_bound": 0}, {}, "option feature_bound"),
         ("label-ldp", {"sparsity": 2}, {"delta": 1e-6}, "needs a --public table"),
     ],
 )

@@ -7,13 +7,17 @@ scale by simulation with 5 standard errors (the standard error of a mean is esti
 from __future__ import annotations
 
 import math
+from decimal import Decimal, localcontext
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from workloads.local.randomizers.bernstein import (
     bernstein_grid,
     grid_loss_noise,
+    one_bit_coin_probability,
+    one_bit_exact_parameters,
     one_bit_laplace_epsilon,
     one_bit_ldp_epsilon,
     one_bit_probability,
@@ -97,6 +101,48 @@ def test_one_bit_estimate_is_unbiased(value: float) -> None:
     assert set(np.unique(bits)) <= {0, 1}
     samples = 2.0 * bits * strings
     assert abs(samples.mean() - min(value, 1.0)) < 5 * samples.std() / math.sqrt(n)
+
+
+class _NoFloatGenerator(np.random.Generator):
+    """A generator whose float uniforms fail: the exact coin must decide with integers only."""
+
+    def random(self, *args, **kwargs):  # noqa: ANN002, ANN003, ANN201
+        raise AssertionError("the 1-bit coin drew a float uniform")
+
+
+@pytest.mark.parametrize("epsilon", [0.1, 1.0, 4.0])
+def test_one_bit_coin_has_its_exact_probability(epsilon: float) -> None:
+    """Chi-square of the bits' counts against the coin's law over (v, y) cells (the statistic sums the cells'
+    squared standardized deviations: chi-square with one degree of freedom per cell), drawn with integers only."""
+    values = np.array([0.0, 0.3, 1.0, 0.5, 0.77, 0.2, 1.0])
+    strings = np.array([2.5, 0.5, -0.4, 0.0, 0.9, -3.0, 1.0])
+    n = 60_000
+    rng = _NoFloatGenerator(np.random.PCG64(int(epsilon * 10)))
+    bits = one_bit_report(np.repeat(values, n), np.repeat(strings, n), epsilon, rng).reshape(values.size, n)
+    p = one_bit_coin_probability(values, strings, epsilon)
+    statistic = float((((bits.sum(axis=1) - n * p) ** 2) / (n * p * (1 - p))).sum())
+    assert stats.chi2.sf(statistic, values.size) > 1e-4
+
+
+@pytest.mark.parametrize("epsilon", [0.01, 0.1, 0.5, 1.0, 3.0, 8.0])
+def test_one_bit_coin_law_is_algorithm_3_and_epsilon_ldp(epsilon: float) -> None:
+    """The coin's law is Alg. 3's within 2^-19 relative; a'' < ln(2 - e^-eps') (50 digits); the rounded law's
+    largest log-ratio between two inputs is at most eps (bit 0: attained within 1e-6 at v = 0 vs 1, y >= 1)."""
+    eps, a = one_bit_exact_parameters(epsilon)
+    assert eps <= epsilon and float(eps) == pytest.approx(epsilon, rel=2.0**-39)
+    with localcontext() as context:
+        context.prec = 50
+        exact_a = (2 - (-Decimal(eps.numerator) / Decimal(eps.denominator)).exp()).ln()
+        assert Decimal(a.numerator) / Decimal(a.denominator) < exact_a
+    y = np.linspace(-3, 3, 1201)
+    v = np.linspace(0, 1, 101)
+    p = np.array([one_bit_coin_probability(np.full(y.size, value), y, epsilon) for value in v])
+    intended = np.array([one_bit_probability(np.full(y.size, value), y, epsilon) for value in v])
+    assert np.max(np.abs(p / intended - 1)) < 2.0**-19
+    log_ratio_one = np.log(p.max(axis=0) / p.min(axis=0)).max()
+    log_ratio_zero = np.log((1 - p.min(axis=0)) / (1 - p.max(axis=0))).max()
+    assert max(log_ratio_one, log_ratio_zero) <= epsilon * (1 + 1e-12)
+    assert log_ratio_zero == pytest.approx(epsilon, rel=1e-6)
 
 
 def test_squared_loss_on_grid() -> None:

@@ -211,6 +211,28 @@ class ReportSchema:
             raise ReportError(f"{where}unknown field {extra[0]!r} (expected {list(self.names)})", extra[0], index)
 
 
+def check_whole_numbers(batch: Mapping[str, np.ndarray], field: str, description: str) -> None:
+    """Refuse (:class:`ReportError`, the first offending report) a field whose entries are not whole numbers
+    (``description`` says what they are: an id, a coordinate)."""
+    values = np.asarray(batch[field], dtype=float)
+    bad = values != np.floor(values)
+    if bad.any():
+        index = int(np.argmax(bad))
+        raise ReportError(f"report {index}: field {field!r} must be {description}, got {float(values[index])!r}",
+                          field, index)
+
+
+def check_two_point(batch: Mapping[str, np.ndarray], field: str, magnitude: float, symbol: str, source: str) -> None:
+    """Refuse a field whose entries are not exactly ``+magnitude`` or ``-magnitude``, the only outputs of a two-point
+    randomizer (``symbol`` names the magnitude in the message, ``source`` the randomizer)."""
+    values = np.asarray(batch[field], dtype=float)
+    bad = np.abs(values) != magnitude
+    if bad.any():
+        index = int(np.argmax(bad))
+        raise ReportError(f"report {index}: field {field!r} must be exactly +{symbol} or -{symbol} ({symbol} = "
+                          f"{magnitude!r}, the {source}'s only outputs), got {float(values[index])!r}", field, index)
+
+
 def _has_shape(value: object, shape: tuple[int, ...]) -> bool:
     try:
         return np.asarray(value, dtype=float).shape == shape

@@ -43,11 +43,12 @@ from workloads.local.protocols.base import (
     GroupSpec,
     ProtocolError,
     ProtocolSpec,
-    ReportError,
     ReportSchema,
     RoundSpec,
     RoundState,
     _participant_array,
+    check_two_point,
+    check_whole_numbers,
     noisy_field,
     register_protocol,
 )
@@ -157,20 +158,9 @@ class LabelLdpSpec(ProtocolSpec):
         """A row id is a whole number (the schema's range ``[-1/2, public_rows - 1/2]`` then leaves the ids
         ``0 .. public_rows - 1``); with the pure randomizer a label is exactly ``+C`` or ``-C``, its two outputs."""
         self._check_state_round(round_index, state)
-        rows = np.asarray(batch["row"])
-        bad = rows != np.floor(rows)
-        if bad.any():
-            index = int(np.argmax(bad))
-            raise ReportError(f"report {index}: field 'row' must be the whole-number id of a public row, got "
-                              f"{float(rows[index])!r}", "row", index)
+        check_whole_numbers(batch, "row", "the whole-number id of a public row")
         if self.randomizer == "pure":
-            magnitude = self.label_noise
-            labels = np.asarray(batch["label"], dtype=float)
-            bad = np.abs(labels) != magnitude
-            if bad.any():
-                index = int(np.argmax(bad))
-                raise ReportError(f"report {index}: field 'label' must be exactly +C or -C (C = {magnitude!r}, the "
-                                  f"pure randomizer's only outputs), got {float(labels[index])!r}", "label", index)
+            check_two_point(batch, "label", self.label_noise, "C", "pure randomizer")
 
     def _require_rows(self) -> None:
         if self.public_rows is None:

@@ -16,12 +16,24 @@ and discrete Laplace noise of integer scale ``t = ceil(G / (g eps))`` is added i
 
 **The public strings of Alg. 3** (:func:`public_laplace_strings`, and the device's own draw in the
 ``bernstein-1bit`` protocol) stay continuous float Laplace draws: they are public randomness drawn independently of
-the data, so their floating-point support reveals nothing about anyone. The bit's privacy rests on the ratio of two
-Bernoulli probabilities ``p`` in ``[e^-a / 2, e^a / 2]`` (``a < ln 2``), computed in float64 and drawn as
-``rng.random() < p``: the drawn probability is off by at most ``2^-53`` plus a few ulps, a relative error below
-``2^-50`` on the bit 1 (``p >= 1/4``) and below ``2^-51 e^eps`` on the bit 0 (``1 - p >= e^-eps / 2``), a factor
-``1 + 2^-50`` on the ratio for every epsilon up to about 12; both outputs stay possible for every input as long as
-``e^-eps / 2`` is above ``2^-53`` (epsilon below about 36; a larger epsilon protects nothing anyway).
+the data, so their floating-point support reveals nothing about anyone. The bit is drawn exactly
+(:func:`one_bit_report`, issue 20; the float ``rng.random() < p`` it replaces was off by up to ``2^-53`` per draw),
+as the product of two exact coins (derivation and privacy proof in docs/privacy.md §8.9 (d)):
+
+* ``A ~ Bernoulli(1 - e^{-eps'} / 2)``: not (a fair bit and CKS's Bernoulli(exp(-eps'))), with ``eps' <= eps``
+  epsilon rounded down to a 40-significant-bit dyadic (:func:`~workloads.local.randomizers.l2ball.exact_epsilon`);
+  ``1 - e^{-eps'} / 2 = e^a / 2`` for ``a = ln(2 - e^{-eps'})``;
+* ``E ~ Bernoulli(exp(-a'' (1 + D)))`` (CKS Alg. 1, :func:`workloads.local.exact_noise.bernoulli_exp`), with ``a''`` a
+  dyadic rational strictly below ``a`` (:func:`one_bit_exact_parameters`) and ``D = |Y - V| - |Y|`` computed in
+  integers from ``V = round(v 2^20)`` and ``Y = round(clip(y, -1, 1) 2^20)``, in units of ``2^-20`` (clipping ``y``
+  to ``[-1, 1]`` changes nothing: for ``|y| >= 1`` the difference is ``-v sign(y)`` either way).
+
+``P(b = 1) = A E = (e^a / 2) exp(-a'' (1 + D))``, which is Alg. 3's ``(1/2) exp(-a (|y - v| - |y|))`` up to the
+roundings of ``v`` and ``y`` to ``2^-20`` and of ``a`` to ``a''`` (:func:`one_bit_coin_probability`; relative error
+below ``2^-19``, so ``2 b y`` is unbiased for ``v`` up to about ``1e-6``). The privacy bound holds for the rounded law
+itself: for two inputs, ``1 + D`` lies in ``[0, 2]`` and moves by at most 1 (triangle inequality in integers), so the
+bit 1's ratio is at most ``e^{a''} < e^eps'`` and the bit 0's at most ``(1 - (e^a / 2) e^{-a''}) / (1 - e^a / 2)
+<= (1/2) / (e^{-eps'} / 2) = e^{eps'}``, because ``a'' <= a``.
 
 **Alg. 3 (one bit).** Each participant ``i`` is assigned one grid point ``l`` and one public number
 ``y_i ~ Lap(1/a)`` (both public, independent of the data). She computes ``v = l(T(l); x_i)`` in ``[0, 1]`` and sends
@@ -47,11 +59,14 @@ reachable and ``a < min(eps, ln 2)``.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 
+from workloads.local.exact_noise import bernoulli_exp
 from workloads.local.randomizers.grid import GridNoise
 from workloads.local.randomizers.inputs import as_finite_rows, as_finite_vector
+from workloads.local.randomizers.l2ball import exact_epsilon
 from workloads.local.randomizers.laplace import interval_noise, randomize_interval_values
 from workloads.local.rng import generator_or_device
 from workloads.parameters import ParameterError, check_count, check_positive
@@ -122,12 +137,59 @@ def one_bit_probability(loss_value: object, public_string: object, epsilon: floa
     return 0.5 * np.exp(-a * (np.abs(y - v) - np.abs(y)))
 
 
+#: binary digits of the grid ``v`` and ``y`` are rounded to for the exact coin's exponent
+_COIN_BITS = 20
+#: significant bits kept of ``a''`` (its denominator times ``2^_COIN_BITS`` stays at most ``2^62``)
+_A_BITS = 40
+
+
+def one_bit_exact_parameters(epsilon: float) -> tuple[Fraction, Fraction]:
+    """``(eps', a'')``: epsilon rounded down to a dyadic (:func:`~workloads.local.randomizers.l2ball.exact_epsilon`)
+    and a dyadic ``a''`` strictly below ``a = ln(2 - e^{-eps'})``: ``a`` in float64 (within a few ulps) rounded down
+    to at most ``_A_BITS`` significant bits, less one unit of the last bit (at least ``2^-40 a``, far above the float
+    error), so ``a'' < a`` holds for the real number ``a``."""
+    eps = exact_epsilon(epsilon)
+    a = math.log1p(-math.expm1(-float(eps)))
+    shift = min(_A_BITS - math.frexp(a)[1], 62 - _COIN_BITS)
+    units = math.floor(a * 2.0**shift) - 1
+    if units < 1:
+        raise ParameterError(f"epsilon={epsilon!r} is too small for the exact 1-bit coin")
+    return eps, Fraction(units, 1 << shift)
+
+
+def _coin_exponent_units(loss_value: object, public_string: object) -> np.ndarray:
+    """``1 + D`` in units of ``2^-_COIN_BITS`` (integers in ``[0, 2^(_COIN_BITS + 1)]``), module docstring."""
+    v = np.clip(as_finite_vector("loss_value", loss_value), 0.0, 1.0)
+    y = as_finite_vector("public_string", public_string)
+    if y.shape != v.shape:
+        raise ParameterError(f"public_string has shape {y.shape}, loss_value has shape {v.shape}")
+    scale = 1 << _COIN_BITS
+    value_units = np.rint(v * scale).astype(np.int64)
+    string_units = np.rint(np.clip(y, -1.0, 1.0) * scale).astype(np.int64)
+    return scale + np.abs(string_units - value_units) - np.abs(string_units)
+
+
+def one_bit_coin_probability(loss_value: object, public_string: object, epsilon: float) -> np.ndarray:
+    """``P(b = 1) = (1 - e^{-eps'} / 2) exp(-a'' (1 + D))``: the law :func:`one_bit_report` draws from exactly, in
+    float64 (for tests and the docs; the coin itself never computes it)."""
+    eps, a = one_bit_exact_parameters(epsilon)
+    units = _coin_exponent_units(loss_value, public_string)
+    return (1.0 - math.exp(-float(eps)) / 2.0) * np.exp(-float(a) * units / (1 << _COIN_BITS))
+
+
 def one_bit_report(
     loss_value: object, public_string: object, epsilon: float, rng: np.random.Generator | None = None
 ) -> np.ndarray:
-    """Alg. 3, step 8: the participant's bit(s) ``b ~ Bernoulli(p)`` as an int8 array (one per participant)."""
-    probability = one_bit_probability(loss_value, public_string, epsilon)
-    return (generator_or_device(rng).random(probability.shape) < probability).astype(np.int8)
+    """Alg. 3, step 8: the participant's bit(s) ``b`` as an int8 array (one per participant), drawn exactly as the
+    product of the two coins of the module docstring: ``P(b = 1)`` is :func:`one_bit_coin_probability`, Alg. 3's
+    ``(1/2) exp(-a (|y - v| - |y|))`` up to a relative ``2^-19``."""
+    eps, a = one_bit_exact_parameters(epsilon)
+    units = _coin_exponent_units(loss_value, public_string)
+    generator = generator_or_device(rng)
+    fair = generator.integers(0, 2, size=units.size) == 1
+    first = ~(fair & bernoulli_exp(np.full(units.size, eps.numerator), eps.denominator, generator))
+    second = bernoulli_exp(a.numerator * units, a.denominator << _COIN_BITS, generator)
+    return (first & second).astype(np.int8)
 
 
 def squared_loss_on_grid(grid: object, x: object, y: object, lower: float, upper: float, scale: float) -> np.ndarray:

@@ -28,6 +28,7 @@ import math
 
 import numpy as np
 
+from workloads.local.randomizers.coordinate import coordinate_randomize
 from workloads.local.randomizers.inputs import as_finite_rows, as_finite_vector
 from workloads.local.randomizers.l2ball import l2_ball_randomize
 from workloads.parameters import ParameterError, check_count, check_positive
@@ -78,3 +79,23 @@ def ldp_iht_report(
     check_positive("epsilon", epsilon)
     gradients = clipped_least_squares_gradient(theta, x, y, residual_bound)
     return l2_ball_randomize(gradients, radius, epsilon, rng)
+
+
+def ldp_iht_coordinate_report(
+    theta: object,
+    x: object,
+    y: object,
+    residual_bound: float,
+    feature_bound: float,
+    epsilon: float,
+    rng: np.random.Generator | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The coordinate-sampling report(s) (issue 20): one uniformly drawn coordinate of the clipped gradient, each
+    entry clipped to ``[-b, b]``, ``b = feature_bound * c`` (never binds when ``|x_j| <= feature_bound``, as
+    ``|residual| <= c``),
+    through the one-dimensional randomizer (:func:`workloads.local.randomizers.coordinate.coordinate_randomize`):
+    ``(J, p C S)``, unbiased for the gradient once expanded to ``p C S e_J``, eps-LDP."""
+    bound = check_positive("feature_bound", feature_bound)
+    check_positive("epsilon", epsilon)
+    gradients = clipped_least_squares_gradient(theta, x, y, residual_bound)
+    return coordinate_randomize(gradients, bound * residual_bound, epsilon, rng)
