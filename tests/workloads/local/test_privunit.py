@@ -312,3 +312,38 @@ def test_bad_inputs_name_the_row_and_draw_nothing() -> None:
         cap_fraction_bounds(3, 1.5)
     assert rng.bit_generator.state == before
     assert isinstance(params, PrivUnitParameters)
+
+
+# ----------------------------------------------------------------------------------- the l2-ball interface (protocols)
+def test_ball_reports_are_unbiased_with_the_stated_norm_and_variance() -> None:
+    from workloads.local.randomizers.privunit import (
+        cached_privunit_parameters,
+        privunit_ball_output_norm,
+        privunit_ball_randomize,
+    )
+
+    rng = np.random.default_rng(11)
+    d, radius, eps, n = 5, 2.0, 2.0, 60_000
+    v = np.array([0.6, -0.3, 0.0, 0.9, 0.2])  # inside the ball
+    reports = privunit_ball_randomize(np.tile(v, (n, 1)), radius, eps, rng)
+    norm = privunit_ball_output_norm(d, radius, eps)
+    assert np.allclose(np.linalg.norm(reports, axis=1), norm, rtol=1e-6)
+    standard_error = norm / np.sqrt(d * n)
+    assert np.all(np.abs(reports.mean(axis=0) - v) < 5 * standard_error)
+    trace = float(np.sum(reports.var(axis=0)))
+    expected = radius**2 * cached_privunit_parameters(d, eps).scale ** 2 - float(v @ v)
+    assert abs(trace - expected) < 0.03 * expected
+
+
+def test_ball_clips_long_rows_and_handles_the_zero_vector() -> None:
+    from workloads.local.randomizers.privunit import privunit_ball_randomize
+
+    rng = np.random.default_rng(12)
+    n = 40_000
+    long_row = np.array([30.0, 40.0])  # norm 50, clipped to radius 1: (0.6, 0.8)
+    reports = privunit_ball_randomize(np.tile(long_row, (n, 1)), 1.0, 4.0, rng)
+    assert np.allclose(reports.mean(axis=0), [0.6, 0.8], atol=0.05)
+    zero = privunit_ball_randomize(np.zeros((n, 3)), 1.0, 4.0, rng)
+    assert np.all(np.abs(zero.mean(axis=0)) < 0.05)
+    single = privunit_ball_randomize(np.array([0.1, 0.2, 0.3]), 1.0, 1.0, rng)
+    assert single.shape == (3,)

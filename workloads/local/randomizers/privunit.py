@@ -93,13 +93,14 @@ coin for ``S`` costs nothing); its covariance trace is ``m^2 - s^2``.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
 
-from workloads.local.randomizers.inputs import as_finite_rows, as_finite_vector
+from workloads.local.randomizers.inputs import as_finite_rows, as_finite_vector, clip_rows_to_ball
 from workloads.local.randomizers.l2ball import exact_epsilon, hemisphere_coin
 from workloads.local.rng import generator_or_device
 from workloads.parameters import ParameterError, check_count, check_positive
@@ -503,4 +504,41 @@ def privunit2_scaled(
     rng = generator_or_device(rng)
     signs = np.where(rng.random(s.size) < (1.0 + s) / 2.0, 1.0, -1.0)
     reports = _privunit_rows(rows * signs[:, np.newaxis], parameters, rng)
+    return reports[0] if single else reports
+
+
+@functools.lru_cache(maxsize=64)
+def cached_privunit_parameters(dimension: int, epsilon: float) -> PrivUnitParameters:
+    """:func:`privunit_parameters`, remembered (they are public and deterministic; the search takes ~15 ms)."""
+    return privunit_parameters(dimension, epsilon)
+
+
+def privunit_ball_output_norm(dimension: int, radius: float, epsilon: float) -> float:
+    """The norm of every :func:`privunit_ball_randomize` report: ``radius * m`` (up to the grid rounding)."""
+    return check_positive("radius", radius) * cached_privunit_parameters(dimension, epsilon).scale
+
+
+def privunit_ball_randomize(
+    values: object, radius: float, epsilon: float, rng: np.random.Generator | None = None
+) -> np.ndarray:
+    """PrivUnit2 for vectors of the l2 ball of ``radius``, with the signature of
+    :func:`workloads.local.randomizers.l2ball.l2_ball_randomize`, so a protocol's randomizer table takes either.
+
+    Each row ``v`` is first scaled down to norm ``radius`` if longer; then ``v = radius s z`` with ``z = v / ||v||``
+    (``e_1`` when ``v = 0``) and ``s = ||v|| / radius`` in [0, 1], and the report is ``radius`` times
+    :func:`privunit2_scaled` of ``(z, s)``: unbiased for ``v``, epsilon-LDP (the map to ``(z, s)`` is pre-processing
+    and the sign rounding a mixture of epsilon-LDP laws), every report of norm :func:`privunit_ball_output_norm`.
+    Its covariance trace is ``radius^2 m^2 - ||v||^2`` (:func:`privunit_variance`)."""
+    r = check_positive("radius", radius)
+    rows, single = as_finite_rows("values", values)
+    parameters = cached_privunit_parameters(rows.shape[1], float(epsilon))
+    clipped = clip_rows_to_ball(rows, r)
+    norms = np.linalg.norm(clipped, axis=1)
+    directions = np.zeros_like(clipped)
+    directions[:, 0] = 1.0
+    nonzero = norms > 0.0
+    directions[nonzero] = clipped[nonzero] / norms[nonzero, np.newaxis]
+    directions /= np.linalg.norm(directions, axis=1, keepdims=True)  # exact unit rows for the check
+    scalars = np.minimum(norms / r, 1.0)
+    reports = r * privunit2_scaled(directions, scalars, parameters, rng)
     return reports[0] if single else reports
