@@ -63,16 +63,25 @@ def dataset_load(
 @handles_errors
 def dataset_attach(
     name: Annotated[str, typer.Argument(help="Name of the new dataset.", metavar="NAME")],
-    parquet: Annotated[list[str], typer.Option("--parquet", help="Parquet file or glob (repeatable), read where it "
-                                               "lives: nothing is copied.", metavar="PATH|GLOB")],
     spec: Annotated[Path, typer.Option("--spec", help="Public binning spec (YAML/JSON), applied inside the "
                                        "engine; a value outside it is refused, naming its column.")],
+    parquet: Annotated[list[str] | None, typer.Option("--parquet", help="Parquet file or glob (repeatable), read "
+                                                      "where it lives by DuckDB: nothing is copied.",
+                                                      metavar="PATH|GLOB")] = None,
+    spark: Annotated[str | None, typer.Option("--spark", help="A table of the Spark session (MARGINALIA_SPARK_REMOTE, "
+                                              "else local mode): a catalog name or parquet.`/path`; counted by "
+                                              "Spark, nothing is copied.", metavar="TABLE")] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Register a Parquet table where it lives, counted by DuckDB through its public binning spec."""
-    from service.data.attach import attach_parquet
+    """Register a table where it lives (Parquet files counted by DuckDB, or a Spark table counted by Spark),
+    through its public binning spec."""
+    from service.data.attach import attach_parquet, attach_spark
+    from service.errors import InvalidInput
 
-    info = attach_parquet(open_engine(), name, list(parquet), spec)
+    if bool(parquet) == (spark is not None):
+        raise InvalidInput("give exactly one of --parquet PATH|GLOB or --spark TABLE", code="invalid_parameter")
+    engine = open_engine()
+    info = attach_parquet(engine, name, list(parquet), spec) if parquet else attach_spark(engine, name, spark, spec)
     emit(as_json, info.to_json(), lambda: stdout.print(
         f"attached [bold]{info.name}[/]: {info.rows:,} rows, {len(info.domain)} columns ({info.engine})"))
 
