@@ -53,3 +53,27 @@ def distinct_rows_sql(dialect: Dialect, view: str, columns: Sequence[str]) -> st
     """The distinct rows over ``columns`` (unquoted) of ``view`` with their counts, in ascending order."""
     quoted = ", ".join(dialect.quote(c) for c in columns)
     return f"SELECT {quoted}, COUNT(*) AS n FROM {view} GROUP BY {quoted} ORDER BY {quoted}"
+
+
+def stacked_keys_sql(dialect: Dialect, view: str, columns: Mapping[str, str],
+                     marginals: Sequence[tuple[tuple[str, ...], tuple[int, ...]]]) -> str:
+    """``SELECT key, n``: the same counts as :func:`grouping_sets_sql` as one ``GROUP BY`` of a single BIGINT key.
+    Each row emits one key per marginal (``explode`` of an array: Spark SQL's generator), its cell index plus the
+    marginal's offset in the concatenation of every marginal's cells (:func:`stacked_counts` splits them back).
+    Spark expands ``GROUPING SETS`` into one wide row per set (every set's key column, NULL but one), which costs
+    more than these narrow rows (benchmarks/spark_engine.py measured both; docs/engines.md)."""
+    offsets = np.cumsum([0, *(int(np.prod(shape, dtype=np.int64)) for _, shape in marginals)])[:-1]
+    keys = [f"CAST({cell_index_sql([dialect.quote(columns[a]) for a in attributes], shape)} AS BIGINT) + {int(o)}"
+            for (attributes, shape), o in zip(marginals, offsets, strict=True)]
+    return (f"SELECT key, COUNT(*) AS n FROM (SELECT explode(array({', '.join(keys)})) AS key FROM {view}) AS stacked "
+            "GROUP BY key")
+
+
+def stacked_counts(marginals: Sequence[tuple[tuple[str, ...], tuple[int, ...]]], keys: np.ndarray,
+                   counts: np.ndarray) -> list[np.ndarray]:
+    """The dense int64 arrays of each marginal from the rows ``(key, count)`` of :func:`stacked_keys_sql`."""
+    sizes = [int(np.prod(shape, dtype=np.int64)) for _, shape in marginals]
+    stacked = np.zeros(sum(sizes), dtype=np.int64)
+    stacked[np.asarray(keys, dtype=np.int64)] = np.asarray(counts, dtype=np.int64)
+    parts = np.split(stacked, np.cumsum(sizes)[:-1])
+    return [part.reshape(shape) for part, (_, shape) in zip(parts, marginals, strict=True)]
