@@ -66,7 +66,10 @@ def prepare(url: str) -> tuple[str, list[int], dict[int, list[str]]]:
     for name, categorical, mechanism, workload, privacy in RELEASES:
         if name not in [d.name for d in datasets.list_datasets(engine)]:
             source = DATA / name
-            datasets.load_coded_csv(engine, name, source / f"{name}.csv", source / f"{name}-domain.json", categorical)
+            # PostgreSQL: the rows in the database too (the default folder of Parquet tables would be the working one)
+            store = "duckdb" if url.startswith("sqlite") else "sql"
+            datasets.load_coded_csv(engine, name, source / f"{name}.csv", source / f"{name}-domain.json", categorical,
+                                    store=store)
             accountant.set_budget(engine, name, 10.0, 1e-6)
         # no seed: the API answers nothing from a seeded release, and latency does not depend on the noise
         outcome = release_engine.release_marginals(engine, name, mechanism, workload, **privacy)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import math
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -62,8 +63,12 @@ def run_size(rows: int, folder: Path, args: argparse.Namespace, log: Callable[[s
     from service.data.oracle import TableCountOracle
     from service.releases import engine as release_engine
 
-    csv = write_table(folder, rows, args.seed)
-    engine = harness.temporary_database(folder / f"engines-{rows}.db")
+    csv = write_table(folder, rows, args.seed)  # reused by a later run in the same --folder
+    database = folder / f"engines-{rows}.db"
+    for stale in folder.glob(f"{database.name}*"):  # a fresh service database and data folder on every run
+        stale.unlink()
+    shutil.rmtree(folder / f"{database.stem}-tables", ignore_errors=True)
+    engine = harness.temporary_database(database)
     records: list[dict[str, object]] = []
 
     def record(task: str, variant: str, seconds: float, **extra: object) -> None:

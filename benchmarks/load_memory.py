@@ -6,8 +6,8 @@ repository). Each measurement runs in a fresh interpreter (:func:`harness.run_ch
 (``ru_maxrss``) is its own:
 
 - ``load``: :func:`service.data.datasets.load_coded_csv` (what ``marginalia dataset load NAME --csv FILE --domain
-  DOMAIN`` runs, less the progress bar) into a new SQLite database beside the table, in chunks of
-  ``datasets.CHUNK_ROWS`` rows;
+  DOMAIN`` runs, less the progress bar) into the default engine (a Parquet file beside a new SQLite database, since
+  issue 21; before, a table in that database), in chunks of ``datasets.CHUNK_ROWS`` rows;
 - ``load-postgresql`` (with ``--postgresql``): the same into a new database of a throwaway PostgreSQL server
   (tests/support/pgserver.py, as ``benchmarks.counting`` starts it); the peak is the loading process's, not the
   server's;
@@ -73,7 +73,10 @@ def child(config: dict[str, object]) -> dict[str, object]:
             from db.migrate import open_database
 
             engine = open_database(str(config["url"]))
-        rows = datasets.load_coded_csv(engine, "adult", csv, harness.DATA / DOMAIN).rows
+        # "load": the default engine (DuckDB: a Parquet file beside the SQLite database); "load-postgresql": a
+        # table in the PostgreSQL service database
+        store = "duckdb" if mode == "load" else "sql"
+        rows = datasets.load_coded_csv(engine, "adult", csv, harness.DATA / DOMAIN, store=store).rows
         engine.dispose()
     elif mode == "pandas":
         rows = len(pd.read_csv(csv))

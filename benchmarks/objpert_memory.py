@@ -52,7 +52,7 @@ def build_table(folder: Path, rows: int, seed: int, source_rows: int | None) -> 
     path = folder / f"adult-{rows}.db"
     engine = harness.temporary_database(path)
     try:
-        stored = datasets.load_coded_csv(engine, "adult", head, domain, CATEGORICAL)
+        stored = datasets.load_coded_csv(engine, "adult", head, domain, CATEGORICAL, store="sql")  # refilled in SQL
         dataset = datasets.get_dataset(engine, "adult")
     finally:
         engine.dispose()

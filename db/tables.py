@@ -97,8 +97,13 @@ def count_marginals(
     marginals: Sequence[tuple[Sequence[str], Sequence[int]]],
     *,
     one_scan: bool | None = None,
+    source: str | None = None,
 ) -> list[np.ndarray]:
     """Counts of ``table`` over each ``(columns, shape)`` of ``marginals``, in that order.
+
+    ``source`` (SQL of a ``FROM`` item, default the quoted name of ``table``) counts a derived table with
+    ``table``'s columns instead, such as a foreign table coded by ``CASE`` expressions; a row whose cell index is
+    negative (a code outside its domain) raises :class:`CodeOutOfRange` rather than being counted anywhere.
 
     With ``one_scan`` (the default on PostgreSQL when there are several marginals) all of them are counted by
     one statement, ``GROUP BY GROUPING SETS ((k0), (k1), …)`` over their cell indexes, so the table is read
@@ -106,7 +111,7 @@ def count_marginals(
     asked = [_check_marginal(table, columns, shape) for columns, shape in marginals]
     # Each distinct marginal is counted once; a repeat gets a copy.
     specs = list(dict.fromkeys(asked))
-    counted = dict(zip(specs, _count_distinct(connection, table, specs, one_scan), strict=True))
+    counted = dict(zip(specs, _count_distinct(connection, table, specs, one_scan, source), strict=True))
     seen: set[tuple[tuple[str, ...], tuple[int, ...]]] = set()
     out = []
     for spec in asked:
@@ -120,6 +125,7 @@ def _count_distinct(
     table: Table,
     specs: list[tuple[tuple[str, ...], tuple[int, ...]]],
     one_scan: bool | None,
+    source: str | None = None,
 ) -> list[np.ndarray]:
     dialect = connection.dialect.name
     if one_scan is None:
@@ -127,7 +133,7 @@ def _count_distinct(
     if one_scan and dialect != "postgresql":
         raise ValueError(f"one_scan needs GROUPING SETS, which the {dialect} dialect does not have")
     quote = connection.dialect.identifier_preparer.quote
-    source = quote(table.name)
+    source = source or quote(table.name)
     keys = [cell_index_sql([quote(c) for c in columns], shape) for columns, shape in specs]
     if not one_scan:
         out = []
@@ -204,7 +210,13 @@ def _fetch_int64(connection: Connection, sql: str, width: int, setup: str | None
     return np.array(rows, dtype=np.int64).reshape(len(rows), width)
 
 
+class CodeOutOfRange(ValueError):
+    """A counted row has a negative cell index: one of its codes is outside its domain."""
+
+
 def _dense(cells: np.ndarray, counts: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    if cells.size and int(cells.min()) < 0:  # numpy would wrap a negative index round to a real cell
+        raise CodeOutOfRange(f"{int(counts[cells < 0].sum())} row(s) have a code outside the domain {shape}")
     out = np.zeros(math.prod(shape), dtype=np.int64)
     out[cells] = counts
     return out.reshape(shape)

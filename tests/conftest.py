@@ -42,7 +42,9 @@ def data_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
-def postgres_server() -> Iterator[PostgresServer]:
+def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresServer]:
+    """The throwaway PostgreSQL server of the session. Parquet tables of its databases go to a session folder
+    (MARGINALIA_DATA_DIR, unless set), never to the working directory, the default beside no database file."""
     if os.environ.get("MARGINALIA_TEST_POSTGRES") == "skip":
         pytest.skip("PostgreSQL tests disabled by MARGINALIA_TEST_POSTGRES=skip")
     try:
@@ -51,8 +53,12 @@ def postgres_server() -> Iterator[PostgresServer]:
         if os.environ.get("CI"):
             pytest.fail(f"PostgreSQL is required in CI: {exc}")
         pytest.skip(f"PostgreSQL unavailable: {exc}")
+    folder = str(tmp_path_factory.mktemp("postgres-tables"))
+    previous = os.environ.setdefault("MARGINALIA_DATA_DIR", folder)
     yield server
     server.stop()
+    if previous == folder:
+        del os.environ["MARGINALIA_DATA_DIR"]
 
 
 def new_postgres_database(server: PostgresServer) -> str:
@@ -65,25 +71,25 @@ def new_postgres_database(server: PostgresServer) -> str:
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A fresh, empty database URL on each backend."""
+def database_url(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A fresh, empty database URL on each backend. Parquet tables go to the folder next to a SQLite database (the
+    default), and on PostgreSQL to MARGINALIA_DATA_DIR in the test's folder (seen by CLI calls and servers too)."""
     if request.param == "sqlite":
+        monkeypatch.delenv("MARGINALIA_DATA_DIR", raising=False)
         return f"sqlite:///{tmp_path / 'test.db'}"
+    monkeypatch.setenv("MARGINALIA_DATA_DIR", str(tmp_path / "tables"))
     server = request.getfixturevalue("postgres_server")
     return new_postgres_database(server)
 
 
 @pytest.fixture
-def engine(database_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path):  # noqa: ANN201
+def engine(database_url: str, monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
     """An engine on a fresh database upgraded to the newest migration; MARGINALIA_DATABASE_URL
-    points at it so CLI calls in the same test see the same database. Parquet tables go to the folder next to a
-    SQLite database (the default), and on PostgreSQL to MARGINALIA_DATA_DIR in the test's folder."""
+    points at it so CLI calls in the same test see the same database."""
     from db.engine import make_engine
     from db.migrate import upgrade_to_head
 
     monkeypatch.setenv("MARGINALIA_DATABASE_URL", database_url)
-    if not database_url.startswith("sqlite"):
-        monkeypatch.setenv("MARGINALIA_DATA_DIR", str(tmp_path / "tables"))
     engine = make_engine(database_url)
     upgrade_to_head(engine)
     yield engine

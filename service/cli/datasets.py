@@ -65,23 +65,32 @@ def dataset_attach(
     name: Annotated[str, typer.Argument(help="Name of the new dataset.", metavar="NAME")],
     spec: Annotated[Path, typer.Option("--spec", help="Public binning spec (YAML/JSON), applied inside the "
                                        "engine; a value outside it is refused, naming its column.")],
-    parquet: Annotated[list[str] | None, typer.Option("--parquet", help="Parquet file or glob (repeatable), read "
-                                                      "where it lives by DuckDB: nothing is copied.",
-                                                      metavar="PATH|GLOB")] = None,
+    parquet: Annotated[list[str] | None, typer.Option(
+        "--parquet", help="Parquet file or glob (repeatable), read where it lives: nothing is copied.",
+        metavar="PATH|GLOB")] = None,
+    sql: Annotated[str | None, typer.Option("--sql", help="SQLAlchemy URL of the database the table lives in "
+                                            "(with --table).", metavar="URL")] = None,
+    table: Annotated[str | None, typer.Option("--table", help="The table's name in the --sql database.")] = None,
     spark: Annotated[str | None, typer.Option("--spark", help="A table of the Spark session (MARGINALIA_SPARK_REMOTE, "
                                               "else local mode): a catalog name or parquet.`/path`; counted by "
                                               "Spark, nothing is copied.", metavar="TABLE")] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Register a table where it lives (Parquet files counted by DuckDB, or a Spark table counted by Spark),
-    through its public binning spec."""
-    from service.data.attach import attach_parquet, attach_spark
+    """Register a table where it lives (nothing copied): Parquet files counted by DuckDB, a table of another SQL
+    database counted there, or a Spark table counted by Spark; its public binning spec is applied inside the
+    engine."""
+    from service.data.attach import attach_parquet, attach_spark, attach_sql
     from service.errors import InvalidInput
 
-    if bool(parquet) == (spark is not None):
-        raise InvalidInput("give exactly one of --parquet PATH|GLOB or --spark TABLE", code="invalid_parameter")
-    engine = open_engine()
-    info = attach_parquet(engine, name, list(parquet), spec) if parquet else attach_spark(engine, name, spark, spec)
+    if sum([bool(parquet), sql is not None, spark is not None]) != 1 or (sql is None) != (table is None):
+        raise InvalidInput("give either --parquet PATH|GLOB, or --sql URL with --table T, or --spark TABLE",
+                           code="invalid_parameter")
+    if parquet:
+        info = attach_parquet(open_engine(), name, list(parquet), spec)
+    elif spark is not None:
+        info = attach_spark(open_engine(), name, spark, spec)
+    else:
+        info = attach_sql(open_engine(), name, str(sql), str(table), spec)
     emit(as_json, info.to_json(), lambda: stdout.print(
         f"attached [bold]{info.name}[/]: {info.rows:,} rows, {len(info.domain)} columns ({info.engine})"))
 

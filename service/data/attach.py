@@ -1,5 +1,6 @@
 """Registering a table where it lives, without copying it: ``marginalia dataset attach NAME --parquet PATH|GLOB
---spec SPEC`` (DuckDB), or ``--spark TABLE --spec SPEC`` (a table of the Spark session, :func:`attach_spark`).
+--spec SPEC`` (counted by DuckDB), ``--sql URL --table T --spec SPEC`` (counted by that database), or ``--spark
+TABLE --spec SPEC`` (a table of the Spark session, counted by Spark: :func:`attach_spark`).
 
 The dataset's row records the Parquet files (absolute paths or globs) and its public binning spec; the rows stay
 where they are and are coded inside DuckDB on every scan (:mod:`service.data.engines.spec_sql`: a value outside
@@ -8,7 +9,7 @@ stored: the files exist and are Parquet, they have every column the spec names, 
 the spec (one scan, which also counts the rows). Any failure is one clear error and stores nothing.
 
 A Spark table is checked the same way, by Spark: the session is reachable, the table exists, it has every column
-the spec names, and every value fits the spec (one scan).
+the spec names, and every value fits the spec (one scan, which also counts the rows).
 
 The files must stay readable by every process of the service and must not change while a release reads them; a
 file that later disappears or gains a value outside the spec makes a release fail before any noise is drawn.
@@ -21,14 +22,16 @@ import json
 from pathlib import Path
 
 import duckdb
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, inspect, make_url, select
+from sqlalchemy.exc import NoSuchTableError
 
 from db import tables
-from db.engine import serialized_transaction
+from db.engine import OPEN_ERRORS, DatabaseUnavailable, make_engine, safe_url, serialized_transaction, unavailable
 from db.models import Dataset
 from service.data.datasets import DatasetInfo, check_name
-from service.data.engines.base import DUCKDB, SPARK, EngineError
+from service.data.engines.base import DUCKDB, SPARK, SQL, EngineError
 from service.data.engines.duckdb_table import DuckDBTable, parquet_source
+from service.data.engines.foreign_sql import open_foreign
 from service.data.engines.spec_sql import spec_columns
 from service.errors import Conflict, InvalidInput
 from workloads.binning import BinningError, BinningSpec, load_spec
@@ -40,7 +43,7 @@ def attach_parquet(engine: Engine, name: str, paths: list[str], spec_path: Path)
     """Register the Parquet files ``paths`` (files or globs) as dataset ``name``, coded by the spec at
     ``spec_path`` (module docstring)."""
     check_name(name)
-    spec = _load_spec(spec_path)
+    spec = _spec(spec_path)
     if not paths:
         raise InvalidInput("give at least one --parquet PATH or GLOB", code="invalid_parameter")
     sources = [_resolve(p) for p in paths]
@@ -52,9 +55,55 @@ def attach_parquet(engine: Engine, name: str, paths: list[str], spec_path: Path)
         raise InvalidInput(f"{exc.message}. Nothing was stored.", code="invalid_value") from None
     finally:
         table.close()
-    if rows == 0:
-        raise InvalidInput(f"the Parquet files of {name!r} have no rows; nothing was stored", code="empty_file")
-    return _register(engine, name, spec, rows, ", ".join(sources), DUCKDB, {"parquet": sources})
+    location = {"parquet": sources, "spec": spec_to_dict(spec)}
+    return _register(engine, name, spec, rows, ", ".join(sources), DUCKDB, location)
+
+
+def attach_sql(engine: Engine, name: str, url: str, table_name: str, spec_path: Path) -> DatasetInfo:
+    """Register table ``table_name`` of the database at ``url`` (any SQLAlchemy URL) as dataset ``name``, coded by
+    the spec at ``spec_path`` inside that database (:mod:`service.data.engines.foreign_sql`). The database must be
+    reachable, the table must exist with every column the spec names, and every value must fit the spec."""
+    check_name(name)
+    spec = _spec(spec_path)
+    where = f"--sql {safe_url(url)} --table {table_name}"
+    sqlite_file = url.startswith("sqlite") and make_url(url).database not in (None, "", ":memory:")
+    if sqlite_file and not Path(str(make_url(url).database)).is_file():  # opening it would create an empty one
+        raise InvalidInput(f"{where}: no such database file; nothing was stored", code="unreachable_database")
+    try:
+        foreign = make_engine(url)
+    except DatabaseUnavailable as exc:
+        raise InvalidInput(f"{where}: {exc}; nothing was stored", code="unreachable_database") from None
+    try:
+        try:
+            present = [c["name"] for c in inspect(foreign).get_columns(table_name)]
+        except NoSuchTableError:
+            raise InvalidInput(f"{where}: no such table; nothing was stored", code="missing_table") from None
+        except OPEN_ERRORS as exc:
+            raise InvalidInput(f"{where}: the database cannot be reached ({unavailable(url, exc)}); nothing was "
+                               "stored", code="unreachable_database") from None
+        missing = [c.name for c in spec.columns if c.name not in present]
+        if missing:
+            raise InvalidInput(f"{where}: the spec's column(s) {missing} are not in the table, which has {present}; "
+                               "nothing was stored", code="column_mismatch")
+    finally:
+        foreign.dispose()
+    location = {"url": url, "table": table_name, "spec": spec_to_dict(spec)}
+    try:
+        table = open_foreign(location, name, spec.domain().sizes())
+    except EngineError as exc:
+        raise InvalidInput(f"{where}: {exc.message}; nothing was stored", code="unreachable_database") from None
+    try:
+        outside = table.outside_columns()
+        if outside:
+            raise InvalidInput(f"{where}: column(s) {outside} hold a value the binning spec cannot code; values "
+                               "outside the spec are refused, never dropped: widen the spec to count them. Nothing "
+                               "was stored.", code="invalid_value")
+        rows = table.row_count()
+    except EngineError as exc:
+        raise InvalidInput(f"{exc.message}. Nothing was stored.", code="unreachable_database") from None
+    finally:
+        table.close()
+    return _register(engine, name, spec, rows, f"{safe_url(url)} table {table_name}", SQL, location)
 
 
 def attach_spark(engine: Engine, name: str, table: str, spec_path: Path) -> DatasetInfo:
@@ -62,7 +111,7 @@ def attach_spark(engine: Engine, name: str, table: str, spec_path: Path) -> Data
     in its catalog, ``db.table``, or a path Spark reads, ``parquet.`/data/adult```) as dataset ``name``, coded
     inside Spark by the spec at ``spec_path`` (module docstring)."""
     check_name(name)
-    spec = _load_spec(spec_path)
+    spec = _spec(spec_path)
     if not isinstance(table, str) or not table.strip():
         raise InvalidInput("--spark needs a table name or a path Spark reads", code="invalid_parameter")
     from service.data.engines.dialect import SPARK_SQL
@@ -82,12 +131,10 @@ def attach_spark(engine: Engine, name: str, table: str, spec_path: Path) -> Data
         raise InvalidInput(f"--spark {table}: {exc.message}. Nothing was stored.", code="invalid_value") from None
     finally:
         spark_table.close()
-    if rows == 0:
-        raise InvalidInput(f"--spark {table}: the table has no rows; nothing was stored", code="empty_file")
-    return _register(engine, name, spec, rows, f"spark:{table}", SPARK, {"spark": table})
+    return _register(engine, name, spec, rows, f"spark:{table}", SPARK, {"spark": table, "spec": spec_to_dict(spec)})
 
 
-def _load_spec(spec_path: Path) -> BinningSpec:
+def _spec(spec_path: Path) -> BinningSpec:
     try:
         return load_spec(spec_path)
     except BinningError as exc:
@@ -95,9 +142,11 @@ def _load_spec(spec_path: Path) -> BinningSpec:
 
 
 def _register(engine: Engine, name: str, spec: BinningSpec, rows: int, source: str, engine_name: str,
-              where: dict[str, object]) -> DatasetInfo:
-    """Store dataset ``name`` (``rows`` rows counted by ``engine_name``, found at ``where``, coded by ``spec``)."""
-    location = {**where, "spec": spec_to_dict(spec)}
+              location: dict[str, object]) -> DatasetInfo:
+    """Store the dataset row of an attached table (its rows stay where they live); a table without rows is
+    refused."""
+    if rows == 0:
+        raise InvalidInput(f"{source}: the table has no rows; nothing was stored", code="empty_file")
     columns = [{"name": c.name, "size": c.size, "kind": c.kind, "sql": sql, "labels": list(c.labels)}
                for c, sql in zip(spec.columns, tables.sql_column_names(len(spec.columns)), strict=True)]
     with serialized_transaction(engine) as session:

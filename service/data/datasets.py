@@ -2,9 +2,10 @@
 
 The rows go to one of the data engines (:mod:`service.data.engines`): by default a Parquet file in the service's
 data folder, counted by DuckDB (``store="duckdb"``), or a ``data_<id>`` table in the service database
-(``store="sql"``). A load is all-or-nothing: the dataset row and every chunk of rows are committed together (one
-transaction; the Parquet file is written under a temporary name and renamed into place before the commit, and
-removed if the commit fails), so a bad row on line 200,000 leaves nothing behind. Files are streamed in chunks
+(``store="sql"``). A load is all-or-nothing: for SQL the dataset row and every chunk of rows are committed in one
+transaction; a Parquet file is written under a temporary name, renamed into place once complete, and only then
+registered by one short transaction (and removed if that fails), so a bad row on line 200,000 leaves nothing
+behind, and other writers of the service database are not held up while a large file loads. Files are streamed in chunks
 of ``CHUNK_ROWS`` rows (:mod:`service.data.csv_chunks`): memory is bounded by the chunk, not the file. Each chunk
 is parsed by pandas' C parser, validated column by column with numpy, and written in bulk (a Parquet row group, or
 :func:`db.tables.insert_rows`); every row keeps its file line, so an error names the line, and a row with more or
@@ -24,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session
 
 from db import tables
 from db.engine import serialized_transaction, transaction
@@ -141,48 +143,63 @@ def _store(
     check_name(name)
     _check_store(store)
     labels = labels or {}
-    written: Path | None = None
-    try:
-        # Serialised from the start: the name check and the insert must not interleave with another load.
+    columns = [
+        {"name": a.name, "size": a.size, "kind": a.kind, "sql": sql, **({"labels": labels[a.name]}
+                                                                      if a.name in labels else {})}
+        for a, sql in zip(domain.attributes, tables.sql_column_names(len(domain)), strict=True)
+    ]
+    sizes = list(domain.sizes().values())
+    if store == SQL:
+        # One transaction, serialised from the start: the name check and the insert must not interleave with another
+        # load, and the rows are committed with the dataset row.
         with serialized_transaction(engine) as session:
-            if session.execute(select(Dataset.id).where(Dataset.name == name)).first() is not None:
-                raise Conflict(f"a dataset named {name!r} already exists; choose another name",
-                               code="duplicate_dataset")
-            columns = [
-                {"name": a.name, "size": a.size, "kind": a.kind, "sql": sql, **({"labels": labels[a.name]}
-                                                                              if a.name in labels else {})}
-                for a, sql in zip(domain.attributes, tables.sql_column_names(len(domain)), strict=True)
-            ]
-            dataset = Dataset(name=name, domain_json=json.dumps({"columns": columns}), data_table="pending",
-                              row_count=0, source=source, engine=store)
-            session.add(dataset)
-            session.flush()
-            dataset.data_table = tables.data_table_name(dataset.id)
-            if store == SQL:
-                table = tables.create_data_table(session.connection(), dataset.data_table,
-                                                  list(domain.sizes().values()))
-                rows = _write_chunks(name, chunks, lambda codes: tables.insert_rows(session.connection(), table, codes),
-                                     total, progress)
-            else:
-                writer = ParquetWriter(data_folder(engine), new_file_name(dataset.id),
-                                       [c["sql"] for c in columns], list(domain.sizes().values()))
-                try:
-                    rows = _write_chunks(name, chunks, writer.write, total, progress)
-                    if rows:
-                        written = writer.finish()
-                finally:
-                    if written is None:
-                        writer.abort()
-                if written is not None:
-                    dataset.location = json.dumps({"file": written.name})
-            if rows == 0:
-                raise InvalidInput(f"{source}: the file has no data rows; nothing was stored", code="empty_file")
-            dataset.row_count = rows
-    except BaseException:
-        if written is not None:  # the file was complete but the dataset row was not committed
-            written.unlink(missing_ok=True)
-        raise
+            dataset = _new_dataset(session, name, columns, source, SQL)
+            table = tables.create_data_table(session.connection(), dataset.data_table, sizes)
+            rows = _write_chunks(name, chunks, lambda codes: tables.insert_rows(session.connection(), table, codes),
+                                 total, progress)
+            dataset.row_count = _nonempty(rows, source)
+    else:
+        # The file is written first, outside any transaction (other writers of the service database are not held
+        # up by a long load), then registered by one short transaction; either failing leaves no file and no row.
+        with transaction(engine) as session:
+            _refuse_duplicate(session, name)
+        writer = ParquetWriter(data_folder(engine), new_file_name(), [c["sql"] for c in columns], sizes)
+        written: Path | None = None
+        try:
+            rows = _nonempty(_write_chunks(name, chunks, writer.write, total, progress), source)
+            written = writer.finish()
+            with serialized_transaction(engine) as session:
+                dataset = _new_dataset(session, name, columns, source, store)
+                dataset.location = json.dumps({"file": written.name})
+                dataset.row_count = rows
+        except BaseException:
+            writer.abort()
+            if written is not None:  # the file was complete but the dataset row was not committed
+                written.unlink(missing_ok=True)
+            raise
     return DatasetInfo(name=name, rows=rows, domain=domain, source=source, labels=labels, engine=store)
+
+
+def _refuse_duplicate(session: Session, name: str) -> None:
+    if session.execute(select(Dataset.id).where(Dataset.name == name)).first() is not None:
+        raise Conflict(f"a dataset named {name!r} already exists; choose another name", code="duplicate_dataset")
+
+
+def _new_dataset(session: Session, name: str, columns: list[dict[str, object]], source: str, store: str) -> Dataset:
+    """The new dataset's row (its ``data_table`` named after its id), once no dataset has the name."""
+    _refuse_duplicate(session, name)
+    dataset = Dataset(name=name, domain_json=json.dumps({"columns": columns}), data_table="pending", row_count=0,
+                      source=source, engine=store)
+    session.add(dataset)
+    session.flush()
+    dataset.data_table = tables.data_table_name(dataset.id)
+    return dataset
+
+
+def _nonempty(rows: int, source: str) -> int:
+    if rows == 0:
+        raise InvalidInput(f"{source}: the file has no data rows; nothing was stored", code="empty_file")
+    return rows
 
 
 def _write_chunks(name: str, chunks: Iterator[np.ndarray], write: Callable[[np.ndarray], None], total: int,

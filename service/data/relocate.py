@@ -34,11 +34,11 @@ def migrate_dataset(engine: Engine, name: str, to: str, *, progress: Callable[[i
     dataset = get_dataset(engine, name)
     if dataset.engine == to:
         raise Conflict(f"dataset {name!r} already lives in the {to} engine; nothing to do", code="already_there")
-    if (dataset.engine, to) != (SQL, DUCKDB):
+    if (dataset.engine, to) != (SQL, DUCKDB) or dataset.location is not None:
         raise InvalidInput(f"dataset {name!r} lives in the {dataset.engine} engine: only SQL tables migrate (to "
                            "duckdb); an attached table stays where it lives", code="invalid_parameter")
     columns = [dataset.sql_columns[a] for a in dataset.domain.names]
-    writer = ParquetWriter(data_folder(engine), new_file_name(dataset.id), columns,
+    writer = ParquetWriter(data_folder(engine), new_file_name(), columns,
                            list(dataset.domain.sizes().values()))
     written: Path | None = None
     try:

@@ -1,6 +1,8 @@
 """Open the engine a dataset's row names (``datasets.engine`` and ``datasets.location``).
 
-``location`` (JSON, never shown to analysts) is, for engine ``duckdb``, either ``{"file": NAME}`` (a table the
+``location`` (JSON, never shown to analysts) is NULL for a ``data_<id>`` table of the service database, and
+``{"url": URL, "table": T, "spec": SPEC}`` for a table attached in another SQL database (engine ``sql``); for engine
+``duckdb`` it is either ``{"file": NAME}`` (a table the
 service stored: ``NAME`` in the data folder, columns ``c0, c1, …`` already coded) or ``{"parquet": [PATH|GLOB, …],
 "spec": SPEC}`` (a table attached where it lives, coded inside the engine by its public binning spec ``SPEC``); for
 engine ``spark``, ``{"spark": TABLE, "spec": SPEC}`` (a table of the Spark session, coded inside Spark by ``SPEC``).
@@ -21,6 +23,10 @@ if TYPE_CHECKING:
 def open_table(engine: Engine, dataset: StoredDataset) -> TableEngine:
     """The :class:`~service.data.engines.base.TableEngine` of ``dataset``; ``engine`` is the service database."""
     sizes = dataset.domain.sizes()
+    if dataset.engine == SQL and dataset.location and "url" in dataset.location:
+        from service.data.engines.foreign_sql import open_foreign
+
+        return open_foreign(dataset.location, dataset.name, sizes)
     if dataset.engine == SQL:
         from service.data.engines.sql import SqlTable
 

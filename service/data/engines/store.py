@@ -41,9 +41,9 @@ def data_folder(engine: Engine) -> Path:
     return Path(DEFAULT_FOLDER).resolve()
 
 
-def new_file_name(dataset_id: int) -> str:
-    """A fresh file name for dataset ``dataset_id`` (unique even if an id is ever reused)."""
-    return f"data_{dataset_id}-{uuid.uuid4().hex[:12]}.parquet"
+def new_file_name() -> str:
+    """A fresh, unique file name for a table (chosen before its dataset has an id)."""
+    return f"data-{uuid.uuid4().hex}.parquet"
 
 
 class ParquetWriter:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -323,6 +324,7 @@ def main() -> None:
     story.out.mkdir(exist_ok=True)
     for stale in story.out.glob("marginalia.db*"):
         stale.unlink()
+    shutil.rmtree(story.out / "marginalia-tables", ignore_errors=True)  # the Parquet tables of the last run
     started = time.monotonic()
     timings = []
     for part in PARTS:

@@ -5,7 +5,6 @@ the spec is refused with its column named (never dropped); bad input is one clea
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import numpy as np
@@ -21,24 +20,13 @@ from service.data.attach import attach_parquet
 from service.data.engines.base import EngineError
 from service.data.oracle import TableCountOracle
 from service.errors import Conflict, InvalidInput
-from workloads.binning import apply_spec, parse_spec
+from tests.support.binned import SPEC, expected_counts, raw_frame, write_spec
 
-SPEC = {"columns": {
-    "age": {"kind": "ordinal", "edges": [0, 18, 40, 65, 120]},
-    "work": {"values": ["Private", "State-gov", "?"]},
-    "income": {"values": ["<=50K", ">50K"], "strip_suffix": "."},
-}}
 runner = CliRunner()
 
 
 def _frame(rows: int = 300, seed: int = 2) -> pd.DataFrame:
-    rng = np.random.default_rng(seed)
-    return pd.DataFrame({
-        "age": rng.integers(0, 121, rows).astype(float),  # 120 is the closed last edge
-        "work": rng.choice([" Private", "State-gov ", "?"], rows),
-        "income": rng.choice(["<=50K", ">50K.", ">50K"], rows),
-        "extra": rng.integers(0, 5, rows),  # a column the spec does not name: ignored
-    })
+    return raw_frame(rows, seed)
 
 
 def _write(tmp_path: Path, frame: pd.DataFrame, name: str = "t.parquet") -> Path:
@@ -47,35 +35,20 @@ def _write(tmp_path: Path, frame: pd.DataFrame, name: str = "t.parquet") -> Path
     return path
 
 
-def _spec(tmp_path: Path, spec: dict[str, object] = SPEC) -> Path:
-    path = tmp_path / "spec.json"
-    path.write_text(json.dumps(spec))
-    return path
-
-
-def _expected(frame: pd.DataFrame, attributes: tuple[str, ...]) -> np.ndarray:
-    spec = parse_spec(SPEC)
-    codes = apply_spec(spec, frame.astype(str))
-    names = [c.name for c in spec.columns]
-    shape = tuple(spec.columns[names.index(a)].size for a in attributes)
-    index = np.ravel_multi_index([codes[:, names.index(a)] for a in attributes], shape)
-    return np.bincount(index, minlength=math.prod(shape)).reshape(shape)
-
-
 def test_an_attached_parquet_table_counts_as_its_binned_rows(engine, tmp_path: Path) -> None:  # noqa: ANN001
     frame = _frame()
     first = _write(tmp_path, frame.iloc[:120], "part-1.parquet")
     second = _write(tmp_path, frame.iloc[120:], "part-2.parquet")
-    info = attach_parquet(engine, "parts", [str(tmp_path / "part-*.parquet")], _spec(tmp_path))
+    info = attach_parquet(engine, "parts", [str(tmp_path / "part-*.parquet")], write_spec(tmp_path))
     assert (info.rows, info.engine) == (300, "duckdb") and info.domain.sizes() == {"age": 4, "work": 3, "income": 2}
     stored = datasets.get_dataset(engine, "parts")
     assert stored.labels["age"] == ["[0, 18)", "[18, 40)", "[40, 65)", "[65, 120]"]
     with TableCountOracle(engine, stored) as oracle:
         for attributes in [("age",), ("work", "age"), ("income",), ("age", "work", "income")]:
-            np.testing.assert_array_equal(oracle.counts(attributes), _expected(frame, attributes))
+            np.testing.assert_array_equal(oracle.counts(attributes), expected_counts(frame, attributes))
         codes, counts = oracle.distinct_rows(("income",))
     np.testing.assert_array_equal(codes[:, 0], [0, 1])
-    np.testing.assert_array_equal(counts, _expected(frame, ("income",)))
+    np.testing.assert_array_equal(counts, expected_counts(frame, ("income",)))
     assert first.is_file() and second.is_file()  # nothing was copied or moved
 
 
@@ -83,19 +56,19 @@ def test_a_value_outside_the_spec_is_refused_with_its_column_and_nothing_stored(
     frame = _frame()
     frame.loc[137, "age"] = 121.0
     with pytest.raises(InvalidInput) as caught:
-        attach_parquet(engine, "t", [str(_write(tmp_path, frame))], _spec(tmp_path))
+        attach_parquet(engine, "t", [str(_write(tmp_path, frame))], write_spec(tmp_path))
     assert "column 'age'" in caught.value.message and "refused, never dropped" in caught.value.message
     assert "121" not in caught.value.message and caught.value.code == "invalid_value"
     frame = _frame()
     frame.loc[3, "work"] = None
     with pytest.raises(InvalidInput, match="column 'work'"):
-        attach_parquet(engine, "t", [str(_write(tmp_path, frame))], _spec(tmp_path))
+        attach_parquet(engine, "t", [str(_write(tmp_path, frame))], write_spec(tmp_path))
     assert datasets.list_datasets(engine) == []
 
 
 def test_a_file_that_changes_after_attach_fails_the_count_naming_the_column(engine, tmp_path: Path) -> None:  # noqa: ANN001
     path = _write(tmp_path, _frame())
-    attach_parquet(engine, "t", [str(path)], _spec(tmp_path))
+    attach_parquet(engine, "t", [str(path)], write_spec(tmp_path))
     frame = _frame()
     frame.loc[0, "income"] = "unknown"
     _write(tmp_path, frame)
@@ -117,18 +90,18 @@ def test_bad_input_is_one_clear_error_and_stores_nothing(engine, tmp_path: Path,
     _write(tmp_path, _frame())
     (tmp_path / "not.parquet").write_text("age,work\n1,x\n")
     with pytest.raises(InvalidInput) as caught:
-        attach_parquet(engine, "t", [str(tmp_path / p) for p in paths], _spec(tmp_path, spec))
+        attach_parquet(engine, "t", [str(tmp_path / p) for p in paths], write_spec(tmp_path, spec))
     assert caught.value.code == code and fragment in caught.value.message
     assert datasets.list_datasets(engine) == []
 
 
 def test_attach_through_the_command_line_never_shows_the_path(engine, tmp_path: Path) -> None:  # noqa: ANN001
     path = _write(tmp_path, _frame())
-    result = runner.invoke(app, ["dataset", "attach", "t", "--parquet", str(path), "--spec", str(_spec(tmp_path)),
+    result = runner.invoke(app, ["dataset", "attach", "t", "--parquet", str(path), "--spec", str(write_spec(tmp_path)),
                                  "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["engine"] == "duckdb"
     shown = runner.invoke(app, ["dataset", "show", "t", "--json"])
     assert json.loads(shown.output)["engine"] == "duckdb" and str(tmp_path) not in shown.output
     with pytest.raises(Conflict, match="already exists"):
-        attach_parquet(engine, "t", [str(path)], _spec(tmp_path))
+        attach_parquet(engine, "t", [str(path)], write_spec(tmp_path))

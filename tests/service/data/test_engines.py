@@ -174,3 +174,18 @@ def test_cell_indexes_of_small_columns_do_not_overflow_16_bits(engine, tmp_path:
     expected = np.zeros((300, 200), dtype=np.int64)
     np.add.at(expected, (rows[:, 0], rows[:, 1]), 1)
     np.testing.assert_array_equal(counts, expected)
+
+
+def test_a_parquet_load_does_not_hold_the_database_write_lock(engine, tmp_path: Path) -> None:  # noqa: ANN001
+    """While a DuckDB load streams its file, other writers of the service database go on (here: a budget set
+    between two chunks, which a load holding a write transaction would block)."""
+    csv, domain = _files(tmp_path, _codes())
+    datasets.load_coded_csv(engine, "first", csv, domain)
+    spent: list[float] = []
+
+    def progress(done: int, total: int) -> None:
+        if not spent:
+            spent.append(accountant.set_budget(engine, "first", "2", "0").epsilon_total)
+
+    datasets.load_coded_csv(engine, "second", csv, domain, progress=progress, chunk_rows=100)
+    assert spent == [2.0] and {d.name for d in datasets.list_datasets(engine)} == {"first", "second"}

@@ -169,7 +169,8 @@ def test_attach_through_the_command_line(engine, spark, tmp_path: Path) -> None:
     assert json.loads(result.output)["engine"] == "spark" and json.loads(result.output)["rows"] == 600
     both = runner.invoke(app, ["dataset", "attach", "x", "--spark", table, "--parquet", "a.parquet", "--spec", spec])
     message = " ".join(both.output.split())
-    assert both.exit_code != 0 and "exactly one of --parquet PATH|GLOB or --spark TABLE" in message
+    expected = "give either --parquet PATH|GLOB, or --sql URL with --table T, or --spark TABLE"
+    assert both.exit_code != 0 and expected in message
     gone = runner.invoke(app, ["dataset", "attach", "x", "--spark", "missing_table", "--spec", spec])
     assert gone.exit_code != 0 and "TABLE_OR_VIEW_NOT_FOUND" in " ".join(gone.output.split())
     assert _stored(engine) == ["people"]

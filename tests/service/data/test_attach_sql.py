@@ -1,0 +1,97 @@
+"""``dataset attach --sql URL --table T`` (issue 21): a table of another SQL database registered where it lives,
+coded by its public binning spec inside that database (SQLite and the throwaway PostgreSQL); counts equal numpy's
+of the same rows coded by ``workloads.binning.apply_spec``; a value outside the spec is refused with its column
+named; an unreachable database, a missing table or column is one clear error and stores nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from sqlalchemy import Engine, text
+from typer.testing import CliRunner
+
+from service.cli import app
+from service.data import datasets
+from service.data.attach import attach_sql
+from service.data.engines.base import EngineError
+from service.data.oracle import TableCountOracle
+from service.errors import InvalidInput
+from tests.support.binned import SPEC, expected_counts, raw_frame, write_spec
+
+runner = CliRunner()
+
+
+def _frame(rows: int = 200, seed: int = 3) -> pd.DataFrame:
+    return raw_frame(rows, seed)
+
+
+def _people(engine: Engine, frame: pd.DataFrame, table: str = "people") -> None:
+    with engine.begin() as connection:
+        connection.execute(text(f"CREATE TABLE {table} (age DOUBLE PRECISION, work VARCHAR(40), income VARCHAR(40), "
+                                "other INTEGER)"))
+        connection.execute(text(f"INSERT INTO {table} VALUES (:age, :work, :income, :other)"),
+                           frame.to_dict("records"))
+
+
+def test_an_attached_sql_table_counts_as_its_binned_rows(engine, database_url: str, tmp_path: Path) -> None:  # noqa: ANN001
+    frame = _frame()
+    _people(engine, frame)
+    info = attach_sql(engine, "people", database_url, "people", write_spec(tmp_path))
+    assert (info.rows, info.engine) == (200, "sql")
+    stored = datasets.get_dataset(engine, "people")
+    with TableCountOracle(engine, stored) as oracle:
+        for attributes in [("age",), ("work", "age"), ("age", "work", "income")]:
+            np.testing.assert_array_equal(oracle.counts(attributes), expected_counts(frame, attributes))
+        codes, counts = oracle.distinct_rows(("work",))
+    np.testing.assert_array_equal(codes[:, 0], [0, 1, 2])
+    np.testing.assert_array_equal(counts, expected_counts(frame, ("work",)))
+    with engine.begin() as connection:  # the table changes where it lives: the next count refuses, naming the column
+        connection.execute(text("INSERT INTO people VALUES (150, 'Private', '<=50K', 0)"))
+    with pytest.raises(EngineError, match=r"column\(s\) \['age'\] hold a value the binning spec cannot code"):
+        TableCountOracle(engine, stored).counts(("age", "work"))
+    shown = runner.invoke(app, ["dataset", "show", "people", "--json"])
+    assert json.loads(shown.output)["engine"] == "sql" and database_url not in shown.output
+
+
+@pytest.mark.parametrize(("column", "value"), [("age", None), ("age", -1), ("work", "Federal"), ("income", None)])
+def test_a_value_outside_the_spec_is_refused_naming_its_column(engine, database_url: str, tmp_path: Path,  # noqa: ANN001
+                                                               column: str, value: object) -> None:
+    frame = _frame()
+    frame.loc[17, column] = value
+    _people(engine, frame)
+    with pytest.raises(InvalidInput) as caught:
+        attach_sql(engine, "people", database_url, "people", write_spec(tmp_path))
+    assert f"column(s) ['{column}']" in caught.value.message and caught.value.code == "invalid_value"
+    assert datasets.list_datasets(engine) == []
+
+
+def test_bad_input_is_one_clear_error_and_stores_nothing(engine, database_url: str, tmp_path: Path) -> None:  # noqa: ANN001
+    _people(engine, _frame())
+    cases = [
+        (database_url, "nobody", SPEC, "missing_table", "no such table"),
+        (database_url, "people", {"columns": {**SPEC["columns"], "hours": {"edges": [0, 99]}}}, "column_mismatch",
+         "['hours'] are not in the table"),
+        ("postgresql+psycopg://someone@127.0.0.1:9/nothing", "people", SPEC, "unreachable_database",
+         "cannot be reached"),
+        (f"sqlite:///{tmp_path / 'missing.db'}", "people", SPEC, "unreachable_database", "no such database file"),
+    ]
+    for url, table, spec, code, fragment in cases:
+        with pytest.raises(InvalidInput) as caught:
+            attach_sql(engine, "people", url, table, write_spec(tmp_path, spec))
+        assert caught.value.code == code and fragment in caught.value.message, caught.value.message
+    assert datasets.list_datasets(engine) == [] and not (tmp_path / "missing.db").exists()
+
+
+def test_attach_through_the_command_line(engine, database_url: str, tmp_path: Path) -> None:  # noqa: ANN001
+    _people(engine, _frame())
+    result = runner.invoke(app, ["dataset", "attach", "people", "--sql", database_url, "--table", "people",
+                                 "--spec", str(write_spec(tmp_path)), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["rows"] == 200
+    both = runner.invoke(app, ["dataset", "attach", "x", "--sql", database_url, "--parquet", "a.parquet",
+                               "--spec", str(write_spec(tmp_path))])
+    assert both.exit_code != 0 and "give either --parquet" in both.output

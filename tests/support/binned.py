@@ -1,0 +1,44 @@
+"""A raw table and its public binning spec, shared by the tests of tables attached where they live (Parquet, SQL):
+what the spec codes, and numpy's counts of the same rows coded by ``workloads.binning.apply_spec``."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from workloads.binning import apply_spec, parse_spec
+
+SPEC = {"columns": {
+    "age": {"kind": "ordinal", "edges": [0, 18, 40, 65, 120]},
+    "work": {"values": ["Private", "State-gov", "?"]},
+    "income": {"values": ["<=50K", ">50K"], "strip_suffix": "."},
+}}
+
+
+def raw_frame(rows: int, seed: int) -> pd.DataFrame:
+    """Raw rows the spec codes: ages up to the closed last edge, categories with spaces and a suffix to strip, and a
+    column the spec does not name."""
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({"age": rng.integers(0, 121, rows).astype(float),
+                         "work": rng.choice([" Private", "State-gov ", "?"], rows),
+                         "income": rng.choice(["<=50K", ">50K.", ">50K"], rows),
+                         "other": rng.integers(0, 3, rows)})
+
+
+def write_spec(folder: Path, spec: dict[str, object] = SPEC) -> Path:
+    path = folder / "spec.json"
+    path.write_text(json.dumps(spec))
+    return path
+
+
+def expected_counts(frame: pd.DataFrame, attributes: tuple[str, ...]) -> np.ndarray:
+    spec = parse_spec(SPEC)
+    codes = apply_spec(spec, frame.astype(str))
+    names = [c.name for c in spec.columns]
+    shape = tuple(spec.columns[names.index(a)].size for a in attributes)
+    index = np.ravel_multi_index([codes[:, names.index(a)] for a in attributes], shape)
+    return np.bincount(index, minlength=math.prod(shape)).reshape(shape)
