@@ -30,6 +30,7 @@ from service.errors import InvalidInput
 from service.regression.fit import fit as fit_regression
 from service.releases import answers
 from service.releases import engine as release_engine
+from tests.support.binned import write_spec
 from workloads.binning import apply_spec, parse_spec
 
 pytestmark = pytest.mark.slow
@@ -75,10 +76,8 @@ def _parquet(tmp_path: Path, frame: pd.DataFrame, name: str = "t.parquet") -> st
     return f"parquet.`{path}`"
 
 
-def _spec(tmp_path: Path, spec: dict[str, object] = SPEC) -> Path:
-    path = tmp_path / "spec.json"
-    path.write_text(json.dumps(spec))
-    return path
+def _spec(tmp_path: Path) -> Path:
+    return write_spec(tmp_path, SPEC)
 
 
 def _codes(frame: pd.DataFrame) -> tuple[np.ndarray, list[str], list[int]]:
