@@ -12,7 +12,7 @@ WORKERS ?= 2
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
-	$(VENV)/bin/pip install --quiet -e '.[server,test]'
+	$(VENV)/bin/pip install --quiet -e '.[server,spark,test]'
 	touch $@
 
 ## install: build .venv with the project (editable) and its pinned dependencies

@@ -58,6 +58,17 @@ def temporary_folder(prefix: str) -> Iterator[Path]:
         yield Path(folder)
 
 
+@contextmanager
+def work_folder(folder: Path | None, prefix: str) -> Iterator[Path]:
+    """``folder`` (created if need be, kept afterwards) when given, else a fresh temporary one (removed)."""
+    if folder is not None:
+        folder.mkdir(parents=True, exist_ok=True)
+        yield folder
+        return
+    with temporary_folder(prefix) as fresh:
+        yield fresh
+
+
 def temporary_database(path: Path) -> Any:
     """An engine on a new SQLite file ``path`` upgraded to the newest schema (the caller disposes of it)."""
     from db.migrate import open_database
@@ -162,6 +173,27 @@ def add_outputs(parser: argparse.ArgumentParser, name: str) -> None:
     parser.add_argument("--json", type=Path, default=RESULTS / f"{name}.json", help="write the JSON here")
     parser.add_argument("--plot", type=Path, default=None, help="write the PNG here (default: beside the JSON)")
     parser.add_argument("--out", dest="json", action=_DeprecatedOut, help=argparse.SUPPRESS)
+
+
+def add_table_options(parser: argparse.ArgumentParser, name: str, rows: str) -> None:
+    """The options of a benchmark over generated tables: ``--rows`` (default ``rows``), ``--repeats``, ``--folder``,
+    ``--seed``, ``--quiet`` and :func:`add_outputs`; read the sizes back with :func:`table_sizes`."""
+    parser.add_argument("--rows", default=rows, help="comma-separated row counts")
+    parser.add_argument("--repeats", type=int, default=1, help="timed rounds (the best is kept)")
+    parser.add_argument("--folder", type=Path, default=None, help="where the tables go (default: a temporary one)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--quiet", action="store_true")
+    add_outputs(parser, name)
+
+
+def table_sizes(args: argparse.Namespace) -> tuple[int, ...]:
+    """The row counts of ``--rows`` (:func:`add_table_options`), after checking them and ``--repeats``."""
+    sizes = number_list(args.rows, "--rows", int)
+    if not sizes or min(sizes) < 1:
+        raise BenchError(f"--rows must be positive row counts, got {args.rows!r}")
+    if args.repeats < 1:
+        raise BenchError(f"--repeats must be at least 1, got {args.repeats}")
+    return sizes
 
 
 def outputs(args: argparse.Namespace) -> tuple[Path, Path]:

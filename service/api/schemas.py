@@ -141,8 +141,8 @@ class DatasetUpload(Strict):
 class DatasetOut(BaseModel):
     name: str
     rows: int | None = Field(description="The exact row count: shown to stewards only (it is not a DP statistic).")
-    engine: str = Field(description="The data engine that counts the table: `duckdb` or `sql` (where the table "
-                        "lives is the steward's business and is never shown).")
+    engine: str = Field(description="The data engine that counts the table: `duckdb`, `sql` or `spark` (where the "
+                        "table lives is the steward's business and is never shown).")
     domain: dict[str, AttributeSpec]
     labels: dict[str, list[str]] = Field(
         default_factory=dict, description="For a raw table loaded with a binning spec: the label of each code of a "

@@ -71,17 +71,24 @@ def dataset_attach(
     sql: Annotated[str | None, typer.Option("--sql", help="SQLAlchemy URL of the database the table lives in "
                                             "(with --table).", metavar="URL")] = None,
     table: Annotated[str | None, typer.Option("--table", help="The table's name in the --sql database.")] = None,
+    spark: Annotated[str | None, typer.Option("--spark", help="A table of the Spark session (MARGINALIA_SPARK_REMOTE, "
+                                              "else local mode): a catalog name or parquet.`/path`; counted by "
+                                              "Spark, nothing is copied.", metavar="TABLE")] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Register a table where it lives (nothing copied): Parquet files counted by DuckDB, or a table of another SQL
-    database counted there; its public binning spec is applied inside the engine."""
-    from service.data.attach import attach_parquet, attach_sql
+    """Register a table where it lives (nothing copied): Parquet files counted by DuckDB, a table of another SQL
+    database counted there, or a Spark table counted by Spark; its public binning spec is applied inside the
+    engine."""
+    from service.data.attach import attach_parquet, attach_spark, attach_sql
     from service.errors import InvalidInput
 
-    if bool(parquet) == (sql is not None) or (sql is None) != (table is None):
-        raise InvalidInput("give either --parquet PATH|GLOB, or --sql URL with --table T", code="invalid_parameter")
+    if sum([bool(parquet), sql is not None, spark is not None]) != 1 or (sql is None) != (table is None):
+        raise InvalidInput("give either --parquet PATH|GLOB, or --sql URL with --table T, or --spark TABLE",
+                           code="invalid_parameter")
     if parquet:
         info = attach_parquet(open_engine(), name, list(parquet), spec)
+    elif spark is not None:
+        info = attach_spark(open_engine(), name, spark, spec)
     else:
         info = attach_sql(open_engine(), name, str(sql), str(table), spec)
     emit(as_json, info.to_json(), lambda: stdout.print(

@@ -1,11 +1,15 @@
 """Registering a table where it lives, without copying it: ``marginalia dataset attach NAME --parquet PATH|GLOB
---spec SPEC`` (counted by DuckDB), or ``--sql URL --table T --spec SPEC`` (counted by that database).
+--spec SPEC`` (counted by DuckDB), ``--sql URL --table T --spec SPEC`` (counted by that database), or ``--spark
+TABLE --spec SPEC`` (a table of the Spark session, counted by Spark: :func:`attach_spark`).
 
 The dataset's row records the Parquet files (absolute paths or globs) and its public binning spec; the rows stay
 where they are and are coded inside DuckDB on every scan (:mod:`service.data.engines.spec_sql`: a value outside
 the spec is refused, naming its column, never dropped). Attaching checks everything once, before anything is
 stored: the files exist and are Parquet, they have every column the spec names, and every value of every row fits
 the spec (one scan, which also counts the rows). Any failure is one clear error and stores nothing.
+
+A Spark table is checked the same way, by Spark: the session is reachable, the table exists, it has every column
+the spec names, and every value fits the spec (one scan, which also counts the rows).
 
 The files must stay readable by every process of the service and must not change while a release reads them; a
 file that later disappears or gains a value outside the spec makes a release fail before any noise is drawn.
@@ -25,7 +29,7 @@ from db import tables
 from db.engine import OPEN_ERRORS, DatabaseUnavailable, make_engine, safe_url, serialized_transaction, unavailable
 from db.models import Dataset
 from service.data.datasets import DatasetInfo, check_name
-from service.data.engines.base import DUCKDB, SQL, EngineError
+from service.data.engines.base import DUCKDB, SPARK, SQL, EngineError
 from service.data.engines.duckdb_table import DuckDBTable, parquet_source
 from service.data.engines.foreign_sql import open_foreign
 from service.data.engines.spec_sql import spec_columns
@@ -100,6 +104,34 @@ def attach_sql(engine: Engine, name: str, url: str, table_name: str, spec_path: 
     finally:
         table.close()
     return _register(engine, name, spec, rows, f"{safe_url(url)} table {table_name}", SQL, location)
+
+
+def attach_spark(engine: Engine, name: str, table: str, spec_path: Path) -> DatasetInfo:
+    """Register the table ``table`` of the Spark session (:func:`service.data.engines.spark.spark_session`: a name
+    in its catalog, ``db.table``, or a path Spark reads, ``parquet.`/data/adult```) as dataset ``name``, coded
+    inside Spark by the spec at ``spec_path`` (module docstring)."""
+    check_name(name)
+    spec = _spec(spec_path)
+    if not isinstance(table, str) or not table.strip():
+        raise InvalidInput("--spark needs a table name or a path Spark reads", code="invalid_parameter")
+    from service.data.engines.dialect import SPARK_SQL
+    from service.data.engines.spark import SparkTable
+
+    try:
+        spark_table = SparkTable(table, spec_columns(spec, SPARK_SQL), name, show_table=True)
+    except EngineError as exc:
+        raise InvalidInput(f"--spark {table}: {exc.message}. Nothing was stored.", code="engine_error") from None
+    try:
+        missing = [c.name for c in spec.columns if c.name not in spark_table.columns]
+        if missing:
+            raise InvalidInput(f"--spark {table}: the spec's column(s) {missing} are not in the table, which has "
+                               f"{spark_table.columns}; nothing was stored", code="column_mismatch")
+        rows = spark_table.check()
+    except EngineError as exc:
+        raise InvalidInput(f"--spark {table}: {exc.message}. Nothing was stored.", code="invalid_value") from None
+    finally:
+        spark_table.close()
+    return _register(engine, name, spec, rows, f"spark:{table}", SPARK, {"spark": table, "spec": spec_to_dict(spec)})
 
 
 def _spec(spec_path: Path) -> BinningSpec:

@@ -32,7 +32,7 @@ from db.engine import serialized_transaction, transaction
 from db.models import Dataset
 from service import interrupts
 from service.data import csv_chunks
-from service.data.engines.base import DEFAULT_ENGINE, ENGINES, SQL
+from service.data.engines.base import DEFAULT_ENGINE, SQL, STORE_ENGINES
 from service.data.engines.store import ParquetWriter, data_folder, new_file_name
 from service.errors import Conflict, InvalidInput, NotFound
 from workloads.binning import BinningError, BinningSpec, apply_spec, load_spec, offending_lines
@@ -215,8 +215,8 @@ def _write_chunks(name: str, chunks: Iterator[np.ndarray], write: Callable[[np.n
 
 
 def _check_store(store: str) -> None:
-    if store not in ENGINES:
-        raise InvalidInput(f"engine must be one of {list(ENGINES)}, got {store!r}", code="invalid_parameter")
+    if store not in STORE_ENGINES:
+        raise InvalidInput(f"engine must be one of {list(STORE_ENGINES)}, got {store!r}", code="invalid_parameter")
 
 
 def check_name(name: str) -> None:

@@ -21,7 +21,7 @@ from db.engine import serialized_transaction
 from db.models import Dataset
 from service import interrupts
 from service.data.datasets import CHUNK_ROWS, StoredDataset, get_dataset
-from service.data.engines.base import DUCKDB, ENGINES, SQL
+from service.data.engines.base import DUCKDB, SQL, STORE_ENGINES
 from service.data.engines.store import ParquetWriter, data_folder, new_file_name
 from service.errors import Conflict, InvalidInput
 
@@ -29,8 +29,8 @@ from service.errors import Conflict, InvalidInput
 def migrate_dataset(engine: Engine, name: str, to: str, *, progress: Callable[[int, int], None] | None = None,
                     chunk_rows: int = CHUNK_ROWS) -> StoredDataset:
     """Move dataset ``name`` to engine ``to`` (module docstring); returns the dataset as now stored."""
-    if to not in ENGINES:
-        raise InvalidInput(f"engine must be one of {list(ENGINES)}, got {to!r}", code="invalid_parameter")
+    if to not in STORE_ENGINES:
+        raise InvalidInput(f"engine must be one of {list(STORE_ENGINES)}, got {to!r}", code="invalid_parameter")
     dataset = get_dataset(engine, name)
     if dataset.engine == to:
         raise Conflict(f"dataset {name!r} already lives in the {to} engine; nothing to do", code="already_there")

@@ -107,6 +107,8 @@ SLOW: dict[str, tuple[Args, bool]] = {
     "api_load": (lambda tmp, data: ["--clients", "2", "--requests-per-client", "2"], True),
     "counting": (_small_taxi, True),
     "sparse_quick": (lambda tmp, data: ["--only", "bernstein", "--trials", "1"], True),
+    # starts a local-mode Spark (seconds to a minute on a busy machine)
+    "spark_engine": (lambda tmp, data: ["--rows", "2000,4000", "--folder", str(tmp / "tables"), "--quiet"], True),
 }
 #: Benchmarks that write something else than one JSON: checked by their own tests below.
 OTHER = {"regression_compare", "regression_suite"}

@@ -20,11 +20,15 @@ import numpy as np
 
 from service.errors import ServiceError
 
-#: The engines a dataset may live in (``datasets.engine``): its ``data_<id>`` table in the service database, or a
-#: Parquet table counted by DuckDB (stored under the service's data folder, or attached where it lives).
+#: The engines a dataset may live in (``datasets.engine``): its ``data_<id>`` table in the service database, a
+#: Parquet table counted by DuckDB (stored under the service's data folder, or attached where it lives), or a table
+#: of a Spark session, attached where it lives (:mod:`service.data.engines.spark`).
 SQL = "sql"
 DUCKDB = "duckdb"
-ENGINES = (SQL, DUCKDB)
+SPARK = "spark"
+ENGINES = (SQL, DUCKDB, SPARK)
+#: The engines ``dataset load`` and ``dataset migrate`` can store rows in (a Spark table is only attached).
+STORE_ENGINES = (SQL, DUCKDB)
 #: The engine ``marginalia dataset load`` stores a new table in unless told otherwise.
 DEFAULT_ENGINE = DUCKDB
 

@@ -7,8 +7,8 @@ for a table the service stored, those are the Parquet file's own columns; for a 
 Parquet files read-only: the command line and any number of server workers read them at once, without locks.
 
 Counting (:meth:`DuckDBTable.count_marginals`) is one ``GROUP BY GROUPING SETS`` over the marginals' row-major
-cell indexes (:func:`db.tables.cell_index_sql`), so a batch of marginals is one scan of the table; the distinct
-rows are one ``GROUP BY ... ORDER BY`` fetched in chunks.
+cell indexes (:mod:`service.data.engines.grouping`, shared with Spark), so a batch of marginals is one scan of the
+table; the distinct rows are one ``GROUP BY ... ORDER BY`` fetched in chunks.
 """
 
 from __future__ import annotations
@@ -18,18 +18,13 @@ from collections.abc import Iterator, Mapping, Sequence
 import duckdb
 import numpy as np
 
-from db.tables import cell_index_sql
 from service.data.engines.base import DUCKDB, EngineError, Marginal
+from service.data.engines.dialect import DUCKDB_SQL
+from service.data.engines.grouping import check_marginals, dense_counts, distinct_rows_sql, grouping_sets_sql
 
-
-def quote(identifier: str) -> str:
-    """A DuckDB (standard SQL) quoted identifier."""
-    return '"' + identifier.replace('"', '""') + '"'
-
-
-def literal(text: str) -> str:
-    """A DuckDB string literal."""
-    return "'" + text.replace("'", "''") + "'"
+#: A DuckDB (standard SQL) quoted identifier, and string literal.
+quote = DUCKDB_SQL.quote
+literal = DUCKDB_SQL.literal
 
 
 def parquet_source(paths: Sequence[str]) -> str:
@@ -57,31 +52,12 @@ class DuckDBTable:
         self._run(f"CREATE TEMP VIEW coded AS SELECT {select} FROM {parquet_source(paths)}")
 
     def count_marginals(self, marginals: Sequence[Marginal]) -> list[np.ndarray]:
-        specs = [(tuple(a), tuple(int(s) for s in shape)) for a, shape in marginals]
-        keys = [cell_index_sql([quote(self._names[a]) for a in attributes], shape) for attributes, shape in specs]
-        if len(keys) == 1:
-            sql = f"SELECT 0 AS m, {keys[0]} AS cell, COUNT(*) AS n FROM coded GROUP BY 2"
-        else:
-            aliases = [f"k{i}" for i in range(len(keys))]
-            which = " ".join(f"WHEN GROUPING({a}) = 0 THEN {i}" for i, a in enumerate(aliases))
-            sql = (f"SELECT CASE {which} END AS m, COALESCE({', '.join(aliases)}) AS cell, COUNT(*) AS n "
-                   f"FROM (SELECT {', '.join(f'{k} AS {a}' for k, a in zip(keys, aliases, strict=True))} FROM coded) "
-                   f"GROUP BY GROUPING SETS ({', '.join(f'({a})' for a in aliases)})")
-        result = self._run(sql).fetchnumpy()
-        which_marginal = np.asarray(result["m"], dtype=np.int64)
-        cells = np.asarray(result["cell"], dtype=np.int64)
-        counts = np.asarray(result["n"], dtype=np.int64)
-        out = []
-        for i, (_, shape) in enumerate(specs):
-            dense = np.zeros(int(np.prod(shape, dtype=np.int64)), dtype=np.int64)
-            mine = which_marginal == i
-            dense[cells[mine]] = counts[mine]
-            out.append(dense.reshape(shape))
-        return out
+        specs = check_marginals(marginals)
+        result = self._run(grouping_sets_sql(DUCKDB_SQL, "coded", self._names, specs)).fetchnumpy()
+        return dense_counts(specs, result["m"], result["cell"], result["n"])
 
     def distinct_rows(self, attributes: Sequence[str], *, chunk_rows: int) -> Iterator[np.ndarray]:
-        columns = ", ".join(quote(self._names[a]) for a in attributes)
-        cursor = self._run(f"SELECT {columns}, COUNT(*) FROM coded GROUP BY ALL ORDER BY {columns}")
+        cursor = self._run(distinct_rows_sql(DUCKDB_SQL, "coded", [self._names[a] for a in attributes]))
         while True:
             try:
                 part = cursor.fetchmany(chunk_rows)

@@ -4,7 +4,8 @@
 ``{"url": URL, "table": T, "spec": SPEC}`` for a table attached in another SQL database (engine ``sql``); for engine
 ``duckdb`` it is either ``{"file": NAME}`` (a table the
 service stored: ``NAME`` in the data folder, columns ``c0, c1, …`` already coded) or ``{"parquet": [PATH|GLOB, …],
-"spec": SPEC}`` (a table attached where it lives, coded inside the engine by its public binning spec ``SPEC``).
+"spec": SPEC}`` (a table attached where it lives, coded inside the engine by its public binning spec ``SPEC``); for
+engine ``spark``, ``{"spark": TABLE, "spec": SPEC}`` (a table of the Spark session, coded inside Spark by ``SPEC``).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine
 
-from service.data.engines.base import DUCKDB, SQL, TableEngine
+from service.data.engines.base import DUCKDB, SPARK, SQL, TableEngine
 
 if TYPE_CHECKING:
     from service.data.datasets import StoredDataset
@@ -44,4 +45,13 @@ def open_table(engine: Engine, dataset: StoredDataset) -> TableEngine:
 
         spec = parse_spec(location["spec"], source=f"the binning spec of {dataset.name!r}")
         return DuckDBTable(list(location["parquet"]), spec_columns(spec), dataset.name)
+    if dataset.engine == SPARK:
+        from service.data.engines.dialect import SPARK_SQL
+        from service.data.engines.spark import SparkTable
+        from service.data.engines.spec_sql import spec_columns
+        from workloads.binning import parse_spec
+
+        location = dataset.location or {}
+        spec = parse_spec(location["spec"], source=f"the binning spec of {dataset.name!r}")
+        return SparkTable(str(location["spark"]), spec_columns(spec, SPARK_SQL), dataset.name)
     raise ValueError(f"dataset {dataset.name!r} names an unknown engine {dataset.engine!r}")

@@ -1,0 +1,66 @@
+"""The few spellings in which the engines' SQL dialects differ, so that one compiler writes the counting SQL and
+the binning spec's ``CASE`` expressions for every engine (:mod:`service.data.engines.spec_sql`,
+:mod:`service.data.engines.grouping`): quoting, string literals, a forgiving cast to a double, a double constant,
+a string cast, a suffix test and the refusal that stops a scan with a message.
+
+DuckDB follows standard SQL (``"id"``, ``'it''s'``, ``TRY_CAST``, ``error()``); Spark SQL quotes identifiers with
+backticks, escapes string literals with a backslash (two adjacent literals are concatenated, so ``''`` is not a
+quote) and stops a scan with ``raise_error()`` (Spark SQL reference, "Built-in Functions").
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """A SQL dialect's spellings (module docstring)."""
+
+    name: str
+    identifier_quote: str
+    #: characters escaped by a backslash inside a string literal (empty: the quote is doubled instead)
+    backslash_escapes: bool
+    string_type: str
+    ends_with_function: str
+    refuse_function: str
+
+    def quote(self, identifier: str) -> str:
+        """``identifier`` as a quoted identifier."""
+        q = self.identifier_quote
+        return q + identifier.replace(q, q + q) + q
+
+    def literal(self, text: str) -> str:
+        """``text`` as a string literal."""
+        if self.backslash_escapes:
+            return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+        return "'" + text.replace("'", "''") + "'"
+
+    def try_double(self, expression: str) -> str:
+        """``expression`` as a DOUBLE, NULL when it is not a number."""
+        return f"TRY_CAST({expression} AS DOUBLE)"
+
+    def double(self, value: float) -> str:
+        """The DOUBLE constant ``value`` (infinities included)."""
+        if math.isinf(value):
+            text = "Infinity" if value > 0 else "-Infinity"
+        else:
+            text = repr(float(value))
+        return f"CAST({self.literal(text)} AS DOUBLE)"
+
+    def string(self, expression: str) -> str:
+        return f"CAST({expression} AS {self.string_type})"
+
+    def ends_with(self, expression: str, suffix: str) -> str:
+        return f"{self.ends_with_function}({expression}, {self.literal(suffix)})"
+
+    def refuse(self, message: str) -> str:
+        """An INTEGER expression that stops the scan with ``message`` when evaluated."""
+        return f"CAST({self.refuse_function}({self.literal(message)}) AS INTEGER)"
+
+
+DUCKDB_SQL = Dialect(name="duckdb", identifier_quote='"', backslash_escapes=False, string_type="VARCHAR",
+                     ends_with_function="ends_with", refuse_function="error")
+SPARK_SQL = Dialect(name="spark", identifier_quote="`", backslash_escapes=True, string_type="STRING",
+                    ends_with_function="endswith", refuse_function="raise_error")

@@ -1,0 +1,201 @@
+"""The Spark engine: a table in a Spark session's catalog (or a path Spark reads, ``parquet.`/data/adult```),
+counted by Spark where it lives, through pyspark.
+
+The session (:func:`spark_session`, one per process) is Spark Connect at ``MARGINALIA_SPARK_REMOTE`` when that is
+set (``sc://host:15002``: a cluster's Spark Connect server), else an in-process local-mode Spark (``local[2]``).
+The table is exposed to the counting SQL as a temporary view with one integer column per attribute (``c0``,
+``c1``, …), each the ``CASE`` expression compiled from the dataset's public binning spec in Spark's dialect
+(:mod:`service.data.engines.spec_sql` with :data:`~service.data.engines.dialect.SPARK_SQL`): the binning runs in
+Spark, on every scan, and a value outside the spec stops the scan with an error naming its column
+(``raise_error()``), the rule of ``dataset attach --parquet``.
+
+Counting is one scan per batch of marginals (:func:`service.data.engines.grouping.stacked_keys_sql`): each row
+emits one BIGINT key per marginal (its cell index offset by the marginal's place in the batch) and one ``GROUP BY``
+counts them. Spark SQL has ``GROUPING SETS`` too, but expands them into one wide row per set; the narrow keys
+measured about twice as fast (docs/engines.md). Only the non-empty cells' counts come back (as Arrow). The
+distinct rows are a ``GROUP BY ... ORDER BY`` streamed partition by partition (``toLocalIterator``), so the
+oracle's public cap on their number stops the read as soon as it is passed. Nothing else is read: no row leaves
+Spark one by one.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from service.data.engines.base import SPARK, EngineError, Marginal
+from service.data.engines.dialect import SPARK_SQL
+from service.data.engines.grouping import check_marginals, distinct_rows_sql, stacked_counts, stacked_keys_sql
+
+#: Environment variable: the Spark Connect URL of a cluster (``sc://host:15002``); unset: local mode.
+SPARK_REMOTE_VARIABLE = "MARGINALIA_SPARK_REMOTE"
+#: The master of the in-process Spark when no remote is set.
+LOCAL_MASTER = "local[2]"
+#: Shuffle partitions of the local-mode session (Spark's default of 200 is tuned for clusters: on two cores each
+#: tiny partition of a grouped result costs a task).
+LOCAL_SHUFFLE_PARTITIONS = "8"
+
+#: Attempts to reach a Spark Connect server when the session is created (:func:`_probe`).
+PROBE_RETRIES = 3
+
+_sessions: dict[str | None, Any] = {}
+
+
+def spark_session() -> Any:
+    """This process's Spark session (module docstring), created on first use and kept: starting Spark costs
+    seconds, so every table, release and test of a process shares it. :class:`EngineError` when pyspark is not
+    installed or Spark cannot be reached."""
+    remote = os.environ.get(SPARK_REMOTE_VARIABLE) or None
+    session = _sessions.get(remote)
+    if session is not None:
+        return session
+    where = f"Spark Connect at {remote} ({SPARK_REMOTE_VARIABLE})" if remote else f"local-mode Spark ({LOCAL_MASTER})"
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise EngineError("the Spark engine needs pyspark: pip install 'marginalia[spark]'") from None
+    try:
+        if remote:  # no options: each would be a call to the server, retried for minutes if it is down
+            # the Connect session class itself: pyspark.sql.SparkSession.builder.remote() would switch the whole
+            # process to Connect mode (an environment variable), breaking a local session of the same process
+            from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+            session = ConnectSession.builder.remote(remote).getOrCreate()
+            _probe(session)
+        else:
+            session = (SparkSession.builder.appName("marginalia").master(LOCAL_MASTER)
+                       .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+                       .config("spark.log.level", "FATAL")  # errors reach the caller as EngineError, not the log
+                       .config("spark.sql.shuffle.partitions", LOCAL_SHUFFLE_PARTITIONS).getOrCreate())
+    except Exception as exc:  # noqa: BLE001 - pyspark raises many kinds (Java gateway, gRPC, import of extras)
+        raise EngineError(f"{where} is unreachable: {first_line(exc)}") from None
+    _sessions[remote] = session
+    return session
+
+
+def _probe(session: Any) -> None:
+    """Reach a Spark Connect server now (the client connects lazily), retrying :data:`PROBE_RETRIES` times only:
+    its default policy retries an unreachable server for ten minutes. On success later queries keep that policy;
+    on failure the session is released (with the short policy too) and the error raised."""
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    client = session.client
+    policies = client.get_retry_policies()
+    client.set_retry_policies([DefaultPolicy(max_retries=PROBE_RETRIES)])
+    try:
+        session.sql("SELECT 1").collect()
+    except BaseException:
+        try:
+            session.stop()
+        except Exception:  # noqa: BLE001, S110 - an unreachable server has no session to release
+            pass
+        raise
+    client.set_retry_policies(policies)
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of ``exc``'s message (pyspark appends the JVM's stack trace; a gRPC error, its status and
+    details), or its type's name."""
+    for error in (exc, exc.__context__):  # Spark Connect wraps a grpc.RpcError, whose string is a multi-line dump
+        details, code = getattr(error, "details", None), getattr(error, "code", None)
+        if callable(details) and callable(code):
+            try:
+                return f"{code().name}: {details()}"
+            except Exception:  # noqa: BLE001, S110 - fall back to the message
+                pass
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+class SparkTable:
+    """:class:`service.data.engines.base.TableEngine` over the Spark table ``table``.
+
+    ``columns`` maps each attribute (domain order) to a Spark SQL expression over the table's columns giving its
+    code 0..size-1; ``label`` names the table in errors (the dataset's name; the table's name or path is replaced
+    by ``<its Spark table>``)."""
+
+    name = SPARK
+
+    def __init__(self, table: str, columns: Mapping[str, str], label: str, *, show_table: bool = False) -> None:
+        self.label = label
+        self._show_table = show_table  # errors say the table's name (``dataset attach``: the steward typed it)
+        self._table = table
+        self._names = {attribute: f"c{i}" for i, attribute in enumerate(columns)}
+        self._view = f"marginalia_{uuid.uuid4().hex}"
+        self.session = spark_session()
+        try:
+            frame = self.session.table(table)
+            self.columns = list(frame.columns)  # Spark Connect resolves the table here
+        except Exception as exc:  # noqa: BLE001
+            raise self._error(exc) from None
+        self._frame = frame
+        self._select = [f"CAST({expression} AS INT) AS {SPARK_SQL.quote(self._names[a])}"
+                        for a, expression in columns.items()]
+
+    def _coded(self) -> str:
+        """The coded view's name, created on first use (a missing column of the spec fails here)."""
+        if self._select is not None:
+            try:
+                self._frame.selectExpr(*self._select).createOrReplaceTempView(self._view)
+            except Exception as exc:  # noqa: BLE001
+                raise self._error(exc) from None
+            self._select = None
+        return self._view
+
+    def count_marginals(self, marginals: Sequence[Marginal]) -> list[np.ndarray]:
+        specs = check_marginals(marginals)
+        result = self._sql(stacked_keys_sql(SPARK_SQL, self._coded(), self._names, specs))
+        return stacked_counts(specs, result.column("key").to_numpy(), result.column("n").to_numpy())
+
+    def distinct_rows(self, attributes: Sequence[str], *, chunk_rows: int) -> Iterator[np.ndarray]:
+        sql = distinct_rows_sql(SPARK_SQL, self._coded(), [self._names[a] for a in attributes])
+        width = len(attributes) + 1
+        try:
+            rows = self.session.sql(sql).toLocalIterator()
+            part: list[tuple[int, ...]] = []
+            for row in rows:
+                part.append(tuple(row))
+                if len(part) == chunk_rows:
+                    yield np.array(part, dtype=np.int64).reshape(len(part), width)
+                    part = []
+        except GeneratorExit:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise self._error(exc) from None
+        if part:
+            yield np.array(part, dtype=np.int64).reshape(len(part), width)
+
+    def row_count(self) -> int:
+        return int(self._sql(f"SELECT COUNT(*) AS n FROM {self._coded()}").column("n")[0].as_py())
+
+    def check(self) -> int:
+        """Read every row once through the view (every attribute's code computed) and return the row count: a
+        value outside the spec raises :class:`EngineError` here."""
+        codes = ", ".join(f"MAX({SPARK_SQL.quote(c)}) AS m{i}" for i, c in enumerate(self._names.values()))
+        return int(self._sql(f"SELECT COUNT(*) AS n, {codes} FROM {self._coded()}")
+                   .column("n")[0].as_py())
+
+    def close(self) -> None:
+        """Drop the view; the session stays for the next table (:func:`spark_session`)."""
+        if self._select is None:
+            try:
+                self.session.catalog.dropTempView(self._view)
+            except Exception:  # noqa: BLE001, S110 - a session that went away has dropped its views
+                pass
+
+    def _sql(self, sql: str) -> Any:
+        """The result of ``sql`` as an Arrow table."""
+        try:
+            return self.session.sql(sql).toArrow()
+        except Exception as exc:  # noqa: BLE001
+            raise self._error(exc) from None
+
+    def _error(self, exc: BaseException) -> EngineError:
+        reason = first_line(exc)
+        if not self._show_table:
+            reason = reason.replace(self._table, "<its Spark table>")
+        return EngineError(f"dataset {self.label!r}: Spark cannot read its table: {reason}")

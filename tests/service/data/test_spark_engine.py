@@ -1,0 +1,200 @@
+"""The Spark engine (issue 21), in local mode: ``dataset attach --spark TABLE --spec`` registers a table of the Spark
+session where it lives; its counts (one ``GROUPING SETS`` scan, the binning spec compiled to Spark SQL) equal numpy's
+``bincount`` of the same rows coded by ``workloads.binning.apply_spec``; the distinct rows stream in order; bad input
+(an unreachable Spark, a missing table, a spec column the table lacks, a value outside the spec) is one clear error
+and stores nothing; a release through Spark costs and looks like the same release on a SQLite copy.
+
+Slow (starting Spark costs seconds, more on a busy machine); every test shares the process's one Spark session."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from service.accounting import accountant
+from service.cli import app
+from service.data import datasets
+from service.data.attach import attach_spark
+from service.data.engines.dialect import SPARK_SQL
+from service.data.engines.spark import SPARK_REMOTE_VARIABLE, spark_session
+from service.data.oracle import TableCountOracle
+from service.errors import InvalidInput
+from service.regression.fit import fit as fit_regression
+from service.releases import answers
+from service.releases import engine as release_engine
+from tests.support.binned import write_spec
+from workloads.binning import apply_spec, parse_spec
+
+pytestmark = pytest.mark.slow
+
+SPEC = {"columns": {
+    "age": {"kind": "ordinal", "edges": [0, 25, 45, 65, 100]},
+    "hours": {"kind": "ordinal", "edges": [0, 20, 40, 60, 100]},
+    "sex": {"values": ["F", "M"]},
+    "work": {"values": ["Private", "Self-emp", "Gov", "?"]},
+    "label": {"values": ["no", "yes"], "strip_suffix": "."},
+}}
+runner = CliRunner()
+
+
+@pytest.fixture
+def database_url(tmp_path: Path) -> str:
+    """SQLite only: the ledger's backend does not matter to Spark (the PostgreSQL variants would only start it
+    twice as often)."""
+    return f"sqlite:///{tmp_path / 'test.db'}"
+
+
+@pytest.fixture(scope="session")
+def spark():  # noqa: ANN201
+    """The one local-mode Spark session of the test session (:func:`spark_session` keeps it)."""
+    return spark_session()
+
+
+def _frame(rows: int = 600, seed: int = 3) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({
+        "age": rng.integers(0, 101, rows).astype(float),  # 100 is the closed last edge
+        "hours": rng.integers(0, 100, rows),
+        "sex": rng.choice(["F", "M"], rows),
+        "work": rng.choice([" Private", "Self-emp ", "Gov", "?"], rows, p=[0.6, 0.2, 0.15, 0.05]),
+        "label": rng.choice(["no", "yes", "yes."], rows),
+        "ignored": rng.integers(0, 9, rows),  # a column the spec does not name
+    })
+
+
+def _parquet(tmp_path: Path, frame: pd.DataFrame, name: str = "t.parquet") -> str:
+    path = tmp_path / name
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path)
+    return f"parquet.`{path}`"
+
+
+def _spec(tmp_path: Path) -> Path:
+    return write_spec(tmp_path, SPEC)
+
+
+def _codes(frame: pd.DataFrame) -> tuple[np.ndarray, list[str], list[int]]:
+    spec = parse_spec(SPEC)
+    return apply_spec(spec, frame.astype(str)), [c.name for c in spec.columns], [c.size for c in spec.columns]
+
+
+def _bincount(frame: pd.DataFrame, attributes: tuple[str, ...]) -> np.ndarray:
+    codes, names, sizes = _codes(frame)
+    shape = tuple(sizes[names.index(a)] for a in attributes)
+    index = np.ravel_multi_index([codes[:, names.index(a)] for a in attributes], shape)
+    return np.bincount(index, minlength=math.prod(shape)).reshape(shape)
+
+
+def _stored(engine) -> list[str]:  # noqa: ANN001
+    return [d.name for d in datasets.list_datasets(engine)]
+
+
+def test_spark_counts_equal_numpy_bincount(engine, spark, tmp_path: Path) -> None:  # noqa: ANN001, ARG001
+    frame = _frame()
+    info = attach_spark(engine, "people", _parquet(tmp_path, frame), _spec(tmp_path))
+    assert (info.rows, info.engine) == (600, "spark")
+    assert info.domain.sizes() == {"age": 4, "hours": 4, "sex": 2, "work": 4, "label": 2}
+    stored = datasets.get_dataset(engine, "people")
+    assert stored.engine == "spark" and stored.labels["work"] == ["Private", "Self-emp", "Gov", "?"]
+    pairs = [("age", "hours"), ("sex", "work"), ("label", "age"), ("work", "hours")]
+    with TableCountOracle(engine, stored) as oracle:
+        assert oracle.table.name == "spark" and oracle.table.row_count() == 600
+        many = oracle.counts_many(pairs, max_cells=1)  # four marginals: one GROUPING SETS scan
+        assert oracle.queries == 4
+        for attributes in pairs:
+            np.testing.assert_array_equal(many[attributes], _bincount(frame, attributes))
+        np.testing.assert_array_equal(oracle.counts(("age", "sex", "work", "label")),
+                                      _bincount(frame, ("age", "sex", "work", "label")))
+        codes, counts = oracle.distinct_rows(("work", "sex"), chunk_rows=3)
+    all_codes, names, _ = _codes(frame)
+    expected, expected_counts = np.unique(all_codes[:, [names.index("work"), names.index("sex")]], axis=0,
+                                          return_counts=True)
+    np.testing.assert_array_equal(codes, expected)  # ascending code order, streamed in chunks of 3
+    np.testing.assert_array_equal(counts, expected_counts)
+
+
+def test_the_distinct_rows_stop_at_the_public_cap(engine, spark, tmp_path: Path) -> None:  # noqa: ANN001, ARG001
+    attach_spark(engine, "people", _parquet(tmp_path, _frame()), _spec(tmp_path))
+    with TableCountOracle(engine, datasets.get_dataset(engine, "people")) as oracle:
+        with pytest.raises(ValueError, match="more than max_rows=5 distinct rows"):
+            oracle.distinct_rows(("age", "work"), max_rows=5, chunk_rows=2)  # 16 distinct rows exist
+
+
+def test_spark_string_literals_round_trip(spark) -> None:  # noqa: ANN001
+    text = "it's a \\ back'slash"
+    assert spark.sql(f"SELECT {SPARK_SQL.literal(text)} AS t").collect()[0]["t"] == text
+    assert spark.sql(f"SELECT {SPARK_SQL.double(-math.inf)} < {SPARK_SQL.double(1e-5)} AS t").collect()[0]["t"]
+
+
+def test_attach_refuses_bad_input_and_stores_nothing(engine, spark, tmp_path: Path) -> None:  # noqa: ANN001, ARG001
+    spec = _spec(tmp_path)
+    with pytest.raises(InvalidInput, match=r"--spark no_such_table: .*TABLE_OR_VIEW_NOT_FOUND.*Nothing was stored"):
+        attach_spark(engine, "t", "no_such_table", spec)
+    lacking = _parquet(tmp_path, _frame().drop(columns=["hours"]), "lacking.parquet")
+    with pytest.raises(InvalidInput, match=r"the spec's column\(s\) \['hours'\] are not in the table") as missing:
+        attach_spark(engine, "t", lacking, spec)
+    assert missing.value.code == "column_mismatch"
+    outside = _frame()
+    outside.loc[17, "age"] = 140.0
+    with pytest.raises(InvalidInput, match=r"column 'age': a value cannot be coded by the binning spec") as refused:
+        attach_spark(engine, "t", _parquet(tmp_path, outside, "outside.parquet"), spec)
+    assert refused.value.code == "invalid_value" and "140" not in refused.value.message
+    unlisted = _frame()
+    unlisted.loc[3, "work"] = "Never-worked"
+    with pytest.raises(InvalidInput, match=r"column 'work': a value cannot be coded"):
+        attach_spark(engine, "t", _parquet(tmp_path, unlisted, "unlisted.parquet"), spec)
+    assert _stored(engine) == []
+
+
+def test_an_unreachable_spark_is_one_clear_error(engine, tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    monkeypatch.setenv(SPARK_REMOTE_VARIABLE, "sc://127.0.0.1:1")  # nothing listens on port 1
+    with pytest.raises(InvalidInput, match=r"Spark Connect at sc://127.0.0.1:1 \(MARGINALIA_SPARK_REMOTE\) is "
+                                           r"unreachable: UNAVAILABLE.*Nothing was stored"):
+        attach_spark(engine, "t", "people", _spec(tmp_path))
+    assert _stored(engine) == []
+
+
+def test_attach_through_the_command_line(engine, spark, tmp_path: Path) -> None:  # noqa: ANN001, ARG001
+    table, spec = _parquet(tmp_path, _frame()), str(_spec(tmp_path))
+    result = runner.invoke(app, ["dataset", "attach", "people", "--spark", table, "--spec", spec, "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["engine"] == "spark" and json.loads(result.output)["rows"] == 600
+    both = runner.invoke(app, ["dataset", "attach", "x", "--spark", table, "--parquet", "a.parquet", "--spec", spec])
+    message = " ".join(both.output.split())
+    expected = "give either --parquet PATH|GLOB, or --sql URL with --table T, or --spark TABLE"
+    assert both.exit_code != 0 and expected in message
+    gone = runner.invoke(app, ["dataset", "attach", "x", "--spark", "missing_table", "--spec", spec])
+    assert gone.exit_code != 0 and "TABLE_OR_VIEW_NOT_FOUND" in " ".join(gone.output.split())
+    assert _stored(engine) == ["people"]
+
+
+def test_releases_through_spark_cost_and_look_like_the_sqlite_copy(engine, spark, tmp_path: Path) -> None:  # noqa: ANN001, ARG001
+    """The same rows attached in Spark and loaded into SQLite (``dataset load --bins`` of their CSV): a Laplace
+    all-2way release, an AdaSSP Gram release (X^T X and X^T y from the engine's 1- and 2-way counts) and DP-IHT
+    (the distinct rows, streamed) cost the same and give payloads of the same shape."""
+    frame = _frame()
+    attach_spark(engine, "spark_copy", _parquet(tmp_path, frame), _spec(tmp_path))
+    csv = tmp_path / "rows.csv"
+    frame.drop(columns=["ignored"]).to_csv(csv, index=False)
+    datasets.load_raw_csv(engine, "sqlite_copy", [csv], _spec(tmp_path), store="sql")
+    outcomes = {}
+    for name in ("spark_copy", "sqlite_copy"):
+        accountant.set_budget(engine, name, "20", "1e-3")
+        laplace = release_engine.release_marginals(engine, name, "laplace", "all-2way", epsilon="1")
+        gram = fit_regression(engine, name, "linear", "hours", ["age", "sex", "work"], method="adassp", epsilon="1",
+                              delta="1e-5")
+        iht = fit_regression(engine, name, "logistic", "label", ["age", "sex", "work"], method="dp-iht",
+                             epsilon="1", delta="1e-5", options={"sparsity": 3, "iterations": 5})
+        answer = answers.answer_marginal(engine, laplace.release_id, ["work", "age"])
+        status = accountant.budget_status(engine, name)
+        outcomes[name] = (laplace.cost, gram.cost, iht.cost, gram.release_kind, iht.release_kind,
+                          sorted(laplace.details), np.shape(answer["counts"]), np.shape(gram.model.coef_),
+                          np.shape(iht.model.coef_), (status.epsilon_pure_spent, status.delta_spent, status.rho_spent))
+    assert outcomes["spark_copy"] == outcomes["sqlite_copy"]
