@@ -152,10 +152,12 @@ class CampaignFit:
     #: how far one more accepted report can move the estimate (``estimators.local.influence.Influence``), in the
     #: units of ``coefficients``
     influence: Influence | None = None
+    standard_errors: dict[str, float] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"campaign": self.campaign, "protocol": self.protocol, "model": self.model, "task": self.model,
                 "kind": self.kind, "method": f"{self.protocol} (local DP)", "target": self.target,
                 "feature_names": list(self.feature_names), "coefficients": dict(self.coefficients),
                 "cost": dict(ZERO_COST), "reports": self.reports, "details": self.details, "notes": list(self.notes),
-                "influence": None if self.influence is None else self.influence.to_json()}
+                "influence": None if self.influence is None else self.influence.to_json(),
+                "standard_errors": None if self.standard_errors is None else dict(self.standard_errors)}
