@@ -21,11 +21,15 @@ label biases ``T`` towards 0).
     ``F(w) = F_0(w) - <w, A^{-1} b>``,  ``hess F(w) = (1/m) sum_j g'(eta_j) x~_j x~_j^T / r_j``  (PSD: ``g' > 0``).
 
 Its minimiser is the estimate; it exists (and is unique when the public ``x~_j`` span) exactly when ``A^{-1} b`` is a
-value the gradient of ``F_0`` attains, i.e. ``b`` lies in the set of moments the link can produce over the public rows
-(for a binary link, a zonotope): a noisy ``T_hat`` outside it has no solution, and :func:`solve_moment_equation` says
-so rather than returning a point on the way to infinity. The minimiser is found by scipy's trust-region method with
-the exact gradient and Hessian (``trust-exact``), L-BFGS-B from where it stopped as the fallback, and the residual of
-the moment equation is checked either way.
+value the gradient of ``F_0`` attains, i.e. ``b`` lies in the interior of the set of moments the link can produce over
+the public rows (for a binary link, a zonotope): for a ``b`` outside it :func:`solve_moment_equation` says there is no
+solution rather than returning a point on the way to infinity. A noisy ``b_hat`` often lies outside (on real tables
+the noiseless moment itself sits on the boundary when a subgroup's label is certain, e.g. children in ACSemployment),
+so :class:`PublicMomentGLM` first projects it onto the attainable set with its means kept ``tau = 1e-3`` inside their
+range (:func:`attainable_moment`; a projection onto a closed convex set holding the truth never moves an estimate
+farther from it) and reports how far it moved (``projection_``). The minimiser is found by scipy's trust-region
+method with the exact gradient and Hessian (``trust-exact``), L-BFGS-B from where it stopped as the fallback, and the
+residual of the moment equation is checked either way.
 
 **Standard errors (delta method).** ``w_hat - w = J^{-1} (b_hat - b) + o_p`` with ``J = (1/m) sum_j z_j g'(eta_j)
 x~_j^T`` the Jacobian of the public moment map, so ``Cov(w_hat) = J^{-1} (Cov(T_hat) / c_1^2 + Cov_pub / m) J^{-T}``:
@@ -54,6 +58,8 @@ _INV_SQRT_2PI = 1.0 / np.sqrt(2.0 * np.pi)
 _EXP_CLIP = 700.0
 #: the largest relative residual ``||m(w) - b|| / max(||b||, ||zbar||)`` an answer may leave
 RESIDUAL_TOLERANCE = 1e-6
+#: how far inside its range a link's means stay when an unattainable moment is projected (:func:`attainable_moment`)
+PROJECTION_MARGIN = 1e-3
 
 
 @dataclass(frozen=True)
@@ -65,6 +71,9 @@ class MomentLink:
     mean: Callable[[np.ndarray], np.ndarray]
     slope: Callable[[np.ndarray], np.ndarray]
     binary: bool
+    #: the closed range of ``g`` (``None``: unbounded on that side)
+    low: float | None
+    high: float | None
 
 
 def _normal_density(t: np.ndarray) -> np.ndarray:
@@ -77,11 +86,12 @@ def _exp(t: np.ndarray) -> np.ndarray:
 
 MOMENT_LINKS: dict[str, MomentLink] = {
     link.name: link for link in (
-        MomentLink("logistic", lambda t: np.logaddexp(0.0, t), expit, lambda t: expit(t) * expit(-t), True),
-        MomentLink("probit", lambda t: t * ndtr(t) + _normal_density(t), ndtr, _normal_density, True),
+        MomentLink("logistic", lambda t: np.logaddexp(0.0, t), expit, lambda t: expit(t) * expit(-t), True, 0.0,
+                   1.0),
+        MomentLink("probit", lambda t: t * ndtr(t) + _normal_density(t), ndtr, _normal_density, True, 0.0, 1.0),
         MomentLink("linear", lambda t: 0.5 * np.square(t), lambda t: np.asarray(t, dtype=float),
-                   lambda t: np.ones_like(t, dtype=float), False),
-        MomentLink("poisson", _exp, _exp, _exp, False),
+                   lambda t: np.ones_like(t, dtype=float), False, None, None),
+        MomentLink("poisson", _exp, _exp, _exp, False, 0.0, None),
     )
 }
 
@@ -176,14 +186,11 @@ def solve_moment_equation(design: PublicDesign, link: str, target: object) -> np
 
     scale = max(float(np.linalg.norm(b)), float(np.linalg.norm(design.mean_direction)), 1e-12)
     start = np.zeros(design.tilde.shape[1])
-    with np.errstate(over="ignore", invalid="ignore"):
-        result = optimize.minimize(objective, start, jac=gradient, hess=hessian, method="trust-exact",
-                                   options={"gtol": 1e-12 * scale, "maxiter": 500})
-        w = result.x
-        if not _solved(design, chosen, w, b, scale):
-            result = optimize.minimize(objective, w if np.all(np.isfinite(w)) else start, jac=gradient,
-                                       method="L-BFGS-B", options={"gtol": 1e-13 * scale, "maxiter": 5000})
-            w = result.x
+    w = _minimise(objective, start, jac=gradient, hess=hessian, method="trust-exact",
+                  options={"gtol": 1e-12 * scale, "maxiter": 200})
+    if not _solved(design, chosen, w, b, scale):
+        w = _minimise(objective, w if w is not None and np.all(np.isfinite(w)) else start, jac=gradient,
+                      method="L-BFGS-B", options={"gtol": 1e-13 * scale, "maxiter": 2000})
     if not _solved(design, chosen, w, b, scale):
         raise EstimatorError(
             f"the {link} moment equation has no solution: the estimated moment lies outside (or on the edge of) the "
@@ -192,8 +199,37 @@ def solve_moment_equation(design: PublicDesign, link: str, target: object) -> np
     return w
 
 
-def _solved(design: PublicDesign, link: MomentLink, w: np.ndarray, b: np.ndarray, scale: float) -> bool:
-    if not np.all(np.isfinite(w)):
+def attainable_moment(design: PublicDesign, link: str, target: object) -> tuple[np.ndarray, float]:
+    """``(b', ||b' - b||)``: ``b`` itself when it lies in ``C = {(1/m) sum_j z_j mu_j : mu_j in [low + tau,
+    high - tau]}`` (the moments the link produces over the public rows, its means kept :data:`PROJECTION_MARGIN` inside
+    their range), else its Euclidean projection onto ``C`` (bounded least squares, scipy's BVLS). ``C`` is closed and
+    convex and holds the noiseless moment (up to the margin and the public sample), so the projection never moves the
+    estimate farther from it (Bauschke & Combettes 2017, Prop. 4.16); every point of ``C`` has a solution."""
+    chosen = get_moment_link(link)
+    b = np.asarray(target, dtype=float)
+    if chosen.low is None and chosen.high is None:
+        return b, 0.0
+    low = -np.inf if chosen.low is None else chosen.low + PROJECTION_MARGIN
+    high = np.inf if chosen.high is None else chosen.high - PROJECTION_MARGIN
+    matrix = design.z.T / design.z.shape[0]
+    means = optimize.lsq_linear(matrix, b, bounds=(low, high), method="bvls").x
+    projected = matrix @ means
+    moved = float(np.linalg.norm(projected - b))
+    scale = max(float(np.linalg.norm(b)), float(np.linalg.norm(design.mean_direction)), 1e-12)
+    return (b, 0.0) if moved <= RESIDUAL_TOLERANCE * scale / 10 else (projected, moved)
+
+
+def _minimise(objective: Callable[[np.ndarray], float], start: np.ndarray, **how: object) -> np.ndarray | None:
+    """scipy's minimiser from ``start``; ``None`` when it breaks down (a diverging objective: no minimiser)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        try:
+            return optimize.minimize(objective, start, **how).x  # type: ignore[call-overload]
+        except (ValueError, np.linalg.LinAlgError):  # scipy refuses the non-finite values of a diverging run
+            return None
+
+
+def _solved(design: PublicDesign, link: MomentLink, w: np.ndarray | None, b: np.ndarray, scale: float) -> bool:
+    if w is None or not np.all(np.isfinite(w)):
         return False
     residual = float(np.linalg.norm(design.moments(link, w) - b))
     return residual <= RESIDUAL_TOLERANCE * scale
@@ -222,7 +258,8 @@ def input_second_moment(design: PublicDesign, labels: str, score_square: float |
 
 class PublicMomentGLM:
     """A ``glm`` campaign's fit for one link: ``coef_`` (``p``), ``intercept_``, ``covariance_`` (intercept first,
-    ``(p + 1, p + 1)``) and ``standard_errors_`` (intercept first), in the campaign's transformed feature units."""
+    ``(p + 1, p + 1)``) and ``standard_errors_`` (intercept first), in the campaign's transformed feature units;
+    ``projection_``: how far the estimated moment was moved onto the attainable set (0: not at all)."""
 
     def __init__(self, link: str) -> None:
         self.link = get_moment_link(link).name
@@ -234,7 +271,9 @@ class PublicMomentGLM:
             raise EstimatorError("the aggregate holds no reports yet")
         design = PublicDesign.for_spec(spec, public_rows)
         target = aggregate.mean("u")
-        w = solve_moment_equation(design, self.link, moment_target(design, target, spec.labels, spec.label_bound))
+        moment, self.projection_ = attainable_moment(
+            design, self.link, moment_target(design, target, spec.labels, spec.label_bound))
+        w = solve_moment_equation(design, self.link, moment)
         randomizer = spec.ball_randomizer()
         score_square = None
         if spec.labels == "bounded":  # E||R||^2 = E[s^2] + the trace of the randomizer's covariance at u = 0

@@ -95,14 +95,19 @@ def fit(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate
     shift = mean_shift(spec.report_field(), glm.target_, aggregate.count)
     details = {"randomizer": spec.randomizer, "labels": spec.labels, "public_rows": int(public_rows.shape[0]),
                "target_moment": glm.target_.tolist(), "transform": campaign.transform.to_json(),
-               "report_shift": shift}
+               "report_shift": shift, "moment_projection": glm.projection_}
+    notes = transform_notes(campaign)
+    if glm.projection_ > 0:
+        notes = (f"the estimated moment lay outside the moments the {model} link can produce over the public rows "
+                 f"(the reports' noise); it was projected onto them (distance {glm.projection_:.3g}): the estimate is "
+                 "noise-dominated in some direction", *notes)
     influence = Influence(None, "l2", "coefficients",
                           "no bound derived: the moment equation's root moves with the reports non-linearly; one "
                           "report moves the mean report by at most details.report_shift, and the root by about "
                           "||J^-1|| times that (first order)")
     kind = "classifier" if MOMENT_LINKS[model].binary else "regressor"
     return CampaignFit(campaign.name, campaign.protocol, model, kind, campaign.target, campaign.features,
-                       coefficients, aggregate.count, details, transform_notes(campaign), influence, errors)
+                       coefficients, aggregate.count, details, notes, influence, errors)
 
 
 register(CampaignProtocol(

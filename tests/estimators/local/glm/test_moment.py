@@ -13,6 +13,7 @@ from estimators.local.glm.moment import (
     MOMENT_LINKS,
     PublicDesign,
     PublicMomentGLM,
+    attainable_moment,
     expected_covariance,
     label_affine,
     moment_target,
@@ -110,3 +111,20 @@ def test_expected_covariance_shrinks_as_one_over_n_and_names_bad_input() -> None
         expected_covariance(rows, "logistic", TRUE_W, 0, 1.0)
     with pytest.raises(EstimatorError, match="w must hold the intercept and 3 coefficients"):
         expected_covariance(rows, "logistic", TRUE_W[1:], 10, 1.0)
+
+
+def test_an_unattainable_moment_is_projected_onto_the_attainable_set() -> None:
+    """``b`` outside the zonotope moves onto it (its means kept 1e-3 inside (0, 1)) and then has a solution; an
+    attainable ``b`` is left as it is."""
+    rows = _rows(300, np.random.default_rng(2))
+    design = PublicDesign.build(rows, *public_feature_map(rows))
+    inside = design.moments(MOMENT_LINKS["logistic"], TRUE_W)
+    assert attainable_moment(design, "logistic", inside) == (pytest.approx(inside), 0.0)
+    outside = 2.0 * design.mean_direction
+    projected, moved = attainable_moment(design, "logistic", outside)
+    assert moved == pytest.approx(np.linalg.norm(projected - outside)) and moved > 0
+    # no point of the set is nearer: the full-1 corner (every mean at 1 - 1e-3) is in it and farther
+    assert moved <= np.linalg.norm((1 - 1e-3) * design.mean_direction - outside) + 1e-12
+    w = solve_moment_equation(design, "logistic", projected)
+    np.testing.assert_allclose(design.moments(MOMENT_LINKS["logistic"], w), projected, atol=1e-6)
+    assert attainable_moment(design, "linear", outside) == (pytest.approx(outside), 0.0)
