@@ -74,7 +74,7 @@ def synthetic(args: argparse.Namespace, rng: np.random.Generator, log) -> dict: 
                     if model is not None:
                         errors.append(squared_relative_error(model.coef_, problem.coef))
                         # the stated squared error (trace of the coefficients' covariance) over the truth's norm
-                        ratios.append(float(np.trace(model.covariance_[1:, 1:]) / problem.coef @ problem.coef))
+                        ratios.append(float(np.trace(model.covariance_[1:, 1:]) / (problem.coef @ problem.coef)))
                 rows.append({"randomizer": randomizer, "epsilon": epsilon, "n": n, "trials": args.trials,
                              "answered": len(errors),
                              "mean_error": float(np.mean(errors)) if errors else None,
@@ -113,7 +113,7 @@ def acs(args: argparse.Namespace, rng: np.random.Generator, log) -> dict:  # noq
     x_all, y_all = train[features].to_numpy(float), train["ESR"].to_numpy(float)
     x_test, y_test = test[features].to_numpy(float), test["ESR"].to_numpy(float)
     center, spread = x_all.mean(axis=0), x_all.std(axis=0)
-    reference = LogisticRegression(penalty=None, max_iter=5000).fit((x_all - center) / spread, y_all)
+    reference = LogisticRegression(C=np.inf, max_iter=5000).fit((x_all - center) / spread, y_all)
     baselines = {"non-private": _auc(y_test, reference.decision_function((x_test - center) / spread)),
                  "majority": 0.5}
     log(f"acs: non-private AUC {baselines['non-private']:.4f}, majority 0.5 ({len(train)} training rows)")
@@ -148,9 +148,11 @@ def plot(payload: dict, args: argparse.Namespace) -> None:
                 for epsilon in args.epsilons:
                     mine = [r for r in result["rows"] if (r["randomizer"], r["epsilon"]) == (randomizer, epsilon)
                             and r["mean_error"] is not None]
-                    ax.loglog([r["n"] for r in mine], [r["mean_error"] for r in mine], marker="o",
-                              label=f"{randomizer} eps={epsilon:g}")
+                    ax.plot([r["n"] for r in mine], [r["mean_error"] for r in mine], marker="o",
+                            label=f"{randomizer} eps={epsilon:g}")
+            ax.set_xscale("log")
             ax.axhline(0.01, color="grey", linestyle=":", label="target at 290k, eps 2")
+            ax.set_yscale("log")
             ax.set_xlabel("participants n")
             ax.set_ylabel("mean squared relative error")
             ax.set_title("Sec. 6 design, p = 10, logistic")
@@ -161,7 +163,8 @@ def plot(payload: dict, args: argparse.Namespace) -> None:
                         label=f"glm {randomizer}")
             for name, value in result["baselines"].items():
                 ax.axhline(value, linestyle="--" if name == "non-private" else ":", color="grey", label=name)
-            ax.set_xscale("log", base=2)
+            if any(r["mean_auc"] is not None for r in result["rows"]):
+                ax.set_xscale("log", base=2)
             ax.set_xlabel("epsilon")
             ax.set_ylabel("test AUC")
             ax.set_title(f"ACSemployment (ESR), {result['participants']:,} participants")
