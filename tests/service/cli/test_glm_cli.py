@@ -4,24 +4,15 @@ paragraph naming it."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
-from typer.testing import CliRunner
 
 from service.cli import app
 from tests.service.campaigns.helpers import FEATURES, gaussian_rows, logistic_labels
-
-runner = CliRunner()
-
-
-def run(*args: str) -> dict:
-    result = runner.invoke(app, [*args, "--json"])
-    assert result.exit_code == 0, result.output
-    return json.loads(result.output)
+from tests.service.cli.test_campaigns_cli import run, runner
 
 
 @pytest.mark.slow
