@@ -76,6 +76,8 @@ FAST: dict[str, tuple[Args, bool]] = {
                              True),
     "stein_glm_quick": (lambda tmp, data: ["--n", "2000", "4000", "--epsilons", "5", "--reps", "1", "--settings",
                                            "alg2"], True),
+    "local_glm": (lambda tmp, data: ["--n", "1000", "2000", "--epsilons", "5", "--trials", "1", "--randomizers",
+                                     "l2ball", "--acs-epsilons", "4", "--acs-rows", "2000", "--quiet"], True),
     "residual_service": (lambda tmp, data: ["--parts", "accuracy", "--tables", "titanic", "--mechanisms", "gaussian",
                                             "--epsilons", "1", "--trials", "1"], True),
     "regression": (lambda tmp, data: [
