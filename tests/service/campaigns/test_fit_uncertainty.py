@@ -215,9 +215,28 @@ def test_linear_ssp_standard_errors_match_the_spread(engine, randomizer) -> None
     _check(empirical, reported, _keys(fits))
 
 
+# ------------------------------------------------------------------------------------------------------------- glm
+@pytest.mark.slow
+@pytest.mark.parametrize(("randomizer", "model"), [("privunit", "logistic"), ("privunit", "probit"),
+                                                   ("l2ball", "logistic")])
+def test_glm_standard_errors_match_the_spread(engine, tmp_path: Path, randomizer, model) -> None:  # noqa: ANN001
+    """The public-moment GLM with its default randomizer (PrivUnit2: its covariance from the direction moments) and
+    the l2-ball one; the estimator-level check of the l2-ball case is tests/estimators/local/glm/test_moment.py.
+
+    The reported standard error also counts the public table's own sampling noise (``Cov_pub / m``), which the
+    repetitions here, all against one stored public table, do not vary: a public table 10x the campaign makes that
+    part small (a tenth of the variance), so the spread over repetitions is the right yardstick."""
+    caps.set_default_cap(engine, 100.0, 1e-3)
+    public = load_public(engine, tmp_path, gaussian_rows(200_000, seed=2) + np.array([10.0, 0.0, -3.0]))
+    campaigns.create_campaign(engine, "pm", "glm", FEATURES, "y", public, 4.0, 0.0,
+                              {"participants": 20_000, "randomizer": randomizer})
+    empirical, reported, fits = _spread(engine, "pm", model, _glm_draw(20_000), reps=20)
+    _check(empirical, reported, _keys(fits))
+
+
 #: the protocols whose standard errors a test of this module validates against the spread
 VALIDATED = {"ldp-avg", "stein-glm", "stein-glm-2round", "label-ldp", "ldp-iht", "bernstein", "bernstein-1bit",
-             "dr-erm", "linear-ssp"}
+             "dr-erm", "linear-ssp", "glm"}
 
 
 def test_every_registered_protocol_has_its_standard_errors_validated() -> None:

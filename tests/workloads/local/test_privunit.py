@@ -347,3 +347,17 @@ def test_ball_clips_long_rows_and_handles_the_zero_vector() -> None:
     assert np.all(np.abs(zero.mean(axis=0)) < 0.05)
     single = privunit_ball_randomize(np.array([0.1, 0.2, 0.3]), 1.0, 1.0, rng)
     assert single.shape == (3,)
+
+
+@pytest.mark.parametrize(("dimension", "epsilon"), [(2, 1.0), (5, 2.0), (11, 4.0), (30, 8.0)])
+def test_direction_moments_match_the_sampled_second_moment(dimension: int, epsilon: float) -> None:
+    from workloads.local.randomizers.privunit import privunit_direction_moments
+
+    parameters = privunit_parameters(dimension, epsilon)
+    alpha, beta = privunit_direction_moments(parameters)
+    assert alpha + (dimension - 1) * beta == pytest.approx(1.0)
+    unit = np.zeros(dimension)
+    unit[0] = 1.0
+    directions = privunit2(np.tile(unit, (80_000, 1)), parameters, np.random.default_rng(5)) / parameters.scale
+    assert np.mean(directions[:, 0] ** 2) == pytest.approx(alpha, abs=0.01)
+    assert np.mean(directions[:, 1:] ** 2) == pytest.approx(beta, abs=0.01 / dimension + 0.002)

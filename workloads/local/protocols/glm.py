@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from workloads.local import clipping
 from workloads.local.protocols.base import (
     FieldSchema,
     GroupSpec,
@@ -42,6 +43,12 @@ from workloads.local.protocols.base import (
 )
 from workloads.local.randomizers.grid import GridNoise, grid_report
 from workloads.local.randomizers.l2ball import l2_ball_output_norm, l2_ball_randomize
+from workloads.local.randomizers.privunit import (
+    cached_privunit_parameters,
+    privunit_ball_output_norm,
+    privunit_ball_randomize,
+    privunit_direction_moments,
+)
 from workloads.local.randomizers.sufficient_statistics import clip_features, noise_scales, statistics_ranges
 from workloads.local.rng import generator_or_device
 from workloads.parameters import ParameterError, check_count, check_positive, check_probability
@@ -95,6 +102,29 @@ def _l2ball_covariance(second_moment: np.ndarray, mean: np.ndarray, radius: floa
     return bound**2 / mean.size * np.eye(mean.size) - np.outer(mean, mean)
 
 
+def _privunit_randomize(u: np.ndarray, radius: float, epsilon: float, delta: float,
+                        rng: np.random.Generator | None) -> np.ndarray:
+    return privunit_ball_randomize(u, radius, epsilon, rng)
+
+
+def _privunit_field(name: str, dimension: int, radius: float, epsilon: float, delta: float) -> FieldSchema:
+    return sphere_field(name, (dimension,), privunit_ball_output_norm(dimension, radius, epsilon))
+
+
+def _privunit_covariance(second_moment: np.ndarray, mean: np.ndarray, radius: float, epsilon: float,
+                         delta: float) -> np.ndarray:
+    """``Cov R = r^2 m^2 (alpha M + beta (I - M)) - E[u] E[u]^T`` with ``M = E[a a^T]`` for the unit direction
+    ``a = u / ||u||`` given to PrivUnit2 and ``(alpha, beta)`` from
+    :func:`~workloads.local.randomizers.privunit.privunit_direction_moments`. ``M = E[u u^T] / r^2`` exactly for
+    binary labels (``||u|| = r`` always); for bounded labels ``E[u u^T] / r^2 = E[s^2 z z^T]`` stands in for
+    ``E[z z^T]`` (an approximation from below, as for the Gaussian's bounded case)."""
+    d = mean.size
+    m = privunit_ball_output_norm(d, radius, epsilon)
+    alpha, beta = privunit_direction_moments(cached_privunit_parameters(d, float(epsilon)))
+    directions = second_moment / radius**2
+    return m**2 * ((alpha - beta) * directions + beta * np.eye(d)) - np.outer(mean, mean)
+
+
 @dataclass(frozen=True)
 class BallRandomizer:
     """An unbiased randomizer of vectors in an l2 ball of ``radius`` (``E[R(u)] = u``), as the protocol uses it.
@@ -115,6 +145,9 @@ class BallRandomizer:
 #: the randomizers a ``glm`` campaign may use, by name (add one here: its three functions and whether it is pure)
 GLM_RANDOMIZERS: dict[str, BallRandomizer] = {
     r.name: r for r in (
+        BallRandomizer("privunit", True, _privunit_randomize, _privunit_field, _privunit_covariance,
+                       "PrivUnit2, Bhowmick et al. 2018 (workloads.local.randomizers.privunit), pure epsilon; the "
+                       "lowest variance of the three"),
         BallRandomizer("l2ball", True, _l2ball_randomize, _l2ball_field, _l2ball_covariance,
                        "Duchi, Jordan & Wainwright 2018 (workloads.local.randomizers.l2ball), pure epsilon"),
         BallRandomizer("gaussian", False, _gaussian_randomize, _gaussian_field, _gaussian_covariance,
@@ -123,7 +156,7 @@ GLM_RANDOMIZERS: dict[str, BallRandomizer] = {
 }
 
 #: the randomizer of a campaign that names none
-DEFAULT_RANDOMIZER = "l2ball"
+DEFAULT_RANDOMIZER = "privunit"
 
 
 def get_randomizer(name: str) -> BallRandomizer:
@@ -250,6 +283,15 @@ class GlmSpec(ProtocolSpec):
     def report_schema(self, round_index: int, state: RoundState) -> ReportSchema:
         self._check_state_round(round_index, state)
         return ReportSchema((self.report_field(),))
+
+    def clipped(self, round_index: int, state: RoundState, data: Mapping[str, Any]) -> tuple[clipping.Clipped, ...]:
+        """Labels beyond ``label_bound`` (``labels="bounded"``; binary labels are 0 or 1 and features are mapped to
+        the unit sphere, so nothing else is ever clipped)."""
+        self._check_state_round(round_index, state)
+        _, y = _features_and_labels(data, self.dimension)
+        if self.labels != "bounded":
+            return ()
+        return clipping.count("label_bound", self.label_bound, np.abs(y) > self.label_bound, "a label")
 
     def randomize(
         self, round_index: int, state: RoundState, data: Mapping[str, Any], rng: np.random.Generator | None = None

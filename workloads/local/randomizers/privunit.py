@@ -542,3 +542,23 @@ def privunit_ball_randomize(
     scalars = np.minimum(norms / r, 1.0)
     reports = r * privunit2_scaled(directions, scalars, parameters, rng)
     return reports[0] if single else reports
+
+
+def privunit_direction_moments(parameters: PrivUnitParameters, grid_points: int = 4_001) -> tuple[float, float]:
+    """``(alpha, beta)`` with ``E[V V^T] = alpha u u^T + beta (I - u u^T)`` for the unit PrivUnit2 direction ``V`` of a
+    unit input ``u`` (the report is ``m V``): ``alpha = E[T^2]`` for the cosine ``T = <V, u>`` and ``beta = (1 -
+    alpha) / (d - 1)`` (the orthogonal part is uniform on its sphere). ``E[T^2] = p E[T^2 | T >= gamma] + (1 - p)
+    E[T^2 | T < gamma]`` under the cosine density ``c_d sin^(d-2)(theta)`` in ``theta = arccos T``, each side by the
+    trapezoid rule on its own ``grid_points`` angles (smooth in ``theta``; a server-side quantity for standard errors
+    and plans, not a privacy parameter)."""
+    parameters = _check_parameters(parameters)
+    d = parameters.dimension
+    edge = math.acos(parameters.gamma)
+
+    def conditional_square(low: float, high: float) -> float:
+        theta = np.linspace(low, high, grid_points)
+        weight = np.sin(theta) ** (d - 2)
+        return float(np.trapezoid(weight * np.cos(theta) ** 2, theta) / np.trapezoid(weight, theta))
+
+    alpha = parameters.p * conditional_square(0.0, edge) + (1.0 - parameters.p) * conditional_square(edge, math.pi)
+    return alpha, (1.0 - alpha) / (d - 1)
