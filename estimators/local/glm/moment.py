@@ -51,7 +51,8 @@ from scipy.special import expit, ndtr
 
 from estimators.base import EstimatorError
 from estimators.local.aggregate import ReportAggregate
-from workloads.local.protocols.glm import GlmSpec, directions, get_randomizer, public_feature_map
+from estimators.local.planning import ErrorModel
+from workloads.local.protocols.glm import GlmSpec, directions, get_randomizer, label_scores, public_feature_map
 
 _INV_SQRT_2PI = 1.0 / np.sqrt(2.0 * np.pi)
 #: the score is clipped here inside ``exp`` (Poisson), so that no value overflows while the solver searches
@@ -313,3 +314,36 @@ def expected_covariance(public_rows: object, link: str, w: object, n: int, epsil
     report = get_randomizer(randomizer).covariance(input_second_moment(design, labels), target, radius, epsilon,
                                                    delta)
     return moment_covariance(design, link, coef, report, int(n), labels, label_bound)
+
+
+def moment_error_model(spec: GlmSpec, public_rows: object, public_labels: object = None) -> ErrorModel:
+    """The ``glm`` campaign's error model before any report (``campaign plan``): the slopes' covariance at ``n`` from
+    :func:`expected_covariance` (the randomizer's report covariance and the public table's own sampling noise,
+    through the moment equation's Jacobian), for the campaign's first link (logistic for 0/1 labels, linear for
+    bounded ones). The reference is the noiseless root of the moment equation with ``T`` from the public table's own
+    labels when it holds the target (``None`` otherwise, when the Jacobian is taken at the intercept-only model, the
+    base rate 1/2: only the absolute error is predicted)."""
+    rows = np.asarray(public_rows, dtype=float)
+    link = "logistic" if spec.labels == "binary" else "linear"
+    design = PublicDesign.for_spec(spec, rows)
+    notes = [f"the {link} link; the participants' features are distributed like the public rows",
+             "the error of the slopes, in the features' units after the campaign's public transform; the "
+             "intercept is estimated too (its error is not counted here)"]
+    if public_labels is None:
+        w = np.zeros(design.tilde.shape[1])
+        reference, source = None, "none: the public table does not hold the target"
+        notes.append("without the target the Jacobian is taken at the null model (all coefficients 0)")
+    else:
+        y = np.asarray(public_labels, dtype=float)
+        target = design.z.T @ label_scores(y, spec.labels, spec.label_bound) / rows.shape[0]
+        w = solve_moment_equation(design, link, moment_target(design, target, spec.labels, spec.label_bound))
+        reference, source = w[1:], "the moment equation's root on the public table's own labels (no noise)"
+    whiten = not np.allclose(spec.matrix, np.diag(np.diag(spec.matrix)))
+
+    def covariance(n: int) -> np.ndarray:
+        full = expected_covariance(rows, link, w, int(n), spec.epsilon, spec.randomizer, delta=spec.delta,
+                                   labels=spec.labels, label_bound=spec.label_bound, whiten=whiten)
+        return full[1:, 1:]
+
+    metric = "root expected squared error of the slopes (relative: over the reference's norm)"
+    return ErrorModel(covariance, reference, source, metric, notes=tuple(notes))

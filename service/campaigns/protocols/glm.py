@@ -20,14 +20,15 @@ import numpy as np
 from sqlalchemy import Engine
 
 from estimators.local.aggregate import ReportAggregate
-from estimators.local.glm.moment import MOMENT_LINKS, PublicMomentGLM
+from estimators.local.glm.moment import MOMENT_LINKS, PublicMomentGLM, moment_error_model
 from estimators.local.influence import Influence, mean_shift
+from estimators.local.planning import ErrorModel
 from service.campaigns.options import invalid
 from service.campaigns.protocols.base import CampaignProtocol, register
 from service.campaigns.protocols.common import no_covariance, round0, transform_notes
 from service.campaigns.public_tables import campaign_public_rows
 from service.campaigns.types import CampaignFit, CampaignInfo, CampaignRequest
-from service.errors import Conflict
+from service.errors import Conflict, InvalidInput
 from workloads.local.protocols import ProtocolSpec
 from workloads.local.protocols.glm import (
     DEFAULT_RANDOMIZER,
@@ -110,7 +111,15 @@ def fit(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate
                        coefficients, aggregate.count, details, notes, influence, errors)
 
 
+def plan(spec: GlmSpec, rows: np.ndarray | None, labels: np.ndarray | None) -> ErrorModel:
+    """:func:`estimators.local.glm.moment.moment_error_model` over the public rows the moment equation needs."""
+    if rows is None:
+        raise InvalidInput("planning a glm campaign needs its --public table: the moment equation is solved over it",
+                           code="needs_public_table")
+    return moment_error_model(spec, rows, labels)
+
+
 register(CampaignProtocol(
     "glm", GlmSpec, build, None, GLM_MODELS, fit, "required",
     "the public-moment GLM, one round of R(s(y) z(x)), the recommended GLM protocol with a public table (options: "
-    "randomizer, labels, label_bound, whiten, participants)"))
+    "randomizer, labels, label_bound, whiten, participants)", plan=plan))
