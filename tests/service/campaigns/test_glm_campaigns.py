@@ -41,7 +41,7 @@ def collected(engine, tmp_path: Path):  # noqa: ANN001, ANN201
 
 def test_every_link_from_one_collection_with_an_intercept_and_standard_errors(engine, collected) -> None:  # noqa: ANN001
     info = collected
-    assert info.status == "closed" and info.spec.randomizer == "l2ball" and info.spec.dimension == 3
+    assert info.status == "closed" and info.spec.randomizer == "privunit" and info.spec.dimension == 3
     fit = estimates.fit_campaign(engine, "moments", "logistic")
     answer = fit.to_json()
     assert list(answer["coefficients"]) == [*FEATURES, "(intercept)"] and answer["kind"] == "classifier"
@@ -85,9 +85,9 @@ def test_forged_reports_are_refused_and_nothing_is_stored(engine, tmp_path: Path
 
 @pytest.mark.parametrize(("public", "delta", "options", "message"), [
     (None, 0.0, {}, "glm needs a --public table"),
-    ("pub", 1e-6, {}, "delta must be 0 with randomizer l2ball"),
+    ("pub", 1e-6, {}, "delta must be 0 with randomizer privunit"),
     ("pub", 0.0, {"randomizer": "gaussian"}, "delta must be in \\(0, 1\\) with randomizer gaussian"),
-    ("pub", 0.0, {"randomizer": "laplace"}, "option randomizer must be one of \\['l2ball', 'gaussian'\\]"),
+    ("pub", 0.0, {"randomizer": "laplace"}, "option randomizer must be one of \\['privunit', 'l2ball', 'gaussian'\\]"),
     ("pub", 0.0, {"labels": "counts"}, "option labels must be one of"),
     ("pub", 0.0, {"label_bound": 2}, "option label_bound applies to labels=bounded"),
     ("pub", 0.0, {"whiten": "yes"}, "option whiten must be true or false"),

@@ -25,7 +25,7 @@ def test_glm_on_the_command_line(engine, tmp_path: Path, monkeypatch: pytest.Mon
     run("public", "load", "pub", "--csv", str(tmp_path / "public.csv"))
     created = run("campaign", "create", "moments", "--protocol", "glm", "--features", "a,b,c", "--target", "y",
                   "--public", "pub", "--epsilon", "4", "--participants", "20000")
-    assert created["spec"]["randomizer"] == "l2ball" and created["delta"] == 0.0
+    assert created["spec"]["randomizer"] == "privunit" and created["delta"] == 0.0
     assert len(created["spec"]["center"]) == 3 and len(created["spec"]["matrix"]) == 3  # public constants, published
     run("simulate", "moments", "--csv", str(tmp_path / "people.csv"), "--seed", "3", "--quiet")
     fit = run("campaign", "fit", "moments", "--model", "logistic")
