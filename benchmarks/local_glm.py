@@ -41,9 +41,10 @@ STATE = RoundState(0)
 BATCH = 50_000
 
 
-def campaign_spec(public_rows: np.ndarray, epsilon: float, randomizer: str, n: int) -> GlmSpec:
-    """The spec the service would build from these public rows (standardised; features in their own units)."""
-    center, matrix = public_feature_map(public_rows)
+def campaign_spec(public_rows: np.ndarray, epsilon: float, randomizer: str, n: int, whiten: bool = False) -> GlmSpec:
+    """The spec the service would build from these public rows (standardised, or whitened with ``whiten``; features
+    in their own units)."""
+    center, matrix = public_feature_map(public_rows, whiten)
     delta = 0.0 if GLM_RANDOMIZERS[randomizer].pure else float(n) ** -1.1
     return GlmSpec(public_rows.shape[1], epsilon, delta, tuple(center), tuple(map(tuple, matrix)),
                    randomizer=randomizer)
@@ -69,7 +70,7 @@ def synthetic(args: argparse.Namespace, rng: np.random.Generator, log) -> dict: 
                 errors, ratios = [], []
                 for _ in range(args.trials):
                     problem = make_problem("gaussian-diagonal", "logistic", n, n, 10, rng)
-                    spec = campaign_spec(problem.public_rows, epsilon, randomizer, n)
+                    spec = campaign_spec(problem.public_rows, epsilon, randomizer, n, not args.standardise)
                     model = fit(spec, problem.public_rows, problem.features, problem.labels, rng)
                     if model is not None:
                         errors.append(squared_relative_error(model.coef_, problem.coef))
@@ -124,7 +125,7 @@ def acs(args: argparse.Namespace, rng: np.random.Generator, log) -> dict:  # noq
             for _ in range(args.trials):
                 order = rng.permutation(len(train))
                 public, people = order[: len(order) // 2], order[len(order) // 2:]
-                spec = campaign_spec(x_all[public], epsilon, randomizer, len(people))
+                spec = campaign_spec(x_all[public], epsilon, randomizer, len(people), not args.standardise)
                 model = fit(spec, x_all[public], x_all[people], y_all[people], rng)
                 if model is not None:
                     aucs.append(_auc(y_test, x_test @ model.coef_ + model.intercept_))
@@ -179,6 +180,8 @@ def main() -> None:
     parser.add_argument("--n", type=int, nargs="+", default=[10_000, 30_000, 100_000, 290_000])
     parser.add_argument("--epsilons", type=float, nargs="+", default=[2.0, 10.0])
     parser.add_argument("--acs-epsilons", type=float, nargs="+", default=[1.0, 2.0, 4.0, 8.0])
+    parser.add_argument("--standardise", action="store_true",
+                        help="the campaigns' option whiten=false (the default map whitens: Sigma_pub^-1/2)")
     parser.add_argument("--acs-rows", type=int, default=None, help="use only the first rows of the training set")
     parser.add_argument("--trials", type=int, default=10)
     parser.add_argument("--seed", type=int, default=2026)

@@ -115,3 +115,25 @@ def test_bounded_labels_and_whitening(engine, tmp_path: Path) -> None:  # noqa: 
     fit = estimates.fit_campaign(engine, "lin", "linear")
     for name, value in zip([*FEATURES, "(intercept)"], [0.8, -0.5, 0.3, 1.0], strict=True):
         assert abs(fit.coefficients[name] - value) < 4 * fit.standard_errors[name] + 0.01, name
+
+
+def test_the_default_map_whitens_and_falls_back_to_standardising_a_singular_public_table(engine, tmp_path) -> None:  # noqa: ANN001
+    """Whitening is the default (it measured 0.03 AUC better on ACSemployment); a public table whose covariance is
+    singular is standardised instead, unless whiten=true insists (then refused, naming the option)."""
+    rng = np.random.default_rng(3)
+    base = rng.normal(size=(2_000, 3))
+    correlated = np.c_[base[:, 0], base[:, 0] + 0.5 * base[:, 1], base[:, 2] - 0.3 * base[:, 1]]
+    load_public(engine, tmp_path, correlated, name="corr")
+    info = campaigns.create_campaign(engine, "w", "glm", FEATURES, "y", "corr", 2.0)
+    matrix = np.asarray(info.spec.matrix)
+    assert not np.allclose(matrix, np.diag(np.diag(matrix)))  # whitened: off-diagonal entries
+    transformed = info.transform.apply(correlated) - np.asarray(info.spec.center)
+    assert np.allclose(np.cov(transformed @ matrix.T, rowvar=False, bias=True), np.eye(3), atol=1e-8)
+    singular = np.c_[base[:, 0], base[:, 1], base[:, 0] + base[:, 1]]
+    load_public(engine, tmp_path, singular, name="sing")
+    info = campaigns.create_campaign(engine, "s", "glm", FEATURES, "y", "sing", 2.0)
+    matrix = np.asarray(info.spec.matrix)
+    assert np.allclose(matrix, np.diag(np.diag(matrix)))  # standardised
+    with pytest.raises(InvalidInput, match="whiten"):
+        campaigns.create_campaign(engine, "t", "glm", FEATURES, "y", "sing", 2.0, 0.0, {"whiten": True})
+    assert [c.name for c in campaigns.list_campaigns(engine)] == ["w", "s"]
