@@ -51,13 +51,14 @@ def round0(campaign: CampaignInfo, aggregates: list[ReportAggregate | None]) -> 
     return first
 
 
-def raw_scale(campaign: CampaignInfo, coef: np.ndarray) -> dict[str, float]:
-    """Coefficients for the features as participants hold them, and the intercept the transform implies."""
+def raw_scale(campaign: CampaignInfo, coef: np.ndarray, intercept: float = 0.0) -> dict[str, float]:
+    """Coefficients for the features as participants hold them, and the intercept: the model's own (``intercept``,
+    on the transformed features; 0 for a model without one) plus what the transform implies."""
     scale = np.asarray(campaign.transform.scale)
     center = np.asarray(campaign.transform.center)
     raw = np.asarray(coef, dtype=float) / scale
     out = {name: float(v) for name, v in zip(campaign.features, raw, strict=True)}
-    out["(intercept)"] = float(-(raw @ center)) + 0.0  # + 0.0: no "-0.0" when nothing was centred
+    out["(intercept)"] = float(intercept - (raw @ center)) + 0.0  # + 0.0: no "-0.0" when nothing was centred
     return out
 
 

@@ -24,6 +24,7 @@ from sqlalchemy import Engine
 from estimators.local.aggregate import ReportAggregate
 from estimators.local.glm import two_round
 from estimators.local.glm.links import LINKS
+from estimators.local.glm.public_gram import InterceptSteinGLM, PublicGramOLS, public_whitening, quantile_norm_bound
 from estimators.local.glm.stein import PrivateOLS, SteinGLM, gaussian_norm_bound, known_covariance_norm_bound
 from estimators.local.glm.two_round import TwoRoundSteinGLM, first_round_ols
 from estimators.local.influence import Influence
@@ -34,6 +35,8 @@ from service.campaigns.public_tables import campaign_public_rows
 from service.campaigns.types import CampaignFit, CampaignInfo, CampaignRequest
 from service.errors import Conflict, InvalidInput
 from workloads.local.protocols import ProtocolSpec, SteinGlmSpec, TwoRoundSteinSpec
+from workloads.local.protocols.stein_glm import VARIANTS
+from workloads.local.protocols.vector_reports import DEFAULT_VECTOR_RANDOMIZER, VECTOR_RANDOMIZERS
 
 #: what a Stein GLM campaign answers: the private OLS and every link
 GLM_MODELS = ("linear", *LINKS)
@@ -52,16 +55,70 @@ def _norm_bound(request: CampaignRequest, participants: int | None) -> float:
     return gaussian_norm_bound(request.public_rows, max(n, 2))
 
 
+#: the public quantile of ``||W x||`` over the public rows that the public-gram variant clips at by default (the
+#: median; the bias it costs is measured in docs/stein-glm-results.md)
+DEFAULT_NORM_QUANTILE = 0.5
+#: options of one variant only (refused, naming the variant, under the other)
+_PAPER_ONLY = ("gram", "xy_ratio", "norm")
+_PUBLIC_GRAM_ONLY = ("randomizer", "norm_quantile", "label_center", "whiten")
+
+
 def build_one_round(request: CampaignRequest) -> ProtocolSpec:
+    """``variant`` public-gram (the default with a ``--public`` table) or paper (the default without one)."""
+    default = "public-gram" if request.public_rows is not None else "paper"
+    variant = request.options.choice("variant", VARIANTS, default)
+    unused = _PUBLIC_GRAM_ONLY if variant == "paper" else _PAPER_ONLY
+    given = [name for name in unused if request.options.raw(name) is not None]
+    if given:
+        other = "public-gram" if variant == "paper" else "paper"
+        raise invalid(f"option {given[0]} applies to variant={other}, not to variant={variant}")
+    return _build_paper(request) if variant == "paper" else _build_public_gram(request)
+
+
+def _build_paper(request: CampaignRequest) -> ProtocolSpec:
+    """Algs. 1-4 as printed (and every option they had): noisy ``(x x^T, x y)``, Gaussian."""
     if request.delta <= 0:
-        raise invalid(f"delta must be in (0, 1) for stein-glm (Gaussian reports), got {request.delta}")
+        raise invalid(f"delta must be in (0, 1) for stein-glm variant=paper (Gaussian reports), got {request.delta}")
     options = request.options
     participants = options.count("participants")
     return SteinGlmSpec(
         dimension=len(request.features), norm_bound=_norm_bound(request, participants),
         label_bound=options.number("label_bound", 1.0), epsilon=request.epsilon, delta=request.delta,
         norm=options.choice("norm", ("l2", "l1"), "l2"), gram=options.flag("gram", True),
-        xy_ratio=options.number("xy_ratio"), participants=participants)
+        xy_ratio=options.number("xy_ratio"), participants=participants, variant="paper")
+
+
+def _build_public_gram(request: CampaignRequest) -> ProtocolSpec:
+    """``x y`` only, ``X^T X`` from the public rows (:class:`~workloads.local.protocols.SteinGlmSpec`)."""
+    rows = request.public_rows
+    if rows is None:
+        raise invalid("stein-glm variant=public-gram takes X^T X from a --public table: give one, or "
+                      "--option variant=paper")
+    options = request.options
+    name = options.choice("randomizer", tuple(VECTOR_RANDOMIZERS), DEFAULT_VECTOR_RANDOMIZER)
+    if VECTOR_RANDOMIZERS[name].pure and request.delta != 0:
+        raise invalid(f"delta must be 0 for stein-glm's {name} randomizer (pure epsilon-LDP), got {request.delta}; "
+                      "for an (epsilon, delta) campaign give --option randomizer=gaussian")
+    if not VECTOR_RANDOMIZERS[name].pure and request.delta <= 0:
+        raise invalid(f"delta must be in (0, 1) for stein-glm's {name} randomizer, got {request.delta}")
+    whitening = public_whitening(rows) if options.flag("whiten", True) else None
+    stated, quantile = options.number("norm_bound"), options.number("norm_quantile")
+    if stated is not None and quantile is not None:
+        raise invalid("give option norm_bound or option norm_quantile, not both")
+    if quantile is not None and quantile > 1:
+        raise invalid(f"option norm_quantile must be in (0, 1], got {quantile!r}")
+    if stated is None:
+        quantile = DEFAULT_NORM_QUANTILE if quantile is None else quantile
+        stated = quantile_norm_bound(rows, quantile, whitening)
+    label_bound, label_center = options.number("label_bound"), options.number("label_center", positive=False)
+    if label_bound is None and label_center is None:
+        label_bound, label_center = 0.5, 0.5  # labels in [0, 1]: the binary GLMs' 0/1 labels, centred
+    return SteinGlmSpec(
+        dimension=len(request.features), norm_bound=stated, label_bound=1.0 if label_bound is None else label_bound,
+        epsilon=request.epsilon, delta=request.delta, participants=options.count("participants"),
+        variant="public-gram", randomizer=name, norm_quantile=quantile,
+        label_center=0.0 if label_center is None else label_center,
+        whitening=None if whitening is None else tuple(whitening.ravel().tolist()))
 
 
 def build_two_round(request: CampaignRequest) -> ProtocolSpec:
@@ -92,12 +149,14 @@ def build_two_round(request: CampaignRequest) -> ProtocolSpec:
 # ------------------------------------------------------------------------------------------------------- estimating
 def fit_one_round(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate | None], model: str,
                   covariance: str | None) -> CampaignFit:
+    if campaign.spec.variant == "public-gram":
+        return _fit_public_gram(engine, campaign, aggregates, model, covariance)
     spec, aggregate = campaign.spec, round0(campaign, aggregates)
     public_rows = campaign_public_rows(engine, campaign)
     if covariance is None:
         covariance = "private" if public_rows is None else ("pooled" if spec.gram else "public")
     ols = PrivateOLS(covariance=covariance, feature_names=campaign.features).fit(aggregate, spec, public_rows)
-    details: dict[str, Any] = {"covariance": covariance, "public_rows": ols.n_public_}
+    details: dict[str, Any] = {"variant": "paper", "covariance": covariance, "public_rows": ols.n_public_}
     coef, influence = ols.coef_, ols.influence_
     if model != "linear":
         if public_rows is None:
@@ -107,7 +166,48 @@ def fit_one_round(engine: Engine, campaign: CampaignInfo, aggregates: list[Repor
         glm = SteinGLM(model).fit(ols, public_rows)
         coef, influence = glm.coef_, _link_influence(campaign, details, ols.influence_)
         details["link_constant"] = float(glm.scale_)
-    return _glm_fit(campaign, model, coef, aggregate.count, details, influence)
+    return _glm_fit(campaign, model, coef, aggregate.count, details, influence, notes=(_NO_INTERCEPT,))
+
+
+#: what a variant=paper fit says of its (intercept)
+_NO_INTERCEPT = ("variant=paper (Algs. 1-4) estimates no intercept: the (intercept) shown is only what undoing the "
+                 "public centring implies, so the model's mean prediction need not match the base rate")
+
+
+def _fit_public_gram(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate | None], model: str,
+                     covariance: str | None) -> CampaignFit:
+    """OLS with an intercept on the public Gram, then the link's constant and intercept over the public rows."""
+    if covariance not in (None, "public"):
+        raise InvalidInput(f"campaign {campaign.name!r} (stein-glm variant=public-gram) reports x y only: X^T X comes "
+                           f"from its public table, covariance must be 'public', got {covariance!r}",
+                           code="invalid_parameter")
+    spec, aggregate = campaign.spec, round0(campaign, aggregates)
+    public_rows = campaign_public_rows(engine, campaign)
+    ols = PublicGramOLS(feature_names=campaign.features).fit(aggregate, spec, public_rows)
+    details: dict[str, Any] = {
+        "variant": "public-gram", "covariance": "public", "public_rows": ols.n_public_,
+        "randomizer": spec.randomizer, "norm_bound": spec.norm_bound, "norm_quantile": spec.norm_quantile,
+        "whitened": spec.whitening is not None, "mean_label": ols.mean_label_}
+    coef, intercept = ols.coef_, ols.intercept_
+    influence = _intercept_influence(campaign, ols.influence_)
+    if model != "linear":
+        glm = InterceptSteinGLM(model).fit(ols, public_rows)
+        coef, intercept = glm.coef_, glm.intercept_
+        details["link_constant"] = float(glm.scale_)
+        influence = _link_influence(campaign, details, ols.influence_)
+    return _glm_fit(campaign, model, coef, aggregate.count, details, influence, intercept)
+
+
+def _intercept_influence(campaign: CampaignInfo, influence: Influence) -> Influence:
+    """The OLS bound (on ``(b, w)`` jointly, l2) in the features' own units: ``w / scale`` moves by at most
+    ``bound / min |scale|``, the intercept ``b - <w / scale, center>`` by at most ``bound (1 + ||center|| /
+    min |scale|)``."""
+    if influence.per_report is None:
+        return influence
+    smallest = float(np.min(np.abs(np.asarray(campaign.transform.scale, dtype=float))))
+    center = float(np.linalg.norm(np.asarray(campaign.transform.center, dtype=float)))
+    bound = influence.per_report
+    return Influence(bound / smallest, "l2", "coefficients", influence.basis, bound * (1.0 + center / smallest))
 
 
 def fit_two_round(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate | None], model: str,
@@ -138,18 +238,23 @@ def _link_influence(campaign: CampaignInfo, details: dict[str, Any], ols: Influe
 
 
 def _glm_fit(campaign: CampaignInfo, model: str, coef: np.ndarray, reports: int,
-             details: dict[str, Any], influence: Influence) -> CampaignFit:
+             details: dict[str, Any], influence: Influence, intercept: float = 0.0,
+             notes: tuple[str, ...] = ()) -> CampaignFit:
     binary = model != "linear" and LINKS[model].binary
+    if influence.intercept is None:
+        influence = raw_influence(campaign, influence)
     return CampaignFit(campaign.name, campaign.protocol, model, "classifier" if binary else "regressor",
-                       campaign.target, campaign.features, raw_scale(campaign, coef), reports,
-                       {**details, "transform": campaign.transform.to_json()}, transform_notes(campaign),
-                       raw_influence(campaign, influence))
+                       campaign.target, campaign.features, raw_scale(campaign, coef, intercept), reports,
+                       {**details, "transform": campaign.transform.to_json()}, (*notes, *transform_notes(campaign)),
+                       influence)
 
 
 register(CampaignProtocol(
     "stein-glm", SteinGlmSpec, build_one_round, None, GLM_MODELS, fit_one_round, "required",
-    "noisy (x x^T, x y) for the Stein-lemma GLMs, one round (options: norm_bound, label_bound, norm, gram, xy_ratio, "
-    "participants)"))
+    "the Stein-lemma GLMs, one round: by default (with a public table) x y only, X^T X from the public rows, an "
+    "estimated intercept (options: randomizer, norm_quantile or norm_bound, label_bound, label_center, whiten, "
+    "participants); variant=paper: noisy (x x^T, x y) as in Alg. 1 (options: norm_bound, label_bound, norm, gram, "
+    "xy_ratio, participants)"))
 register(CampaignProtocol(
     "stein-glm-2round", TwoRoundSteinSpec, build_two_round, two_round.next_state, GLM_MODELS,  # type: ignore[arg-type]
     fit_two_round, "required",

@@ -1,8 +1,9 @@
 """``make demo``'s local-DP part, part 6 of :mod:`service.tools.demo.story` (under a minute): a collection where no raw
 value ever reaches the service.
 
-1. a **steward**, on the command line, registers a public unlabeled table and creates a ``stein-glm`` campaign
-   (participants send only ``x y`` plus Gaussian noise; ``X^T X`` comes from the public rows: Remark 11);
+1. a **steward**, on the command line, registers a public unlabeled table and creates a ``stein-glm`` campaign with
+   the defaults (participants send only ``y (1, x)`` through the pure-epsilon l2-ball randomizer; ``X^T X``, the
+   standardization and the norm bound come from the public rows: Remark 11; the intercept is estimated);
 2. one **participant** reports from "her phone" through the Python client (randomized on the device), and a
    population of simulated participants reports through the simulator (the real randomizer, the real batch path);
 3. an **analyst**, through the HTTP client, fits five GLMs from that one collection (Remark 16), each free, beside the
@@ -59,8 +60,8 @@ def local_dp_collection(story: Any, heading: Any, background_server: Any, client
     people.iloc[1:].to_csv(out / "people.csv", index=False)
     story.run("public", "load", "households", "--csv", str(out / "public.csv"))
     story.run("campaign", "create", "renewals", "--protocol", "stein-glm", "--features", ",".join(FEATURES),
-              "--target", "renewed", "--public", "households", "--epsilon", "8", "--delta", "1e-6",
-              "--norm-bound", "4", "--option", "gram=false", "--participants", str(PARTICIPANTS))
+              "--target", "renewed", "--public", "households", "--epsilon", "8", "--participants",
+              str(PARTICIPANTS))
     participant_key = story.run("keys", "create", "--role", "participant", "--name", "pat", as_json=True)["key"]
     analyst_key = story.run("keys", "create", "--role", "analyst", "--name", "ana", as_json=True)["key"]
     with background_server(f"sqlite:///{story.database}", out / "server-local.log") as server:
@@ -83,16 +84,20 @@ def local_dp_collection(story: Any, heading: Any, background_server: Any, client
     x_test, y_test = test[FEATURES].to_numpy(), test["renewed"].to_numpy()
     truth = true_raw_coefficients()
     print("\n>>> analyst.campaign('renewals').fit(model)   # five models from one collection, each cost 0")
-    print(f"{'model':<34}" + "".join(f"{name:>12}" for name in [*FEATURES, "(intercept)"]) + f"{'test AUC':>10}")
+    print(f"{'model':<34}" + "".join(f"{name:>12}" for name in [*FEATURES, "(intercept)"]) + f"{'test AUC':>10}"
+          + f"{'mean pred':>11}")
     for model, fitted in models.items():
         score = fitted.decision_function(x_test)
         row = "".join(f"{fitted.answer['coefficients'][name]:>12.4f}" for name in [*FEATURES, "(intercept)"])
-        print(f"{model + ' (local DP, cost 0)':<34}{row}{auc(y_test, score):>10.3f}")
+        print(f"{model + ' (local DP, cost 0)':<34}{row}{auc(y_test, score):>10.3f}"
+              f"{float(np.mean(fitted.predict_mean(x_test))):>11.3f}")
     reference = [*np.ravel(yardstick.coef_).tolist(), float(np.ravel([yardstick.intercept_])[0])]
     print(f"{'non-private logistic (yardstick)':<34}" + "".join(f"{v:>12.4f}" for v in reference)
           + f"{auc(y_test, yardstick.decision_function(x_test)):>10.3f}")
     print(f"{'the true logistic model':<34}" + "".join(f"{truth[n]:>12.4f}" for n in [*FEATURES, '(intercept)']))
-    print("(linear is the private OLS; each link rescales it by its own constant, found over the public rows)")
+    print(f"(linear is the private OLS; each link rescales it by its own constant and finds its own intercept over the "
+          f"public rows; 'mean pred' is the mean predicted E[y] on test rows, base rate {float(np.mean(y_test)):.3f}: "
+          "the AUC is shared by every rescaled link, the calibration is not)")
     queries = [
         "SELECT campaign, epsilon, delta, participants, reports, max_epsilon_spent FROM campaign_local_guarantee",
         "SELECT namespace, COUNT(*) AS participants, MAX(epsilon) AS most_spent, MIN(epsilon_remaining) "

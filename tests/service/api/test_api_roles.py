@@ -61,8 +61,7 @@ ERROR_CODES = {401: "unauthorized", 403: "forbidden"}
 #: protocol registered without an entry here fails ``tests/service/campaigns/test_protocol_contract.py``.
 PROTOCOL_CAMPAIGNS: dict[str, dict[str, object]] = {
     "ldp-avg": {"features": ["value"], "epsilon": 1.0, "options": {"lower": 0, "upper": 1}},
-    "stein-glm": {"features": ["income", "age"], "target": "y", "public": "{public}", "epsilon": 1.0,
-                  "delta": 1e-6},
+    "stein-glm": {"features": ["income", "age"], "target": "y", "public": "{public}", "epsilon": 1.0},
     "stein-glm-2round": {"features": ["income", "age"], "target": "y", "epsilon": 1.0, "delta": 1e-6,
                          "options": {"norm_bound": 2.0, "participants": 100}},
     "ldp-iht": {"features": ["a", "b", "c"], "target": "y", "epsilon": 1.0, "options": {"sparsity": 1, "rounds": 2}},
