@@ -14,8 +14,8 @@ what ``marginalia simulate --csv`` runs). For every trial and epsilon three ``st
   randomizer at ``delta = 0``; ``X^T X`` from the public rows; an estimated intercept). Methods
   ``public-gram/logistic`` (``--model logistic``) and ``public-gram/linear`` (the OLS with its intercept as a linear
   probability model);
-* ``public-gram-gaussian``: the same with ``--option randomizer=gaussian`` at ``delta = n^-1.1``; method
-  ``public-gram-gaussian/logistic``;
+* ``public-gram-gaussian``: the same with ``--option randomizer=gaussian`` at ``delta = n^-1.1``; methods
+  ``public-gram-gaussian/logistic`` and ``public-gram-gaussian/linear``;
 * ``paper``: ``--option variant=paper``, Alg. 1 as printed (Alg. 1's norm bound from the public rows, labels bounded by
   1, ``delta = n^-1.1`` with ``n`` the participants). Its methods, all from the SAME reports:
 
@@ -71,6 +71,7 @@ PRIVATE_METHODS: dict[str, tuple[str, str, str | None]] = {
     "public-gram/logistic": ("public-gram", "logistic", None),
     "public-gram/linear": ("public-gram", "linear", None),
     "public-gram-gaussian/logistic": ("public-gram-gaussian", "logistic", None),
+    "public-gram-gaussian/linear": ("public-gram-gaussian", "linear", None),
     **{f"{name}{suffix}": ("paper", model, covariance)
        for name, model in (("stein-logistic", "logistic"), ("ols-linear", "linear"))
        for suffix, covariance in (("", "pooled"), ("/private-cov", "private"), ("/public-cov", "public"))},
