@@ -10,7 +10,7 @@ what ``marginalia simulate --csv`` runs). For every trial and epsilon three ``st
 (:data:`CAMPAIGNS`), each answered by :func:`service.campaigns.estimates.fit_campaign` (``marginalia campaign fit``):
 
 * ``public-gram``: the product's defaults (variant public-gram: features standardized and whitened with public
-  statistics, the norm bound the public median of ``||W x||``, labels in [0, 1], ``y (1, x)`` through the l2-ball
+  statistics, the norm bound the public 0.9 quantile of ``||W x||``, labels in [0, 1], ``y (1, x)`` through the l2-ball
   randomizer at ``delta = 0``; ``X^T X`` from the public rows; an estimated intercept). Methods
   ``public-gram/logistic`` (``--model logistic``) and ``public-gram/linear`` (the OLS with its intercept as a linear
   probability model);

@@ -230,7 +230,8 @@ def _solve_offset(link: Link, t: np.ndarray, w: np.ndarray, c: float, target: fl
             value = direction * (_average(w, link.mean(b + c * t)) - target)
         return _capped(value, link)
 
-    low, high = -1.0, 1.0
+    reach = max(1.0, abs(c) * float(np.max(np.abs(t), initial=0.0)))  # b beyond +-reach moves every row alike
+    low, high = -reach, reach
     for _ in range(_SCAN_STEPS):
         if gap(low) <= 0.0 <= gap(high):
             return float(brentq(gap, low, high, xtol=1e-13, rtol=4 * np.finfo(float).eps, maxiter=200))
