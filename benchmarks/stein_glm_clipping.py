@@ -156,13 +156,13 @@ def plot_clipping(result: dict[str, Any], path: Path) -> None:
 
 def main(
     out: JsonOut,
-    plot: PlotOut = None,
-    force: Force = False,
-    quiet: QuietFlag = False,
     tables: Annotated[str, typer.Option(help="Comma-separated: synthetic, acs, adult.")] = "synthetic,acs,adult",
     epsilon: Annotated[str, typer.Option(help="Comma-separated epsilons of the private runs.")] = "1,2",
     trials: Annotated[int, typer.Option(help="Private trials per quantile and epsilon.")] = 5,
     seed: Annotated[int, typer.Option(help="Seed of the split and the randomizer.")] = 2021,
+    plot: PlotOut = None,
+    force: Force = False,
+    quiet: QuietFlag = False,
 ) -> None:
     """The bias and the noise of the public-gram stein-glm's norm bound, per public quantile."""
     names = tuple(t.strip() for t in tables.split(",") if t.strip())
