@@ -6,14 +6,16 @@ The training rows are shuffled (seeded) and split in two halves: the first half'
 become the public table (written to a CSV and registered by :func:`service.campaigns.public_tables.load_public_csv`,
 what ``marginalia public load`` runs); the second half are the participants (a CSV of their features and 0/1 label,
 read by :func:`service.campaigns.simulate.rows_from_csv` and played by :func:`service.campaigns.simulate.simulate`,
-what ``marginalia simulate --csv`` runs). For every trial and epsilon three ``stein-glm`` campaigns are created
+what ``marginalia simulate --csv`` runs). For every trial and epsilon four ``stein-glm`` campaigns are created
 (:data:`CAMPAIGNS`), each answered by :func:`service.campaigns.estimates.fit_campaign` (``marginalia campaign fit``):
 
 * ``public-gram``: the product's defaults (variant public-gram: features standardized and whitened with public
-  statistics, the norm bound the public 0.9 quantile of ``||W x||``, labels in [0, 1], ``y (1, x)`` through the l2-ball
-  randomizer at ``delta = 0``; ``X^T X`` from the public rows; an estimated intercept). Methods
+  statistics, the norm bound the public 0.9 quantile of ``||W x||``, labels in [0, 1], ``y (1, x)`` through PrivUnit2
+  at ``delta = 0``; ``X^T X`` from the public rows; an estimated intercept). Methods
   ``public-gram/logistic`` (``--model logistic``) and ``public-gram/linear`` (the OLS with its intercept as a linear
   probability model);
+* ``public-gram-l2ball``: the same with ``--option randomizer=l2ball`` (the l2-ball randomizer, pure epsilon, the
+  default before PrivUnit2); methods ``public-gram-l2ball/logistic`` and ``public-gram-l2ball/linear``;
 * ``public-gram-gaussian``: the same with ``--option randomizer=gaussian`` at ``delta = n^-1.1``; methods
   ``public-gram-gaussian/logistic`` and ``public-gram-gaussian/linear``;
 * ``paper``: ``--option variant=paper``, Alg. 1 as printed (Alg. 1's norm bound from the public rows, labels bounded by
@@ -63,6 +65,7 @@ from service.errors import InvalidInput
 #: campaign kind -> (its options beyond the participants, whether its delta is n^-1.1 (else 0))
 CAMPAIGNS: dict[str, tuple[dict[str, Any], bool]] = {
     "public-gram": ({}, False),
+    "public-gram-l2ball": ({"randomizer": "l2ball"}, False),
     "public-gram-gaussian": ({"randomizer": "gaussian"}, True),
     "paper": ({"variant": "paper"}, True),
 }
@@ -70,6 +73,8 @@ CAMPAIGNS: dict[str, tuple[dict[str, Any], bool]] = {
 PRIVATE_METHODS: dict[str, tuple[str, str, str | None]] = {
     "public-gram/logistic": ("public-gram", "logistic", None),
     "public-gram/linear": ("public-gram", "linear", None),
+    "public-gram-l2ball/logistic": ("public-gram-l2ball", "logistic", None),
+    "public-gram-l2ball/linear": ("public-gram-l2ball", "linear", None),
     "public-gram-gaussian/logistic": ("public-gram-gaussian", "logistic", None),
     "public-gram-gaussian/linear": ("public-gram-gaussian", "linear", None),
     **{f"{name}{suffix}": ("paper", model, covariance)
@@ -330,8 +335,8 @@ def main(
     quiet: QuietFlag = False,
     features: Annotated[str | None, typer.Option(help="Comma-separated features (default: all others).")] = None,
     positive: Annotated[int, typer.Option(help="The target's code for label 1.")] = 1,
-    epsilon: Annotated[str, typer.Option(help="Comma-separated local epsilons (delta 0 for the default "
-                                         "l2-ball campaign, n^-1.1 for the Gaussian ones).")] = "1,2,5,10",
+    epsilon: Annotated[str, typer.Option(help="Comma-separated local epsilons (delta 0 for the pure "
+                                         "public-gram campaigns, n^-1.1 for the Gaussian ones).")] = "1,2,5,10",
     trials: Annotated[int, typer.Option(help="Trials per epsilon.")] = 3,
     max_train: Annotated[int | None, typer.Option(help="Use at most this many training rows (a seeded sample).")]
     = None,

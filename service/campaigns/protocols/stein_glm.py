@@ -3,14 +3,14 @@ docs/privacy.md 8.7.2 and 8.7.3).
 
 Build. ``stein-glm``, one round, in two variants (``--option variant``). ``public-gram`` (the default with a
 ``--public`` table): ``y (1, clip(W x))`` through a randomizer of
-:data:`~workloads.local.protocols.vector_reports.VECTOR_RANDOMIZERS` (``l2ball``, pure epsilon, the default;
-``gaussian``), ``W`` the public whitening, the norm bound a public quantile of ``||W x||``
-(:data:`DEFAULT_NORM_QUANTILE`) or stated, labels centred at ``label_center``; ``paper`` (Algs. 1-4, the default without
-a public table): noisy ``(x x^T, x y)`` (or ``x y`` alone with ``gram=false``), Gaussian (``delta > 0``); ``norm_bound``
-stated or Alg. 1's bound from the ``--public`` table. ``stein-glm-2round`` (Alg. 5): two rounds without public data,
-``layout`` ``split-budget`` (every participant reports twice, half the budget each) or ``split-groups``; ``norm_bound``
-stated, from ``covariance_norm`` (Alg. 5's bound, growing with log n), or from the public table. Round 1's public state
-(``w_ols`` from round 0) is :func:`estimators.local.glm.two_round.next_state`.
+:data:`~workloads.local.protocols.vector_reports.VECTOR_RANDOMIZERS` (``privunit``, PrivUnit2, pure epsilon, the
+default; ``l2ball``, pure epsilon; ``gaussian``), ``W`` the public whitening, the norm bound a public quantile of
+``||W x||`` (:data:`DEFAULT_NORM_QUANTILE`) or stated, labels centred at ``label_center``; ``paper`` (Algs. 1-4, the
+default without a public table): noisy ``(x x^T, x y)`` (or ``x y`` alone with ``gram=false``), Gaussian (``delta >
+0``); ``norm_bound`` stated or Alg. 1's bound from the ``--public`` table. ``stein-glm-2round`` (Alg. 5): two rounds
+without public data, ``layout`` ``split-budget`` (every participant reports twice, half the budget each) or
+``split-groups``; ``norm_bound`` stated, from ``covariance_norm`` (Alg. 5's bound, growing with log n), or from the
+public table. Round 1's public state (``w_ols`` from round 0) is :func:`estimators.local.glm.two_round.next_state`.
 
 Estimates: model ``linear`` (the private OLS) or any link of :data:`estimators.local.glm.links.LINKS`. ``stein-glm``
 public-gram: the OLS with an intercept on the public Gram, then each link's constant and intercept over the public rows

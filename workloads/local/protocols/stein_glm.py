@@ -108,16 +108,16 @@ class SteinGlmSpec(_StatisticsBounds, ProtocolSpec):
     ``X^T X`` from public rows; less noise on ``x y``). ``xy_ratio``: the noise on ``x y`` over the noise on
     ``x x^T`` (default ``sqrt(2) B / r``, each part's noise proportional to its own sensitivity).
 
-    ``variant="public-gram"`` (Remark 11 and Sec. 5 taken to their end: ``X^T X`` needs no labels, so it comes from
-    the public rows alone): the device maps its (publicly standardized) ``x`` by the public ``whitening`` ``W``
-    (row-major ``p x p``; ``None``: the identity), clips ``W x`` to the l2 ball of radius
-    ``norm_bound`` (a public quantile ``norm_quantile`` of the public rows' norms), appends a 1 and reports the one
-    vector ``v = clip(y - y0, -B, B) (1, clip(W x))`` (``y0 = label_center``, public: the labels are taken to lie in
-    ``[y0 - B, y0 + B]``; ``||v|| <= B sqrt(1 + r^2)``, :attr:`report_radius`) through
-    ``randomizer`` (:data:`~workloads.local.protocols.vector_reports.VECTOR_RANDOMIZERS`: ``l2ball``, pure epsilon,
-    or ``gaussian``, (epsilon, delta)). Report: ``{"xy": (p + 1,)}``, entry 0 estimating ``E[y]`` (what the
-    intercept needs), entries 1.. ``E[x y]`` (both shifted by ``y0``). ``gram`` is False in this variant; ``norm``
-    must be "l2"."""
+    ``variant="public-gram"`` (Remark 11 and Sec. 5 taken to their end: ``X^T X`` needs no labels, so it comes from the
+    public rows alone): the device maps its (publicly standardized) ``x`` by the public ``whitening`` ``W`` (row-major
+    ``p x p``; ``None``: the identity), clips ``W x`` to the l2 ball of radius ``norm_bound`` (a public quantile
+    ``norm_quantile`` of the public rows' norms), appends a 1 and reports the one vector ``v = clip(y - y0, -B, B) (1,
+    clip(W x))`` (``y0 = label_center``, public: the labels are taken to lie in ``[y0 - B, y0 + B]``; ``||v|| <= B
+    sqrt(1 + r^2)``, :attr:`report_radius`) through ``randomizer``
+    (:data:`~workloads.local.protocols.vector_reports.VECTOR_RANDOMIZERS`: ``privunit``, the service's default, or
+    ``l2ball``, pure epsilon; ``gaussian``, (epsilon, delta)). Report: ``{"xy": (p + 1,)}``, entry 0 estimating ``E[y]``
+    (what the intercept needs), entries 1.. ``E[x y]`` (both shifted by ``y0``). ``gram`` is False in this variant;
+    ``norm`` must be "l2"."""
 
     protocol: ClassVar[str] = "stein-glm"
     epsilon: float
