@@ -64,13 +64,9 @@ class PublicGramOLS(LinearRegressor):
     def fit(self, aggregate: ReportAggregate, spec: SteinGlmSpec, public_rows: object) -> PublicGramOLS:
         if not isinstance(spec, SteinGlmSpec) or spec.variant != "public-gram":
             raise EstimatorError(f"spec must be a public-gram stein-glm spec, got {spec!r}")
-        if not isinstance(aggregate, ReportAggregate) or (aggregate.round_index, aggregate.protocol) != (
-            0, spec.protocol
-        ):
+        if not isinstance(aggregate, ReportAggregate):
             raise EstimatorError(f"aggregate must hold round 0 of a {spec.protocol!r} campaign, got {aggregate!r}")
-        n = aggregate.count
-        if n == 0:
-            raise EstimatorError("the aggregate holds no reports yet")
+        n = aggregate.round0_count(spec.protocol)
         rows = _public_matrix(public_rows, spec.dimension)
         features = spec.device_features(rows)
         self.covariance_ = features.T @ features / rows.shape[0]
