@@ -73,8 +73,12 @@ bench-stein: install
 	$(B).stein_glm --design gaussian --n 10000,30000,100000,290000 --epsilon 2,3,5,10 \
 	    --trials 5 --seed 2021 --json $(R)/stein_glm_bench.json --plot $(R)/stein_glm_bench.png --force
 	$(B).stein_glm_real --train $(SHARED_DATA)/acs/ACSemployment_train.csv \
-	    --test $(SHARED_DATA)/acs/ACSemployment_test.csv --target ESR --epsilon 1,2,5,10,20 --trials 3 --seed 2021 \
-	    --json $(R)/stein_glm_real.json --plot $(R)/stein_glm_real.png --force
+	    --test $(SHARED_DATA)/acs/ACSemployment_test.csv --target ESR --epsilon 0.5,1,2,4,8 --trials 10 --seed 2021 \
+	    --json $(R)/stein_glm_real_acs.json --plot $(R)/stein_glm_real_acs.png --force
+	$(B).stein_glm_real --train $(SHARED_DATA)/adult/adult_train.csv \
+	    --test $(SHARED_DATA)/adult/adult_test.csv --target 'income>50K' --epsilon 0.5,1,2,4,8 --trials 10 \
+	    --seed 2021 --json $(R)/stein_glm_real_adult.json --plot $(R)/stein_glm_real_adult.png --force
+	$(B).stein_glm_clipping --json $(R)/stein_glm_clipping.json --plot $(R)/stein_glm_clipping.png --force
 	$(B).stein_glm --design gaussian --p 5,10,12,15 --n 30000,100000,290000 --epsilon 10 \
 	    --trials 2 --seed 2021 --json $(R)/stein_glm_bench_p.json --plot $(R)/stein_glm_bench_p.png --force
 	$(B).stein_glm --design bernoulli --public-n 20000,80000,160000 --n 100000,290000 \

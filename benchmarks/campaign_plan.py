@@ -6,9 +6,10 @@ Each case plans a campaign with :func:`service.campaigns.planning.plan_campaign`
 randomizers, ``campaign fit``) and measures ``sqrt(mean ||w - w_ref||^2) / ||w_ref||`` against the plan's own
 reference, the metric the plan predicts:
 
-* ``stein-glm`` (default options: pooled ``X^T X``) and ``stein-glm/gram=false``: three Gaussian features with unequal
-  scales, logistic labels; a public table of 10,000 rows holding the target; the reference is the non-private OLS on
-  it (model ``linear``, the private OLS, measured on the devices' standardized features);
+* ``stein-glm`` (the defaults: variant public-gram, PrivUnit2, delta 0), ``stein-glm/l2ball`` (its l2-ball option),
+  ``stein-glm/paper`` (Alg. 1: pooled ``X^T X``) and ``stein-glm/paper,gram=false``: three Gaussian features with
+  unequal scales, logistic labels; a public table of 10,000 rows holding the target; the reference is the non-private
+  OLS on it (model ``linear``, the private OLS, measured on the devices' standardized features);
 * ``label-ldp`` (model ``iht``) and ``ldp-iht`` (model ``iht``): Sec. 7.1's design (``x`` uniform in ``{-1, +1}^p``,
   ``y = <x, theta*> + U[-0.05, 0.05]``) with ``theta*`` the planner's assumed spread profile (the public table holds no
   target), ``p = 20``, ``s = 3``, the label bound ``||theta*||_1 + 0.05``.
@@ -71,8 +72,11 @@ def _sparse_rows(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarr
 
 SPARSE_OPTIONS = {"sparsity": SPARSE_S, "label_bound": float(np.abs(_theta()).sum()) + 0.05}
 CASES: dict[str, Case] = {
-    "stein-glm": Case("stein-glm", "linear", {}, (5_000, 20_000), (2.0, 8.0), 1e-6),
-    "stein-glm/gram=false": Case("stein-glm", "linear", {"gram": False}, (5_000, 20_000), (2.0, 8.0), 1e-6),
+    "stein-glm": Case("stein-glm", "linear", {}, (5_000, 20_000), (2.0, 8.0), 0.0),
+    "stein-glm/l2ball": Case("stein-glm", "linear", {"randomizer": "l2ball"}, (5_000, 20_000), (2.0, 8.0), 0.0),
+    "stein-glm/paper": Case("stein-glm", "linear", {"variant": "paper"}, (5_000, 20_000), (2.0, 8.0), 1e-6),
+    "stein-glm/paper,gram=false": Case("stein-glm", "linear", {"variant": "paper", "gram": False}, (5_000, 20_000),
+                                       (2.0, 8.0), 1e-6),
     "label-ldp": Case("label-ldp", "iht", {**SPARSE_OPTIONS, "standardize": False}, (5_000, 20_000), (0.5, 2.0), 0.0),
     "ldp-iht": Case("ldp-iht", "iht", SPARSE_OPTIONS, (20_000, 80_000), (1.0, 4.0), 0.0),
 }

@@ -148,7 +148,7 @@ def _store_problem(engine: object, setting: Setting, problem: SyntheticProblem, 
                                      [public_tables.PublicColumn(f, "numeric") for f in features],
                                      problem.public_rows, f"generated: {setting.design} design", principal="bench")
     options = {**paper_report_bounds(setting.design, problem.public_rows, n, ZETA), "participants": n,
-               "standardize": False}
+               "standardize": False, "variant": "paper"}
     campaign = create_campaign(engine, CAMPAIGN_NAME, "stein-glm", features, "y", PUBLIC_NAME,  # type: ignore[arg-type]
                                setting.epsilon, delta_for(n), options, principal="bench")
     return features, campaign

@@ -6,10 +6,20 @@ The training rows are shuffled (seeded) and split in two halves: the first half'
 become the public table (written to a CSV and registered by :func:`service.campaigns.public_tables.load_public_csv`,
 what ``marginalia public load`` runs); the second half are the participants (a CSV of their features and 0/1 label,
 read by :func:`service.campaigns.simulate.rows_from_csv` and played by :func:`service.campaigns.simulate.simulate`,
-what ``marginalia simulate --csv`` runs). For every trial and epsilon a new ``stein-glm`` campaign is created with the
-product's defaults (features standardized with the public table's means and standard deviations, Alg. 1's norm bound
-from the public rows, labels bounded by 1, ``delta = n^-1.1`` with ``n`` the participants) and answered by
-:func:`service.campaigns.estimates.fit_campaign` (``marginalia campaign fit``). Methods, all from the SAME reports:
+what ``marginalia simulate --csv`` runs). For every trial and epsilon four ``stein-glm`` campaigns are created
+(:data:`CAMPAIGNS`), each answered by :func:`service.campaigns.estimates.fit_campaign` (``marginalia campaign fit``):
+
+* ``public-gram``: the product's defaults (variant public-gram: features standardized and whitened with public
+  statistics, the norm bound the public 0.9 quantile of ``||W x||``, labels in [0, 1], ``y (1, x)`` through PrivUnit2
+  at ``delta = 0``; ``X^T X`` from the public rows; an estimated intercept). Methods
+  ``public-gram/logistic`` (``--model logistic``) and ``public-gram/linear`` (the OLS with its intercept as a linear
+  probability model);
+* ``public-gram-l2ball``: the same with ``--option randomizer=l2ball`` (the l2-ball randomizer, pure epsilon, the
+  default before PrivUnit2); methods ``public-gram-l2ball/logistic`` and ``public-gram-l2ball/linear``;
+* ``public-gram-gaussian``: the same with ``--option randomizer=gaussian`` at ``delta = n^-1.1``; methods
+  ``public-gram-gaussian/logistic`` and ``public-gram-gaussian/linear``;
+* ``paper``: ``--option variant=paper``, Alg. 1 as printed (Alg. 1's norm bound from the public rows, labels bounded by
+  1, ``delta = n^-1.1`` with ``n`` the participants). Its methods, all from the SAME reports:
 
 * ``stein-logistic``: ``--model logistic`` (Remark 11's pooled ``X^T X``, then the link constant over the public rows);
 * ``stein-logistic/private-cov``: the same with ``X^T X`` from the reports alone (what Remark 11's public rows buy);
@@ -22,10 +32,12 @@ from the public rows, labels bounded by 1, ``delta = n^-1.1`` with ``n`` the par
 and, fitted on the participants' rows themselves, the non-private references ``logreg`` (unpenalised logistic
 regression with an intercept) and ``majority`` (always the training majority class).
 
-Metrics on the test rows: ``accuracy`` of the model's own rule (score above 0), ``auc`` of the score, ``log_loss``
-and ``brier`` of the probabilities. The Stein coefficients are ``c`` times the OLS ones with ``c > 0``, so
-``stein-logistic`` and ``ols-linear`` have the SAME accuracy and AUC by construction; what the Stein step changes is
-the probabilities (log loss, Brier score). A fit whose link constant does not exist is recorded with ``no_root: true``.
+Metrics on the test rows: ``accuracy`` of the model's own rule (score above 0; probability above 1/2 for ``public-
+gram/linear``), ``auc`` of the score, ``log_loss`` and ``brier`` of the probabilities, ``mean_probability``
+(calibration in the large: the base rate is ``positive_rate_test``). The Stein coefficients are ``c`` times the OLS
+ones with ``c > 0``, so ``stein-logistic`` and ``ols-linear`` have the SAME accuracy and AUC by construction; what the
+Stein step changes is the probabilities (log loss, Brier score). A fit whose link constant does not exist is recorded
+with ``no_root: true``.
 """
 
 from __future__ import annotations
@@ -50,10 +62,25 @@ from estimators.central.metrics import auc
 from service.cli.common import QuietFlag, column_list
 from service.errors import InvalidInput
 
-#: method -> (campaign fit model, X^T X source)
-PRIVATE_METHODS = {f"{name}{suffix}": (model, covariance)
-                   for name, model in (("stein-logistic", "logistic"), ("ols-linear", "linear"))
-                   for suffix, covariance in (("", "pooled"), ("/private-cov", "private"), ("/public-cov", "public"))}
+#: campaign kind -> (its options beyond the participants, whether its delta is n^-1.1 (else 0))
+CAMPAIGNS: dict[str, tuple[dict[str, Any], bool]] = {
+    "public-gram": ({}, False),
+    "public-gram-l2ball": ({"randomizer": "l2ball"}, False),
+    "public-gram-gaussian": ({"randomizer": "gaussian"}, True),
+    "paper": ({"variant": "paper"}, True),
+}
+#: method -> (campaign kind, campaign fit model, X^T X source)
+PRIVATE_METHODS: dict[str, tuple[str, str, str | None]] = {
+    "public-gram/logistic": ("public-gram", "logistic", None),
+    "public-gram/linear": ("public-gram", "linear", None),
+    "public-gram-l2ball/logistic": ("public-gram-l2ball", "logistic", None),
+    "public-gram-l2ball/linear": ("public-gram-l2ball", "linear", None),
+    "public-gram-gaussian/logistic": ("public-gram-gaussian", "logistic", None),
+    "public-gram-gaussian/linear": ("public-gram-gaussian", "linear", None),
+    **{f"{name}{suffix}": ("paper", model, covariance)
+       for name, model in (("stein-logistic", "logistic"), ("ols-linear", "linear"))
+       for suffix, covariance in (("", "pooled"), ("/private-cov", "private"), ("/public-cov", "public"))},
+}
 REFERENCE_METHODS = ("logreg", "majority")
 PROBABILITY_FLOOR = 1e-3
 PUBLIC_NAME = "bench-public-half"
@@ -130,17 +157,19 @@ def split_rows(config: SteinRealBench) -> tuple[pd.DataFrame, pd.DataFrame, pd.D
     return public, private, test, tuple(features)
 
 
-def probabilities(model: str, scores: np.ndarray) -> np.ndarray:
-    """``sigmoid(score)`` for the logistic fits, ``0.5 + score`` for the linear probability model, both clipped."""
-    raw = expit(scores) if model != "linear" else 0.5 + scores
+def probabilities(model: str, scores: np.ndarray, intercept: bool = False) -> np.ndarray:
+    """``sigmoid(score)`` for the logistic fits; for the linear probability model ``score`` itself when it has an
+    estimated intercept, else ``0.5 + score``; all clipped."""
+    raw = expit(scores) if model != "linear" else (scores if intercept else 0.5 + scores)
     return np.clip(raw, PROBABILITY_FLOOR, 1 - PROBABILITY_FLOOR)
 
 
-def classification_metrics(y: np.ndarray, scores: np.ndarray, proba: np.ndarray) -> dict[str, float]:
-    """Accuracy of ``score > 0``, AUC of the score, log loss and Brier score of the probabilities."""
-    return {"accuracy": float(np.mean((scores > 0) == (y == 1))), "auc": auc(y, scores),
+def classification_metrics(y: np.ndarray, scores: np.ndarray, proba: np.ndarray,
+                           threshold: float = 0.0) -> dict[str, float]:
+    """Accuracy of ``score > threshold``, AUC of the score, log loss, Brier score and mean of the probabilities."""
+    return {"accuracy": float(np.mean((scores > threshold) == (y == 1))), "auc": auc(y, scores),
             "log_loss": float(-np.mean(y * np.log(proba) + (1 - y) * np.log(1 - proba))),
-            "brier": float(np.mean((proba - y) ** 2))}
+            "brier": float(np.mean((proba - y) ** 2)), "mean_probability": float(np.mean(proba))}
 
 
 def reference_records(private: pd.DataFrame, test: pd.DataFrame, features: tuple[str, ...],
@@ -162,23 +191,26 @@ def reference_records(private: pd.DataFrame, test: pd.DataFrame, features: tuple
     return [logreg, {"method": "majority", "epsilon": None, "trial": 0,
                      "accuracy": float(np.mean(y_test == majority)), "auc": 0.5,
                      "log_loss": float(-np.mean(y_test * np.log(constant) + (1 - y_test) * np.log(1 - constant))),
-                     "brier": float(np.mean((constant - y_test) ** 2)), "seconds": 0.0}]
+                     "brier": float(np.mean((constant - y_test) ** 2)), "mean_probability": float(y.mean()),
+                     "seconds": 0.0}]
 
 
 def _test_scores(coefficients: dict[str, float], features: tuple[str, ...], x_test: np.ndarray) -> np.ndarray:
     return x_test @ np.array([coefficients[f] for f in features]) + coefficients["(intercept)"]
 
 
-def campaign_records(engine: object, name: str, epsilon: float, trial: int, features: tuple[str, ...],
+def campaign_records(engine: object, name: str, kind: str, epsilon: float, trial: int, features: tuple[str, ...],
                      test: pd.DataFrame, target: str) -> list[dict[str, Any]]:
-    """Every private method answered from campaign ``name``'s stored reports (free fits)."""
+    """Every private method of campaign kind ``kind`` answered from campaign ``name``'s stored reports (free fits)."""
     from service.campaigns.campaigns import get_campaign
     from service.campaigns.estimates import fit_campaign
 
     campaign = get_campaign(engine, name)  # type: ignore[arg-type]
     x_test, y_test = test[list(features)].to_numpy(float), test[target].to_numpy(float)
     out = []
-    for method, (model, covariance) in PRIVATE_METHODS.items():
+    for method, (method_kind, model, covariance) in PRIVATE_METHODS.items():
+        if method_kind != kind:
+            continue
         started = time.perf_counter()
         record: dict[str, Any] = {"method": method, "epsilon": epsilon, "trial": trial, "campaign": name,
                                   "campaign_epsilon": campaign.epsilon, "campaign_delta": campaign.delta,
@@ -191,7 +223,9 @@ def campaign_records(engine: object, name: str, epsilon: float, trial: int, feat
             record.update({"no_root": True, "note": str(error)})
         else:
             scores = _test_scores(fitted.coefficients, features, x_test)
-            record.update(classification_metrics(y_test, scores, probabilities(model, scores)))
+            estimated = kind != "paper"  # the public-gram variant estimates its intercept
+            threshold = 0.5 if model == "linear" and estimated else 0.0
+            record.update(classification_metrics(y_test, scores, probabilities(model, scores, estimated), threshold))
             record["link_constant"] = fitted.details.get("link_constant")
         record["fit_seconds"] = time.perf_counter() - started
         out.append(record)
@@ -219,21 +253,23 @@ def run_stein_real(config: SteinRealBench, log: Callable[[str], None] = lambda m
             caps.set_default_cap(engine, *BENCH_CAP, principal="bench")
             public_tables.load_public_csv(engine, PUBLIC_NAME, folder / "public.csv", principal="bench")
             for e_index, epsilon in enumerate(config.epsilons):
-                name = f"real-eps{e_index}-trial{trial}"
-                t0 = time.perf_counter()
-                create_campaign(engine, name, "stein-glm", features, config.target, PUBLIC_NAME, epsilon,
-                                delta_for(n), {"participants": n}, principal="bench")
-                x, y = rows_from_csv(engine, name, folder / "participants.csv")
-                seed = int(np.random.SeedSequence([config.seed, trial, e_index]).generate_state(1)[0])
-                simulated = simulate(engine, name, x, y, seed=seed)
-                mine = campaign_records(engine, name, epsilon, trial, features, test, config.target)
-                for record in mine:
-                    record.update({"seed": seed, "simulate_seconds": simulated.seconds,
-                                   "seconds": time.perf_counter() - t0})
-                records.extend(mine)
-                log(f"eps={epsilon:g} trial={trial}: " + ", ".join(
-                    f"{r['method']} " + ("no root" if r["no_root"] else f"acc {r['accuracy']:.3f} auc {r['auc']:.3f}")
-                    for r in mine))
+                for k_index, (kind, (options, with_delta)) in enumerate(CAMPAIGNS.items()):
+                    name = f"real-{kind}-eps{e_index}-trial{trial}"
+                    t0 = time.perf_counter()
+                    create_campaign(engine, name, "stein-glm", features, config.target, PUBLIC_NAME, epsilon,
+                                    delta_for(n) if with_delta else 0.0, {**options, "participants": n},
+                                    principal="bench")
+                    x, y = rows_from_csv(engine, name, folder / "participants.csv")
+                    seed = int(np.random.SeedSequence([config.seed, trial, e_index, k_index]).generate_state(1)[0])
+                    simulated = simulate(engine, name, x, y, seed=seed)
+                    mine = campaign_records(engine, name, kind, epsilon, trial, features, test, config.target)
+                    for record in mine:
+                        record.update({"seed": seed, "simulate_seconds": simulated.seconds,
+                                       "seconds": time.perf_counter() - t0})
+                    records.extend(mine)
+                    log(f"eps={epsilon:g} trial={trial}: " + ", ".join(
+                        f"{r['method']} " + ("no root" if r["no_root"] else
+                                             f"acc {r['accuracy']:.3f} auc {r['auc']:.3f}") for r in mine))
             engine.dispose()
             (folder / f"trial-{trial}.db").unlink(missing_ok=True)
     return {"benchmark": "stein-glm-real", "config": config.to_json(),
@@ -243,7 +279,7 @@ def run_stein_real(config: SteinRealBench, log: Callable[[str], None] = lambda m
             "records": records, "summary": summarize_real(records), "seconds_total": time.perf_counter() - started}
 
 
-METRICS = ("accuracy", "auc", "log_loss", "brier")
+METRICS = ("accuracy", "auc", "log_loss", "brier", "mean_probability")
 
 
 def summarize_real(records: Sequence[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
@@ -264,11 +300,12 @@ def summarize_real(records: Sequence[dict[str, Any]]) -> dict[str, dict[str, dic
 
 
 def plot_stein_real(result: dict[str, Any], path: Path) -> None:
-    """Median test accuracy and AUC against epsilon (log x) per private method; the references as dashed lines."""
+    """Median test accuracy, AUC and mean predicted probability against epsilon (log x) per private method; the
+    references as dashed lines (the majority's mean probability is the training base rate)."""
     plt = harness.pyplot()
 
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
-    for ax, metric in zip(axes, ("accuracy", "auc"), strict=True):
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.6))
+    for ax, metric in zip(axes, ("accuracy", "auc", "mean_probability"), strict=True):
         for index, (method, by_eps) in enumerate(sorted(result["summary"].items())):
             if "none" in by_eps:
                 ax.axhline(by_eps["none"][f"median_{metric}"], linestyle="--", color="k" if method == "logreg"
@@ -277,9 +314,9 @@ def plot_stein_real(result: dict[str, Any], path: Path) -> None:
             points = sorted((float(e), v) for e, v in by_eps.items() if f"median_{metric}" in v)
             label = method if points else f"{method}: no root in any trial"
             ax.plot([p[0] for p in points], [p[1][f"median_{metric}"] for p in points], marker="o",
-                    color=f"C{index}", label=label)
+                    color=f"C{index % 10}", linestyle="-" if method.startswith("public-gram") else ":", label=label)
         ax.set_xscale("log")
-        ax.set_xlabel("epsilon (local, per participant; delta = n^-1.1)")
+        ax.set_xlabel("epsilon (local, per participant; delta 0 for public-gram, else n^-1.1)")
         ax.set_ylabel(f"test {metric} (median over trials)")
         harness.finish_axes(ax, 7)
     data = result["data"]
@@ -298,7 +335,8 @@ def main(
     quiet: QuietFlag = False,
     features: Annotated[str | None, typer.Option(help="Comma-separated features (default: all others).")] = None,
     positive: Annotated[int, typer.Option(help="The target's code for label 1.")] = 1,
-    epsilon: Annotated[str, typer.Option(help="Comma-separated local epsilons (delta = n^-1.1).")] = "1,2,5,10",
+    epsilon: Annotated[str, typer.Option(help="Comma-separated local epsilons (delta 0 for the pure "
+                                         "public-gram campaigns, n^-1.1 for the Gaussian ones).")] = "1,2,5,10",
     trials: Annotated[int, typer.Option(help="Trials per epsilon.")] = 3,
     max_train: Annotated[int | None, typer.Option(help="Use at most this many training rows (a seeded sample).")]
     = None,
@@ -316,11 +354,11 @@ def main(
     for method, by_eps in result["summary"].items():
         for eps, entry in by_eps.items():
             cells = [f"{entry[f'median_{m}']:.3f}" if f"median_{m}" in entry else "-"
-                     for m in ("accuracy", "auc", "log_loss")]
+                     for m in ("accuracy", "auc", "log_loss", "mean_probability")]
             rows.append((method, eps, f"{entry['no_root']}/{entry['trials']}", *cells))
     if not quiet:
-        harness.summary_table("stein-glm-real bench", ("method", "epsilon", "no root", "accuracy", "auc", "log loss"),
-                              rows)
+        harness.summary_table("stein-glm-real bench", ("method", "epsilon", "no root", "accuracy", "auc", "log loss",
+                                                       "mean p"), rows)
     harness.wrote(out, plot)
 
 

@@ -82,6 +82,15 @@ class ReportAggregate:
             raise EstimatorError(f"the aggregate has no field {name!r} (fields: {list(self.sums)})")
         return name
 
+    def round0_count(self, protocol: str) -> int:
+        """The number of reports, after checking that this is round 0 of a ``protocol`` campaign holding at least one
+        (what a one-round estimator's ``fit`` asks of its aggregate)."""
+        if (self.round_index, self.protocol) != (0, protocol):
+            raise EstimatorError(f"aggregate must hold round 0 of a {protocol!r} campaign, got {self!r}")
+        if self.count == 0:
+            raise EstimatorError("the aggregate holds no reports yet")
+        return self.count
+
     def _require_reports(self) -> None:
         if self.count == 0:
             raise EstimatorError(f"the aggregate of {self.protocol!r} round {self.round_index} holds no reports yet")

@@ -89,13 +89,9 @@ class SspLinearRegression(LinearRegressor):
     def fit(self, aggregate: ReportAggregate, spec: LinearSspSpec) -> SspLinearRegression:
         if not isinstance(spec, LinearSspSpec):
             raise EstimatorError(f"spec must be a LinearSspSpec, got {type(spec).__name__}")
-        if not isinstance(aggregate, ReportAggregate) or (aggregate.round_index, aggregate.protocol) != (
-            0, spec.protocol
-        ):
+        if not isinstance(aggregate, ReportAggregate):
             raise EstimatorError(f"aggregate must hold round 0 of a {spec.protocol!r} campaign, got {aggregate!r}")
-        n = aggregate.count
-        if n == 0:
-            raise EstimatorError("the aggregate holds no reports yet")
+        n = aggregate.round0_count(spec.protocol)
         rcond = check_positive("rcond", self.rcond)
         mean = aggregate.mean("statistics")
         self.gram_, self.moment_ = unpack_statistics(mean, spec.dimension)

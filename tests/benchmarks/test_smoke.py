@@ -95,8 +95,10 @@ FAST: dict[str, tuple[Args, bool]] = {
         "--sweeps", "epsilon", "--sweep-design", "adult-10", "--epsilons", "2", "--sparsity", "2", "--trials", "1",
         "--iterations", "5", "--max-train", "800", "--quiet"], True),
     "sparse_quick": (_sparse_quick_replot, True),  # redraws the committed results; the slow case below runs one
-    "campaign_plan": (lambda tmp, data: ["--cases", "stein-glm/gram=false,ldp-iht", "--n", "600", "--epsilons", "4",
+    "campaign_plan": (lambda tmp, data: ["--cases", "stein-glm,ldp-iht", "--n", "600", "--epsilons", "4",
                                          "--trials", "1", "--quiet"], True),
+    "stein_glm_clipping": (lambda tmp, data: ["--tables", "synthetic", "--epsilon", "2", "--trials", "1", "--quiet"],
+                           True),
     "objpert_memory": (lambda tmp, data: ["--rows", "3000", "--source-rows", "300", "--workdir", str(tmp),
                                           "--quiet"], True),
 }

@@ -3,8 +3,9 @@
 A Stein-lemma fit (:mod:`estimators.local.glm.stein`) ends in ``coef_ = c w_ols`` and a link; these classes give it the
 scikit-learn surface of :mod:`estimators.base`: :class:`LinkClassifier` (binary links: labels ``{0, 1}`` as in the
 paper's GLMs, ``predict_proba`` from the link's mean, e.g. ``Phi_N`` for probit) and :class:`LinkRegressor`
-(``predict`` is the link's mean: ``exp`` for Poisson, ``x^3 / 3`` for the cubic link...). No intercept: Stein's
-lemma is stated for zero-mean features (``intercept_`` is 0).
+(``predict`` is the link's mean: ``exp`` for Poisson, ``x^3 / 3`` for the cubic link...). Algs. 1-4 have no
+intercept (Stein's lemma is stated for zero-mean features: ``intercept_`` is 0); the public-gram variant estimates one
+(:func:`estimators.local.glm.scale.solve_scale_and_offset`).
 """
 
 from __future__ import annotations
@@ -18,13 +19,15 @@ from estimators.local.glm.links import Link, get_link
 
 
 class LinkModel(LinearScoreModel):
-    """Shared state: ``coef_``, ``intercept_ = 0``, ``link_`` and ``scale_`` (the constant ``c``)."""
+    """Shared state: ``coef_``, ``intercept_`` (0 for Algs. 1-4), ``link_`` and ``scale_`` (the constant ``c``)."""
 
     link_: Link
     scale_: float
 
-    def _store_link(self, coef: np.ndarray, link: Link, scale: float, feature_names: Sequence[str]) -> None:
-        self._store(np.asarray(coef, dtype=float), tuple(feature_names), intercept=False)
+    def _store_link(self, coef: np.ndarray, link: Link, scale: float, feature_names: Sequence[str],
+                    intercept: float = 0.0) -> None:
+        self._store(np.concatenate([[float(intercept)], np.asarray(coef, dtype=float)]), tuple(feature_names),
+                    intercept=True)
         self.link_ = link
         self.scale_ = float(scale)
 
@@ -52,9 +55,10 @@ class LinkClassifier(LinkModel, BinaryClassifier):
         return np.where(self.predict_mean(X) > 0.5, 1, 0)
 
 
-def link_model(link: str | Link, coef: object, scale: float, feature_names: Sequence[str]) -> LinkModel:
-    """The fitted model of the right class for ``link``."""
+def link_model(link: str | Link, coef: object, scale: float, feature_names: Sequence[str],
+               intercept: float = 0.0) -> LinkModel:
+    """The fitted model of the right class for ``link`` (``score = <x, coef> + intercept``)."""
     link = get_link(link)
     model = LinkClassifier() if link.binary else LinkRegressor()
-    model._store_link(np.asarray(coef, dtype=float), link, scale, feature_names)
+    model._store_link(np.asarray(coef, dtype=float), link, scale, feature_names, intercept)
     return model

@@ -21,6 +21,15 @@ same variable exactly when ``{i, j} = {k, l}``). The estimator projects the mean
 ``S``), which matters when the noise is large. A link model ``c w_ols`` has the same relative error to first order
 (``c`` is found over the public rows, a smooth function of ``w_ols``'s direction and norm; its own error is not
 included).
+
+**The public-gram variant** (:func:`public_gram_error_model`, ``stein-glm``'s default). ``theta = G^{-1} m`` with ``G
+= mean_j z_j z_j^T`` the public Gram of ``z = (1, clip(W x))`` (fixed) and ``m`` the mean of the reports ``R(v)``, ``v
+= clip(y - y0) z``, so ``Cov(theta) = G^{-1} Cov(R) G^{-1} / n`` exactly, and the slope on the standardized features is
+``w = W^T theta_{1..p}``. ``Cov(R) = Cov(v) + sigma^2 I`` for the Gaussian randomizer; for a randomizer onto the sphere
+of radius ``rho`` (``l2ball``, ``privunit``) ``E[R R^T] = rho^2 I / (p + 1)`` (exact for the l2-ball's uniform
+hemisphere, isotropic to first order for PrivUnit2), so ``Cov(R) = rho^2 I / (p + 1) - E[v] E[v]^T``. ``Cov(v)`` and
+``E[v]`` over the public rows with their target; without it ``Cov(v) <= B^2 G`` and ``E[v] E[v]^T`` dropped: an upper
+bound. The projection of ``m`` onto its ball is left out (it binds only where the noise is far above ``m``).
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ import numpy as np
 from estimators.base import EstimatorError
 from estimators.local.planning import ErrorModel
 from workloads.local.protocols import SteinGlmSpec
+from workloads.local.protocols.vector_reports import VECTOR_RANDOMIZERS
 from workloads.local.randomizers.sufficient_statistics import clip_features, clip_labels
 
 METRIC = ("sqrt(E ||w_ols_hat - w_ols||^2) / ||w_ols||: the private OLS's coefficients on the devices' (standardized) "
@@ -116,3 +126,49 @@ def stein_ols_error_model(spec: SteinGlmSpec, rows: object, labels: object = Non
 
     return ErrorModel(covariance_at, w, "the non-private OLS on the public rows and their target (clipped as the "
                       "devices clip)", METRIC, step=feasible, notes=tuple(notes))
+
+
+PUBLIC_GRAM_METRIC = ("sqrt(E ||w_hat - w||^2) / ||w||: the OLS slope (with its intercept, on the public Gram) on the "
+                      "devices' (standardized) features; a link model c w has the same relative error to first order")
+PUBLIC_GRAM_ABSOLUTE = ("sqrt(E ||w_hat - w||^2), absolute (no reference coefficients): the OLS slope on the devices' "
+                        "(standardized) features")
+
+
+def public_gram_error_model(spec: SteinGlmSpec, rows: object, labels: object = None) -> ErrorModel:
+    """The error model of the public-gram OLS (module docstring) on a ``spec`` campaign whose participants are like the
+    public ``rows`` (the devices' transformed features); ``labels``: the public table's target, if it holds it."""
+    x = np.asarray(rows, dtype=float)
+    if x.ndim != 2 or x.shape[0] == 0 or x.shape[1] != spec.dimension:
+        raise EstimatorError(f"planning a stein-glm campaign needs its public rows ((m, {spec.dimension}) values), "
+                             f"got shape {x.shape}")
+    features = spec.device_features(x)
+    gram = features.T @ features / x.shape[0]
+    inverse = np.linalg.pinv(gram, rcond=1e-10, hermitian=True)
+    slope = spec.whitening_matrix.T @ inverse[1:]  # w = W^T theta_{1..p}, theta = G^{-1} m
+    size = spec.dimension + 1
+    randomizer = VECTOR_RANDOMIZERS[spec.randomizer]
+    notes = ["the participants' features are distributed like the public rows (their X^T X is the public one)"]
+    if randomizer.output_norm is None:
+        noise, note = spec.noise.xy_noise.variance * np.eye(size), "Gaussian noise of known variance"
+    else:
+        rho = randomizer.output_norm(size, spec.report_radius, spec.epsilon)
+        noise, note = rho**2 / size * np.eye(size), f"reports on the sphere of radius {rho:.4g}, taken isotropic"
+    notes.append(f"randomizer {spec.randomizer}: {note}")
+    if labels is None:
+        report = noise + (spec.label_bound**2 * gram if randomizer.output_norm is None else 0.0)
+        notes.append("the public table has no target column: an upper bound, absolute on the devices' standardized "
+                     "features (Cov(v) <= B^2 G, E[v] E[v]^T dropped); put the target in the public table for a "
+                     "relative error and an AUC range")
+        unit = slope @ report @ slope.T
+        return ErrorModel(lambda n: unit / n, None, "none (the public table has no target column)",
+                          PUBLIC_GRAM_ABSOLUTE, notes=tuple(notes))
+    y = clip_labels(np.asarray(labels, dtype=float) - spec.label_center, spec.label_bound)
+    vectors = features * y[:, np.newaxis]
+    mean = vectors.mean(axis=0)
+    if randomizer.output_norm is None:
+        report = noise + np.cov(vectors, rowvar=False, bias=True).reshape(size, size)
+    else:
+        report = noise - np.outer(mean, mean)
+    unit = slope @ report @ slope.T
+    return ErrorModel(lambda n: unit / n, slope @ mean, "the non-private OLS with an intercept on the public rows and "
+                      "their target (whitened and clipped as the devices do)", PUBLIC_GRAM_METRIC, notes=tuple(notes))

@@ -176,3 +176,65 @@ def _capped(value: float, link: Link) -> float:
     if np.isnan(value):
         raise NoRootError(f"the scale equation of link {link.name!r} is not a number on these data")
     return float(np.clip(value, -_LARGE, _LARGE))
+
+
+def solve_scale_and_offset(link: str | Link, index: IndexSample, mean_label: float) -> tuple[float, float]:
+    """The constant ``c`` and the intercept ``b`` of a single-index model with an intercept, from ``w_ols``.
+
+    For Gaussian ``x`` (any mean) and ``E[y | x] = mean(b* + <x, w*>)``, Stein's lemma applied to the centred
+    features gives ``Cov(x, y) = Sigma w* E[slope(b* + <x, w*>)]``, so the slope of the OLS *with an intercept* is
+    ``w_ols = w* E[slope(b* + <x, w*>)]`` (Lemma 5 of Wang et al. with the index shifted by ``b*``). With
+    ``w* = c w_ols`` and ``t = <x - mu, w_ols>``: ``c E[slope(b + c t)] = 1`` (Alg. 1's equation with the offset) and
+    ``E[mean(b + c t)] = E[y]`` (the intercept makes the model's mean prediction the label's mean), two equations for
+    ``(c, b)`` with ``E`` over the index sample (the public rows) and ``E[y]`` estimated from the reports.
+
+    Solved nested (scipy's ``brentq`` twice): for each ``c`` the offset ``b(c)`` is the unique root of the second
+    equation (``mean`` is strictly monotone), found on a bracket grown by doubling; then ``c`` is the root of
+    ``c E[slope(b(c) + c t)] = 1`` nearest 0 on the link's side, bracketed as in :func:`solve_link_scale`, with the
+    same check that enough public rows carry the average. :class:`NoRootError` when ``mean_label`` is outside the range
+    of the link's mean on these data or when ``c`` has no root."""
+    link = get_link(link)
+    t, w, sign = index.values, index.weights, float(link.sign)
+    if not np.isfinite(mean_label):
+        raise NoRootError(f"the mean label must be finite, got {mean_label!r}")
+
+    def offset(c: float) -> float:
+        return _solve_offset(link, t, w, c, float(mean_label))
+
+    def h(u: float) -> float:
+        c = sign * u
+        b = offset(c)
+        with np.errstate(over="ignore", invalid="ignore"):
+            value = u * sign * _average(w, link.slope(b + c * t)) - 1.0
+        return _capped(value, link)
+
+    at_zero = sign * float(link.slope(np.array([offset(0.0)]))[0])
+    scale = index.scale
+    start = 1.0 / at_zero if at_zero > 0 else 1.0 / (scale if scale > 0 else 1.0)
+    lower, upper = _bracket(h, start, link)
+    root = upper if h(upper) == 0.0 else brentq(h, lower, upper, xtol=1e-15 * upper, rtol=4 * np.finfo(float).eps,
+                                                maxiter=200)
+    c = sign * float(root)
+    b = offset(c)
+    if c != 0.0:
+        _check_resolved(link, IndexSample(t + b / c, w, index.min_effective), c)
+    return c, b
+
+
+def _solve_offset(link: Link, t: np.ndarray, w: np.ndarray, c: float, target: float) -> float:
+    """The ``b`` with ``sum_k w_k mean(b + c t_k) = target`` (``mean`` strictly monotone: one root at most)."""
+    direction = float(link.sign)
+
+    def gap(b: float) -> float:
+        with np.errstate(over="ignore", invalid="ignore"):
+            value = direction * (_average(w, link.mean(b + c * t)) - target)
+        return _capped(value, link)
+
+    reach = max(1.0, abs(c) * float(np.max(np.abs(t), initial=0.0)))  # b beyond +-reach moves every row alike
+    low, high = -reach, reach
+    for _ in range(_SCAN_STEPS):
+        if gap(low) <= 0.0 <= gap(high):
+            return float(brentq(gap, low, high, xtol=1e-13, rtol=4 * np.finfo(float).eps, maxiter=200))
+        low, high = 2.0 * low, 2.0 * high
+    raise NoRootError(f"link {link.name!r}: no intercept makes the mean prediction over the public rows equal the "
+                      f"estimated mean label {target:.4g} (outside the range of the link's mean)")

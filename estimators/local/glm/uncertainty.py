@@ -22,6 +22,18 @@ assumptions: :mod:`estimators.local.uncertainty`). The delta method in closed fo
   Round 0 moves ``w_ols`` and with it the target ``s = sqrt(w^T Sigma w)``: ``J = c I + (dc/ds) w (Sigma w)^T / s``
   with ``Sigma`` round 0's PSD estimate; ``Cov(w) = J Cov(w_ols) J^T + w_ols w_ols^T (dc/ds)^2 Var(s)`` (round 1's
   noise is independent of round 0's).
+* **The public-gram variant** (:func:`public_gram_covariance`; ``stein-glm``'s default). The OLS on the public Gram is
+  linear in the mean report ``m`` (``(b, v) = G^+ m``, ``w = W^T v``, the label mean ``mu = m_0 + y0``), so ``Cov = L
+  Cov(m) L^T`` exactly (the projection of ``m`` onto its ball left out: it binds only when the noise is far larger
+  than ``m``). ``Cov(m)`` is the diagonal of the stored sums and squares (:func:`~estimators.local.uncertainty.
+  mean_variance`), floored at the Gaussian randomizer's known noise variance; for the l2-ball and PrivUnit2
+  randomizers, whose reports lie on a sphere, the cross terms left out are small (nearly isotropic output; the whitened
+  features are uncorrelated). A link's ``(c, b)`` solve ``F_1 = c mean_j slope(b + c t_j) - 1 = 0`` and ``F_2 =
+  mean_j mean(b + c t_j) - mu = 0`` with ``t_j = <x_j, w>`` (:func:`estimators.local.glm.scale.
+  solve_scale_and_offset`); by the implicit function theorem ``d(c, b) = -(dF/d(c, b))^{-1} dF/d(w, mu)`` with
+  ``dF_1/dc = mean s + c mean s' t``, ``dF_1/db = c mean s'``, ``dF_2/dc = mean s t``, ``dF_2/db = mean s``,
+  ``dF_1/dw = c^2 mean s' x``, ``dF_2/dw = c mean s x``, ``dF_2/dmu = -1`` (``s``, ``s'`` the slope and its derivative
+  at ``b + c t_j``), and the model ``(b, c w)`` has Jacobian ``d b`` and ``c I + w (dc)^T`` (plus ``w dc/dmu``).
 """
 
 from __future__ import annotations
@@ -33,6 +45,7 @@ from scipy.special import ndtr
 
 from estimators.local.aggregate import ReportAggregate
 from estimators.local.glm.links import get_link
+from estimators.local.glm.public_gram import InterceptSteinGLM, PublicGramOLS
 from estimators.local.glm.scale import IndexSample
 from estimators.local.glm.stein import PrivateOLS, upper_triangle_to_matrix
 from estimators.local.glm.two_round import TwoRoundSteinGLM
@@ -40,7 +53,7 @@ from estimators.local.influence import project_psd_trace
 from estimators.local.sparse.iht import project_to_ball
 from estimators.local.uncertainty import bootstrap_covariance, diagonal, linear_covariance, mean_variance
 from estimators.psd import project_psd, solve_psd
-from workloads.local.protocols import RoundState, TwoRoundSteinSpec
+from workloads.local.protocols import RoundState, SteinGlmSpec, TwoRoundSteinSpec
 
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
@@ -121,3 +134,56 @@ def two_round_link_covariance(glm: TwoRoundSteinGLM, spec: TwoRoundSteinSpec, st
     variance_z2 = max(clip4 + 12.0 * beta**2 * clip2 + 24.0 * beta**4 - (clip2 + 2.0 * beta**2) ** 2, 0.0)
     variance_s = variance_z2 / second.count / slope**2 if slope > 0.0 else math.inf
     return covariance + np.outer(w, w) * by_s**2 * variance_s
+
+
+def public_gram_mean_covariance(aggregate: ReportAggregate, spec: SteinGlmSpec) -> np.ndarray:
+    """``Cov(m)`` of the public-gram mean report: the stored squares' per-entry variance over ``n``, floored at the
+    Gaussian randomizer's known noise variance (module docstring)."""
+    floor = spec.noise.xy_noise.variance if spec.randomizer == "gaussian" else 0.0
+    return diagonal(mean_variance(aggregate, "xy", floor))
+
+
+def public_gram_ols_jacobian(ols: PublicGramOLS, spec: SteinGlmSpec) -> np.ndarray:
+    """``d(b, w, mu) / dm``, ``(p + 2) x (p + 1)``: the OLS's intercept and slope on the standardized features and the
+    label mean, each linear in the mean report ``m`` (module docstring)."""
+    inverse = np.linalg.pinv(np.asarray(ols.covariance_, dtype=float), rcond=ols.rcond, hermitian=True)
+    to_features = np.eye(spec.dimension + 1)
+    to_features[1:, 1:] = spec.whitening_matrix.T
+    label = np.zeros((1, spec.dimension + 1))
+    label[0, 0] = 1.0
+    return np.vstack([to_features @ inverse, label])
+
+
+def intercept_link_jacobian(glm: InterceptSteinGLM, ols: PublicGramOLS, public_rows: object) -> np.ndarray:
+    """``d(b, c w) / d(b_ols, w_ols, mu)``, ``(p + 1) x (p + 2)``: the implicit-function derivative of the two
+    equations of :func:`~estimators.local.glm.scale.solve_scale_and_offset` (module docstring)."""
+    law = get_link(glm.link)
+    rows = np.asarray(public_rows, dtype=float)
+    w, c, b = np.asarray(ols.coef_, dtype=float), float(glm.scale_), float(glm.intercept_)
+    t = rows @ w
+    with np.errstate(over="ignore", invalid="ignore"):
+        slope, curvature = law.slope(b + c * t), law.slope_derivative(b + c * t)
+    count = rows.shape[0]
+    by_unknowns = np.array([[np.mean(slope) + c * np.mean(curvature * t), c * np.mean(curvature)],
+                            [np.mean(slope * t), np.mean(slope)]])
+    by_w = np.vstack([c * c * (curvature @ rows) / count, c * (slope @ rows) / count])
+    by_mu = np.array([0.0, 0.0 if glm.mean_label_ != ols.mean_label_ else -1.0])  # a clamped mean: no derivative
+    solved = -np.linalg.pinv(by_unknowns) @ np.column_stack([by_w, by_mu])  # rows: dc, db over (w, mu)
+    p = w.size
+    jacobian = np.zeros((p + 1, p + 2))
+    jacobian[0, 1:] = solved[1]
+    jacobian[1:, 1:p + 1] = c * np.eye(p) + np.outer(w, solved[0, :p])
+    jacobian[1:, p + 1] = w * solved[0, p]
+    return jacobian
+
+
+def public_gram_covariance(ols: PublicGramOLS, aggregate: ReportAggregate, spec: SteinGlmSpec,
+                           glm: InterceptSteinGLM | None = None, public_rows: object = None) -> np.ndarray:
+    """``Cov(b, w)`` (intercept first, standardized features) of the public-gram OLS, or of a link's model ``(b, c w)``
+    when ``glm`` (fitted over ``public_rows``) is given (module docstring)."""
+    jacobian = public_gram_ols_jacobian(ols, spec)
+    if glm is None:
+        jacobian = jacobian[:-1]
+    else:
+        jacobian = intercept_link_jacobian(glm, ols, public_rows) @ jacobian
+    return linear_covariance(jacobian, public_gram_mean_covariance(aggregate, spec))

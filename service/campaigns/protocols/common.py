@@ -51,26 +51,34 @@ def round0(campaign: CampaignInfo, aggregates: list[ReportAggregate | None]) -> 
     return first
 
 
-def raw_scale(campaign: CampaignInfo, coef: np.ndarray) -> dict[str, float]:
-    """Coefficients for the features as participants hold them, and the intercept the transform implies."""
+def raw_scale(campaign: CampaignInfo, coef: np.ndarray, intercept: float = 0.0) -> dict[str, float]:
+    """Coefficients for the features as participants hold them, and the intercept: the model's own (``intercept``,
+    on the transformed features; 0 for a model without one) plus what the transform implies."""
     scale = np.asarray(campaign.transform.scale)
     center = np.asarray(campaign.transform.center)
     raw = np.asarray(coef, dtype=float) / scale
     out = {name: float(v) for name, v in zip(campaign.features, raw, strict=True)}
-    out["(intercept)"] = float(-(raw @ center)) + 0.0  # + 0.0: no "-0.0" when nothing was centred
+    out["(intercept)"] = float(intercept - (raw @ center)) + 0.0  # + 0.0: no "-0.0" when nothing was centred
     return out
 
 
-def raw_standard_errors(campaign: CampaignInfo, covariance: np.ndarray) -> dict[str, float]:
+def raw_standard_errors(campaign: CampaignInfo, covariance: np.ndarray, intercept: bool = False) -> dict[str, float]:
     """Standard errors of :func:`raw_scale`'s coefficients from the covariance of ``coef`` (devices' units):
     ``raw = coef / scale`` has covariance ``Cov / (scale scale^T)``, the intercept ``-<raw, center>`` the variance
-    ``center^T Cov_raw center`` (docs/campaigns.md, "Standard errors")."""
+    ``center^T Cov_raw center`` (docs/campaigns.md, "Standard errors"). ``intercept=True``: ``covariance`` is that of
+    ``(b, coef)`` (the model's own intercept first), and the raw intercept ``b - <raw, center>`` is the linear map's."""
     inverse = 1.0 / np.asarray(campaign.transform.scale, dtype=float)
     center = np.asarray(campaign.transform.center, dtype=float)
-    raw = np.asarray(covariance, dtype=float) * np.outer(inverse, inverse)
-    errors = np.sqrt(np.clip(np.diag(raw), 0.0, None))
-    out = {name: float(v) for name, v in zip(campaign.features, errors, strict=True)}
-    out["(intercept)"] = math.sqrt(max(float(center @ raw @ center), 0.0))
+    matrix = np.asarray(covariance, dtype=float)
+    if not intercept:
+        matrix = np.pad(matrix, ((1, 0), (1, 0)))  # a model without an intercept: b = 0, no variance
+    to_raw = np.zeros_like(matrix)
+    to_raw[0, 0] = 1.0
+    to_raw[0, 1:] = -center * inverse
+    to_raw[1:, 1:] = np.diag(inverse)
+    errors = np.sqrt(np.clip(np.diag(to_raw @ matrix @ to_raw.T), 0.0, None))
+    out = {name: float(v) for name, v in zip(campaign.features, errors[1:], strict=True)}
+    out["(intercept)"] = float(errors[0])
     return out
 
 

@@ -4,7 +4,9 @@ value ever reaches the service.
 1. a **steward**, on the command line, registers a public table (an earlier survey: the features and whether those
    households renewed), plans a campaign (``campaign plan``: the error and the AUC range expected at this epsilon and
    n, before any report, free) and creates it with the protocol's defaults (:data:`PROTOCOL`, the one place the
-   protocol is named; nothing hand-tuned);
+   protocol is named; nothing hand-tuned: for ``stein-glm`` participants send only ``y (1, x)`` through the
+   default pure-epsilon randomizer; ``X^T X``, the whitening and the norm bound come from the public rows,
+   Remark 11; the intercept is estimated);
 2. one **participant** reports from "her phone" through the Python client (randomized on the device), and a
    population of simulated participants reports through the simulator (the real randomizer, the real batch path);
 3. an **analyst**, through the HTTP client, fits five GLMs from that one collection (Remark 16), each free, beside the
@@ -35,8 +37,9 @@ TRUE_W = np.array([0.8, -0.5, 0.4, 0.0])
 PARTICIPANTS = 200_000
 PUBLIC_ROWS = 10_000
 MODELS = ("linear", "logistic", "probit", "poisson", "cubic")
-#: the campaign's protocol and local delta: the one place to switch the demo to another protocol
-PROTOCOL, DELTA = "stein-glm", 1e-6
+#: the campaign's protocol and local delta (0: its default randomizer is pure epsilon): the one place to switch the
+#: demo to another protocol
+PROTOCOL, DELTA = "stein-glm", 0.0
 EPSILON = 8.0
 #: predicted probabilities are clipped to [CLIP, 1 - CLIP] for the log loss (a linear score can leave [0, 1])
 CLIP = 1e-6
@@ -60,7 +63,7 @@ def true_raw_coefficients() -> dict[str, float]:
 def campaign_arguments() -> list[str]:
     """The steward's ``campaign plan`` / ``campaign create`` arguments: the protocol's defaults, nothing hand-tuned."""
     return ["--protocol", PROTOCOL, "--features", ",".join(FEATURES), "--target", "renewed", "--public",
-            "households", "--epsilon", f"{EPSILON:g}", "--delta", f"{DELTA:g}"]
+            "households", "--epsilon", f"{EPSILON:g}", *(["--delta", f"{DELTA:g}"] if DELTA else [])]
 
 
 def plan_summary(plan: dict[str, Any]) -> str:
@@ -152,8 +155,8 @@ def local_dp_collection(story: Any, heading: Any, background_server: Any, client
     print(f"{'the true logistic model':<34}" + "".join(f"{truth[n]:>12.4f}" for n in [*FEATURES, '(intercept)']))
     mean_p, loss = calibration(np.full(len(y_test), y_test.mean()), y_test)
     print(f"{'the base rate alone':<34}" + " " * 12 * (len(FEATURES) + 1) + f"{0.5:>10.3f}{mean_p:>8.3f}{loss:>10.3f}")
-    print(f"(linear is the private OLS; each link rescales it by its own constant, found over the public rows: the "
-          f"AUC is shared, the calibration and log loss are not; {PROTOCOL} with its defaults)")
+    print(f"(linear is the private OLS; each link rescales it by its own constant and finds its own intercept over "
+          f"the public rows: the AUC is shared, the calibration and log loss are not; {PROTOCOL} with its defaults)")
     queries = [
         "SELECT campaign, epsilon, delta, participants, reports, max_epsilon_spent FROM campaign_local_guarantee",
         "SELECT namespace, COUNT(*) AS participants, MAX(epsilon) AS most_spent, MIN(epsilon_remaining) "

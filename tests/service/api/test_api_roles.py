@@ -63,8 +63,7 @@ ERROR_CODES = {401: "unauthorized", 403: "forbidden"}
 PROTOCOL_CAMPAIGNS: dict[str, dict[str, object]] = {
     "ldp-avg": {"features": ["value"], "epsilon": 1.0, "options": {"lower": 0, "upper": 1}},
     "glm": {"features": ["income", "age"], "target": "y", "public": "{public}", "epsilon": 1.0},
-    "stein-glm": {"features": ["income", "age"], "target": "y", "public": "{public}", "epsilon": 1.0,
-                  "delta": 1e-6},
+    "stein-glm": {"features": ["income", "age"], "target": "y", "public": "{public}", "epsilon": 1.0},
     "stein-glm-2round": {"features": ["income", "age"], "target": "y", "epsilon": 1.0, "delta": 1e-6,
                          "options": {"norm_bound": 2.0, "participants": 100}},
     "ldp-iht": {"features": ["a", "b", "c"], "target": "y", "epsilon": 1.0, "options": {"sparsity": 1, "rounds": 2}},
@@ -110,7 +109,7 @@ def _request(route: str, caller: str, world: World) -> tuple[str, dict[str, obje
         "/campaigns": {"name": f"campaign {caller}", "protocol": "ldp-avg", "features": ["value"], "epsilon": 1.0,
                        "options": {"lower": 0, "upper": 1}},
         "/campaigns/plan": {"protocol": "stein-glm", "features": ["income", "age"], "target": "y",
-                            "public": world.public_table, "epsilon": 1.0, "delta": 1e-6, "participants": 1000},
+                            "public": world.public_table, "epsilon": 1.0, "delta": 0.0, "participants": 1000},
         "/campaigns/{name}/reports": report,
         "/campaigns/{name}/fit": {"model": "mean"},
         "/local-caps/default": {"epsilon": 10.0, "delta": 1e-4},

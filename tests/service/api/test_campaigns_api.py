@@ -69,7 +69,8 @@ def test_a_campaign_from_creation_to_fits(api, engine) -> None:  # noqa: ANN001
     client, keys, ids = api
     client.post("/public-tables", json={"name": "pub", "csv": _public_csv()}, headers=keys["steward"])
     body = {"name": "glm", "protocol": "stein-glm", "features": ["a", "b"], "target": "y", "public": "pub",
-            "epsilon": 8, "delta": 1e-6, "options": {"gram": False, "participants": 20_001, "norm_bound": 4}}
+            "epsilon": 8, "delta": 1e-6, "options": {"gram": False, "participants": 20_001, "norm_bound": 4,
+                                                     "variant": "paper"}}
     created = client.post("/campaigns", json=body, headers=keys["steward"])
     assert created.status_code == 201, created.text
     assert created.json()["rounds"][0]["expected_reports"] == 20_001
@@ -117,7 +118,8 @@ def test_a_campaign_from_creation_to_fits(api, engine) -> None:  # noqa: ANN001
     ({"delta": 1}, 422, "delta"),
     ({"features": ["a", "zz"]}, 422, "has no column 'zz'"),
     ({"public": "nope"}, 404, "no public table named 'nope'"),
-    ({"options": {"norm": "l7"}}, 422, "option norm must be one of"),
+    ({"options": {"norm": "l7", "variant": "paper"}}, 422, "option norm must be one of"),
+    ({"options": {"norm": "l1"}}, 422, "option norm applies to variant=paper"),
     ({"seed": 3}, 422, "seed"),
 ])
 def test_bad_campaigns_are_refused_naming_the_parameter(api, engine, change: dict, status: int,  # noqa: ANN001

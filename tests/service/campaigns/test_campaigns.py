@@ -16,7 +16,7 @@ def test_a_stein_campaign_stores_its_spec_rounds_transform_and_guarantee(engine,
     rows = gaussian_rows(500) + np.array([10.0, 0.0, -3.0])
     load_public(engine, tmp_path, rows)
     info = campaigns.create_campaign(engine, "glm", "stein-glm", "a,b,c", "y", "pub", 2, 1e-6,
-                                     {"label_bound": 1, "participants": 1000})
+                                     {"label_bound": 1, "participants": 1000, "variant": "paper"})
     assert (info.protocol, info.features, info.target, info.public_table) == ("stein-glm", tuple(FEATURES), "y", "pub")
     assert info.epsilon == 2 and info.delta == 1e-6 and info.status == "open"
     assert info.spec.dimension == 3 and info.spec.participants == 1000

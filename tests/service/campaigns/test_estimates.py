@@ -34,7 +34,7 @@ def collected(engine, tmp_path: Path) -> str:  # noqa: ANN001
     x = gaussian_rows(20_000, seed=3)
     y = logistic_labels(x, np.array([1.0, -1.0, 0.5]))
     campaigns.create_campaign(engine, "glm", "stein-glm", FEATURES, "y", "pub", 8, 1e-6,
-                              {"participants": 20_000, "gram": False})
+                              {"participants": 20_000, "gram": False, "variant": "paper"})
     simulate.simulate(engine, "glm", x + OFFSET, y, seed=4)
     return "glm"
 
@@ -79,7 +79,7 @@ def test_a_link_without_a_root_is_an_error_naming_the_link(engine, tmp_path: Pat
     """Labels independent of the features at a small n: w_ols is noise, and the logistic constant does not exist."""
     load_public(engine, tmp_path, gaussian_rows(2000, seed=5))
     campaigns.create_campaign(engine, "noise", "stein-glm", FEATURES, "y", "pub", 1, 1e-6,
-                              {"participants": 100, "standardize": False})
+                              {"participants": 100, "standardize": False, "variant": "paper"})
     simulate.simulate(engine, "noise", gaussian_rows(100, seed=6), np.random.default_rng(7).integers(0, 2, 100),
                       seed=8)
     expected = "link 'logistic' has no constant on the data of campaign 'noise'"

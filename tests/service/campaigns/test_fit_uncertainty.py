@@ -102,10 +102,25 @@ def _glm_draw(n: int, offset: object = (10.0, 0.0, -3.0)):  # noqa: ANN202
 
 @pytest.mark.slow
 @pytest.mark.parametrize("model", ["linear", "logistic"])
-def test_stein_glm_public_gram_standard_errors_match_the_spread(engine, glm_public, model) -> None:  # noqa: ANN001
+def test_stein_glm_paper_public_gram_standard_errors_match_the_spread(engine, glm_public, model) -> None:  # noqa: ANN001
+    """variant=paper with gram=false (Alg. 1's x y report, X^T X from the public rows)."""
     campaigns.create_campaign(engine, "glm", "stein-glm", FEATURES, "y", glm_public, 60, 1e-6,
-                              {"participants": 20_000, "gram": False})
+                              {"participants": 20_000, "gram": False, "variant": "paper"})
     empirical, reported, fits = _spread(engine, "glm", model, _glm_draw(20_000))
+    _check(empirical, reported, _keys(fits))
+
+
+@pytest.mark.parametrize(("model", "randomizer"), [("linear", "privunit"), ("logistic", "privunit"),
+                                                   ("probit", "l2ball"), ("linear", "gaussian")])
+def test_stein_glm_default_standard_errors_match_the_spread(engine, glm_public, model, randomizer) -> None:  # noqa: ANN001
+    """The default variant (public-gram: y (1, W x) through PrivUnit2, the l2-ball or the Gaussian; the OLS on the
+    public Gram, a link's constant and intercept by the implicit-function derivative), intercept included."""
+    campaigns.create_campaign(engine, "glm", "stein-glm", FEATURES, "y", glm_public, 4,
+                              1e-6 if randomizer == "gaussian" else 0.0,
+                              {"participants": 20_000, "randomizer": randomizer})
+    empirical, reported, fits = _spread(engine, "glm", model, _glm_draw(20_000))
+    assert all(fit.details["variant"] == "public-gram" for fit in fits)
+    assert _keys(fits)[-1] == "(intercept)"
     _check(empirical, reported, _keys(fits))
 
 

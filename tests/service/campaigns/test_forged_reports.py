@@ -150,7 +150,7 @@ def test_one_extreme_accepted_stein_report_moves_w_ols_by_at_most_its_influence(
     y = np.clip(x @ np.array([0.5, -0.5, 0.25]), -1, 1)
     campaigns.create_campaign(engine, "glm", "stein-glm", FEATURES, "y", "pub", 8, 1e-6,
                               {"participants": 100_000, "gram": gram, "standardize": False,
-                               "norm_bound": 3})
+                               "norm_bound": 3, "variant": "paper"})
     simulate.simulate(engine, "glm", x, y, seed=4)
     schema = {f.name: f for f in _schema(engine, "glm").fields}
     covariance = "private" if gram else "public"

@@ -62,16 +62,19 @@ def stein_public(engine, tmp_path: Path) -> str:  # noqa: ANN001
     return load_public(engine, tmp_path, np.c_[x, y], columns=["a", "b", "c", "y"])
 
 
-@pytest.mark.parametrize(("options", "epsilon"), [({"gram": False}, 8.0), ({}, 4.0)])
-def test_stein_glm_plan_is_within_2x_of_measured_runs(engine, stein_public, options, epsilon) -> None:  # noqa: ANN001
-    """The private OLS's predicted relative error at n = 2,000 against 10 simulated campaigns (x y only, and the
-    default pooled x x^T), measured against the plan's own reference (the OLS on the 10,000 public rows)."""
+@pytest.mark.parametrize(("options", "epsilon", "delta"), [
+    ({"variant": "paper", "gram": False}, 8.0, 1e-6), ({"variant": "paper"}, 4.0, 1e-6),
+    ({}, 8.0, 0.0), ({"randomizer": "l2ball"}, 8.0, 0.0), ({"randomizer": "gaussian"}, 8.0, 1e-6)])
+def test_stein_glm_plan_is_within_2x_of_measured_runs(engine, stein_public, options, epsilon, delta) -> None:  # noqa: ANN001
+    """The OLS's predicted relative error at n = 2,000 against 10 simulated campaigns, measured against the plan's own
+    reference (the OLS on the 10,000 public rows): variant=paper (x y only, and the pooled x x^T) and the default
+    public-gram variant with each of its randomizers (PrivUnit2, the l2-ball, the Gaussian)."""
     n, names = 2_000, ["a", "b", "c"]
-    plan = planning.plan_campaign(engine, "stein-glm", names, "y", stein_public, epsilon, 1e-6, options,
+    plan = planning.plan_campaign(engine, "stein-glm", names, "y", stein_public, epsilon, delta, options,
                                   participants=n)
     fits = []
     for trial in range(10):
-        campaigns.create_campaign(engine, f"s{trial}", "stein-glm", names, "y", stein_public, epsilon, 1e-6, options)
+        campaigns.create_campaign(engine, f"s{trial}", "stein-glm", names, "y", stein_public, epsilon, delta, options)
         x, y = _stein_rows(n, seed=100 + trial)
         simulate.simulate(engine, f"s{trial}", x, y, seed=trial)
         fits.append(_coefficients(engine, f"s{trial}", "linear", names))
@@ -112,14 +115,15 @@ def test_without_the_target_the_stein_glm_plan_is_an_absolute_upper_bound(engine
     gives with the target (the bounds B^2 E[x x^T] and ||w||^2 <= B^2 / lambda_min replace the unknown data)."""
     x, y = _stein_rows(10_000, seed=1)
     unlabeled = load_public(engine, tmp_path, x, name="unlabeled")
-    for options in ({}, {"gram": False}):
-        bound = planning.plan_campaign(engine, "stein-glm", ["a", "b", "c"], "y", unlabeled, 4.0, 1e-6, options,
+    for options, delta in (({"variant": "paper"}, 1e-6), ({"variant": "paper", "gram": False}, 1e-6), ({}, 0.0),
+                           ({"randomizer": "gaussian"}, 1e-6)):
+        bound = planning.plan_campaign(engine, "stein-glm", ["a", "b", "c"], "y", unlabeled, 4.0, delta, options,
                                        participants=5_000)
         assert bound.expected_relative_error is None and bound.auc is None and "no column 'y'" in bound.auc_note
-        assert bound.metric.startswith("sqrt(E ||w_ols_hat - w_ols||^2), absolute") and "upper bound" in bound.notes[-1]
-        campaigns.create_campaign(engine, f"u{len(options)}", "stein-glm", ["a", "b", "c"], "y", stein_public, 4.0,
-                                  1e-6, options)
-        info = campaigns.get_campaign(engine, f"u{len(options)}")
+        assert "absolute" in bound.metric and "upper bound" in bound.notes[-1]
+        name = f"u{len(campaigns.list_campaigns(engine))}"
+        campaigns.create_campaign(engine, name, "stein-glm", ["a", "b", "c"], "y", stein_public, 4.0, delta, options)
+        info = campaigns.get_campaign(engine, name)
         known = CAMPAIGN_PROTOCOLS["stein-glm"].plan(info.spec, info.transform.apply(x), y)
         # the linear part's closed form with the target (no draws): the bound is at least it
         assert bound.expected_error >= math.sqrt(np.trace(known.covariance(5_000)))
@@ -214,8 +218,8 @@ def test_ldp_iht_plan_uses_the_coordinate_randomizers_variance() -> None:
 
 def test_a_binary_public_target_gives_an_auc_range(engine, stein_public) -> None:  # noqa: ANN001
     names = ["a", "b", "c"]
-    small, large = (planning.plan_campaign(engine, "stein-glm", names, "y", stein_public, 8.0, 1e-6,
-                                           {"gram": False}, participants=n) for n in (2_000, 200_000))
+    small, large = (planning.plan_campaign(engine, "stein-glm", names, "y", stein_public, 8.0, 0.0, {},
+                                           participants=n) for n in (2_000, 200_000))
     for plan in (small, large):
         auc = plan.auc
         assert 0.0 <= auc["low"] <= auc["mean"] <= auc["high"] <= 1.0 and auc["reference"] > 0.75

@@ -40,7 +40,7 @@ def test_registering_values_too_large_for_their_statistics_is_refused(engine, va
 
 def test_registering_large_but_usable_values_is_allowed(engine) -> None:  # noqa: ANN001
     store_public_table(engine, "wide", COLUMNS, _rows(1e150), "test")
-    info = campaigns.create_campaign(engine, "c", "stein-glm", "a,b", "y", "wide", 1, 1e-6, {})
+    info = campaigns.create_campaign(engine, "c", "stein-glm", "a,b", "y", "wide", 1, 0, {})
     assert all(np.isfinite(info.transform.scale)) and all(np.isfinite(info.transform.center))
 
 

@@ -43,7 +43,7 @@ def test_a_campaign_on_the_command_line(engine, tmp_path: Path, monkeypatch: pyt
     assert len(run("public", "show", "pub", "--rows", "2")["first_rows"]) == 2
     created = run("campaign", "create", "glm", "--protocol", "stein-glm", "--features", "a,b,c", "--target", "y",
                   "--public", "pub", "--epsilon", "8", "--delta", "1e-6", "--norm-bound", "4", "--option",
-                  "gram=false", "--participants", "30000")
+                  "gram=false", "--option", "variant=paper", "--participants", "30000")
     assert created["spec"]["norm_bound"] == 4 and created["spec"]["gram"] is False
     simulated = run("simulate", "glm", "--csv", str(tmp_path / "people.csv"), "--seed", "3", "--quiet")
     assert simulated["reports"] == {"0": 30_000}

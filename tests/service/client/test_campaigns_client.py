@@ -22,7 +22,7 @@ def test_participants_gateways_and_analysts(clients, engine) -> None:  # noqa: A
     table = analyst.public_table("pub", page=700)
     assert table.shape == (2000, 2) and list(table.columns) == ["a", "b"]
     campaign = steward.create_campaign("glm", "stein-glm", ["a", "b"], target="y", public="pub", epsilon=8,
-                                       delta=1e-6, norm_bound=4, gram=False)
+                                       delta=1e-6, norm_bound=4, gram=False, variant="paper")
     assert campaign.info()["status"] == "open"
     open_to_gateways(engine, "glm", 20_000)
     me = clients["participant"].campaign("glm")

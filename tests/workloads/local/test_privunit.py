@@ -21,6 +21,8 @@ from workloads.local.randomizers.privunit import (
     cap_fraction_bounds,
     privunit2,
     privunit2_scaled,
+    privunit_ball_output_norm,
+    privunit_ball_randomize,
     privunit_output_density,
     privunit_parameters,
     privunit_variance,
@@ -361,3 +363,13 @@ def test_direction_moments_match_the_sampled_second_moment(dimension: int, epsil
     directions = privunit2(np.tile(unit, (80_000, 1)), parameters, np.random.default_rng(5)) / parameters.scale
     assert np.mean(directions[:, 0] ** 2) == pytest.approx(alpha, abs=0.01)
     assert np.mean(directions[:, 1:] ** 2) == pytest.approx(beta, abs=0.01 / dimension + 0.002)
+
+
+@pytest.mark.parametrize("d", [2, 4, 17])
+def test_a_very_large_epsilon_gives_parameters_not_an_overflow(d: int) -> None:
+    """epsilon 1000 (a benchmark's noise-free setting): the search's ``1 / (1 + e^epsilon)`` is computed without
+    overflowing; the level is still at most epsilon and the reports nearly unit (``m`` near 1)."""
+    parameters = privunit_parameters(d, 1000.0)
+    assert parameters.epsilon <= 1000.0 and 1.0 <= parameters.scale < 1.001
+    reports = privunit_ball_randomize(np.eye(d)[:2] * 0.5, 1.0, 1000.0, np.random.default_rng(0))
+    np.testing.assert_allclose(np.linalg.norm(reports, axis=1), privunit_ball_output_norm(d, 1.0, 1000.0), rtol=1e-8)

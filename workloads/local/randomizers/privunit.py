@@ -303,7 +303,7 @@ def _exp_lower_bound(x: Fraction) -> Fraction:
 def _search_gamma(d: int, epsilon: float) -> float:
     """The float ``gamma`` maximising ``E[<V, u>]`` on the saturated frontier, by a two-level public grid."""
     # the largest useful gamma: the cap alone spends all of epsilon (q = 1 / (1 + e^epsilon)); bisection in floats
-    target = 1.0 / (1.0 + math.exp(epsilon))
+    target = math.exp(-epsilon) / (1.0 + math.exp(-epsilon))  # 1 / (1 + e^epsilon), without overflow
     low, high = 0.0, 1.0
     for _ in range(80):
         middle = (low + high) / 2.0
