@@ -345,5 +345,6 @@ def moment_error_model(spec: GlmSpec, public_rows: object, public_labels: object
                                    labels=spec.labels, label_bound=spec.label_bound, whiten=whiten)
         return full[1:, 1:]
 
-    metric = "root expected squared error of the slopes (relative: over the reference's norm)"
+    metric = ("sqrt(E ||w_hat - w||^2) / ||w||: the slopes of the moment-equation fit on the devices' "
+              "(public-transformed) features, against the noiseless root on the public labels")
     return ErrorModel(covariance, reference, source, metric, notes=tuple(notes))
