@@ -211,6 +211,28 @@ class ReportSchema:
             raise ReportError(f"{where}unknown field {extra[0]!r} (expected {list(self.names)})", extra[0], index)
 
 
+def checked_delta(delta: object, pure: bool, randomizer: str) -> float:
+    """A spec's ``delta`` for its randomizer: exactly 0 for a pure (epsilon, 0)-LDP one, in (0, 1) otherwise; a
+    :class:`ProtocolError` naming the randomizer when it is not."""
+    if pure:
+        if delta != 0:
+            raise ProtocolError(f"delta must be 0 with the {randomizer} randomizer (pure epsilon-LDP), got {delta!r}")
+        return 0.0
+    return check_probability("delta", delta, error=ProtocolError)
+
+
+class OneRound:
+    """A protocol in which every participant reports once: one round and one group, both ``"all"``, at the spec's
+    ``epsilon`` and ``delta`` (mixed in before :class:`ProtocolSpec` by a spec with those fields and
+    ``participants``)."""
+
+    def rounds(self) -> tuple[RoundSpec, ...]:
+        return (RoundSpec("all", self.epsilon, self.delta),)  # type: ignore[attr-defined]
+
+    def groups(self) -> tuple[GroupSpec, ...]:
+        return (GroupSpec("all", self.participants),)  # type: ignore[attr-defined]
+
+
 def check_whole_numbers(batch: Mapping[str, np.ndarray], field: str, description: str) -> None:
     """Refuse (:class:`ReportError`, the first offending report) a field whose entries are not whole numbers
     (``description`` says what they are: an id, a coordinate)."""

@@ -30,13 +30,13 @@ import numpy as np
 from workloads.local import clipping
 from workloads.local.protocols.base import (
     FieldSchema,
-    GroupSpec,
+    OneRound,
     ProtocolError,
     ProtocolSpec,
     ReportSchema,
-    RoundSpec,
     RoundState,
     _features_and_labels,
+    checked_delta,
     noisy_field,
     register_protocol,
     sphere_field,
@@ -51,7 +51,7 @@ from workloads.local.randomizers.privunit import (
 )
 from workloads.local.randomizers.sufficient_statistics import clip_features, noise_scales, statistics_ranges
 from workloads.local.rng import generator_or_device
-from workloads.parameters import ParameterError, check_count, check_positive, check_probability
+from workloads.parameters import ParameterError, check_count, check_positive
 
 #: how a label becomes its score ``s(y)`` (module docstring)
 LABEL_KINDS = ("binary", "bounded")
@@ -206,7 +206,7 @@ def label_scores(y: np.ndarray, labels: str, label_bound: float) -> np.ndarray:
 
 @register_protocol
 @dataclass(frozen=True)
-class GlmSpec(ProtocolSpec):
+class GlmSpec(OneRound, ProtocolSpec):
     """The public-moment GLM (module docstring): one round, one group, one report ``R(s(y) z(x))`` of ``p + 1``
     entries. ``center`` and ``matrix`` are the public ``mu`` and ``W`` (rows of ``W``), ``randomizer`` a key of
     :data:`GLM_RANDOMIZERS`; the link is not part of the spec (one collection answers every link)."""
@@ -229,12 +229,7 @@ class GlmSpec(ProtocolSpec):
         if self.labels not in LABEL_KINDS:
             raise ProtocolError(f"labels must be one of {list(LABEL_KINDS)}, got {self.labels!r}")
         randomizer = get_randomizer(self.randomizer)
-        if randomizer.pure:
-            if self.delta != 0:
-                raise ProtocolError(f"delta must be 0 with the {self.randomizer} randomizer (pure epsilon-LDP), got "
-                                    f"{self.delta!r}")
-        else:
-            object.__setattr__(self, "delta", check_probability("delta", self.delta, error=ProtocolError))
+        object.__setattr__(self, "delta", checked_delta(self.delta, randomizer.pure, self.randomizer))
         center = np.asarray(self.center, dtype=float)
         matrix = np.asarray(self.matrix, dtype=float)
         p = self.dimension
@@ -273,12 +268,6 @@ class GlmSpec(ProtocolSpec):
     def map_features(self, x: np.ndarray) -> np.ndarray:
         """:func:`directions` with this campaign's public ``mu`` and ``W``."""
         return directions(np.asarray(x, dtype=float), np.asarray(self.center), np.asarray(self.matrix))
-
-    def rounds(self) -> tuple[RoundSpec, ...]:
-        return (RoundSpec("all", self.epsilon, self.delta),)
-
-    def groups(self) -> tuple[GroupSpec, ...]:
-        return (GroupSpec("all", self.participants),)
 
     def report_schema(self, round_index: int, state: RoundState) -> ReportSchema:
         self._check_state_round(round_index, state)

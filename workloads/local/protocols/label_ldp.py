@@ -40,21 +40,21 @@ import numpy as np
 from workloads.local import clipping
 from workloads.local.protocols.base import (
     FieldSchema,
-    GroupSpec,
+    OneRound,
     ProtocolError,
     ProtocolSpec,
     ReportSchema,
-    RoundSpec,
     RoundState,
     _participant_array,
     check_two_point,
     check_whole_numbers,
+    checked_delta,
     noisy_field,
     register_protocol,
 )
 from workloads.local.randomizers.duchi_label import duchi_label_magnitude, duchi_randomize_labels
 from workloads.local.randomizers.gaussian_label import label_noise, label_noise_sigma, randomize_labels
-from workloads.parameters import ParameterError, check_count, check_positive, check_probability, check_sparsity
+from workloads.parameters import ParameterError, check_count, check_positive, check_sparsity
 
 #: the label randomizers a label-ldp campaign may use (module docstring)
 LABEL_RANDOMIZERS = ("pure", "gaussian")
@@ -62,7 +62,7 @@ LABEL_RANDOMIZERS = ("pure", "gaussian")
 
 @register_protocol
 @dataclass(frozen=True)
-class LabelLdpSpec(ProtocolSpec):
+class LabelLdpSpec(OneRound, ProtocolSpec):
     """Label-LDP (Alg. 2 and Sec. 5 of Wang & Xu 2019): one round of (public row id, ``tilde y``) reports (module
     docstring)."""
 
@@ -98,11 +98,7 @@ class LabelLdpSpec(ProtocolSpec):
         if self.randomizer not in LABEL_RANDOMIZERS:
             raise ProtocolError(f"randomizer must be one of {list(LABEL_RANDOMIZERS)}, got {self.randomizer!r}")
         pure = self.randomizer == "pure"
-        object.__setattr__(self, "delta", check_probability("delta", self.delta, error=ProtocolError,
-                                                            allow_zero=pure))
-        if pure and self.delta != 0.0:
-            raise ProtocolError(f"delta must be 0 with the pure label randomizer (it is (epsilon, 0)-LDP), got "
-                                f"{self.delta!r}")
+        object.__setattr__(self, "delta", checked_delta(self.delta, pure, "pure label"))
         if self.alpha is not None:
             object.__setattr__(self, "alpha", check_positive("alpha", self.alpha, error=ProtocolError))
         if self.participants is not None:
@@ -121,12 +117,6 @@ class LabelLdpSpec(ProtocolSpec):
             return label_noise_sigma(self.label_bound, self.epsilon, self.delta)
         except ParameterError as error:
             raise ProtocolError(str(error)) from None
-
-    def groups(self) -> tuple[GroupSpec, ...]:
-        return (GroupSpec("all", self.participants),)
-
-    def rounds(self) -> tuple[RoundSpec, ...]:
-        return (RoundSpec("all", self.epsilon, self.delta),)  # delta is 0 with the pure randomizer
 
     def label_field(self) -> FieldSchema:
         """The noisy label's schema. Pure: ``[-C, C]`` (:meth:`check_reports` then admits only the two endpoints).

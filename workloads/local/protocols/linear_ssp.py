@@ -24,13 +24,13 @@ import numpy as np
 
 from workloads.local import clipping
 from workloads.local.protocols.base import (
-    GroupSpec,
+    OneRound,
     ProtocolError,
     ProtocolSpec,
     ReportSchema,
-    RoundSpec,
     RoundState,
     _features_and_labels,
+    checked_delta,
     noisy_field,
     register_protocol,
     sphere_field,
@@ -44,12 +44,12 @@ from workloads.local.randomizers.regression_statistics import (
     statistics_noise,
     statistics_radius,
 )
-from workloads.parameters import ParameterError, check_count, check_non_negative, check_positive, check_probability
+from workloads.parameters import ParameterError, check_count, check_non_negative, check_positive
 
 
 @register_protocol
 @dataclass(frozen=True)
-class LinearSspSpec(ProtocolSpec):
+class LinearSspSpec(OneRound, ProtocolSpec):
     """Local sufficient-statistics perturbation for linear regression with an intercept (module docstring)."""
 
     protocol: ClassVar[str] = "linear-ssp"
@@ -70,11 +70,7 @@ class LinearSspSpec(ProtocolSpec):
         if self.randomizer not in STATISTICS_RANDOMIZERS:
             raise ProtocolError(f"randomizer must be one of {list(STATISTICS_RANDOMIZERS)}, got {self.randomizer!r}")
         pure = STATISTICS_RANDOMIZERS[self.randomizer].pure
-        object.__setattr__(self, "delta", check_probability("delta", self.delta, error=ProtocolError,
-                                                            allow_zero=pure))
-        if pure and self.delta != 0.0:
-            raise ProtocolError(f"delta must be 0 with the {self.randomizer} randomizer (it is (epsilon, 0)-LDP), got "
-                                f"{self.delta!r}")
+        object.__setattr__(self, "delta", checked_delta(self.delta, pure, self.randomizer))
         if self.ridge is not None:
             object.__setattr__(self, "ridge", check_non_negative("ridge", self.ridge, error=ProtocolError))
         if self.participants is not None:
@@ -121,12 +117,6 @@ class LinearSspSpec(ProtocolSpec):
             return noise.variance + noise.grid**2 / 4.0
         except ParameterError as error:
             raise ProtocolError(str(error)) from None
-
-    def rounds(self) -> tuple[RoundSpec, ...]:
-        return (RoundSpec("all", self.epsilon, self.delta),)
-
-    def groups(self) -> tuple[GroupSpec, ...]:
-        return (GroupSpec("all", self.participants),)
 
     def report_schema(self, round_index: int, state: RoundState) -> ReportSchema:
         self._check_state_round(round_index, state)

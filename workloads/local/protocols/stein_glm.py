@@ -13,6 +13,7 @@ import numpy as np
 from workloads.local import clipping
 from workloads.local.protocols.base import (
     GroupSpec,
+    OneRound,
     ProtocolError,
     ProtocolSpec,
     ReportSchema,
@@ -21,6 +22,7 @@ from workloads.local.protocols.base import (
     _check_norm,
     _features,
     _features_and_labels,
+    checked_delta,
     noisy_field,
     register_protocol,
 )
@@ -37,7 +39,7 @@ from workloads.local.randomizers.sufficient_statistics import (
     triangle_size,
 )
 from workloads.local.randomizers.two_round_projection import randomize_projection
-from workloads.parameters import ParameterError, check_count, check_positive, check_probability
+from workloads.parameters import ParameterError, check_count, check_positive
 
 
 def _statistics_schema(dimension: int, norm_bound: float, label_bound: float, noise: StatisticsNoise) -> ReportSchema:
@@ -98,7 +100,7 @@ VARIANTS = ("public-gram", "paper")
 
 @register_protocol
 @dataclass(frozen=True)
-class SteinGlmSpec(_StatisticsBounds, ProtocolSpec):
+class SteinGlmSpec(OneRound, _StatisticsBounds, ProtocolSpec):
     """Non-interactive Stein-lemma GLMs (Wang, Hu, Zhang, Gaboardi & Xu, Algs. 1-4). The link is not part of the spec:
     one collection answers many GLMs (Remark 16). Participant data: ``{"x": (p,), "y": ()}``.
 
@@ -171,13 +173,7 @@ class SteinGlmSpec(_StatisticsBounds, ProtocolSpec):
                                     f"finite numbers (row-major), got shape {matrix.shape}")
             object.__setattr__(self, "whitening", tuple(float(v) for v in matrix))
         object.__setattr__(self, "epsilon", check_positive("epsilon", self.epsilon, error=ProtocolError))
-        if pure:
-            if self.delta != 0:
-                raise ProtocolError(f"delta must be 0 for the {self.randomizer} randomizer (pure epsilon-LDP), got "
-                                    f"{self.delta!r}")
-            object.__setattr__(self, "delta", 0.0)
-        else:
-            object.__setattr__(self, "delta", check_probability("delta", self.delta, error=ProtocolError))
+        object.__setattr__(self, "delta", checked_delta(self.delta, pure, self.randomizer))
         self._check_groups_and_rounds()
 
     @property
@@ -211,12 +207,6 @@ class SteinGlmSpec(_StatisticsBounds, ProtocolSpec):
             return noise_scales(dimension, radius, 1.0, self.epsilon, self.delta, gram=False)
         except ParameterError as error:
             raise ProtocolError(str(error)) from None
-
-    def rounds(self) -> tuple[RoundSpec, ...]:
-        return (RoundSpec("all", self.epsilon, self.delta),)
-
-    def groups(self) -> tuple[GroupSpec, ...]:
-        return (GroupSpec("all", self.participants),)
 
     def report_schema(self, round_index: int, state: RoundState) -> ReportSchema:
         self._check_state_round(round_index, state)
