@@ -164,6 +164,7 @@ def test_api_load_measures_both_backends_with_postgresql(postgres_server, tmp_pa
     assert png.stat().st_size > 1000
 
 
+@pytest.mark.slow  # about 15 s: two AIM releases in fresh processes
 def test_engines_times_aim_in_a_process_of_its_own(tmp_path: Path) -> None:
     """``--aim-rows``: AIM all-2way on the DuckDB table, released through the service in a child process, recorded
     with its counting share, peak memory and rounds; the summary compares the largest size with the smallest."""
@@ -177,7 +178,8 @@ def test_engines_times_aim_in_a_process_of_its_own(tmp_path: Path) -> None:
     for record in aims:
         assert record["mechanism"] == "aim" and record["workload"] == "all-2way"
         assert 0 < record["counting_seconds"] < record["seconds"] and record["oracle_calls"] >= 1
-        assert record["peak_rss_mb"] > 50 and record["rounds"] >= 1 and record["fit_iterations"] >= 1
+        assert 50 < record["peak_rss_mb"] <= record["ru_maxrss_mb"]
+        assert record["rounds"] >= 1 and record["fit_iterations"] >= 1
     ratio = body["summary"][-1]
     assert ratio["rows"] == [2000, 3000]
     assert ratio["aim_largest_over_smallest"] == aims[1]["seconds"] / aims[0]["seconds"]
