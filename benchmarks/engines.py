@@ -10,19 +10,31 @@ written as CSV under ``--folder`` by :func:`benchmarks.load_memory.write_table`,
   so nothing is cached) and, for the sizes in ``--sqlite-rows``, by the same oracle on a SQLite-stored copy; every
   count is checked against numpy's in the first round; target: DuckDB within 1.5x of numpy;
 * ``release``: a direct Laplace release of all 105 pairs (``release_marginals(..., "laplace", "all-2way")``, end
-  to end: reserve, count, noise, store) on the DuckDB table, for the sizes in ``--release-rows``; target < 10 s.
+  to end: reserve, count, noise, store) on the DuckDB table, for the sizes in ``--release-rows``; target < 10 s;
+* ``aim``: for the sizes in ``--aim-rows``, AIM all-2way at ``--aim-epsilon`` (1) and ``--aim-delta`` (1e-6) on
+  the DuckDB table, as a steward releases it (``release_marginals(..., "aim", "all-2way", ...)``, AIM's own
+  settings at their defaults unless ``--aim-options`` says otherwise, the same at every size), each in a fresh
+  process (:func:`benchmarks.harness.run_child`): its wall time, the part of it spent in the count oracle
+  (``TableCountOracle.counts_many``, timed around the call: the engine's scans plus summing cached counts; the rest
+  is selection, noise and model fitting), and the process's peak resident memory (``VmHWM`` of
+  ``/proc/self/status``, interpreter and imports included; ``ru_maxrss`` is recorded too but Linux carries the
+  parent's peak into it across ``execve``, so at 20M rows it reports the parent's pandas frame); target: the
+  largest size within 2x of the smallest.
 
 Times are wall seconds, the best of ``--repeats`` rounds. Writes ``results/engines.json`` and ``results/engines.png``
 and prints a table::
 
     .venv/bin/python -m benchmarks.engines                                   # 1M and 5M rows: a few minutes
     .venv/bin/python -m benchmarks.engines --rows 20000000 --sqlite-rows ""  # 20M rows: 1.2 GB of CSV under /tmp
+    .venv/bin/python -m benchmarks.engines --rows 1000000,20000000 --sqlite-rows 1000000 --release-rows 1000000 \
+        --aim-rows 1000000,20000000 --folder /tmp/marginalia-aimscale --json benchmarks/results/engines_aim.json
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import math
 import shutil
 import time
@@ -34,8 +46,10 @@ import pandas as pd
 
 from benchmarks import harness
 from benchmarks.load_memory import DOMAIN, write_table
+from benchmarks.measure import own_peak_rss_mb, peak_rss_mb
 
 VARIANTS = ("numpy", "duckdb", "sqlite")
+AIM_BUDGET = ("1000", "0.001")  # the dataset's (epsilon, delta) budget before the AIM runs: room for every run
 
 
 def _seconds(run: Callable[[], object], repeats: int) -> tuple[float, object]:
@@ -106,9 +120,50 @@ def run_size(rows: int, folder: Path, args: argparse.Namespace, log: Callable[[s
                 engine, "duck", "laplace", "all-2way", epsilon="1", seed=args.seed), 1)
             record("release", "duckdb", seconds, mechanism="laplace", workload="all-2way",
                    release_id=outcome.release_id)
+        if rows in args.aim_rows:
+            accountant.set_budget(engine, "duck", *AIM_BUDGET)
+            config = {"database": str(database), "dataset": "duck", "epsilon": args.aim_epsilon,
+                      "delta": args.aim_delta, "options": args.aim_options, "seed": args.seed}
+            measured = harness.run_child("benchmarks.engines", config)
+            record("aim", "duckdb", measured.pop("seconds"), mechanism="aim", workload="all-2way", **measured)
+            log(f"{'':>11} aim: counting {measured['counting_seconds']:.2f} s, peak {measured['peak_rss_mb']:.0f} MB,"
+                f" {measured['rounds']} rounds")
     finally:
         engine.dispose()
     return records
+
+
+def aim_child(config: dict[str, object]) -> dict[str, object]:
+    """One AIM release in this fresh process (:func:`benchmarks.harness.run_child`): wall seconds, seconds inside
+    the count oracle, peak RSS, and the release's public details (rounds, fit iterations, model size)."""
+    from db.migrate import open_database
+    from service.data.oracle import TableCountOracle
+    from service.releases import engine as release_engine
+
+    counting = {"seconds": 0.0, "calls": 0}
+    counts_many = TableCountOracle.counts_many
+
+    def timed(self: TableCountOracle, *args: object, **kwargs: object) -> object:  # counts() calls counts_many once
+        start = time.perf_counter()
+        try:
+            return counts_many(self, *args, **kwargs)
+        finally:
+            counting["seconds"] += time.perf_counter() - start
+            counting["calls"] += 1
+
+    TableCountOracle.counts_many = timed  # this process only: it exits after the release
+    engine = open_database(f"sqlite:///{config['database']}")
+    try:
+        start = time.perf_counter()
+        outcome = release_engine.release_marginals(
+            engine, str(config["dataset"]), "aim", "all-2way", epsilon=str(config["epsilon"]),
+            delta=str(config["delta"]), seed=int(config["seed"]), options=dict(config["options"]))
+        seconds = time.perf_counter() - start
+    finally:
+        engine.dispose()
+    return {"seconds": seconds, "counting_seconds": counting["seconds"], "oracle_calls": counting["calls"],
+            "peak_rss_mb": own_peak_rss_mb(), "ru_maxrss_mb": peak_rss_mb(), "release_id": outcome.release_id,
+            **{key: outcome.details.get(key) for key in ("rounds", "fit_iterations", "model_size_mb")}}
 
 
 def summarize(records: list[dict[str, object]]) -> list[dict[str, object]]:
@@ -125,23 +180,32 @@ def summarize(records: list[dict[str, object]]) -> list[dict[str, object]]:
             row["load_over_pandas"] = seconds[("load", "duckdb")] / seconds[("load", "pandas")]
         if ("release", "duckdb") in seconds:
             row["release_seconds"] = seconds[("release", "duckdb")]
+        if ("aim", "duckdb") in seconds:
+            row["aim_seconds"] = seconds[("aim", "duckdb")]
         out.append(row)
+    aims = sorted((r["rows"], r["seconds"]) for r in records if r["task"] == "aim")
+    if len(aims) > 1:
+        out.append({"aim_largest_over_smallest": aims[-1][1] / aims[0][1], "rows": [aims[0][0], aims[-1][0]]})
     return out
 
 
 def plot(result: dict[str, object], path: Path) -> None:
     plt = harness.pyplot()
     records = result["records"]
-    fig, axes = plt.subplots(1, 3, figsize=(13, 4))
-    for axis, task, variants in zip(axes, ("count", "load", "release"),
-                                    (VARIANTS, ("pandas", "duckdb"), ("duckdb",)), strict=True):
+    tasks = ["count", "load", "release"] + (["aim"] if any(r["task"] == "aim" for r in records) else [])
+    fig, axes = plt.subplots(1, len(tasks), figsize=(4.4 * len(tasks), 4))
+    for axis, task in zip(axes, tasks, strict=True):
+        variants = {"count": VARIANTS, "load": ("pandas", "duckdb")}.get(task, ("duckdb",))
         for variant in variants:
             points = sorted((r["rows"], r["seconds"]) for r in records if r["task"] == task and r["variant"] == variant)
             if points:
                 axis.plot(*zip(*points, strict=True), marker="o", label=variant)
         axis.set(xscale="log", yscale="log", xlabel="rows", ylabel="seconds",
                  title={"count": "105 two-way marginals", "load": "load the CSV",
-                        "release": "Laplace all-2way release"}[task])
+                        "release": "Laplace all-2way release", "aim": "AIM all-2way, epsilon 1"}[task])
+        if task == "aim":
+            points = sorted((r["rows"], r["counting_seconds"]) for r in records if r["task"] == "aim")
+            axis.plot(*zip(*points, strict=True), marker="s", linestyle="--", label="of which counting")
         harness.finish_axes(axis, 8)
     harness.save_figure(fig, path)
 
@@ -151,17 +215,33 @@ def main() -> None:
     parser.add_argument("--rows", default="1000000,5000000", help="comma-separated row counts")
     parser.add_argument("--sqlite-rows", default="1000000", help="the sizes also counted on a SQLite-stored copy")
     parser.add_argument("--release-rows", default=None, help="the sizes released end to end (default: the largest)")
+    parser.add_argument("--aim-rows", default="", help="the sizes released by AIM all-2way (default: none)")
+    parser.add_argument("--aim-epsilon", type=float, default=1.0)
+    parser.add_argument("--aim-delta", type=float, default=1e-6)
+    parser.add_argument("--aim-options", default="{}", help="AIM's options as JSON (default: its own settings)")
+    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--repeats", type=int, default=2, help="timed rounds of counting (the best is kept)")
     parser.add_argument("--folder", type=Path, default=None, help="where the tables go (default: a temporary one)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quiet", action="store_true")
     harness.add_outputs(parser, "engines")
     args = parser.parse_args()
+    if args.child is not None:
+        print(json.dumps(aim_child(json.loads(args.child))))
+        return
     sizes = harness.number_list(args.rows, "--rows", int)
     if not sizes or min(sizes) < 1:
         raise harness.BenchError(f"--rows must be positive row counts, got {args.rows!r}")
     args.sqlite_rows = harness.number_list(args.sqlite_rows, "--sqlite-rows", int) or ()
     args.release_rows = harness.number_list(args.release_rows, "--release-rows", int) or (max(sizes),)
+    args.aim_rows = harness.number_list(args.aim_rows, "--aim-rows", int) or ()
+    try:
+        options = json.loads(args.aim_options)
+    except ValueError:
+        options = None
+    if not isinstance(options, dict):
+        raise harness.BenchError(f"--aim-options must be a JSON object, got {args.aim_options!r}")
+    args.aim_options = options
     if args.repeats < 1:
         raise harness.BenchError(f"--repeats must be at least 1, got {args.repeats}")
     out, png = harness.outputs(args)

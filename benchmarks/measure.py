@@ -11,6 +11,7 @@ import itertools
 import json
 import resource
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -51,8 +52,23 @@ class CompileCounter:
 
 
 def peak_rss_mb() -> float:
-    """Peak resident set size of this process so far, in MB (Linux reports ru_maxrss in kB)."""
+    """Peak resident set size of this process so far, in MB (Linux reports ru_maxrss in kB). Linux keeps ru_maxrss
+    across ``execve``: a child started from a large parent reports the parent's peak if it is higher (use
+    :func:`own_peak_rss_mb` there)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def own_peak_rss_mb() -> float:
+    """Peak resident set size of this process's own address space, in MB: ``VmHWM`` of ``/proc/self/status``,
+    which starts afresh at ``execve`` (so not the parent's), or :func:`peak_rss_mb` where /proc is absent."""
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        return peak_rss_mb()
+    for line in status.splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return peak_rss_mb()
 
 
 def load_oracle(table: str) -> Any:

@@ -166,6 +166,28 @@ def test_api_load_measures_both_backends_with_postgresql(postgres_server, tmp_pa
     assert png.stat().st_size > 1000
 
 
+@pytest.mark.slow  # about 15 s: two AIM releases in fresh processes
+def test_engines_times_aim_in_a_process_of_its_own(tmp_path: Path) -> None:
+    """``--aim-rows``: AIM all-2way on the DuckDB table, released through the service in a child process, recorded
+    with its counting share, peak memory and rounds; the summary compares the largest size with the smallest."""
+    out = tmp_path / "engines.json"
+    done = run("engines", "--rows", "2000,3000", "--sqlite-rows", "", "--release-rows", "2000", "--aim-rows",
+               "2000,3000", "--repeats", "1", "--folder", str(tmp_path / "tables"), "--quiet", "--json", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    body = json.loads(out.read_text())
+    aims = [r for r in body["records"] if r["task"] == "aim"]
+    assert [r["rows"] for r in aims] == [2000, 3000]
+    for record in aims:
+        assert record["mechanism"] == "aim" and record["workload"] == "all-2way"
+        assert 0 < record["counting_seconds"] < record["seconds"] and record["oracle_calls"] >= 1
+        assert 50 < record["peak_rss_mb"] <= record["ru_maxrss_mb"]
+        assert record["rounds"] >= 1 and record["fit_iterations"] >= 1
+    ratio = body["summary"][-1]
+    assert ratio["rows"] == [2000, 3000]
+    assert ratio["aim_largest_over_smallest"] == aims[1]["seconds"] / aims[0]["seconds"]
+    assert out.with_suffix(".png").stat().st_size > 1000
+
+
 def test_the_regression_suite_writes_one_json_and_plot_per_run(tmp_path: Path, data_dir: Path) -> None:
     done = run("regression_suite", "1", "1", "--out-dir", str(tmp_path), "--data", str(data_dir), "--only",
                "^adult-linear-no-intercept$", "--epsilons", "1", "--trials", "1", "--max-train", "300",
