@@ -110,8 +110,8 @@ class BatchIn(schemas.Strict):
 class FitCampaignIn(schemas.Strict):
     model: Annotated[str, Field(min_length=1, max_length=40)]
     covariance: Literal["pooled", "private", "public"] | None = None
-    strict: bool = Field(False, description="Refuse a noise-dominated fit (422 noise_dominated) instead of answering "
-                                            "it with quality.verdict 'noise-dominated'.")
+    strict: schemas.Flag = Field(False, description="Refuse a noise-dominated fit (422 noise_dominated) instead of "
+                                                    "answering it with quality.verdict 'noise-dominated'.")
 
 
 class CapIn(schemas.Strict):

@@ -243,7 +243,12 @@ def moment_covariance(design: PublicDesign, link: str, w: object, report_covaria
     coef = np.asarray(w, dtype=float)
     c1, _ = label_affine(labels, label_bound)
     inner = report_covariance / (n * c1**2) + design.moment_covariance(chosen, coef) / design.tilde.shape[0]
-    inverse = np.linalg.inv(design.jacobian(chosen, coef))
+    try:
+        inverse = np.linalg.inv(design.jacobian(chosen, coef))
+    except np.linalg.LinAlgError:
+        raise EstimatorError(f"the {chosen.name} moment equation's Jacobian is singular at this model over the public "
+                             "rows (features constant or collinear there, or every linear predictor saturating the "
+                             "link): no standard errors or plan can be derived") from None
     covariance = inverse @ inner @ inverse.T
     return (covariance + covariance.T) / 2.0
 

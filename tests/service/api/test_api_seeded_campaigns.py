@@ -53,6 +53,8 @@ def probes() -> dict[tuple[str, str], list[tuple[str, dict[str, object] | None]]
         ("POST", "/campaigns"): [("/campaigns", {"name": "new", "protocol": "ldp-avg", "features": ["v"],
                                                  "epsilon": 1, "options": {"lower": 0, "upper": 1}})],
         ("GET", "/campaigns"): [("/campaigns", None)],
+        ("POST", "/campaigns/plan"): [("/campaigns/plan", {"protocol": "ldp-iht", "features": ["v"], "target": "y",
+                                                           "epsilon": 1, "participants": 1000})],
         ("GET", "/campaigns/{name}"): [(f"/campaigns/{name}", None) for name in SEEDED],
         ("POST", "/campaigns/{name}/close"): [("/campaigns/seeded-closing/close", None)],
         ("POST", "/campaigns/{name}/rounds/{index}/close"): [("/campaigns/seeded-two/rounds/1/close", None)],

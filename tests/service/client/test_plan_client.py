@@ -16,11 +16,11 @@ def test_an_analyst_plans_a_stein_glm_campaign(clients) -> None:  # noqa: ANN001
     y = (rng.random(2_000) < 1.0 / (1.0 + np.exp(-x @ [1.0, -1.0]))).astype(int)
     clients["steward"].load_public_table("sample", pd.DataFrame({"a": x[:, 0], "b": x[:, 1], "y": y}))
     analyst = clients["analyst"]
-    plan = analyst.plan_campaign("stein-glm", ["a", "b"], target="y", public="sample", epsilon=4, delta=1e-6,
-                                 participants=50_000, target_error=0.1, gram=False)
+    plan = analyst.plan_campaign("stein-glm", ["a", "b"], target="y", public="sample", epsilon=4,
+                                 participants=50_000, target_error=0.1)  # the default variant: public-gram, PrivUnit2
     assert plan["participants"] == 50_000 and plan["expected_relative_error"] > 0
     assert plan["participants_needed"] > 0 and plan["auc"]["low"] <= plan["auc"]["mean"] <= plan["auc"]["high"]
-    assert plan["metric"].startswith("sqrt(E ||w_ols_hat - w_ols||^2)") and analyst.campaigns() == []
+    assert plan["metric"].startswith("sqrt(E ||w_hat - w||^2)") and analyst.campaigns() == []
     with pytest.raises(MarginaliaError, match="no planner for protocol 'ldp-avg'") as refused:
         analyst.plan_campaign("ldp-avg", ["a"], epsilon=1, participants=10, lower=0, upper=1)
     assert refused.value.code == "no_planner"
