@@ -132,7 +132,8 @@ def test_an_unattainable_moment_is_projected_onto_the_attainable_set() -> None:
 
 def test_a_singular_jacobian_is_a_clear_error_not_a_crash() -> None:
     """Every linear predictor far in the logistic link's tail: g' vanishes on every public row, J is singular, and the
-    standard errors (and a plan) are refused with an EstimatorError (a 422 through the API), not a LinAlgError (a 500)."""
+    standard errors (and a plan) are refused with an EstimatorError (a 422 through the API), not a LinAlgError (a
+    500)."""
     rows = np.random.default_rng(0).normal(size=(50, 2))
     with pytest.raises(EstimatorError, match="Jacobian is singular"):
         expected_covariance(rows, "logistic", [1e4, 0.0, 0.0], 1000, 1.0)
