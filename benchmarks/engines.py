@@ -247,15 +247,8 @@ def main() -> None:
     out, png = harness.outputs(args)
     log = harness.logger(args.quiet)
 
-    def run(folder: Path) -> list[dict[str, object]]:
-        return [r for rows in sizes for r in run_size(rows, folder, args, log)]
-
-    if args.folder is not None:
-        args.folder.mkdir(parents=True, exist_ok=True)
-        records = run(args.folder)
-    else:
-        with harness.temporary_folder("marginalia-engines-") as folder:
-            records = run(folder)
+    with harness.work_folder(args.folder, "marginalia-engines-") as folder:
+        records = [r for rows in sizes for r in run_size(rows, folder, args, log)]
     result = {"records": records, "summary": summarize(records), "machine": harness.machine(),
               "note": "shared machine (2 cores, other jobs running): compare variants within one run"}
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -39,14 +39,13 @@ from workloads.local.protocols.base import (
     checked_delta,
     noisy_field,
     register_protocol,
-    sphere_field,
 )
+from workloads.local.protocols.vector_reports import VECTOR_RANDOMIZERS
 from workloads.local.randomizers.grid import GridNoise, grid_report
-from workloads.local.randomizers.l2ball import l2_ball_output_norm, l2_ball_randomize
+from workloads.local.randomizers.l2ball import l2_ball_output_norm
 from workloads.local.randomizers.privunit import (
     cached_privunit_parameters,
     privunit_ball_output_norm,
-    privunit_ball_randomize,
     privunit_direction_moments,
 )
 from workloads.local.randomizers.sufficient_statistics import clip_features, noise_scales, statistics_ranges
@@ -85,30 +84,12 @@ def _gaussian_covariance(second_moment: np.ndarray, mean: np.ndarray, radius: fl
     return second_moment - np.outer(mean, mean) + extra * np.eye(mean.size)
 
 
-def _l2ball_randomize(u: np.ndarray, radius: float, epsilon: float, delta: float,
-                      rng: np.random.Generator | None) -> np.ndarray:
-    return l2_ball_randomize(u, radius, epsilon, rng)
-
-
-def _l2ball_field(name: str, dimension: int, radius: float, epsilon: float, delta: float) -> FieldSchema:
-    return sphere_field(name, (dimension,), l2_ball_output_norm(dimension, radius, epsilon))
-
-
 def _l2ball_covariance(second_moment: np.ndarray, mean: np.ndarray, radius: float, epsilon: float,
                        delta: float) -> np.ndarray:
     """``Cov R = (B^2 / d) I - E[u] E[u]^T`` exactly: ``R = B U`` with ``U`` uniform on a hemisphere given the side,
     and ``U U^T`` is unchanged by ``U -> -U``, so ``E[U U^T]`` is the whole sphere's ``I / d`` whatever the input."""
     bound = l2_ball_output_norm(mean.size, radius, epsilon)
     return bound**2 / mean.size * np.eye(mean.size) - np.outer(mean, mean)
-
-
-def _privunit_randomize(u: np.ndarray, radius: float, epsilon: float, delta: float,
-                        rng: np.random.Generator | None) -> np.ndarray:
-    return privunit_ball_randomize(u, radius, epsilon, rng)
-
-
-def _privunit_field(name: str, dimension: int, radius: float, epsilon: float, delta: float) -> FieldSchema:
-    return sphere_field(name, (dimension,), privunit_ball_output_norm(dimension, radius, epsilon))
 
 
 def _privunit_covariance(second_moment: np.ndarray, mean: np.ndarray, radius: float, epsilon: float,
@@ -142,14 +123,24 @@ class BallRandomizer:
     source: str
 
 
-#: the randomizers a ``glm`` campaign may use, by name (add one here: its three functions and whether it is pure)
+def _sphere(name: str, covariance: Callable[[np.ndarray, np.ndarray, float, float, float], np.ndarray],
+            source: str) -> BallRandomizer:
+    """A randomizer onto a sphere shared with stein-glm's vector reports (:data:`VECTOR_RANDOMIZERS`: the same
+    sampler and report schema), with the report covariance this protocol's standard errors and planner use."""
+    shared = VECTOR_RANDOMIZERS[name]
+    return BallRandomizer(name, shared.pure, shared.randomize, shared.schema, covariance, source)
+
+
+#: the randomizers a ``glm`` campaign may use, by name (add one here: its three functions and whether it is pure).
+#: The Gaussian is this protocol's own: its grid is calibrated with the unit vector ``z`` as the bounded feature and
+#: ``s(y)`` as the label (``noise_scales(d, 1, r)``), where the shared row bounds the vector and fixes the label at 1.
 GLM_RANDOMIZERS: dict[str, BallRandomizer] = {
     r.name: r for r in (
-        BallRandomizer("privunit", True, _privunit_randomize, _privunit_field, _privunit_covariance,
-                       "PrivUnit2, Bhowmick et al. 2018 (workloads.local.randomizers.privunit), pure epsilon; the "
-                       "lowest variance of the three"),
-        BallRandomizer("l2ball", True, _l2ball_randomize, _l2ball_field, _l2ball_covariance,
-                       "Duchi, Jordan & Wainwright 2018 (workloads.local.randomizers.l2ball), pure epsilon"),
+        _sphere("privunit", _privunit_covariance,
+                "PrivUnit2, Bhowmick et al. 2018 (workloads.local.randomizers.privunit), pure epsilon; the lowest "
+                "variance of the three"),
+        _sphere("l2ball", _l2ball_covariance,
+                "Duchi, Jordan & Wainwright 2018 (workloads.local.randomizers.l2ball), pure epsilon"),
         BallRandomizer("gaussian", False, _gaussian_randomize, _gaussian_field, _gaussian_covariance,
                        "exact discrete Gaussian on a public grid (Canonne, Kamath & Steinke 2020), (epsilon, delta)"),
     )
