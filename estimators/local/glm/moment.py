@@ -239,17 +239,30 @@ def _solved(design: PublicDesign, link: MomentLink, w: np.ndarray | None, b: np.
 def moment_covariance(design: PublicDesign, link: str, w: object, report_covariance: np.ndarray, n: int,
                       labels: str, label_bound: float = 1.0) -> np.ndarray:
     """``Cov(w_hat) = J^{-1} (Cov(R) / (n c_1^2) + Cov_pub / m) J^{-T}`` (module docstring)."""
+    return _at(_covariance_terms(design, link, w, report_covariance, labels, label_bound), n)
+
+
+#: ``(J^{-1}, Cov(R) / c_1^2, Cov_pub / m)``: what :func:`moment_covariance` combines for any ``n``
+CovarianceTerms = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def _covariance_terms(design: PublicDesign, link: str, w: object, report_covariance: np.ndarray, labels: str,
+                      label_bound: float) -> CovarianceTerms:
     chosen = get_moment_link(link)
     coef = np.asarray(w, dtype=float)
     c1, _ = label_affine(labels, label_bound)
-    inner = report_covariance / (n * c1**2) + design.moment_covariance(chosen, coef) / design.tilde.shape[0]
     try:
         inverse = np.linalg.inv(design.jacobian(chosen, coef))
     except np.linalg.LinAlgError:
         raise EstimatorError(f"the {chosen.name} moment equation's Jacobian is singular at this model over the public "
                              "rows (features constant or collinear there, or every linear predictor saturating the "
                              "link): no standard errors or plan can be derived") from None
-    covariance = inverse @ inner @ inverse.T
+    return inverse, report_covariance / c1**2, design.moment_covariance(chosen, coef) / design.tilde.shape[0]
+
+
+def _at(terms: CovarianceTerms, n: int) -> np.ndarray:
+    inverse, report, public = terms
+    covariance = inverse @ (report / n + public) @ inverse.T
     return (covariance + covariance.T) / 2.0
 
 
@@ -308,6 +321,12 @@ def expected_covariance(public_rows: object, link: str, w: object, n: int, epsil
         raise EstimatorError(f"n must be a positive integer, got {n!r}")
     center, matrix = public_feature_map(public_rows, whiten)
     design = PublicDesign.build(public_rows, center, matrix)
+    return _at(_expected_terms(design, link, w, epsilon, randomizer, delta, labels, label_bound), int(n))
+
+
+def _expected_terms(design: PublicDesign, link: str, w: object, epsilon: float, randomizer: str, delta: float,
+                    labels: str, label_bound: float) -> CovarianceTerms:
+    """:func:`expected_covariance`'s terms, independent of ``n`` (a planner computes them once)."""
     chosen = get_moment_link(link)
     coef = np.asarray(w, dtype=float)
     if coef.shape != (design.tilde.shape[1],):
@@ -318,16 +337,16 @@ def expected_covariance(public_rows: object, link: str, w: object, n: int, epsil
     radius = 0.5 if labels == "binary" else 1.0
     report = get_randomizer(randomizer).covariance(input_second_moment(design, labels), target, radius, epsilon,
                                                    delta)
-    return moment_covariance(design, link, coef, report, int(n), labels, label_bound)
+    return _covariance_terms(design, link, coef, report, labels, label_bound)
 
 
 def moment_error_model(spec: GlmSpec, public_rows: object, public_labels: object = None) -> ErrorModel:
     """The ``glm`` campaign's error model before any report (``campaign plan``): the slopes' covariance at ``n`` from
-    :func:`expected_covariance` (the randomizer's report covariance and the public table's own sampling noise,
-    through the moment equation's Jacobian), for the campaign's first link (logistic for 0/1 labels, linear for
-    bounded ones). The reference is the noiseless root of the moment equation with ``T`` from the public table's own
-    labels when it holds the target (``None`` otherwise, when the Jacobian is taken at the intercept-only model, the
-    base rate 1/2: only the absolute error is predicted)."""
+    :func:`expected_covariance`'s terms over the campaign's own public map (the randomizer's report covariance and
+    the public table's own sampling noise, through the moment equation's Jacobian), for the campaign's first link
+    (logistic for 0/1 labels, linear for bounded ones). The reference is the noiseless root of the moment equation
+    with ``T`` from the public table's own labels when it holds the target (``None`` otherwise, when the Jacobian is
+    taken at the null model: only the absolute error is predicted)."""
     rows = np.asarray(public_rows, dtype=float)
     link = "logistic" if spec.labels == "binary" else "linear"
     design = PublicDesign.for_spec(spec, rows)
@@ -343,12 +362,11 @@ def moment_error_model(spec: GlmSpec, public_rows: object, public_labels: object
         target = design.z.T @ label_scores(y, spec.labels, spec.label_bound) / rows.shape[0]
         w = solve_moment_equation(design, link, moment_target(design, target, spec.labels, spec.label_bound))
         reference, source = w[1:], "the moment equation's root on the public table's own labels (no noise)"
-    whiten = not np.allclose(spec.matrix, np.diag(np.diag(spec.matrix)))
+    # the campaign's own public map (design), and every term but n, once: the planner asks many n
+    terms = _expected_terms(design, link, w, spec.epsilon, spec.randomizer, spec.delta, spec.labels, spec.label_bound)
 
     def covariance(n: int) -> np.ndarray:
-        full = expected_covariance(rows, link, w, int(n), spec.epsilon, spec.randomizer, delta=spec.delta,
-                                   labels=spec.labels, label_bound=spec.label_bound, whiten=whiten)
-        return full[1:, 1:]
+        return _at(terms, int(n))[1:, 1:]
 
     metric = ("sqrt(E ||w_hat - w||^2) / ||w||: the slopes of the moment-equation fit on the devices' "
               "(public-transformed) features, against the noiseless root on the public labels")
