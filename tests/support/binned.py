@@ -42,3 +42,11 @@ def expected_counts(frame: pd.DataFrame, attributes: tuple[str, ...]) -> np.ndar
     shape = tuple(spec.columns[names.index(a)].size for a in attributes)
     index = np.ravel_multi_index([codes[:, names.index(a)] for a in attributes], shape)
     return np.bincount(index, minlength=math.prod(shape)).reshape(shape)
+
+
+def one_row_per_unit(codes: np.ndarray, names: list[str], units: np.ndarray) -> pd.DataFrame:
+    """The codes (rows x ``names``) of the row each unit keeps under ``--privacy-unit`` (docs/privacy.md 1.1),
+    computed without SQL: per value of ``units``, the lexicographically smallest code tuple."""
+    frame = pd.DataFrame(codes, columns=names)
+    frame["__unit"] = units
+    return frame.sort_values(["__unit", *names]).drop_duplicates("__unit")[names].reset_index(drop=True)

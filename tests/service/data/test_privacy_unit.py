@@ -29,7 +29,7 @@ from service.data.engines.base import EngineError
 from service.data.oracle import TableCountOracle
 from service.errors import InvalidInput
 from service.releases import engine as release_engine
-from tests.support.binned import SPEC, raw_frame, write_spec
+from tests.support.binned import SPEC, one_row_per_unit, raw_frame, write_spec
 from workloads.binning import apply_spec, parse_spec
 
 runner = CliRunner()
@@ -43,14 +43,11 @@ def unit_frame(rows: int = 400, units: int = 90, seed: int = 5) -> pd.DataFrame:
     return frame
 
 
-def one_row_per_unit(frame: pd.DataFrame, unit: str = "person") -> pd.DataFrame:
-    """The codes of the row each unit keeps, computed without SQL: each row coded by ``apply_spec``, then per unit
-    the lexicographically smallest code tuple (docs/privacy.md 1.1)."""
+def bounded(frame: pd.DataFrame) -> pd.DataFrame:
+    """The codes of the row each ``person`` keeps, computed without SQL (each row coded by ``apply_spec``)."""
     spec = parse_spec(SPEC)
     names = [c.name for c in spec.columns]
-    codes = pd.DataFrame(apply_spec(spec, frame[names].astype(str)), columns=names)
-    codes[unit] = frame[unit].to_numpy()
-    return codes.sort_values([unit, *names]).drop_duplicates(unit)[names].reset_index(drop=True)
+    return one_row_per_unit(apply_spec(spec, frame[names].astype(str)), names, frame["person"].to_numpy())
 
 
 def bincount(codes: pd.DataFrame, attributes: tuple[str, ...]) -> np.ndarray:
@@ -89,7 +86,7 @@ def _check_counts(engine: Engine, name: str, expected: pd.DataFrame) -> None:
 
 def test_parquet_counts_are_those_of_one_row_per_unit(engine, tmp_path: Path) -> None:  # noqa: ANN001
     frame = unit_frame()
-    expected = one_row_per_unit(frame)
+    expected = bounded(frame)
     assert len(expected) < len(frame) / 3  # several rows per unit, so bounding changes the counts
     info = attach_parquet(engine, "visits", [_parquet(tmp_path, frame)], write_spec(tmp_path), privacy_unit="person")
     assert (info.rows, info.engine) == (frame["person"].nunique(), "duckdb")
@@ -105,7 +102,7 @@ def test_the_kept_row_does_not_depend_on_the_physical_order(engine, tmp_path: Pa
     halves = [_parquet(tmp_path, shuffled.iloc[:150], "b-2.parquet"), _parquet(tmp_path, shuffled.iloc[150:],
                                                                                 "b-1.parquet")]
     attach_parquet(engine, "second", halves, write_spec(tmp_path), privacy_unit="person")
-    expected = one_row_per_unit(frame)
+    expected = bounded(frame)
     for name in ("first", "second"):
         _check_counts(engine, name, expected)
 
@@ -115,7 +112,7 @@ def test_an_attached_sql_table_counts_one_row_per_unit(engine, database_url: str
     _sql_table(engine, frame.sample(frac=1.0, random_state=4))  # stored in another order than the frame
     info = attach_sql(engine, "visits", database_url, "visits", write_spec(tmp_path), privacy_unit="person")
     assert (info.rows, info.engine) == (frame["person"].nunique(), "sql")
-    _check_counts(engine, "visits", one_row_per_unit(frame))
+    _check_counts(engine, "visits", bounded(frame))
 
 
 def test_a_value_outside_the_spec_in_a_row_not_kept_is_still_refused(engine, database_url: str,  # noqa: ANN001
