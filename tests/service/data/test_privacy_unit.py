@@ -107,6 +107,15 @@ def test_the_kept_row_does_not_depend_on_the_physical_order(engine, tmp_path: Pa
         _check_counts(engine, name, expected)
 
 
+def test_a_unit_column_name_is_quoted(engine, tmp_path: Path) -> None:  # noqa: ANN001
+    frame = unit_frame()
+    odd = 'the "unit", id\''
+    info = attach_parquet(engine, "odd", [_parquet(tmp_path, frame.rename(columns={"person": odd}))],
+                          write_spec(tmp_path), privacy_unit=odd)
+    assert info.rows == frame["person"].nunique()
+    _check_counts(engine, "odd", bounded(frame))
+
+
 def test_an_attached_sql_table_counts_one_row_per_unit(engine, database_url: str, tmp_path: Path) -> None:  # noqa: ANN001
     frame = unit_frame()
     _sql_table(engine, frame.sample(frac=1.0, random_state=4))  # stored in another order than the frame
