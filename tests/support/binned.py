@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from sqlalchemy import Engine, text
 
 from workloads.binning import apply_spec, parse_spec
 
@@ -27,6 +28,19 @@ def raw_frame(rows: int, seed: int) -> pd.DataFrame:
                          "work": rng.choice([" Private", "State-gov ", "?"], rows),
                          "income": rng.choice(["<=50K", ">50K.", ">50K"], rows),
                          "other": rng.integers(0, 3, rows)})
+
+
+#: The SQL types of :func:`raw_frame`'s columns, for a table of another database (``dataset attach --sql``).
+RAW_SQL_TYPES = {"age": "DOUBLE PRECISION", "work": "VARCHAR(40)", "income": "VARCHAR(40)", "other": "INTEGER"}
+
+
+def sql_table(engine: Engine, frame: pd.DataFrame, table: str, types: dict[str, str] = RAW_SQL_TYPES) -> None:
+    """Create ``table`` with the columns ``types`` (name: SQL type) in the database of ``engine`` and insert the
+    rows of ``frame`` (which has those columns)."""
+    with engine.begin() as connection:
+        connection.execute(text(f"CREATE TABLE {table} ({', '.join(f'{c} {t}' for c, t in types.items())})"))
+        connection.execute(text(f"INSERT INTO {table} VALUES ({', '.join(f':{c}' for c in types)})"),
+                           frame[list(types)].to_dict("records"))
 
 
 def write_spec(folder: Path, spec: dict[str, object] = SPEC) -> Path:

@@ -29,7 +29,7 @@ from service.data.engines.base import EngineError
 from service.data.oracle import TableCountOracle
 from service.errors import InvalidInput
 from service.releases import engine as release_engine
-from tests.support.binned import SPEC, one_row_per_unit, raw_frame, write_spec
+from tests.support.binned import RAW_SQL_TYPES, SPEC, one_row_per_unit, raw_frame, sql_table, write_spec
 from workloads.binning import apply_spec, parse_spec
 
 runner = CliRunner()
@@ -64,11 +64,7 @@ def _parquet(tmp_path: Path, frame: pd.DataFrame, name: str = "t.parquet") -> st
 
 
 def _sql_table(engine: Engine, frame: pd.DataFrame, table: str = "visits") -> None:
-    with engine.begin() as connection:
-        connection.execute(text(f"CREATE TABLE {table} (age DOUBLE PRECISION, work VARCHAR(40), "
-                                "income VARCHAR(40), other INTEGER, person INTEGER)"))
-        connection.execute(text(f"INSERT INTO {table} VALUES (:age, :work, :income, :other, :person)"),
-                           frame.to_dict("records"))
+    sql_table(engine, frame, table, {**RAW_SQL_TYPES, "person": "INTEGER"})
 
 
 def _check_counts(engine: Engine, name: str, expected: pd.DataFrame) -> None:
