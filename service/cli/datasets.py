@@ -74,11 +74,15 @@ def dataset_attach(
     spark: Annotated[str | None, typer.Option("--spark", help="A table of the Spark session (MARGINALIA_SPARK_REMOTE, "
                                               "else local mode): a catalog name or parquet.`/path`; counted by "
                                               "Spark, nothing is copied.", metavar="TABLE")] = None,
+    privacy_unit: Annotated[str | None, typer.Option(
+        "--privacy-unit", help="Column naming each row's privacy unit (e.g. a person id; never coded or released): "
+        "every scan keeps one row per unit, so each guarantee is per unit (docs/privacy.md 1.1).",
+        metavar="COLUMN")] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Register a table where it lives (nothing copied): Parquet files counted by DuckDB, a table of another SQL
     database counted there, or a Spark table counted by Spark; its public binning spec is applied inside the
-    engine."""
+    engine. With --privacy-unit, one row per unit is counted."""
     from service.data.attach import attach_parquet, attach_spark, attach_sql
     from service.errors import InvalidInput
 
@@ -86,13 +90,14 @@ def dataset_attach(
         raise InvalidInput("give either --parquet PATH|GLOB, or --sql URL with --table T, or --spark TABLE",
                            code="invalid_parameter")
     if parquet:
-        info = attach_parquet(open_engine(), name, list(parquet), spec)
+        info = attach_parquet(open_engine(), name, list(parquet), spec, privacy_unit=privacy_unit)
     elif spark is not None:
-        info = attach_spark(open_engine(), name, spark, spec)
+        info = attach_spark(open_engine(), name, spark, spec, privacy_unit=privacy_unit)
     else:
-        info = attach_sql(open_engine(), name, str(sql), str(table), spec)
+        info = attach_sql(open_engine(), name, str(sql), str(table), spec, privacy_unit=privacy_unit)
+    rows = f"{info.rows:,} rows" if privacy_unit is None else f"{info.rows:,} units of {privacy_unit!r}"
     emit(as_json, info.to_json(), lambda: stdout.print(
-        f"attached [bold]{info.name}[/]: {info.rows:,} rows, {len(info.domain)} columns ({info.engine})"))
+        f"attached [bold]{info.name}[/]: {rows}, {len(info.domain)} columns ({info.engine})"))
 
 
 @dataset_app.command("migrate")

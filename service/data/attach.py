@@ -11,6 +11,11 @@ the spec (one scan, which also counts the rows). Any failure is one clear error 
 A Spark table is checked the same way, by Spark: the session is reachable, the table exists, it has every column
 the spec names, and every value fits the spec (one scan, which also counts the rows).
 
+With ``--privacy-unit COLUMN`` (a column of the table, not coded, never released) every scan keeps one row per
+unit (:mod:`service.data.engines.units`; docs/privacy.md section 1.1): the column must exist (else one error
+listing the table's columns) and no row's unit may be NULL (refused, naming the column); the dataset's ``rows``
+is then its number of units.
+
 The files must stay readable by every process of the service and must not change while a release reads them; a
 file that later disappears or gains a value outside the spec makes a release fail before any noise is drawn.
 """
@@ -33,36 +38,41 @@ from service.data.engines.base import DUCKDB, SPARK, SQL, EngineError
 from service.data.engines.duckdb_table import DuckDBTable, parquet_source
 from service.data.engines.foreign_sql import open_foreign
 from service.data.engines.spec_sql import spec_columns
+from service.data.engines.units import null_unit_message
 from service.errors import Conflict, InvalidInput
 from workloads.binning import BinningError, BinningSpec, load_spec
 
 GLOB_CHARACTERS = set("*?[")
 
 
-def attach_parquet(engine: Engine, name: str, paths: list[str], spec_path: Path) -> DatasetInfo:
+def attach_parquet(engine: Engine, name: str, paths: list[str], spec_path: Path, *,
+                   privacy_unit: str | None = None) -> DatasetInfo:
     """Register the Parquet files ``paths`` (files or globs) as dataset ``name``, coded by the spec at
-    ``spec_path`` (module docstring)."""
+    ``spec_path``, one row per value of the column ``privacy_unit`` when given (module docstring)."""
     check_name(name)
     spec = _spec(spec_path)
     if not paths:
         raise InvalidInput("give at least one --parquet PATH or GLOB", code="invalid_parameter")
     sources = [_resolve(p) for p in paths]
-    _check_columns(sources, spec)
-    table = DuckDBTable(sources, spec_columns(spec), name)
+    present = _check_columns(sources, spec)
+    _check_unit(f"--parquet {', '.join(sources)}", privacy_unit, present)
+    table = DuckDBTable(sources, spec_columns(spec), name, privacy_unit=privacy_unit)
     try:
         rows = table.check()
     except EngineError as exc:
         raise InvalidInput(f"{exc.message}. Nothing was stored.", code="invalid_value") from None
     finally:
         table.close()
-    location = {"parquet": sources, "spec": spec_to_dict(spec)}
+    location = _with_unit({"parquet": sources, "spec": spec_to_dict(spec)}, privacy_unit)
     return _register(engine, name, spec, rows, ", ".join(sources), DUCKDB, location)
 
 
-def attach_sql(engine: Engine, name: str, url: str, table_name: str, spec_path: Path) -> DatasetInfo:
+def attach_sql(engine: Engine, name: str, url: str, table_name: str, spec_path: Path, *,
+               privacy_unit: str | None = None) -> DatasetInfo:
     """Register table ``table_name`` of the database at ``url`` (any SQLAlchemy URL) as dataset ``name``, coded by
-    the spec at ``spec_path`` inside that database (:mod:`service.data.engines.foreign_sql`). The database must be
-    reachable, the table must exist with every column the spec names, and every value must fit the spec."""
+    the spec at ``spec_path`` inside that database (:mod:`service.data.engines.foreign_sql`), one row per value of
+    the column ``privacy_unit`` when given. The database must be reachable, the table must exist with every column
+    the spec names (and the unit column), and every value must fit the spec."""
     check_name(name)
     spec = _spec(spec_path)
     where = f"--sql {safe_url(url)} --table {table_name}"
@@ -85,9 +95,10 @@ def attach_sql(engine: Engine, name: str, url: str, table_name: str, spec_path: 
         if missing:
             raise InvalidInput(f"{where}: the spec's column(s) {missing} are not in the table, which has {present}; "
                                "nothing was stored", code="column_mismatch")
+        _check_unit(where, privacy_unit, present)
     finally:
         foreign.dispose()
-    location = {"url": url, "table": table_name, "spec": spec_to_dict(spec)}
+    location = _with_unit({"url": url, "table": table_name, "spec": spec_to_dict(spec)}, privacy_unit)
     try:
         table = open_foreign(location, name, spec.domain().sizes())
     except EngineError as exc:
@@ -98,6 +109,9 @@ def attach_sql(engine: Engine, name: str, url: str, table_name: str, spec_path: 
             raise InvalidInput(f"{where}: column(s) {outside} hold a value the binning spec cannot code; values "
                                "outside the spec are refused, never dropped: widen the spec to count them. Nothing "
                                "was stored.", code="invalid_value")
+        if table.null_units():
+            raise InvalidInput(f"{where}: {null_unit_message(str(privacy_unit))}. Nothing was stored.",
+                               code="invalid_value")
         rows = table.row_count()
     except EngineError as exc:
         raise InvalidInput(f"{exc.message}. Nothing was stored.", code="unreachable_database") from None
@@ -106,10 +120,12 @@ def attach_sql(engine: Engine, name: str, url: str, table_name: str, spec_path: 
     return _register(engine, name, spec, rows, f"{safe_url(url)} table {table_name}", SQL, location)
 
 
-def attach_spark(engine: Engine, name: str, table: str, spec_path: Path) -> DatasetInfo:
+def attach_spark(engine: Engine, name: str, table: str, spec_path: Path, *,
+                 privacy_unit: str | None = None) -> DatasetInfo:
     """Register the table ``table`` of the Spark session (:func:`service.data.engines.spark.spark_session`: a name
     in its catalog, ``db.table``, or a path Spark reads, ``parquet.`/data/adult```) as dataset ``name``, coded
-    inside Spark by the spec at ``spec_path`` (module docstring)."""
+    inside Spark by the spec at ``spec_path``, one row per value of the column ``privacy_unit`` when given (module
+    docstring)."""
     check_name(name)
     spec = _spec(spec_path)
     if not isinstance(table, str) or not table.strip():
@@ -118,7 +134,8 @@ def attach_spark(engine: Engine, name: str, table: str, spec_path: Path) -> Data
     from service.data.engines.spark import SparkTable
 
     try:
-        spark_table = SparkTable(table, spec_columns(spec, SPARK_SQL), name, show_table=True)
+        spark_table = SparkTable(table, spec_columns(spec, SPARK_SQL), name, show_table=True,
+                                 privacy_unit=privacy_unit)
     except EngineError as exc:
         raise InvalidInput(f"--spark {table}: {exc.message}. Nothing was stored.", code="engine_error") from None
     try:
@@ -126,12 +143,30 @@ def attach_spark(engine: Engine, name: str, table: str, spec_path: Path) -> Data
         if missing:
             raise InvalidInput(f"--spark {table}: the spec's column(s) {missing} are not in the table, which has "
                                f"{spark_table.columns}; nothing was stored", code="column_mismatch")
+        _check_unit(f"--spark {table}", privacy_unit, spark_table.columns)
         rows = spark_table.check()
     except EngineError as exc:
         raise InvalidInput(f"--spark {table}: {exc.message}. Nothing was stored.", code="invalid_value") from None
     finally:
         spark_table.close()
-    return _register(engine, name, spec, rows, f"spark:{table}", SPARK, {"spark": table, "spec": spec_to_dict(spec)})
+    location = _with_unit({"spark": table, "spec": spec_to_dict(spec)}, privacy_unit)
+    return _register(engine, name, spec, rows, f"spark:{table}", SPARK, location)
+
+
+def _check_unit(where: str, unit: str | None, present: list[str]) -> None:
+    """``unit`` (when given) is a column of the table, whose columns are ``present``."""
+    if unit is None:
+        return
+    if not isinstance(unit, str) or not unit:
+        raise InvalidInput("--privacy-unit needs a column name", code="invalid_parameter")
+    if unit not in present:
+        raise InvalidInput(f"{where}: the privacy unit {unit!r} is not a column of the table, which has {present}; "
+                           "nothing was stored", code="column_mismatch")
+
+
+def _with_unit(location: dict[str, object], unit: str | None) -> dict[str, object]:
+    """``location`` with its privacy unit, when there is one (:mod:`service.data.engines.registry`)."""
+    return location if unit is None else {**location, "privacy_unit": unit}
 
 
 def _spec(spec_path: Path) -> BinningSpec:
@@ -188,8 +223,8 @@ def _resolve(path: str) -> str:
     return absolute
 
 
-def _check_columns(sources: list[str], spec: BinningSpec) -> None:
-    """The files are Parquet and have every column the spec names (extra columns are ignored)."""
+def _check_columns(sources: list[str], spec: BinningSpec) -> list[str]:
+    """The files' columns: they are Parquet and have every column the spec names (extra columns are ignored)."""
     connection = duckdb.connect(":memory:")
     try:
         described = connection.execute(f"DESCRIBE SELECT * FROM {parquet_source(sources)}").fetchall()
@@ -204,3 +239,4 @@ def _check_columns(sources: list[str], spec: BinningSpec) -> None:
     if missing:
         raise InvalidInput(f"--parquet {', '.join(sources)}: the spec's column(s) {missing} are not in the files, "
                            f"which have {present}; nothing was stored", code="column_mismatch")
+    return present

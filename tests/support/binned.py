@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from sqlalchemy import Engine, text
 
 from workloads.binning import apply_spec, parse_spec
 
@@ -29,6 +30,19 @@ def raw_frame(rows: int, seed: int) -> pd.DataFrame:
                          "other": rng.integers(0, 3, rows)})
 
 
+#: The SQL types of :func:`raw_frame`'s columns, for a table of another database (``dataset attach --sql``).
+RAW_SQL_TYPES = {"age": "DOUBLE PRECISION", "work": "VARCHAR(40)", "income": "VARCHAR(40)", "other": "INTEGER"}
+
+
+def sql_table(engine: Engine, frame: pd.DataFrame, table: str, types: dict[str, str] = RAW_SQL_TYPES) -> None:
+    """Create ``table`` with the columns ``types`` (name: SQL type) in the database of ``engine`` and insert the
+    rows of ``frame`` (which has those columns)."""
+    with engine.begin() as connection:
+        connection.execute(text(f"CREATE TABLE {table} ({', '.join(f'{c} {t}' for c, t in types.items())})"))
+        connection.execute(text(f"INSERT INTO {table} VALUES ({', '.join(f':{c}' for c in types)})"),
+                           frame[list(types)].to_dict("records"))
+
+
 def write_spec(folder: Path, spec: dict[str, object] = SPEC) -> Path:
     path = folder / "spec.json"
     path.write_text(json.dumps(spec))
@@ -42,3 +56,11 @@ def expected_counts(frame: pd.DataFrame, attributes: tuple[str, ...]) -> np.ndar
     shape = tuple(spec.columns[names.index(a)].size for a in attributes)
     index = np.ravel_multi_index([codes[:, names.index(a)] for a in attributes], shape)
     return np.bincount(index, minlength=math.prod(shape)).reshape(shape)
+
+
+def one_row_per_unit(codes: np.ndarray, names: list[str], units: np.ndarray) -> pd.DataFrame:
+    """The codes (rows x ``names``) of the row each unit keeps under ``--privacy-unit`` (docs/privacy.md 1.1),
+    computed without SQL: per value of ``units``, the lexicographically smallest code tuple."""
+    frame = pd.DataFrame(codes, columns=names)
+    frame["__unit"] = units
+    return frame.sort_values(["__unit", *names]).drop_duplicates("__unit")[names].reset_index(drop=True)

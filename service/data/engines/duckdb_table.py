@@ -3,8 +3,9 @@
 The table is exposed to the counting SQL as a view with one integer column per attribute (``c0``, ``c1``, …):
 for a table the service stored, those are the Parquet file's own columns; for a table attached where it lives
 (``marginalia dataset attach``), each is a ``CASE`` expression compiled from the public binning spec
-(:mod:`service.data.engines.spec_sql`), so the binning runs inside the engine, on every scan. DuckDB opens the
-Parquet files read-only: the command line and any number of server workers read them at once, without locks.
+(:mod:`service.data.engines.spec_sql`), so the binning runs inside the engine, on every scan; with a privacy unit
+the view keeps one row per unit (:mod:`service.data.engines.units`). DuckDB opens the Parquet files read-only:
+the command line and any number of server workers read them at once, without locks.
 
 Counting (:meth:`DuckDBTable.count_marginals`) is one ``GROUP BY GROUPING SETS`` over the marginals' row-major
 cell indexes (:mod:`service.data.engines.grouping`, shared with Spark), so a batch of marginals is one scan of the
@@ -21,6 +22,7 @@ import numpy as np
 from service.data.engines.base import DUCKDB, EngineError, Marginal
 from service.data.engines.dialect import DUCKDB_SQL
 from service.data.engines.grouping import check_marginals, dense_counts, distinct_rows_sql, grouping_sets_sql
+from service.data.engines.units import coded_sql
 
 #: A DuckDB (standard SQL) quoted identifier, and string literal.
 quote = DUCKDB_SQL.quote
@@ -36,20 +38,21 @@ class DuckDBTable:
     """:class:`service.data.engines.base.TableEngine` over the Parquet files ``paths``.
 
     ``columns`` maps each attribute (domain order) to a DuckDB expression over the files' columns giving its code
-    0..size-1; ``label`` names the table in errors (the dataset's name, never a server path)."""
+    0..size-1; ``label`` names the table in errors (the dataset's name, never a server path); ``privacy_unit``, a
+    column of the files, makes the view keep one row per unit (:mod:`service.data.engines.units`)."""
 
     name = DUCKDB
 
-    def __init__(self, paths: Sequence[str], columns: Mapping[str, str], label: str) -> None:
+    def __init__(self, paths: Sequence[str], columns: Mapping[str, str], label: str, *,
+                 privacy_unit: str | None = None) -> None:
         self.label = label
         self._paths = [str(p) for p in paths]
         self._names = {attribute: f"c{i}" for i, attribute in enumerate(columns)}
         self._connection = duckdb.connect(":memory:")
         # INTEGER columns: DuckDB keeps SMALLINT * literal in 16 bits and refuses the overflow, whereas a cell index
         # of at most 2^31 cells fits 32 bits (db.tables.cell_index_sql casts to BIGINT beyond that).
-        select = ", ".join(f"CAST({expression} AS INTEGER) AS {quote(self._names[a])}"
-                           for a, expression in columns.items())
-        self._run(f"CREATE TEMP VIEW coded AS SELECT {select} FROM {parquet_source(paths)}")
+        coded = {self._names[a]: expression for a, expression in columns.items()}
+        self._run(f"CREATE TEMP VIEW coded AS {coded_sql(DUCKDB_SQL, parquet_source(paths), coded, privacy_unit)}")
 
     def count_marginals(self, marginals: Sequence[Marginal]) -> list[np.ndarray]:
         specs = check_marginals(marginals)

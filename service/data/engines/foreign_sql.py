@@ -7,7 +7,8 @@ PostgreSQL, SQLite or any dialect), and the counting SQL of :mod:`db.tables` run
 code (outside the outer edges, not a number, NULL, an unlisted category) gets the code :data:`OUTSIDE`, a large
 negative number, so its row's cell index is negative in every marginal that holds the column: the count is then
 refused (:class:`db.tables.CodeOutOfRange`) and one more query names the column. Nothing is dropped or clipped,
-and no value is shown.
+and no value is shown. With a privacy unit the derived table keeps one row per unit
+(:func:`service.data.engines.units.bounded_select`; a NULL unit is refused the same way, naming the unit column).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from db import tables
 from service.data.engines.base import SQL, EngineError, Marginal
+from service.data.engines.units import bounded_select, null_unit_message
 from workloads.binning import BinningSpec, ColumnBins
 
 #: The code of a value outside the spec: negative enough that any cell index holding it is negative (while the
@@ -61,16 +63,22 @@ def _code(column: ColumnBins, raw: ColumnElement[object], strip: bool, dialect: 
 
 class ForeignSqlTable:
     """:class:`service.data.engines.base.TableEngine` over ``table`` in the database of ``engine`` (disposed by
-    :meth:`close`), each attribute coded by ``expressions`` (:func:`spec_expressions`)."""
+    :meth:`close`), each attribute coded by ``expressions`` (:func:`spec_expressions`); ``privacy_unit``, a column
+    of ``table``, makes every count see one row per unit (:func:`service.data.engines.units.bounded_select`)."""
 
     name = SQL
 
     def __init__(self, engine: Engine, table: Table, expressions: Mapping[str, ColumnElement[int]],
-                 sizes: Mapping[str, int], label: str) -> None:
+                 sizes: Mapping[str, int], label: str, *, privacy_unit: str | None = None) -> None:
         self.engine = engine
         self.label = label
         self._names = {a: f"c{i}" for i, a in enumerate(expressions)}
-        self._coded = select(*(e.label(self._names[a]) for a, e in expressions.items())).select_from(table)
+        self._unit = privacy_unit
+        self._table = table
+        #: every row, coded (what :meth:`outside_columns` checks); the counts read :attr:`_coded`
+        self._rows = select(*(e.label(self._names[a]) for a, e in expressions.items())).select_from(table)
+        self._coded = self._rows if privacy_unit is None else bounded_select(
+            {self._names[a]: e for a, e in expressions.items()}, table, table.c[privacy_unit], OUTSIDE)
         self._shape = tables.data_table("coded", [sizes[a] for a in expressions])
         compiled = self._coded.compile(engine, compile_kwargs={"literal_binds": True})
         self._source = f"({compiled}) AS coded"
@@ -108,8 +116,8 @@ class ForeignSqlTable:
             raise self._error(exc) from None
 
     def outside_columns(self) -> list[str]:
-        """The attributes with at least one value outside the spec (one scan)."""
-        coded = self._coded.subquery()
+        """The attributes with at least one value outside the spec, in any row (one scan)."""
+        coded = self._rows.subquery()
         query = select(*(func.min(coded.c[c]) for c in self._names.values()))
         try:
             with self.engine.connect() as connection:
@@ -121,7 +129,20 @@ class ForeignSqlTable:
     def close(self) -> None:
         self.engine.dispose()
 
+    def null_units(self) -> bool:
+        """Whether some row's privacy unit is NULL (False without a unit)."""
+        if self._unit is None:
+            return False
+        query = select(func.count()).select_from(self._table).where(self._table.c[self._unit].is_(None))
+        try:
+            with self.engine.connect() as connection:
+                return int(connection.execute(query).scalar_one()) > 0
+        except SQLAlchemyError as exc:
+            raise self._error(exc) from None
+
     def _outside(self, attributes: list[str]) -> EngineError:
+        if self.null_units():
+            return EngineError(f"dataset {self.label!r}: {null_unit_message(str(self._unit))}")
         named = [a for a in self.outside_columns() if a in attributes] or attributes
         return EngineError(f"dataset {self.label!r}: column(s) {named} hold a value the binning spec cannot code; "
                            "values outside the spec are refused, never dropped: widen the spec to count them")
@@ -132,8 +153,9 @@ class ForeignSqlTable:
 
 
 def open_foreign(location: Mapping[str, object], label: str, sizes: Mapping[str, int]) -> ForeignSqlTable:
-    """The engine of an attached SQL table from its dataset's ``location`` (``url``, ``table``, ``spec``); an
-    unreachable database or a missing table raises :class:`EngineError` naming the dataset."""
+    """The engine of an attached SQL table from its dataset's ``location`` (``url``, ``table``, ``spec``, and
+    ``privacy_unit`` when set); an unreachable database or a missing table raises :class:`EngineError` naming the
+    dataset."""
     from sqlalchemy import MetaData
 
     from db.engine import make_engine
@@ -147,4 +169,9 @@ def open_foreign(location: Mapping[str, object], label: str, sizes: Mapping[str,
         engine.dispose()
         reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
         raise EngineError(f"dataset {label!r}: its table cannot be read: {reason}") from None
-    return ForeignSqlTable(engine, table, spec_expressions(spec, table, engine.dialect.name), sizes, label)
+    unit = location.get("privacy_unit")
+    if unit is not None and unit not in table.c:
+        engine.dispose()
+        raise EngineError(f"dataset {label!r}: its table has no column {unit!r} (its privacy unit)")
+    return ForeignSqlTable(engine, table, spec_expressions(spec, table, engine.dialect.name), sizes, label,
+                           privacy_unit=None if unit is None else str(unit))

@@ -6,6 +6,10 @@
 service stored: ``NAME`` in the data folder, columns ``c0, c1, …`` already coded) or ``{"parquet": [PATH|GLOB, …],
 "spec": SPEC}`` (a table attached where it lives, coded inside the engine by its public binning spec ``SPEC``); for
 engine ``spark``, ``{"spark": TABLE, "spec": SPEC}`` (a table of the Spark session, coded inside Spark by ``SPEC``).
+
+Each attached shape (``url``, ``parquet``, ``spark``) may also hold ``"privacy_unit": COLUMN`` (``dataset attach
+--privacy-unit``): a column of the table, never coded or released, by which every scan keeps one row per unit
+(:mod:`service.data.engines.units`; docs/privacy.md section 1.1). Absent, each row is its own unit.
 """
 
 from __future__ import annotations
@@ -44,7 +48,8 @@ def open_table(engine: Engine, dataset: StoredDataset) -> TableEngine:
         from workloads.binning import parse_spec
 
         spec = parse_spec(location["spec"], source=f"the binning spec of {dataset.name!r}")
-        return DuckDBTable(list(location["parquet"]), spec_columns(spec), dataset.name)
+        return DuckDBTable(list(location["parquet"]), spec_columns(spec), dataset.name,
+                           privacy_unit=location.get("privacy_unit"))
     if dataset.engine == SPARK:
         from service.data.engines.dialect import SPARK_SQL
         from service.data.engines.spark import SparkTable
@@ -53,5 +58,6 @@ def open_table(engine: Engine, dataset: StoredDataset) -> TableEngine:
 
         location = dataset.location or {}
         spec = parse_spec(location["spec"], source=f"the binning spec of {dataset.name!r}")
-        return SparkTable(str(location["spark"]), spec_columns(spec, SPARK_SQL), dataset.name)
+        return SparkTable(str(location["spark"]), spec_columns(spec, SPARK_SQL), dataset.name,
+                          privacy_unit=location.get("privacy_unit"))
     raise ValueError(f"dataset {dataset.name!r} names an unknown engine {dataset.engine!r}")

@@ -7,7 +7,8 @@ The table is exposed to the counting SQL as a temporary view with one integer co
 ``c1``, …), each the ``CASE`` expression compiled from the dataset's public binning spec in Spark's dialect
 (:mod:`service.data.engines.spec_sql` with :data:`~service.data.engines.dialect.SPARK_SQL`): the binning runs in
 Spark, on every scan, and a value outside the spec stops the scan with an error naming its column
-(``raise_error()``), the rule of ``dataset attach --parquet``.
+(``raise_error()``), the rule of ``dataset attach --parquet``. With a privacy unit the view keeps one row per unit
+(:mod:`service.data.engines.units`).
 
 Counting is one scan per batch of marginals (:func:`service.data.engines.grouping.stacked_keys_sql`): each row
 emits one BIGINT key per marginal (its cell index offset by the marginal's place in the batch) and one ``GROUP BY``
@@ -30,6 +31,7 @@ import numpy as np
 from service.data.engines.base import SPARK, EngineError, Marginal
 from service.data.engines.dialect import SPARK_SQL
 from service.data.engines.grouping import check_marginals, distinct_rows_sql, stacked_counts, stacked_keys_sql
+from service.data.engines.units import coded_sql
 
 #: Environment variable: the Spark Connect URL of a cluster (``sc://host:15002``); unset: local mode.
 SPARK_REMOTE_VARIABLE = "MARGINALIA_SPARK_REMOTE"
@@ -116,11 +118,13 @@ class SparkTable:
 
     ``columns`` maps each attribute (domain order) to a Spark SQL expression over the table's columns giving its
     code 0..size-1; ``label`` names the table in errors (the dataset's name; the table's name or path is replaced
-    by ``<its Spark table>``)."""
+    by ``<its Spark table>``); ``privacy_unit``, a column of the table, makes the view keep one row per unit
+    (:mod:`service.data.engines.units`)."""
 
     name = SPARK
 
-    def __init__(self, table: str, columns: Mapping[str, str], label: str, *, show_table: bool = False) -> None:
+    def __init__(self, table: str, columns: Mapping[str, str], label: str, *, show_table: bool = False,
+                 privacy_unit: str | None = None) -> None:
         self.label = label
         self._show_table = show_table  # errors say the table's name (``dataset attach``: the steward typed it)
         self._table = table
@@ -133,14 +137,16 @@ class SparkTable:
         except Exception as exc:  # noqa: BLE001
             raise self._error(exc) from None
         self._frame = frame
-        self._select = [f"CAST({expression} AS INT) AS {SPARK_SQL.quote(self._names[a])}"
-                        for a, expression in columns.items()]
+        self._select: str | None = coded_sql(SPARK_SQL, SPARK_SQL.quote(f"{self._view}_rows"),
+                                             {self._names[a]: e for a, e in columns.items()}, privacy_unit)
 
     def _coded(self) -> str:
-        """The coded view's name, created on first use (a missing column of the spec fails here)."""
+        """The coded view's name, created on first use over a view of the table's own rows (a missing column of the
+        spec fails here)."""
         if self._select is not None:
             try:
-                self._frame.selectExpr(*self._select).createOrReplaceTempView(self._view)
+                self._frame.createOrReplaceTempView(f"{self._view}_rows")
+                self.session.sql(self._select).createOrReplaceTempView(self._view)
             except Exception as exc:  # noqa: BLE001
                 raise self._error(exc) from None
             self._select = None
@@ -180,10 +186,11 @@ class SparkTable:
                    .column("n")[0].as_py())
 
     def close(self) -> None:
-        """Drop the view; the session stays for the next table (:func:`spark_session`)."""
+        """Drop the views; the session stays for the next table (:func:`spark_session`)."""
         if self._select is None:
             try:
                 self.session.catalog.dropTempView(self._view)
+                self.session.catalog.dropTempView(f"{self._view}_rows")
             except Exception:  # noqa: BLE001, S110 - a session that went away has dropped its views
                 pass
 

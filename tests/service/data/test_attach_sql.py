@@ -20,7 +20,7 @@ from service.data.attach import attach_sql
 from service.data.engines.base import EngineError
 from service.data.oracle import TableCountOracle
 from service.errors import InvalidInput
-from tests.support.binned import SPEC, expected_counts, raw_frame, write_spec
+from tests.support.binned import SPEC, expected_counts, raw_frame, sql_table, write_spec
 
 runner = CliRunner()
 
@@ -30,11 +30,7 @@ def _frame(rows: int = 200, seed: int = 3) -> pd.DataFrame:
 
 
 def _people(engine: Engine, frame: pd.DataFrame, table: str = "people") -> None:
-    with engine.begin() as connection:
-        connection.execute(text(f"CREATE TABLE {table} (age DOUBLE PRECISION, work VARCHAR(40), income VARCHAR(40), "
-                                "other INTEGER)"))
-        connection.execute(text(f"INSERT INTO {table} VALUES (:age, :work, :income, :other)"),
-                           frame.to_dict("records"))
+    sql_table(engine, frame, table)
 
 
 def test_an_attached_sql_table_counts_as_its_binned_rows(engine, database_url: str, tmp_path: Path) -> None:  # noqa: ANN001

@@ -30,7 +30,7 @@ from service.errors import InvalidInput
 from service.regression.fit import fit as fit_regression
 from service.releases import answers
 from service.releases import engine as release_engine
-from tests.support.binned import write_spec
+from tests.support.binned import one_row_per_unit, write_spec
 from workloads.binning import apply_spec, parse_spec
 
 pytestmark = pytest.mark.slow
@@ -198,3 +198,52 @@ def test_releases_through_spark_cost_and_look_like_the_sqlite_copy(engine, spark
                           sorted(laplace.details), np.shape(answer["counts"]), np.shape(gram.model.coef_),
                           np.shape(iht.model.coef_), (status.epsilon_pure_spent, status.delta_spent, status.rho_spent))
     assert outcomes["spark_copy"] == outcomes["sqlite_copy"]
+
+
+def test_a_privacy_unit_counts_one_row_per_unit_whatever_the_order(engine, spark, tmp_path: Path) -> None:  # noqa: ANN001, ARG001
+    """``--privacy-unit`` (docs/privacy.md 1.1): the counts, distinct rows and row count are those of the row each
+    unit keeps (the smallest codes), computed with pandas; two files holding the rows in other orders give the
+    same; a Laplace release costs what it costs on the rows."""
+    frame = _frame()
+    frame["person"] = np.random.default_rng(8).integers(0, 150, len(frame)).astype(str)  # about 4 rows per unit
+    codes, names, _ = _codes(frame)
+    kept = one_row_per_unit(codes, names, frame["person"].to_numpy())
+    shuffled = frame.sample(frac=1.0, random_state=2)
+    info = attach_spark(engine, "units", _parquet(tmp_path, frame), _spec(tmp_path), privacy_unit="person")
+    attach_spark(engine, "shuffled", _parquet(tmp_path, shuffled, "s.parquet"), _spec(tmp_path), privacy_unit="person")
+    assert info.rows == frame["person"].nunique() == len(kept) < len(frame) / 3
+    pairs = [("age", "hours"), ("sex", "work"), ("label", "age")]
+    for name in ("units", "shuffled"):
+        with TableCountOracle(engine, datasets.get_dataset(engine, name)) as oracle:
+            assert oracle.table.row_count() == len(kept)
+            many = oracle.counts_many(pairs, max_cells=1)
+            for attributes in pairs:
+                index = np.ravel_multi_index([kept[a] for a in attributes], many[attributes].shape)
+                np.testing.assert_array_equal(many[attributes].ravel(),
+                                              np.bincount(index, minlength=many[attributes].size))
+            rows, counts = oracle.distinct_rows(("work", "sex"), chunk_rows=3)
+        expected, expected_counts = np.unique(kept[["work", "sex"]].to_numpy(), axis=0, return_counts=True)
+        np.testing.assert_array_equal(rows, expected)
+        np.testing.assert_array_equal(counts, expected_counts)
+    attach_spark(engine, "rows", _parquet(tmp_path, frame), _spec(tmp_path))
+    spent = {}
+    for name in ("units", "rows"):
+        accountant.set_budget(engine, name, "5", "1e-3")
+        cost = release_engine.release_marginals(engine, name, "laplace", "all-2way", epsilon="1").cost
+        spent[name] = (cost, accountant.budget_status(engine, name).epsilon_pure_spent)
+    assert spent["units"] == spent["rows"] and spent["units"][1] == 1
+
+
+def test_a_privacy_unit_that_is_not_a_column_or_is_null_stores_nothing(engine, spark, tmp_path: Path) -> None:  # noqa: ANN001, ARG001
+    frame = _frame()
+    table = _parquet(tmp_path, frame)
+    with pytest.raises(InvalidInput, match=r"--spark .*: the privacy unit 'person' is not a column of the table, "
+                                           r"which has \['age', 'hours', 'sex', 'work', 'label', 'ignored'\]") as bad:
+        attach_spark(engine, "t", table, _spec(tmp_path), privacy_unit="person")
+    assert bad.value.code == "column_mismatch"
+    frame["person"] = pd.array(np.arange(len(frame)) % 50, dtype="Int64")
+    frame.loc[99, "person"] = pd.NA
+    with pytest.raises(InvalidInput, match=r"column 'person' \(the privacy unit\) is NULL in some row") as null:
+        attach_spark(engine, "t", _parquet(tmp_path, frame, "null.parquet"), _spec(tmp_path), privacy_unit="person")
+    assert null.value.code == "invalid_value"
+    assert _stored(engine) == []
