@@ -140,7 +140,8 @@ def redact(exc: ServiceError, source: Source) -> ServiceError:
     for secret, shown in replacements:
         if secret:
             message = message.replace(secret, shown)
-    for option, parameter in (("--parquet ", "parameter parquet: "), ("--spark ", "table "), ("--table ", "table ")):
+    for option, parameter in (("--parquet ", "parameter parquet: "), ("--spark ", "table "), ("--table ", "table "),
+                              (" (MARGINALIA_DATABASE_URL)", "")):  # db.engine's wording for the service database
         message = message.replace(option, parameter)
     exc.message = message
     exc.args = (message,)
