@@ -123,6 +123,9 @@ def _folder(root: Path) -> str:
     real = Path(os.path.realpath(Path(root).expanduser()))
     if not real.is_dir():
         raise InvalidInput(f"--parquet-root {root}: no such folder", code="missing_file")
+    if real == Path(real.anchor):
+        raise InvalidInput(f"--parquet-root {root}: the file system's root is not a source; name the folder that "
+                           "holds the tables", code="invalid_parameter")
     if GLOB_CHARACTERS & set(str(real)):
         raise InvalidInput(f"--parquet-root {root}: its path {real} holds one of {''.join(sorted(GLOB_CHARACTERS))}, "
                            "which DuckDB reads as a glob; choose a folder whose path has none",

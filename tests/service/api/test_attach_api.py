@@ -42,15 +42,17 @@ def _outside(world: World) -> Path:
     return outside
 
 
-def _refused(client: TestClient, world: World, body: dict[str, object], status: int = 422) -> dict[str, str]:
-    """POST ``body`` (``name`` added), expect ``status``, check nothing was stored and no server path or URL is
-    shown; the error body."""
+def _refused(client: TestClient, world: World, body: dict[str, object], status: int = 422,
+             stored: str | None = None) -> dict[str, str]:
+    """POST ``body`` (a new ``name`` added unless it has one), expect ``status``, check nothing was stored and no
+    server path or URL is shown; the error body. ``stored``: the body names this existing dataset."""
     name = _name()
     before = snapshot(world.engine)
     response = client.post("/datasets/attach", headers=steward(world), json={"name": name, "bins": SPEC, **body})
     assert response.status_code == status, response.text
     assert snapshot(world.engine) == before
-    assert client.get(f"/datasets/{name}", headers=steward(world)).status_code == 404
+    if stored is None:
+        assert client.get(f"/datasets/{name}", headers=steward(world)).status_code == 404
     for secret in (str(_root(world)), str(_root(world).parent), os.path.realpath(_root(world))):
         assert secret not in response.text, response.text
     return response.json()
@@ -73,6 +75,9 @@ def test_attach_through_a_folder_source_counts_its_rows(client: TestClient, worl
         np.testing.assert_array_equal(oracle.counts(("age", "work")), expected)
     analyst = client.get(f"/datasets/{name}", headers=bearer(world.keys["analyst"])).json()
     assert analyst["rows"] is None and analyst["engine"] == "duckdb"
+    again = _refused(client, world, {"name": name, "source": world.source, "parquet": [ATTACHABLE]}, status=409,
+                     stored=name)
+    assert again["error"] == "duplicate_dataset"
 
 
 @pytest.mark.parametrize("pattern, fragment", [

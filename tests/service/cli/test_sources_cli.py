@@ -52,6 +52,7 @@ def test_bad_sources_are_one_error_and_store_nothing(engine, tmp_path: Path) -> 
     for args, code, fragment in [
         (["x", "--parquet-root", str(tmp_path / "missing")], "missing_file", "no such folder"),
         (["x", "--parquet-root", str(tmp_path / "odd[1]")], "invalid_parameter", "which DuckDB reads as a glob"),
+        (["x", "--parquet-root", "/"], "invalid_parameter", "the file system's root is not a source"),
         (["x", "--sql", "nosuchdriver://h/db"], "invalid_parameter", "--sql"),
         (["x", "--spark", "--parquet-root", str(tmp_path / "lake")], "invalid_parameter", "exactly one of"),
         (["x"], "invalid_parameter", "exactly one of"),
