@@ -26,13 +26,14 @@ def attach_dataset(
 ) -> SafeJSONResponse:
     """Register a table without copying it: Parquet files inside a folder source (`parquet`: paths or globs relative
     to the folder), or a table of a SQL or Spark source (`table`), coded by the public binning spec `bins` inside the
-    engine. Everything is checked before anything is stored (the files or table exist and have the spec's columns,
-    every value fits the spec); any failure is one error naming the parameter or column, and stores nothing. Sources
-    are registered by the operator (`marginalia source add`); 404 for an unknown source."""
+    engine (one row per unit with `privacy_unit`). Everything is checked before anything is stored (the files or
+    table exist and have the spec's columns, every value fits the spec); any failure is one error naming the
+    parameter or column, and stores nothing. Sources are registered by the operator (`marginalia source add`); 404
+    for an unknown source."""
     check_scope(principal, body.name)
     engine = engine_of(request)
     attach_from_source(engine, body.name, body.source, parquet=body.parquet, table=body.table,
-                       bins=body.bins.model_dump(exclude_none=True))
+                       bins=body.bins.model_dump(exclude_none=True), privacy_unit=body.privacy_unit)
     payload = dataset_out(datasets.get_dataset(engine, body.name), principal)
     return SafeJSONResponse(payload, status_code=201, headers={"Location": f"/datasets/{body.name}"})
 

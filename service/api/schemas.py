@@ -156,6 +156,9 @@ class DatasetAttach(Strict):
         None, description="For a SQL or Spark source: the table's name (for Spark a catalog name, `db.table`).")
     bins: BinSpec = Field(description="The public binning spec, applied inside the engine (only `columns` and "
                           "`format.strip` apply); a value outside it is refused, naming its column.")
+    privacy_unit: Annotated[Text, Field(min_length=1, max_length=MAX_NAME)] | None = Field(
+        None, description="A column identifying the person (or other unit) each row belongs to: every scan then keeps "
+        "one row per unit, so every guarantee holds per unit (docs/privacy.md 1.1). Not coded, never released.")
 
     @model_validator(mode="after")
     def _one_kind(self) -> DatasetAttach:

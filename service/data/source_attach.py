@@ -42,24 +42,27 @@ HIDDEN = "<hidden>"
 
 
 def attach_from_source(engine: Engine, name: str, source_name: str, *, parquet: Sequence[str] | None = None,
-                       table: str | None = None, bins: Mapping[str, object]) -> DatasetInfo:
-    """Attach dataset ``name`` from source ``source_name`` (module docstring); every error is :func:`redact`-ed."""
+                       table: str | None = None, bins: Mapping[str, object],
+                       privacy_unit: str | None = None) -> DatasetInfo:
+    """Attach dataset ``name`` from source ``source_name`` (module docstring), one row per value of the column
+    ``privacy_unit`` when given (:mod:`service.data.attach`); every error is :func:`redact`-ed."""
     source = get_source(engine, source_name)
     try:
         if source.kind == PARQUET:
             if parquet is None or table is not None:
                 raise InvalidInput(f"parameter parquet: source {source.name!r} is a folder of Parquet files; give "
                                    "parquet (paths or globs inside it), not table", code="invalid_parameter")
-            return attach.attach_parquet(engine, name, resolve_inside(source, parquet), bins)
+            return attach.attach_parquet(engine, name, resolve_inside(source, parquet), bins,
+                                         privacy_unit=privacy_unit)
         if table is None or parquet is not None:
             raise InvalidInput(f"parameter table: source {source.name!r} is a {source.kind} source; give table, not "
                                "parquet", code="invalid_parameter")
         if source.kind == SQL_SOURCE:
-            return attach.attach_sql(engine, name, str(source.url), table, bins)
+            return attach.attach_sql(engine, name, str(source.url), table, bins, privacy_unit=privacy_unit)
         if not SPARK_TABLE.match(table):
             raise InvalidInput(f"parameter table: {table!r} is not a Spark catalog name (table, db.table or "
                                "catalog.db.table); paths are not attachable over HTTP", code="invalid_parameter")
-        return attach.attach_spark(engine, name, table, bins)
+        return attach.attach_spark(engine, name, table, bins, privacy_unit=privacy_unit)
     except ServiceError as exc:
         raise redact(exc, source) from None
     except ValueError as exc:  # a bad spec or name found below the service layer: still bad input, still redacted
@@ -141,6 +144,7 @@ def redact(exc: ServiceError, source: Source) -> ServiceError:
         if secret:
             message = message.replace(secret, shown)
     for option, parameter in (("--parquet ", "parameter parquet: "), ("--spark ", "table "), ("--table ", "table "),
+                              ("--privacy-unit", "privacy_unit"),
                               (" (MARGINALIA_DATABASE_URL)", "")):  # db.engine's wording for the service database
         message = message.replace(option, parameter)
     exc.message = message

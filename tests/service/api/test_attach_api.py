@@ -19,7 +19,8 @@ from service.data import datasets
 from service.data.oracle import TableCountOracle
 from service.data.sources import add_source, get_source
 from tests.support.apihelpers import ATTACHABLE, World, bearer, snapshot
-from tests.support.binned import SPEC, expected_counts, raw_frame
+from tests.support.binned import SPEC, expected_counts, one_row_per_unit, raw_frame
+from workloads.binning import apply_spec, parse_spec
 
 
 def steward(world: World) -> dict[str, str]:
@@ -203,3 +204,20 @@ def test_migrate_moves_a_sql_table_to_duckdb(client: TestClient, world: World) -
                               ("/datasets/nothing-here/migrate", {"engine": "duckdb"}, 404)]:
         assert client.post(url, headers=steward(world), json=body).status_code == status
     assert snapshot(world.engine) == before
+
+
+def test_a_privacy_unit_over_http_counts_one_row_per_unit(client: TestClient, world: World) -> None:
+    """The CLI's ``--privacy-unit`` through the route: the world's table has 60 rows of 3 units (column ``other``)."""
+    name = _name()
+    response = client.post("/datasets/attach", headers=steward(world), json={
+        "name": name, "source": world.source, "parquet": [ATTACHABLE], "bins": SPEC, "privacy_unit": "other"})
+    assert response.status_code == 201 and response.json()["rows"] == 3, response.text
+    frame = raw_frame(60, 5)
+    spec = parse_spec(SPEC)
+    names = [c.name for c in spec.columns]
+    kept = one_row_per_unit(apply_spec(spec, frame.astype(str)), names, frame["other"].to_numpy())
+    with TableCountOracle(world.engine, datasets.get_dataset(world.engine, name)) as oracle:
+        np.testing.assert_array_equal(oracle.counts(("income",)), np.bincount(kept["income"], minlength=2))
+    error = _refused(client, world, {"source": world.source, "parquet": [ATTACHABLE], "privacy_unit": "person"})
+    assert error["error"] == "column_mismatch"
+    assert error["message"].startswith(f"parameter parquet: {ATTACHABLE}: the privacy unit 'person' is not a column")

@@ -28,7 +28,9 @@ def test_attach_then_release_through_the_client(engine, clients, tmp_path: Path)
     add_source(engine, "lake", parquet_root=folder)
     attached = steward.attach_dataset("people", source="lake", parquet=["2026/part-*.parquet"], bins=SPEC)
     assert (attached["rows"], attached["engine"]) == (400, "duckdb")
-    assert [d["name"] for d in analyst.datasets()] == ["people"]
+    units = steward.attach_dataset("units", source="lake", parquet=["2026/*.parquet"], bins=SPEC, privacy_unit="other")
+    assert units["rows"] == frame["other"].nunique() == 3
+    assert [d["name"] for d in analyst.datasets()] == ["people", "units"]
     steward.set_budget("people", 1.0)
     release = steward.release_marginals("people", "laplace", [["age", "income"]], epsilon=1.0)
     table = analyst.marginal(release["release_id"], ["age", "income"])
@@ -44,7 +46,7 @@ def test_attach_then_release_through_the_client(engine, clients, tmp_path: Path)
     with pytest.raises(MarginaliaError) as caught:
         analyst.attach_dataset("mine", source="lake", parquet=["2026/part-0.parquet"], bins=SPEC)
     assert caught.value.status == 403
-    assert [d.name for d in datasets.list_datasets(engine)] == ["people"]
+    assert [d.name for d in datasets.list_datasets(engine)] == ["people", "units"]
 
 
 def test_migrate_through_the_client(engine, clients) -> None:  # noqa: ANN001
