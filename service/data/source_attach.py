@@ -19,6 +19,7 @@ the folder, the URL, its host and password, the Spark Connect URL and its host b
 from __future__ import annotations
 
 import glob
+import itertools
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -79,8 +80,7 @@ def resolve_inside(source: Source, patterns: Sequence[str]) -> list[str]:
     files: list[str] = []
     for pattern in patterns:
         _check_relative(pattern)
-        matches = sorted(glob.glob(pattern, root_dir=root, recursive=True)) if GLOB_CHARACTERS & set(pattern) else [
-            pattern]
+        matches = _matches(root, pattern)
         found = [_inside(root, pattern, m) for m in matches]
         found = [f for f in found if f is not None]
         if not found:
@@ -92,6 +92,18 @@ def resolve_inside(source: Source, patterns: Sequence[str]) -> list[str]:
             raise InvalidInput(f"parameter parquet: more than {MAX_FILES} files; attach fewer, larger files",
                                code="invalid_parameter")
     return files
+
+
+def _matches(root: Path, pattern: str) -> list[str]:
+    """``pattern`` itself, or for a glob its matches relative to ``root`` (sorted); more than :data:`MAX_FILES`
+    is refused before the walk goes on (a ``**`` over a large tree stops early)."""
+    if not GLOB_CHARACTERS & set(pattern):
+        return [pattern]
+    matches = list(itertools.islice(glob.iglob(pattern, root_dir=root, recursive=True), MAX_FILES + 1))
+    if len(matches) > MAX_FILES:
+        raise InvalidInput(f"parameter parquet: {pattern!r} matches more than {MAX_FILES} paths; attach fewer, larger "
+                           "files", code="invalid_parameter")
+    return sorted(matches)
 
 
 def _check_relative(pattern: str) -> None:

@@ -221,3 +221,12 @@ def test_a_privacy_unit_over_http_counts_one_row_per_unit(client: TestClient, wo
     error = _refused(client, world, {"source": world.source, "parquet": [ATTACHABLE], "privacy_unit": "person"})
     assert error["error"] == "column_mismatch"
     assert error["message"].startswith(f"parameter parquet: {ATTACHABLE}: the privacy unit 'person' is not a column")
+
+
+def test_a_glob_matching_too_many_files_is_refused_before_the_walk_ends(
+        client: TestClient, world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    from service.data import source_attach
+
+    monkeypatch.setattr(source_attach, "MAX_FILES", 0)
+    error = _refused(client, world, {"source": world.source, "parquet": ["people/*.parquet"]})
+    assert error["message"].startswith("parameter parquet: 'people/*.parquet' matches more than 0 paths"), error
