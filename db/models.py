@@ -484,3 +484,32 @@ class GatewayUsage(Base):
     campaign_id: Mapped[int] = mapped_column(Integer, primary_key=True)
     round_index: Mapped[int] = mapped_column(Integer, primary_key=True)
     reports: Mapped[int] = mapped_column(BigInteger, nullable=False)
+
+
+#: The kinds of attach sources (:class:`AttachSource`).
+SOURCE_KINDS = ("parquet", "sql", "spark")
+
+
+class AttachSource(Base):
+    """A place the operator lets stewards attach tables from over HTTP (``marginalia source add``, issue 21).
+
+    ``kind`` ``parquet``: ``root`` is a folder of the server (its real path); a steward names Parquet files or globs
+    *inside* it. ``sql``: ``url`` is a SQLAlchemy URL, password included, never shown nor sent (a steward names a
+    table of it). ``spark``: the service's Spark session (``MARGINALIA_SPARK_REMOTE`` or local mode), nothing stored.
+    A dataset attached through a source keeps its own copy of the location; removing the source stops new attaches
+    only (service/data/sources.py)."""
+
+    __tablename__ = "attach_sources"
+    __table_args__ = (
+        CheckConstraint("(kind = 'parquet' AND root IS NOT NULL AND url IS NULL) OR "
+                        "(kind = 'sql' AND url IS NOT NULL AND root IS NULL) OR "
+                        "(kind = 'spark' AND root IS NULL AND url IS NULL)", name="ck_attach_source_kind"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True, nullable=False)
+    kind: Mapped[str] = mapped_column(String(16), nullable=False)
+    root: Mapped[str | None] = mapped_column(Text, nullable=True)
+    url: Mapped[str | None] = mapped_column(Text, nullable=True)
+    principal: Mapped[str] = mapped_column(String(200), nullable=False, default="cli")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)

@@ -9,13 +9,14 @@ from importlib import metadata
 from fastapi import FastAPI
 from sqlalchemy import Engine
 
-from service.api import routes_campaigns, routes_datasets, routes_jobs, routes_releases, schemas
+from service.api import routes_attach, routes_campaigns, routes_datasets, routes_jobs, routes_releases, schemas
 from service.api.errors import DEFAULT_MAX_BODY_BYTES, SafeJSONResponse, install_error_handlers
 
 DESCRIPTION = """Differentially private statistics about sensitive tables, under an exact privacy budget.
 
-Stewards load tables, set budgets and make releases; analysts read domains, budgets and releases and
-answer marginals or draw synthetic rows from releases (free post-processing); auditors read the ledger.
+Stewards load tables (or attach them where they live, through sources the operator registers), set budgets
+and make releases; analysts read domains, budgets and releases and answer marginals or draw synthetic rows from
+releases (free post-processing); auditors read the ledger.
 Local-DP collections: stewards register public tables and create campaigns; participants (and gateways, for
 pseudonyms) fetch a campaign's public state and submit randomized reports; analysts fit models from the stored
 aggregates, free. No route returns a row of a sensitive table or a participant's report. Authenticate with
@@ -56,6 +57,7 @@ def create_app(engine: Engine, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) 
         return {"status": "ok", "version": version()}
 
     app.include_router(routes_datasets.router)
+    app.include_router(routes_attach.router)
     app.include_router(routes_releases.router)
     app.include_router(routes_jobs.router)
     app.include_router(routes_campaigns.router)

@@ -138,6 +138,41 @@ class DatasetUpload(Strict):
         return self
 
 
+MAX_ATTACH_FILES = 1_000  # paths or globs in one attach (a glob may match more files: service.data.source_attach)
+
+
+class DatasetAttach(Strict):
+    """A table attached where it lives, through a source the operator registered (`marginalia source add`): Parquet
+    files inside the source's folder, or a table of its database or Spark session. No server path, no URL."""
+
+    name: DatasetName
+    source: Annotated[str, Field(min_length=1, max_length=MAX_NAME, pattern=NAME_PATTERN,
+                                 description="A registered source's name (`marginalia source list`).")]
+    parquet: Annotated[list[Annotated[Text, Field(min_length=1, max_length=1000)]],
+                       Field(min_length=1, max_length=MAX_ATTACH_FILES)] | None = Field(
+        None, description="For a folder source: Parquet files or globs (`part-*.parquet`, `year=*/**/*.parquet`) "
+        "relative to the source's folder; nothing absolute, no `..`, nothing that resolves outside it.")
+    table: Annotated[Text, Field(min_length=1, max_length=MAX_NAME)] | None = Field(
+        None, description="For a SQL or Spark source: the table's name (for Spark a catalog name, `db.table`).")
+    bins: BinSpec = Field(description="The public binning spec, applied inside the engine (only `columns` and "
+                          "`format.strip` apply); a value outside it is refused, naming its column.")
+    privacy_unit: Annotated[Text, Field(min_length=1, max_length=MAX_NAME)] | None = Field(
+        None, description="A column identifying the person (or other unit) each row belongs to: every scan then keeps "
+        "one row per unit, so every guarantee holds per unit (docs/privacy.md 1.1). Not coded, never released.")
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> DatasetAttach:
+        if (self.parquet is None) == (self.table is None):
+            raise ValueError("give exactly one of parquet (files inside a folder source) or table (a SQL or Spark "
+                             "source's table)")
+        return self
+
+
+class DatasetMigrate(Strict):
+    engine: Literal["duckdb", "sql"] = Field(description="The engine to move the rows to: a SQL table of the "
+                                             "service database moves to `duckdb` (a Parquet file in the data folder).")
+
+
 class DatasetOut(BaseModel):
     name: str
     rows: int | None = Field(description="The exact row count: shown to stewards only (it is not a DP statistic).")

@@ -11,9 +11,10 @@ Every command first upgrades the database and recovers the releases that a kille
 ``pending`` (:func:`service.releases.recovery.recover_interrupted`), saying so on stderr.
 
 One module per command group: :mod:`~service.cli.database` (``init``), :mod:`~service.cli.datasets`,
-:mod:`~service.cli.budgets` (and ``ledger``), :mod:`~service.cli.releases` (and the free answers ``marginal``,
-``synth``), :mod:`~service.cli.server` (``serve``, ``keys``), :mod:`~service.cli.regression` (``fit``),
-:mod:`~service.cli.campaigns` (``public``, ``campaign``, ``simulate``: local-DP collections);
+:mod:`~service.cli.sources`, :mod:`~service.cli.budgets` (and ``ledger``), :mod:`~service.cli.releases` (and the
+free answers ``marginal``, ``synth``), :mod:`~service.cli.server` (``serve``, ``keys``),
+:mod:`~service.cli.regression` (``fit``), :mod:`~service.cli.campaigns` (``public``, ``campaign``, ``simulate``:
+local-DP collections);
 what they share is :mod:`~service.cli.common`. This module builds :data:`app`. The benchmarks are not commands: they
 live outside the shipped code, in the ``benchmarks`` package (``python -m benchmarks.NAME``, ``make bench``).
 """
@@ -40,10 +41,11 @@ if __name__ == "__main__" or Path(sys.argv[0]).name == "marginalia" or sys.argv[
     _interrupts.defer_signals()
 
 # each module registers its commands on ``app`` when imported, in the order ``marginalia --help`` lists them
-from service.cli import database, releases, budgets, server, regression, datasets, campaigns  # noqa: E402, I001, F401
+from service.cli import database, releases, budgets, server, regression, datasets, sources, campaigns  # noqa: E402, I001, F401
 from service.cli.common import app  # noqa: E402
 
 app.add_typer(datasets.dataset_app, name="dataset")
+app.add_typer(sources.source_app, name="source")
 app.add_typer(budgets.budget_app, name="budget")
 app.add_typer(releases.release_app, name="release")
 app.add_typer(server.keys_app, name="keys")

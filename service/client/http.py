@@ -199,6 +199,38 @@ class Client(CollectionsClient):
             body["bins"] = bins
         return self._request("POST", "/datasets", json=body)
 
+    def attach_dataset(
+        self,
+        name: str,
+        *,
+        source: str,
+        bins: dict[str, object],
+        parquet: Sequence[str] | None = None,
+        table: str | None = None,
+        privacy_unit: str | None = None,
+    ) -> dict[str, object]:
+        """Stewards: register a table where it lives, without copying it, through ``source`` (a name the operator
+        registered with ``marginalia source add``): ``parquet``, Parquet files or globs relative to a folder
+        source (``["part-*.parquet"]``; nothing absolute, no ``..``), or ``table``, a table of a SQL or Spark
+        source. ``bins`` is the public binning spec (as in :meth:`load_dataset`), applied inside the engine; a value
+        outside it is refused, naming its column. With ``privacy_unit`` (a column naming the person each row belongs
+        to) every scan keeps one row per unit, so every guarantee holds per unit. Nothing is stored on any error.
+        Returns the new dataset."""
+        body: dict[str, object] = {"name": name, "source": source, "bins": bins}
+        if parquet is not None:
+            body["parquet"] = [parquet] if isinstance(parquet, str) else list(parquet)
+        if table is not None:
+            body["table"] = table
+        if privacy_unit is not None:
+            body["privacy_unit"] = privacy_unit
+        return self._request("POST", "/datasets/attach", json=body)
+
+    def migrate_dataset(self, name: str, *, engine: str = "duckdb") -> dict[str, object]:
+        """Stewards: move dataset ``name``'s rows to ``engine`` (a SQL table of the service database to ``duckdb``,
+        a Parquet file in the data folder), as ``marginalia dataset migrate``; the dataset switches only once the copy
+        is complete, and its budget, ledger and releases are untouched. Returns the dataset as now stored."""
+        return self._request("POST", f"/datasets/{_segment(name)}/migrate", json={"engine": engine})
+
     # budgets ----------------------------------------------------------------------------------
     def budget(self, name: str) -> dict[str, float]:
         """Totals, what is spent (the composed ``epsilon_spent``; delta; rho) and what can still be spent:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import glob
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 import duckdb
@@ -40,12 +41,15 @@ from service.data.engines.foreign_sql import open_foreign
 from service.data.engines.spec_sql import spec_columns
 from service.data.engines.units import null_unit_message
 from service.errors import Conflict, InvalidInput
-from workloads.binning import BinningError, BinningSpec, load_spec
+from workloads.binning import BinningError, BinningSpec, load_spec, parse_spec
 
 GLOB_CHARACTERS = set("*?[")
+#: A binning spec as the attach functions take it: a YAML/JSON file, its parsed content (the JSON of
+#: ``POST /datasets/attach``'s ``bins``), or a parsed :class:`~workloads.binning.BinningSpec`.
+SpecSource = Path | Mapping[str, object] | BinningSpec
 
 
-def attach_parquet(engine: Engine, name: str, paths: list[str], spec_path: Path, *,
+def attach_parquet(engine: Engine, name: str, paths: list[str], spec_path: SpecSource, *,
                    privacy_unit: str | None = None) -> DatasetInfo:
     """Register the Parquet files ``paths`` (files or globs) as dataset ``name``, coded by the spec at
     ``spec_path``, one row per value of the column ``privacy_unit`` when given (module docstring)."""
@@ -67,7 +71,7 @@ def attach_parquet(engine: Engine, name: str, paths: list[str], spec_path: Path,
     return _register(engine, name, spec, rows, ", ".join(sources), DUCKDB, location)
 
 
-def attach_sql(engine: Engine, name: str, url: str, table_name: str, spec_path: Path, *,
+def attach_sql(engine: Engine, name: str, url: str, table_name: str, spec_path: SpecSource, *,
                privacy_unit: str | None = None) -> DatasetInfo:
     """Register table ``table_name`` of the database at ``url`` (any SQLAlchemy URL) as dataset ``name``, coded by
     the spec at ``spec_path`` inside that database (:mod:`service.data.engines.foreign_sql`), one row per value of
@@ -120,7 +124,7 @@ def attach_sql(engine: Engine, name: str, url: str, table_name: str, spec_path: 
     return _register(engine, name, spec, rows, f"{safe_url(url)} table {table_name}", SQL, location)
 
 
-def attach_spark(engine: Engine, name: str, table: str, spec_path: Path, *,
+def attach_spark(engine: Engine, name: str, table: str, spec_path: SpecSource, *,
                  privacy_unit: str | None = None) -> DatasetInfo:
     """Register the table ``table`` of the Spark session (:func:`service.data.engines.spark.spark_session`: a name
     in its catalog, ``db.table``, or a path Spark reads, ``parquet.`/data/adult```) as dataset ``name``, coded
@@ -169,8 +173,13 @@ def _with_unit(location: dict[str, object], unit: str | None) -> dict[str, objec
     return location if unit is None else {**location, "privacy_unit": unit}
 
 
-def _spec(spec_path: Path) -> BinningSpec:
+def _spec(spec_path: SpecSource) -> BinningSpec:
+    """The spec of an attach: read from a file, parsed from its JSON content (named ``bins`` in errors), or given."""
+    if isinstance(spec_path, BinningSpec):
+        return spec_path
     try:
+        if isinstance(spec_path, Mapping):
+            return parse_spec(dict(spec_path), source="bins")
         return load_spec(spec_path)
     except BinningError as exc:
         raise InvalidInput(str(exc), code="invalid_spec") from None

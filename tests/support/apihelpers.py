@@ -21,6 +21,7 @@ from service.access import auth
 from service.accounting import accountant
 from service.api import jobs
 from service.campaigns import gateways
+from service.data import datasets
 from service.releases import engine as release_engine
 from tests.conftest import new_postgres_database
 from tests.support.datasets import load_titanic
@@ -42,6 +43,12 @@ class World:
     public_table: str = "households"
     campaign: str = "average"  # an ldp-avg campaign with reports (fits answer)
     closing_campaign: str = "closing"  # one the closing routes may close
+    source: str = "lake"  # a folder source holding ATTACHABLE (tests.support.binned's raw rows and SPEC)
+    sql_dataset: str = "titanic-sql"  # titanic kept in the service database (the migrate route moves it)
+
+
+#: The Parquet file of the world's folder source, relative to its folder.
+ATTACHABLE = "people/part-0.parquet"
 
 
 def database_url(backend: str, request: pytest.FixtureRequest, folder: Path) -> str:
@@ -79,10 +86,14 @@ def make_keys(engine: Engine) -> tuple[dict[str, str], dict[str, int]]:
     return keys, ids
 
 
-def build_world(url: str, data_dir: Path, budget: float = 5.0) -> World:
+def build_world(url: str, data_dir: Path, budget: float = 5.0, folder: Path | None = None) -> World:
+    """The world over a fresh database at ``url``; its source's folder is ``folder`` (default: a new temporary
+    folder)."""
     engine = make_engine(url)
     upgrade_to_head(engine)
     load_titanic(engine, data_dir)
+    datasets.load_coded_csv(engine, "titanic-sql", data_dir / "titanic" / "titanic.csv",
+                            data_dir / "titanic" / "titanic-domain.json", ("Sex", "Embarked"), store="sql")
     accountant.set_budget(engine, "titanic", budget, 1e-6)
     keys, ids = make_keys(engine)
     outcome = release_engine.release_marginals(engine, "titanic", "laplace", SMALL_WORKLOAD, epsilon=0.1)
@@ -91,7 +102,24 @@ def build_world(url: str, data_dir: Path, budget: float = 5.0) -> World:
     world = World(engine, url, keys, ids, "titanic", outcome.release_id, job_id)
     add_collections(engine, world.public_table, world.campaign, world.closing_campaign)
     gateways.set_scope(engine, ids["gateway"], world.campaign, 1000)  # a steward opens the campaign to the gateway
+    add_folder_source(engine, world.source, Path(tempfile.mkdtemp(prefix="marginalia-lake-")) if folder is None
+                      else folder)
     return world
+
+
+def add_folder_source(engine: Engine, name: str, folder: Path, rows: int = 60) -> Path:
+    """A folder source ``name`` over ``folder``, holding :data:`ATTACHABLE` (``rows`` raw rows that
+    :data:`tests.support.binned.SPEC` codes); returns the folder."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from service.data.sources import add_source
+    from tests.support.binned import raw_frame
+
+    (folder / ATTACHABLE).parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pandas(raw_frame(rows, 5), preserve_index=False), folder / ATTACHABLE)
+    add_source(engine, name, parquet_root=folder)
+    return folder
 
 
 def add_collections(engine: Engine, public_table: str = "households", campaign: str = "average",

@@ -15,7 +15,8 @@ from tests.support.apihelpers import BACKENDS, World, build_world, database_url
 
 @pytest.fixture(scope="module", params=BACKENDS)
 def world(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Iterator[World]:
-    built = build_world(database_url(request.param, request, tmp_path_factory.mktemp("world")), data_dir)
+    folder = tmp_path_factory.mktemp("world")
+    built = build_world(database_url(request.param, request, folder), data_dir, folder=folder / "lake")
     yield built
     built.engine.dispose()
 

@@ -9,7 +9,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.api import create_app
-from tests.support.apihelpers import SMALL_WORKLOAD, World, bearer
+from tests.support.apihelpers import ATTACHABLE, SMALL_WORKLOAD, World, bearer
+from tests.support.binned import SPEC
 from tests.support.paths import REPO
 
 DOCS_WITH_TABLE = [REPO / "docs" / "api.md", REPO / "README.md"]
@@ -23,11 +24,13 @@ ROLE_TABLE: dict[tuple[str, str], tuple[int, ...]] = {
     ("GET", "/health"): (200, 200, 200, 200, 200, 200, 200, 200),
     ("GET", "/datasets"): (200, 200, 200, 200, 403, 403, 401, 401),
     ("POST", "/datasets"): (201, 403, 403, 403, 403, 403, 401, 401),
+    ("POST", "/datasets/attach"): (201, 403, 403, 403, 403, 403, 401, 401),
     ("GET", "/datasets/{name}"): (200, 403, 200, 200, 403, 403, 401, 401),
     ("GET", "/datasets/{name}/budget"): (200, 403, 200, 200, 403, 403, 401, 401),
     ("PUT", "/datasets/{name}/budget"): (200, 403, 403, 403, 403, 403, 401, 401),
     ("POST", "/datasets/{name}/releases/marginals"): (201, 403, 403, 403, 403, 403, 401, 401),
     ("GET", "/datasets/{name}/ledger"): (200, 403, 403, 200, 403, 403, 401, 401),
+    ("POST", "/datasets/{name}/migrate"): (200, 403, 403, 403, 403, 403, 401, 401),
     ("POST", "/datasets/{name}/fit/linear"): (200, 403, 200, 403, 403, 403, 401, 401),
     ("POST", "/datasets/{name}/fit/logistic"): (200, 403, 200, 403, 403, 403, 401, 401),
     ("GET", "/releases"): (200, 200, 200, 200, 403, 403, 401, 401),
@@ -89,6 +92,8 @@ def _request(route: str, caller: str, world: World) -> tuple[str, dict[str, obje
     name = world.dataset
     if route.startswith("/public-tables/"):
         name = world.public_table
+    elif route.endswith("/migrate"):  # the steward moves titanic's SQL twin to DuckDB
+        name = world.sql_dataset
     elif route.startswith("/campaigns/"):  # the closing routes close a campaign of their own
         name = world.closing_campaign if route.endswith("/close") else world.campaign
     url = route.replace("{name}", name).replace("{release_id}", str(world.release_id)).replace(
@@ -97,6 +102,9 @@ def _request(route: str, caller: str, world: World) -> tuple[str, dict[str, obje
               {"round": 0, "reports": {"value": [0.25]}, "pseudonyms": [f"roles {caller}"]})
     bodies: dict[str, dict[str, object]] = {
         "/datasets": {"name": f"upload {caller}", "csv": "a,b\n0,1\n1,0\n2,1\n", "domain": {"a": 3, "b": 2}},
+        "/datasets/attach": {"name": f"attached {caller}", "source": world.source, "parquet": [ATTACHABLE],
+                             "bins": SPEC},
+        "/datasets/{name}/migrate": {"engine": "duckdb"},
         "/datasets/{name}/budget": {"epsilon": 5.0, "delta": 1e-6},
         "/datasets/{name}/releases/marginals": {"mechanism": "laplace", "workload": SMALL_WORKLOAD,
                                                 "epsilon": 0.01},

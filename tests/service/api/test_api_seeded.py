@@ -86,6 +86,11 @@ def probes(world: Seeded) -> dict[tuple[str, str], list[tuple[str, dict[str, obj
         ("GET", "/health"): [("/health", None)],
         ("GET", "/datasets"): [("/datasets", None)],
         ("POST", "/datasets"): [("/datasets", {"name": "other", "csv": "a\n0\n", "domain": {"a": 2}})],
+        # attaching and migrating touch no release (and take no seed)
+        ("POST", "/datasets/attach"): [("/datasets/attach", {"name": "attached", "source": "nowhere",
+                                                             "parquet": ["t.parquet"],
+                                                             "bins": {"columns": {"a": {"values": ["0"]}}}})],
+        ("POST", "/datasets/{name}/migrate"): [("/datasets/titanic/migrate", {"engine": "duckdb"})],
         ("GET", "/datasets/{name}"): [("/datasets/titanic", None)],
         ("GET", "/datasets/{name}/budget"): [("/datasets/titanic/budget", None)],
         ("PUT", "/datasets/{name}/budget"): [("/datasets/titanic/budget", {"epsilon": 1000, "delta": 1e-3})],

@@ -159,7 +159,7 @@ def test_every_number_of_every_request_body_is_a_json_number(client: TestClient,
                 checked.add((route, path))
     routes = {route for route, _ in checked}
     assert {"/datasets/{name}/releases/marginals", "/datasets/{name}/budget", "/campaigns", "/datasets",
-            "/local-caps/default", "/campaigns/{name}/reports"} <= routes, routes
+            "/local-caps/default", "/campaigns/{name}/reports", "/datasets/attach"} <= routes, routes
     assert ("/campaigns", ("epsilon",)) in checked and ("/datasets/{name}/releases/marginals", ("epsilon",)) in checked
 
 

@@ -1,0 +1,80 @@
+"""``marginalia source add | list | remove`` (issue 21): the operator registers the folders, databases and Spark
+session stewards may attach tables from over HTTP; a URL's password is never shown; bad input is one clear error and
+stores nothing; removing a source leaves the datasets attached through it counting."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from typer.testing import CliRunner
+
+from service.cli import app
+from service.data import datasets
+from service.data.oracle import TableCountOracle
+from service.data.source_attach import attach_from_source
+from service.data.sources import list_sources
+from tests.support.binned import SPEC, expected_counts, raw_frame
+
+runner = CliRunner()
+
+
+def _json(args: list[str], status: int = 0) -> object:
+    result = runner.invoke(app, [*args, "--json"])
+    assert result.exit_code == status, result.output
+    return json.loads(result.stdout)
+
+
+def test_add_list_and_remove_sources(engine, tmp_path: Path) -> None:  # noqa: ANN001
+    folder = tmp_path / "lake"
+    folder.mkdir()
+    assert _json(["source", "add", "lake", "--parquet-root", str(folder)]) == {
+        "name": "lake", "kind": "parquet", "where": str(folder.resolve()), "principal": "cli"}
+    url = "postgresql://reader:pa55word@db.internal:5432/warehouse"
+    assert _json(["source", "add", "warehouse", "--sql", url])["where"] == (
+        "postgresql://reader:***@db.internal:5432/warehouse")
+    _json(["source", "add", "cluster", "--spark"])
+    listed = _json(["source", "list"])
+    assert [(s["name"], s["kind"]) for s in listed] == [("cluster", "spark"), ("lake", "parquet"),
+                                                        ("warehouse", "sql")]
+    human = runner.invoke(app, ["source", "list"])
+    assert "pa55word" not in human.stdout + json.dumps(listed) and "warehouse" in human.stdout
+    assert _json(["source", "remove", "cluster"]) == {"name": "cluster", "removed": True}
+    assert [s.name for s in list_sources(engine)] == ["lake", "warehouse"]
+
+
+def test_bad_sources_are_one_error_and_store_nothing(engine, tmp_path: Path) -> None:  # noqa: ANN001
+    (tmp_path / "lake").mkdir()
+    (tmp_path / "odd[1]").mkdir()
+    for args, code, fragment in [
+        (["x", "--parquet-root", str(tmp_path / "missing")], "missing_file", "no such folder"),
+        (["x", "--parquet-root", str(tmp_path / "odd[1]")], "invalid_parameter", "which DuckDB reads as a glob"),
+        (["x", "--parquet-root", "/"], "invalid_parameter", "the file system's root is not a source"),
+        (["x", "--sql", "nosuchdriver://h/db"], "invalid_parameter", "--sql"),
+        (["x", "--spark", "--parquet-root", str(tmp_path / "lake")], "invalid_parameter", "exactly one of"),
+        (["x"], "invalid_parameter", "exactly one of"),
+        (["bad/name", "--spark"], "invalid_name", "source name"),
+    ]:
+        body = _json(["source", "add", *args], status=2)
+        assert body["error"] == code and fragment in body["message"], (args, body)
+    assert list_sources(engine) == []
+    _json(["source", "add", "lake", "--parquet-root", str(tmp_path / "lake")])
+    body = _json(["source", "add", "lake", "--spark"], status=2)
+    assert body["error"] == "duplicate_source"
+    assert _json(["source", "remove", "nothing"], status=2)["error"] == "source_not_found"
+    assert [(s.name, s.kind) for s in list_sources(engine)] == [("lake", "parquet")]
+
+
+def test_a_dataset_attached_through_a_removed_source_keeps_counting(engine, tmp_path: Path) -> None:  # noqa: ANN001
+    folder = tmp_path / "lake"
+    folder.mkdir()
+    frame = raw_frame(50, 4)
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), folder / "t.parquet")
+    _json(["source", "add", "lake", "--parquet-root", str(folder)])
+    attach_from_source(engine, "kept", "lake", parquet=["t.parquet"], bins=SPEC)
+    _json(["source", "remove", "lake"])
+    with TableCountOracle(engine, datasets.get_dataset(engine, "kept")) as oracle:
+        np.testing.assert_array_equal(oracle.counts(("income",)), expected_counts(frame, ("income",)))

@@ -1,0 +1,60 @@
+"""``Client.attach_dataset`` and ``Client.migrate_dataset`` over the in-process API (issue 21: every engine through
+the client): a steward attaches Parquet files through a source the operator registered, sets a budget and releases
+marginals from the attached table; migrates a SQL table to DuckDB; bad input raises the server's error, naming the
+parameter, and stores nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from service.client.errors import MarginaliaError
+from service.data import datasets
+from service.data.sources import add_source
+from tests.support.binned import SPEC, raw_frame
+
+
+def test_attach_then_release_through_the_client(engine, clients, tmp_path: Path) -> None:  # noqa: ANN001
+    steward, analyst = clients["steward"], clients["analyst"]
+    folder = tmp_path / "lake"
+    (folder / "2026").mkdir(parents=True)
+    frame = raw_frame(400, 8)
+    for i, part in enumerate((frame.iloc[:150], frame.iloc[150:])):
+        pq.write_table(pa.Table.from_pandas(part, preserve_index=False), folder / "2026" / f"part-{i}.parquet")
+    add_source(engine, "lake", parquet_root=folder)
+    attached = steward.attach_dataset("people", source="lake", parquet=["2026/part-*.parquet"], bins=SPEC)
+    assert (attached["rows"], attached["engine"]) == (400, "duckdb")
+    units = steward.attach_dataset("units", source="lake", parquet=["2026/*.parquet"], bins=SPEC, privacy_unit="other")
+    assert units["rows"] == frame["other"].nunique() == 3
+    assert [d["name"] for d in analyst.datasets()] == ["people", "units"]
+    steward.set_budget("people", 1.0)
+    release = steward.release_marginals("people", "laplace", [["age", "income"]], epsilon=1.0)
+    table = analyst.marginal(release["release_id"], ["age", "income"])
+    assert list(table.columns)[:3] == ["age", "income", "count"] and len(table) == 4 * 2
+    assert set(table["age"]) == {"[0, 18)", "[18, 40)", "[40, 65)", "[65, 120]"}
+    assert abs(float(np.sum(table["count"])) - 400) < 100  # Laplace noise of scale 1 per cell, 8 cells
+    with pytest.raises(MarginaliaError) as caught:
+        steward.attach_dataset("escape", source="lake", parquet=["../lake/2026/part-0.parquet"], bins=SPEC)
+    assert caught.value.status == 422 and caught.value.message.startswith("parameter parquet: ")
+    with pytest.raises(MarginaliaError) as caught:
+        steward.attach_dataset("nowhere", source="sea", parquet=["x.parquet"], bins=SPEC)
+    assert (caught.value.status, caught.value.code) == (404, "source_not_found")
+    with pytest.raises(MarginaliaError) as caught:
+        analyst.attach_dataset("mine", source="lake", parquet=["2026/part-0.parquet"], bins=SPEC)
+    assert caught.value.status == 403
+    assert [d.name for d in datasets.list_datasets(engine)] == ["people", "units"]
+
+
+def test_migrate_through_the_client(engine, clients) -> None:  # noqa: ANN001
+    steward = clients["steward"]
+    steward.load_dataset("kept", "a,b\n0,1\n1,0\n2,1\n", domain={"a": 3, "b": 2}, engine="sql")
+    moved = steward.migrate_dataset("kept")
+    assert (moved["engine"], moved["rows"]) == ("duckdb", 3)
+    assert datasets.get_dataset(engine, "kept").engine == "duckdb"
+    with pytest.raises(MarginaliaError) as caught:
+        steward.migrate_dataset("kept", engine="duckdb")
+    assert (caught.value.status, caught.value.code) == (409, "already_there")
