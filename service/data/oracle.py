@@ -18,6 +18,7 @@ from sqlalchemy import Engine
 
 from service.data.datasets import StoredDataset
 from service.data.engines.base import TableEngine
+from service.data.engines.gradients import GradientQuery
 from service.data.engines.registry import open_table
 from workloads.domain import Domain
 
@@ -130,6 +131,8 @@ class TableCountOracle:
         self.rows_read = 0
         #: distinct rows read by :meth:`distinct_rows` (each stands for ``count`` rows of ``rows_read``)
         self.distinct_rows_read = 0
+        #: scans of :meth:`clipped_gradient_sums` (nothing but one float per attribute code comes back from each)
+        self.gradient_scans = 0
 
     def close(self) -> None:
         self.table.close()
@@ -189,6 +192,17 @@ class TableCountOracle:
         cached = marginalize(self._cache[superset], superset, attributes)
         self._cache[attributes] = cached
         return cached
+
+    def clipped_gradient_sums(self, query: GradientQuery) -> list[np.ndarray]:
+        """DP-IHT's per-(attribute, code) sums of clipped per-row weights, computed by the engine in one
+        aggregation (:meth:`service.data.engines.base.TableEngine.clipped_gradient_sums`): no row leaves the engine.
+        Only a release may call this, as for :meth:`distinct_rows`."""
+        unknown = [a for a in query.attributes if a not in self.dataset.sql_columns]
+        if unknown:
+            raise ValueError(f"attributes must be columns of {self.dataset.name!r}; unknown: {unknown}")
+        sums = self.table.clipped_gradient_sums(query)
+        self.gradient_scans += 1
+        return sums
 
     def distinct_rows(
         self, attributes: Sequence[str], *, max_rows: int | None = None, chunk_rows: int = 50_000

@@ -9,7 +9,10 @@ the command line and any number of server workers read them at once, without loc
 
 Counting (:meth:`DuckDBTable.count_marginals`) is one ``GROUP BY GROUPING SETS`` over the marginals' row-major
 cell indexes (:mod:`service.data.engines.grouping`, shared with Spark), so a batch of marginals is one scan of the
-table; the distinct rows are one ``GROUP BY ... ORDER BY`` fetched in chunks.
+table; the distinct rows are one ``GROUP BY ... ORDER BY`` fetched in chunks. DP-IHT's clipped gradient sums
+(:mod:`service.data.engines.gradients`) are one such scan too, run on one thread: DuckDB combines the threads'
+partial float sums in whichever order they finish (measured: 8 runs, 8 different last bits on a file of 20 row
+groups), and one thread sums in the file's order, so the same seed gives the same model (no slower on 2 cores).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import numpy as np
 
 from service.data.engines.base import DUCKDB, EngineError, Marginal
 from service.data.engines.dialect import DUCKDB_SQL
+from service.data.engines.gradients import GradientQuery, sum_rows, weighted_rows_sql
 from service.data.engines.grouping import check_marginals, dense_counts, distinct_rows_sql, grouping_sets_sql
 from service.data.engines.units import coded_sql
 
@@ -42,6 +46,7 @@ class DuckDBTable:
     column of the files, makes the view keep one row per unit (:mod:`service.data.engines.units`)."""
 
     name = DUCKDB
+    gradient_sums_in_one_scan = True
 
     def __init__(self, paths: Sequence[str], columns: Mapping[str, str], label: str, *,
                  privacy_unit: str | None = None) -> None:
@@ -69,6 +74,16 @@ class DuckDBTable:
             if not part:
                 return
             yield np.array(part, dtype=np.int64).reshape(len(part), len(attributes) + 1)
+
+    def clipped_gradient_sums(self, query: GradientQuery) -> list[np.ndarray]:
+        specs = query.marginals()
+        weighted = f"({weighted_rows_sql(DUCKDB_SQL, 'coded', self._names, query)}) AS weighted"
+        self._run("SET threads = 1")
+        try:
+            rows = self._run(grouping_sets_sql(DUCKDB_SQL, weighted, self._names, specs, weight="w")).fetchall()
+        finally:
+            self._run("RESET threads")
+        return sum_rows(specs, rows)
 
     def row_count(self) -> int:
         return int(self._run("SELECT COUNT(*) FROM coded").fetchone()[0])

@@ -15,8 +15,9 @@ emits one BIGINT key per marginal (its cell index offset by the marginal's place
 counts them. Spark SQL has ``GROUPING SETS`` too, but expands them into one wide row per set; the narrow keys
 measured about twice as fast (docs/engines.md). Only the non-empty cells' counts come back (as Arrow). The
 distinct rows are a ``GROUP BY ... ORDER BY`` streamed partition by partition (``toLocalIterator``), so the
-oracle's public cap on their number stops the read as soon as it is passed. Nothing else is read: no row leaves
-Spark one by one.
+oracle's public cap on their number stops the read as soon as it is passed. DP-IHT's clipped gradient sums are one
+scan with the same exploded keys, summing each row's clipped weight (:mod:`service.data.engines.gradients`).
+Nothing else is read: no row leaves Spark one by one.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import numpy as np
 
 from service.data.engines.base import SPARK, EngineError, Marginal
 from service.data.engines.dialect import SPARK_SQL
+from service.data.engines.gradients import GradientQuery, weighted_rows_sql
 from service.data.engines.grouping import check_marginals, distinct_rows_sql, stacked_counts, stacked_keys_sql
 from service.data.engines.units import coded_sql
 
@@ -122,6 +124,7 @@ class SparkTable:
     (:mod:`service.data.engines.units`)."""
 
     name = SPARK
+    gradient_sums_in_one_scan = True
 
     def __init__(self, table: str, columns: Mapping[str, str], label: str, *, show_table: bool = False,
                  privacy_unit: str | None = None) -> None:
@@ -174,6 +177,12 @@ class SparkTable:
             raise self._error(exc) from None
         if part:
             yield np.array(part, dtype=np.int64).reshape(len(part), width)
+
+    def clipped_gradient_sums(self, query: GradientQuery) -> list[np.ndarray]:
+        specs = query.marginals()
+        weighted = f"({weighted_rows_sql(SPARK_SQL, self._coded(), self._names, query)}) AS weighted"
+        result = self._sql(stacked_keys_sql(SPARK_SQL, weighted, self._names, specs, weight="w"))
+        return stacked_counts(specs, result.column("key").to_numpy(), result.column("n").to_numpy(), dtype=np.float64)
 
     def row_count(self) -> int:
         return int(self._sql(f"SELECT COUNT(*) AS n FROM {self._coded()}").column("n")[0].as_py())
