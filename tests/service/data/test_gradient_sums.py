@@ -223,3 +223,21 @@ def test_engine_path_ignores_the_distinct_row_budget_and_charges_as_before(engin
     with pytest.raises(MechanismError, match="objective perturbation: refused before any noise"):
         fit_regression(engine, "duckdb", "logistic", "e", ["a", "b"], method="objpert", epsilon="1", delta="1e-5")
     assert [r["entry"] for r in accountant.ledger_rows(engine, "duckdb")][-2:] == ["charge", "refund"]
+
+
+@pytest.mark.slow
+def test_spark_sums_as_numpy(engine: Engine, tmp_path: Path) -> None:
+    """A Parquet table attached to local-mode Spark: the same sums from Spark's one scan (exploded keys), linear and
+    logistic, clipping active and inactive. (AdaSSP on Spark reads counts only: tests/service/data/
+    test_spark_engine.py fits it on an attached Spark table.)"""
+    from service.data.attach import attach_spark
+
+    frame = raw_frame(400, 7)
+    path = tmp_path / "people.parquet"
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path)
+    attach_spark(engine, "people", f"parquet.`{path}`", write_spec(tmp_path))
+    stored = datasets.get_dataset(engine, "people")
+    with TableCountOracle(engine, stored) as oracle:
+        assert oracle.table.name == "spark" and oracle.table.gradient_sums_in_one_scan
+        for design in _designs(stored.domain, ["age", "work"], "income", {}, None):
+            _numpy_and_engine(oracle, design, _binned(frame))

@@ -1,0 +1,126 @@
+"""Benchmark: DP-IHT with its clipped gradient sums computed inside DuckDB, against the distinct-rows path (issue 21).
+
+For each size (default 1M rows: the coded adult training table resampled with replacement, written as CSV under
+``--folder`` by :func:`benchmarks.load_memory.write_table` and loaded into the default engine, DuckDB), one DP-IHT
+release of the logistic model ``income>50K ~ every other column`` (intercept, reduced one-hot for the categorical
+columns, scalar for the ordinal ones; ``--iterations`` T, sparsity 10, epsilon 1, delta 1e-5, seeded) by each path,
+each with a fresh count oracle on the same table:
+
+* ``engine``: every iteration asks DuckDB for the sum (:class:`service.mechanisms.dp_iht.EngineGradients`: one scan,
+  one float per attribute code back), ``T`` scans plus a row count;
+* ``distinct_rows``: the table's distinct rows with their counts read once, then ``T`` numpy iterations on them
+  (:func:`service.mechanisms.row_memory.weighted_design`), the path SQLite tables take.
+
+Recorded: wall seconds of each release (the best of ``--repeats``), the scans and distinct rows read, and the largest
+difference between the two models' coefficients (same seed, same noise: only float summation order differs).
+Resampling the adult table keeps at most its ~30k distinct rows whatever the size, so the distinct-rows path reads
+few; the engine path's memory does not depend on them at all (no cap). Writes ``results/dp_iht_engine.json`` and
+``.png`` and prints a table::
+
+    .venv/bin/python -m benchmarks.dp_iht_engine --rows 1000000 --iterations 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from collections.abc import Callable
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks import harness
+from benchmarks.load_memory import DOMAIN, write_table
+
+PATHS = ("engine", "distinct_rows")
+TARGET = "income>50K"
+ORDINAL = ("age", "fnlwgt", "education-num", "capital-gain", "capital-loss", "hours-per-week")
+
+
+def run_size(rows: int, folder: Path, args: argparse.Namespace, log: Callable[[str], None]
+             ) -> list[dict[str, object]]:
+    from service.data import datasets
+    from service.data.oracle import TableCountOracle
+    from service.mechanisms.dp_iht import DPIHTRelease
+    from service.privacy.noise import NoiseSource
+    from service.regression.design import build_design
+
+    csv = write_table(folder, rows, args.seed)
+    engine = harness.temporary_database(folder / f"dp-iht-{rows}.db")
+    categorical = tuple(a for a in json_domain() if a not in ORDINAL)
+    datasets.load_coded_csv(engine, "adult", csv, harness.DATA / DOMAIN, categorical)
+    stored = datasets.get_dataset(engine, "adult")
+    design = build_design(stored.domain, "logistic", TARGET, [a for a in stored.domain.names if a != TARGET])
+    options = {"sparsity": 10, "iterations": args.iterations}
+    records, models = [], {}
+    for path in PATHS:
+        best = math.inf
+        for _ in range(args.repeats):
+            with TableCountOracle(engine, stored) as oracle:
+                oracle.table.gradient_sums_in_one_scan = path == "engine"
+                release = DPIHTRelease(design, Fraction(1, 100), options)
+                start = time.perf_counter()
+                release(oracle, NoiseSource(args.seed))
+                best = min(best, time.perf_counter() - start)
+                scans, distinct = oracle.gradient_scans, oracle.distinct_rows_read
+        models[path] = np.array([release.payload.intercept or 0.0, *release.payload.coef])
+        log(f"{rows:,} rows, {path}: {best:.2f} s ({scans} scans, {distinct:,} distinct rows)")
+        records.append({"rows": rows, "path": path, "seconds": best, "iterations": args.iterations,
+                        "gradient_scans": scans, "distinct_rows_read": distinct,
+                        "coefficients": int(design.n_features + 1)})
+    difference = float(np.max(np.abs(models["engine"] - models["distinct_rows"])))
+    for record in records:
+        record["max_coefficient_difference"] = difference
+    engine.dispose()
+    return records
+
+
+def json_domain() -> dict[str, int]:
+    return json.loads((harness.DATA / DOMAIN).read_text())
+
+
+def plot(result: dict[str, object], path: Path) -> None:
+    plt = harness.pyplot()
+    fig, axis = plt.subplots(figsize=(6, 4))
+    records = result["records"]
+    sizes = sorted({r["rows"] for r in records})
+    for offset, name in enumerate(PATHS):
+        seconds = [next(r["seconds"] for r in records if r["rows"] == n and r["path"] == name) for n in sizes]
+        axis.bar([i + 0.4 * offset for i in range(len(sizes))], seconds, width=0.4, label=name)
+    axis.set_xticks([i + 0.2 for i in range(len(sizes))], [f"{n:,} rows" for n in sizes])
+    axis.set_ylabel("seconds per DP-IHT release")
+    axis.set_title(f"DP-IHT on DuckDB, T = {records[0]['iterations']}")
+    harness.finish_axes(axis, 8)
+    harness.save_figure(fig, path)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    harness.add_table_options(parser, "dp_iht_engine", rows="1000000")
+    parser.add_argument("--iterations", type=int, default=20, help="DP-IHT's T")
+    args = parser.parse_args()
+    sizes = harness.table_sizes(args)
+    if args.iterations < 1:
+        raise harness.BenchError(f"--iterations must be at least 1, got {args.iterations}")
+    out, png = harness.outputs(args)
+    log = harness.logger(args.quiet)
+    with harness.work_folder(args.folder, "marginalia-dp-iht-engine-") as folder:
+        records = [r for rows in sizes for r in run_size(rows, folder, args, log)]
+    result = {"records": records, "machine": harness.machine(),
+              "note": "shared machine (2 cores, other jobs running): compare the paths within one run"}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    harness.write_json(out, result)
+    plot(result, png)
+    harness.summary_table("DP-IHT on DuckDB: engine sums vs distinct rows",
+                          ["rows", "path", "seconds", "scans", "distinct rows", "max |coef diff|"],
+                          [(f"{r['rows']:,}", r["path"], f"{r['seconds']:.2f}", r["gradient_scans"],
+                            f"{r['distinct_rows_read']:,}", f"{r['max_coefficient_difference']:.1e}")
+                           for r in records])
+    harness.wrote(out, png)
+
+
+if __name__ == "__main__":
+    main()
