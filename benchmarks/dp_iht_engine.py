@@ -6,15 +6,16 @@ release of the logistic model ``income>50K ~ every other column`` (intercept, re
 columns, scalar for the ordinal ones; ``--iterations`` T, sparsity 10, epsilon 1, delta 1e-5, seeded) by each path,
 each with a fresh count oracle on the same table:
 
-* ``engine``: every iteration asks DuckDB for the sum (:class:`service.mechanisms.dp_iht.EngineGradients`: one scan,
-  one float per attribute code back), ``T`` scans plus a row count;
+* ``engine``: every iteration asks DuckDB for the sum (:class:`service.mechanisms.dp_iht.EngineGradients`: one
+  aggregation, one float per attribute code back; DuckDB groups the rows into distinct rows with counts once, in
+  a temporary table, and each iteration aggregates that table), plus a row count;
 * ``distinct_rows``: the table's distinct rows with their counts read once, then ``T`` numpy iterations on them
   (:func:`service.mechanisms.row_memory.weighted_design`), the path SQLite tables take.
 
 Recorded: wall seconds of each release (the best of ``--repeats``), the scans and distinct rows read, and the largest
 difference between the two models' coefficients (same seed, same noise: only float summation order differs).
 Resampling the adult table keeps at most its ~30k distinct rows whatever the size, so the distinct-rows path reads
-few; the engine path's memory does not depend on them at all (no cap). Writes ``results/dp_iht_engine.json`` and
+few; the engine path keeps them inside DuckDB (no cap). Writes ``results/dp_iht_engine.json`` and
 ``.png`` and prints a table::
 
     .venv/bin/python -m benchmarks.dp_iht_engine --rows 1000000 --iterations 20
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import shutil
 import time
 from collections.abc import Callable
 from fractions import Fraction
@@ -49,7 +51,10 @@ def run_size(rows: int, folder: Path, args: argparse.Namespace, log: Callable[[s
     from service.regression.design import build_design
 
     csv = write_table(folder, rows, args.seed)
-    engine = harness.temporary_database(folder / f"dp-iht-{rows}.db")
+    database = folder / f"dp-iht-{rows}.db"  # a fresh service database (and Parquet folder) each run
+    database.unlink(missing_ok=True)
+    shutil.rmtree(folder / f"dp-iht-{rows}-tables", ignore_errors=True)
+    engine = harness.temporary_database(database)
     categorical = tuple(a for a in json_domain() if a not in ORDINAL)
     datasets.load_coded_csv(engine, "adult", csv, harness.DATA / DOMAIN, categorical)
     stored = datasets.get_dataset(engine, "adult")

@@ -10,9 +10,15 @@ the command line and any number of server workers read them at once, without loc
 Counting (:meth:`DuckDBTable.count_marginals`) is one ``GROUP BY GROUPING SETS`` over the marginals' row-major
 cell indexes (:mod:`service.data.engines.grouping`, shared with Spark), so a batch of marginals is one scan of the
 table; the distinct rows are one ``GROUP BY ... ORDER BY`` fetched in chunks. DP-IHT's clipped gradient sums
-(:mod:`service.data.engines.gradients`) are one such scan too, run on one thread: DuckDB combines the threads'
-partial float sums in whichever order they finish (measured: 8 runs, 8 different last bits on a file of 20 row
-groups), and one thread sums in the file's order, so the same seed gives the same model (no slower on 2 cores).
+(:mod:`service.data.engines.gradients`) run inside DuckDB: the first call groups the table's rows over the design's
+attributes into a temporary table of distinct rows with their counts (one scan, in code order; DuckDB spills it to
+disk if need be, so no cap applies), and every iteration is one aggregation over that table, each distinct row's
+clipped weight times its count (benchmarks/dp_iht_engine.py, 1M adult-shaped rows, 20 iterations: 4.8 s when
+every iteration scanned the rows, 1.1 s over the grouped table, 0.5 s reading the 44,138 distinct rows out to
+numpy; a shared machine). That aggregation runs on
+one thread: DuckDB combines the threads' partial float sums in whichever order they finish (measured: 8 runs, 8
+different last bits on a file of 20 row groups), and one thread sums in the table's order, so the same seed gives
+the same model.
 """
 
 from __future__ import annotations
@@ -54,6 +60,7 @@ class DuckDBTable:
         self._paths = [str(p) for p in paths]
         self._names = {attribute: f"c{i}" for i, attribute in enumerate(columns)}
         self._connection = duckdb.connect(":memory:")
+        self._groupings: dict[tuple[str, ...], str] = {}
         # INTEGER columns: DuckDB keeps SMALLINT * literal in 16 bits and refuses the overflow, whereas a cell index
         # of at most 2^31 cells fits 32 bits (db.tables.cell_index_sql casts to BIGINT beyond that).
         coded = {self._names[a]: expression for a, expression in columns.items()}
@@ -77,13 +84,26 @@ class DuckDBTable:
 
     def clipped_gradient_sums(self, query: GradientQuery) -> list[np.ndarray]:
         specs = query.marginals()
-        weighted = f"({weighted_rows_sql(DUCKDB_SQL, 'coded', self._names, query)}) AS weighted"
+        grouped = self._grouped(query.attributes)
+        weighted = f"({weighted_rows_sql(DUCKDB_SQL, grouped, self._names, query, count='n')}) AS weighted"
         self._run("SET threads = 1")
         try:
             rows = self._run(grouping_sets_sql(DUCKDB_SQL, weighted, self._names, specs, weight="w")).fetchall()
         finally:
             self._run("RESET threads")
         return sum_rows(specs, rows)
+
+    def _grouped(self, attributes: Sequence[str]) -> str:
+        """A temporary table of the distinct rows over ``attributes`` with their counts ``n``, in code order, made
+        by one scan on first use and kept while the engine is open (module docstring)."""
+        key = tuple(attributes)
+        if key not in self._groupings:
+            name = f"grouped{len(self._groupings)}"
+            columns = ", ".join(quote(self._names[a]) for a in key)
+            self._run(f"CREATE TEMP TABLE {name} AS SELECT {columns}, COUNT(*) AS n FROM coded GROUP BY {columns} "
+                      f"ORDER BY {columns}")
+            self._groupings[key] = name
+        return self._groupings[key]
 
     def row_count(self) -> int:
         return int(self._run("SELECT COUNT(*) FROM coded").fetchone()[0])

@@ -85,13 +85,17 @@ def _lookup(dialect: Dialect, values: Sequence[np.ndarray], names: Sequence[str]
     return " UNION ALL ".join(rows)
 
 
-def weighted_rows_sql(dialect: Dialect, source: str, columns: Mapping[str, str], query: GradientQuery) -> str:
+def weighted_rows_sql(dialect: Dialect, source: str, columns: Mapping[str, str], query: GradientQuery,
+                      count: str | None = None) -> str:
     """``SELECT <each attribute's column>, w FROM ...``: every row of ``source`` (a ``FROM`` item: a view, a quoted
     table, a derived table with its alias) with its clipped weight ``w`` (module docstring). ``columns`` maps each
-    attribute of the query to its column of ``source`` (unquoted); the output keeps those column names."""
+    attribute of the query to its column of ``source`` (unquoted); the output keeps those column names. With
+    ``count`` (a column of ``source``, unquoted), each row of ``source`` stands for that many rows (the distinct rows
+    grouped with their counts) and ``w`` is the count times the row's clipped weight."""
     q = dialect.quote
     kept = [q(columns[a]) for a in query.attributes]
     plain = ", ".join(kept)
+    carried = ", ".join(kept + ([] if count is None else [q(count)]))
     joins, margin_terms, norm_terms = [], [dialect.double(query.margin_offset)], [dialect.double(query.norm_offset)]
     for j, attribute in enumerate(query.features):
         table = f"l{j}"
@@ -101,14 +105,18 @@ def weighted_rows_sql(dialect: Dialect, source: str, columns: Mapping[str, str],
         norm_terms.append(f"{table}.q")
     labels = _lookup(dialect, [query.labels], ["y"])
     joins.append(f"LEFT JOIN ({labels}) AS lt ON lt.code = r.{q(columns[query.target])}")
-    looked = (f"SELECT {', '.join(f'r.{c}' for c in kept)}, ({' + '.join(margin_terms)}) AS u, "
-              f"({' + '.join(norm_terms)}) AS n2, lt.y AS y FROM (SELECT {plain} FROM {source}) AS r {' '.join(joins)}")
+    outer = ", ".join(f"r.{c}" for c in carried.split(", "))
+    looked = (f"SELECT {outer}, ({' + '.join(margin_terms)}) AS u, ({' + '.join(norm_terms)}) AS n2, lt.y AS y "
+              f"FROM (SELECT {carried} FROM {source}) AS r {' '.join(joins)}")
     half, one = dialect.double(0.5), dialect.double(1.0)
     slope = "u - y" if query.loss == "linear" else f"-y * {half} * ({one} - tanh({half} * (y * u)))"
-    sloped = f"SELECT {plain}, {slope} AS s, n2 FROM ({looked}) AS looked"
-    normed = f"SELECT {plain}, s, ABS(s) * SQRT(n2) AS a FROM ({sloped}) AS sloped"
+    sloped = f"SELECT {carried}, {slope} AS s, n2 FROM ({looked}) AS looked"
+    normed = f"SELECT {carried}, s, ABS(s) * SQRT(n2) AS a FROM ({sloped}) AS sloped"
     g = dialect.double(query.clip_norm)
-    return f"SELECT {plain}, s * ({g} / CASE WHEN a > {g} THEN a ELSE {g} END) AS w FROM ({normed}) AS normed"
+    w = f"s * ({g} / CASE WHEN a > {g} THEN a ELSE {g} END)"
+    if count is not None:
+        w = f"{q(count)} * ({w})"
+    return f"SELECT {plain}, {w} AS w FROM ({normed}) AS normed"
 
 
 def sum_rows(specs: Sequence[tuple[tuple[str, ...], tuple[int, ...]]], rows: Sequence[Sequence[object]]
