@@ -241,3 +241,48 @@ def test_spark_sums_as_numpy(engine: Engine, tmp_path: Path) -> None:
         assert oracle.table.name == "spark" and oracle.table.gradient_sums_in_one_scan
         for design in _designs(stored.domain, ["age", "work"], "income", {}, None):
             _numpy_and_engine(oracle, design, _binned(frame))
+
+
+class _AggregatesOnly:
+    """A data engine that returns aggregates only: it cannot stream distinct rows (no such engine ships; every one
+    streams), as a warehouse that refuses row-level reads would say."""
+
+    def __init__(self, inner) -> None:  # noqa: ANN001
+        self.inner, self.name = inner, inner.name
+        self.gradient_sums_in_one_scan = True
+
+    def count_marginals(self, marginals):  # noqa: ANN001, ANN201
+        return self.inner.count_marginals(marginals)
+
+    def distinct_rows(self, attributes, *, chunk_rows):  # noqa: ANN001, ANN201, ARG002
+        raise EngineError("dataset 't': this engine cannot stream distinct rows (it returns aggregates only)")
+
+    def clipped_gradient_sums(self, query):  # noqa: ANN001, ANN201
+        return self.inner.clipped_gradient_sums(query)
+
+    def row_count(self) -> int:
+        return self.inner.row_count()
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def test_objpert_is_refused_naming_why_on_an_engine_that_cannot_stream_rows_and_dp_iht_runs(engine: Engine,
+                                                                                            tmp_path: Path) -> None:
+    """Objective perturbation needs the rows: on an engine that cannot stream them its runner stops with the
+    engine's reason before any noise (the release engine's TrackedNoise sees no draw, so the charge would be
+    refunded). DP-IHT needs only the engine's gradient sums and runs."""
+    from service.data.engines.registry import open_table
+    from service.mechanisms.objpert import ObjPertRelease
+    from service.releases.engine import TrackedNoise
+
+    datasets.load_coded_csv(engine, "t", *_write_coded(tmp_path, _coded()), categorical=("a", "b"))
+    stored = datasets.get_dataset(engine, "t")
+    logistic = DesignEncoding(stored.domain, ["a", "b", "d"], "e", "logistic")
+    with TableCountOracle(engine, stored, table=_AggregatesOnly(open_table(engine, stored))) as oracle:
+        noise = TrackedNoise(NoiseSource(1))
+        with pytest.raises(EngineError, match="cannot stream distinct rows"):
+            ObjPertRelease(logistic, Fraction(1), Fraction(1, 10**5))(oracle, noise)  # type: ignore[arg-type]
+        assert not noise.drawn
+        release = _release(oracle, logistic, 5, {"sparsity": 2, "iterations": 3})
+    assert release.payload is not None and oracle.gradient_scans == 3
