@@ -102,23 +102,30 @@ def plot(result: dict[str, object], path: Path) -> None:
     harness.save_figure(fig, path)
 
 
-def main() -> None:
+def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     harness.add_table_options(parser, "dp_iht_engine", rows="1000000")
     parser.add_argument("--iterations", type=int, default=20, help="DP-IHT's T")
     args = parser.parse_args()
-    sizes = harness.table_sizes(args)
     if args.iterations < 1:
         raise harness.BenchError(f"--iterations must be at least 1, got {args.iterations}")
-    out, png = harness.outputs(args)
-    log = harness.logger(args.quiet)
+    return args
+
+
+def _records(args: argparse.Namespace) -> list[dict[str, object]]:
+    sizes, log = harness.table_sizes(args), harness.logger(args.quiet)
     with harness.work_folder(args.folder, "marginalia-dp-iht-engine-") as folder:
-        records = [r for rows in sizes for r in run_size(rows, folder, args, log)]
-    result = {"records": records, "machine": harness.machine(),
-              "note": "shared machine (2 cores, other jobs running): compare the paths within one run"}
+        return [r for rows in sizes for r in run_size(rows, folder, args, log)]
+
+
+def main() -> None:
+    args = _arguments()
+    out, png = harness.outputs(args)
+    records = _records(args)
     out.parent.mkdir(parents=True, exist_ok=True)
-    harness.write_json(out, result)
-    plot(result, png)
+    harness.write_json(out, {"records": records, "machine": harness.machine(),
+                             "note": "shared machine (2 cores, other jobs running): compare the paths within one run"})
+    plot({"records": records}, png)
     harness.summary_table("DP-IHT on DuckDB: engine sums vs distinct rows",
                           ["rows", "path", "seconds", "scans", "distinct rows", "max |coef diff|"],
                           [(f"{r['rows']:,}", r["path"], f"{r['seconds']:.2f}", r["gradient_scans"],
