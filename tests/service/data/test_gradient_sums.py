@@ -33,7 +33,7 @@ from service.privacy import conversions
 from service.privacy.cost import PrivacyCost, floor_to_grid
 from service.privacy.noise import NoiseSource
 from service.regression.fit import fit as fit_regression
-from tests.support.binned import SPEC, raw_frame, write_spec
+from tests.support.binned import RAW_SQL_TYPES, SPEC, one_row_per_unit, raw_frame, sql_table, write_spec
 from workloads.binning import apply_spec, parse_spec
 from workloads.encodings import DesignEncoding
 
@@ -115,19 +115,12 @@ def test_attached_parquet_sums_as_numpy(engine: Engine, tmp_path: Path) -> None:
             _numpy_and_engine(oracle, design, _binned(frame))
 
 
-def _sql_people(engine: Engine, frame: pd.DataFrame) -> None:
-    with engine.begin() as connection:
-        connection.execute(text("CREATE TABLE people (age DOUBLE PRECISION, work VARCHAR(40), income VARCHAR(40), "
-                                "other INTEGER)"))
-        connection.execute(text("INSERT INTO people VALUES (:age, :work, :income, :other)"), frame.to_dict("records"))
-
-
 def test_attached_sql_sums_as_numpy_and_refuses_a_value_outside_the_spec(engine: Engine, database_url: str,
                                                                          tmp_path: Path) -> None:
     """An attached table of another database (here the test's own SQLite or PostgreSQL): the same sums; a value the
     spec cannot code (its code is negative) is refused naming its column, never dropped from the sum."""
     frame = raw_frame(300, 6)
-    _sql_people(engine, frame)
+    sql_table(engine, frame, "people")
     attach_sql(engine, "people", database_url, "people", write_spec(tmp_path))
     stored = datasets.get_dataset(engine, "people")
     designs = _designs(stored.domain, ["age", "work"], "income", {}, None)
@@ -140,6 +133,30 @@ def test_attached_sql_sums_as_numpy_and_refuses_a_value_outside_the_spec(engine:
         gradients = EngineGradients(oracle, designs[0], "linear")
         with pytest.raises(EngineError, match=r"column\(s\) \['income'\] hold a value the binning spec cannot code"):
             gradients(np.zeros(1 + designs[0].n_features), 1.0)
+
+
+@pytest.mark.parametrize("where", ["parquet", "sql"])
+def test_the_sums_see_one_row_per_privacy_unit(engine: Engine, database_url: str, tmp_path: Path, where: str) -> None:
+    """On a table attached with ``--privacy-unit`` the engine's source relation keeps one row per unit, and the
+    gradient sums are built on it: they equal numpy's over the kept rows (computed without SQL), and ``n`` is the
+    number of units."""
+    frame = raw_frame(400, 8)
+    frame["person"] = np.random.default_rng(9).integers(0, 90, len(frame))
+    spec = parse_spec(SPEC)
+    names = [c.name for c in spec.columns]
+    kept = one_row_per_unit(apply_spec(spec, frame[names].astype(str)), names, frame["person"].to_numpy())
+    if where == "parquet":
+        path = tmp_path / "visits.parquet"
+        pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path)
+        attach_parquet(engine, "visits", [str(path)], write_spec(tmp_path), privacy_unit="person")
+    else:
+        sql_table(engine, frame, "visits", {**RAW_SQL_TYPES, "person": "INTEGER"})
+        attach_sql(engine, "visits", database_url, "visits", write_spec(tmp_path), privacy_unit="person")
+    stored = datasets.get_dataset(engine, "visits")
+    with TableCountOracle(engine, stored) as oracle:
+        assert oracle.table.row_count() == len(kept) < len(frame)
+        for design in _designs(stored.domain, ["age", "work"], "income", {}, None):
+            _numpy_and_engine(oracle, design, kept)
 
 
 def test_sqlite_math_functions_are_registered_only_where_missing() -> None:
