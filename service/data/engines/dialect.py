@@ -29,6 +29,8 @@ class Dialect:
     ends_with_function: str | None = None
     refuse_function: str | None = None
     double_type: str = "DOUBLE"
+    #: ``{values}`` (comma-separated) at the 1-based ``{index}``, NULL outside; ``None``: the dialect has no arrays
+    array_lookup: str | None = None
 
     def quote(self, identifier: str) -> str:
         """``identifier`` as a quoted identifier."""
@@ -69,9 +71,14 @@ class Dialect:
 
 
 DUCKDB_SQL = Dialect(name="duckdb", identifier_quote='"', backslash_escapes=False, string_type="VARCHAR",
-                     ends_with_function="ends_with", refuse_function="error")
+                     ends_with_function="ends_with", refuse_function="error",
+                     array_lookup="list_extract([{values}], {index})")
 SPARK_SQL = Dialect(name="spark", identifier_quote="`", backslash_escapes=True, string_type="STRING",
-                    ends_with_function="endswith", refuse_function="raise_error")
+                    ends_with_function="endswith", refuse_function="raise_error",
+                    array_lookup="element_at(array({values}), {index})")
 SQLITE_SQL = Dialect(name="sqlite", identifier_quote='"', backslash_escapes=False, string_type="TEXT")
 POSTGRESQL_SQL = Dialect(name="postgresql", identifier_quote='"', backslash_escapes=False, string_type="TEXT",
-                         double_type="DOUBLE PRECISION")
+                         double_type="DOUBLE PRECISION",
+                         # an attached table's code outside its spec is -2^40 (foreign_sql.OUTSIDE): not an INTEGER
+                         # subscript, so it is mapped to 0, outside the array (NULL), and the row is refused
+                         array_lookup="(ARRAY[{values}])[GREATEST({index}, 0)]")

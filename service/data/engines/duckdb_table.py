@@ -99,9 +99,8 @@ class DuckDBTable:
         key = tuple(attributes)
         if key not in self._groupings:
             name = f"grouped{len(self._groupings)}"
-            columns = ", ".join(quote(self._names[a]) for a in key)
-            self._run(f"CREATE TEMP TABLE {name} AS SELECT {columns}, COUNT(*) AS n FROM coded GROUP BY {columns} "
-                      f"ORDER BY {columns}")
+            self._run(f"CREATE TEMP TABLE {name} AS "
+                      f"{distinct_rows_sql(DUCKDB_SQL, 'coded', [self._names[a] for a in key])}")
             self._groupings[key] = name
         return self._groupings[key]
 

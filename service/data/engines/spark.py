@@ -16,7 +16,8 @@ counts them. Spark SQL has ``GROUPING SETS`` too, but expands them into one wide
 measured about twice as fast (docs/engines.md). Only the non-empty cells' counts come back (as Arrow). The
 distinct rows are a ``GROUP BY ... ORDER BY`` streamed partition by partition (``toLocalIterator``), so the
 oracle's public cap on their number stops the read as soon as it is passed. DP-IHT's clipped gradient sums are one
-scan with the same exploded keys, summing each row's clipped weight (:mod:`service.data.engines.gradients`).
+aggregation with the same exploded keys, over a cached view of the distinct rows with their counts (grouped by one scan
+on first use), summing each distinct row's clipped weight times its count (:mod:`service.data.engines.gradients`).
 Nothing else is read: no row leaves Spark one by one.
 """
 
@@ -133,6 +134,7 @@ class SparkTable:
         self._table = table
         self._names = {attribute: f"c{i}" for i, attribute in enumerate(columns)}
         self._view = f"marginalia_{uuid.uuid4().hex}"
+        self._groupings: dict[tuple[str, ...], str] = {}
         self.session = spark_session()
         try:
             frame = self.session.table(table)
@@ -180,9 +182,21 @@ class SparkTable:
 
     def clipped_gradient_sums(self, query: GradientQuery) -> list[np.ndarray]:
         specs = query.marginals()
-        weighted = f"({weighted_rows_sql(SPARK_SQL, self._coded(), self._names, query)}) AS weighted"
+        grouped = self._grouped(query.attributes)
+        weighted = f"({weighted_rows_sql(SPARK_SQL, grouped, self._names, query, count='n')}) AS weighted"
         result = self._sql(stacked_keys_sql(SPARK_SQL, weighted, self._names, specs, weight="w"))
         return stacked_counts(specs, result.column("key").to_numpy(), result.column("n").to_numpy(), dtype=np.float64)
+
+    def _grouped(self, attributes: Sequence[str]) -> str:
+        """A cached view of the distinct rows over ``attributes`` with their counts ``n`` (``CACHE TABLE``: one scan
+        of the table on first use, kept in the executors' memory, spilled to disk if need be, until :meth:`close`)."""
+        key = tuple(attributes)
+        if key not in self._groupings:
+            name = f"{self._view}_g{len(self._groupings)}"
+            self._sql(f"CACHE TABLE {name} AS "
+                      f"{distinct_rows_sql(SPARK_SQL, self._coded(), [self._names[a] for a in key])}")
+            self._groupings[key] = name
+        return self._groupings[key]
 
     def row_count(self) -> int:
         return int(self._sql(f"SELECT COUNT(*) AS n FROM {self._coded()}").column("n")[0].as_py())
@@ -196,6 +210,12 @@ class SparkTable:
 
     def close(self) -> None:
         """Drop the views; the session stays for the next table (:func:`spark_session`)."""
+        for name in self._groupings.values():
+            try:
+                self.session.sql(f"UNCACHE TABLE IF EXISTS {name}").collect()
+                self.session.catalog.dropTempView(name)
+            except Exception:  # noqa: BLE001, S110 - a session that went away has dropped its views
+                pass
         if self._select is None:
             try:
                 self.session.catalog.dropTempView(self._view)
