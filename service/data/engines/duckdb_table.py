@@ -30,7 +30,7 @@ import numpy as np
 
 from service.data.engines.base import DUCKDB, EngineError, Marginal
 from service.data.engines.dialect import DUCKDB_SQL
-from service.data.engines.gradients import GradientQuery, sum_rows, weighted_rows_sql
+from service.data.engines.gradients import GradientQuery, GroupedRows, sum_rows, weighted_rows_sql
 from service.data.engines.grouping import check_marginals, dense_counts, distinct_rows_sql, grouping_sets_sql
 from service.data.engines.units import coded_sql
 
@@ -60,7 +60,8 @@ class DuckDBTable:
         self._paths = [str(p) for p in paths]
         self._names = {attribute: f"c{i}" for i, attribute in enumerate(columns)}
         self._connection = duckdb.connect(":memory:")
-        self._groupings: dict[tuple[str, ...], str] = {}
+        self._grouped = GroupedRows(DUCKDB_SQL, "grouped", lambda name, sql: self._run(
+            f"CREATE TEMP TABLE {name} AS {sql}"))  # in code order: the one-thread sum below is in a fixed order
         # INTEGER columns: DuckDB keeps SMALLINT * literal in 16 bits and refuses the overflow, whereas a cell index
         # of at most 2^31 cells fits 32 bits (db.tables.cell_index_sql casts to BIGINT beyond that).
         coded = {self._names[a]: expression for a, expression in columns.items()}
@@ -84,7 +85,7 @@ class DuckDBTable:
 
     def clipped_gradient_sums(self, query: GradientQuery) -> list[np.ndarray]:
         specs = query.marginals()
-        grouped = self._grouped(query.attributes)
+        grouped = self._grouped.table("coded", self._names, query.attributes)
         weighted = f"({weighted_rows_sql(DUCKDB_SQL, grouped, self._names, query, count='n')}) AS weighted"
         self._run("SET threads = 1")
         try:
@@ -92,17 +93,6 @@ class DuckDBTable:
         finally:
             self._run("RESET threads")
         return sum_rows(specs, rows)
-
-    def _grouped(self, attributes: Sequence[str]) -> str:
-        """A temporary table of the distinct rows over ``attributes`` with their counts ``n``, in code order, made
-        by one scan on first use and kept while the engine is open (module docstring)."""
-        key = tuple(attributes)
-        if key not in self._groupings:
-            name = f"grouped{len(self._groupings)}"
-            self._run(f"CREATE TEMP TABLE {name} AS "
-                      f"{distinct_rows_sql(DUCKDB_SQL, 'coded', [self._names[a] for a in key])}")
-            self._groupings[key] = name
-        return self._groupings[key]
 
     def row_count(self) -> int:
         return int(self._run("SELECT COUNT(*) FROM coded").fetchone()[0])

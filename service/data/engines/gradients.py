@@ -30,14 +30,14 @@ negative cell of some attribute, so it is refused rather than silently dropped (
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from sqlalchemy import Connection
 
 from service.data.engines.dialect import POSTGRESQL_SQL, SQLITE_SQL, Dialect
-from service.data.engines.grouping import dense_counts, grouping_sets_sql
+from service.data.engines.grouping import dense_counts, distinct_rows_sql, grouping_sets_sql
 
 #: The losses whose slope the SQL knows (the estimator's ``loss`` names).
 LOSSES = ("linear", "logistic")
@@ -78,6 +78,25 @@ class GradientQuery:
         """One single-attribute marginal per attribute of :attr:`attributes`, of its number of codes."""
         levels = [len(m) for m in self.margins] + [len(self.labels)]
         return [((a,), (k,)) for a, k in zip(self.attributes, levels, strict=True)]
+
+
+class GroupedRows:
+    """The distinct rows of an engine's coded view over a set of attributes, with their counts ``n``, kept inside the
+    engine: ``create(name, sql)`` makes the table ``name`` from ``sql`` (DuckDB a temporary table, Spark a cached
+    view), once per attribute set; the gradient sums then aggregate it, each row's weight times its count."""
+
+    def __init__(self, dialect: Dialect, prefix: str, create: Callable[[str, str], object]) -> None:
+        self.dialect, self.prefix, self.create = dialect, prefix, create
+        self.tables: dict[tuple[str, ...], str] = {}
+
+    def table(self, view: str, columns: Mapping[str, str], attributes: Sequence[str]) -> str:
+        """The name of the grouped table over ``attributes`` of ``view`` (``columns``: attribute to column)."""
+        key = tuple(attributes)
+        if key not in self.tables:
+            name = f"{self.prefix}{len(self.tables)}"
+            self.create(name, distinct_rows_sql(self.dialect, view, [columns[a] for a in key]))
+            self.tables[key] = name
+        return self.tables[key]
 
 
 def _joined(dialect: Dialect, values: Sequence[np.ndarray], names: Sequence[str]) -> str:

@@ -32,7 +32,7 @@ import numpy as np
 
 from service.data.engines.base import SPARK, EngineError, Marginal
 from service.data.engines.dialect import SPARK_SQL
-from service.data.engines.gradients import GradientQuery, weighted_rows_sql
+from service.data.engines.gradients import GradientQuery, GroupedRows, weighted_rows_sql
 from service.data.engines.grouping import check_marginals, distinct_rows_sql, stacked_counts, stacked_keys_sql
 from service.data.engines.units import coded_sql
 
@@ -134,7 +134,10 @@ class SparkTable:
         self._table = table
         self._names = {attribute: f"c{i}" for i, attribute in enumerate(columns)}
         self._view = f"marginalia_{uuid.uuid4().hex}"
-        self._groupings: dict[tuple[str, ...], str] = {}
+        #: cached views of the distinct rows with counts (``CACHE TABLE``: one scan of the table on first use, kept
+        #: in the executors' memory, spilled to disk if need be, until :meth:`close`)
+        self._grouped = GroupedRows(SPARK_SQL, f"{self._view}_g", lambda name, sql: self._sql(
+            f"CACHE TABLE {name} AS {sql}"))
         self.session = spark_session()
         try:
             frame = self.session.table(table)
@@ -182,21 +185,10 @@ class SparkTable:
 
     def clipped_gradient_sums(self, query: GradientQuery) -> list[np.ndarray]:
         specs = query.marginals()
-        grouped = self._grouped(query.attributes)
+        grouped = self._grouped.table(self._coded(), self._names, query.attributes)
         weighted = f"({weighted_rows_sql(SPARK_SQL, grouped, self._names, query, count='n')}) AS weighted"
         result = self._sql(stacked_keys_sql(SPARK_SQL, weighted, self._names, specs, weight="w"))
         return stacked_counts(specs, result.column("key").to_numpy(), result.column("n").to_numpy(), dtype=np.float64)
-
-    def _grouped(self, attributes: Sequence[str]) -> str:
-        """A cached view of the distinct rows over ``attributes`` with their counts ``n`` (``CACHE TABLE``: one scan
-        of the table on first use, kept in the executors' memory, spilled to disk if need be, until :meth:`close`)."""
-        key = tuple(attributes)
-        if key not in self._groupings:
-            name = f"{self._view}_g{len(self._groupings)}"
-            self._sql(f"CACHE TABLE {name} AS "
-                      f"{distinct_rows_sql(SPARK_SQL, self._coded(), [self._names[a] for a in key])}")
-            self._groupings[key] = name
-        return self._groupings[key]
 
     def row_count(self) -> int:
         return int(self._sql(f"SELECT COUNT(*) AS n FROM {self._coded()}").column("n")[0].as_py())
@@ -210,7 +202,7 @@ class SparkTable:
 
     def close(self) -> None:
         """Drop the views; the session stays for the next table (:func:`spark_session`)."""
-        for name in self._groupings.values():
+        for name in self._grouped.tables.values():
             try:
                 self.session.sql(f"UNCACHE TABLE IF EXISTS {name}").collect()
                 self.session.catalog.dropTempView(name)
