@@ -5,7 +5,8 @@ for one release. It is engine-agnostic: the counting itself is a :class:`service
 (SQL, DuckDB), and the oracle adds the caching, the covering plan and the summation that every engine shares.
 Marginals come back as counts (``GROUP BY``). The mechanisms that genuinely need row-level data
 read :meth:`TableCountOracle.distinct_rows`, the distinct rows with their counts (also a ``GROUP BY``: memory bounded
-by the distinct rows, not by the table's length); nothing reads every row's codes into memory any more.
+by the distinct rows, not by the table's length); nothing reads every row's codes into memory any more. DP-IHT asks
+:meth:`TableCountOracle.clipped_gradient_sums` instead, one float per attribute code per iteration.
 """
 
 from __future__ import annotations
