@@ -14,8 +14,8 @@ table; the distinct rows are one ``GROUP BY ... ORDER BY`` fetched in chunks. DP
 attributes into a temporary table of distinct rows with their counts (one scan, in code order; DuckDB spills it to
 disk if need be, so no cap applies), and every iteration is one aggregation over that table, each distinct row's
 clipped weight times its count (benchmarks/dp_iht_engine.py, 1M adult-shaped rows, 20 iterations: 4.8 s when
-every iteration scanned the rows, 0.54 s over the grouped table, 0.16 s reading the 44,138 distinct rows out to
-numpy; a shared machine). That aggregation runs on
+every iteration scanned the rows, 0.50 s over the grouped table, 0.15 s reading the 44,138 distinct rows out to
+numpy; with about 1M distinct rows, 3.4 s, where the numpy path is refused by its cap). That aggregation runs on
 one thread: DuckDB combines the threads' partial float sums in whichever order they finish (measured: 8 runs, 8
 different last bits on a file of 20 row groups), and one thread sums in the table's order, so the same seed gives
 the same model.
