@@ -44,6 +44,7 @@ bench: install bench-quick bench-stein bench-sparse
 	$(B).marginals
 	$(B).api_load
 	$(B).load_memory --sizes 1000000,5000000,20000000 --postgresql
+	$(B).dp_iht_engine --rows 1000000 --iterations 20 --repeats 3
 	$(B).aim_profile --mechanisms aim --epsilons 1 --trials 2 --json $(R)/aim_profile_tolerance.json
 	$(B).residual_quick --tables adult-train acs-income --one-way-weight 100 --threshold 2 --json $(R)/residual_levers.json
 	$(B).residual_service

@@ -42,6 +42,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Protocol
 
 import numpy as np
 
@@ -155,6 +156,43 @@ def clipped_gradient_sum(
     return X.T @ (scaled if weights is None else weights * scaled)
 
 
+#: The losses DP-IHT fits, by name (what a data engine's gradient SQL is told: service/data/engines/gradients.py).
+LOSSES = ("linear", "logistic")
+
+
+def loss_slopes(loss: str, margins: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The scalars ``a_i`` with per-example gradient ``a_i x_i`` of the data term, from ``u_i = <theta, x_i>``.
+
+    ``linear``: ``grad (1/2)(u - y)^2 = (u - y) x``. ``logistic``: ``d/du log(1 + e^{-y u}) = -y / (1 + e^{y u})``,
+    written ``-y (1 - tanh(y u / 2)) / 2`` (no overflow for any ``u``)."""
+    if loss == "linear":
+        return margins - y
+    if loss == "logistic":
+        return -y * 0.5 * (1.0 - np.tanh(0.5 * (y * margins)))
+    raise EstimatorError(f"loss must be one of {LOSSES}, got {loss!r}")
+
+
+class ClippedGradients(Protocol):
+    """Where DP-IHT's data term lives: ``gradients(theta, G)`` is ``sum_i clip_G(grad l(theta; z_i))`` over the rows
+    (a float64 vector of ``theta``'s length), exactly, with no noise. :class:`ArrayGradients` holds the rows in
+    memory; the service asks its data engine instead (``service/mechanisms/dp_iht.py``)."""
+
+    def __call__(self, theta: np.ndarray, bound: float) -> np.ndarray: ...
+
+
+class ArrayGradients:
+    """:class:`ClippedGradients` over the rows ``X``, ``y`` (each row ``weights[i]`` times, default once) for the
+    loss ``loss``: :func:`clipped_gradient_sum` of :func:`loss_slopes`."""
+
+    def __init__(self, X: np.ndarray, y: np.ndarray, loss: str, weights: np.ndarray | None = None) -> None:
+        self.X, self.y, self.loss, self.weights = X, y, loss, weights
+        self.row_norms = np.linalg.norm(X, axis=1)
+
+    def __call__(self, theta: np.ndarray, bound: float) -> np.ndarray:
+        slopes = loss_slopes(self.loss, self.X @ theta, self.y)
+        return clipped_gradient_sum(self.X, self.row_norms, slopes, bound, self.weights)
+
+
 def _draw(noise: GaussianNoise, sigma: float, size: int) -> np.ndarray:
     values = np.asarray(noise(sigma, size), dtype=float).reshape(-1)
     if values.shape != (size,) or not np.all(np.isfinite(values)):
@@ -201,9 +239,8 @@ class _DPIHT:
             self.rho, self.iterations, self.clip_norm, self.count_fraction, self.normalizer is not None
         )
 
-    def _slopes(self, theta: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
-        """The scalars ``a_i`` with per-example gradient ``a_i x_i`` of the data term."""
-        raise NotImplementedError
+    #: the data term's loss (:data:`LOSSES`)
+    loss = "linear"
 
     def _check_labels(self, y: np.ndarray) -> None:
         """Label checks of the loss (none for the squared loss)."""
@@ -226,7 +263,16 @@ class _DPIHT:
             weights = counts.astype(np.float64)
         labels = check_vector("y", y, rows)
         self._check_labels(labels)
+        return self.fit_gradients(ArrayGradients(design, labels, self.loss, weights), n, p, noise, feature_names)
+
+    def fit_gradients(
+        self, gradients: ClippedGradients, n: int, p: int, noise: GaussianNoise, feature_names: object = None
+    ) -> _DPIHT:
+        """Run Alg. 3 on a table of ``n`` rows (private: only its noisy ``n_hat`` is used) and ``p`` coefficients
+        whose clipped gradient sums ``gradients`` computes wherever the rows are (:class:`ClippedGradients`).
+        The first sum (at ``theta0``) is asked before any draw, so a table that cannot be read fails before noise."""
         names = feature_names_for(feature_names, p)
+        n = check_count("n", n, minimum=0)
         k = check_sparsity(self.sparsity, p)
         step = check_positive("eta", self.eta)
         theta = np.zeros(p) if self.theta0 is None else check_vector("theta0", self.theta0, p)
@@ -234,14 +280,14 @@ class _DPIHT:
         penalty = check_non_negative("l2", self.l2)
         if not callable(noise):
             raise EstimatorError("noise must be callable as noise(sigma, size)")
+        clipped_sum = self._sum(gradients, theta, calibration.clip_norm, p)
         if calibration.sigma_count is None:
             n_hat = float(self.normalizer)  # type: ignore[arg-type]
         else:
             n_hat = max(n + float(_draw(noise, calibration.sigma_count, 1)[0]), 1.0)
-        row_norms = np.linalg.norm(design, axis=1)
-        for _ in range(calibration.iterations):
-            slopes = self._slopes(theta, design, labels)
-            clipped_sum = clipped_gradient_sum(design, row_norms, slopes, calibration.clip_norm, weights)
+        for t in range(calibration.iterations):
+            if t:
+                clipped_sum = self._sum(gradients, theta, calibration.clip_norm, p)
             noisy_sum = clipped_sum + _draw(noise, calibration.sigma_gradient, p)
             theta = hard_threshold(theta - step * (noisy_sum / n_hat + penalty * theta), k)
         self.calibration_ = calibration
@@ -249,14 +295,20 @@ class _DPIHT:
         self._store(theta, names, intercept=False)  # type: ignore[attr-defined]
         return self
 
+    @staticmethod
+    def _sum(gradients: ClippedGradients, theta: np.ndarray, bound: float, p: int) -> np.ndarray:
+        total = np.asarray(gradients(theta, bound), dtype=np.float64)
+        if total.shape != (p,) or not np.all(np.isfinite(total)):
+            raise EstimatorError(f"the clipped gradient sum must be {p} finite numbers, got shape {total.shape}")
+        return total
+
 
 class DPIHTLinearRegression(_DPIHT, LinearRegressor):
     """DP-IHT for ``(1/2n) sum_i (<theta, x_i> - y_i)^2 + (l2/2) ||theta||^2`` s.t. ``||theta||_0 <= k``.
 
     No intercept: add a constant column to ``X`` (it counts towards ``k`` and towards ``||x||``)."""
 
-    def _slopes(self, theta: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
-        return X @ theta - y  # grad (1/2)(<theta, x> - y)^2 = (<theta, x> - y) x
+    loss = "linear"
 
 
 class DPIHTLogisticRegression(_DPIHT, BinaryClassifier):
@@ -266,6 +318,4 @@ class DPIHTLogisticRegression(_DPIHT, BinaryClassifier):
         if not np.all(np.isin(y, (-1.0, 1.0))):
             raise EstimatorError("y must hold labels in {-1, +1}")
 
-    def _slopes(self, theta: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
-        margins = y * (X @ theta)
-        return -y * 0.5 * (1.0 - np.tanh(0.5 * margins))  # d/dm log(1 + e^{-m}) = -1 / (1 + e^m), times y
+    loss = "logistic"

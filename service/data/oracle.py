@@ -5,7 +5,8 @@ for one release. It is engine-agnostic: the counting itself is a :class:`service
 (SQL, DuckDB), and the oracle adds the caching, the covering plan and the summation that every engine shares.
 Marginals come back as counts (``GROUP BY``). The mechanisms that genuinely need row-level data
 read :meth:`TableCountOracle.distinct_rows`, the distinct rows with their counts (also a ``GROUP BY``: memory bounded
-by the distinct rows, not by the table's length); nothing reads every row's codes into memory any more.
+by the distinct rows, not by the table's length); nothing reads every row's codes into memory any more. DP-IHT asks
+:meth:`TableCountOracle.clipped_gradient_sums` instead, one float per attribute code per iteration.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from sqlalchemy import Engine
 
 from service.data.datasets import StoredDataset
 from service.data.engines.base import TableEngine
+from service.data.engines.gradients import GradientQuery
 from service.data.engines.registry import open_table
 from workloads.domain import Domain
 
@@ -130,6 +132,8 @@ class TableCountOracle:
         self.rows_read = 0
         #: distinct rows read by :meth:`distinct_rows` (each stands for ``count`` rows of ``rows_read``)
         self.distinct_rows_read = 0
+        #: scans of :meth:`clipped_gradient_sums` (nothing but one float per attribute code comes back from each)
+        self.gradient_scans = 0
 
     def close(self) -> None:
         self.table.close()
@@ -189,6 +193,17 @@ class TableCountOracle:
         cached = marginalize(self._cache[superset], superset, attributes)
         self._cache[attributes] = cached
         return cached
+
+    def clipped_gradient_sums(self, query: GradientQuery) -> list[np.ndarray]:
+        """DP-IHT's per-(attribute, code) sums of clipped per-row weights, computed by the engine in one
+        aggregation (:meth:`service.data.engines.base.TableEngine.clipped_gradient_sums`): no row leaves the engine.
+        Only a release may call this, as for :meth:`distinct_rows`."""
+        unknown = [a for a in query.attributes if a not in self.dataset.sql_columns]
+        if unknown:
+            raise ValueError(f"attributes must be columns of {self.dataset.name!r}; unknown: {unknown}")
+        sums = self.table.clipped_gradient_sums(query)
+        self.gradient_scans += 1
+        return sums
 
     def distinct_rows(
         self, attributes: Sequence[str], *, max_rows: int | None = None, chunk_rows: int = 50_000

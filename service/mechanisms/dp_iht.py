@@ -21,12 +21,18 @@ and stored with the release so that only an identical request reuses it):
   is clipped) and ``2 B`` for the squared loss (residuals up to 2 pass unclipped; the target is in ``[-1, 1]``);
 * ``l2``: the data-free penalty ``(l2 / 2) ||theta||^2`` (default 0; Sec. 7.2 uses ``1e-3`` with the logistic loss).
 
-Like objective perturbation this mechanism reads rows, as the table's distinct rows with their counts
-(:func:`service.mechanisms.row_memory.weighted_design`): every iteration uses every row (no subsampling) and clips
-each row's gradient on its own, so the count-weighted sum of the distinct rows' clipped gradients is exactly the sum
-over the rows, and ``n`` is the sum of the counts. Memory is bounded by the distinct rows; a design whose public
-memory estimate exceeds the budget is refused before any noise (refunded). Only the fitted coefficients leave the
-runner, in the payload, and only public numbers (the calibration) in the details.
+Every iteration uses every row (no subsampling) and clips each row's gradient on its own. Where the data engine
+computes the clipped gradient sum in one scan (DuckDB, PostgreSQL, Spark: ``gradient_sums_in_one_scan``), each
+iteration asks it for that sum (:class:`EngineGradients`, :mod:`service.data.engines.gradients`): the design is
+additive per attribute, so the engine returns one float per (attribute, code) and no row leaves it; ``n`` is the
+engine's row count, and memory is a few floats per code, so no distinct-row cap applies. On SQLite (one scan per
+attribute per iteration there) it reads the table's distinct rows with their counts once
+(:func:`service.mechanisms.row_memory.weighted_design`): the count-weighted sum of the distinct rows' clipped
+gradients is exactly the sum over the rows, ``n`` is the sum of the counts, memory is bounded by the distinct rows, and
+a design whose public memory estimate exceeds the budget is refused before any noise (refunded). Both paths compute
+the same sum (to the last bits of float64 summation order: tests/service/data/test_gradient_sums.py) with the same
+sensitivity ``G``, so the charge does not depend on the path. Only the fitted coefficients leave the runner, in the
+payload, and only public numbers (the calibration) in the details.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ import numpy as np
 
 from estimators.base import EstimatorError
 from estimators.central.dp_iht import DPIHTCalibration, DPIHTLinearRegression, DPIHTLogisticRegression
+from service.data.engines.gradients import GradientQuery
 from service.mechanisms.base import MechanismError, MechanismResult, Progress, no_progress
 from service.mechanisms.objpert import ModelPayload
 from service.mechanisms.row_memory import weighted_design
@@ -126,6 +133,35 @@ def resolve_options(design: DesignEncoding, options: Mapping[str, object] | None
     return {"sparsity": sparsity, "iterations": iterations, "step": step, "clip_norm": clip, "l2": l2}
 
 
+class EngineGradients:
+    """:class:`estimators.central.dp_iht.ClippedGradients` computed by the table's data engine (module docstring).
+
+    For ``theta = [theta_0?, theta_a for each feature a]`` it sends each feature's per-code margins
+    ``M_a^T theta_a`` and squared norms, the target's labels and ``G``; the engine returns ``W_a`` (the sum of the
+    rows' clipped weights per code of ``a``), and the clipped gradient sum is ``[sum_i w_i ; M_a W_a ...]`` (the
+    first entry only with an intercept; ``sum_i w_i`` is the sum of the target's ``W``, summed exactly)."""
+
+    def __init__(self, oracle: TableCountOracle, design: DesignEncoding, loss: str) -> None:
+        self.oracle, self.design, self.loss = oracle, design, loss
+        self.norms = tuple(np.sum(enc.matrix**2, axis=0) for enc in design.feature_encodings)
+        self.labels = design.target_encoding.matrix[0].astype(np.float64)
+        start, self.blocks = int(design.intercept), []
+        for enc in design.feature_encodings:
+            self.blocks.append(slice(start, start + enc.width))
+            start += enc.width
+
+    def __call__(self, theta: np.ndarray, bound: float) -> np.ndarray:
+        encodings = self.design.feature_encodings
+        query = GradientQuery(
+            loss=self.loss, clip_norm=float(bound), margin_offset=float(theta[0]) if self.design.intercept else 0.0,
+            norm_offset=1.0 if self.design.intercept else 0.0, features=self.design.features,
+            margins=tuple(enc.matrix.T @ theta[b] for enc, b in zip(encodings, self.blocks, strict=True)),
+            norms=self.norms, target=self.design.target, labels=self.labels)
+        sums = self.oracle.clipped_gradient_sums(query)
+        head = [math.fsum(sums[-1])] if self.design.intercept else []
+        return np.concatenate([head, *(enc.matrix @ w for enc, w in zip(encodings, sums, strict=False))])
+
+
 class DPIHTRelease:
     """A release runner for :func:`service.releases.engine.run_release` (``runner=release``,
     ``encode_payload=release.encode``), built by the registry (:mod:`service.mechanisms.catalog`).
@@ -177,12 +213,18 @@ class DPIHTRelease:
     def __call__(
         self, oracle: TableCountOracle, noise: NoiseSource, progress: Progress = no_progress
     ) -> MechanismResult:
-        X, y, counts = weighted_design(oracle, self.design, "dp-iht", certified=False)
-        if self.design.intercept:
-            X = np.column_stack([np.ones(len(X)), X])
-        progress(1, 2, "encoded the rows")
         try:
-            self.estimator.fit(X, y, noise.gaussian, self.coefficient_names, sample_weight=counts)
+            if getattr(oracle.table, "gradient_sums_in_one_scan", False):
+                progress(1, 2, "the engine sums the clipped gradients in one scan per iteration")
+                self.estimator.fit_gradients(EngineGradients(oracle, self.design, self.estimator.loss),
+                                             oracle.table.row_count(), dimension(self.design), noise.gaussian,
+                                             self.coefficient_names)
+            else:
+                X, y, counts = weighted_design(oracle, self.design, "dp-iht", certified=False)
+                if self.design.intercept:
+                    X = np.column_stack([np.ones(len(X)), X])
+                progress(1, 2, "encoded the distinct rows")
+                self.estimator.fit(X, y, noise.gaussian, self.coefficient_names, sample_weight=counts)
         except EstimatorError as exc:  # after the noise: the charge stands (release marked failed_after_noise)
             raise MechanismError(f"dp-iht failed: {exc}") from None
         progress(2, 2, f"ran {self.calibration.iterations} noisy hard-thresholding iterations")

@@ -1,6 +1,8 @@
-"""The memory guard of the mechanisms that read rows (objective perturbation, DP-IHT).
+"""The memory guard of the mechanisms that read rows: objective perturbation, and DP-IHT on an engine that cannot sum
+its clipped gradients in one scan (SQLite; elsewhere the engine sums them and DP-IHT holds a few floats per attribute
+code, with no cap: :class:`service.mechanisms.dp_iht.EngineGradients`).
 
-Both read the table as its distinct rows with their counts (:meth:`service.data.oracle.TableCountOracle.distinct_rows`),
+They read the table as its distinct rows with their counts (:meth:`service.data.oracle.TableCountOracle.distinct_rows`),
 so their working set grows with the number ``U`` of distinct rows, never with the row count ``n``. ``U`` is private,
 but it has two public bounds: the product of the domain sizes of the attributes read (the tables are coded), and a
 public cap (:data:`MAX_DISTINCT_ROWS_ENV`, default :data:`DEFAULT_MAX_DISTINCT_ROWS`). :func:`check_memory` multiplies

@@ -5,7 +5,10 @@ An engine answers two questions about one table, both aggregations computed wher
 * :meth:`TableEngine.count_marginals`: dense int64 counts of several marginals, each over some of the table's
   attributes, in one scan of the table where the engine can (``GROUPING SETS``);
 * :meth:`TableEngine.distinct_rows`: ``SELECT attributes, COUNT(*) ... GROUP BY attributes`` streamed in chunks,
-  for the mechanisms whose objective is a sum over rows (objective perturbation, DP-IHT).
+  for the mechanisms whose objective is a sum over rows and that need the rows themselves (objective
+  perturbation, whose solver and certificate work on the rows);
+* :meth:`TableEngine.clipped_gradient_sums`: DP-IHT's per-iteration sum of clipped per-row gradients, as sums of a
+  per-row weight per (attribute, code) (:mod:`service.data.engines.gradients`), one scan where the engine can.
 
 Nothing else leaves an engine: no row is ever read one by one. Attributes are named by the dataset's domain; the
 engine maps them to its own columns.
@@ -14,11 +17,14 @@ engine maps them to its own columns.
 from __future__ import annotations
 
 from collections.abc import Generator, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from service.errors import ServiceError
+
+if TYPE_CHECKING:
+    from service.data.engines.gradients import GradientQuery
 
 #: The engines a dataset may live in (``datasets.engine``): its ``data_<id>`` table in the service database, a
 #: Parquet table counted by DuckDB (stored under the service's data folder, or attached where it lives), or a table
@@ -48,6 +54,8 @@ class TableEngine(Protocol):
     """Exact aggregations of one sensitive table (module docstring)."""
 
     name: str
+    #: whether :meth:`clipped_gradient_sums` is one scan of the table (else DP-IHT reads the distinct rows once)
+    gradient_sums_in_one_scan: bool
 
     def count_marginals(self, marginals: Sequence[Marginal]) -> list[np.ndarray]:
         """Counts over each ``(attributes, shape)``, as int64 arrays of that shape (every cell, empty ones 0),
@@ -57,6 +65,12 @@ class TableEngine(Protocol):
     def distinct_rows(self, attributes: Sequence[str], *, chunk_rows: int) -> Generator[np.ndarray, None, None]:
         """The distinct rows over ``attributes`` in ascending code order, each with its count, as int64 chunks of
         at most ``chunk_rows`` rows and ``len(attributes) + 1`` columns (the codes, then the count)."""
+        ...
+
+    def clipped_gradient_sums(self, query: GradientQuery) -> list[np.ndarray]:
+        """For each attribute of ``query.attributes`` (the features, then the target), the float64 array, one entry
+        per code, of the sum of the rows' clipped weights ``w`` over the rows with that code (codes with no row: 0).
+        Raises :class:`EngineError` naming an attribute whose code is outside its domain."""
         ...
 
     def row_count(self) -> int:

@@ -5,7 +5,9 @@ a string cast, a suffix test and the refusal that stops a scan with a message.
 
 DuckDB follows standard SQL (``"id"``, ``'it''s'``, ``TRY_CAST``, ``error()``); Spark SQL quotes identifiers with
 backticks, escapes string literals with a backslash (two adjacent literals are concatenated, so ``''`` is not a
-quote) and stops a scan with ``raise_error()`` (Spark SQL reference, "Built-in Functions").
+quote) and stops a scan with ``raise_error()`` (Spark SQL reference, "Built-in Functions"). The service database's
+dialects (SQLite, PostgreSQL) write the DP-IHT gradient SQL only (:mod:`service.data.engines.gradients`): standard
+quoting, and PostgreSQL spells the double type ``DOUBLE PRECISION``.
 """
 
 from __future__ import annotations
@@ -23,8 +25,12 @@ class Dialect:
     #: characters escaped by a backslash inside a string literal (empty: the quote is doubled instead)
     backslash_escapes: bool
     string_type: str
-    ends_with_function: str
-    refuse_function: str
+    #: ``None`` where the dialect has no such function (only the spec compiler needs them: DuckDB and Spark)
+    ends_with_function: str | None = None
+    refuse_function: str | None = None
+    double_type: str = "DOUBLE"
+    #: ``{values}`` (comma-separated) at the 1-based ``{index}``, NULL outside; ``None``: the dialect has no arrays
+    array_lookup: str | None = None
 
     def quote(self, identifier: str) -> str:
         """``identifier`` as a quoted identifier."""
@@ -39,7 +45,7 @@ class Dialect:
 
     def try_double(self, expression: str) -> str:
         """``expression`` as a DOUBLE, NULL when it is not a number."""
-        return f"TRY_CAST({expression} AS DOUBLE)"
+        return f"TRY_CAST({expression} AS {self.double_type})"
 
     def double(self, value: float) -> str:
         """The DOUBLE constant ``value`` (infinities included)."""
@@ -47,20 +53,32 @@ class Dialect:
             text = "Infinity" if value > 0 else "-Infinity"
         else:
             text = repr(float(value))
-        return f"CAST({self.literal(text)} AS DOUBLE)"
+        return f"CAST({self.literal(text)} AS {self.double_type})"
 
     def string(self, expression: str) -> str:
         return f"CAST({expression} AS {self.string_type})"
 
     def ends_with(self, expression: str, suffix: str) -> str:
+        if self.ends_with_function is None:
+            raise ValueError(f"the {self.name} dialect has no suffix test here")
         return f"{self.ends_with_function}({expression}, {self.literal(suffix)})"
 
     def refuse(self, message: str) -> str:
         """An INTEGER expression that stops the scan with ``message`` when evaluated."""
+        if self.refuse_function is None:
+            raise ValueError(f"the {self.name} dialect has no refusal function here")
         return f"CAST({self.refuse_function}({self.literal(message)}) AS INTEGER)"
 
 
 DUCKDB_SQL = Dialect(name="duckdb", identifier_quote='"', backslash_escapes=False, string_type="VARCHAR",
-                     ends_with_function="ends_with", refuse_function="error")
+                     ends_with_function="ends_with", refuse_function="error",
+                     array_lookup="list_extract([{values}], {index})")
 SPARK_SQL = Dialect(name="spark", identifier_quote="`", backslash_escapes=True, string_type="STRING",
-                    ends_with_function="endswith", refuse_function="raise_error")
+                    ends_with_function="endswith", refuse_function="raise_error",
+                    array_lookup="element_at(array({values}), {index})")
+SQLITE_SQL = Dialect(name="sqlite", identifier_quote='"', backslash_escapes=False, string_type="TEXT")
+POSTGRESQL_SQL = Dialect(name="postgresql", identifier_quote='"', backslash_escapes=False, string_type="TEXT",
+                         double_type="DOUBLE PRECISION",
+                         # an attached table's code outside its spec is -2^40 (foreign_sql.OUTSIDE): not an INTEGER
+                         # subscript, so it is mapped to 0, outside the array (NULL), and the row is refused
+                         array_lookup="(ARRAY[{values}])[GREATEST({index}, 0)]")

@@ -9,7 +9,16 @@ the command line and any number of server workers read them at once, without loc
 
 Counting (:meth:`DuckDBTable.count_marginals`) is one ``GROUP BY GROUPING SETS`` over the marginals' row-major
 cell indexes (:mod:`service.data.engines.grouping`, shared with Spark), so a batch of marginals is one scan of the
-table; the distinct rows are one ``GROUP BY ... ORDER BY`` fetched in chunks.
+table; the distinct rows are one ``GROUP BY ... ORDER BY`` fetched in chunks. DP-IHT's clipped gradient sums
+(:mod:`service.data.engines.gradients`) run inside DuckDB: the first call groups the table's rows over the design's
+attributes into a temporary table of distinct rows with their counts (one scan, in code order; DuckDB spills it to
+disk if need be, so no cap applies), and every iteration is one aggregation over that table, each distinct row's
+clipped weight times its count (benchmarks/dp_iht_engine.py, 1M adult-shaped rows, 20 iterations: 4.8 s when
+every iteration scanned the rows, 0.50 s over the grouped table, 0.15 s reading the 44,138 distinct rows out to
+numpy; with about 1M distinct rows, 3.4 s, where the numpy path is refused by its cap). That aggregation runs on
+one thread: DuckDB combines the threads' partial float sums in whichever order they finish (measured: 8 runs, 8
+different last bits on a file of 20 row groups), and one thread sums in the table's order, so the same seed gives
+the same model.
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ import numpy as np
 
 from service.data.engines.base import DUCKDB, EngineError, Marginal
 from service.data.engines.dialect import DUCKDB_SQL
+from service.data.engines.gradients import GradientQuery, GroupedRows, sum_rows, weighted_rows_sql
 from service.data.engines.grouping import check_marginals, dense_counts, distinct_rows_sql, grouping_sets_sql
 from service.data.engines.units import coded_sql
 
@@ -42,6 +52,7 @@ class DuckDBTable:
     column of the files, makes the view keep one row per unit (:mod:`service.data.engines.units`)."""
 
     name = DUCKDB
+    gradient_sums_in_one_scan = True
 
     def __init__(self, paths: Sequence[str], columns: Mapping[str, str], label: str, *,
                  privacy_unit: str | None = None) -> None:
@@ -49,6 +60,8 @@ class DuckDBTable:
         self._paths = [str(p) for p in paths]
         self._names = {attribute: f"c{i}" for i, attribute in enumerate(columns)}
         self._connection = duckdb.connect(":memory:")
+        self._grouped = GroupedRows(DUCKDB_SQL, "grouped", lambda name, sql: self._run(
+            f"CREATE TEMP TABLE {name} AS {sql}"))  # in code order: the one-thread sum below is in a fixed order
         # INTEGER columns: DuckDB keeps SMALLINT * literal in 16 bits and refuses the overflow, whereas a cell index
         # of at most 2^31 cells fits 32 bits (db.tables.cell_index_sql casts to BIGINT beyond that).
         coded = {self._names[a]: expression for a, expression in columns.items()}
@@ -69,6 +82,17 @@ class DuckDBTable:
             if not part:
                 return
             yield np.array(part, dtype=np.int64).reshape(len(part), len(attributes) + 1)
+
+    def clipped_gradient_sums(self, query: GradientQuery) -> list[np.ndarray]:
+        specs = query.marginals()
+        grouped = self._grouped.table("coded", self._names, query.attributes)
+        weighted = f"({weighted_rows_sql(DUCKDB_SQL, grouped, self._names, query, count='n')}) AS weighted"
+        self._run("SET threads = 1")
+        try:
+            rows = self._run(grouping_sets_sql(DUCKDB_SQL, weighted, self._names, specs, weight="w")).fetchall()
+        finally:
+            self._run("RESET threads")
+        return sum_rows(specs, rows)
 
     def row_count(self) -> int:
         return int(self._run("SELECT COUNT(*) FROM coded").fetchone()[0])

@@ -23,6 +23,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from db import tables
 from service.data.engines.base import SQL, EngineError, Marginal
+from service.data.engines.gradients import CodeOutsideDomain, GradientQuery, sql_gradient_sums
 from service.data.engines.units import bounded_select, null_unit_message
 from workloads.binning import BinningSpec, ColumnBins
 
@@ -82,6 +83,8 @@ class ForeignSqlTable:
         self._shape = tables.data_table("coded", [sizes[a] for a in expressions])
         compiled = self._coded.compile(engine, compile_kwargs={"literal_binds": True})
         self._source = f"({compiled}) AS coded"
+        #: one GROUPING SETS scan on PostgreSQL; elsewhere DP-IHT reads the distinct rows (service/data/engines/sql.py)
+        self.gradient_sums_in_one_scan = engine.dialect.name == "postgresql"
 
     def count_marginals(self, marginals: Sequence[Marginal]) -> list[np.ndarray]:
         specs = [([self._names[a] for a in attributes], shape) for attributes, shape in marginals]
@@ -105,6 +108,15 @@ class ForeignSqlTable:
                     if (rows[:, :-1] < 0).any():
                         raise self._outside(list(attributes))
                     yield rows
+        except SQLAlchemyError as exc:
+            raise self._error(exc) from None
+
+    def clipped_gradient_sums(self, query: GradientQuery) -> list[np.ndarray]:
+        try:
+            with self.engine.connect() as connection:
+                return sql_gradient_sums(connection, self._source, self._names, query)
+        except CodeOutsideDomain as exc:
+            raise self._outside(exc.attributes) from None
         except SQLAlchemyError as exc:
             raise self._error(exc) from None
 

@@ -21,28 +21,32 @@ def check_marginals(marginals: Sequence[Marginal]) -> list[tuple[tuple[str, ...]
 
 
 def grouping_sets_sql(dialect: Dialect, view: str, columns: Mapping[str, str],
-                      marginals: Sequence[tuple[tuple[str, ...], tuple[int, ...]]]) -> str:
+                      marginals: Sequence[tuple[tuple[str, ...], tuple[int, ...]]], weight: str | None = None) -> str:
     """``SELECT m, cell, n``: for each marginal ``m`` (its position in ``marginals``) the count ``n`` of every
-    non-empty ``cell`` of ``view``, whose column for each attribute is ``columns[attribute]`` (unquoted)."""
+    non-empty ``cell`` of ``view``, whose column for each attribute is ``columns[attribute]`` (unquoted). With
+    ``weight`` (a column of ``view``, unquoted), ``n`` is the sum of that column over the cell's rows instead."""
     keys = [cell_index_sql([dialect.quote(columns[a]) for a in attributes], shape) for attributes, shape in marginals]
+    total = "COUNT(*)" if weight is None else f"SUM({dialect.quote(weight)})"
     if len(keys) == 1:
-        return f"SELECT 0 AS m, {keys[0]} AS cell, COUNT(*) AS n FROM {view} GROUP BY {keys[0]}"
+        return f"SELECT 0 AS m, {keys[0]} AS cell, {total} AS n FROM {view} GROUP BY {keys[0]}"
     aliases = [f"k{i}" for i in range(len(keys))]
     which = " ".join(f"WHEN GROUPING({a}) = 0 THEN {i}" for i, a in enumerate(aliases))
-    inner = ", ".join(f"{k} AS {a}" for k, a in zip(keys, aliases, strict=True))
-    return (f"SELECT CASE {which} END AS m, COALESCE({', '.join(aliases)}) AS cell, COUNT(*) AS n "
+    inner = ", ".join([*(f"{k} AS {a}" for k, a in zip(keys, aliases, strict=True)),
+                       *([] if weight is None else [dialect.quote(weight)])])
+    return (f"SELECT CASE {which} END AS m, COALESCE({', '.join(aliases)}) AS cell, {total} AS n "
             f"FROM (SELECT {inner} FROM {view}) AS keyed "
             f"GROUP BY GROUPING SETS ({', '.join(f'({a})' for a in aliases)})")
 
 
 def dense_counts(marginals: Sequence[tuple[tuple[str, ...], tuple[int, ...]]], which: np.ndarray, cells: np.ndarray,
-                 counts: np.ndarray) -> list[np.ndarray]:
-    """The dense int64 arrays of each marginal from the rows ``(which, cell, count)`` of
+                 counts: np.ndarray, dtype: type = np.int64) -> list[np.ndarray]:
+    """The dense arrays (int64 counts, or ``dtype`` sums) of each marginal from the rows ``(which, cell, count)`` of
     :func:`grouping_sets_sql` (cells absent from the answer are 0)."""
-    which, cells, counts = (np.asarray(v, dtype=np.int64) for v in (which, cells, counts))
+    which, cells = (np.asarray(v, dtype=np.int64) for v in (which, cells))
+    counts = np.asarray(counts, dtype=dtype)
     out = []
     for i, (_, shape) in enumerate(marginals):
-        dense = np.zeros(int(np.prod(shape, dtype=np.int64)), dtype=np.int64)
+        dense = np.zeros(int(np.prod(shape, dtype=np.int64)), dtype=dtype)
         mine = which == i
         dense[cells[mine]] = counts[mine]
         out.append(dense.reshape(shape))
@@ -56,24 +60,28 @@ def distinct_rows_sql(dialect: Dialect, view: str, columns: Sequence[str]) -> st
 
 
 def stacked_keys_sql(dialect: Dialect, view: str, columns: Mapping[str, str],
-                     marginals: Sequence[tuple[tuple[str, ...], tuple[int, ...]]]) -> str:
+                     marginals: Sequence[tuple[tuple[str, ...], tuple[int, ...]]], weight: str | None = None) -> str:
     """``SELECT key, n``: the same counts as :func:`grouping_sets_sql` as one ``GROUP BY`` of a single BIGINT key.
     Each row emits one key per marginal (``explode`` of an array: Spark SQL's generator), its cell index plus the
     marginal's offset in the concatenation of every marginal's cells (:func:`stacked_counts` splits them back).
     Spark expands ``GROUPING SETS`` into one wide row per set (every set's key column, NULL but one), which costs
-    more than these narrow rows (benchmarks/spark_engine.py measured both; docs/engines.md)."""
+    more than these narrow rows (benchmarks/spark_engine.py measured both; docs/engines.md). With ``weight`` (a
+    column of ``view``, unquoted) ``n`` sums that column instead of counting."""
     offsets = np.cumsum([0, *(int(np.prod(shape, dtype=np.int64)) for _, shape in marginals)])[:-1]
     keys = [f"CAST({cell_index_sql([dialect.quote(columns[a]) for a in attributes], shape)} AS BIGINT) + {int(o)}"
             for (attributes, shape), o in zip(marginals, offsets, strict=True)]
-    return (f"SELECT key, COUNT(*) AS n FROM (SELECT explode(array({', '.join(keys)})) AS key FROM {view}) AS stacked "
-            "GROUP BY key")
+    total, carry = ("COUNT(*)", "") if weight is None else (f"SUM({dialect.quote(weight)})",
+                                                           f", {dialect.quote(weight)}")
+    return (f"SELECT key, {total} AS n FROM (SELECT explode(array({', '.join(keys)})) AS key{carry} FROM {view}) "
+            "AS stacked GROUP BY key")
 
 
 def stacked_counts(marginals: Sequence[tuple[tuple[str, ...], tuple[int, ...]]], keys: np.ndarray,
-                   counts: np.ndarray) -> list[np.ndarray]:
-    """The dense int64 arrays of each marginal from the rows ``(key, count)`` of :func:`stacked_keys_sql`."""
+                   counts: np.ndarray, dtype: type = np.int64) -> list[np.ndarray]:
+    """The dense arrays (int64 counts, or ``dtype`` sums) of each marginal from the rows ``(key, count)`` of
+    :func:`stacked_keys_sql`."""
     sizes = [int(np.prod(shape, dtype=np.int64)) for _, shape in marginals]
-    stacked = np.zeros(sum(sizes), dtype=np.int64)
-    stacked[np.asarray(keys, dtype=np.int64)] = np.asarray(counts, dtype=np.int64)
+    stacked = np.zeros(sum(sizes), dtype=dtype)
+    stacked[np.asarray(keys, dtype=np.int64)] = np.asarray(counts, dtype=dtype)
     parts = np.split(stacked, np.cumsum(sizes)[:-1])
     return [part.reshape(shape) for part, (_, shape) in zip(parts, marginals, strict=True)]

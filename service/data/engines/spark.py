@@ -15,8 +15,10 @@ emits one BIGINT key per marginal (its cell index offset by the marginal's place
 counts them. Spark SQL has ``GROUPING SETS`` too, but expands them into one wide row per set; the narrow keys
 measured about twice as fast (docs/engines.md). Only the non-empty cells' counts come back (as Arrow). The
 distinct rows are a ``GROUP BY ... ORDER BY`` streamed partition by partition (``toLocalIterator``), so the
-oracle's public cap on their number stops the read as soon as it is passed. Nothing else is read: no row leaves
-Spark one by one.
+oracle's public cap on their number stops the read as soon as it is passed. DP-IHT's clipped gradient sums are one
+aggregation with the same exploded keys, over a cached view of the distinct rows with their counts (grouped by one scan
+on first use), summing each distinct row's clipped weight times its count (:mod:`service.data.engines.gradients`).
+Nothing else is read: no row leaves Spark one by one.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import numpy as np
 
 from service.data.engines.base import SPARK, EngineError, Marginal
 from service.data.engines.dialect import SPARK_SQL
+from service.data.engines.gradients import GradientQuery, GroupedRows, weighted_rows_sql
 from service.data.engines.grouping import check_marginals, distinct_rows_sql, stacked_counts, stacked_keys_sql
 from service.data.engines.units import coded_sql
 
@@ -122,6 +125,7 @@ class SparkTable:
     (:mod:`service.data.engines.units`)."""
 
     name = SPARK
+    gradient_sums_in_one_scan = True
 
     def __init__(self, table: str, columns: Mapping[str, str], label: str, *, show_table: bool = False,
                  privacy_unit: str | None = None) -> None:
@@ -130,6 +134,10 @@ class SparkTable:
         self._table = table
         self._names = {attribute: f"c{i}" for i, attribute in enumerate(columns)}
         self._view = f"marginalia_{uuid.uuid4().hex}"
+        #: cached views of the distinct rows with counts (``CACHE TABLE``: one scan of the table on first use, kept
+        #: in the executors' memory, spilled to disk if need be, until :meth:`close`)
+        self._grouped = GroupedRows(SPARK_SQL, f"{self._view}_g", lambda name, sql: self._sql(
+            f"CACHE TABLE {name} AS {sql}"))
         self.session = spark_session()
         try:
             frame = self.session.table(table)
@@ -175,6 +183,13 @@ class SparkTable:
         if part:
             yield np.array(part, dtype=np.int64).reshape(len(part), width)
 
+    def clipped_gradient_sums(self, query: GradientQuery) -> list[np.ndarray]:
+        specs = query.marginals()
+        grouped = self._grouped.table(self._coded(), self._names, query.attributes)
+        weighted = f"({weighted_rows_sql(SPARK_SQL, grouped, self._names, query, count='n')}) AS weighted"
+        result = self._sql(stacked_keys_sql(SPARK_SQL, weighted, self._names, specs, weight="w"))
+        return stacked_counts(specs, result.column("key").to_numpy(), result.column("n").to_numpy(), dtype=np.float64)
+
     def row_count(self) -> int:
         return int(self._sql(f"SELECT COUNT(*) AS n FROM {self._coded()}").column("n")[0].as_py())
 
@@ -187,6 +202,12 @@ class SparkTable:
 
     def close(self) -> None:
         """Drop the views; the session stays for the next table (:func:`spark_session`)."""
+        for name in self._grouped.tables.values():
+            try:
+                self.session.sql(f"UNCACHE TABLE IF EXISTS {name}").collect()
+                self.session.catalog.dropTempView(name)
+            except Exception:  # noqa: BLE001, S110 - a session that went away has dropped its views
+                pass
         if self._select is None:
             try:
                 self.session.catalog.dropTempView(self._view)

@@ -2,7 +2,9 @@
 
 This is where every table lived before issue 21; the counting SQL is :func:`db.tables.count_marginals` (one
 ``GROUPING SETS`` scan per call on PostgreSQL, one ``GROUP BY`` per marginal on SQLite, which has no grouping
-sets).
+sets). DP-IHT's clipped gradient sums are one ``GROUPING SETS`` scan on PostgreSQL
+(:func:`service.data.engines.gradients.sql_gradient_sums`); on SQLite they would be one scan per attribute per
+iteration, so DP-IHT reads the distinct rows there instead (:attr:`SqlTable.gradient_sums_in_one_scan` is false).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from sqlalchemy import Engine, func, select
 
 from db import tables
 from service.data.engines.base import SQL, Marginal
+from service.data.engines.gradients import GradientQuery, sql_gradient_sums
 
 
 class SqlTable:
@@ -27,6 +30,7 @@ class SqlTable:
         self.engine = engine
         self.columns = dict(columns)
         self.table = tables.data_table(table_name, [sizes[a] for a in self.columns])
+        self.gradient_sums_in_one_scan = engine.dialect.name == "postgresql"
 
     def count_marginals(self, marginals: Sequence[Marginal]) -> list[np.ndarray]:
         specs = [([self.columns[a] for a in attributes], shape) for attributes, shape in marginals]
@@ -41,6 +45,11 @@ class SqlTable:
             for part in result.partitions(chunk_rows):
                 plain = [tuple(row) for row in part]  # Row objects are slow for numpy to inspect
                 yield np.array(plain, dtype=np.int64).reshape(len(plain), len(columns) + 1)
+
+    def clipped_gradient_sums(self, query: GradientQuery) -> list[np.ndarray]:
+        with self.engine.connect() as connection:
+            source = connection.dialect.identifier_preparer.quote(self.table.name)
+            return sql_gradient_sums(connection, source, self.columns, query)
 
     def row_count(self) -> int:
         with self.engine.connect() as connection:

@@ -184,3 +184,35 @@ def test_distinct_rows_with_counts_give_the_same_fit(model_class) -> None:
     assert np.count_nonzero(rows.coef_) == 3
     norms = np.linalg.norm(X, axis=1)
     assert np.mean(norms * 0.5 > settings["clip_norm"]) > 0.5  # clipping is exercised (|slope| >= 1/2 typically)
+
+
+def test_fit_gradients_asks_the_first_sum_before_any_draw_and_checks_what_it_gets() -> None:
+    """Where the rows live (a data engine) the first clipped sum is asked before any noise, so a table that cannot be
+    read fails before the charge is spent; a sum of the wrong shape or not finite is refused. With the rows in memory
+    (ArrayGradients) fit_gradients is fit."""
+    from estimators.central.dp_iht import ArrayGradients
+
+    draws: list[int] = []
+
+    def noise(sigma: float, size: int) -> np.ndarray:
+        draws.append(size)
+        return np.zeros(size)
+
+    def unreadable(theta: np.ndarray, bound: float) -> np.ndarray:
+        raise OSError("the table cannot be read")
+
+    model = DPIHTLinearRegression(sparsity=2, iterations=3, eta=0.5, rho=1.0, clip_norm=1.0)
+    with pytest.raises(OSError, match="cannot be read"):
+        model.fit_gradients(unreadable, 10, 3, noise)
+    assert draws == []
+    with pytest.raises(EstimatorError, match="must be 3 finite numbers"):
+        model.fit_gradients(lambda theta, bound: np.zeros(2), 10, 3, noise)
+    with pytest.raises(EstimatorError, match="must be 3 finite numbers"):
+        model.fit_gradients(lambda theta, bound: np.full(3, np.nan), 10, 3, noise)
+    X = np.random.default_rng(2).normal(size=(40, 3))
+    y = X @ np.array([1.0, 0.0, -1.0])
+    direct = DPIHTLinearRegression(sparsity=2, iterations=3, eta=0.5, rho=1.0, clip_norm=1.0).fit(
+        X, y, NoiseSource(4).gaussian)
+    through = DPIHTLinearRegression(sparsity=2, iterations=3, eta=0.5, rho=1.0, clip_norm=1.0).fit_gradients(
+        ArrayGradients(X, y, "linear"), 40, 3, NoiseSource(4).gaussian)
+    np.testing.assert_array_equal(direct.coef_, through.coef_)

@@ -1,0 +1,172 @@
+"""Benchmark: DP-IHT with its clipped gradient sums computed inside DuckDB, against the distinct-rows path (issue 21).
+
+For each size (default 1M rows: the coded adult training table resampled with replacement, written as CSV under
+``--folder`` by :func:`benchmarks.load_memory.write_table` and loaded into the default engine, DuckDB), one DP-IHT
+release of the logistic model ``income>50K ~ every other column`` (intercept, reduced one-hot for the categorical
+columns, scalar for the ordinal ones; ``--iterations`` T, sparsity 10, epsilon 1, delta 1e-5, seeded) by each path,
+each with a fresh count oracle on the same table:
+
+* ``engine``: every iteration asks DuckDB for the sum (:class:`service.mechanisms.dp_iht.EngineGradients`: one
+  aggregation, one float per attribute code back; DuckDB groups the rows into distinct rows with counts once, in
+  a temporary table, and each iteration aggregates that table), plus a row count;
+* ``distinct_rows``: the table's distinct rows with their counts read once, then ``T`` numpy iterations on them
+  (:func:`service.mechanisms.row_memory.weighted_design`), the path SQLite tables take.
+
+Two tables of each size: ``adult`` (resampling keeps at most the ~45k distinct rows of the adult table, so the
+distinct-rows path reads few) and ``uniform`` (every code drawn uniformly over adult's domain: about as many distinct
+rows as rows, so beyond 100k rows the distinct-rows path is refused before any noise by its public cap,
+``MARGINALIA_MAX_DISTINCT_ROWS``, while the engine path keeps them inside DuckDB, with no cap). Recorded: wall seconds
+of each release (the best of ``--repeats``; a refusal is recorded with its reason), the scans and distinct rows read,
+and the largest difference between the two models' coefficients (same seed, same noise: only float summation order
+differs). Writes ``results/dp_iht_engine.json`` and
+``.png`` and prints a table::
+
+    .venv/bin/python -m benchmarks.dp_iht_engine --rows 1000000 --iterations 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+import time
+from collections.abc import Callable
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from sqlalchemy import Engine
+
+from benchmarks import harness
+from benchmarks.load_memory import DOMAIN, write_table
+
+PATHS = ("engine", "distinct_rows")
+TARGET = "income>50K"
+ORDINAL = ("age", "fnlwgt", "education-num", "capital-gain", "capital-loss", "hours-per-week")
+
+
+def uniform_table(folder: Path, rows: int, seed: int) -> Path:
+    """A CSV of ``rows`` rows over adult's domain with every code drawn uniformly at random: about as many distinct
+    rows as rows (the case the distinct-row cap refuses)."""
+    path = folder / f"uniform-{rows}.csv"
+    if not path.exists():
+        rng = np.random.default_rng(harness.seed_sequence(seed, rows, 1))
+        frame = pd.DataFrame({name: rng.integers(0, size, rows) for name, size in json_domain().items()})
+        frame.to_csv(path, index=False)
+    return path
+
+
+def run_size(rows: int, folder: Path, args: argparse.Namespace, log: Callable[[str], None]
+             ) -> list[dict[str, object]]:
+    database = folder / f"dp-iht-{rows}.db"  # a fresh service database (and Parquet folder) each run
+    database.unlink(missing_ok=True)
+    shutil.rmtree(folder / f"dp-iht-{rows}-tables", ignore_errors=True)
+    engine = harness.temporary_database(database)
+    tables = {"adult": write_table(folder, rows, args.seed), "uniform": uniform_table(folder, rows, args.seed)}
+    records = [r for name, csv in tables.items() for r in run_table(engine, name, csv, rows, args, log)]
+    engine.dispose()
+    return records
+
+
+def run_table(engine: Engine, table: str, csv: Path, rows: int, args: argparse.Namespace,
+              log: Callable[[str], None]) -> list[dict[str, object]]:
+    """Both paths on one table; a path refused before noise (the distinct-row cap) is recorded with its reason."""
+    from service.data import datasets
+    from service.data.oracle import TableCountOracle
+    from service.mechanisms.base import MechanismError
+    from service.mechanisms.dp_iht import DPIHTRelease
+    from service.privacy.noise import NoiseSource
+    from service.regression.design import build_design
+
+    datasets.load_coded_csv(engine, table, csv, harness.DATA / DOMAIN, tuple(a for a in json_domain()
+                                                                             if a not in ORDINAL))
+    stored = datasets.get_dataset(engine, table)
+    design = build_design(stored.domain, "logistic", TARGET, [a for a in stored.domain.names if a != TARGET])
+    options = {"sparsity": 10, "iterations": args.iterations}
+    records, models = [], {}
+    for path in PATHS:
+        best, refused = math.inf, None
+        for _ in range(args.repeats):
+            with TableCountOracle(engine, stored) as oracle:
+                oracle.table.gradient_sums_in_one_scan = path == "engine"
+                release = DPIHTRelease(design, Fraction(1, 100), options)
+                start = time.perf_counter()
+                try:
+                    release(oracle, NoiseSource(args.seed))
+                except MechanismError as exc:
+                    refused = str(exc)
+                best = min(best, time.perf_counter() - start)
+                scans, distinct = oracle.gradient_scans, oracle.distinct_rows_read
+        if refused is None:
+            models[path] = np.array([release.payload.intercept or 0.0, *release.payload.coef])
+        log(f"{table}, {rows:,} rows, {path}: {best:.2f} s ({scans} scans, {distinct:,} distinct rows)"
+            + (f"; refused: {refused}" if refused else ""))
+        records.append({"table": table, "rows": rows, "path": path, "seconds": best, "refused": refused,
+                        "iterations": args.iterations, "gradient_scans": scans, "distinct_rows_read": distinct,
+                        "coefficients": int(design.n_features + 1)})
+    difference = (float(np.max(np.abs(models["engine"] - models["distinct_rows"]))) if len(models) == 2 else None)
+    for record in records:
+        record["max_coefficient_difference"] = difference
+    return records
+
+
+def json_domain() -> dict[str, int]:
+    return json.loads((harness.DATA / DOMAIN).read_text())
+
+
+def plot(result: dict[str, object], path: Path) -> None:
+    plt = harness.pyplot()
+    fig, axis = plt.subplots(figsize=(7, 4))
+    records = result["records"]
+    groups = sorted({(r["table"], r["rows"]) for r in records})
+    for offset, name in enumerate(PATHS):
+        mine = [next(r for r in records if (r["table"], r["rows"]) == g and r["path"] == name) for g in groups]
+        axis.bar([i + 0.4 * offset for i in range(len(groups))], [0 if r["refused"] else r["seconds"] for r in mine],
+                 width=0.4, label=name)
+        for i, record in enumerate(mine):
+            if record["refused"]:
+                axis.text(i + 0.4 * offset, 0, "refused", rotation=90, ha="center", va="bottom", fontsize=8)
+    axis.set_xticks([i + 0.2 for i in range(len(groups))], [f"{t}\n{n:,} rows" for t, n in groups])
+    axis.set_ylabel("seconds per DP-IHT release")
+    axis.set_title(f"DP-IHT on DuckDB, T = {records[0]['iterations']}")
+    harness.finish_axes(axis, 8)
+    harness.save_figure(fig, path)
+
+
+def _arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    harness.add_table_options(parser, "dp_iht_engine", rows="1000000")
+    parser.add_argument("--iterations", type=int, default=20, help="DP-IHT's T")
+    args = parser.parse_args()
+    if args.iterations < 1:
+        raise harness.BenchError(f"--iterations must be at least 1, got {args.iterations}")
+    return args
+
+
+def _records(args: argparse.Namespace) -> list[dict[str, object]]:
+    sizes, log = harness.table_sizes(args), harness.logger(args.quiet)
+    with harness.work_folder(args.folder, "marginalia-dp-iht-engine-") as folder:
+        return [r for rows in sizes for r in run_size(rows, folder, args, log)]
+
+
+def main() -> None:
+    args = _arguments()
+    out, png = harness.outputs(args)
+    records = _records(args)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    harness.write_json(out, {"records": records, "machine": harness.machine(),
+                             "note": "shared machine (2 cores, other jobs running): compare the paths within one run"})
+    plot({"records": records}, png)
+    harness.summary_table("DP-IHT on DuckDB: engine sums vs distinct rows",
+                          ["table", "rows", "path", "seconds", "scans", "distinct rows", "max |coef diff|"],
+                          [(r["table"], f"{r['rows']:,}", r["path"],
+                            "refused" if r["refused"] else f"{r['seconds']:.2f}", r["gradient_scans"],
+                            f"{r['distinct_rows_read']:,}", "-" if r["max_coefficient_difference"] is None
+                            else f"{r['max_coefficient_difference']:.1e}") for r in records])
+    harness.wrote(out, png)
+
+
+if __name__ == "__main__":
+    main()

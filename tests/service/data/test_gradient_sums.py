@@ -1,0 +1,305 @@
+"""DP-IHT's clipped gradient sums computed inside the data engine (issue 21): one aggregation per iteration, one float
+per (attribute, code) back, equal to the in-memory numpy sum (``estimators.central.dp_iht.ArrayGradients``) on every
+engine (DuckDB stored and attached Parquet, the service database's SQLite and PostgreSQL tables, attached SQL
+tables; Spark local mode in the slow test), for the linear and logistic losses, with clipping active and inactive,
+for every encoding kind (reduced one-hot, one-hot, scalar, custom, {-1, +1}); and the release that uses them."""
+
+from __future__ import annotations
+
+import json
+import math
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from sqlalchemy import Engine, text
+
+from estimators.central.dp_iht import ArrayGradients, dp_iht_calibration, loss_slopes
+from service.accounting import accountant
+from service.accounting.accountant import release_costs
+from service.data import datasets
+from service.data.attach import attach_parquet, attach_sql
+from service.data.engines.base import EngineError
+from service.data.engines.gradients import ensure_sqlite_math
+from service.data.oracle import TableCountOracle
+from service.mechanisms import row_memory
+from service.mechanisms.base import MechanismError
+from service.mechanisms.dp_iht import COUNT_SHARE, DPIHTRelease, EngineGradients
+from service.privacy import conversions
+from service.privacy.cost import PrivacyCost, floor_to_grid
+from service.privacy.noise import NoiseSource
+from service.regression.fit import fit as fit_regression
+from tests.support.binned import RAW_SQL_TYPES, SPEC, one_row_per_unit, raw_frame, sql_table, write_spec
+from workloads.binning import apply_spec, parse_spec
+from workloads.encodings import DesignEncoding
+
+SIZES = {"a": 5, "b": 4, "c": 3, "d": 6, "e": 2, "y": 3}
+ROWS = 700
+#: every encoding kind the design allows: a, b categorical (reduced one-hot, one-hot), c custom, d scalar; the target
+#: scalar (linear) or {-1, +1} with level 2 positive (logistic)
+OVERRIDES = {"b": "one_hot", "c": [[1.0, -0.5, 0.25], [0.0, 2.0, -1.0]]}
+
+
+def _coded(seed: int = 4) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({name: rng.integers(0, size, ROWS) for name, size in SIZES.items()})
+
+
+def _write_coded(folder: Path, frame: pd.DataFrame) -> tuple[Path, Path]:
+    csv, domain = folder / "coded.csv", folder / "coded-domain.json"
+    frame.to_csv(csv, index=False)
+    domain.write_text(json.dumps(SIZES))
+    return csv, domain
+
+
+def _designs(domain, features, target, overrides, positive):  # noqa: ANN001, ANN202
+    return [DesignEncoding(domain, features, target, "linear", intercept=True, overrides=overrides),
+            DesignEncoding(domain, features, target, "logistic", intercept=False, overrides=overrides,
+                           positive_level=positive)]
+
+
+def _numpy_and_engine(oracle: TableCountOracle, design: DesignEncoding, codes: pd.DataFrame) -> None:
+    """For theta at random, the engine's sum equals numpy's on the encoded rows (clipping active: G small; inactive:
+    G above every row's gradient norm), within 1e-9 relative (float64 summation order)."""
+    X, y = design.encode(codes)
+    if design.intercept:
+        X = np.column_stack([np.ones(len(X)), X])
+    in_memory = ArrayGradients(X, y, design.task)
+    in_engine = EngineGradients(oracle, design, design.task)
+    rng = np.random.default_rng(11)
+    for _ in range(2):
+        theta = rng.normal(0.0, 1.0, X.shape[1])
+        norms = np.abs(loss_slopes(design.task, X @ theta, y)) * np.linalg.norm(X, axis=1)
+        for bound, clipped in ((0.2 * float(np.median(norms)), True), (2.0 * float(norms.max()), False)):
+            assert bool(np.any(norms > bound)) is clipped
+            expected = in_memory(theta, bound)
+            scale = float(np.sum(np.minimum(norms, bound)))  # sum of the clipped gradients' norms
+            np.testing.assert_allclose(in_engine(theta, bound), expected, rtol=1e-9, atol=1e-9 * scale)
+    assert oracle.distinct_rows_read == 0
+
+
+@pytest.mark.parametrize("store", ["duckdb", "sql"])
+def test_stored_tables_sum_as_numpy(engine: Engine, tmp_path: Path, store: str) -> None:
+    """DuckDB's Parquet file, and the service database's data table (SQLite: one GROUP BY per attribute; PostgreSQL:
+    one GROUPING SETS scan), for every encoding kind, linear and logistic."""
+    frame = _coded()
+    datasets.load_coded_csv(engine, "t", *_write_coded(tmp_path, frame), categorical=("a", "b"), store=store,
+                            chunk_rows=100)
+    stored = datasets.get_dataset(engine, "t")
+    with TableCountOracle(engine, stored) as oracle:
+        assert oracle.table.name == store
+        for design in _designs(stored.domain, ["a", "b", "c", "d"], "y", OVERRIDES, 2):
+            assert {enc.kind for enc in design.attribute_encodings} >= {"reduced_one_hot", "one_hot", "custom",
+                                                                       "scalar"}
+            _numpy_and_engine(oracle, design, frame)
+        assert oracle.gradient_scans == 8  # two designs, two thetas, two bounds
+
+
+def _binned(frame: pd.DataFrame) -> pd.DataFrame:
+    spec = parse_spec(SPEC)
+    return pd.DataFrame(apply_spec(spec, frame.astype(str)), columns=[c.name for c in spec.columns])
+
+
+def test_attached_parquet_sums_as_numpy(engine: Engine, tmp_path: Path) -> None:
+    frame = raw_frame(400, 5)
+    path = tmp_path / "people.parquet"
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path, row_group_size=64)
+    attach_parquet(engine, "people", [str(path)], write_spec(tmp_path))
+    stored = datasets.get_dataset(engine, "people")
+    with TableCountOracle(engine, stored) as oracle:
+        for design in _designs(stored.domain, ["age", "work"], "income", {}, None):
+            _numpy_and_engine(oracle, design, _binned(frame))
+
+
+def test_attached_sql_sums_as_numpy_and_refuses_a_value_outside_the_spec(engine: Engine, database_url: str,
+                                                                         tmp_path: Path) -> None:
+    """An attached table of another database (here the test's own SQLite or PostgreSQL): the same sums; a value the
+    spec cannot code (its code is negative) is refused naming its column, never dropped from the sum."""
+    frame = raw_frame(300, 6)
+    sql_table(engine, frame, "people")
+    attach_sql(engine, "people", database_url, "people", write_spec(tmp_path))
+    stored = datasets.get_dataset(engine, "people")
+    designs = _designs(stored.domain, ["age", "work"], "income", {}, None)
+    with TableCountOracle(engine, stored) as oracle:
+        for design in designs:
+            _numpy_and_engine(oracle, design, _binned(frame))
+    with engine.begin() as connection:
+        connection.execute(text("UPDATE people SET income = 'unknown' WHERE age < 30"))
+    with TableCountOracle(engine, stored) as oracle:
+        gradients = EngineGradients(oracle, designs[0], "linear")
+        with pytest.raises(EngineError, match=r"column\(s\) \['income'\] hold a value the binning spec cannot code"):
+            gradients(np.zeros(1 + designs[0].n_features), 1.0)
+
+
+@pytest.mark.parametrize("where", ["parquet", "sql"])
+def test_the_sums_see_one_row_per_privacy_unit(engine: Engine, database_url: str, tmp_path: Path, where: str) -> None:
+    """On a table attached with ``--privacy-unit`` the engine's source relation keeps one row per unit, and the
+    gradient sums are built on it: they equal numpy's over the kept rows (computed without SQL), and ``n`` is the
+    number of units."""
+    frame = raw_frame(400, 8)
+    frame["person"] = np.random.default_rng(9).integers(0, 90, len(frame))
+    spec = parse_spec(SPEC)
+    names = [c.name for c in spec.columns]
+    kept = one_row_per_unit(apply_spec(spec, frame[names].astype(str)), names, frame["person"].to_numpy())
+    if where == "parquet":
+        path = tmp_path / "visits.parquet"
+        pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path)
+        attach_parquet(engine, "visits", [str(path)], write_spec(tmp_path), privacy_unit="person")
+    else:
+        sql_table(engine, frame, "visits", {**RAW_SQL_TYPES, "person": "INTEGER"})
+        attach_sql(engine, "visits", database_url, "visits", write_spec(tmp_path), privacy_unit="person")
+    stored = datasets.get_dataset(engine, "visits")
+    with TableCountOracle(engine, stored) as oracle:
+        assert oracle.table.row_count() == len(kept) < len(frame)
+        for design in _designs(stored.domain, ["age", "work"], "income", {}, None):
+            _numpy_and_engine(oracle, design, kept)
+
+
+def test_sqlite_math_functions_are_registered_only_where_missing() -> None:
+    """SQLite's sqrt and tanh exist only when it was compiled with its math functions; a connection that lacks one
+    gets Python's (a sqlite3 connection whose functions are hidden by an authorizer stands for such a build)."""
+    import sqlite3
+
+    connection = sqlite3.connect(":memory:")
+    ensure_sqlite_math(connection)
+    assert connection.execute("SELECT sqrt(2.25), tanh(0.5)").fetchone() == (1.5, math.tanh(0.5))
+
+    class Lacking:  # a connection on which the built-ins fail, as on a build without them
+        registered: dict[str, object] = {}
+
+        def execute(self, sql: str) -> object:
+            name = sql.split()[1].split("(")[0]
+            if name not in self.registered:
+                raise sqlite3.OperationalError(f"no such function: {name}")
+            return connection.execute("SELECT 1")
+
+        def create_function(self, name: str, arity: int, function: object, deterministic: bool) -> None:
+            assert arity == 1 and deterministic
+            self.registered[name] = function
+
+    lacking = Lacking()
+    ensure_sqlite_math(lacking)
+    assert lacking.registered == {"sqrt": math.sqrt, "tanh": math.tanh}
+
+
+def _release(oracle: TableCountOracle, design: DesignEncoding, seed: int, options: dict) -> DPIHTRelease:
+    release = DPIHTRelease(design, Fraction(1, 2), options)
+    release(oracle, NoiseSource(seed))
+    return release
+
+
+@pytest.mark.parametrize("task", ["linear", "logistic"])
+def test_the_release_on_the_engine_path_equals_the_distinct_rows_path(engine: Engine, tmp_path: Path,
+                                                                      task: str) -> None:
+    """The same rows in DuckDB (the engine sums, no distinct row read, one scan per iteration) and read as distinct
+    rows (the numpy path): with the same seed the same model (to float summation order), the same calibration and
+    charge; and the engine path gives the same model twice (DuckDB sums on one thread: 7 row groups here)."""
+    frame = _coded()
+    datasets.load_coded_csv(engine, "t", *_write_coded(tmp_path, frame), categorical=("a", "b"), chunk_rows=100)
+    stored = datasets.get_dataset(engine, "t")
+    design = _designs(stored.domain, ["a", "b", "c", "d"], "y", OVERRIDES, 2)[task == "logistic"]
+    options = {"sparsity": 4, "iterations": 12, "clip_norm": 0.5}
+    with TableCountOracle(engine, stored) as oracle:
+        assert oracle.table.gradient_sums_in_one_scan
+        first = _release(oracle, design, 3, options)
+        assert (oracle.gradient_scans, oracle.distinct_rows_read, oracle.rows_read) == (12, 0, 0)
+        again = _release(oracle, design, 3, options)
+        oracle.table.gradient_sums_in_one_scan = False  # the distinct-rows path on the same table
+        rows = _release(oracle, design, 3, options)
+        assert oracle.distinct_rows_read > 0 and oracle.gradient_scans == 24
+    assert again.payload == first.payload
+    np.testing.assert_allclose(first.payload.coef, rows.payload.coef, rtol=1e-7, atol=1e-12)
+    assert first.public_details() == rows.public_details() and first.cost == rows.cost
+    assert np.count_nonzero(first.payload.coef) + (first.payload.intercept not in (None, 0.0)) <= 4
+
+
+def test_engine_path_ignores_the_distinct_row_budget_and_charges_as_before(engine: Engine, tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The accountant charges the engine path exactly what it charged the distinct-rows path (the same rho:
+    ``cdp_rho(1, 1e-5)`` on the grid, split exactly by the calibration, sensitivity G either way). Then, with more
+    distinct rows than the cap and a 1 MB memory budget, DP-IHT on DuckDB still runs (it holds a few floats per
+    code); objective perturbation, which still reads rows, is refused before noise and refunded."""
+    files = _write_coded(tmp_path, _coded())
+    request = {"method": "dp-iht", "epsilon": "1", "delta": "1e-5", "options": {"sparsity": 3, "iterations": 5}}
+    costs = {}
+    for store in ("sql", "duckdb"):
+        datasets.load_coded_csv(engine, store, *files, categorical=("a", "b"), store=store)
+        accountant.set_budget(engine, store, "10", "1e-3")
+        if store == "duckdb":
+            monkeypatch.setenv(row_memory.MEMORY_BUDGET_ENV, "1")
+            monkeypatch.setenv(row_memory.MAX_DISTINCT_ROWS_ENV, "10")
+        fit = fit_regression(engine, store, "linear", "y", ["a", "b", "c", "d"], **request)
+        costs[store] = release_costs(engine, [fit.release_id])[fit.release_id]
+        assert fit.details["sigma_gradient"] == dp_iht_calibration(
+            costs[store].rho, 5, fit.details["clip_norm"], COUNT_SHARE).sigma_gradient
+    assert costs["duckdb"] == costs["sql"] == PrivacyCost(rho=floor_to_grid(conversions.cdp_rho(1.0, 1e-5)))
+    with pytest.raises(MechanismError, match="objective perturbation: refused before any noise"):
+        fit_regression(engine, "duckdb", "logistic", "e", ["a", "b"], method="objpert", epsilon="1", delta="1e-5")
+    assert [r["entry"] for r in accountant.ledger_rows(engine, "duckdb")][-2:] == ["charge", "refund"]
+
+
+@pytest.mark.slow
+def test_spark_sums_as_numpy(engine: Engine, tmp_path: Path) -> None:
+    """A Parquet table attached to local-mode Spark: the same sums from Spark's one scan (exploded keys), linear and
+    logistic, clipping active and inactive. (AdaSSP on Spark reads counts only: tests/service/data/
+    test_spark_engine.py fits it on an attached Spark table.)"""
+    from service.data.attach import attach_spark
+
+    frame = raw_frame(400, 7)
+    path = tmp_path / "people.parquet"
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path)
+    attach_spark(engine, "people", f"parquet.`{path}`", write_spec(tmp_path))
+    stored = datasets.get_dataset(engine, "people")
+    with TableCountOracle(engine, stored) as oracle:
+        assert oracle.table.name == "spark" and oracle.table.gradient_sums_in_one_scan
+        for design in _designs(stored.domain, ["age", "work"], "income", {}, None):
+            _numpy_and_engine(oracle, design, _binned(frame))
+
+
+class _AggregatesOnly:
+    """A data engine that returns aggregates only: it cannot stream distinct rows (no such engine ships; every one
+    streams), as a warehouse that refuses row-level reads would say."""
+
+    def __init__(self, inner) -> None:  # noqa: ANN001
+        self.inner, self.name = inner, inner.name
+        self.gradient_sums_in_one_scan = True
+
+    def count_marginals(self, marginals):  # noqa: ANN001, ANN201
+        return self.inner.count_marginals(marginals)
+
+    def distinct_rows(self, attributes, *, chunk_rows):  # noqa: ANN001, ANN201, ARG002
+        raise EngineError("dataset 't': this engine cannot stream distinct rows (it returns aggregates only)")
+
+    def clipped_gradient_sums(self, query):  # noqa: ANN001, ANN201
+        return self.inner.clipped_gradient_sums(query)
+
+    def row_count(self) -> int:
+        return self.inner.row_count()
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def test_objpert_is_refused_naming_why_on_an_engine_that_cannot_stream_rows_and_dp_iht_runs(engine: Engine,
+                                                                                            tmp_path: Path) -> None:
+    """Objective perturbation needs the rows: on an engine that cannot stream them its runner stops with the
+    engine's reason before any noise (the release engine's TrackedNoise sees no draw, so the charge would be
+    refunded). DP-IHT needs only the engine's gradient sums and runs."""
+    from service.data.engines.registry import open_table
+    from service.mechanisms.objpert import ObjPertRelease
+    from service.releases.engine import TrackedNoise
+
+    datasets.load_coded_csv(engine, "t", *_write_coded(tmp_path, _coded()), categorical=("a", "b"))
+    stored = datasets.get_dataset(engine, "t")
+    logistic = DesignEncoding(stored.domain, ["a", "b", "d"], "e", "logistic")
+    with TableCountOracle(engine, stored, table=_AggregatesOnly(open_table(engine, stored))) as oracle:
+        noise = TrackedNoise(NoiseSource(1))
+        with pytest.raises(EngineError, match="cannot stream distinct rows"):
+            ObjPertRelease(logistic, Fraction(1), Fraction(1, 10**5))(oracle, noise)  # type: ignore[arg-type]
+        assert not noise.drawn
+        release = _release(oracle, logistic, 5, {"sparsity": 2, "iterations": 3})
+    assert release.payload is not None and oracle.gradient_scans == 3
