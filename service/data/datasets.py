@@ -82,7 +82,8 @@ def load_coded_csv(
         domain = Domain.from_json(domain_text, categorical)
     except DomainError as exc:
         raise InvalidInput(f"{domain_path}: not a domain: {exc}", code="invalid_domain") from None
-    total = csv_chunks.count_data_lines(csv_path)
+    chunk_rows = chunk_rows or CHUNK_ROWS
+    total = csv_chunks.count_data_lines(csv_path, chunk_rows=chunk_rows)
     header = csv_chunks.header(csv_path)
     duplicated = sorted({c for c in header if header.count(c) > 1})
     if duplicated:
@@ -97,7 +98,7 @@ def load_coded_csv(
             + (f"; in the file but not in the domain: {extra}" if extra else ""),
             code="column_mismatch",
         )
-    chunks = _coded_chunks(csv_path, domain, chunk_rows or CHUNK_ROWS)
+    chunks = _coded_chunks(csv_path, domain, chunk_rows)
     return _store(engine, name, domain, chunks, total, source=source or str(csv_path), progress=progress, store=store)
 
 
@@ -117,12 +118,14 @@ def load_raw_csv(
         spec = load_spec(spec_path)
     except BinningError as exc:
         raise InvalidInput(str(exc), code="invalid_spec") from None
-    total = sum(csv_chunks.count_data_lines(p, header=spec.header, comment=spec.comment) for p in csv_paths)
+    chunk_rows = chunk_rows or CHUNK_ROWS
+    total = sum(csv_chunks.count_data_lines(p, header=spec.header, comment=spec.comment, chunk_rows=chunk_rows)
+                for p in csv_paths)
     domain = spec.domain()
 
     def chunks() -> Iterator[np.ndarray]:
         for path in csv_paths:
-            yield from _raw_chunks(path, spec, chunk_rows or CHUNK_ROWS)
+            yield from _raw_chunks(path, spec, chunk_rows)
 
     labels = {c.name: list(c.labels) for c in spec.columns}
     return _store(engine, name, domain, chunks(), total, source=source or ", ".join(map(str, csv_paths)),
