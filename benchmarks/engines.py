@@ -18,8 +18,10 @@ written as CSV under ``--folder`` by :func:`benchmarks.load_memory.write_table`,
   (``TableCountOracle.counts_many``, timed around the call: the engine's scans plus summing cached counts; the rest
   is selection, noise and model fitting), and the process's peak resident memory (``VmHWM`` of
   ``/proc/self/status``, interpreter and imports included; ``ru_maxrss`` is recorded too but Linux carries the
-  parent's peak into it across ``execve``, so at 20M rows it reports the parent's pandas frame); target: the
-  largest size within 2x of the smallest.
+  parent's peak into it across ``execve``, so at 20M rows it reports the parent's pandas frame), and where AIM's
+  time goes: its rounds, the seconds inside the model fits (``mirror_descent.fit``, timed around the call: the
+  rounds' warm-started fits and the final fit apart, with their iterations), so that a ratio between sizes can be
+  split into round count and time per round; target: the largest size within 2x of the smallest.
 
 Times are wall seconds, the best of ``--repeats`` rounds. Writes ``results/engines.json`` and ``results/engines.png``
 and prints a table::
@@ -127,7 +129,8 @@ def run_size(rows: int, folder: Path, args: argparse.Namespace, log: Callable[[s
             measured = harness.run_child("benchmarks.engines", config)
             record("aim", "duckdb", measured.pop("seconds"), mechanism="aim", workload="all-2way", **measured)
             log(f"{'':>11} aim: counting {measured['counting_seconds']:.2f} s, peak {measured['peak_rss_mb']:.0f} MB,"
-                f" {measured['rounds']} rounds")
+                f" {measured['rounds']} rounds, round fits {measured['round_fit_seconds']:.1f} s, final fit "
+                f"{measured['final_fit_seconds']:.1f} s")
     finally:
         engine.dispose()
     return records
@@ -137,11 +140,20 @@ def aim_child(config: dict[str, object]) -> dict[str, object]:
     """One AIM release in this fresh process (:func:`benchmarks.harness.run_child`): wall seconds, seconds inside
     the count oracle, peak RSS, and the release's public details (rounds, fit iterations, model size)."""
     from db.migrate import open_database
+    from estimators.graphical import mirror_descent
     from service.data.oracle import TableCountOracle
     from service.releases import engine as release_engine
 
     counting = {"seconds": 0.0, "calls": 0}
     counts_many = TableCountOracle.counts_many
+    fits: list[tuple[float, int, int]] = []  # (seconds, iterations asked, iterations run) of each model fit
+    fit = mirror_descent.fit
+
+    def timed_fit(*args: object, **kwargs: object) -> object:  # AIM calls mirror_descent.fit through the module
+        start = time.perf_counter()
+        model = fit(*args, **kwargs)
+        fits.append((time.perf_counter() - start, int(kwargs.get("iters", 0)), int(model.iterations)))
+        return model
 
     def timed(self: TableCountOracle, *args: object, **kwargs: object) -> object:  # counts() calls counts_many once
         start = time.perf_counter()
@@ -152,6 +164,7 @@ def aim_child(config: dict[str, object]) -> dict[str, object]:
             counting["calls"] += 1
 
     TableCountOracle.counts_many = timed  # this process only: it exits after the release
+    mirror_descent.fit = timed_fit
     engine = open_database(f"sqlite:///{config['database']}")
     try:
         start = time.perf_counter()
@@ -161,9 +174,13 @@ def aim_child(config: dict[str, object]) -> dict[str, object]:
         seconds = time.perf_counter() - start
     finally:
         engine.dispose()
+    rounds, final = fits[:-1], fits[-1:]  # the initial fit and one per round, then the final fit
     return {"seconds": seconds, "counting_seconds": counting["seconds"], "oracle_calls": counting["calls"],
             "peak_rss_mb": own_peak_rss_mb(), "ru_maxrss_mb": peak_rss_mb(), "release_id": outcome.release_id,
-            **{key: outcome.details.get(key) for key in ("rounds", "fit_iterations", "model_size_mb")}}
+            "round_fit_seconds": sum(f[0] for f in rounds), "round_fits": len(rounds),
+            "round_fit_iterations": sum(f[2] for f in rounds), "final_fit_seconds": sum(f[0] for f in final),
+            "final_fit_iterations": sum(f[2] for f in final),
+            **{key: outcome.details.get(key) for key in ("rounds", "fit_iterations", "model_size_mb", "annealed")}}
 
 
 def summarize(records: list[dict[str, object]]) -> list[dict[str, object]]:
@@ -183,9 +200,16 @@ def summarize(records: list[dict[str, object]]) -> list[dict[str, object]]:
         if ("aim", "duckdb") in seconds:
             row["aim_seconds"] = seconds[("aim", "duckdb")]
         out.append(row)
-    aims = sorted((r["rows"], r["seconds"]) for r in records if r["task"] == "aim")
+    aims = sorted((r for r in records if r["task"] == "aim"), key=lambda r: r["rows"])
     if len(aims) > 1:
-        out.append({"aim_largest_over_smallest": aims[-1][1] / aims[0][1], "rows": [aims[0][0], aims[-1][0]]})
+        small, large = aims[0], aims[-1]
+        row = {"aim_largest_over_smallest": large["seconds"] / small["seconds"], "rows": [small["rows"], large["rows"]]}
+        if all("final_fit_seconds" in r for r in (small, large)):  # the ratio as round count x time per round
+            per_round = [(r["seconds"] - r["final_fit_seconds"]) / r["rounds"] for r in (small, large)]
+            row.update(rounds_ratio=large["rounds"] / small["rounds"], seconds_per_round=per_round,
+                       per_round_ratio=per_round[1] / per_round[0],
+                       final_fit_ratio=large["final_fit_seconds"] / small["final_fit_seconds"])
+        out.append(row)
     return out
 
 

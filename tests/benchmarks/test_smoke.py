@@ -182,9 +182,16 @@ def test_engines_times_aim_in_a_process_of_its_own(tmp_path: Path) -> None:
         assert 0 < record["counting_seconds"] < record["seconds"] and record["oracle_calls"] >= 1
         assert 50 < record["peak_rss_mb"] <= record["ru_maxrss_mb"]
         assert record["rounds"] >= 1 and record["fit_iterations"] >= 1
+        # the initial fit and one per round, then the final fit, whose iterations are the release's
+        assert record["round_fits"] == record["rounds"] + 1 and record["round_fit_iterations"] >= record["rounds"]
+        assert record["final_fit_iterations"] == record["fit_iterations"]
+        assert 0 < record["round_fit_seconds"] + record["final_fit_seconds"] < record["seconds"]
     ratio = body["summary"][-1]
     assert ratio["rows"] == [2000, 3000]
     assert ratio["aim_largest_over_smallest"] == aims[1]["seconds"] / aims[0]["seconds"]
+    assert ratio["rounds_ratio"] == aims[1]["rounds"] / aims[0]["rounds"]
+    per_round = [(r["seconds"] - r["final_fit_seconds"]) / r["rounds"] for r in aims]
+    assert ratio["seconds_per_round"] == per_round and ratio["per_round_ratio"] == per_round[1] / per_round[0]
     assert out.with_suffix(".png").stat().st_size > 1000
 
 
