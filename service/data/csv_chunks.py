@@ -139,10 +139,11 @@ def _blocks(path: Path, block_bytes: int) -> Iterator[tuple[bytes, np.ndarray, i
         raise InvalidInput(f"cannot read {path}: {exc.strerror}", code="unreadable_file") from None
 
 
-def _lines(path: Path, comment: str | None, block_bytes: int) -> Iterator[_Lines]:
+def _lines(path: Path, comment: str | None, block_bytes: int, fields: bool = True) -> Iterator[_Lines]:
     """The lines of ``path`` that are neither blank nor start with ``comment``, block by block. Only a line that
     starts with a blank byte can be blank, so only those are looked at one by one; a line's commas and quotes are
-    counted from their positions in the block (``searchsorted`` at the line ends)."""
+    counted from their positions in the block (``searchsorted`` at the line ends; not at all without ``fields``,
+    when only the lines are wanted)."""
     prefix = comment.encode() if comment else None
     for block, ends, first in _blocks(path, block_bytes):
         codes = np.frombuffer(block, dtype=np.uint8)
@@ -157,9 +158,12 @@ def _lines(path: Path, comment: str | None, block_bytes: int) -> Iterator[_Lines
         if kept.size == 0:
             continue
         starts, ends = starts[kept], ends[kept]
-        commas = _per_line(np.flatnonzero(codes == _COMMA), starts, ends)
-        quoted = (_per_line(np.flatnonzero(codes == _QUOTE), starts, ends) > 0 if np.count_nonzero(codes == _QUOTE)
-                  else np.zeros(len(kept), dtype=bool))
+        if not fields:
+            commas, quoted = np.zeros(len(kept), dtype=np.int64), np.zeros(len(kept), dtype=bool)
+        else:
+            commas = _per_line(np.flatnonzero(codes == _COMMA), starts, ends)
+            quoted = (_per_line(np.flatnonzero(codes == _QUOTE), starts, ends) > 0
+                      if np.count_nonzero(codes == _QUOTE) else np.zeros(len(kept), dtype=bool))
         yield _Lines(block, starts, ends, first + kept, commas, quoted)
 
 
@@ -208,7 +212,7 @@ def count_data_lines(path: Path, header: bool = True, comment: str | None = None
     """The number of data rows (lines neither blank nor comments, less the header), counted without keeping
     them, in the blocks :func:`chunks` reads for ``chunk_rows``; an empty file, or one with a header only, is an
     :class:`InvalidInput`."""
-    count = sum(len(lines) for lines in _lines(path, comment, _block_bytes(chunk_rows)))
+    count = sum(len(lines) for lines in _lines(path, comment, _block_bytes(chunk_rows), fields=False))
     if count == 0:
         raise InvalidInput(f"{path}: the file is empty; nothing was stored", code="empty_file")
     count -= 1 if header else 0

@@ -231,10 +231,18 @@ def check_name(name: str) -> None:
 
 
 def _coded_chunks(path: Path, domain: Domain, chunk_rows: int) -> Iterator[np.ndarray]:
-    """Validate and yield chunks of codes (rows x attributes, domain order), vectorised per column: the C parser
-    converts the numbers, and only a column it could not convert is read again as strings."""
+    """Validate and yield chunks of codes (rows x attributes, domain order), vectorised: the C parser converts the
+    numbers; a chunk whose columns are all integers, all within their domains, is checked in one comparison with the
+    sizes; otherwise each column is checked on its own (the first bad one named), and only a column the parser could
+    not convert is read again as strings."""
+    sizes = np.asarray([a.size for a in domain.attributes], dtype=np.int64)
     for chunk in csv_chunks.chunks(path, chunk_rows):
         numbers = chunk.numbers()
+        if all(pd.api.types.is_integer_dtype(numbers[name]) for name in domain.names):
+            codes = numbers[list(domain.names)].to_numpy(dtype=np.int64)
+            if not ((codes < 0) | (codes >= sizes)).any():
+                yield codes
+                continue
         out = np.empty((len(chunk), len(domain)), dtype=np.int64)
         for j, attribute in enumerate(domain.attributes):
             column = numbers[attribute.name]

@@ -65,8 +65,8 @@ TITANIC = "titanic/titanic"
 FAST: dict[str, tuple[Args, bool]] = {
     "wire_throughput": (lambda tmp, data: ["--sizes", "200", "--repeats", "1"], True),
     "load_memory": (lambda tmp, data: ["--sizes", "2000", "--folder", str(tmp / "tables"), "--quiet"], True),
-    "engines": (lambda tmp, data: ["--rows", "3000", "--sqlite-rows", "3000", "--repeats", "1", "--folder",
-                                   str(tmp / "tables"), "--quiet"], True),
+    "engines": (lambda tmp, data: ["--rows", "3000", "--sqlite-rows", "3000", "--grouping-rows", "3000", "--repeats",
+                                   "1", "--folder", str(tmp / "tables"), "--quiet"], True),
     # delta = n^-1.1 must stay under the default per-participant cap (1e-4): n >= 5,000
     "simulate_throughput": (lambda tmp, data: ["--n", "20000", "--batches", "5000"], True),
     "residual_quick": (lambda tmp, data: ["--tables", "titanic", "--epsilons", "1", "--trials", "1", "--losses",
