@@ -7,7 +7,8 @@ transaction; a Parquet file is written under a temporary name, renamed into plac
 registered by one short transaction (and removed if that fails), so a bad row on line 200,000 leaves nothing
 behind, and other writers of the service database are not held up while a large file loads. Files are streamed in chunks
 of ``CHUNK_ROWS`` rows (:mod:`service.data.csv_chunks`): memory is bounded by the chunk, not the file. Each chunk
-is parsed by pandas' C parser, validated column by column with numpy, and written in bulk (a Parquet row group, or
+is parsed by pandas' C parser, validated with numpy (in one comparison when every code is an in-range integer),
+and written in bulk (a Parquet row group, written by a background thread while the next chunk is parsed, or
 :func:`db.tables.insert_rows`); every row keeps its file line, so an error names the line, and a row with more or
 fewer fields than the header is reported as such (not as a bad value in some column).
 
