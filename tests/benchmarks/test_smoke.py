@@ -65,8 +65,8 @@ TITANIC = "titanic/titanic"
 FAST: dict[str, tuple[Args, bool]] = {
     "wire_throughput": (lambda tmp, data: ["--sizes", "200", "--repeats", "1"], True),
     "load_memory": (lambda tmp, data: ["--sizes", "2000", "--folder", str(tmp / "tables"), "--quiet"], True),
-    "engines": (lambda tmp, data: ["--rows", "3000", "--sqlite-rows", "3000", "--grouping-rows", "3000", "--repeats",
-                                   "1", "--folder", str(tmp / "tables"), "--quiet"], True),
+    "engines": (lambda tmp, data: ["--rows", "3000", "--sqlite-rows", "3000", "--repeats", "1", "--folder",
+                                   str(tmp / "tables"), "--quiet"], True),
     # delta = n^-1.1 must stay under the default per-participant cap (1e-4): n >= 5,000
     "simulate_throughput": (lambda tmp, data: ["--n", "20000", "--batches", "5000"], True),
     "residual_quick": (lambda tmp, data: ["--tables", "titanic", "--epsilons", "1", "--trials", "1", "--losses",
@@ -164,6 +164,20 @@ def test_api_load_measures_both_backends_with_postgresql(postgres_server, tmp_pa
     for result in backends.values():
         assert result["http"]["workers=1"]["all"]["requests"] == 4 and result["in_process"]["all"]["requests"] == 4
     assert png.stat().st_size > 1000
+
+
+def test_engines_compares_duckdbs_counting_shapes(tmp_path: Path) -> None:
+    """``--grouping-rows``: the DuckDB engine's three counting shapes, each checked against numpy by the benchmark
+    (it stops otherwise), recorded with how many marginals each counted."""
+    out = tmp_path / "engines.json"
+    done = run("engines", "--rows", "3000", "--sqlite-rows", "", "--grouping-rows", "3000", "--repeats", "2",
+               "--folder", str(tmp_path / "tables"), "--quiet", "--json", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    shapes = {r["variant"]: r for r in json.loads(out.read_text())["records"] if r["variant"].startswith("duckdb-")}
+    assert sorted(shapes) == ["duckdb-cover-each", "duckdb-cover-sets", "duckdb-pair-sets"]
+    assert shapes["duckdb-pair-sets"]["marginals"] == 105
+    assert shapes["duckdb-cover-sets"]["marginals"] == shapes["duckdb-cover-each"]["marginals"] < 105
+    assert all(r["task"] == "count" and r["seconds"] > 0 for r in shapes.values())
 
 
 @pytest.mark.slow  # about 15 s: two AIM releases in fresh processes
