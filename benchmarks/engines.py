@@ -8,7 +8,9 @@ written as CSV under ``--folder`` by :func:`benchmarks.load_memory.write_table`,
 * ``count``: the 105 two-way marginals of the 15 columns, by numpy ``bincount`` on the codes in memory (the
   reference), by the count oracle on the DuckDB table (``TableCountOracle.counts_many``, a fresh oracle each round,
   so nothing is cached) and, for the sizes in ``--sqlite-rows``, by the same oracle on a SQLite-stored copy; every
-  count is checked against numpy's in the first round; target: DuckDB within 1.5x of numpy;
+  count is checked against numpy's in the first round; target: DuckDB within 1.5x of numpy; for the sizes in
+  ``--grouping-rows``, the DuckDB engine's counting shapes (``GROUPING SETS`` over the covering groups, which the
+  oracle runs; one ``GROUP BY`` per covering group; ``GROUPING SETS`` over the 105 pairs), the engine called directly;
 * ``release``: a direct Laplace release of all 105 pairs (``release_marginals(..., "laplace", "all-2way")``, end
   to end: reserve, count, noise, store) on the DuckDB table, for the sizes in ``--release-rows``; target < 10 s;
 * ``aim``: for the sizes in ``--aim-rows``, AIM all-2way at ``--aim-epsilon`` (1) and ``--aim-delta`` (1e-6) on
@@ -18,11 +20,14 @@ written as CSV under ``--folder`` by :func:`benchmarks.load_memory.write_table`,
   (``TableCountOracle.counts_many``, timed around the call: the engine's scans plus summing cached counts; the rest
   is selection, noise and model fitting), and the process's peak resident memory (``VmHWM`` of
   ``/proc/self/status``, interpreter and imports included; ``ru_maxrss`` is recorded too but Linux carries the
-  parent's peak into it across ``execve``, so at 20M rows it reports the parent's pandas frame); target: the
-  largest size within 2x of the smallest.
+  parent's peak into it across ``execve``, so at 20M rows it reports the parent's pandas frame), and where AIM's
+  time goes: its rounds, the seconds inside the model fits (``mirror_descent.fit``, timed around the call: the
+  rounds' warm-started fits and the final fit apart, with their iterations), so that a ratio between sizes can be
+  split into round count and time per round; target: the largest size within 2x of the smallest.
 
-Times are wall seconds, the best of ``--repeats`` rounds. Writes ``results/engines.json`` and ``results/engines.png``
-and prints a table::
+Times are wall seconds, the best of ``--repeats`` rounds (for ``load``, both ``pandas.read_csv`` and the load, each
+round of the load into a new dataset; ``release`` and ``aim`` run once). Writes ``results/engines.json`` and
+``results/engines.png`` and prints a table::
 
     .venv/bin/python -m benchmarks.engines                                   # 1M and 5M rows: a few minutes
     .venv/bin/python -m benchmarks.engines --rows 20000000 --sqlite-rows ""  # 20M rows: 1.2 GB of CSV under /tmp
@@ -48,7 +53,7 @@ from benchmarks import harness
 from benchmarks.load_memory import DOMAIN, write_table
 from benchmarks.measure import own_peak_rss_mb, peak_rss_mb
 
-VARIANTS = ("numpy", "duckdb", "sqlite")
+VARIANTS = ("numpy", "duckdb", "sqlite", "duckdb-cover-sets", "duckdb-cover-each", "duckdb-pair-sets")
 AIM_BUDGET = ("1000", "0.001")  # the dataset's (epsilon, delta) budget before the AIM runs: room for every run
 
 
@@ -90,9 +95,11 @@ def run_size(rows: int, folder: Path, args: argparse.Namespace, log: Callable[[s
         log(f"{rows:>11,} {task:<8} {variant:<8} {seconds:8.2f} s")
 
     try:
-        seconds, frame = _seconds(lambda: pd.read_csv(csv), 1)
+        seconds, frame = _seconds(lambda: pd.read_csv(csv), args.repeats)
         record("load", "pandas", seconds)
-        seconds, _ = _seconds(lambda: datasets.load_coded_csv(engine, "duck", csv, harness.DATA / DOMAIN), 1)
+        copies = iter(["duck", *(f"duck-{i}" for i in range(1, args.repeats))])  # a load needs a new name
+        seconds, _ = _seconds(lambda: datasets.load_coded_csv(engine, next(copies), csv, harness.DATA / DOMAIN),
+                              args.repeats)
         record("load", "duckdb", seconds)
         names = list(frame.columns)
         codes = frame.to_numpy(dtype=np.int16)
@@ -114,6 +121,8 @@ def run_size(rows: int, folder: Path, args: argparse.Namespace, log: Callable[[s
             if wrong:
                 raise RuntimeError(f"{variant} counts differ from numpy's on {wrong[:3]}")
             record("count", variant, seconds, marginals=len(pairs))
+        if rows in args.grouping_rows:
+            _grouping_variants(engine, stored["duckdb"], pairs, expected, args.repeats, record)
         if rows in args.release_rows:
             accountant.set_budget(engine, "duck", "100", "0")
             seconds, outcome = _seconds(lambda: release_engine.release_marginals(
@@ -127,21 +136,65 @@ def run_size(rows: int, folder: Path, args: argparse.Namespace, log: Callable[[s
             measured = harness.run_child("benchmarks.engines", config)
             record("aim", "duckdb", measured.pop("seconds"), mechanism="aim", workload="all-2way", **measured)
             log(f"{'':>11} aim: counting {measured['counting_seconds']:.2f} s, peak {measured['peak_rss_mb']:.0f} MB,"
-                f" {measured['rounds']} rounds")
+                f" {measured['rounds']} rounds, round fits {measured['round_fit_seconds']:.1f} s, final fit "
+                f"{measured['final_fit_seconds']:.1f} s")
     finally:
         engine.dispose()
     return records
+
+
+def _grouping_variants(engine: object, dataset: object, pairs: list[tuple[str, str]],
+                       expected: dict[tuple[str, str], np.ndarray], repeats: int,
+                       record: Callable[..., None]) -> None:
+    """The DuckDB table's counting shapes side by side, the engine called directly (no oracle): ``GROUPING SETS``
+    over the covering groups in one scan (what the oracle runs), one ``GROUP BY`` per covering group, and
+    ``GROUPING SETS`` over the 105 pairs themselves (no cover); each checked against numpy."""
+    from service.data.engines.registry import open_table
+    from service.data.oracle import marginalize, plan_cover
+
+    domain = dataset.domain
+    groups = plan_cover(pairs, domain)
+    table = open_table(engine, dataset)
+    shapes = {
+        "cover-sets": lambda: table.count_marginals([(g, domain.shape(g)) for g in groups]),
+        "cover-each": lambda: [table.count_marginals([(g, domain.shape(g))])[0] for g in groups],
+        "pair-sets": lambda: table.count_marginals([(p, domain.shape(p)) for p in pairs]),
+    }
+    best = dict.fromkeys(shapes, math.inf)
+    try:
+        for round_ in range(repeats):  # round robin, the order turned every round: a busy spell hits every shape
+            for variant in (list(shapes) if round_ % 2 == 0 else list(shapes)[::-1]):
+                seconds, counted = _seconds(shapes[variant], 1)
+                best[variant] = min(best[variant], seconds)
+                marginals = groups if variant.startswith("cover") else pairs
+                for pair in pairs:
+                    i = next(k for k, m in enumerate(marginals) if set(pair) <= set(m))
+                    if not np.array_equal(marginalize(counted[i], marginals[i], pair), expected[pair]):
+                        raise RuntimeError(f"duckdb {variant} counts differ from numpy's on {pair}")
+    finally:
+        table.close()
+    for variant, seconds in best.items():
+        record("count", f"duckdb-{variant}", seconds, marginals=len(groups if variant.startswith("cover") else pairs))
 
 
 def aim_child(config: dict[str, object]) -> dict[str, object]:
     """One AIM release in this fresh process (:func:`benchmarks.harness.run_child`): wall seconds, seconds inside
     the count oracle, peak RSS, and the release's public details (rounds, fit iterations, model size)."""
     from db.migrate import open_database
+    from estimators.graphical import mirror_descent
     from service.data.oracle import TableCountOracle
     from service.releases import engine as release_engine
 
     counting = {"seconds": 0.0, "calls": 0}
     counts_many = TableCountOracle.counts_many
+    fits: list[tuple[float, int, int]] = []  # (seconds, iterations asked, iterations run) of each model fit
+    fit = mirror_descent.fit
+
+    def timed_fit(*args: object, **kwargs: object) -> object:  # AIM calls mirror_descent.fit through the module
+        start = time.perf_counter()
+        model = fit(*args, **kwargs)
+        fits.append((time.perf_counter() - start, int(kwargs.get("iters", 0)), int(model.iterations)))
+        return model
 
     def timed(self: TableCountOracle, *args: object, **kwargs: object) -> object:  # counts() calls counts_many once
         start = time.perf_counter()
@@ -152,6 +205,7 @@ def aim_child(config: dict[str, object]) -> dict[str, object]:
             counting["calls"] += 1
 
     TableCountOracle.counts_many = timed  # this process only: it exits after the release
+    mirror_descent.fit = timed_fit
     engine = open_database(f"sqlite:///{config['database']}")
     try:
         start = time.perf_counter()
@@ -161,9 +215,13 @@ def aim_child(config: dict[str, object]) -> dict[str, object]:
         seconds = time.perf_counter() - start
     finally:
         engine.dispose()
+    rounds, final = fits[:-1], fits[-1:]  # the initial fit and one per round, then the final fit
     return {"seconds": seconds, "counting_seconds": counting["seconds"], "oracle_calls": counting["calls"],
             "peak_rss_mb": own_peak_rss_mb(), "ru_maxrss_mb": peak_rss_mb(), "release_id": outcome.release_id,
-            **{key: outcome.details.get(key) for key in ("rounds", "fit_iterations", "model_size_mb")}}
+            "round_fit_seconds": sum(f[0] for f in rounds), "round_fits": len(rounds),
+            "round_fit_iterations": sum(f[2] for f in rounds), "final_fit_seconds": sum(f[0] for f in final),
+            "final_fit_iterations": sum(f[2] for f in final),
+            **{key: outcome.details.get(key) for key in ("rounds", "fit_iterations", "model_size_mb", "annealed")}}
 
 
 def summarize(records: list[dict[str, object]]) -> list[dict[str, object]]:
@@ -183,9 +241,16 @@ def summarize(records: list[dict[str, object]]) -> list[dict[str, object]]:
         if ("aim", "duckdb") in seconds:
             row["aim_seconds"] = seconds[("aim", "duckdb")]
         out.append(row)
-    aims = sorted((r["rows"], r["seconds"]) for r in records if r["task"] == "aim")
+    aims = sorted((r for r in records if r["task"] == "aim"), key=lambda r: r["rows"])
     if len(aims) > 1:
-        out.append({"aim_largest_over_smallest": aims[-1][1] / aims[0][1], "rows": [aims[0][0], aims[-1][0]]})
+        small, large = aims[0], aims[-1]
+        row = {"aim_largest_over_smallest": large["seconds"] / small["seconds"], "rows": [small["rows"], large["rows"]]}
+        if all("final_fit_seconds" in r for r in (small, large)):  # the ratio as round count x time per round
+            per_round = [(r["seconds"] - r["final_fit_seconds"]) / r["rounds"] for r in (small, large)]
+            row.update(rounds_ratio=large["rounds"] / small["rounds"], seconds_per_round=per_round,
+                       per_round_ratio=per_round[1] / per_round[0],
+                       final_fit_ratio=large["final_fit_seconds"] / small["final_fit_seconds"])
+        out.append(row)
     return out
 
 
@@ -215,12 +280,15 @@ def main() -> None:
     parser.add_argument("--rows", default="1000000,5000000", help="comma-separated row counts")
     parser.add_argument("--sqlite-rows", default="1000000", help="the sizes also counted on a SQLite-stored copy")
     parser.add_argument("--release-rows", default=None, help="the sizes released end to end (default: the largest)")
+    parser.add_argument("--grouping-rows", default="", help="the sizes at which DuckDB's counting shapes are "
+                        "compared: GROUPING SETS over the covering groups, one GROUP BY per group, GROUPING SETS "
+                        "over the pairs (default: none)")
     parser.add_argument("--aim-rows", default="", help="the sizes released by AIM all-2way (default: none)")
     parser.add_argument("--aim-epsilon", type=float, default=1.0)
     parser.add_argument("--aim-delta", type=float, default=1e-6)
     parser.add_argument("--aim-options", default="{}", help="AIM's options as JSON (default: its own settings)")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--repeats", type=int, default=2, help="timed rounds of counting (the best is kept)")
+    parser.add_argument("--repeats", type=int, default=2, help="timed rounds of load and counting (the best is kept)")
     parser.add_argument("--folder", type=Path, default=None, help="where the tables go (default: a temporary one)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quiet", action="store_true")
@@ -235,6 +303,7 @@ def main() -> None:
     args.sqlite_rows = harness.number_list(args.sqlite_rows, "--sqlite-rows", int) or ()
     args.release_rows = harness.number_list(args.release_rows, "--release-rows", int) or (max(sizes),)
     args.aim_rows = harness.number_list(args.aim_rows, "--aim-rows", int) or ()
+    args.grouping_rows = harness.number_list(args.grouping_rows, "--grouping-rows", int) or ()
     try:
         options = json.loads(args.aim_options)
     except ValueError:

@@ -7,7 +7,8 @@ transaction; a Parquet file is written under a temporary name, renamed into plac
 registered by one short transaction (and removed if that fails), so a bad row on line 200,000 leaves nothing
 behind, and other writers of the service database are not held up while a large file loads. Files are streamed in chunks
 of ``CHUNK_ROWS`` rows (:mod:`service.data.csv_chunks`): memory is bounded by the chunk, not the file. Each chunk
-is parsed by pandas' C parser, validated column by column with numpy, and written in bulk (a Parquet row group, or
+is parsed by pandas' C parser, validated with numpy (in one comparison when every code is an in-range integer),
+and written in bulk (a Parquet row group, written by a background thread while the next chunk is parsed, or
 :func:`db.tables.insert_rows`); every row keeps its file line, so an error names the line, and a row with more or
 fewer fields than the header is reported as such (not as a bad value in some column).
 
@@ -82,7 +83,8 @@ def load_coded_csv(
         domain = Domain.from_json(domain_text, categorical)
     except DomainError as exc:
         raise InvalidInput(f"{domain_path}: not a domain: {exc}", code="invalid_domain") from None
-    total = csv_chunks.count_data_lines(csv_path)
+    chunk_rows = chunk_rows or CHUNK_ROWS
+    total = csv_chunks.count_data_lines(csv_path, chunk_rows=chunk_rows)
     header = csv_chunks.header(csv_path)
     duplicated = sorted({c for c in header if header.count(c) > 1})
     if duplicated:
@@ -97,7 +99,7 @@ def load_coded_csv(
             + (f"; in the file but not in the domain: {extra}" if extra else ""),
             code="column_mismatch",
         )
-    chunks = _coded_chunks(csv_path, domain, chunk_rows or CHUNK_ROWS)
+    chunks = _coded_chunks(csv_path, domain, chunk_rows)
     return _store(engine, name, domain, chunks, total, source=source or str(csv_path), progress=progress, store=store)
 
 
@@ -117,12 +119,14 @@ def load_raw_csv(
         spec = load_spec(spec_path)
     except BinningError as exc:
         raise InvalidInput(str(exc), code="invalid_spec") from None
-    total = sum(csv_chunks.count_data_lines(p, header=spec.header, comment=spec.comment) for p in csv_paths)
+    chunk_rows = chunk_rows or CHUNK_ROWS
+    total = sum(csv_chunks.count_data_lines(p, header=spec.header, comment=spec.comment, chunk_rows=chunk_rows)
+                for p in csv_paths)
     domain = spec.domain()
 
     def chunks() -> Iterator[np.ndarray]:
         for path in csv_paths:
-            yield from _raw_chunks(path, spec, chunk_rows or CHUNK_ROWS)
+            yield from _raw_chunks(path, spec, chunk_rows)
 
     labels = {c.name: list(c.labels) for c in spec.columns}
     return _store(engine, name, domain, chunks(), total, source=source or ", ".join(map(str, csv_paths)),
@@ -228,10 +232,18 @@ def check_name(name: str) -> None:
 
 
 def _coded_chunks(path: Path, domain: Domain, chunk_rows: int) -> Iterator[np.ndarray]:
-    """Validate and yield chunks of codes (rows x attributes, domain order), vectorised per column: the C parser
-    converts the numbers, and only a column it could not convert is read again as strings."""
+    """Validate and yield chunks of codes (rows x attributes, domain order), vectorised: the C parser converts the
+    numbers; a chunk whose columns are all integers, all within their domains, is checked in one comparison with the
+    sizes; otherwise each column is checked on its own (the first bad one named), and only a column the parser could
+    not convert is read again as strings."""
+    sizes = np.asarray([a.size for a in domain.attributes], dtype=np.int64)
     for chunk in csv_chunks.chunks(path, chunk_rows):
         numbers = chunk.numbers()
+        if all(pd.api.types.is_integer_dtype(numbers[name]) for name in domain.names):
+            codes = numbers[list(domain.names)].to_numpy(dtype=np.int64)
+            if not ((codes < 0) | (codes >= sizes)).any():
+                yield codes
+                continue
         out = np.empty((len(chunk), len(domain)), dtype=np.int64)
         for j, attribute in enumerate(domain.attributes):
             column = numbers[attribute.name]

@@ -168,6 +168,20 @@ def test_api_load_measures_both_backends_with_postgresql(postgres_server, tmp_pa
     assert png.stat().st_size > 1000
 
 
+def test_engines_compares_duckdbs_counting_shapes(tmp_path: Path) -> None:
+    """``--grouping-rows``: the DuckDB engine's three counting shapes, each checked against numpy by the benchmark
+    (it stops otherwise), recorded with how many marginals each counted."""
+    out = tmp_path / "engines.json"
+    done = run("engines", "--rows", "3000", "--sqlite-rows", "", "--grouping-rows", "3000", "--repeats", "2",
+               "--folder", str(tmp_path / "tables"), "--quiet", "--json", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    shapes = {r["variant"]: r for r in json.loads(out.read_text())["records"] if r["variant"].startswith("duckdb-")}
+    assert sorted(shapes) == ["duckdb-cover-each", "duckdb-cover-sets", "duckdb-pair-sets"]
+    assert shapes["duckdb-pair-sets"]["marginals"] == 105
+    assert shapes["duckdb-cover-sets"]["marginals"] == shapes["duckdb-cover-each"]["marginals"] < 105
+    assert all(r["task"] == "count" and r["seconds"] > 0 for r in shapes.values())
+
+
 @pytest.mark.slow  # about 15 s: two AIM releases in fresh processes
 def test_engines_times_aim_in_a_process_of_its_own(tmp_path: Path) -> None:
     """``--aim-rows``: AIM all-2way on the DuckDB table, released through the service in a child process, recorded
@@ -184,9 +198,16 @@ def test_engines_times_aim_in_a_process_of_its_own(tmp_path: Path) -> None:
         assert 0 < record["counting_seconds"] < record["seconds"] and record["oracle_calls"] >= 1
         assert 50 < record["peak_rss_mb"] <= record["ru_maxrss_mb"]
         assert record["rounds"] >= 1 and record["fit_iterations"] >= 1
+        # the initial fit and one per round, then the final fit, whose iterations are the release's
+        assert record["round_fits"] == record["rounds"] + 1 and record["round_fit_iterations"] >= record["rounds"]
+        assert record["final_fit_iterations"] == record["fit_iterations"]
+        assert 0 < record["round_fit_seconds"] + record["final_fit_seconds"] < record["seconds"]
     ratio = body["summary"][-1]
     assert ratio["rows"] == [2000, 3000]
     assert ratio["aim_largest_over_smallest"] == aims[1]["seconds"] / aims[0]["seconds"]
+    assert ratio["rounds_ratio"] == aims[1]["rounds"] / aims[0]["rounds"]
+    per_round = [(r["seconds"] - r["final_fit_seconds"]) / r["rounds"] for r in aims]
+    assert ratio["seconds_per_round"] == per_round and ratio["per_round_ratio"] == per_round[1] / per_round[0]
     assert out.with_suffix(".png").stat().st_size > 1000
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -51,7 +52,11 @@ class ParquetWriter:
 
     :meth:`write` appends one chunk as a row group; :meth:`finish` closes the file and renames it into place;
     :meth:`abort` removes whatever was written. Columns are ``SMALLINT`` (int16) when the domain size allows,
-    else ``INTEGER``, like the SQL tables."""
+    else ``INTEGER``, like the SQL tables.
+
+    A row group is encoded and written by one background thread while the caller reads and checks the next chunk
+    (pyarrow's writer releases the GIL), at most one chunk behind: memory stays at two chunks, and a write's error
+    is raised by the next :meth:`write` or by :meth:`finish`."""
 
     def __init__(self, folder: Path, name: str, columns: Sequence[str], sizes: Sequence[int]) -> None:
         folder.mkdir(parents=True, exist_ok=True)
@@ -60,22 +65,38 @@ class ParquetWriter:
         self._types = [np.int16 if size <= SMALLINT_MAX else np.int32 for size in sizes]
         self._schema = pa.schema([(c, pa.from_numpy_dtype(t)) for c, t in zip(columns, self._types, strict=True)])
         self._writer: pq.ParquetWriter | None = pq.ParquetWriter(self._partial, self._schema)
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="parquet-writer")
+        self._pending: Future[None] | None = None
 
     def write(self, codes: np.ndarray) -> None:
         if len(codes) == 0 or self._writer is None:
             return
         arrays = [pa.array(codes[:, j].astype(t)) for j, t in enumerate(self._types)]
-        self._writer.write_table(pa.Table.from_arrays(arrays, schema=self._schema))
+        self._wait()
+        self._pending = self._thread.submit(self._writer.write_table, pa.Table.from_arrays(arrays, schema=self._schema))
 
     def finish(self) -> Path:
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
+        self._wait()
+        self._close()
         os.replace(self._partial, self.path)
         return self.path
 
     def abort(self) -> None:
+        try:
+            self._wait()
+        except Exception:  # noqa: BLE001 - the load failed already; the file goes whatever the last write did
+            pass
+        finally:
+            self._close()
+            self._partial.unlink(missing_ok=True)
+
+    def _wait(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()
+
+    def _close(self) -> None:
+        self._thread.shutdown(wait=True)
         if self._writer is not None:
             self._writer.close()
             self._writer = None
-        self._partial.unlink(missing_ok=True)

@@ -176,3 +176,17 @@ def test_sql_count_of_empty_cells_is_zero(engine, tmp_path: Path, small_domain: 
     with engine.connect() as connection:
         counts = tables.count_marginal(connection, table, ["c0", "c1"], (3, 2))
     np.testing.assert_array_equal(counts, [[0, 2], [0, 0], [0, 0]])
+
+
+@pytest.mark.parametrize("store", ["sql", "duckdb"])
+def test_columns_in_another_order_than_the_domain_are_stored_by_name(engine, tmp_path: Path, small_domain: Path,
+                                                                      store: str) -> None:  # noqa: ANN001
+    """An all-integer chunk is checked in one comparison with the domain's sizes (issue 21, load speed): the file's
+    columns are taken by name, in the domain's order, whatever their order in the file."""
+    csv = _write(tmp_path, "data.csv", "b,a\n1,2\n0,2\n1,0\n")
+    datasets.load_coded_csv(engine, "swapped", csv, small_domain, store=store)
+    counts = TableCountOracle(engine, datasets.get_dataset(engine, "swapped")).counts(("a", "b"))
+    np.testing.assert_array_equal(counts, [[0, 1], [0, 0], [1, 1]])
+    bad = _write(tmp_path, "bad.csv", "b,a\n1,2\n2,0\n")  # b's 2 is outside its domain of 2 codes, a's is not
+    with pytest.raises(InvalidInput, match="column 'b'.*line 3: '2'"):
+        datasets.load_coded_csv(engine, "bad", bad, small_domain, store=store)

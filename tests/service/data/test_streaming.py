@@ -151,3 +151,27 @@ def test_a_quoted_line_break_is_refused_on_its_line(engine, tmp_path: Path) -> N
     with pytest.raises(InvalidInput, match="line 3: malformed CSV"):
         datasets.load_raw_csv(engine, "broken", [csv], spec)
     _nothing_stored(engine)
+
+
+@pytest.mark.parametrize("failing", [1, 3])  # a middle row group (raised by the next write), the last (by finish)
+def test_a_row_group_that_fails_to_write_fails_the_load_and_leaves_no_file(engine, tmp_path: Path, monkeypatch,
+                                                                          failing: int) -> None:  # noqa: ANN001
+    """Row groups are written by a background thread (service/data/engines/store.py): its error still fails the
+    load, and neither the file nor the dataset is left behind."""
+    import pyarrow.parquet as pq
+
+    written: list[int] = []
+    write_table = pq.ParquetWriter.write_table
+
+    def flaky(self, table, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        written.append(table.num_rows)
+        if len(written) == failing:
+            raise OSError(28, "No space left on device")
+        return write_table(self, table, *args, **kwargs)
+
+    monkeypatch.setattr(pq.ParquetWriter, "write_table", flaky)
+    csv, domain = _coded(tmp_path, ["0,1"] * 20)
+    with pytest.raises(OSError, match="No space left"):
+        datasets.load_coded_csv(engine, "full", csv, domain, chunk_rows=7)
+    assert written[:failing] == [7, 7, 6][:failing]
+    _nothing_stored(engine)
