@@ -58,7 +58,9 @@ def spark_session() -> Any:
     session = _sessions.get(remote)
     if session is not None and (remote is None or _unanswered(session) is None):
         return session
-    where = f"Spark Connect at {remote} ({SPARK_REMOTE_VARIABLE})" if remote else f"local-mode Spark ({LOCAL_MASTER})"
+    # the URL's parameters (``sc://host:15002/;token=...``) may hold a credential: errors name the server only
+    server = remote.split(";", 1)[0] if remote else None
+    where = f"Spark Connect at {server} ({SPARK_REMOTE_VARIABLE})" if remote else f"local-mode Spark ({LOCAL_MASTER})"
     try:
         from pyspark.sql import SparkSession
     except ImportError:

@@ -185,6 +185,10 @@ def test_an_unreachable_spark_is_one_clear_error(engine, tmp_path: Path, monkeyp
     with pytest.raises(InvalidInput, match=r"Spark Connect at sc://127.0.0.1:1 \(MARGINALIA_SPARK_REMOTE\) is "
                                            r"unreachable: UNAVAILABLE.*Nothing was stored"):
         attach_spark(engine, "t", "people", _spec(tmp_path))
+    monkeypatch.setenv(SPARK_REMOTE_VARIABLE, "sc://127.0.0.1:1/;use_ssl=true;token=not-for-errors")
+    with pytest.raises(InvalidInput, match=r"Spark Connect at sc://127.0.0.1:1/ \(MARGINALIA_SPARK_REMOTE\) ") as tls:
+        attach_spark(engine, "t", "people", _spec(tmp_path))
+    assert "not-for-errors" not in str(tls.value)  # a token in the URL is not repeated
     assert _stored(engine) == []
 
 
