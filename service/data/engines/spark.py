@@ -56,9 +56,11 @@ def spark_session() -> Any:
     installed or Spark cannot be reached."""
     remote = os.environ.get(SPARK_REMOTE_VARIABLE) or None
     session = _sessions.get(remote)
-    if session is not None:
+    if session is not None and (remote is None or _unanswered(session) is None):
         return session
-    where = f"Spark Connect at {remote} ({SPARK_REMOTE_VARIABLE})" if remote else f"local-mode Spark ({LOCAL_MASTER})"
+    # the URL's parameters (``sc://host:15002/;token=...``) may hold a credential: errors name the server only
+    server = remote.split(";", 1)[0] if remote else None
+    where = f"Spark Connect at {server} ({SPARK_REMOTE_VARIABLE})" if remote else f"local-mode Spark ({LOCAL_MASTER})"
     try:
         from pyspark.sql import SparkSession
     except ImportError:
@@ -66,10 +68,11 @@ def spark_session() -> Any:
     try:
         if remote:  # no options: each would be a call to the server, retried for minutes if it is down
             # the Connect session class itself: pyspark.sql.SparkSession.builder.remote() would switch the whole
-            # process to Connect mode (an environment variable), breaking a local session of the same process
+            # process to Connect mode (an environment variable), breaking a local session of the same process;
+            # create(), not getOrCreate(), which would return the process's first Connect session whatever its URL
             from pyspark.sql.connect.session import SparkSession as ConnectSession
 
-            session = ConnectSession.builder.remote(remote).getOrCreate()
+            session = ConnectSession.builder.remote(remote).create()
             _probe(session)
         else:
             session = (SparkSession.builder.appName("marginalia").master(LOCAL_MASTER)
@@ -83,37 +86,53 @@ def spark_session() -> Any:
 
 
 def _probe(session: Any) -> None:
-    """Reach a Spark Connect server now (the client connects lazily), retrying :data:`PROBE_RETRIES` times only:
-    its default policy retries an unreachable server for ten minutes. On success later queries keep that policy;
-    on failure the session is released (with the short policy too) and the error raised."""
+    """Reach a new Spark Connect session's server now (the client connects lazily). Its calls retry an unavailable
+    server :data:`PROBE_RETRIES` times (about a second), now and later: the client's default policy retries for ten
+    minutes, which would hold a release (and the dataset's lock) that long when the server goes away mid-way."""
     from pyspark.sql.connect.client.retries import DefaultPolicy
 
-    client = session.client
-    policies = client.get_retry_policies()
-    client.set_retry_policies([DefaultPolicy(max_retries=PROBE_RETRIES)])
+    session.client.set_retry_policies([DefaultPolicy(max_retries=PROBE_RETRIES)])
+    error = _unanswered(session)
+    if error is not None:
+        raise error
+
+
+def _unanswered(session: Any) -> Exception | None:
+    """None when a Spark Connect session still answers, else its error, the session released (best effort) so a
+    new one replaces it: a server restarted since the session was made has forgotten it, and its channel may still
+    refuse."""
     try:
         session.sql("SELECT 1").collect()
-    except BaseException:
+        return None
+    except Exception as exc:  # noqa: BLE001 - gRPC, a stopped session, a changed server-side session
         try:
             session.stop()
         except Exception:  # noqa: BLE001, S110 - an unreachable server has no session to release
             pass
-        raise
-    client.set_retry_policies(policies)
+        return exc
 
 
 def first_line(exc: BaseException) -> str:
     """The first line of ``exc``'s message (pyspark appends the JVM's stack trace; a gRPC error, its status and
     details), or its type's name."""
-    for error in (exc, exc.__context__):  # Spark Connect wraps a grpc.RpcError, whose string is a multi-line dump
+    for error in () if _condition(exc) else (exc, exc.__context__):  # Connect wraps a grpc.RpcError (a dump)
         details, code = getattr(error, "details", None), getattr(error, "code", None)
         if callable(details) and callable(code):
             try:
-                return f"{code().name}: {details()}"
+                return f"{code().name}: {(details() or '').strip().splitlines()[0]}"
             except Exception:  # noqa: BLE001, S110 - fall back to the message
                 pass
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _condition(exc: BaseException) -> str | None:
+    """The Spark error class of ``exc`` (``TABLE_OR_VIEW_NOT_FOUND``), which its message starts with; None for a
+    transport error (Spark Connect's carry the gRPC status instead)."""
+    try:
+        return exc.getCondition()  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - not a Spark error, or its JVM is gone
+        return None
 
 
 class SparkTable:

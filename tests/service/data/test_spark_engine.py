@@ -1,15 +1,21 @@
-"""The Spark engine (issue 21), in local mode: ``dataset attach --spark TABLE --spec`` registers a table of the Spark
-session where it lives; its counts (one ``GROUPING SETS`` scan, the binning spec compiled to Spark SQL) equal numpy's
-``bincount`` of the same rows coded by ``workloads.binning.apply_spec``; the distinct rows stream in order; bad input
-(an unreachable Spark, a missing table, a spec column the table lacks, a value outside the spec) is one clear error
-and stores nothing; a release through Spark costs and looks like the same release on a SQLite copy.
+"""The Spark engine (issue 21), in local mode and through Spark Connect: ``dataset attach --spark TABLE --spec``
+registers a table of the Spark session where it lives; its counts (one ``GROUPING SETS`` scan, the binning spec
+compiled to Spark SQL) equal numpy's ``bincount`` of the same rows coded by ``workloads.binning.apply_spec``; the
+distinct rows stream in order; bad input (an unreachable Spark, a missing table, a spec column the table lacks, a
+value outside the spec) is one clear error and stores nothing; a release through Spark costs and looks like the same
+release on a SQLite copy.
 
-Slow (starting Spark costs seconds, more on a busy machine); every test shares the process's one Spark session."""
+Each test that reads through Spark runs twice: on the process's local-mode session, and on a Spark Connect session
+(``MARGINALIA_SPARK_REMOTE``) of a real Connect server the test session starts from the pip package
+(tests/support/sparkconnect.py); a server that stops mid-way is one clear error that stores nothing, and a restarted
+one is reached again. Slow (starting Spark costs seconds, more on a busy machine)."""
 
 from __future__ import annotations
 
 import json
 import math
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -23,14 +29,16 @@ from service.accounting import accountant
 from service.cli import app
 from service.data import datasets
 from service.data.attach import attach_spark
+from service.data.engines.base import EngineError
 from service.data.engines.dialect import SPARK_SQL
-from service.data.engines.spark import SPARK_REMOTE_VARIABLE, spark_session
+from service.data.engines.spark import SPARK_REMOTE_VARIABLE, SparkTable, spark_session
 from service.data.oracle import TableCountOracle
 from service.errors import InvalidInput
 from service.regression.fit import fit as fit_regression
 from service.releases import answers
 from service.releases import engine as release_engine
 from tests.support.binned import one_row_per_unit, write_spec
+from tests.support.sparkconnect import ConnectServer, SparkConnectUnavailable
 from workloads.binning import apply_spec, parse_spec
 
 pytestmark = pytest.mark.slow
@@ -53,8 +61,27 @@ def database_url(tmp_path: Path) -> str:
 
 
 @pytest.fixture(scope="session")
-def spark():  # noqa: ANN201
-    """The one local-mode Spark session of the test session (:func:`spark_session` keeps it)."""
+def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectServer]:
+    """The Spark Connect server of the test session (one JVM, started once, stopped at the end)."""
+    server = ConnectServer(tmp_path_factory.mktemp("spark-connect"))
+    try:
+        server.start()
+    except SparkConnectUnavailable as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"a Spark Connect server is required in CI: {exc}")
+        pytest.skip(f"Spark Connect server unavailable: {exc}")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["local", "connect"])
+def spark(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
+    """The Spark session the test's tables are read through (:func:`spark_session` keeps one per remote): the
+    in-process local-mode Spark, or Spark Connect at the session's server."""
+    if request.param == "connect":
+        monkeypatch.setenv(SPARK_REMOTE_VARIABLE, request.getfixturevalue("connect_server").url)
+    else:
+        monkeypatch.delenv(SPARK_REMOTE_VARIABLE, raising=False)
     return spark_session()
 
 
@@ -158,6 +185,10 @@ def test_an_unreachable_spark_is_one_clear_error(engine, tmp_path: Path, monkeyp
     with pytest.raises(InvalidInput, match=r"Spark Connect at sc://127.0.0.1:1 \(MARGINALIA_SPARK_REMOTE\) is "
                                            r"unreachable: UNAVAILABLE.*Nothing was stored"):
         attach_spark(engine, "t", "people", _spec(tmp_path))
+    monkeypatch.setenv(SPARK_REMOTE_VARIABLE, "sc://127.0.0.1:1/;use_ssl=true;token=not-for-errors")
+    with pytest.raises(InvalidInput, match=r"Spark Connect at sc://127.0.0.1:1/ \(MARGINALIA_SPARK_REMOTE\) ") as tls:
+        attach_spark(engine, "t", "people", _spec(tmp_path))
+    assert "not-for-errors" not in str(tls.value)  # a token in the URL is not repeated
     assert _stored(engine) == []
 
 
@@ -247,3 +278,39 @@ def test_a_privacy_unit_that_is_not_a_column_or_is_null_stores_nothing(engine, s
         attach_spark(engine, "t", _parquet(tmp_path, frame, "null.parquet"), _spec(tmp_path), privacy_unit="person")
     assert null.value.code == "invalid_value"
     assert _stored(engine) == []
+
+
+def test_a_connect_server_that_stops_mid_way_is_one_clear_error(engine, connect_server, tmp_path: Path,  # noqa: ANN001
+                                                                monkeypatch) -> None:  # noqa: ANN001
+    """The Connect server stops during a release's counting (the table attached and opened): one clear
+    :class:`EngineError` naming the dataset within seconds (not the client's ten minutes of retries), nothing charged
+    or stored. Once the server is back, the next release reaches it with a new session (the restarted server has
+    forgotten the old one) and counts right."""
+    monkeypatch.setenv(SPARK_REMOTE_VARIABLE, connect_server.url)
+    frame = _frame()
+    attach_spark(engine, "people", _parquet(tmp_path, frame), _spec(tmp_path))
+    accountant.set_budget(engine, "people", "10", "1e-3")
+    count = SparkTable.count_marginals
+
+    def stop_then_count(table: SparkTable, marginals):  # noqa: ANN001, ANN202
+        connect_server.stop()
+        return count(table, marginals)
+
+    try:
+        with monkeypatch.context() as patch:
+            patch.setattr(SparkTable, "count_marginals", stop_then_count)
+            with pytest.raises(EngineError) as stopped:
+                release_engine.release_marginals(engine, "people", "laplace", "all-2way", epsilon="1")
+        reason, (outcome,) = stopped.value.message, stopped.value.__notes__  # the engine's one line; the release's fate
+        assert "\n" not in reason and "parquet" not in reason  # where the table lives is not said
+        assert reason.startswith("dataset 'people': Spark cannot read its table: UNAVAILABLE: failed to connect")
+        assert outcome.startswith("release 1 (laplace) stopped before any noise was drawn: its charge of")
+        assert [(r.status, r.payload) for r in answers.list_releases(engine, "people")] == [("failed_before_noise",
+                                                                                             None)]
+        assert accountant.budget_status(engine, "people").epsilon_pure_spent == 0
+    finally:
+        connect_server.start()
+    release = release_engine.release_marginals(engine, "people", "laplace", "all-2way", epsilon="1")
+    assert answers.get_release(engine, release.release_id).status == "complete"
+    with TableCountOracle(engine, datasets.get_dataset(engine, "people")) as oracle:
+        np.testing.assert_array_equal(oracle.counts(("sex", "work")), _bincount(frame, ("sex", "work")))
