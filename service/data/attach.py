@@ -35,7 +35,7 @@ from db import tables
 from db.engine import OPEN_ERRORS, DatabaseUnavailable, make_engine, safe_url, serialized_transaction, unavailable
 from db.models import Dataset
 from service.data.datasets import DatasetInfo, check_name
-from service.data.engines.base import DUCKDB, SPARK, SQL, EngineError
+from service.data.engines.base import DUCKDB, SPARK, SQL, VALUE_REFUSAL, EngineError, is_value_refusal
 from service.data.engines.duckdb_table import DuckDBTable, parquet_source
 from service.data.engines.foreign_sql import open_foreign
 from service.data.engines.spec_sql import spec_columns
@@ -64,7 +64,7 @@ def attach_parquet(engine: Engine, name: str, paths: list[str], spec_path: SpecS
     try:
         rows = table.check()
     except EngineError as exc:
-        raise InvalidInput(f"{exc.message}. Nothing was stored.", code="invalid_value") from None
+        raise InvalidInput(f"{exc.message}. Nothing was stored.", code=_check_failure(exc)) from None
     finally:
         table.close()
     location = _with_unit({"parquet": sources, "spec": spec_to_dict(spec)}, privacy_unit)
@@ -111,7 +111,7 @@ def attach_sql(engine: Engine, name: str, url: str, table_name: str, spec_path: 
         outside = table.outside_columns()
         if outside:
             raise InvalidInput(f"{where}: column(s) {outside} hold a value the binning spec cannot code; values "
-                               "outside the spec are refused, never dropped: widen the spec to count them. Nothing "
+                               f"outside the spec are {VALUE_REFUSAL}: widen the spec to count them. Nothing "
                                "was stored.", code="invalid_value")
         if table.null_units():
             raise InvalidInput(f"{where}: {null_unit_message(str(privacy_unit))}. Nothing was stored.",
@@ -150,11 +150,17 @@ def attach_spark(engine: Engine, name: str, table: str, spec_path: SpecSource, *
         _check_unit(f"--spark {table}", privacy_unit, spark_table.columns)
         rows = spark_table.check()
     except EngineError as exc:
-        raise InvalidInput(f"--spark {table}: {exc.message}. Nothing was stored.", code="invalid_value") from None
+        raise InvalidInput(f"--spark {table}: {exc.message}. Nothing was stored.", code=_check_failure(exc)) from None
     finally:
         spark_table.close()
     location = _with_unit({"spark": table, "spec": spec_to_dict(spec)}, privacy_unit)
     return _register(engine, name, spec, rows, f"spark:{table}", SPARK, location)
+
+
+def _check_failure(error: EngineError) -> str:
+    """The error code of an attach whose checking scan failed: ``invalid_value`` when the data stopped it (a value
+    outside the spec, a NULL unit), ``engine_error`` when the engine could not read the table."""
+    return "invalid_value" if is_value_refusal(error) else "engine_error"
 
 
 def _check_unit(where: str, unit: str | None, present: list[str]) -> None:

@@ -42,6 +42,12 @@ DEFAULT_ENGINE = DUCKDB
 Marginal = tuple[tuple[str, ...], tuple[int, ...]]
 
 
+#: The phrase every refusal of a value the spec (or the privacy unit) cannot take carries, in whichever engine
+#: raised it (DuckDB's ``error()``, Spark's ``raise_error()``, the SQL engines' own check): a scan stopped by the
+#: data, as opposed to an engine that cannot be read (:func:`is_value_refusal`).
+VALUE_REFUSAL = "refused, never dropped"
+
+
 class EngineError(ServiceError):
     """The engine cannot read its table (a missing file, an unreachable database, a value outside the spec); the
     message names the dataset and the reason, never where the table lives."""
@@ -80,6 +86,11 @@ class TableEngine(Protocol):
     def close(self) -> None:
         """Release the engine's connections; the engine is not used afterwards."""
         ...
+
+
+def is_value_refusal(error: EngineError) -> bool:
+    """Whether ``error`` is the refusal of a value (:data:`VALUE_REFUSAL`) rather than an unreadable table."""
+    return VALUE_REFUSAL in error.message
 
 
 def check_engine_name(name: str) -> str:

@@ -22,7 +22,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.sql.elements import ColumnElement
 
 from db import tables
-from service.data.engines.base import SQL, EngineError, Marginal
+from service.data.engines.base import SQL, VALUE_REFUSAL, EngineError, Marginal
 from service.data.engines.gradients import CodeOutsideDomain, GradientQuery, sql_gradient_sums
 from service.data.engines.units import bounded_select, null_unit_message
 from workloads.binning import BinningSpec, ColumnBins
@@ -157,7 +157,7 @@ class ForeignSqlTable:
             return EngineError(f"dataset {self.label!r}: {null_unit_message(str(self._unit))}")
         named = [a for a in self.outside_columns() if a in attributes] or attributes
         return EngineError(f"dataset {self.label!r}: column(s) {named} hold a value the binning spec cannot code; "
-                           "values outside the spec are refused, never dropped: widen the spec to count them")
+                           f"values outside the spec are {VALUE_REFUSAL}: widen the spec to count them")
 
     def _error(self, exc: SQLAlchemyError) -> EngineError:
         reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]

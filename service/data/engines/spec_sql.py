@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 
+from service.data.engines.base import VALUE_REFUSAL
 from service.data.engines.dialect import DUCKDB_SQL, Dialect
 from workloads.binning import BinningSpec, ColumnBins
 
@@ -44,7 +45,7 @@ def column_sql(column: ColumnBins, *, strip: bool, dialect: Dialect = DUCKDB_SQL
 
 def _refuse(dialect: Dialect, column: ColumnBins, expected: str) -> str:
     message = (f"column {column.name!r}: a value cannot be coded by the binning spec (expected {expected}); values "
-               "outside the spec are refused, never dropped: widen the spec to count them")
+               f"outside the spec are {VALUE_REFUSAL}: widen the spec to count them")
     return dialect.refuse(message)
 
 

@@ -25,6 +25,7 @@ from sqlalchemy import Select, case, func, literal, or_, select
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.selectable import FromClause
 
+from service.data.engines.base import VALUE_REFUSAL
 from service.data.engines.dialect import Dialect
 
 #: Names of the helper columns inside the bounded relation (never seen outside it).
@@ -36,7 +37,7 @@ GUARD_ALIAS = "marginalia_unit_guard"
 def null_unit_message(unit: str) -> str:
     """The refusal of a row whose privacy unit is NULL."""
     return (f"column {unit!r} (the privacy unit) is NULL in some row: every row must name its unit; a NULL unit is "
-            "refused, never dropped")
+            f"{VALUE_REFUSAL}")
 
 
 def coded_sql(dialect: Dialect, source: str, columns: Mapping[str, str], unit: str | None) -> str:
