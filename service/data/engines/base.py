@@ -1,6 +1,6 @@
 """The interface every data engine implements, and the names of the engines.
 
-An engine answers two questions about one table, both aggregations computed where the table lives:
+An engine answers three questions about one table, all aggregations computed where the table lives:
 
 * :meth:`TableEngine.count_marginals`: dense int64 counts of several marginals, each over some of the table's
   attributes, in one scan of the table where the engine can (``GROUPING SETS``);
