@@ -41,8 +41,8 @@ ACCEPTED = {202: {"model": schemas.JobOut, "description": "With `Prefer: respond
 def dataset_out(dataset: StoredDataset, principal: Principal) -> dict[str, object]:
     """Public metadata; the exact row count is not a DP statistic, so only stewards see it."""
     rows = dataset.rows if principal.role == STEWARD else None
-    return {"name": dataset.name, "rows": rows, "engine": dataset.engine, "domain": dataset.domain.to_dict(),
-            "labels": dataset.labels}
+    return {"name": dataset.name, "rows": rows, "engine": dataset.engine, "privacy_unit": dataset.privacy_unit,
+            "domain": dataset.domain.to_dict(), "labels": dataset.labels}
 
 
 @router.get("", response_model=list[schemas.DatasetOut], summary="List datasets and their domains")
@@ -82,7 +82,8 @@ def load_dataset(
                                              store=body.engine)
         except ServiceError as exc:
             raise _without_server_paths(exc, names) from None
-    payload = {"name": info.name, "rows": info.rows, "engine": info.engine, "domain": info.domain.to_dict(),
+    payload = {"name": info.name, "rows": info.rows, "engine": info.engine, "privacy_unit": None,
+               "domain": info.domain.to_dict(),
                "labels": info.labels}
     return SafeJSONResponse(payload, status_code=201, headers={"Location": f"/datasets/{info.name}"})
 

@@ -178,6 +178,10 @@ class DatasetOut(BaseModel):
     rows: int | None = Field(description="The exact row count: shown to stewards only (it is not a DP statistic).")
     engine: str = Field(description="The data engine that counts the table: `duckdb`, `sql` or `spark` (where the "
                         "table lives is the steward's business and is never shown).")
+    privacy_unit: str | None = Field(
+        default=None, description="The column naming one privacy unit when the table was attached with one "
+        "(several rows per person): every count, model and guarantee is then about units, one row kept per unit "
+        "(docs/privacy.md 1.1). Null: one row is one unit.")
     domain: dict[str, AttributeSpec]
     labels: dict[str, list[str]] = Field(
         default_factory=dict, description="For a raw table loaded with a binning spec: the label of each code of a "

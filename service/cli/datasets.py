@@ -144,10 +144,12 @@ def dataset_show(name: DatasetName, as_json: JsonFlag = False) -> None:
     from service.data import datasets
 
     d = datasets.get_dataset(open_engine(), name)
-    payload = {"name": d.name, "rows": d.rows, "engine": d.engine, "domain": d.domain.to_dict()}
+    payload = {"name": d.name, "rows": d.rows, "engine": d.engine, "privacy_unit": d.privacy_unit,
+               "domain": d.domain.to_dict()}
+    counted = f"{d.rows:,} rows" if d.privacy_unit is None else f"{d.rows:,} units of {d.privacy_unit!r}"
 
     def human() -> None:
-        table = Table("column", "size", "kind", title=f"{d.name}: {d.rows:,} rows ({d.engine})")
+        table = Table("column", "size", "kind", title=f"{d.name}: {counted} ({d.engine})")
         for a in d.domain.attributes:
             table.add_row(a.name, str(a.size), a.kind)
         stdout.print(table)

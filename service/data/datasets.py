@@ -302,6 +302,13 @@ class StoredDataset:
     def labels_of(self, attributes: Sequence[str]) -> dict[str, list[str]]:
         return {a: self.labels[a] for a in attributes if a in self.labels}
 
+    @property
+    def privacy_unit(self) -> str | None:
+        """The column whose value is one privacy unit (``dataset attach --privacy-unit``; docs/privacy.md 1.1), or
+        None when every row is one. Public: it says what every guarantee and every count is about."""
+        unit = (self.location or {}).get("privacy_unit")
+        return None if unit is None else str(unit)
+
 
 def stored_dataset(dataset: Dataset) -> StoredDataset:
     columns = json.loads(dataset.domain_json)["columns"]

@@ -212,6 +212,11 @@ def test_a_privacy_unit_over_http_counts_one_row_per_unit(client: TestClient, wo
     response = client.post("/datasets/attach", headers=steward(world), json={
         "name": name, "source": world.source, "parquet": [ATTACHABLE], "bins": SPEC, "privacy_unit": "other"})
     assert response.status_code == 201 and response.json()["rows"] == 3, response.text
+    # the unit is public (it says what every count is about); the row count is not
+    shown = client.get(f"/datasets/{name}", headers=bearer(world.keys["auditor"])).json()
+    assert (shown["privacy_unit"], shown["rows"]) == ("other", None)
+    rows_table = client.get(f"/datasets/{world.dataset}", headers=bearer(world.keys["auditor"])).json()
+    assert rows_table["privacy_unit"] is None
     frame = raw_frame(60, 5)
     spec = parse_spec(SPEC)
     names = [c.name for c in spec.columns]

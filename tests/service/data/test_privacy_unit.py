@@ -190,7 +190,10 @@ def test_attach_with_a_unit_through_the_command_line(engine, tmp_path: Path) -> 
     assert result.exit_code == 0, result.output
     assert f"{frame['person'].nunique()} units of 'person'" in result.output
     shown = runner.invoke(app, ["dataset", "show", "visits", "--json"])
-    assert json.loads(shown.output)["rows"] == frame["person"].nunique() and "person" not in shown.output
+    shown_json = json.loads(shown.output)  # the unit is public: it says what every count is about
+    assert shown_json["rows"] == frame["person"].nunique() and shown_json["privacy_unit"] == "person"
+    human = runner.invoke(app, ["dataset", "show", "visits"])
+    assert f"{frame['person'].nunique():,} units of 'person'" in human.output
     wrong = runner.invoke(app, ["dataset", "attach", "x", "--parquet", path, "--spec", spec, "--privacy-unit", "id"])
     assert wrong.exit_code != 0 and "the privacy unit 'id' is not a column" in " ".join(wrong.output.split())
     assert [d.name for d in datasets.list_datasets(engine)] == ["visits"]
