@@ -17,9 +17,10 @@ Every error the server reports is raised as :class:`MarginaliaError` carrying it
 failures with the same key, so a retry never charges twice. They also ask the server to work in
 the background (``Prefer: respond-async``) and poll the job it answers with, so a release that takes
 minutes neither hits a timeout nor looks hung: ``progress=True`` draws its steps and its model fit
-on stderr (or pass a function, called with each job report). No call takes a seed: the server draws
-every random value from its cryptographically secure source (whoever chose a release's seed could
-subtract its noise).
+on stderr (or pass a function, called with each job report). Attaching and migrating a table, which read
+every row, are followed the same way (without a key: they spend nothing, and are not re-sent). No call
+takes a seed: the server draws every random value from its cryptographically secure source (whoever
+chose a release's seed could subtract its noise).
 
 Answers say what backs them: a marginal whose attributes the release never measured together
 comes with ``frame.attrs["coverage"]`` and an :class:`ExtrapolationWarning`; a regression from such a
@@ -128,6 +129,16 @@ class Client(CollectionsClient):
                 if not retriable or attempt == self.retries:
                     raise
                 time.sleep(min(0.5 * 2**attempt, 10.0))
+        return self._followed(answer, progress)
+
+    def _in_background(self, path: str, body: dict[str, object], progress: ProgressOption | None) -> Any:
+        """POST a long request that spends nothing (attach, migrate) in the background and follow its job. Not
+        re-sent after a connection failure: without an idempotency key a second attempt could be a second request
+        (a retry of an attach that went through is a 409 ``duplicate_dataset``)."""
+        return self._followed(self._request("POST", path, json=body, headers={"Prefer": "respond-async"}), progress)
+
+    def _followed(self, answer: Any, progress: ProgressOption | None) -> Any:
+        """``answer``, or when it is a job (a 202), the job's answer once it is done."""
         if isinstance(answer, dict) and "job_id" in answer and "state" in answer:
             return self.wait(answer, self.progress if progress is None else progress)
         return answer
@@ -208,6 +219,7 @@ class Client(CollectionsClient):
         parquet: Sequence[str] | None = None,
         table: str | None = None,
         privacy_unit: str | None = None,
+        progress: ProgressOption | None = None,
     ) -> dict[str, object]:
         """Stewards: register a table where it lives, without copying it, through ``source`` (a name the operator
         registered with ``marginalia source add``): ``parquet``, Parquet files or globs relative to a folder
@@ -215,7 +227,8 @@ class Client(CollectionsClient):
         source. ``bins`` is the public binning spec (as in :meth:`load_dataset`), applied inside the engine; a value
         outside it is refused, naming its column. With ``privacy_unit`` (a column naming the person each row belongs
         to) every scan keeps one row per unit, so every guarantee holds per unit. Nothing is stored on any error.
-        Returns the new dataset."""
+        Returns the new dataset. The check reads every row, so the server does it in the background and this call
+        follows its job, as a release does (``progress``: its phases, see the module docstring)."""
         body: dict[str, object] = {"name": name, "source": source, "bins": bins}
         if parquet is not None:
             body["parquet"] = [parquet] if isinstance(parquet, str) else list(parquet)
@@ -223,13 +236,15 @@ class Client(CollectionsClient):
             body["table"] = table
         if privacy_unit is not None:
             body["privacy_unit"] = privacy_unit
-        return self._request("POST", "/datasets/attach", json=body)
+        return self._in_background("/datasets/attach", body, progress)
 
-    def migrate_dataset(self, name: str, *, engine: str = "duckdb") -> dict[str, object]:
+    def migrate_dataset(self, name: str, *, engine: str = "duckdb",
+                        progress: ProgressOption | None = None) -> dict[str, object]:
         """Stewards: move dataset ``name``'s rows to ``engine`` (a SQL table of the service database to ``duckdb``,
         a Parquet file in the data folder), as ``marginalia dataset migrate``; the dataset switches only once the copy
-        is complete, and its budget, ledger and releases are untouched. Returns the dataset as now stored."""
-        return self._request("POST", f"/datasets/{_segment(name)}/migrate", json={"engine": engine})
+        is complete, and its budget, ledger and releases are untouched. Returns the dataset as now stored. The copy
+        runs in the background and this call follows its job (``progress``: the rows copied so far)."""
+        return self._in_background(f"/datasets/{_segment(name)}/migrate", {"engine": engine}, progress)
 
     # budgets ----------------------------------------------------------------------------------
     def budget(self, name: str) -> dict[str, float]:

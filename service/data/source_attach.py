@@ -22,7 +22,7 @@ import glob
 import itertools
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
 from sqlalchemy import Engine
@@ -40,34 +40,51 @@ MAX_FILES = 10_000
 #: A Spark catalog name: ``table``, ``db.table`` or ``catalog.db.table`` (no path, no quoting).
 SPARK_TABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*){0,2}$")
 HIDDEN = "<hidden>"
+#: The phases an attach reports, as ``progress(step, STEPS, phase)``: finding what to read in the source, the one
+#: scan checking every row against the spec (and counting them), then the dataset stored (``STEPS`` of ``STEPS``).
+PHASES = ("finding the table in its source", "checking every row against the spec", "attached")
+STEPS = len(PHASES) - 1
 
 
 def attach_from_source(engine: Engine, name: str, source_name: str, *, parquet: Sequence[str] | None = None,
-                       table: str | None = None, bins: Mapping[str, object],
-                       privacy_unit: str | None = None) -> DatasetInfo:
+                       table: str | None = None, bins: Mapping[str, object], privacy_unit: str | None = None,
+                       progress: Callable[[int, int, str], None] | None = None) -> DatasetInfo:
     """Attach dataset ``name`` from source ``source_name`` (module docstring), one row per value of the column
-    ``privacy_unit`` when given (:mod:`service.data.attach`); every error is :func:`redact`-ed."""
+    ``privacy_unit`` when given (:mod:`service.data.attach`); every error is :func:`redact`-ed. ``progress`` gets
+    the phases (:data:`PHASES`: the engines report no progress inside their one checking scan), never a path."""
+    progress = progress or _silent
+    progress(0, STEPS, PHASES[0])
     source = get_source(engine, source_name)
     try:
         if source.kind == PARQUET:
             if parquet is None or table is not None:
                 raise InvalidInput(f"parameter parquet: source {source.name!r} is a folder of Parquet files; give "
                                    "parquet (paths or globs inside it), not table", code="invalid_parameter")
-            return attach.attach_parquet(engine, name, resolve_inside(source, parquet), bins,
-                                         privacy_unit=privacy_unit)
-        if table is None or parquet is not None:
+            files = resolve_inside(source, parquet)
+            progress(1, STEPS, PHASES[1])
+            info = attach.attach_parquet(engine, name, files, bins, privacy_unit=privacy_unit)
+        elif table is None or parquet is not None:
             raise InvalidInput(f"parameter table: source {source.name!r} is a {source.kind} source; give table, not "
                                "parquet", code="invalid_parameter")
-        if source.kind == SQL_SOURCE:
-            return attach.attach_sql(engine, name, str(source.url), table, bins, privacy_unit=privacy_unit)
-        if not SPARK_TABLE.match(table):
+        elif source.kind == SQL_SOURCE:
+            progress(1, STEPS, PHASES[1])
+            info = attach.attach_sql(engine, name, str(source.url), table, bins, privacy_unit=privacy_unit)
+        elif not SPARK_TABLE.match(table):
             raise InvalidInput(f"parameter table: {table!r} is not a Spark catalog name (table, db.table or "
                                "catalog.db.table); paths are not attachable over HTTP", code="invalid_parameter")
-        return attach.attach_spark(engine, name, table, bins, privacy_unit=privacy_unit)
+        else:
+            progress(1, STEPS, PHASES[1])
+            info = attach.attach_spark(engine, name, table, bins, privacy_unit=privacy_unit)
     except ServiceError as exc:
         raise redact(exc, source) from None
     except ValueError as exc:  # a bad spec or name found below the service layer: still bad input, still redacted
         raise redact(InvalidInput(str(exc), code="invalid_parameter"), source) from None
+    progress(STEPS, STEPS, PHASES[STEPS])
+    return info
+
+
+def _silent(done: int, total: int, message: str) -> None:  # noqa: ARG001
+    return None
 
 
 def resolve_inside(source: Source, patterns: Sequence[str]) -> list[str]:

@@ -235,6 +235,10 @@ def test_background_requests_take_no_seed_and_their_jobs_refuse_seeded_releases(
         ("/datasets/titanic/releases/marginals", {"mechanism": "laplace", "workload": PAIR, "epsilon": 0.1}),
         ("/datasets/titanic/fit/linear", {"target": "Fare", "features": ["Sex"], "method": "adassp", "epsilon": 1,
                                           "delta": 1e-5}),
+        # the routes that spend nothing but run in the background too (they read every row)
+        ("/datasets/attach", {"name": "attached", "source": "nowhere", "parquet": ["t.parquet"],
+                              "bins": {"columns": {"a": {"values": ["0"]}}}}),
+        ("/datasets/titanic/migrate", {"engine": "duckdb"}),
     ]:
         response = client.post(url, headers=steward, json={**body, "seed": 12345})
         assert response.status_code == 422 and response.json()["fields"] == ["body.seed"], response.text

@@ -58,3 +58,33 @@ def test_migrate_through_the_client(engine, clients) -> None:  # noqa: ANN001
     with pytest.raises(MarginaliaError) as caught:
         steward.migrate_dataset("kept", engine="duckdb")
     assert (caught.value.status, caught.value.code) == (409, "already_there")
+
+
+def test_attach_and_migrate_follow_a_background_job(engine, clients, tmp_path: Path) -> None:  # noqa: ANN001
+    """Both read every row, so the client asks for the background (``Prefer: respond-async``) and follows the job, as
+    for a release: ``progress`` sees the attach's phases and the rows copied, the answer is the job's result, and a
+    refusal in the job is raised as the synchronous error would be."""
+    steward = clients["steward"]
+    folder = tmp_path / "lake"
+    folder.mkdir()
+    pq.write_table(pa.Table.from_pandas(raw_frame(50, 2), preserve_index=False), folder / "part-0.parquet")
+    add_source(engine, "lake", parquet_root=folder)
+    reports: list[dict[str, object]] = []
+    attached = steward.attach_dataset("people", source="lake", parquet=["part-0.parquet"], bins=SPEC,
+                                      progress=reports.append)
+    assert (attached["rows"], attached["engine"]) == (50, "duckdb")
+    assert {r["kind"] for r in reports} == {"attach"} and reports[0]["state"] == "running"
+    assert reports[-1]["state"] == "done" and reports[-1]["result"] == attached
+    narrow = {"columns": {**SPEC["columns"], "age": {"edges": [0, 18, 40]}}}
+    with pytest.raises(MarginaliaError) as caught:
+        steward.attach_dataset("narrow", source="lake", parquet=["part-0.parquet"], bins=narrow,
+                               progress=reports.append)
+    assert (caught.value.status, caught.value.code) == (422, "invalid_value") and "column 'age'" in caught.value.message
+    assert str(folder) not in caught.value.message and reports[-1]["state"] == "failed"
+    steward.load_dataset("kept", "a,b\n0,1\n1,0\n2,1\n", domain={"a": 3, "b": 2}, engine="sql")
+    reports.clear()
+    moved = steward.migrate_dataset("kept", progress=reports.append)
+    assert (moved["engine"], moved["rows"]) == ("duckdb", 3)
+    assert reports[-1]["kind"] == "migrate" and reports[-1]["progress"] == {"done": 3, "total": 3,
+                                                                          "message": "copying rows"}
+    assert [d.name for d in datasets.list_datasets(engine)] == ["kept", "people"]
