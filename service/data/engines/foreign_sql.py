@@ -23,7 +23,8 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from db import tables
 from service.data.engines.base import SQL, VALUE_REFUSAL, EngineError, Marginal
-from service.data.engines.gradients import CodeOutsideDomain, GradientQuery, sql_gradient_sums
+from service.data.engines.gradients import CodeOutsideDomain, GradientQuery
+from service.data.engines.sql_gradients import SqlGradientSums
 from service.data.engines.units import bounded_select, null_unit_message
 from workloads.binning import BinningSpec, ColumnBins
 
@@ -83,8 +84,10 @@ class ForeignSqlTable:
         self._shape = tables.data_table("coded", [sizes[a] for a in expressions])
         compiled = self._coded.compile(engine, compile_kwargs={"literal_binds": True})
         self._source = f"({compiled}) AS coded"
-        #: one GROUPING SETS scan on PostgreSQL; elsewhere DP-IHT reads the distinct rows (service/data/engines/sql.py)
+        #: on PostgreSQL one scan groups the coded rows, then each iteration aggregates the distinct rows
+        #: (:mod:`service.data.engines.sql_gradients`); elsewhere DP-IHT reads the distinct rows (engines/sql.py)
         self.gradient_sums_in_one_scan = engine.dialect.name == "postgresql"
+        self._gradients = SqlGradientSums(engine, self._source, self._names)
 
     def count_marginals(self, marginals: Sequence[Marginal]) -> list[np.ndarray]:
         specs = [([self._names[a] for a in attributes], shape) for attributes, shape in marginals]
@@ -113,8 +116,7 @@ class ForeignSqlTable:
 
     def clipped_gradient_sums(self, query: GradientQuery) -> list[np.ndarray]:
         try:
-            with self.engine.connect() as connection:
-                return sql_gradient_sums(connection, self._source, self._names, query)
+            return self._gradients(query)
         except CodeOutsideDomain as exc:
             raise self._outside(exc.attributes) from None
         except SQLAlchemyError as exc:
@@ -139,6 +141,7 @@ class ForeignSqlTable:
         return [a for a, m in zip(self._names, minima, strict=True) if m is not None and m < 0]
 
     def close(self) -> None:
+        self._gradients.close()
         self.engine.dispose()
 
     def null_units(self) -> bool:

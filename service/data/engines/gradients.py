@@ -82,8 +82,9 @@ class GradientQuery:
 
 class GroupedRows:
     """The distinct rows of an engine's coded view over a set of attributes, with their counts ``n``, kept inside the
-    engine: ``create(name, sql)`` makes the table ``name`` from ``sql`` (DuckDB a temporary table, Spark a cached
-    view), once per attribute set; the gradient sums then aggregate it, each row's weight times its count."""
+    engine: ``create(name, sql)`` makes the table ``name`` from ``sql`` (DuckDB and PostgreSQL a temporary table,
+    Spark a cached view), once per attribute set; the gradient sums then aggregate it, each row's weight times its
+    count."""
 
     def __init__(self, dialect: Dialect, prefix: str, create: Callable[[str, str], object]) -> None:
         self.dialect, self.prefix, self.create = dialect, prefix, create
@@ -189,16 +190,18 @@ def ensure_sqlite_math(dbapi_connection: object) -> None:
             dbapi_connection.create_function(name, 1, function, deterministic=True)  # type: ignore[attr-defined]
 
 
-def sql_gradient_sums(connection: Connection, source: str, columns: Mapping[str, str], query: GradientQuery
-                      ) -> list[np.ndarray]:
+def sql_gradient_sums(connection: Connection, source: str, columns: Mapping[str, str], query: GradientQuery,
+                      count: str | None = None) -> list[np.ndarray]:
     """The sums ``W_a`` of every attribute of ``query`` over ``source`` in the service database's dialect (or an
     attached database's): on PostgreSQL one ``GROUPING SETS`` scan, with parallel workers off so that the floats
     are summed in one order (the same seed gives the same model); on SQLite, which has no grouping sets, one
-    ``GROUP BY`` per attribute (which is why DP-IHT reads the distinct rows on SQLite instead: docs/engines.md)."""
+    ``GROUP BY`` per attribute (which is why DP-IHT reads the distinct rows on SQLite instead: docs/engines.md).
+    With ``count`` each row of ``source`` stands for that many rows (:func:`weighted_rows_sql`: the grouped
+    distinct rows of :class:`GroupedRows`)."""
     name = connection.dialect.name
     dialect = POSTGRESQL_SQL if name == "postgresql" else SQLITE_SQL
     specs = query.marginals()
-    weighted = f"({weighted_rows_sql(dialect, source, columns, query)}) AS weighted"
+    weighted = f"({weighted_rows_sql(dialect, source, columns, query, count=count)}) AS weighted"
     if name == "postgresql":
         connection.exec_driver_sql("SET LOCAL max_parallel_workers_per_gather = 0")
         return sum_rows(specs, connection.exec_driver_sql(

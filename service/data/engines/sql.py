@@ -2,9 +2,10 @@
 
 This is where every table lived before issue 21; the counting SQL is :func:`db.tables.count_marginals` (one
 ``GROUPING SETS`` scan per call on PostgreSQL, one ``GROUP BY`` per marginal on SQLite, which has no grouping
-sets). DP-IHT's clipped gradient sums are one ``GROUPING SETS`` scan on PostgreSQL
-(:func:`service.data.engines.gradients.sql_gradient_sums`); on SQLite they would be one scan per attribute per
-iteration, so DP-IHT reads the distinct rows there instead (:attr:`SqlTable.gradient_sums_in_one_scan` is false).
+sets). DP-IHT's clipped gradient sums on PostgreSQL group the table once into a temporary table of distinct rows
+with their counts and aggregate over it each iteration (:mod:`service.data.engines.sql_gradients`); on SQLite
+they would be one scan per attribute per iteration, so DP-IHT reads the distinct rows there instead
+(:attr:`SqlTable.gradient_sums_in_one_scan` is false).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from sqlalchemy import Engine, func, select
 
 from db import tables
 from service.data.engines.base import SQL, Marginal
-from service.data.engines.gradients import GradientQuery, sql_gradient_sums
+from service.data.engines.gradients import GradientQuery
+from service.data.engines.sql_gradients import SqlGradientSums
 
 
 class SqlTable:
@@ -31,6 +33,7 @@ class SqlTable:
         self.columns = dict(columns)
         self.table = tables.data_table(table_name, [sizes[a] for a in self.columns])
         self.gradient_sums_in_one_scan = engine.dialect.name == "postgresql"
+        self._gradients = SqlGradientSums(engine, engine.dialect.identifier_preparer.quote(self.table.name), columns)
 
     def count_marginals(self, marginals: Sequence[Marginal]) -> list[np.ndarray]:
         specs = [([self.columns[a] for a in attributes], shape) for attributes, shape in marginals]
@@ -47,13 +50,13 @@ class SqlTable:
                 yield np.array(plain, dtype=np.int64).reshape(len(plain), len(columns) + 1)
 
     def clipped_gradient_sums(self, query: GradientQuery) -> list[np.ndarray]:
-        with self.engine.connect() as connection:
-            source = connection.dialect.identifier_preparer.quote(self.table.name)
-            return sql_gradient_sums(connection, source, self.columns, query)
+        return self._gradients(query)
 
     def row_count(self) -> int:
         with self.engine.connect() as connection:
             return int(connection.execute(select(func.count()).select_from(self.table)).scalar_one())
 
     def close(self) -> None:
-        """Nothing to release: the service database's engine belongs to the caller."""
+        """Release the connection DP-IHT held (its temporary tables go with its transaction); the service database's
+        engine belongs to the caller."""
+        self._gradients.close()

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from sqlalchemy import Engine, text
+from sqlalchemy.exc import DBAPIError
 
 from estimators.central.dp_iht import ArrayGradients, dp_iht_calibration, loss_slopes
 from service.accounting import accountant
@@ -240,6 +241,137 @@ def test_engine_path_ignores_the_distinct_row_budget_and_charges_as_before(engin
     with pytest.raises(MechanismError, match="objective perturbation: refused before any noise"):
         fit_regression(engine, "duckdb", "logistic", "e", ["a", "b"], method="objpert", epsilon="1", delta="1e-5")
     assert [r["entry"] for r in accountant.ledger_rows(engine, "duckdb")][-2:] == ["charge", "refund"]
+
+
+#: the service's test database on PostgreSQL only (the grouped iterations are PostgreSQL's)
+ON_POSTGRES = pytest.mark.parametrize("database_url", [pytest.param("postgresql", marks=pytest.mark.postgres)],
+                                      indirect=True)
+
+
+def _postgres_leftovers(engine: Engine) -> tuple[int, int]:
+    """Seen from a fresh session: (other sessions of this database inside a transaction, grouped temporary tables
+    of any session). A fit holds one transaction whose temporary table no other session can see; afterwards
+    neither may remain (a table created outside a transaction, or committed, would show in pg_class)."""
+    with engine.connect() as connection:
+        return connection.execute(text(
+            "SELECT (SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid() AND state LIKE 'idle in transaction%'), "
+            "(SELECT count(*) FROM pg_class WHERE relname LIKE 'marginalia\\_grouped\\_%')")).one()
+
+
+def _postgres_table(engine: Engine, database_url: str, tmp_path: Path, where: str
+                    ) -> tuple[datasets.StoredDataset, str, pd.DataFrame, list[DesignEncoding]]:
+    """A dataset on PostgreSQL: the service's ``data_<id>`` table (``data``), or a table of an attached database
+    without (``attached``) or with (``unit``) a privacy unit; with the table's name, the codes numpy sums (one row
+    per unit) and the two designs of :func:`_designs` (every encoding kind on the ``data_<id>`` table)."""
+    if where == "data":
+        frame = _coded()
+        datasets.load_coded_csv(engine, "t", *_write_coded(tmp_path, frame), categorical=("a", "b"), store="sql")
+        stored = datasets.get_dataset(engine, "t")
+        return stored, stored.data_table, frame, _designs(stored.domain, ["a", "b", "c", "d"], "y", OVERRIDES, 2)
+    frame = raw_frame(400, 8)
+    frame["person"] = np.random.default_rng(9).integers(0, 90, len(frame))
+    sql_table(engine, frame, "visits", {**RAW_SQL_TYPES, "person": "INTEGER"})
+    unit = "person" if where == "unit" else None
+    attach_sql(engine, "visits", database_url, "visits", write_spec(tmp_path), privacy_unit=unit)
+    spec = parse_spec(SPEC)
+    names = [c.name for c in spec.columns]
+    codes = apply_spec(spec, frame[names].astype(str))
+    kept = _binned(frame) if unit is None else one_row_per_unit(codes, names, frame["person"].to_numpy())
+    stored = datasets.get_dataset(engine, "visits")
+    return stored, "visits", kept, _designs(stored.domain, ["age", "work"], "income", {}, None)
+
+
+@ON_POSTGRES
+@pytest.mark.parametrize("where", ["data", "attached", "unit"])
+def test_postgres_iterations_read_the_rows_grouped_once_and_leave_no_table(engine: Engine, database_url: str,
+                                                                           tmp_path: Path, where: str) -> None:
+    """On PostgreSQL (the service's table, an attached table, one with a privacy unit) the first iteration groups
+    the coded, bounded rows into a temporary table held by the fit's one transaction, and every iteration reads that
+    table: rows deleted from the table after it do not change the sums (main scanned the table every iteration,
+    on a connection per iteration). The sums still equal numpy's, linear and logistic, clipping on and off; after
+    the fit no session holds a transaction and no grouped table exists, and the next fit reads the table anew."""
+    stored, table, codes, designs = _postgres_table(engine, database_url, tmp_path, where)
+    theta = np.random.default_rng(5).normal(0.0, 1.0, 1 + designs[0].n_features)
+    with TableCountOracle(engine, stored) as oracle:
+        assert oracle.table.gradient_sums_in_one_scan
+        for design in designs:
+            _numpy_and_engine(oracle, design, codes)
+        gradients = EngineGradients(oracle, designs[0], "linear")
+        first = gradients(theta, 0.5)
+        assert _postgres_leftovers(engine) == (1, 0)
+        with engine.begin() as connection:
+            connection.execute(text(f'DELETE FROM "{table}" WHERE ctid IN (SELECT ctid FROM "{table}" LIMIT 200)'))
+        np.testing.assert_array_equal(gradients(theta, 0.5), first)
+    assert _postgres_leftovers(engine) == (0, 0)
+    with TableCountOracle(engine, stored) as oracle:
+        assert not np.array_equal(EngineGradients(oracle, designs[0], "linear")(theta, 0.5), first)
+    assert _postgres_leftovers(engine) == (0, 0)
+
+
+@ON_POSTGRES
+@pytest.mark.parametrize("where", ["data", "attached"])
+def test_postgres_failed_fits_leave_no_table_and_the_pool_works(engine: Engine, database_url: str, tmp_path: Path,
+                                                                 where: str) -> None:
+    """A fit that fails after its temporary table was made (PostgreSQL refuses a float overflow in an iteration;
+    an attached table's value outside the spec is refused through the release engine) leaves no transaction open
+    and no grouped table, and the same pool then serves a correct fit."""
+    stored, table, codes, (design, _) = _postgres_table(engine, database_url, tmp_path, where)
+    with TableCountOracle(engine, stored) as oracle:
+        gradients = EngineGradients(oracle, design, "linear")
+        gradients(np.zeros(1 + design.n_features), 1.0)
+        with pytest.raises((EngineError, DBAPIError), match="out of range"):
+            gradients(np.full(1 + design.n_features, 8e307), 1.0)  # each margin finite, their sum not
+        assert _postgres_leftovers(engine) == (1, 0)  # the fit's transaction, aborted, until the oracle closes
+    assert _postgres_leftovers(engine) == (0, 0)
+    with TableCountOracle(engine, stored) as oracle:
+        _numpy_and_engine(oracle, design, codes)
+    assert _postgres_leftovers(engine) == (0, 0)
+    if where == "attached":
+        with engine.begin() as connection:
+            connection.execute(text(f"UPDATE {table} SET income = 'unknown' WHERE age < 30"))
+        accountant.set_budget(engine, "visits", "10", "1e-3")
+        with pytest.raises(EngineError, match=r"column\(s\) \['income'\] hold a value the binning spec cannot"):
+            fit_regression(engine, "visits", "linear", "income", ["age", "work"], method="dp-iht", epsilon="1",
+                           delta="1e-5", options={"sparsity": 2, "iterations": 3})
+        assert _postgres_leftovers(engine) == (0, 0)
+
+
+@ON_POSTGRES
+def test_postgres_release_same_seed_same_model(engine: Engine, tmp_path: Path) -> None:
+    """DP-IHT on a PostgreSQL ``data_<id>`` table (grouped rows, parallel workers off): the same seed gives the same
+    model, through two fits, and it equals the distinct-rows path's model to float summation order."""
+    stored, _, _, designs = _postgres_table(engine, "", tmp_path, "data")
+    for design in designs:
+        options = {"sparsity": 4, "iterations": 12, "clip_norm": 0.5}
+        fits = []
+        for _ in range(2):
+            with TableCountOracle(engine, stored) as oracle:
+                fits.append(_release(oracle, design, 3, options))
+                assert (oracle.gradient_scans, oracle.distinct_rows_read) == (12, 0)
+        with TableCountOracle(engine, stored) as oracle:
+            oracle.table.gradient_sums_in_one_scan = False
+            rows = _release(oracle, design, 3, options)
+        assert fits[1].payload == fits[0].payload
+        np.testing.assert_allclose(fits[0].payload.coef, rows.payload.coef, rtol=1e-7, atol=1e-12)
+    assert _postgres_leftovers(engine) == (0, 0)
+
+
+@ON_POSTGRES
+def test_postgres_that_refuses_a_temporary_table_scans_every_iteration(engine: Engine, database_url: str,
+                                                                      tmp_path: Path) -> None:
+    """An attached database whose transactions are read-only (as a hot standby's), where no temporary table can be
+    made: the sums fall back to scanning the coded rows each iteration, equal to numpy's."""
+    frame = raw_frame(300, 6)
+    sql_table(engine, frame, "people")
+    read_only = f"{database_url}?options=-c%20default_transaction_read_only%3Don"
+    attach_sql(engine, "people", read_only, "people", write_spec(tmp_path))
+    stored = datasets.get_dataset(engine, "people")
+    with TableCountOracle(engine, stored) as oracle:
+        for design in _designs(stored.domain, ["age", "work"], "income", {}, None):
+            _numpy_and_engine(oracle, design, _binned(frame))
+        assert oracle.table._gradients.grouping is False  # noqa: SLF001
+    assert _postgres_leftovers(engine) == (0, 0)
 
 
 @pytest.mark.slow
