@@ -497,7 +497,7 @@ class AttachSource(Base):
     *inside* it. ``sql``: ``url`` is a SQLAlchemy URL, password included, never shown nor sent (a steward names a
     table of it). ``spark``: the service's Spark session (``MARGINALIA_SPARK_REMOTE`` or local mode), nothing stored.
     A dataset attached through a source keeps its own copy of the location; removing the source stops new attaches
-    only (service/data/sources.py)."""
+    only (service/data/attach/sources.py)."""
 
     __tablename__ = "attach_sources"
     __table_args__ = (

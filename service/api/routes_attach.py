@@ -1,7 +1,7 @@
 """Where a dataset's rows live, over HTTP (stewards): attach a table through a registered source, and migrate a
 stored table to another engine. Neither route takes a server path or a database URL: the operator registers the
-places tables may be attached from (``marginalia source add``, :mod:`service.data.sources`), and every error is
-rewritten so that it never shows where a source reads (:mod:`service.data.source_attach`).
+places tables may be attached from (``marginalia source add``, :mod:`service.data.attach.sources`), and every error is
+rewritten so that it never shows where a source reads (:mod:`service.data.attach.through_source`).
 
 Both read every row (attaching checks each value against the spec, migrating copies it), so on a large table they
 take minutes: with ``Prefer: respond-async`` they answer 202 and a job (:mod:`service.api.background`) whose progress
@@ -18,8 +18,8 @@ from service.api.errors import SafeJSONResponse
 from service.api.routes_datasets import ACCEPTED, Name, Prefer, dataset_out
 from service.api.security import STEWARD, check_scope, engine_of, require
 from service.data import datasets
+from service.data.attach.through_source import attach_from_source
 from service.data.relocate import migrate_dataset
-from service.data.source_attach import attach_from_source
 from service.mechanisms.progress import Progress
 
 #: The job progress message of a migration's copy.

@@ -138,7 +138,8 @@ class DatasetUpload(Strict):
         return self
 
 
-MAX_ATTACH_FILES = 1_000  # paths or globs in one attach (a glob may match more files: service.data.source_attach)
+#: Paths or globs in one attach (a glob may match more files: service.data.attach.through_source).
+MAX_ATTACH_FILES = 1_000
 
 
 class DatasetAttach(Strict):

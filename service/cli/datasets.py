@@ -83,7 +83,7 @@ def dataset_attach(
     """Register a table where it lives (nothing copied): Parquet files counted by DuckDB, a table of another SQL
     database counted there, or a Spark table counted by Spark; its public binning spec is applied inside the
     engine. With --privacy-unit, one row per unit is counted."""
-    from service.data.attach import attach_parquet, attach_spark, attach_sql
+    from service.data.attach.tables import attach_parquet, attach_spark, attach_sql
     from service.errors import InvalidInput
 
     if sum([bool(parquet), sql is not None, spark is not None]) != 1 or (sql is None) != (table is None):

@@ -2,7 +2,7 @@
 
 Only the operator, who has the server's shell, names a folder, a database URL or the Spark session;
 ``POST /datasets/attach`` (and ``Client.attach_dataset``) then names a source and what to read inside it
-(:mod:`service.data.sources`)."""
+(:mod:`service.data.attach.sources`)."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def source_add(
     as_json: JsonFlag = False,
 ) -> None:
     """Register a source of attachable tables: exactly one of --parquet-root, --sql or --spark."""
-    from service.data.sources import add_source
+    from service.data.attach.sources import add_source
 
     source = add_source(open_engine(), name, parquet_root=parquet_root, sql=sql, spark=spark)
     emit(as_json, source.to_json(), lambda: stdout.print(
@@ -46,7 +46,7 @@ def source_add(
 @handles_errors
 def source_list(as_json: JsonFlag = False) -> None:
     """List the sources (database URLs with their password masked)."""
-    from service.data.sources import list_sources
+    from service.data.attach.sources import list_sources
 
     items = list_sources(open_engine())
 
@@ -64,7 +64,7 @@ def source_list(as_json: JsonFlag = False) -> None:
 def source_remove(name: SourceName, as_json: JsonFlag = False) -> None:
     """Forget a source: no new attach through it; datasets already attached through it keep counting where they
     live (each keeps its own copy of the location)."""
-    from service.data.sources import remove_source
+    from service.data.attach.sources import remove_source
 
     source = remove_source(open_engine(), name)
     emit(as_json, {"name": source.name, "removed": True},

@@ -113,7 +113,7 @@ def add_folder_source(engine: Engine, name: str, folder: Path, rows: int = 60) -
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from service.data.sources import add_source
+    from service.data.attach.sources import add_source
     from tests.support.binned import raw_frame
 
     (folder / ATTACHABLE).parent.mkdir(parents=True, exist_ok=True)

@@ -16,8 +16,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.data import datasets
+from service.data.attach.sources import add_source, get_source
 from service.data.oracle import TableCountOracle
-from service.data.sources import add_source, get_source
 from tests.support.apihelpers import ATTACHABLE, World, bearer, snapshot
 from tests.support.binned import SPEC, expected_counts, one_row_per_unit, raw_frame
 from workloads.binning import apply_spec, parse_spec
@@ -230,8 +230,8 @@ def test_a_privacy_unit_over_http_counts_one_row_per_unit(client: TestClient, wo
 
 def test_a_glob_matching_too_many_files_is_refused_before_the_walk_ends(
         client: TestClient, world: World, monkeypatch: pytest.MonkeyPatch) -> None:
-    from service.data import source_attach
+    from service.data.attach import through_source
 
-    monkeypatch.setattr(source_attach, "MAX_FILES", 0)
+    monkeypatch.setattr(through_source, "MAX_FILES", 0)
     error = _refused(client, world, {"source": world.source, "parquet": ["people/*.parquet"]})
     assert error["message"].startswith("parameter parquet: 'people/*.parquet' matches more than 0 paths"), error

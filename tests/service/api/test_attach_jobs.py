@@ -18,8 +18,9 @@ from sqlalchemy import func, select
 from db.engine import transaction
 from db.models import Job
 from service.api import jobs, routes_attach
-from service.data import relocate, source_attach
-from service.data.sources import add_source, get_source
+from service.data import relocate
+from service.data.attach import through_source
+from service.data.attach.sources import add_source, get_source
 from tests.support.apihelpers import ATTACHABLE, World, bearer, finished_job, snapshot
 from tests.support.binned import SPEC
 
@@ -79,7 +80,7 @@ def test_an_attach_in_the_background_answers_202_then_the_synchronous_answer(
     assert job["result"] == {**synchronous.json(), "name": name}
     assert client.get(f"/datasets/{name}", headers=_steward(world)).json() == job["result"]
     phases = [r["progress"] for r in reports if r["dataset"] == name]
-    assert phases == [{"done": i, "total": 2, "message": m} for i, m in enumerate(source_attach.PHASES)]
+    assert phases == [{"done": i, "total": 2, "message": m} for i, m in enumerate(through_source.PHASES)]
     assert job["progress"] == phases[-1]
 
 

@@ -14,9 +14,9 @@ from typer.testing import CliRunner
 
 from service.cli import app
 from service.data import datasets
+from service.data.attach.sources import list_sources
+from service.data.attach.through_source import attach_from_source
 from service.data.oracle import TableCountOracle
-from service.data.source_attach import attach_from_source
-from service.data.sources import list_sources
 from tests.support.binned import SPEC, expected_counts, raw_frame
 
 runner = CliRunner()

@@ -14,7 +14,7 @@ import pytest
 
 from service.client.errors import MarginaliaError
 from service.data import datasets
-from service.data.sources import add_source
+from service.data.attach.sources import add_source
 from tests.support.binned import SPEC, raw_frame
 
 

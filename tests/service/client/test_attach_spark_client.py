@@ -11,9 +11,9 @@ import pytest
 
 from service.client.errors import MarginaliaError
 from service.data import datasets
+from service.data.attach.sources import add_source
 from service.data.engines.spark import spark_session
 from service.data.oracle import TableCountOracle
-from service.data.sources import add_source
 from tests.support.binned import SPEC, expected_counts, raw_frame
 
 pytestmark = pytest.mark.slow

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from service.cli import app
 from service.data import datasets
-from service.data.attach import attach_parquet
+from service.data.attach.tables import attach_parquet
 from service.data.engines.base import EngineError
 from service.data.oracle import TableCountOracle
 from service.errors import Conflict, InvalidInput

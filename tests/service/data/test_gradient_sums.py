@@ -23,7 +23,7 @@ from estimators.central.dp_iht import ArrayGradients, dp_iht_calibration, loss_s
 from service.accounting import accountant
 from service.accounting.accountant import release_costs
 from service.data import datasets
-from service.data.attach import attach_parquet, attach_sql
+from service.data.attach.tables import attach_parquet, attach_sql
 from service.data.engines.base import EngineError
 from service.data.engines.gradients import ensure_sqlite_math
 from service.data.oracle import TableCountOracle
@@ -379,7 +379,7 @@ def test_spark_sums_as_numpy(engine: Engine, tmp_path: Path) -> None:
     """A Parquet table attached to local-mode Spark: the same sums from Spark's one scan (exploded keys), linear and
     logistic, clipping active and inactive. (AdaSSP on Spark reads counts only: tests/service/data/
     test_spark_engine.py fits it on an attached Spark table.)"""
-    from service.data.attach import attach_spark
+    from service.data.attach.tables import attach_spark
 
     frame = raw_frame(400, 7)
     path = tmp_path / "people.parquet"

@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 from service.accounting import accountant
 from service.cli import app
 from service.data import datasets
-from service.data.attach import attach_parquet, attach_sql
+from service.data.attach.tables import attach_parquet, attach_sql
 from service.data.engines.base import EngineError
 from service.data.oracle import TableCountOracle
 from service.errors import InvalidInput

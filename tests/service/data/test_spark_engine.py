@@ -28,7 +28,7 @@ from typer.testing import CliRunner
 from service.accounting import accountant
 from service.cli import app
 from service.data import datasets
-from service.data.attach import attach_spark
+from service.data.attach.tables import attach_spark
 from service.data.engines.base import EngineError
 from service.data.engines.dialect import SPARK_SQL
 from service.data.engines.spark import SPARK_REMOTE_VARIABLE, SparkTable, spark_session

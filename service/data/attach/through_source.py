@@ -1,8 +1,10 @@
-"""Attaching a table through a registered source (:mod:`service.data.sources`): what ``POST /datasets/attach`` runs.
+"""Attaching a table through a registered source (:mod:`service.data.attach.sources`): what ``POST
+/datasets/attach`` runs.
 
 The caller names a source and, inside it, Parquet files or globs relative to the source's folder (``parquet``), or
 a table (``table``, for a SQL database or the Spark session), plus the public binning spec (``bins``). The attach
-itself is :mod:`service.data.attach`'s, with every check it makes (columns, values, rows) before anything is stored.
+itself is :mod:`service.data.attach.tables`'s, with every check it makes (columns, values, rows) before anything is
+stored.
 
 **Paths stay inside the folder.** A path that is absolute, holds ``..`` or ``~``, or resolves (through symlinks,
 and for a glob each file it matches) outside the folder is refused, naming the parameter. A glob is expanded here,
@@ -30,9 +32,9 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from db.engine import normalized_url, safe_url
-from service.data import attach
+from service.data.attach import tables
+from service.data.attach.sources import GLOB_CHARACTERS, PARQUET, SPARK_SOURCE, SQL_SOURCE, Source, get_source
 from service.data.datasets import DatasetInfo
-from service.data.sources import GLOB_CHARACTERS, PARQUET, SPARK_SOURCE, SQL_SOURCE, Source, get_source
 from service.errors import InvalidInput, ServiceError
 
 #: The most files one attach may read (a glob matching more is refused).
@@ -50,8 +52,8 @@ def attach_from_source(engine: Engine, name: str, source_name: str, *, parquet: 
                        table: str | None = None, bins: Mapping[str, object], privacy_unit: str | None = None,
                        progress: Callable[[int, int, str], None] | None = None) -> DatasetInfo:
     """Attach dataset ``name`` from source ``source_name`` (module docstring), one row per value of the column
-    ``privacy_unit`` when given (:mod:`service.data.attach`); every error is :func:`redact`-ed. ``progress`` gets
-    the phases (:data:`PHASES`: the engines report no progress inside their one checking scan), never a path."""
+    ``privacy_unit`` when given (:mod:`service.data.attach.tables`); every error is :func:`redact`-ed. ``progress``
+    gets the phases (:data:`PHASES`: the engines report no progress inside their one checking scan), never a path."""
     progress = progress or _silent
     progress(0, STEPS, PHASES[0])
     source = get_source(engine, source_name)
@@ -62,19 +64,19 @@ def attach_from_source(engine: Engine, name: str, source_name: str, *, parquet: 
                                    "parquet (paths or globs inside it), not table", code="invalid_parameter")
             files = resolve_inside(source, parquet)
             progress(1, STEPS, PHASES[1])
-            info = attach.attach_parquet(engine, name, files, bins, privacy_unit=privacy_unit)
+            info = tables.attach_parquet(engine, name, files, bins, privacy_unit=privacy_unit)
         elif table is None or parquet is not None:
             raise InvalidInput(f"parameter table: source {source.name!r} is a {source.kind} source; give table, not "
                                "parquet", code="invalid_parameter")
         elif source.kind == SQL_SOURCE:
             progress(1, STEPS, PHASES[1])
-            info = attach.attach_sql(engine, name, str(source.url), table, bins, privacy_unit=privacy_unit)
+            info = tables.attach_sql(engine, name, str(source.url), table, bins, privacy_unit=privacy_unit)
         elif not SPARK_TABLE.match(table):
             raise InvalidInput(f"parameter table: {table!r} is not a Spark catalog name (table, db.table or "
                                "catalog.db.table); paths are not attachable over HTTP", code="invalid_parameter")
         else:
             progress(1, STEPS, PHASES[1])
-            info = attach.attach_spark(engine, name, table, bins, privacy_unit=privacy_unit)
+            info = tables.attach_spark(engine, name, table, bins, privacy_unit=privacy_unit)
     except ServiceError as exc:
         raise redact(exc, source) from None
     except ValueError as exc:  # a bad spec or name found below the service layer: still bad input, still redacted
