@@ -26,6 +26,7 @@ import glob
 import json
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 from sqlalchemy import Engine, inspect, make_url, select
@@ -35,13 +36,15 @@ from db import tables
 from db.engine import OPEN_ERRORS, DatabaseUnavailable, make_engine, safe_url, serialized_transaction, unavailable
 from db.models import Dataset
 from service.data.datasets import DatasetInfo, check_name
-from service.data.engines.base import DUCKDB, SPARK, SQL, VALUE_REFUSAL, EngineError, is_value_refusal
+from service.data.engines.base import DUCKDB, SPARK, SQL, EngineError, is_value_refusal
 from service.data.engines.duckdb_table import DuckDBTable, parquet_source
-from service.data.engines.foreign_sql import open_foreign
+from service.data.engines.foreign_sql import ForeignSqlTable, open_foreign
 from service.data.engines.spec_sql import spec_columns
-from service.data.engines.units import null_unit_message
 from service.errors import Conflict, InvalidInput
 from workloads.binning import BinningError, BinningSpec, load_spec, parse_spec
+
+if TYPE_CHECKING:
+    from service.data.engines.spark import SparkTable
 
 GLOB_CHARACTERS = set("*?[")
 #: A binning spec as the attach functions take it: a YAML/JSON file, its parsed content (the JSON of
@@ -58,15 +61,8 @@ def attach_parquet(engine: Engine, name: str, paths: list[str], spec_path: SpecS
     if not paths:
         raise InvalidInput("give at least one --parquet PATH or GLOB", code="invalid_parameter")
     sources = [_resolve(p) for p in paths]
-    present = _check_columns(sources, spec)
-    _check_unit(f"--parquet {', '.join(sources)}", privacy_unit, present)
-    table = DuckDBTable(sources, spec_columns(spec), name, privacy_unit=privacy_unit)
-    try:
-        rows = table.check()
-    except EngineError as exc:
-        raise InvalidInput(f"{exc.message}. Nothing was stored.", code=_check_failure(exc)) from None
-    finally:
-        table.close()
+    _check_present(f"--parquet {', '.join(sources)}", "files", spec, _parquet_columns(sources), privacy_unit)
+    rows = _checked_rows(DuckDBTable(sources, spec_columns(spec), name, privacy_unit=privacy_unit), "")
     location = _with_unit({"parquet": sources, "spec": spec_to_dict(spec)}, privacy_unit)
     return _register(engine, name, spec, rows, ", ".join(sources), DUCKDB, location)
 
@@ -95,11 +91,7 @@ def attach_sql(engine: Engine, name: str, url: str, table_name: str, spec_path: 
         except OPEN_ERRORS as exc:
             raise InvalidInput(f"{where}: the database cannot be reached ({unavailable(url, exc)}); nothing was "
                                "stored", code="unreachable_database") from None
-        missing = [c.name for c in spec.columns if c.name not in present]
-        if missing:
-            raise InvalidInput(f"{where}: the spec's column(s) {missing} are not in the table, which has {present}; "
-                               "nothing was stored", code="column_mismatch")
-        _check_unit(where, privacy_unit, present)
+        _check_present(where, "table", spec, present, privacy_unit)
     finally:
         foreign.dispose()
     location = _with_unit({"url": url, "table": table_name, "spec": spec_to_dict(spec)}, privacy_unit)
@@ -107,20 +99,7 @@ def attach_sql(engine: Engine, name: str, url: str, table_name: str, spec_path: 
         table = open_foreign(location, name, spec.domain().sizes())
     except EngineError as exc:
         raise InvalidInput(f"{where}: {exc.message}; nothing was stored", code="unreachable_database") from None
-    try:
-        outside = table.outside_columns()
-        if outside:
-            raise InvalidInput(f"{where}: column(s) {outside} hold a value the binning spec cannot code; values "
-                               f"outside the spec are {VALUE_REFUSAL}: widen the spec to count them. Nothing "
-                               "was stored.", code="invalid_value")
-        if table.null_units():
-            raise InvalidInput(f"{where}: {null_unit_message(str(privacy_unit))}. Nothing was stored.",
-                               code="invalid_value")
-        rows = table.row_count()
-    except EngineError as exc:
-        raise InvalidInput(f"{exc.message}. Nothing was stored.", code="unreachable_database") from None
-    finally:
-        table.close()
+    rows = _checked_rows(table, f"{where}: ", unreadable="unreachable_database")
     return _register(engine, name, spec, rows, f"{safe_url(url)} table {table_name}", SQL, location)
 
 
@@ -143,28 +122,37 @@ def attach_spark(engine: Engine, name: str, table: str, spec_path: SpecSource, *
     except EngineError as exc:
         raise InvalidInput(f"--spark {table}: {exc.message}. Nothing was stored.", code="engine_error") from None
     try:
-        missing = [c.name for c in spec.columns if c.name not in spark_table.columns]
-        if missing:
-            raise InvalidInput(f"--spark {table}: the spec's column(s) {missing} are not in the table, which has "
-                               f"{spark_table.columns}; nothing was stored", code="column_mismatch")
-        _check_unit(f"--spark {table}", privacy_unit, spark_table.columns)
-        rows = spark_table.check()
-    except EngineError as exc:
-        raise InvalidInput(f"--spark {table}: {exc.message}. Nothing was stored.", code=_check_failure(exc)) from None
-    finally:
+        _check_present(f"--spark {table}", "table", spec, spark_table.columns, privacy_unit)
+    except InvalidInput:
         spark_table.close()
+        raise
+    rows = _checked_rows(spark_table, f"--spark {table}: ")
     location = _with_unit({"spark": table, "spec": spec_to_dict(spec)}, privacy_unit)
     return _register(engine, name, spec, rows, f"spark:{table}", SPARK, location)
 
 
-def _check_failure(error: EngineError) -> str:
-    """The error code of an attach whose checking scan failed: ``invalid_value`` when the data stopped it (a value
-    outside the spec, a NULL unit), ``engine_error`` when the engine could not read the table."""
-    return "invalid_value" if is_value_refusal(error) else "engine_error"
+def _checked_rows(table: DuckDBTable | ForeignSqlTable | SparkTable, prefix: str, *,
+                  unreadable: str = "engine_error") -> int:
+    """``table.check()``: its row count after one scan checking every value, then ``table`` closed. A scan the
+    data stopped (a value outside the spec, a NULL unit) is ``invalid_value``; one the engine could not finish is
+    ``unreadable``; the message is the engine's, after ``prefix``."""
+    try:
+        return table.check()
+    except EngineError as exc:
+        code = "invalid_value" if is_value_refusal(exc) else unreadable
+        raise InvalidInput(f"{prefix}{exc.message}. Nothing was stored.", code=code) from None
+    finally:
+        table.close()
 
 
-def _check_unit(where: str, unit: str | None, present: list[str]) -> None:
-    """``unit`` (when given) is a column of the table, whose columns are ``present``."""
+def _check_present(where: str, what: str, spec: BinningSpec, present: list[str], unit: str | None) -> None:
+    """The table (``what``: its files, or itself), whose columns are ``present``, has every column the spec names
+    (extra columns are ignored) and, when given, the privacy unit's."""
+    missing = [c.name for c in spec.columns if c.name not in present]
+    if missing:
+        has = "have" if what == "files" else "has"
+        raise InvalidInput(f"{where}: the spec's column(s) {missing} are not in the {what}, which {has} {present}; "
+                           "nothing was stored", code="column_mismatch")
     if unit is None:
         return
     if not isinstance(unit, str) or not unit:
@@ -238,8 +226,8 @@ def _resolve(path: str) -> str:
     return absolute
 
 
-def _check_columns(sources: list[str], spec: BinningSpec) -> list[str]:
-    """The files' columns: they are Parquet and have every column the spec names (extra columns are ignored)."""
+def _parquet_columns(sources: list[str]) -> list[str]:
+    """The columns of the Parquet files ``sources``; files that are not Parquet are refused."""
     connection = duckdb.connect(":memory:")
     try:
         described = connection.execute(f"DESCRIBE SELECT * FROM {parquet_source(sources)}").fetchall()
@@ -249,9 +237,4 @@ def _check_columns(sources: list[str], spec: BinningSpec) -> list[str]:
                            code="invalid_file") from None
     finally:
         connection.close()
-    present = [row[0] for row in described]
-    missing = [c.name for c in spec.columns if c.name not in present]
-    if missing:
-        raise InvalidInput(f"--parquet {', '.join(sources)}: the spec's column(s) {missing} are not in the files, "
-                           f"which have {present}; nothing was stored", code="column_mismatch")
-    return present
+    return [row[0] for row in described]

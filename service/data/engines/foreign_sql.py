@@ -155,10 +155,25 @@ class ForeignSqlTable:
         except SQLAlchemyError as exc:
             raise self._error(exc) from None
 
+    def check(self) -> int:
+        """Read every row once and return the row count, as DuckDB's and Spark's ``check`` do: a NULL unit or a
+        value outside the spec raises :class:`EngineError` here, naming the column."""
+        if self.null_units():
+            raise self._null_unit()
+        outside = self.outside_columns()
+        if outside:
+            raise self._values_outside(outside)
+        return self.row_count()
+
     def _outside(self, attributes: list[str]) -> EngineError:
         if self.null_units():
-            return EngineError(f"dataset {self.label!r}: {null_unit_message(str(self._unit))}")
-        named = [a for a in self.outside_columns() if a in attributes] or attributes
+            return self._null_unit()
+        return self._values_outside([a for a in self.outside_columns() if a in attributes] or attributes)
+
+    def _null_unit(self) -> EngineError:
+        return EngineError(f"dataset {self.label!r}: {null_unit_message(str(self._unit))}")
+
+    def _values_outside(self, named: list[str]) -> EngineError:
         return EngineError(f"dataset {self.label!r}: column(s) {named} hold a value the binning spec cannot code; "
                            f"values outside the spec are {VALUE_REFUSAL}: widen the spec to count them")
 
