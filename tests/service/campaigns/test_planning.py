@@ -5,6 +5,7 @@ the errors (no planner, nothing to predict, no public table), with nothing store
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +30,21 @@ def _coefficients(engine, name: str, model: str, names: list[str]) -> np.ndarray
     fit = estimates.fit_campaign(engine, name, model)
     scale = np.asarray(campaigns.get_campaign(engine, name).transform.scale)
     return np.array([fit.coefficients[k] for k in names]) * scale
+
+
+def _ten_campaign_fits(engine, prefix: str, protocol: str, names: list[str], public: str | None,  # noqa: ANN001
+                       epsilon: float, delta: float | None, options: dict[str, object],
+                       rows: Callable[[int], tuple[np.ndarray, np.ndarray]], model: str) -> list[np.ndarray]:
+    """The fitted coefficients of ten simulated campaigns of ``protocol``, trial ``t``'s participants being
+    ``rows(t)`` and its devices seeded by ``t``."""
+    fits = []
+    for trial in range(10):
+        name = f"{prefix}{trial}"
+        campaigns.create_campaign(engine, name, protocol, names, "y", public, epsilon, delta, options)
+        x, y = rows(trial)
+        simulate.simulate(engine, name, x, y, seed=trial)
+        fits.append(_coefficients(engine, name, model, names))
+    return fits
 
 
 def test_the_symmetric_noise_covariance_matches_draws() -> None:
@@ -72,12 +88,8 @@ def test_stein_glm_plan_is_within_2x_of_measured_runs(engine, stein_public, opti
     n, names = 2_000, ["a", "b", "c"]
     plan = planning.plan_campaign(engine, "stein-glm", names, "y", stein_public, epsilon, delta, options,
                                   participants=n)
-    fits = []
-    for trial in range(10):
-        campaigns.create_campaign(engine, f"s{trial}", "stein-glm", names, "y", stein_public, epsilon, delta, options)
-        x, y = _stein_rows(n, seed=100 + trial)
-        simulate.simulate(engine, f"s{trial}", x, y, seed=trial)
-        fits.append(_coefficients(engine, f"s{trial}", "linear", names))
+    fits = _ten_campaign_fits(engine, "s", "stein-glm", names, stein_public, epsilon, delta, options,
+                              lambda trial: _stein_rows(n, seed=100 + trial), "linear")
     info = campaigns.get_campaign(engine, "s0")
     rows = info.transform.apply(_stein_rows(10_000, seed=1)[0])
     model = CAMPAIGN_PROTOCOLS["stein-glm"].plan(info.spec, rows, _stein_rows(10_000, seed=1)[1])
@@ -94,12 +106,8 @@ def test_glm_plan_is_within_2x_of_measured_runs(engine, stein_public) -> None:  
     here share, so the prediction may sit above the measurement (within the same factor 2)."""
     n, names = 5_000, ["a", "b", "c"]
     plan = planning.plan_campaign(engine, "glm", names, "y", stein_public, 2.0, 0.0, {}, participants=n)
-    fits = []
-    for trial in range(10):
-        campaigns.create_campaign(engine, f"g{trial}", "glm", names, "y", stein_public, 2.0, 0.0, {})
-        x, y = _stein_rows(n, seed=200 + trial)
-        simulate.simulate(engine, f"g{trial}", x, y, seed=trial)
-        fits.append(_coefficients(engine, f"g{trial}", "logistic", names))
+    fits = _ten_campaign_fits(engine, "g", "glm", names, stein_public, 2.0, 0.0, {},
+                              lambda trial: _stein_rows(n, seed=200 + trial), "logistic")
     info = campaigns.get_campaign(engine, "g0")
     rows = info.transform.apply(_stein_rows(10_000, seed=1)[0])
     model = CAMPAIGN_PROTOCOLS["glm"].plan(info.spec, rows, _stein_rows(10_000, seed=1)[1])
@@ -144,12 +152,8 @@ def test_ldp_iht_plan_is_within_2x_of_measured_runs(engine) -> None:  # noqa: AN
     theta = spread_profile(p, s, 1.0)
     options = {"sparsity": s, "label_bound": float(np.abs(theta).sum()) + 0.05}
     plan = planning.plan_campaign(engine, "ldp-iht", names, "y", None, 1.0, 0.0, options, participants=n)
-    fits = []
-    for trial in range(10):
-        campaigns.create_campaign(engine, f"i{trial}", "ldp-iht", names, "y", epsilon=1.0, options=options)
-        x, y = _sparse_rows(n, p, theta, seed=10 + trial)
-        simulate.simulate(engine, f"i{trial}", x, y, seed=trial)
-        fits.append(_coefficients(engine, f"i{trial}", "iht", names))
+    fits = _ten_campaign_fits(engine, "i", "ldp-iht", names, None, 1.0, None, options,
+                              lambda trial: _sparse_rows(n, p, theta, seed=10 + trial), "iht")
     measured = _relative_rms(fits, theta)
     assert measured / 2 <= plan.expected_relative_error <= 2 * measured, (plan.expected_relative_error, measured)
 
@@ -164,12 +168,9 @@ def test_label_ldp_plan_is_within_2x_of_measured_runs(engine, tmp_path: Path) ->
     options = {"sparsity": s, "label_bound": float(np.abs(theta).sum()) + 0.05, "standardize": False}
     plan = planning.plan_campaign(engine, "label-ldp", names, "y", "pub", 1.0, 0.0, options, participants=n)
     assert plan.reference.startswith("assumed") and plan.auc is None and "no column 'y'" in plan.auc_note
-    fits = []
-    for trial in range(10):
-        campaigns.create_campaign(engine, f"l{trial}", "label-ldp", names, "y", "pub", 1.0, 0.0, options)
-        y = x @ theta + np.random.default_rng(30 + trial).uniform(-0.05, 0.05, n)
-        simulate.simulate(engine, f"l{trial}", x, y, seed=trial)
-        fits.append(_coefficients(engine, f"l{trial}", "iht", names))
+    fits = _ten_campaign_fits(engine, "l", "label-ldp", names, "pub", 1.0, 0.0, options,
+                              lambda trial: (x, x @ theta + np.random.default_rng(30 + trial).uniform(-0.05, 0.05, n)),
+                              "iht")
     measured = _relative_rms(fits, theta)
     assert measured / 2 <= plan.expected_relative_error <= 2 * measured, (plan.expected_relative_error, measured)
 
