@@ -31,13 +31,19 @@ def fail(*args: str) -> dict:
     return json.loads(result.stdout)
 
 
+def write_public_and_people(folder: Path, people: int) -> None:
+    """``public.csv`` (3,000 rows of the features) and ``people.csv`` (``people`` rows with a logistic label) in
+    ``folder``."""
+    pd.DataFrame(gaussian_rows(3000, seed=1), columns=FEATURES).to_csv(folder / "public.csv", index=False)
+    x = gaussian_rows(people, seed=2)
+    pd.DataFrame(x, columns=FEATURES).assign(y=logistic_labels(x, np.array([1.0, -1.0, 0.5]))).to_csv(
+        folder / "people.csv", index=False)
+
+
 @pytest.mark.slow
 def test_a_campaign_on_the_command_line(engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
     monkeypatch.setenv("MARGINALIA_UNSAFE_SEEDED_RELEASES", "1")  # --seed on simulate (and fitting its campaign)
-    pd.DataFrame(gaussian_rows(3000, seed=1), columns=FEATURES).to_csv(tmp_path / "public.csv", index=False)
-    x = gaussian_rows(30_000, seed=2)
-    pd.DataFrame(x, columns=FEATURES).assign(y=logistic_labels(x, np.array([1.0, -1.0, 0.5]))).to_csv(
-        tmp_path / "people.csv", index=False)
+    write_public_and_people(tmp_path, 30_000)
     assert run("public", "load", "pub", "--csv", str(tmp_path / "public.csv"))["rows"] == 3000
     assert [t["name"] for t in run("public", "list")] == ["pub"]
     assert len(run("public", "show", "pub", "--rows", "2")["first_rows"]) == 2

@@ -6,22 +6,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
 import pytest
 
 from service.cli import app
-from tests.service.campaigns.helpers import FEATURES, gaussian_rows, logistic_labels
-from tests.service.cli.test_campaigns_cli import run, runner
+from tests.service.cli.test_campaigns_cli import run, runner, write_public_and_people
 
 
 @pytest.mark.slow
 def test_glm_on_the_command_line(engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
     monkeypatch.setenv("MARGINALIA_UNSAFE_SEEDED_RELEASES", "1")  # --seed on simulate (and fitting its campaign)
-    pd.DataFrame(gaussian_rows(3000, seed=1), columns=FEATURES).to_csv(tmp_path / "public.csv", index=False)
-    x = gaussian_rows(20_000, seed=2)
-    pd.DataFrame(x, columns=FEATURES).assign(y=logistic_labels(x, np.array([1.0, -1.0, 0.5]))).to_csv(
-        tmp_path / "people.csv", index=False)
+    write_public_and_people(tmp_path, 20_000)
     run("public", "load", "pub", "--csv", str(tmp_path / "public.csv"))
     created = run("campaign", "create", "moments", "--protocol", "glm", "--features", "a,b,c", "--target", "y",
                   "--public", "pub", "--epsilon", "4", "--participants", "20000")
