@@ -30,7 +30,7 @@ from service.privacy.cost import PrivacyCost, ceil_units, check_amount, exact, f
 from service.privacy.filter import (
     ZcdpAnchor,
     budget_holds,
-    epsilon_spent,
+    composed_epsilon,
     price_epsilon,
     remaining_delta,
     remaining_epsilon,
@@ -211,8 +211,7 @@ def _composed_units(sums: _Sums, budget: Budget, anchor: ZcdpAnchor | None) -> i
     if anchor is None:
         return sums.e  # basic composition: exactly E, no float round trip
     e, d, r, c = sums.exact()
-    spent = epsilon_spent(e, d, r, _budget_exact(budget)[1], anchor, priced=c)
-    return ceil_units(Fraction(spent), EPSILON_SCALE)
+    return ceil_units(composed_epsilon(e, d, r, _budget_exact(budget)[1], anchor, priced=c), EPSILON_SCALE)
 
 
 def _holds(sums: _Sums, budget: Budget, anchor: ZcdpAnchor | None) -> bool:

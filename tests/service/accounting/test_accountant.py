@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import multiprocessing
 from fractions import Fraction
 from pathlib import Path
@@ -16,7 +17,7 @@ from service.errors import BudgetExceeded, InvalidInput, ServiceError
 from service.mechanisms import registry
 from service.privacy import conversions
 from service.privacy.cost import PrivacyCost
-from service.privacy.filter import epsilon_spent, price_epsilon, zcdp_anchor
+from service.privacy.filter import composed_epsilon, price_epsilon, zcdp_anchor
 from tests.support.charging_child import charge_once
 
 
@@ -83,15 +84,15 @@ def test_views_recompute_every_figure(engine, tiny) -> None:  # noqa: ANN001
     assert [tuple(r) for r in priced_rows] == [(3 * 10**11, 3 * 10**11), (0, 0), (0, 0),
                                                (5 * 10**10, int(after * 10**12))]
     assert after < Fraction(1, 20)
-    # The composed epsilon is what the documented rule gives: C + alpha R + t.
-    expected = epsilon_spent(Fraction(7, 20), Fraction(0), Fraction(15, 1000), Fraction(1, 10**5), anchor,
-                                  priced=Fraction(3, 10) + after)
-    assert 0 <= status.epsilon_spent - Fraction(expected) <= Fraction(1, 10**12)
+    # The composed epsilon is what the documented rule gives, C + alpha R + t, rounded up to the ledger's grid.
+    expected = composed_epsilon(Fraction(7, 20), Fraction(0), Fraction(15, 1000), Fraction(1, 10**5), anchor,
+                                priced=Fraction(3, 10) + after)
+    assert status.epsilon_spent == Fraction(math.ceil(expected * 10**12), 10**12)
     # An auditor recomputes it from the SQL sums and the anchor columns in integer units.
     alpha_u, offset_u = int(view["anchor_alpha_units"]), int(view["anchor_offset_units"])
     assert Fraction(alpha_u, 10**9) == anchor.alpha
     recomputed = int(sums[3]) + -(-alpha_u * int(sums[2]) // 10**9) + offset_u
-    assert abs(recomputed - int(view["epsilon_spent_units"])) <= 1
+    assert recomputed == int(view["epsilon_spent_units"])
     # and the delta the view says (epsilon, delta) releases can still spend is delta_B - delta_z - D (here 0)
     assert int(view["delta_remaining_units"]) == 0 == status.delta_remaining
 
