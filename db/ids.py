@@ -1,8 +1,9 @@
 """Row ids as callers write them: what text names an id.
 
-Every table's id is a signed 64-bit integer at most (SQLite's ``INTEGER``; PostgreSQL's ``INTEGER`` ids are compared
-as ``BIGINT`` values), so a number outside ``1..2^63-1`` names no row: it is refused here, before a query, instead of
-overflowing the driver (SQLite's ``OverflowError`` was a 500). An id is written in ASCII decimals only:
+Every table's id is an ``INTEGER`` column: 32 bits on PostgreSQL, 64 on SQLite. A number outside ``1..2^31-1``
+names no row on either, so it is refused here, before a query, instead of failing in the driver or the server (a
+26-digit id overflowed SQLite's ``OverflowError``, and PostgreSQL answers ``integer out of range`` for an id past
+2^31-1: both were 500s). An id is written in ASCII decimals only:
 ``str.isdigit`` also accepts ``'²'`` and ``'٣'`` (so ``/campaigns/%D9%A3`` was campaign 3), and ``int()`` accepts
 ``' 3'``, ``'+3'`` and ``'3_0'`` (30).
 """
@@ -11,8 +12,8 @@ from __future__ import annotations
 
 import re
 
-#: The largest id a table can hold (signed 64 bits).
-MAX_ID = 2**63 - 1
+#: The largest id a table holds on every backend (``INTEGER``: signed 32 bits on PostgreSQL).
+MAX_ID = 2**31 - 1
 
 _ASCII_DECIMAL = re.compile(r"[0-9]+")
 

@@ -5,7 +5,7 @@
   ``malformed_json`` when the body is not JSON at all;
 * a ``ValueError`` subclass raised by the project's own packages (they signal bad input that way:
   ``PrivacyParameterError``, ``WorkloadError``, ``MechanismError``, ...) -> 422 ``invalid_input``;
-* a path parameter that names nothing (an id that is not ASCII decimals within 64 bits, a name that no dataset can
+* a path parameter that names nothing (an id that is not ASCII decimals up to 2^31-1, a name that no dataset can
   have) -> 404 ``not_found``, as for an unknown route;
 * an unknown route -> 404; a method the path does not take -> 405 with ``Allow`` listing the methods it takes (every
   route of the path, RFC 9110 15.5.6); a body over the route's limit -> 413 (service/api/limits.py);

@@ -1,8 +1,8 @@
-"""Path parameters that are ids: ASCII decimals within 64 bits (:func:`db.ids.parse_id`), else the path names nothing.
+"""Path parameters that are ids: ASCII decimals up to 2^31-1 (:func:`db.ids.parse_id`), else the path names nothing.
 
 FastAPI reads an ``int`` path parameter as pydantic's lax mode does, which takes ``' 3'``, ``'+3'``, ``'3.0'`` and
 ``'3_0'`` (30: ``/releases/3_0`` answered release 30), and a 26-digit id was a 422 here and a 500 in the campaign
-routes (an overflow in the database driver). :func:`path_id` takes ASCII digits only, within ``low..2^63-1``, and
+routes (an overflow in the database driver). :func:`path_id` takes ASCII digits only, within ``low..MAX_ID``, and
 anything else fails validation, which :mod:`service.api.errors` answers, for every path parameter, with a 404
 ``not_found``: no resource can be there. The OpenAPI document still says ``integer`` with its minimum and maximum.
 """
@@ -28,5 +28,5 @@ def _ascii_id(low: int) -> BeforeValidator:
 
 
 def path_id(description: str, low: int = 1) -> Any:
-    """The type of an id path parameter: ``Annotated[int, ...]`` from ``low`` to 2^63-1."""
+    """The type of an id path parameter: ``Annotated[int, ...]`` from ``low`` to :data:`~db.ids.MAX_ID`."""
     return Annotated[int, Path(ge=low, le=MAX_ID, description=description), _ascii_id(low)]

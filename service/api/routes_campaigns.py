@@ -25,7 +25,7 @@ from fastapi.concurrency import run_in_threadpool
 from pydantic import Field, ValidationError
 from sqlalchemy import Engine
 
-from db.ids import MAX_ID
+from db.tables import INT64_MAX
 from service.access.auth import Principal
 from service.api import limits, schemas
 from service.api.guard import GuardedRoute
@@ -154,7 +154,7 @@ def show_public(request: Request, name: Name, _: Principal = Depends(require(*RE
 
 
 @router.get("/public-tables/{name}/rows", summary="A page of a public table's rows (they are public)")
-def public_rows(request: Request, name: Name, offset: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
+def public_rows(request: Request, name: Name, offset: Annotated[int, Query(ge=0, le=INT64_MAX)] = 0,
                 limit: Annotated[int, Query(ge=0, le=public_tables.MAX_PAGE_ROWS)] = 1000,
                 _: Principal = Depends(require(STEWARD, ANALYST))) -> dict[str, Any]:
     info, rows = public_tables.public_rows(engine_of(request), name, offset, limit)

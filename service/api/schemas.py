@@ -56,8 +56,8 @@ ColumnName = Annotated[Text, Field(min_length=1, max_length=MAX_NAME)]
 Number = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 Integer = Annotated[int, Field(strict=True)]
 Flag = Annotated[bool, Field(strict=True)]
-#: A row's id in a body (a key's, a release's): an integer from 1 to 2^63-1, the most a table's id holds; larger is a
-#: 422 naming the field, never an overflow in the database driver (a 500).
+#: A row's id in a body (a key's, a release's): an integer from 1 to 2^31-1, the most a table's id holds on every
+#: backend (db/ids.py); larger is a 422 naming the field, never an overflow in the database (a 500).
 Id = Annotated[Integer, Field(ge=1, le=MAX_ID)]
 Epsilon = Annotated[Number, Field(gt=0, le=MAX_EPSILON)]
 Delta = Annotated[Number, Field(ge=0, lt=1)]

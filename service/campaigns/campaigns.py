@@ -67,7 +67,7 @@ def _info(session: Session, row: Campaign) -> CampaignInfo:
 
 
 def _campaign_row(session: Session, name_or_id: str | int) -> Campaign:
-    """The campaign named ``name_or_id``, else the one whose id it is: an int, or ASCII decimals within 64 bits
+    """The campaign named ``name_or_id``, else the one whose id it is: an int, or ASCII decimals up to 2^31-1
     (:func:`db.ids.parse_id`: ``'٣'`` names no campaign, and a 26-digit id is a 404, not an overflow)."""
     text = str(name_or_id)
     row = session.execute(select(Campaign).where(Campaign.name == text)).scalar_one_or_none()
