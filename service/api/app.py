@@ -10,7 +10,9 @@ from fastapi import FastAPI
 from sqlalchemy import Engine
 
 from service.api import routes_attach, routes_campaigns, routes_datasets, routes_jobs, routes_releases, schemas
-from service.api.errors import DEFAULT_MAX_BODY_BYTES, SafeJSONResponse, install_error_handlers
+from service.api.errors import SafeJSONResponse, install_error_handlers
+from service.api.guard import GuardedRoute
+from service.api.limits import DEFAULT_MAX_BODY_BYTES
 
 DESCRIPTION = """Differentially private statistics about sensitive tables, under an exact privacy budget.
 
@@ -48,9 +50,10 @@ def create_app(engine: Engine, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) 
     """The HTTP API over the database behind ``engine``."""
     app = FastAPI(title="Marginalia", version=version(), description=DESCRIPTION,
                   default_response_class=SafeJSONResponse, responses=ERROR_RESPONSES)
+    app.router.route_class = GuardedRoute  # every route admits its caller before reading its body (guard.py)
     app.state.engine = engine
-    app.state.max_body_bytes = max_body_bytes  # per-route limits stay below it (service/api/limits.py)
-    install_error_handlers(app, max_body_bytes)
+    app.state.max_body_bytes = max_body_bytes  # the ceiling of every route's own limit (service/api/limits.py)
+    install_error_handlers(app)
 
     @app.get("/health", response_model=schemas.Health, tags=["service"], summary="Liveness (no key needed)")
     def health() -> dict[str, str]:

@@ -5,7 +5,10 @@
   ``malformed_json`` when the body is not JSON at all;
 * a ``ValueError`` subclass raised by the project's own packages (they signal bad input that way:
   ``PrivacyParameterError``, ``WorkloadError``, ``MechanismError``, ...) -> 422 ``invalid_input``;
-* an unknown route or method -> 404 / 405; a body over the size limit -> 413;
+* a path parameter that names nothing (an id that is not ASCII decimals up to 2^31-1, a name that no dataset can
+  have) -> 404 ``not_found``, as for an unknown route;
+* an unknown route -> 404; a method the path does not take -> 405 with ``Allow`` listing the methods it takes (every
+  route of the path, RFC 9110 15.5.6); a body over the route's limit -> 413 (service/api/limits.py);
 * anything else -> 500 ``internal_error`` with a reference number; the traceback goes to the
   server log only.
 """
@@ -15,13 +18,16 @@ from __future__ import annotations
 import json
 import logging
 import secrets
+from collections.abc import Mapping
 from typing import Any
 
 import pydantic_core
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.routing import iter_route_contexts
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import get_route_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.errors import ServiceError
@@ -29,7 +35,6 @@ from service.errors import ServiceError
 log = logging.getLogger("marginalia.api")
 
 OWN_PACKAGES = ("service", "workloads", "estimators")
-DEFAULT_MAX_BODY_BYTES = 96 * 2**20
 
 
 class SafeJSONResponse(JSONResponse):
@@ -58,8 +63,9 @@ def strict_json(content: Any) -> bytes:
     return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")
 
 
-def error_response(status: int, code: str, message: str, **extra: object) -> SafeJSONResponse:
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+def error_response(status: int, code: str, message: str, headers: Mapping[str, str] | None = None,
+                   **extra: object) -> SafeJSONResponse:
+    headers = {**(headers or {}), **({"WWW-Authenticate": "Bearer"} if status == 401 else {})}
     return SafeJSONResponse({"error": code, "message": message, **extra}, status_code=status, headers=headers)
 
 
@@ -88,21 +94,54 @@ async def _service_error(request: Request, exc: ServiceError) -> SafeJSONRespons
     return error_response(exc.status, exc.code, exc.message)
 
 
-async def _validation_error(request: Request, exc: RequestValidationError) -> SafeJSONResponse:  # noqa: ARG001
+async def _validation_error(request: Request, exc: RequestValidationError) -> SafeJSONResponse:
     errors = exc.errors()
     if any(e.get("type") == "json_invalid" for e in errors):
         return error_response(400, "malformed_json", "the request body is not valid JSON")
+    if any(e.get("loc", ("",))[0] == "path" for e in errors):
+        return _names_nothing(request, [e for e in errors if e.get("loc", ("",))[0] == "path"])
     fields = [_field(e.get("loc", ())) for e in errors]
     parts = [f"{_field(e.get('loc', ()))}: {e.get('msg', 'invalid')}" for e in errors[:10]]
     more = f" (and {len(errors) - 10} more)" if len(errors) > 10 else ""
     return error_response(422, "invalid_request", "; ".join(parts) + more, fields=fields)
 
 
+def _names_nothing(request: Request, errors: list[dict[str, Any]]) -> SafeJSONResponse:
+    """404 for a path whose parameters can name nothing (``/releases/3_0``, ``/jobs/99999999999999999999``): no
+    resource is there, as for an unknown route; the message says which parameter and why."""
+    why = "; ".join(f"{_field(e['loc'][1:])}: {_reason(e)}" for e in errors[:3])
+    return error_response(404, "not_found", f"nothing at {request.method} {request.url.path} ({why})")
+
+
+def _reason(error: dict[str, Any]) -> str:
+    """A validation error's message, without pydantic's "Value error, " before a validator's own words."""
+    if error.get("type") == "value_error" and "error" in error.get("ctx", {}):
+        return str(error["ctx"]["error"])
+    return str(error.get("msg", "invalid"))
+
+
 async def _http_error(request: Request, exc: StarletteHTTPException) -> SafeJSONResponse:
     codes = {400: "bad_request", 404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}
     code = codes.get(exc.status_code, "http_error")
     message = f"no route {request.method} {request.url.path}" if exc.status_code == 404 else str(exc.detail)
-    return error_response(exc.status_code, code, message)
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:
+        allowed = allowed_methods(request)
+        headers["Allow"] = ", ".join(allowed)
+        message = f"{request.method} is not a method of {request.url.path}; it takes {', '.join(allowed)}"
+    return error_response(exc.status_code, code, message, headers)
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route of the app takes at the request's path (starlette's 405 names only the first route
+    whose path matched: ``DELETE /datasets/x/budget`` was told ``GET``, not ``GET, PUT``)."""
+    path = get_route_path(request.scope)
+    methods: set[str] = set()
+    for route in iter_route_contexts(request.app.routes):
+        regex, taken = getattr(route, "path_regex", None), getattr(route, "methods", None)
+        if regex is not None and taken and regex.match(path):
+            methods.update(taken)
+    return sorted(methods)
 
 
 async def _own_value_error(request: Request, exc: ValueError) -> SafeJSONResponse:
@@ -110,47 +149,12 @@ async def _own_value_error(request: Request, exc: ValueError) -> SafeJSONRespons
     return error_response(status, body["error"], body["message"])
 
 
-def install_error_handlers(app: FastAPI, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
+def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ServiceError, _service_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(ValueError, _own_value_error)
     app.add_middleware(CatchAll)
-    app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
-
-
-class BodyLimit:
-    """413 for request bodies over ``max_bytes``: by Content-Length up front, or counted while the
-    body streams in (raised as an HTTPException so the JSON error handler formats it)."""
-
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
-        self.app = app
-        self.max_bytes = max_bytes
-
-    def _message(self) -> str:
-        return (f"the request body is over the limit of {self.max_bytes:,} bytes; "
-                "load large tables with the `marginalia dataset load` command")
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        declared = dict(scope.get("headers") or []).get(b"content-length")
-        if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
-            await error_response(413, "payload_too_large", self._message())(scope, receive, send)
-            return
-        seen = 0
-
-        async def counting_receive() -> Message:
-            nonlocal seen
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.max_bytes:
-                    raise HTTPException(413, detail=self._message())
-            return message
-
-        await self.app(scope, counting_receive, send)
 
 
 class CatchAll:

@@ -12,9 +12,10 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Request
 
 from service.access.auth import Principal
-from service.api import schemas
+from service.api import limits, schemas
 from service.api.background import respond
 from service.api.errors import SafeJSONResponse
+from service.api.guard import GuardedRoute
 from service.api.routes_datasets import ACCEPTED, Name, Prefer, dataset_out
 from service.api.security import STEWARD, check_scope, engine_of, require
 from service.data import datasets
@@ -25,11 +26,13 @@ from service.mechanisms.progress import Progress
 #: The job progress message of a migration's copy.
 COPYING = "copying rows"
 
-router = APIRouter(prefix="/datasets", tags=["datasets"])
+router = APIRouter(prefix="/datasets", tags=["datasets"], route_class=GuardedRoute)
 
 
 @router.post("/attach", status_code=201, response_model=schemas.DatasetOut, responses=ACCEPTED,
-             summary="Attach a table where it lives, through a registered source (stewards)")
+             summary="Attach a table where it lives, through a registered source (stewards)",
+             openapi_extra=limits.body(limits.SPEC_BODY, fits="a binning spec of 1,000 columns of 200 categories "
+                                       "named in up to 30 ASCII characters, and 1,000 Parquet paths"))
 def attach_dataset(
     request: Request, body: schemas.DatasetAttach, principal: Principal = Depends(require(STEWARD)),
     prefer: Prefer = None,  # noqa: ARG001 - read by background.respond; declared for the schema
@@ -55,7 +58,7 @@ def attach_dataset(
 
 
 @router.post("/{name}/migrate", response_model=schemas.DatasetOut, responses=ACCEPTED,
-             summary="Move a stored table to another engine (stewards)")
+             summary="Move a stored table to another engine (stewards)", openapi_extra=limits.body(limits.SMALL_BODY))
 def migrate(
     request: Request, name: Name, body: schemas.DatasetMigrate, principal: Principal = Depends(require(STEWARD)),
     prefer: Prefer = None,  # noqa: ARG001 - read by background.respond; declared for the schema

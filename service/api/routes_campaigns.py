@@ -25,8 +25,11 @@ from fastapi.concurrency import run_in_threadpool
 from pydantic import Field, ValidationError
 from sqlalchemy import Engine
 
+from db.tables import INT64_MAX
 from service.access.auth import Principal
 from service.api import limits, schemas
+from service.api.guard import GuardedRoute
+from service.api.paths import path_id
 from service.api.security import ANALYST, AUDITOR, STEWARD, Forbidden, engine_of, require
 from service.campaigns import campaigns, caps, estimates, planning, public_tables
 from service.campaigns.submission import (
@@ -42,19 +45,29 @@ from workloads.local.wire import MEDIA_TYPE, WireError, decode_batch
 PARTICIPANT, GATEWAY = "participant", "gateway"
 
 
-def unscoped_steward(principal: Principal = Depends(require(STEWARD))) -> Principal:
-    """Stewards whose key is not scoped to datasets: public tables, campaigns and caps are not a dataset's."""
+def refuse_scoped(principal: Principal) -> Principal:
+    """``principal`` unless its key is scoped to datasets (403): public tables, campaigns and caps are no dataset's."""
     if principal.scope is not None:
         raise Forbidden(f"this key is scoped to the datasets {list(principal.scope)}; public tables, campaigns and "
                         "local caps need a steward key without a scope")
     return principal
 
+
+def unscoped_steward(principal: Principal = Depends(require(STEWARD))) -> Principal:
+    """Stewards whose key is not scoped to datasets (checked before the body is read, as the role is)."""
+    return refuse_scoped(principal)
+
+
+unscoped_steward.admit = refuse_scoped  # type: ignore[attr-defined]  # service.api.guard runs it at the edge
+
 READERS = (STEWARD, ANALYST, AUDITOR)
 MAX_OPTIONS = 50
 MAX_JSON_REPORTS = 10_000
 
-Name = Annotated[str, PathParam(min_length=1, max_length=schemas.MAX_NAME, pattern=schemas.NAME_PATTERN)]
-router = APIRouter(tags=["collections"])
+Name = Annotated[str, PathParam(min_length=1, max_length=schemas.MAX_NAME, pattern=schemas.NAME_PATTERN,
+                                description="A name, or (for a campaign) its id.")]
+RoundIndex = path_id("Round index (from 0).", low=0)
+router = APIRouter(tags=["collections"], route_class=GuardedRoute)
 
 
 # ------------------------------------------------------------------------------------------------------- bodies
@@ -117,9 +130,16 @@ class FitCampaignIn(schemas.Strict):
 class CapIn(schemas.Strict):
     epsilon: Annotated[schemas.Number, Field(ge=0, le=schemas.MAX_EPSILON)]
     delta: schemas.Delta
-    key_id: schemas.Integer | None = Field(None, description="A participant key's id (its participant's override).")
-    gateway_id: schemas.Integer | None = Field(None, description="With pseudonym: a gateway's participant.")
+    key_id: schemas.Id | None = Field(None, description="A participant key's id (its participant's override).")
+    gateway_id: schemas.Id | None = Field(None, description="With pseudonym: a gateway's participant.")
     pseudonym: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+
+
+#: A campaign's body (and its plan's): its options are free-form in the schema, checked by the protocol; the largest a
+#: protocol accepts is 64 features and their ``feature_bounds`` (one [lower, upper] pair each), about 170 KB with
+#: 200-character names in any encoding.
+CAMPAIGN_LIMIT = limits.body(limits.NAMES_BODY, fits="64 features and their feature_bounds, named in up to 200 "
+                             "characters, and every other option a protocol takes")
 
 
 # ---------------------------------------------------------------------------------------------- public tables
@@ -134,14 +154,15 @@ def show_public(request: Request, name: Name, _: Principal = Depends(require(*RE
 
 
 @router.get("/public-tables/{name}/rows", summary="A page of a public table's rows (they are public)")
-def public_rows(request: Request, name: Name, offset: Annotated[int, Query(ge=0)] = 0,
+def public_rows(request: Request, name: Name, offset: Annotated[int, Query(ge=0, le=INT64_MAX)] = 0,
                 limit: Annotated[int, Query(ge=0, le=public_tables.MAX_PAGE_ROWS)] = 1000,
                 _: Principal = Depends(require(STEWARD, ANALYST))) -> dict[str, Any]:
     info, rows = public_tables.public_rows(engine_of(request), name, offset, limit)
     return public_tables.rows_json(info, rows, offset)
 
 
-@router.post("/public-tables", status_code=201, summary="Register a public table (stewards)")
+@router.post("/public-tables", status_code=201, summary="Register a public table (stewards)",
+             openapi_extra=limits.body(limits.UPLOAD_BODY, fits=limits.UPLOAD_FITS))
 def load_public(request: Request, body: PublicTableUpload,
                 principal: Principal = Depends(unscoped_steward)) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="marginalia-public-") as folder:
@@ -160,7 +181,7 @@ def load_public(request: Request, body: PublicTableUpload,
 
 
 # -------------------------------------------------------------------------------------------------- campaigns
-@router.post("/campaigns", status_code=201, summary="Create a campaign (stewards)")
+@router.post("/campaigns", status_code=201, summary="Create a campaign (stewards)", openapi_extra=CAMPAIGN_LIMIT)
 def create_campaign(request: Request, body: CampaignIn,
                     principal: Principal = Depends(unscoped_steward)) -> dict[str, Any]:
     info = campaigns.create_campaign(engine_of(request), body.name, body.protocol, body.features, body.target,
@@ -168,7 +189,8 @@ def create_campaign(request: Request, body: CampaignIn,
     return info.to_json()
 
 
-@router.post("/campaigns/plan", summary="Predict a campaign's error before any report (free; reads public tables)")
+@router.post("/campaigns/plan", summary="Predict a campaign's error before any report (free; reads public tables)",
+             openapi_extra=CAMPAIGN_LIMIT)
 def plan_campaign(request: Request, body: PlanIn, _: Principal = Depends(require(*READERS))) -> dict[str, Any]:
     return planning.plan_campaign(engine_of(request), body.protocol, body.features, body.target, body.public,
                                   body.epsilon, body.delta, body.options, body.participants,
@@ -191,7 +213,7 @@ def close_campaign(request: Request, name: Name, _: Principal = Depends(unscoped
 
 
 @router.post("/campaigns/{name}/rounds/{index}/close", summary="Close a round and open the next (stewards)")
-def close_round(request: Request, name: Name, index: Annotated[int, PathParam(ge=0)],
+def close_round(request: Request, name: Name, index: RoundIndex,
                 _: Principal = Depends(unscoped_steward)) -> dict[str, Any]:
     return campaigns.close_round(engine_of(request), name, index).to_json(hide_seeded=True)
 
@@ -212,10 +234,11 @@ def campaign_state(request: Request, name: Name,
 
 @router.post("/campaigns/{name}/reports", status_code=201,
              summary="Submit a report (participants) or a batch for pseudonyms (gateways)",
-             openapi_extra={"requestBody": {"content": {
-                 "application/json": {"schema": {"oneOf": [ReportIn.model_json_schema(),
-                                                           BatchIn.model_json_schema()]}},
-                 MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}}}}})
+             openapi_extra=limits.body(limits.UPLOAD_BODY, fits="its own bound: by caller and report width",
+                                       requestBody={"content": {
+                                           "application/json": {"schema": {"oneOf": [ReportIn.model_json_schema(),
+                                                                                     BatchIn.model_json_schema()]}},
+                                           MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}}}}))
 async def submit(request: Request, name: Name,
                  principal: Principal = Depends(require(PARTICIPANT, GATEWAY))) -> dict[str, Any]:
     """A participant sends `{"round", "report"}` (JSON); a gateway `{"round", "reports", "pseudonyms"}` (JSON) or
@@ -280,7 +303,8 @@ def _parse_reports(principal: Principal, kind: str, body: bytes) -> tuple[int, d
     return many.round, many.reports, many.pseudonyms
 
 
-@router.post("/campaigns/{name}/fit", summary="A model from a campaign's stored aggregates (free)")
+@router.post("/campaigns/{name}/fit", summary="A model from a campaign's stored aggregates (free)",
+             openapi_extra=limits.body(limits.SMALL_BODY))
 def fit_campaign(request: Request, name: Name, body: FitCampaignIn,
                  _: Principal = Depends(require(STEWARD, ANALYST))) -> dict[str, Any]:
     campaigns.get_campaign(engine_of(request), name).refuse_if_seeded()
@@ -293,7 +317,8 @@ def get_default_cap(request: Request, _: Principal = Depends(require(STEWARD, AU
     return caps.default_cap(engine_of(request)).to_json()
 
 
-@router.put("/local-caps/default", summary="Set the default per-participant cap (stewards)")
+@router.put("/local-caps/default", summary="Set the default per-participant cap (stewards)",
+            openapi_extra=limits.body(limits.SMALL_BODY))
 def put_default_cap(request: Request, body: CapIn,
                     principal: Principal = Depends(unscoped_steward)) -> dict[str, float]:
     if body.key_id is not None or body.gateway_id is not None or body.pseudonym is not None:
@@ -302,7 +327,8 @@ def put_default_cap(request: Request, body: CapIn,
     return caps.set_default_cap(engine_of(request), body.epsilon, body.delta, principal.label).to_json()
 
 
-@router.put("/local-caps/participant", summary="Override one participant's cap (stewards)")
+@router.put("/local-caps/participant", summary="Override one participant's cap (stewards)",
+            openapi_extra=limits.body(limits.SMALL_BODY))
 def put_participant_cap(request: Request, body: CapIn, _: Principal = Depends(unscoped_steward)) -> dict[str, float]:
     return caps.set_participant_cap(engine_of(request), body.epsilon, body.delta, body.key_id, body.gateway_id,
                                     body.pseudonym).to_json()

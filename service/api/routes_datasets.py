@@ -13,9 +13,10 @@ from fastapi import Path as PathParam
 
 from service.access.auth import Principal
 from service.accounting import accountant
-from service.api import schemas
+from service.api import limits, schemas
 from service.api.charging import IDEMPOTENCY_HEADER, run_charged
 from service.api.errors import SafeJSONResponse
+from service.api.guard import GuardedRoute
 from service.api.security import ANALYST, AUDITOR, EVERYONE, STEWARD, check_scope, engine_of, require
 from service.data import datasets
 from service.data.datasets import StoredDataset
@@ -24,7 +25,7 @@ from service.mechanisms.progress import Progress
 from service.regression.fit import fit as fit_regression
 from service.releases import engine as release_engine
 
-router = APIRouter(prefix="/datasets", tags=["datasets"])
+router = APIRouter(prefix="/datasets", tags=["datasets"], route_class=GuardedRoute)
 
 Name = Annotated[str, PathParam(min_length=1, max_length=schemas.MAX_NAME, pattern=schemas.NAME_PATTERN,
                                 description="Dataset name.")]
@@ -57,7 +58,8 @@ def get_dataset(request: Request, name: Name, principal: Principal = Depends(req
     return dataset_out(datasets.get_dataset(engine_of(request), name), principal)
 
 
-@router.post("", status_code=201, response_model=schemas.DatasetOut, summary="Load a table (stewards)")
+@router.post("", status_code=201, response_model=schemas.DatasetOut, summary="Load a table (stewards)",
+             openapi_extra=limits.body(limits.UPLOAD_BODY, fits=limits.UPLOAD_FITS, hint=limits.UPLOAD_HINT))
 def load_dataset(
     request: Request, body: schemas.DatasetUpload, principal: Principal = Depends(require(STEWARD))
 ) -> SafeJSONResponse:
@@ -104,7 +106,8 @@ def get_budget(request: Request, name: Name, principal: Principal = Depends(requ
     return accountant.budget_status(engine_of(request), name).to_json()
 
 
-@router.put("/{name}/budget", response_model=schemas.BudgetOut, summary="Set the total budget (stewards)")
+@router.put("/{name}/budget", response_model=schemas.BudgetOut, summary="Set the total budget (stewards)",
+            openapi_extra=limits.body(limits.SMALL_BODY))
 def set_budget(
     request: Request, name: Name, body: schemas.BudgetIn, principal: Principal = Depends(require(STEWARD))
 ) -> dict[str, object]:
@@ -120,6 +123,8 @@ def set_budget(
     response_model=schemas.ReleaseCreated,
     responses=ACCEPTED,
     summary="Release a marginal workload (stewards; spends budget)",
+    openapi_extra=limits.body(limits.SPEC_BODY, fits="a workload of 5,000 marginals of 8 columns named in up to 200 "
+                              "ASCII characters"),
 )
 def release_marginals(
     request: Request,
@@ -158,6 +163,11 @@ def get_ledger(
 
 
 
+#: A fit's body: up to 10,000 features (the schema's maximum) named in ASCII; a name written in \\u escapes takes up to
+#: 6 bytes a character, so fewer such features fit.
+FIT_LIMIT = limits.body(limits.FIT_BODY, fits="10,000 features named in up to 200 ASCII characters")
+
+
 def _fit(request: Request, name: str, task: str, body: schemas.FitIn, principal: Principal) -> SafeJSONResponse:
     check_scope(principal, name)
     engine = engine_of(request)
@@ -174,7 +184,7 @@ def _fit(request: Request, name: str, task: str, body: schemas.FitIn, principal:
                        dataset=name, kind=f"fit/{task}")
 
 
-@router.post("/{name}/fit/linear", response_model=schemas.FitOut, responses=ACCEPTED,
+@router.post("/{name}/fit/linear", response_model=schemas.FitOut, responses=ACCEPTED, openapi_extra=FIT_LIMIT,
              summary="A private linear regression (analysts, stewards; spends budget only for a new release)")
 def fit_linear(
     request: Request,
@@ -189,7 +199,7 @@ def fit_linear(
     return _fit(request, name, "linear", body, principal)
 
 
-@router.post("/{name}/fit/logistic", response_model=schemas.FitOut, responses=ACCEPTED,
+@router.post("/{name}/fit/logistic", response_model=schemas.FitOut, responses=ACCEPTED, openapi_extra=FIT_LIMIT,
              summary="A private logistic regression (analysts, stewards; spends budget only for a new release)")
 def fit_logistic(
     request: Request,

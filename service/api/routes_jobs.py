@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
 from fastapi import APIRouter, Depends, Request
-from fastapi import Path as PathParam
 
 from service.access.auth import Principal
 from service.api import jobs, schemas
+from service.api.guard import GuardedRoute
+from service.api.paths import path_id
 from service.api.security import EVERYONE, engine_of, require
 from service.errors import NotFound
 
-router = APIRouter(prefix="/jobs", tags=["jobs"])
+router = APIRouter(prefix="/jobs", tags=["jobs"], route_class=GuardedRoute)
 
-JobId = Annotated[int, PathParam(ge=1, le=2**63 - 1, description="Job id (from the 202 answer's `job_id`).")]
+JobId = path_id("Job id (from the 202 answer's `job_id`).")
 
 
 @router.get("/{job_id}", response_model=schemas.JobOut, summary="A background request's progress and answer")

@@ -8,17 +8,18 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi import Path as PathParam
 
 from service.access.auth import Principal
-from service.api import schemas
+from service.api import limits, schemas
+from service.api.guard import GuardedRoute
+from service.api.paths import path_id
 from service.api.security import ANALYST, EVERYONE, STEWARD, check_scope, engine_of, require
 from service.releases import answers
 from service.releases.answers import StoredRelease
 
-router = APIRouter(prefix="/releases", tags=["releases"])
+router = APIRouter(prefix="/releases", tags=["releases"], route_class=GuardedRoute)
 
-ReleaseId = Annotated[int, PathParam(ge=1, le=2**63 - 1, description="Release id.")]
+ReleaseId = path_id("Release id.")
 
 
 def _visible(request: Request, release_id: int, principal: Principal) -> StoredRelease | None:
@@ -53,7 +54,8 @@ def get_release(
 
 
 @router.post("/{release_id}/marginal", response_model=schemas.MarginalOut,
-             summary="Any marginal from a release (free; analysts, stewards)")
+             summary="Any marginal from a release (free; analysts, stewards)",
+             openapi_extra=limits.body(limits.NAMES_BODY))
 def marginal(
     request: Request,
     release_id: ReleaseId,
@@ -65,7 +67,8 @@ def marginal(
 
 
 @router.post("/{release_id}/synthetic", response_model=schemas.SyntheticOut,
-             summary="Synthetic rows drawn from a release (free; analysts, stewards)")
+             summary="Synthetic rows drawn from a release (free; analysts, stewards)",
+             openapi_extra=limits.body(limits.SMALL_BODY))
 def synthetic(
     request: Request,
     release_id: ReleaseId,

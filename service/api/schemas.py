@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model, model_validator
 
+from db.ids import MAX_ID
 from service.api.declared import option_fields
 from service.mechanisms import registry
 from service.mechanisms.registry import ReleaseKind
@@ -55,6 +56,9 @@ ColumnName = Annotated[Text, Field(min_length=1, max_length=MAX_NAME)]
 Number = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 Integer = Annotated[int, Field(strict=True)]
 Flag = Annotated[bool, Field(strict=True)]
+#: A row's id in a body (a key's, a release's): an integer from 1 to 2^31-1, the most a table's id holds on every
+#: backend (db/ids.py); larger is a 422 naming the field, never an overflow in the database (a 500).
+Id = Annotated[Integer, Field(ge=1, le=MAX_ID)]
 Epsilon = Annotated[Number, Field(gt=0, le=MAX_EPSILON)]
 Delta = Annotated[Number, Field(ge=0, lt=1)]
 
@@ -235,7 +239,8 @@ class WorkloadEntry(Strict):
     weight: Annotated[Number, Field(gt=0, le=1e6)] = 1.0
 
 
-NamedWorkload = Annotated[str, Field(pattern=r"^(all-[1-9][0-9]?way|target:[^\x00]{1,200})$",
+NamedWorkload = Annotated[str, Field(max_length=len("target:") + MAX_NAME,
+                                     pattern=r"^(all-[1-9][0-9]?way|target:[^\x00]{1,200})$",
                                      description="all-1way, all-2way, all-3way ... or target:COLUMN")]
 WorkloadList = Annotated[
     list[Annotated[list[ColumnName], Field(min_length=1, max_length=MAX_COLUMNS)] | WorkloadEntry],
@@ -301,7 +306,7 @@ class _FitFields(Strict):
     method: Literal[FIT_METHODS] = "dd-ssp"  # type: ignore[valid-type]
     epsilon: Epsilon | None = None
     delta: Delta | None = None
-    release: Annotated[Integer, Field(ge=1, le=2**63 - 1)] | None = None
+    release: Id | None = None
     intercept: Flag = True
     allow_unmeasured: Flag = Field(False, description="Let a marginal release that did not measure every column "
                                    "and pair among target and features answer (dd-ssp, aim-synth): the missing "

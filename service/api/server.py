@@ -36,7 +36,7 @@ from pathlib import Path
 
 from sqlalchemy import Engine
 
-from service.api.errors import DEFAULT_MAX_BODY_BYTES
+from service.api.limits import DEFAULT_MAX_BODY_BYTES
 from service.api.tcp import NoDelayH11Protocol
 
 log = logging.getLogger("marginalia.api")

@@ -27,6 +27,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from db.engine import serialized_transaction, transaction
+from db.ids import parse_id
 from db.models import DELTA_SCALE, EPSILON_SCALE, Campaign, CampaignRound, LocalCapDefault, PublicTable, utcnow
 from db.reports import lock_reports, lock_round
 from estimators.base import EstimatorError
@@ -66,12 +67,13 @@ def _info(session: Session, row: Campaign) -> CampaignInfo:
 
 
 def _campaign_row(session: Session, name_or_id: str | int) -> Campaign:
-    query = select(Campaign)
-    if isinstance(name_or_id, int) or (isinstance(name_or_id, str) and name_or_id.isdigit()):
-        row = session.execute(query.where(Campaign.name == str(name_or_id))).scalar_one_or_none()
-        row = row or session.get(Campaign, int(name_or_id))
-    else:
-        row = session.execute(query.where(Campaign.name == name_or_id)).scalar_one_or_none()
+    """The campaign named ``name_or_id``, else the one whose id it is: an int, or ASCII decimals up to 2^31-1
+    (:func:`db.ids.parse_id`: ``'٣'`` names no campaign, and a 26-digit id is a 404, not an overflow)."""
+    text = str(name_or_id)
+    row = session.execute(select(Campaign).where(Campaign.name == text)).scalar_one_or_none()
+    campaign_id = parse_id(text)
+    if row is None and campaign_id is not None:
+        row = session.get(Campaign, campaign_id)
     if row is None:
         raise NotFound(f"no campaign named {name_or_id!r}", code="campaign_not_found")
     return row

@@ -7,7 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from service.api import server
-from service.api.errors import DEFAULT_MAX_BODY_BYTES
+from service.api.limits import DEFAULT_MAX_BODY_BYTES
 from service.cli import app
 
 
