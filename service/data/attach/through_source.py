@@ -50,10 +50,14 @@ STEPS = len(PHASES) - 1
 
 def attach_from_source(engine: Engine, name: str, source_name: str, *, parquet: Sequence[str] | None = None,
                        table: str | None = None, bins: Mapping[str, object], privacy_unit: str | None = None,
-                       progress: Callable[[int, int, str], None] | None = None) -> DatasetInfo:
+                       progress: Callable[[int, int, str], None] | None = None,
+                       may_name: tables.MayName = tables.everyone) -> DatasetInfo:
     """Attach dataset ``name`` from source ``source_name`` (module docstring), one row per value of the column
     ``privacy_unit`` when given (:mod:`service.data.attach.tables`); every error is :func:`redact`-ed. ``progress``
-    gets the phases (:data:`PHASES`: the engines report no progress inside their one checking scan), never a path."""
+    gets the phases (:data:`PHASES`: the engines report no progress inside their one checking scan), never a path.
+    ``may_name(dataset)``: whether the caller may be told that ``dataset`` already reads the table (the caller's
+    scope covers it). Whether the caller may use the source at all is the route's check, made before this call
+    (:func:`service.api.security.check_source_scope`)."""
     progress = progress or _silent
     progress(0, STEPS, PHASES[0])
     source = get_source(engine, source_name)
@@ -64,19 +68,20 @@ def attach_from_source(engine: Engine, name: str, source_name: str, *, parquet: 
                                    "parquet (paths or globs inside it), not table", code="invalid_parameter")
             files = resolve_inside(source, parquet)
             progress(1, STEPS, PHASES[1])
-            info = tables.attach_parquet(engine, name, files, bins, privacy_unit=privacy_unit)
+            info = tables.attach_parquet(engine, name, files, bins, privacy_unit=privacy_unit, may_name=may_name)
         elif table is None or parquet is not None:
             raise InvalidInput(f"parameter table: source {source.name!r} is a {source.kind} source; give table, not "
                                "parquet", code="invalid_parameter")
         elif source.kind == SQL_SOURCE:
             progress(1, STEPS, PHASES[1])
-            info = tables.attach_sql(engine, name, str(source.url), table, bins, privacy_unit=privacy_unit)
+            info = tables.attach_sql(engine, name, str(source.url), table, bins, privacy_unit=privacy_unit,
+                                     may_name=may_name)
         elif not SPARK_TABLE.match(table):
             raise InvalidInput(f"parameter table: {table!r} is not a Spark catalog name (table, db.table or "
                                "catalog.db.table); paths are not attachable over HTTP", code="invalid_parameter")
         else:
             progress(1, STEPS, PHASES[1])
-            info = tables.attach_spark(engine, name, table, bins, privacy_unit=privacy_unit)
+            info = tables.attach_spark(engine, name, table, bins, privacy_unit=privacy_unit, may_name=may_name)
     except ServiceError as exc:
         raise redact(exc, source) from None
     except ValueError as exc:  # a bad spec or name found below the service layer: still bad input, still redacted

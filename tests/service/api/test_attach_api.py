@@ -18,7 +18,7 @@ from fastapi.testclient import TestClient
 from service.data import datasets
 from service.data.attach.sources import add_source, get_source
 from service.data.oracle import TableCountOracle
-from tests.support.apihelpers import ATTACHABLE, World, bearer, snapshot
+from tests.support.apihelpers import ATTACHABLE, World, attachable_copy, bearer, snapshot
 from tests.support.binned import SPEC, expected_counts, one_row_per_unit, raw_frame
 from workloads.binning import apply_spec, parse_spec
 
@@ -60,9 +60,9 @@ def _refused(client: TestClient, world: World, body: dict[str, object], status: 
 
 
 def test_attach_through_a_folder_source_counts_its_rows(client: TestClient, world: World) -> None:
-    name = _name()
+    name, copy = _name(), attachable_copy(world)
     response = client.post("/datasets/attach", headers=steward(world), json={
-        "name": name, "source": world.source, "parquet": ["people/*.parquet"], "bins": SPEC})
+        "name": name, "source": world.source, "parquet": [f"{Path(copy).parent}/*.parquet"], "bins": SPEC})
     assert response.status_code == 201, response.text
     assert response.headers["location"] == f"/datasets/{name}"
     body = response.json()
@@ -70,7 +70,7 @@ def test_attach_through_a_folder_source_counts_its_rows(client: TestClient, worl
     assert body["labels"]["age"] == ["[0, 18)", "[18, 40)", "[40, 65)", "[65, 120]"]
     assert str(_root(world)) not in response.text
     stored = datasets.get_dataset(world.engine, name)
-    assert stored.location["parquet"] == [str(_root(world) / ATTACHABLE)]  # the glob, expanded to what was checked
+    assert stored.location["parquet"] == [str(_root(world) / copy)]  # the glob, expanded to what was checked
     with TableCountOracle(world.engine, stored) as oracle:
         expected = expected_counts(raw_frame(60, 5), ("age", "work"))
         np.testing.assert_array_equal(oracle.counts(("age", "work")), expected)
@@ -210,7 +210,8 @@ def test_a_privacy_unit_over_http_counts_one_row_per_unit(client: TestClient, wo
     """The CLI's ``--privacy-unit`` through the route: the world's table has 60 rows of 3 units (column ``other``)."""
     name = _name()
     response = client.post("/datasets/attach", headers=steward(world), json={
-        "name": name, "source": world.source, "parquet": [ATTACHABLE], "bins": SPEC, "privacy_unit": "other"})
+        "name": name, "source": world.source, "parquet": [attachable_copy(world)], "bins": SPEC,
+        "privacy_unit": "other"})
     assert response.status_code == 201 and response.json()["rows"] == 3, response.text
     # the unit is public (it says what every count is about); the row count is not
     shown = client.get(f"/datasets/{name}", headers=bearer(world.keys["auditor"])).json()
@@ -235,3 +236,4 @@ def test_a_glob_matching_too_many_files_is_refused_before_the_walk_ends(
     monkeypatch.setattr(through_source, "MAX_FILES", 0)
     error = _refused(client, world, {"source": world.source, "parquet": ["people/*.parquet"]})
     assert error["message"].startswith("parameter parquet: 'people/*.parquet' matches more than 0 paths"), error
+
