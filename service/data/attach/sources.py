@@ -137,7 +137,11 @@ def _folder(root: Path) -> str:
 
 
 def _check_url(url: str) -> None:
+    """``url`` is one this service can open (the database is reached only at attach time); the refusal is ours, since
+    SQLAlchemy's message may quote the URL with its password."""
     try:
         make_engine(url).dispose()
-    except DatabaseUnavailable as exc:
-        raise InvalidInput(f"--sql: {exc}", code="invalid_parameter") from None
+    except DatabaseUnavailable:
+        raise InvalidInput(f"--sql {safe_url(url)}: not a database URL this service can open (a SQLAlchemy URL whose "
+                           "driver is installed, e.g. postgresql://user@host/database or sqlite:////path/to.db)",
+                           code="invalid_parameter") from None

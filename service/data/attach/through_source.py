@@ -7,7 +7,9 @@ itself is :mod:`service.data.attach.tables`'s, with every check it makes (column
 stored.
 
 **Paths stay inside the folder.** A path that is absolute, holds ``..`` or ``~``, or resolves (through symlinks,
-and for a glob each file it matches) outside the folder is refused, naming the parameter. A glob is expanded here,
+and for a glob each file it matches) outside the folder is refused, naming the parameter; one the file system
+refuses to look at (a name too long, a symlink loop, no permission: any ``OSError``) is ``missing_file``, naming the
+parameter and the pattern, never the folder. A glob is expanded here,
 once, to the real paths of the files it matches (``**`` recurses), and the dataset reads exactly those files: what
 was checked is what DuckDB reads (DuckDB's own glob would be expanded again at every scan). A file whose real path
 holds a glob character (``*?[``) is refused, since DuckDB would read its path as a pattern. A Spark table is a
@@ -104,9 +106,12 @@ def resolve_inside(source: Source, patterns: Sequence[str]) -> list[str]:
     files: list[str] = []
     for pattern in patterns:
         _check_relative(pattern)
-        matches = _matches(root, pattern)
-        found = [_inside(root, pattern, m) for m in matches]
-        found = [f for f in found if f is not None]
+        try:
+            found = [f for f in (_inside(root, pattern, m) for m in _matches(root, pattern)) if f is not None]
+        except OSError:  # the name is too long, a symlink loops, a folder may not be read: never the folder's path
+            raise InvalidInput(f"parameter parquet: {pattern!r}: this path cannot be read in source {source.name!r} "
+                               "(too long a name, a symlink loop, or no permission); nothing was stored",
+                               code="missing_file") from None
         if not found:
             what = "no file matches this pattern" if GLOB_CHARACTERS & set(pattern) else "no such file"
             raise InvalidInput(f"parameter parquet: {pattern!r}: {what} in source {source.name!r}; nothing was stored",

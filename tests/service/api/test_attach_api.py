@@ -5,6 +5,7 @@ URL or its host; nothing is stored on any error."""
 
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 from pathlib import Path
@@ -164,7 +165,9 @@ def test_a_sql_source_attaches_a_table_and_never_shows_its_url(
         assert error["error"] == code and str(tmp_path) not in error["message"], error
     assert error["message"].startswith(f"parameter table: source {source!r} is a sql source")
     error = _refused(client, world, {"source": source, "table": "nobody"})
-    assert error["message"] == f"source {source!r}, table nobody: no such table; nothing was stored"
+    assert error["message"] == (f"source {source!r}, table nobody: no such table (only the database's own tables and "
+                                "views can be attached, never its catalog: sqlite_master, pg_catalog, "
+                                "information_schema); nothing was stored")
 
 
 def test_an_unreachable_database_is_refused_without_its_host_or_password(client: TestClient, world: World) -> None:
@@ -237,3 +240,60 @@ def test_a_glob_matching_too_many_files_is_refused_before_the_walk_ends(
     error = _refused(client, world, {"source": world.source, "parquet": ["people/*.parquet"]})
     assert error["message"].startswith("parameter parquet: 'people/*.parquet' matches more than 0 paths"), error
 
+
+@pytest.mark.parametrize("pattern", ["a" * 300 + ".parquet", "people/" + "b" * 300 + ".parquet",
+                                     "people/denied.parquet", "loop/part-0.parquet"])
+def test_a_path_the_file_system_refuses_is_missing_file_and_never_shows_the_folder(
+        client: TestClient, world: World, pattern: str, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 27, finding 5: a 300-character name (``ENAMETOOLONG``), a folder the service may not read (``EACCES``,
+    simulated: the tests run as root) or a symlink loop (``ELOOP``) is a 422 ``missing_file`` naming the parameter
+    and the pattern; no 500, and no log line shows the source's folder."""
+    real_is_file = Path.is_file
+
+    def is_file(path: Path) -> bool:
+        if path.name == "denied.parquet":
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_is_file(path)
+
+    monkeypatch.setattr(Path, "is_file", is_file)
+    loop = _root(world) / "loop"
+    if not loop.is_symlink():
+        loop.symlink_to(loop)
+    with caplog.at_level(logging.DEBUG):
+        error = _refused(client, world, {"source": world.source, "parquet": [pattern]})
+    assert error["error"] == "missing_file", error
+    assert error["message"].startswith(f"parameter parquet: {pattern!r}: "), error
+    assert str(_root(world)) not in caplog.text and os.path.realpath(_root(world)) not in caplog.text
+
+
+def test_a_privacy_unit_that_is_a_column_of_the_spec_is_refused_over_http(client: TestClient, world: World) -> None:
+    """Issue 27, finding 7: the unit is never coded nor released, so it cannot be one of the spec's columns."""
+    error = _refused(client, world, {"source": world.source, "parquet": [ATTACHABLE], "privacy_unit": "work"})
+    assert error["error"] == "invalid_parameter"
+    assert error["message"].startswith("privacy_unit 'work' is a column of the spec: a privacy unit is never coded "
+                                       "nor released"), error
+
+
+def test_a_sql_source_never_attaches_a_catalog_table(client: TestClient, world: World, tmp_path: Path) -> None:
+    """Issue 27, finding 9: ``sqlite_master`` and the other catalog tables of SQLite are refused (``missing_table``)
+    with the same answer as a table that does not exist; specs they would fit are sent, so only the rule refuses."""
+    import sqlite3
+
+    foreign = tmp_path / "warehouse.db"
+    with sqlite3.connect(foreign) as connection:
+        connection.execute("CREATE TABLE counter (id INTEGER PRIMARY KEY AUTOINCREMENT, age REAL)")
+        connection.execute("CREATE INDEX counter_age ON counter (age)")
+        connection.executemany("INSERT INTO counter (age) VALUES (?)", [(a,) for a in range(20)])
+        connection.execute("ANALYZE")
+    source = f"catalog-{uuid.uuid4().hex[:6]}"
+    add_source(world.engine, source, sql=f"sqlite:///{foreign}")
+    kinds = {"type": {"values": ["table", "index", "view", "trigger"]}}
+    for table, columns in [("sqlite_master", kinds), ("sqlite_schema", kinds), ("sqlite_temp_master", kinds),
+                           ("sqlite_sequence", {"name": {"values": ["counter"]}}),
+                           ("sqlite_stat1", {"tbl": {"values": ["counter"]}})]:
+        error = _refused(client, world, {"source": source, "table": table, "bins": {"columns": columns}})
+        assert error["error"] == "missing_table", error
+        assert error["message"].startswith(f"source {source!r}, table {table}: no such table (only the database's own "
+                                           "tables and views can be attached, never its catalog"), error
+        assert str(tmp_path) not in error["message"]

@@ -162,3 +162,27 @@ def test_a_file_named_twice_in_one_attach_is_refused(engine, tmp_path: Path) -> 
     assert caught.value.code == "invalid_parameter" and "this file is named twice" in caught.value.message
     assert datasets.list_datasets(engine) == []
 
+
+def test_a_path_the_file_system_refuses_is_missing_file(engine, tmp_path: Path) -> None:  # noqa: ANN001
+    """Issue 27, finding 5: a 300-character file name (``ENAMETOOLONG``) is one clear error, not a bug."""
+    spec = str(write_spec(tmp_path))
+    for name in ("a" * 300 + ".parquet", "a" * 300 + "/part-*.parquet"):
+        result = runner.invoke(app, ["dataset", "attach", "t", "--parquet", str(tmp_path / name), "--spec", spec,
+                                     "--json"])
+        assert result.exit_code == 2, result.output
+        assert json.loads(result.output)["error"] == "missing_file"
+    assert datasets.list_datasets(engine) == []
+
+
+def test_a_file_duckdb_cannot_read_is_refused_in_our_words(engine, tmp_path: Path) -> None:  # noqa: ANN001
+    """DuckDB's own message is never shown (it may quote what it read); ours names the file."""
+    (tmp_path / "not.parquet").write_text("age,work\nJane Doe HIV+,x\n")
+    _write(tmp_path, _frame())
+    for paths, named in [([tmp_path / "not.parquet"], tmp_path / "not.parquet"),
+                         ([tmp_path / "t.parquet", tmp_path / "not.parquet"], tmp_path / "not.parquet")]:
+        with pytest.raises(InvalidInput) as caught:
+            attach_parquet(engine, "t", [str(p) for p in paths], write_spec(tmp_path))
+        assert caught.value.code == "invalid_file"
+        assert caught.value.message == (f"--parquet {named}: not readable as Parquet (not a Parquet file, damaged, or "
+                                        "not readable by this service); nothing was stored")
+    assert datasets.list_datasets(engine) == []

@@ -216,3 +216,28 @@ def test_a_release_on_a_unit_bounded_table_costs_what_it_costs_on_rows(engine, t
     assert spent["units"] == spent["rows"]
     assert spent["units"][2:] == (Fraction(1), Fraction(1, 10), Fraction(0))
 
+
+@pytest.mark.parametrize("unit", ["age", "work"])
+def test_a_privacy_unit_that_is_a_column_of_the_spec_is_refused(engine, database_url: str, tmp_path: Path,  # noqa: ANN001
+                                                                unit: str) -> None:
+    """Issue 27, finding 7: the unit is never coded nor released, so a column the spec codes cannot be the unit; the
+    refusal names the column, on every attach path (Parquet, SQL, Spark, the command line), before anything is
+    read (Spark's session is not even started)."""
+    from service.data.attach.tables import attach_spark
+
+    frame = unit_frame()
+    path, spec = _parquet(tmp_path, frame), write_spec(tmp_path)
+    _sql_table(engine, frame)
+    attempts = [lambda: attach_parquet(engine, "p", [path], spec, privacy_unit=unit),
+                lambda: attach_sql(engine, "s", database_url, "visits", spec, privacy_unit=unit),
+                lambda: attach_spark(engine, "k", f"parquet.`{path}`", spec, privacy_unit=unit)]
+    for attempt in attempts:
+        with pytest.raises(InvalidInput) as caught:
+            attempt()
+        assert caught.value.code == "invalid_parameter"
+        assert caught.value.message.startswith(f"--privacy-unit {unit!r} is a column of the spec: a privacy unit is "
+                                               "never coded nor released")
+    result = runner.invoke(app, ["dataset", "attach", "c", "--parquet", path, "--spec", str(spec),
+                                 "--privacy-unit", unit, "--json"])
+    assert result.exit_code == 2 and json.loads(result.output)["error"] == "invalid_parameter", result.output
+    assert datasets.list_datasets(engine) == []
