@@ -66,6 +66,8 @@ SpecSource = Path | Mapping[str, object] | BinningSpec
 #: Whether the caller may be told a dataset's name (``POST /datasets/attach``: the key's scope covers it); the
 #: command line is the operator's, who may be told every name.
 MayName = Callable[[str], bool]
+#: The refusal of a database that cannot be read: ours, never the driver's reason (which may name the host, the role
+#: or the URL).
 UNREACHABLE = ("the database cannot be reached or refused the connection (check the URL, that the server answers and "
                "that its role may read the table)")
 
@@ -133,11 +135,15 @@ def attach_sql(engine: Engine, name: str, url: str, table_name: str, spec_path: 
 
 
 def _user_table(inspector: Inspector, table: str, where: str) -> str:
-    """``table`` as the database lists it among its own tables and views (the URL role's default schema), or
-    ``missing_table``: the catalog (``sqlite_master``, ``sqlite_sequence``, ``sqlite_stat1``, ``pg_catalog``'s and
-    ``information_schema``'s tables) is never listed, whatever the dialect. SQLite's names are case-insensitive,
-    so there the listed spelling is taken."""
+    """``table`` as the database lists it among its own tables, views and materialized views (the URL role's default
+    schema), or ``missing_table``: the catalog (``sqlite_master``, ``sqlite_sequence``, ``sqlite_stat1``,
+    ``pg_catalog``'s and ``information_schema``'s tables) is never listed, whatever the dialect. SQLite's names are
+    case-insensitive, so there the listed spelling is taken."""
     listed = [*inspector.get_table_names(), *inspector.get_view_names()]
+    try:
+        listed += inspector.get_materialized_view_names()
+    except NotImplementedError:  # a dialect without materialized views (SQLite)
+        pass
     if table in listed:
         return table
     if inspector.dialect.name == "sqlite":

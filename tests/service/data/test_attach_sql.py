@@ -112,7 +112,8 @@ CATALOGS = {
 def test_a_catalog_table_is_never_attached(engine, database_url: str, tmp_path: Path) -> None:  # noqa: ANN001
     """Issue 27, finding 9: only a table or view the database lists as its own (SQLAlchemy's inspector, the URL role's
     schema) is attached, whatever the dialect: SQLite's ``sqlite_master`` and kin, PostgreSQL's ``pg_catalog`` and
-    ``information_schema`` are ``missing_table``, through Python and the command line. A view is attached."""
+    ``information_schema`` are ``missing_table``, through Python and the command line. A view (and on PostgreSQL a
+    materialized view) is attached."""
     url = database_url
     if database_url.startswith("sqlite"):  # a database of its own, with every catalog table SQLite has
         import sqlite3
@@ -138,6 +139,11 @@ def test_a_catalog_table_is_never_attached(engine, database_url: str, tmp_path: 
         connection.execute(text("CREATE VIEW adults AS SELECT * FROM people WHERE age >= 18"))
     info = attach_sql(engine, "adults", database_url, "adults", write_spec(tmp_path))
     assert info.rows == int((_frame()["age"] >= 18).sum())
+    if not database_url.startswith("sqlite"):  # PostgreSQL's materialized views are the database's own too
+        with engine.begin() as connection:
+            connection.execute(text("CREATE MATERIALIZED VIEW minors AS SELECT * FROM people WHERE age < 18"))
+        assert attach_sql(engine, "minors", database_url, "minors", write_spec(tmp_path)).rows == len(_frame()) - \
+            info.rows
 
 
 def test_an_unreachable_database_is_refused_in_our_words(engine, tmp_path: Path) -> None:  # noqa: ANN001
