@@ -213,6 +213,9 @@ class ApiKey(Base):
     key_hash: Mapped[str] = mapped_column(String(64), nullable=False)
     # JSON list of dataset names a steward key is limited to; NULL = all datasets.
     scope_json: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # JSON list of the attach sources a steward key may attach tables through; NULL = every source ([] = none: the
+    # default of a key scoped to datasets, service/access/auth.py).
+    source_scope_json: Mapped[str | None] = mapped_column(Text, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 

@@ -6,7 +6,9 @@ A token carries 256 bits of entropy, so an unsalted fast hash is enough: there i
 guess. Each key belongs to one role:
 
 * ``steward``: loads tables, sets budgets, makes releases; optionally scoped to named datasets
-  (``scope``; ``None`` = every dataset);
+  (``scope``; ``None`` = every dataset) and to the attach sources it may attach tables through (``sources``;
+  ``None`` = every source, the default of a key not scoped to datasets; a key scoped to datasets attaches through
+  no source unless it names some, since attaching is reading: docs/privacy.md 1.2);
 * ``analyst``: reads datasets' domains, budgets and releases, queries marginals and synthetic rows;
 * ``auditor``: reads budgets, releases and the privacy ledger;
 * ``participant``: one person of a local-DP collection: fetches a campaign's public state and submits her own
@@ -47,10 +49,15 @@ class Principal:
     name: str
     role: str
     scope: tuple[str, ...] | None = None
+    sources: tuple[str, ...] | None = None
 
     def may_access(self, dataset: str) -> bool:
         """Whether this principal's scope covers ``dataset`` (unscoped keys cover every dataset)."""
         return self.scope is None or dataset in self.scope
+
+    def may_attach_from(self, source: str) -> bool:
+        """Whether this principal's source scope covers the attach source ``source`` (``None``: every source)."""
+        return self.sources is None or source in self.sources
 
     @property
     def label(self) -> str:
@@ -68,6 +75,7 @@ class KeyInfo:
     scope: tuple[str, ...] | None
     created_at: datetime
     revoked_at: datetime | None
+    sources: tuple[str, ...] | None = None
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -75,6 +83,7 @@ class KeyInfo:
             "name": self.name,
             "role": self.role,
             "datasets": None if self.scope is None else list(self.scope),
+            "sources": None if self.sources is None else list(self.sources),
             "created_at": self.created_at.isoformat(),
             "revoked_at": None if self.revoked_at is None else self.revoked_at.isoformat(),
         }
@@ -86,43 +95,61 @@ def hash_key(key: str) -> str:
 
 
 def _info(row: ApiKey) -> KeyInfo:
-    scope = None if row.scope_json is None else tuple(json.loads(row.scope_json))
-    return KeyInfo(row.id, row.name, row.role, scope, row.created_at, row.revoked_at)
+    return KeyInfo(row.id, row.name, row.role, _names(row.scope_json), row.created_at, row.revoked_at,
+                   _names(row.source_scope_json))
 
 
-def _check_scope(role: str, datasets: list[str] | tuple[str, ...] | None) -> tuple[str, ...] | None:
-    if datasets is None:
+def _names(stored: str | None) -> tuple[str, ...] | None:
+    return None if stored is None else tuple(json.loads(stored))
+
+
+def _stored(names: tuple[str, ...] | None) -> str | None:
+    return None if names is None else json.dumps(list(names))
+
+
+def _check_scope(role: str, names: list[str] | tuple[str, ...] | None, what: str, *,
+                 empty: bool = False) -> tuple[str, ...] | None:
+    """The scope ``names`` of kind ``what`` (``datasets`` or ``sources``) without repeats, checked: a steward key's
+    only, at most :data:`MAX_SCOPE` names, each a valid name; ``empty`` allows no name at all."""
+    if names is None:
         return None
     if role != "steward":
-        raise InvalidInput(f"only steward keys can be scoped to datasets, not {role} keys", code="invalid_parameter")
-    names = tuple(dict.fromkeys(datasets))
-    if not names:
-        raise InvalidInput("datasets: a scoped key needs at least one dataset name", code="invalid_parameter")
-    if len(names) > MAX_SCOPE:
-        raise InvalidInput(f"datasets: at most {MAX_SCOPE} names in a scope", code="invalid_parameter")
-    for name in names:
-        if not isinstance(name, str) or not name.strip() or name != name.strip() or len(name) > 200:
-            raise InvalidInput(f"datasets: {name!r} is not a valid dataset name", code="invalid_parameter")
-    return names
+        raise InvalidInput(f"only steward keys can be scoped to {what}, not {role} keys", code="invalid_parameter")
+    unique = tuple(dict.fromkeys(names))
+    if not unique and not empty:
+        raise InvalidInput(f"{what}: a scoped key needs at least one name", code="invalid_parameter")
+    if len(unique) > MAX_SCOPE:
+        raise InvalidInput(f"{what}: at most {MAX_SCOPE} names in a scope", code="invalid_parameter")
+    for name in unique:
+        if not isinstance(name, str) or not name.strip() or name != name.strip() or len(name) > MAX_NAME_LENGTH:
+            raise InvalidInput(f"{what}: {name!r} is not a valid name", code="invalid_parameter")
+    return unique
 
 
 def create_key(
-    engine: Engine, role: str, name: str, datasets: list[str] | tuple[str, ...] | None = None
+    engine: Engine, role: str, name: str, datasets: list[str] | tuple[str, ...] | None = None,
+    sources: list[str] | tuple[str, ...] | None = None,
 ) -> tuple[KeyInfo, str]:
     """Create a key for a new principal. Returns its public record and the key itself, which is
     not stored anywhere and cannot be shown again.
 
     ``datasets`` scopes a steward key to those dataset names (which need not exist yet: a scoped
-    steward may load a dataset of that name)."""
+    steward may load a dataset of that name). ``sources`` scopes it to those attach sources (which need not exist
+    yet either); without it, a key scoped to datasets attaches through no source and an unscoped key through every
+    source: attaching reads a table and answers whether every value fits the spec, so a key limited to some datasets
+    is not given every table of the server (docs/privacy.md 1.2)."""
     if role not in ROLES:
         raise InvalidInput(f"role must be one of {list(ROLES)}, got {role!r}", code="invalid_parameter")
     if not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME_LENGTH:
         raise InvalidInput(f"name must be 1–{MAX_NAME_LENGTH} characters, got {name!r}", code="invalid_parameter")
-    scope = _check_scope(role, datasets)
+    scope = _check_scope(role, datasets, "datasets")
+    source_scope = _check_scope(role, sources, "sources", empty=True)
+    if source_scope is None and scope is not None:
+        source_scope = ()
     key = KEY_PREFIX + secrets.token_urlsafe(32)
     with transaction(engine) as session:
-        row = ApiKey(name=name.strip(), role=role, key_hash=hash_key(key),
-                     scope_json=None if scope is None else json.dumps(list(scope)), created_at=utcnow())
+        row = ApiKey(name=name.strip(), role=role, key_hash=hash_key(key), scope_json=_stored(scope),
+                     source_scope_json=_stored(source_scope), created_at=utcnow())
         session.add(row)
         session.flush()
         return _info(row), key
@@ -159,4 +186,4 @@ def lookup_key(engine: Engine, key: str) -> Principal | None:
         if row is None:
             return None
         info = _info(row)
-        return Principal(info.id, info.name, info.role, info.scope)
+        return Principal(info.id, info.name, info.role, info.scope, info.sources)

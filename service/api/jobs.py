@@ -91,8 +91,11 @@ def get(engine: Engine, job_id: int) -> JobView:
 def visible_to(job: JobView, key_id: int, role: str, may_access_dataset: bool) -> bool:
     """Whether a caller may read ``job``: the key that created it, and stewards whose scope covers its dataset.
     A job's answer is its owner's (an analyst's fit, a steward's release): another analyst or an auditor sees the
-    release in the ledger, not the request."""
-    return job.owner == key_id or (role == "steward" and may_access_dataset)
+    release in the ledger, not the request. An attach's answer (whether a source's table fits the spec, its exact
+    row count: docs/privacy.md 1.2) is its owner's only, the one key known to be scoped to that source."""
+    if job.owner == key_id:
+        return True
+    return role == "steward" and may_access_dataset and job.kind != "attach"
 
 
 class JobProgress:

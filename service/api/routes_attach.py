@@ -5,7 +5,13 @@ rewritten so that it never shows where a source reads (:mod:`service.data.attach
 
 Both read every row (attaching checks each value against the spec, migrating copies it), so on a large table they
 take minutes: with ``Prefer: respond-async`` they answer 202 and a job (:mod:`service.api.background`) whose progress
-and final answer, the synchronous one exactly, ``GET /jobs/{id}`` shows."""
+and final answer, the synchronous one exactly, ``GET /jobs/{id}`` shows.
+
+An attach answers data-dependent facts about the source's table (whether every value fits the spec, the exact row
+count: docs/privacy.md 1.2), so it is made only by a steward key whose scope covers the source, and its answer goes
+to that key only (its job is not shown to the other stewards of the dataset's name:
+:func:`service.api.jobs.visible_to`).
+"""
 
 from __future__ import annotations
 
@@ -17,7 +23,7 @@ from service.api.background import respond
 from service.api.errors import SafeJSONResponse
 from service.api.guard import GuardedRoute
 from service.api.routes_datasets import ACCEPTED, Name, Prefer, dataset_out
-from service.api.security import STEWARD, check_scope, engine_of, require
+from service.api.security import STEWARD, check_scope, check_source_scope, engine_of, require
 from service.data import datasets
 from service.data.attach.through_source import attach_from_source
 from service.data.relocate import migrate_dataset
@@ -41,16 +47,19 @@ def attach_dataset(
     to the folder), or a table of a SQL or Spark source (`table`), coded by the public binning spec `bins` inside the
     engine (one row per unit with `privacy_unit`). Everything is checked before anything is stored (the files or
     table exist and have the spec's columns, every value fits the spec); any failure is one error naming the
-    parameter or column, and stores nothing. Sources are registered by the operator (`marginalia source add`); 404
-    for an unknown source. The check reads every row: send `Prefer: respond-async` to get a job at once (202) and
-    follow its phases; its `result` is this answer or this error."""
+    parameter or column, and stores nothing. Sources are registered by the operator (`marginalia source add`); a key
+    attaches only through the sources its scope names (403 otherwise, before the source is looked up), and 404 for an
+    unknown source. A table a dataset already reads is a 409 `already_attached` (one location is one dataset), naming
+    that dataset when the key's scope covers it. The check reads every row: send `Prefer: respond-async` to get a job
+    at once (202) and follow its phases; its `result` is this answer or this error, shown to this key only."""
     check_scope(principal, body.name)
+    check_source_scope(principal, body.source)
     engine = engine_of(request)
 
     def work(progress: Progress) -> tuple[int, dict[str, object]]:
         attach_from_source(engine, body.name, body.source, parquet=body.parquet, table=body.table,
                            bins=body.bins.model_dump(exclude_none=True), privacy_unit=body.privacy_unit,
-                           progress=progress)
+                           progress=progress, may_name=principal.may_access)
         return 201, dataset_out(datasets.get_dataset(engine, body.name), principal)
 
     return respond(request, principal.key_id, work, dataset=body.name, kind="attach",

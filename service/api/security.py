@@ -2,15 +2,16 @@
 
 Every route but ``GET /health`` needs ``Authorization: Bearer <key>``; a missing, malformed,
 unknown or revoked key is 401. A live key whose role is not allowed on the route is 403, as is a
-scoped steward key used on a dataset outside its scope. Roles are checked before anything is read,
-so a 403 reveals nothing about whether a dataset or release exists.
+scoped steward key used on a dataset outside its scope, or attaching through a source outside its source scope.
+Roles and scopes are checked before anything is read, so a 403 reveals nothing about whether a dataset, release or
+source exists.
 
 The key and the role are checked before a byte of the request's body is read: FastAPI reads and parses a route's
 body before it solves the route's dependencies, so :class:`service.api.guard.GuardedRoute` looks the key up
 (:func:`identify`) and runs the checks that :func:`require` recorded on the route's dependency (``dependency.admit``,
 with its ``roles``: declared once), then leaves the principal in the request's scope (:data:`PRINCIPAL`), where
-:func:`authenticate` finds it instead of looking the key up a second time. Scope checks that need a dataset's name
-stay in the routes (:func:`check_scope`).
+:func:`authenticate` finds it instead of looking the key up a second time. Scope checks that need a dataset's or a
+source's name stay in the routes (:func:`check_scope`, :func:`check_source_scope`).
 """
 
 from __future__ import annotations
@@ -108,3 +109,12 @@ def check_scope(principal: Principal, dataset: str) -> None:
     """403 unless ``principal`` may act on ``dataset`` (scoped steward keys)."""
     if not principal.may_access(dataset):
         raise Forbidden(f"this key is scoped to the datasets {list(principal.scope or ())}, not {dataset!r}")
+
+
+def check_source_scope(principal: Principal, source: str) -> None:
+    """403 unless ``principal`` may attach tables through the source ``source``; checked before the source is looked
+    up, so that a key learns nothing about the sources outside its scope, not even whether they exist."""
+    if not principal.may_attach_from(source):
+        scope = list(principal.sources or ())
+        allowed = f"the sources {scope}" if scope else "no source"
+        raise Forbidden(f"this key may attach tables through {allowed}, not through {source!r}")

@@ -46,12 +46,15 @@ def keys_create(
     role: Annotated[str, typer.Option(help="steward, analyst, auditor, participant or gateway.")],
     name: Annotated[str, typer.Option(help="Who holds the key (shown in the ledger).")],
     dataset: Annotated[list[str] | None, typer.Option(help="Scope a steward key to this dataset; repeatable.")] = None,
+    source: Annotated[list[str] | None, typer.Option(
+        help="Let a steward key attach tables through this source (`source list`); repeatable. Default: every "
+        "source for a key without --dataset, none for a key scoped to datasets.")] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Create an API key and print it ONCE; only its SHA-256 hash is stored."""
     from service.access import auth
 
-    info, key = auth.create_key(open_engine(), role, name, dataset or None)
+    info, key = auth.create_key(open_engine(), role, name, dataset or None, source or None)
     emit(as_json, {"key": key, **info.to_json()}, lambda: stdout.print(
         f"API key {info.id} for {info.role} [bold]{info.name}[/]: {key}\n"
         "store it now: it is not kept and cannot be shown again", highlight=False))
@@ -79,14 +82,21 @@ def keys_list(as_json: JsonFlag = False) -> None:
     items = auth.list_keys(open_engine())
 
     def human() -> None:
-        table = Table("id", "name", "role", "datasets", "created", "revoked")
+        table = Table("id", "name", "role", "datasets", "sources", "created", "revoked")
         for k in items:
-            table.add_row(str(k.id), k.name, k.role, ", ".join(k.scope) if k.scope else "all",
+            table.add_row(str(k.id), k.name, k.role, _scope(k.scope), _scope(k.sources) if k.role == "steward" else "",
                           k.created_at.isoformat(timespec="seconds"),
                           k.revoked_at.isoformat(timespec="seconds") if k.revoked_at else "")
         stdout.print(table)
 
     emit(as_json, [k.to_json() for k in items], human)
+
+
+def _scope(names: tuple[str, ...] | None) -> str:
+    """A scope as `keys list` shows it: ``all`` (unscoped), ``none`` (an empty scope) or the names."""
+    if names is None:
+        return "all"
+    return ", ".join(names) if names else "none"
 
 
 @keys_app.command("scope")

@@ -226,9 +226,11 @@ class Client(CollectionsClient):
         source (``["part-*.parquet"]``; nothing absolute, no ``..``), or ``table``, a table of a SQL or Spark
         source. ``bins`` is the public binning spec (as in :meth:`load_dataset`), applied inside the engine; a value
         outside it is refused, naming its column. With ``privacy_unit`` (a column naming the person each row belongs
-        to) every scan keeps one row per unit, so every guarantee holds per unit. Nothing is stored on any error.
-        Returns the new dataset. The check reads every row, so the server does it in the background and this call
-        follows its job, as a release does (``progress``: its phases, see the module docstring)."""
+        to) every scan keeps one row per unit, so every guarantee holds per unit. The key's scope must name the
+        source (403 otherwise), and a table a dataset already reads is a 409 ``already_attached`` (one location is
+        one dataset). Nothing is stored on any error. Returns the new dataset. The check reads every row, so the
+        server does it in the background and this call follows its job, as a release does (``progress``: its
+        phases, see the module docstring)."""
         body: dict[str, object] = {"name": name, "source": source, "bins": bins}
         if parquet is not None:
             body["parquet"] = [parquet] if isinstance(parquet, str) else list(parquet)

@@ -277,3 +277,29 @@ def test_migration_0009_records_where_each_dataset_lives(database_url: str) -> N
         context = MigrationContext.configure(connection, opts={"include_object": _ignore_views, "compare_type": True})
         assert compare_metadata(context, Base.metadata) == []
     engine.dispose()
+
+
+def test_migration_0011_gives_keys_scoped_to_datasets_no_source(database_url: str) -> None:
+    """Issue 27, finding 2: a 0010 database's steward key scoped to datasets attached through every source; after
+    0011 it attaches through none (``[]``) and an unscoped key keeps every source (NULL); a downgrade to 0010 drops
+    the column and an upgrade gives the schema the models describe."""
+    engine, config = _migrated_to(database_url, "0010_attach_sources")
+    with engine.begin() as connection:
+        for key_id, role, scope in [(1, "steward", '["adult"]'), (2, "steward", None), (3, "analyst", None)]:
+            connection.execute(text("INSERT INTO api_keys (id, name, role, key_hash, scope_json, created_at) VALUES "
+                                    "(:i, 'k', :r, :h, :s, CURRENT_TIMESTAMP)"),
+                               {"i": key_id, "r": role, "h": f"{key_id:064d}", "s": scope})
+    upgrade_to_head(engine)
+    with engine.connect() as connection:
+        rows = connection.execute(text("SELECT id, source_scope_json FROM api_keys ORDER BY id")).all()
+    assert [tuple(r) for r in rows] == [(1, "[]"), (2, None), (3, None)]
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.downgrade(config, "0010_attach_sources")
+    with engine.connect() as connection:
+        assert "source_scope_json" not in {c["name"] for c in inspect(connection).get_columns("api_keys")}
+    upgrade_to_head(engine)
+    with engine.connect() as connection:
+        context = MigrationContext.configure(connection, opts={"include_object": _ignore_views, "compare_type": True})
+        assert compare_metadata(context, Base.metadata) == []
+    engine.dispose()

@@ -122,6 +122,22 @@ def add_folder_source(engine: Engine, name: str, folder: Path, rows: int = 60) -
     return folder
 
 
+def attachable_copy(world: World) -> str:
+    """A new copy of :data:`ATTACHABLE` in the world's folder source, as a path relative to its folder (the file
+    alone in a folder of its own, so ``FOLDER/*.parquet`` matches it only). One location is one dataset: a test that
+    attaches a table attaches a copy of its own, which is another location."""
+    import shutil
+    import uuid
+
+    from service.data.attach.sources import get_source
+
+    root = Path(str(get_source(world.engine, world.source).root))
+    copy = Path("copies") / uuid.uuid4().hex[:12] / "part-0.parquet"
+    (root / copy).parent.mkdir(parents=True)
+    shutil.copyfile(root / ATTACHABLE, root / copy)
+    return str(copy)
+
+
 def add_collections(engine: Engine, public_table: str = "households", campaign: str = "average",
                     closing_campaign: str = "closing") -> None:
     """A public table, an ldp-avg campaign with 50 simulated reports, and a second campaign to close."""

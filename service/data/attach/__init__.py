@@ -5,5 +5,7 @@
 * :mod:`~service.data.attach.sources`: the places an operator allows tables to be attached from over HTTP
   (``marginalia source add``);
 * :mod:`~service.data.attach.through_source`: ``POST /datasets/attach``: a source, paths or a table inside it,
-  and every error redacted so it never shows where the source reads.
+  and every error redacted so it never shows where the source reads;
+* :mod:`~service.data.attach.locations`: one location, one dataset: what each dataset reads, and the refusal of an
+  attach of rows a dataset already reads.
 """

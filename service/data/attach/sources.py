@@ -3,7 +3,9 @@
 A route that took a server path or a database URL would let any steward key probe the server's files and network,
 and would send database passwords over the wire. So the operator, who has the server's shell, names the places
 once, and ``POST /datasets/attach`` names a source and what to read *inside* it
-(:mod:`service.data.attach.through_source`):
+(:mod:`service.data.attach.through_source`). A steward key attaches only through the sources its scope names
+(``keys create --source NAME``; :mod:`service.access.auth`), since an attach reads the table and answers whether
+its values fit the spec (docs/privacy.md 1.2). The kinds of source:
 
 - ``parquet``: a folder of the server (kept as its real path); stewards attach Parquet files or globs inside it;
 - ``sql``: a SQLAlchemy URL, password included, kept in the service database and never shown (``source list``
@@ -135,7 +137,11 @@ def _folder(root: Path) -> str:
 
 
 def _check_url(url: str) -> None:
+    """``url`` is one this service can open (the database is reached only at attach time); the refusal is ours, since
+    SQLAlchemy's message may quote the URL with its password."""
     try:
         make_engine(url).dispose()
-    except DatabaseUnavailable as exc:
-        raise InvalidInput(f"--sql: {exc}", code="invalid_parameter") from None
+    except DatabaseUnavailable:
+        raise InvalidInput(f"--sql {safe_url(url)}: not a database URL this service can open (a SQLAlchemy URL whose "
+                           "driver is installed, e.g. postgresql://user@host/database or sqlite:////path/to.db)",
+                           code="invalid_parameter") from None

@@ -7,7 +7,9 @@ itself is :mod:`service.data.attach.tables`'s, with every check it makes (column
 stored.
 
 **Paths stay inside the folder.** A path that is absolute, holds ``..`` or ``~``, or resolves (through symlinks,
-and for a glob each file it matches) outside the folder is refused, naming the parameter. A glob is expanded here,
+and for a glob each file it matches) outside the folder is refused, naming the parameter; one the file system
+refuses to look at (a name too long, a symlink loop, no permission: any ``OSError``) is ``missing_file``, naming the
+parameter and the pattern, never the folder. A glob is expanded here,
 once, to the real paths of the files it matches (``**`` recurses), and the dataset reads exactly those files: what
 was checked is what DuckDB reads (DuckDB's own glob would be expanded again at every scan). A file whose real path
 holds a glob character (``*?[``) is refused, since DuckDB would read its path as a pattern. A Spark table is a
@@ -50,10 +52,14 @@ STEPS = len(PHASES) - 1
 
 def attach_from_source(engine: Engine, name: str, source_name: str, *, parquet: Sequence[str] | None = None,
                        table: str | None = None, bins: Mapping[str, object], privacy_unit: str | None = None,
-                       progress: Callable[[int, int, str], None] | None = None) -> DatasetInfo:
+                       progress: Callable[[int, int, str], None] | None = None,
+                       may_name: tables.MayName = tables.everyone) -> DatasetInfo:
     """Attach dataset ``name`` from source ``source_name`` (module docstring), one row per value of the column
     ``privacy_unit`` when given (:mod:`service.data.attach.tables`); every error is :func:`redact`-ed. ``progress``
-    gets the phases (:data:`PHASES`: the engines report no progress inside their one checking scan), never a path."""
+    gets the phases (:data:`PHASES`: the engines report no progress inside their one checking scan), never a path.
+    ``may_name(dataset)``: whether the caller may be told that ``dataset`` already reads the table (the caller's
+    scope covers it). Whether the caller may use the source at all is the route's check, made before this call
+    (:func:`service.api.security.check_source_scope`)."""
     progress = progress or _silent
     progress(0, STEPS, PHASES[0])
     source = get_source(engine, source_name)
@@ -64,19 +70,20 @@ def attach_from_source(engine: Engine, name: str, source_name: str, *, parquet: 
                                    "parquet (paths or globs inside it), not table", code="invalid_parameter")
             files = resolve_inside(source, parquet)
             progress(1, STEPS, PHASES[1])
-            info = tables.attach_parquet(engine, name, files, bins, privacy_unit=privacy_unit)
+            info = tables.attach_parquet(engine, name, files, bins, privacy_unit=privacy_unit, may_name=may_name)
         elif table is None or parquet is not None:
             raise InvalidInput(f"parameter table: source {source.name!r} is a {source.kind} source; give table, not "
                                "parquet", code="invalid_parameter")
         elif source.kind == SQL_SOURCE:
             progress(1, STEPS, PHASES[1])
-            info = tables.attach_sql(engine, name, str(source.url), table, bins, privacy_unit=privacy_unit)
+            info = tables.attach_sql(engine, name, str(source.url), table, bins, privacy_unit=privacy_unit,
+                                     may_name=may_name)
         elif not SPARK_TABLE.match(table):
             raise InvalidInput(f"parameter table: {table!r} is not a Spark catalog name (table, db.table or "
                                "catalog.db.table); paths are not attachable over HTTP", code="invalid_parameter")
         else:
             progress(1, STEPS, PHASES[1])
-            info = tables.attach_spark(engine, name, table, bins, privacy_unit=privacy_unit)
+            info = tables.attach_spark(engine, name, table, bins, privacy_unit=privacy_unit, may_name=may_name)
     except ServiceError as exc:
         raise redact(exc, source) from None
     except ValueError as exc:  # a bad spec or name found below the service layer: still bad input, still redacted
@@ -99,9 +106,12 @@ def resolve_inside(source: Source, patterns: Sequence[str]) -> list[str]:
     files: list[str] = []
     for pattern in patterns:
         _check_relative(pattern)
-        matches = _matches(root, pattern)
-        found = [_inside(root, pattern, m) for m in matches]
-        found = [f for f in found if f is not None]
+        try:
+            found = [f for f in (_inside(root, pattern, m) for m in _matches(root, pattern)) if f is not None]
+        except OSError:  # the name is too long, a symlink loops, a folder may not be read: never the folder's path
+            raise InvalidInput(f"parameter parquet: {pattern!r}: this path cannot be read in source {source.name!r} "
+                               "(too long a name, a symlink loop, or no permission); nothing was stored",
+                               code="missing_file") from None
         if not found:
             what = "no file matches this pattern" if GLOB_CHARACTERS & set(pattern) else "no such file"
             raise InvalidInput(f"parameter parquet: {pattern!r}: {what} in source {source.name!r}; nothing was stored",

@@ -5,6 +5,7 @@ URL or its host; nothing is stored on any error."""
 
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 from pathlib import Path
@@ -18,7 +19,7 @@ from fastapi.testclient import TestClient
 from service.data import datasets
 from service.data.attach.sources import add_source, get_source
 from service.data.oracle import TableCountOracle
-from tests.support.apihelpers import ATTACHABLE, World, bearer, snapshot
+from tests.support.apihelpers import ATTACHABLE, World, attachable_copy, bearer, snapshot
 from tests.support.binned import SPEC, expected_counts, one_row_per_unit, raw_frame
 from workloads.binning import apply_spec, parse_spec
 
@@ -60,9 +61,9 @@ def _refused(client: TestClient, world: World, body: dict[str, object], status: 
 
 
 def test_attach_through_a_folder_source_counts_its_rows(client: TestClient, world: World) -> None:
-    name = _name()
+    name, copy = _name(), attachable_copy(world)
     response = client.post("/datasets/attach", headers=steward(world), json={
-        "name": name, "source": world.source, "parquet": ["people/*.parquet"], "bins": SPEC})
+        "name": name, "source": world.source, "parquet": [f"{Path(copy).parent}/*.parquet"], "bins": SPEC})
     assert response.status_code == 201, response.text
     assert response.headers["location"] == f"/datasets/{name}"
     body = response.json()
@@ -70,7 +71,7 @@ def test_attach_through_a_folder_source_counts_its_rows(client: TestClient, worl
     assert body["labels"]["age"] == ["[0, 18)", "[18, 40)", "[40, 65)", "[65, 120]"]
     assert str(_root(world)) not in response.text
     stored = datasets.get_dataset(world.engine, name)
-    assert stored.location["parquet"] == [str(_root(world) / ATTACHABLE)]  # the glob, expanded to what was checked
+    assert stored.location["parquet"] == [str(_root(world) / copy)]  # the glob, expanded to what was checked
     with TableCountOracle(world.engine, stored) as oracle:
         expected = expected_counts(raw_frame(60, 5), ("age", "work"))
         np.testing.assert_array_equal(oracle.counts(("age", "work")), expected)
@@ -164,7 +165,9 @@ def test_a_sql_source_attaches_a_table_and_never_shows_its_url(
         assert error["error"] == code and str(tmp_path) not in error["message"], error
     assert error["message"].startswith(f"parameter table: source {source!r} is a sql source")
     error = _refused(client, world, {"source": source, "table": "nobody"})
-    assert error["message"] == f"source {source!r}, table nobody: no such table; nothing was stored"
+    assert error["message"] == (f"source {source!r}, table nobody: no such table (only the database's own tables and "
+                                "views can be attached, never its catalog: sqlite_master, pg_catalog, "
+                                "information_schema); nothing was stored")
 
 
 def test_an_unreachable_database_is_refused_without_its_host_or_password(client: TestClient, world: World) -> None:
@@ -210,7 +213,8 @@ def test_a_privacy_unit_over_http_counts_one_row_per_unit(client: TestClient, wo
     """The CLI's ``--privacy-unit`` through the route: the world's table has 60 rows of 3 units (column ``other``)."""
     name = _name()
     response = client.post("/datasets/attach", headers=steward(world), json={
-        "name": name, "source": world.source, "parquet": [ATTACHABLE], "bins": SPEC, "privacy_unit": "other"})
+        "name": name, "source": world.source, "parquet": [attachable_copy(world)], "bins": SPEC,
+        "privacy_unit": "other"})
     assert response.status_code == 201 and response.json()["rows"] == 3, response.text
     # the unit is public (it says what every count is about); the row count is not
     shown = client.get(f"/datasets/{name}", headers=bearer(world.keys["auditor"])).json()
@@ -235,3 +239,61 @@ def test_a_glob_matching_too_many_files_is_refused_before_the_walk_ends(
     monkeypatch.setattr(through_source, "MAX_FILES", 0)
     error = _refused(client, world, {"source": world.source, "parquet": ["people/*.parquet"]})
     assert error["message"].startswith("parameter parquet: 'people/*.parquet' matches more than 0 paths"), error
+
+
+@pytest.mark.parametrize("pattern", ["a" * 300 + ".parquet", "people/" + "b" * 300 + ".parquet",
+                                     "people/denied.parquet", "loop/part-0.parquet"])
+def test_a_path_the_file_system_refuses_is_missing_file_and_never_shows_the_folder(
+        client: TestClient, world: World, pattern: str, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 27, finding 5: a 300-character name (``ENAMETOOLONG``), a folder the service may not read (``EACCES``,
+    simulated: the tests run as root) or a symlink loop (``ELOOP``) is a 422 ``missing_file`` naming the parameter
+    and the pattern; no 500, and no log line shows the source's folder."""
+    real_is_file = Path.is_file
+
+    def is_file(path: Path) -> bool:
+        if path.name == "denied.parquet":
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_is_file(path)
+
+    monkeypatch.setattr(Path, "is_file", is_file)
+    loop = _root(world) / "loop"
+    if not loop.is_symlink():
+        loop.symlink_to(loop)
+    with caplog.at_level(logging.DEBUG):
+        error = _refused(client, world, {"source": world.source, "parquet": [pattern]})
+    assert error["error"] == "missing_file", error
+    assert error["message"].startswith(f"parameter parquet: {pattern!r}: "), error
+    assert str(_root(world)) not in caplog.text and os.path.realpath(_root(world)) not in caplog.text
+
+
+def test_a_privacy_unit_that_is_a_column_of_the_spec_is_refused_over_http(client: TestClient, world: World) -> None:
+    """Issue 27, finding 7: the unit is never coded nor released, so it cannot be one of the spec's columns."""
+    error = _refused(client, world, {"source": world.source, "parquet": [ATTACHABLE], "privacy_unit": "work"})
+    assert error["error"] == "invalid_parameter"
+    assert error["message"].startswith("privacy_unit 'work' is a column of the spec: a privacy unit is never coded "
+                                       "nor released"), error
+
+
+def test_a_sql_source_never_attaches_a_catalog_table(client: TestClient, world: World, tmp_path: Path) -> None:
+    """Issue 27, finding 9: ``sqlite_master`` and the other catalog tables of SQLite are refused (``missing_table``)
+    with the same answer as a table that does not exist; specs they would fit are sent, so only the rule refuses."""
+    import sqlite3
+
+    foreign = tmp_path / "warehouse.db"
+    with sqlite3.connect(foreign) as connection:
+        connection.execute("CREATE TABLE counter (id INTEGER PRIMARY KEY AUTOINCREMENT, age REAL)")
+        connection.execute("CREATE INDEX counter_age ON counter (age)")
+        connection.executemany("INSERT INTO counter (age) VALUES (?)", [(a,) for a in range(20)])
+        connection.execute("ANALYZE")
+    source = f"catalog-{uuid.uuid4().hex[:6]}"
+    add_source(world.engine, source, sql=f"sqlite:///{foreign}")
+    kinds = {"type": {"values": ["table", "index", "view", "trigger"]}}
+    for table, columns in [("sqlite_master", kinds), ("sqlite_schema", kinds), ("sqlite_temp_master", kinds),
+                           ("sqlite_sequence", {"name": {"values": ["counter"]}}),
+                           ("sqlite_stat1", {"tbl": {"values": ["counter"]}})]:
+        error = _refused(client, world, {"source": source, "table": table, "bins": {"columns": columns}})
+        assert error["error"] == "missing_table", error
+        assert error["message"].startswith(f"source {source!r}, table {table}: no such table (only the database's own "
+                                           "tables and views can be attached, never its catalog"), error
+        assert str(tmp_path) not in error["message"]

@@ -21,7 +21,7 @@ from service.api import jobs, routes_attach
 from service.data import relocate
 from service.data.attach import through_source
 from service.data.attach.sources import add_source, get_source
-from tests.support.apihelpers import ATTACHABLE, World, bearer, finished_job, snapshot
+from tests.support.apihelpers import ATTACHABLE, World, attachable_copy, bearer, finished_job, snapshot
 from tests.support.binned import SPEC
 
 ASYNC = {"Prefer": "respond-async"}
@@ -72,10 +72,15 @@ def _accepted(client: TestClient, world: World, url: str, body: dict[str, object
 def test_an_attach_in_the_background_answers_202_then_the_synchronous_answer(
         client: TestClient, world: World, reports: list[dict[str, object]]) -> None:
     name, twin = _name(), _name()
-    body = {"source": world.source, "parquet": ["people/*.parquet"], "bins": SPEC, "privacy_unit": "other"}
-    job = _accepted(client, world, "/datasets/attach", {"name": name, **body})
+    body = {"source": world.source, "bins": SPEC, "privacy_unit": "other"}
+
+    def glob_of_a_copy() -> list[str]:  # one location is one dataset: the twin attaches a copy of the same rows
+        return [f"{Path(attachable_copy(world)).parent}/*.parquet"]
+
+    job = _accepted(client, world, "/datasets/attach", {"name": name, **body, "parquet": glob_of_a_copy()})
     assert (job["kind"], job["dataset"], job["state"], job["status_code"]) == ("attach", name, "done", 201)
-    synchronous = client.post("/datasets/attach", headers=_steward(world), json={"name": twin, **body})
+    synchronous = client.post("/datasets/attach", headers=_steward(world),
+                              json={"name": twin, **body, "parquet": glob_of_a_copy()})
     assert synchronous.status_code == 201, synchronous.text
     assert job["result"] == {**synchronous.json(), "name": name}
     assert client.get(f"/datasets/{name}", headers=_steward(world)).json() == job["result"]
@@ -161,7 +166,7 @@ def test_a_stewards_attach_job_is_not_an_analysts(client: TestClient, world: Wor
     404, as an id never used."""
     name = _name()
     job = _accepted(client, world, "/datasets/attach",
-                    {"name": name, "source": world.source, "parquet": [ATTACHABLE], "bins": SPEC})
+                    {"name": name, "source": world.source, "parquet": [attachable_copy(world)], "bins": SPEC})
     assert job["state"] == "done"
     url = f"/jobs/{job['job_id']}"
     assert client.get(url, headers=bearer(world.keys["steward"])).json()["result"]["rows"] == 60

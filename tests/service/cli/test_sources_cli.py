@@ -78,3 +78,13 @@ def test_a_dataset_attached_through_a_removed_source_keeps_counting(engine, tmp_
     _json(["source", "remove", "lake"])
     with TableCountOracle(engine, datasets.get_dataset(engine, "kept")) as oracle:
         np.testing.assert_array_equal(oracle.counts(("income",)), expected_counts(frame, ("income",)))
+
+
+def test_a_url_the_service_cannot_open_is_refused_in_our_words(engine) -> None:  # noqa: ANN001
+    """SQLAlchemy's own message ("Can't load plugin: ...") never reaches the operator; the URL is shown without its
+    password."""
+    body = _json(["source", "add", "x", "--sql", "nosuchdriver://reader:s3cret@db.internal/warehouse"], status=2)
+    assert body == {"error": "invalid_parameter", "message": (
+        "--sql nosuchdriver://reader:***@db.internal/warehouse: not a database URL this service can open (a SQLAlchemy "
+        "URL whose driver is installed, e.g. postgresql://user@host/database or sqlite:////path/to.db)")}
+    assert list_sources(engine) == []

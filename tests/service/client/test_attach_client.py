@@ -5,6 +5,7 @@ parameter, and stores nothing."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -25,10 +26,11 @@ def test_attach_then_release_through_the_client(engine, clients, tmp_path: Path)
     frame = raw_frame(400, 8)
     for i, part in enumerate((frame.iloc[:150], frame.iloc[150:])):
         pq.write_table(pa.Table.from_pandas(part, preserve_index=False), folder / "2026" / f"part-{i}.parquet")
+    shutil.copytree(folder / "2026", folder / "copy")  # one location is one dataset: the units read a copy
     add_source(engine, "lake", parquet_root=folder)
     attached = steward.attach_dataset("people", source="lake", parquet=["2026/part-*.parquet"], bins=SPEC)
     assert (attached["rows"], attached["engine"]) == (400, "duckdb")
-    units = steward.attach_dataset("units", source="lake", parquet=["2026/*.parquet"], bins=SPEC, privacy_unit="other")
+    units = steward.attach_dataset("units", source="lake", parquet=["copy/*.parquet"], bins=SPEC, privacy_unit="other")
     assert units["rows"] == frame["other"].nunique() == 3
     assert [d["name"] for d in analyst.datasets()] == ["people", "units"]
     steward.set_budget("people", 1.0)
@@ -76,8 +78,9 @@ def test_attach_and_migrate_follow_a_background_job(engine, clients, tmp_path: P
     assert {r["kind"] for r in reports} == {"attach"} and reports[0]["state"] == "running"
     assert reports[-1]["state"] == "done" and reports[-1]["result"] == attached
     narrow = {"columns": {**SPEC["columns"], "age": {"edges": [0, 18, 40]}}}
+    shutil.copyfile(folder / "part-0.parquet", folder / "copy.parquet")  # part-0 is attached: refused before its values
     with pytest.raises(MarginaliaError) as caught:
-        steward.attach_dataset("narrow", source="lake", parquet=["part-0.parquet"], bins=narrow,
+        steward.attach_dataset("narrow", source="lake", parquet=["copy.parquet"], bins=narrow,
                                progress=reports.append)
     assert (caught.value.status, caught.value.code) == (422, "invalid_value") and "column 'age'" in caught.value.message
     assert str(folder) not in caught.value.message and reports[-1]["state"] == "failed"

@@ -128,3 +128,61 @@ def test_an_engine_that_fails_during_the_check_is_an_engine_error_not_a_bad_valu
         attach_parquet(engine, "t", [str(_write(tmp_path, frame, "bad.parquet"))], write_spec(tmp_path))
     assert caught.value.code == "invalid_value" and "column 'work'" in caught.value.message
     assert [d.name for d in datasets.list_datasets(engine)] == []
+
+
+def test_one_file_is_one_dataset_and_the_operator_is_told_which(engine, tmp_path: Path) -> None:  # noqa: ANN001
+    """Issue 27, finding 2: a second attach of a file a dataset reads (by its path, a glob, a symlink, or a path
+    Spark reads) is a 409 naming that dataset, before any row is read; nothing is stored."""
+    path = _write(tmp_path, _frame())
+    spec = str(write_spec(tmp_path))
+    assert runner.invoke(app, ["dataset", "attach", "first", "--parquet", str(path), "--spec", spec]).exit_code == 0
+    (tmp_path / "link.parquet").symlink_to(path)
+    for given in (str(path), str(tmp_path / "*.parquet"), str(tmp_path / "link.parquet")):
+        result = runner.invoke(app, ["dataset", "attach", "second", "--parquet", given, "--spec", spec, "--json"])
+        assert result.exit_code == 2, result.output
+        error = json.loads(result.output)
+        assert error["error"] == "already_attached"
+        assert error["message"] == (f"--parquet {path.resolve()}: already attached as dataset 'first'; one location is "
+                                    "one dataset (its budget belongs to the table, not to a name), so use that "
+                                    "dataset; nothing was stored")
+    from service.data.attach.tables import attach_spark
+
+    with pytest.raises(Conflict) as caught:  # refused before any Spark session starts
+        attach_spark(engine, "second", f"parquet.`{tmp_path}`", write_spec(tmp_path))
+    assert caught.value.code == "already_attached" and "as dataset 'first'" in caught.value.message
+    assert [d.name for d in datasets.list_datasets(engine)] == ["first"]
+
+
+def test_a_file_named_twice_in_one_attach_is_refused(engine, tmp_path: Path) -> None:  # noqa: ANN001
+    """Two globs that overlap (or a symlink beside its target) would make DuckDB read a file twice, counting each of
+    its rows twice."""
+    path = _write(tmp_path, _frame(), "part-1.parquet")
+    with pytest.raises(InvalidInput) as caught:
+        attach_parquet(engine, "t", [str(tmp_path / "part-*.parquet"), str(path)], write_spec(tmp_path))
+    assert caught.value.code == "invalid_parameter" and "this file is named twice" in caught.value.message
+    assert datasets.list_datasets(engine) == []
+
+
+def test_a_path_the_file_system_refuses_is_missing_file(engine, tmp_path: Path) -> None:  # noqa: ANN001
+    """Issue 27, finding 5: a 300-character file name (``ENAMETOOLONG``) is one clear error, not a bug."""
+    spec = str(write_spec(tmp_path))
+    for name in ("a" * 300 + ".parquet", "a" * 300 + "/part-*.parquet"):
+        result = runner.invoke(app, ["dataset", "attach", "t", "--parquet", str(tmp_path / name), "--spec", spec,
+                                     "--json"])
+        assert result.exit_code == 2, result.output
+        assert json.loads(result.output)["error"] == "missing_file"
+    assert datasets.list_datasets(engine) == []
+
+
+def test_a_file_duckdb_cannot_read_is_refused_in_our_words(engine, tmp_path: Path) -> None:  # noqa: ANN001
+    """DuckDB's own message is never shown (it may quote what it read); ours names the file."""
+    (tmp_path / "not.parquet").write_text("age,work\nJane Doe HIV+,x\n")
+    _write(tmp_path, _frame())
+    for paths, named in [([tmp_path / "not.parquet"], tmp_path / "not.parquet"),
+                         ([tmp_path / "t.parquet", tmp_path / "not.parquet"], tmp_path / "not.parquet")]:
+        with pytest.raises(InvalidInput) as caught:
+            attach_parquet(engine, "t", [str(p) for p in paths], write_spec(tmp_path))
+        assert caught.value.code == "invalid_file"
+        assert caught.value.message == (f"--parquet {named}: not readable as Parquet (not a Parquet file, damaged, or "
+                                        "not readable by this service); nothing was stored")
+    assert datasets.list_datasets(engine) == []

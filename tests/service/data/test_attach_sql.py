@@ -91,3 +91,67 @@ def test_attach_through_the_command_line(engine, database_url: str, tmp_path: Pa
     both = runner.invoke(app, ["dataset", "attach", "x", "--sql", database_url, "--parquet", "a.parquet",
                                "--spec", str(write_spec(tmp_path))])
     assert both.exit_code != 0 and "give either --parquet" in both.output
+
+
+#: Catalog tables and views, per dialect, with a spec each would fit (so that only the catalog rule refuses them).
+CATALOGS = {
+    "sqlite": [("sqlite_master", {"type": {"values": ["table", "index", "view", "trigger"]}}),
+               ("sqlite_schema", {"type": {"values": ["table", "index", "view", "trigger"]}}),
+               ("SQLITE_MASTER", {"type": {"values": ["table", "index", "view", "trigger"]}}),
+               ("sqlite_temp_master", {"type": {"values": ["table", "index", "view", "trigger"]}}),
+               ("sqlite_sequence", {"name": {"values": ["counter"]}}),
+               ("sqlite_stat1", {"tbl": {"values": ["counter"]}})],
+    "postgresql": [("pg_class", {"relkind": {"values": list("rivmcfpIS")}}),
+                   ("pg_tables", {"schemaname": {"values": ["pg_catalog", "information_schema", "public"]}}),
+                   ("pg_catalog.pg_class", {"relkind": {"values": list("rivmcfpIS")}}),
+                   ("information_schema.tables", {"table_type": {"values": ["BASE TABLE", "VIEW"]}}),
+                   ("tables", {"table_type": {"values": ["BASE TABLE", "VIEW"]}})],
+}
+
+
+def test_a_catalog_table_is_never_attached(engine, database_url: str, tmp_path: Path) -> None:  # noqa: ANN001
+    """Issue 27, finding 9: only a table or view the database lists as its own (SQLAlchemy's inspector, the URL role's
+    schema) is attached, whatever the dialect: SQLite's ``sqlite_master`` and kin, PostgreSQL's ``pg_catalog`` and
+    ``information_schema`` are ``missing_table``, through Python and the command line. A view (and on PostgreSQL a
+    materialized view) is attached."""
+    url = database_url
+    if database_url.startswith("sqlite"):  # a database of its own, with every catalog table SQLite has
+        import sqlite3
+
+        foreign = tmp_path / "foreign.db"
+        with sqlite3.connect(foreign) as connection:
+            connection.execute("CREATE TABLE counter (id INTEGER PRIMARY KEY AUTOINCREMENT, age REAL)")
+            connection.execute("CREATE INDEX counter_age ON counter (age)")
+            connection.executemany("INSERT INTO counter (age) VALUES (?)", [(a,) for a in range(20)])
+            connection.execute("ANALYZE")
+        url = f"sqlite:///{foreign}"
+    for table, columns in CATALOGS["sqlite" if url.startswith("sqlite") else "postgresql"]:
+        with pytest.raises(InvalidInput) as caught:
+            attach_sql(engine, "catalog", url, table, write_spec(tmp_path, {"columns": columns}))
+        assert caught.value.code == "missing_table", (table, caught.value.message)
+        assert "never its catalog" in caught.value.message
+    result = runner.invoke(app, ["dataset", "attach", "catalog", "--sql", url, "--table", "sqlite_master",
+                                 "--spec", str(write_spec(tmp_path, {"columns": CATALOGS["sqlite"][0][1]})), "--json"])
+    assert result.exit_code == 2 and json.loads(result.output)["error"] == "missing_table", result.output
+    assert datasets.list_datasets(engine) == []
+    _people(engine, _frame())
+    with engine.begin() as connection:
+        connection.execute(text("CREATE VIEW adults AS SELECT * FROM people WHERE age >= 18"))
+    info = attach_sql(engine, "adults", database_url, "adults", write_spec(tmp_path))
+    assert info.rows == int((_frame()["age"] >= 18).sum())
+    if not database_url.startswith("sqlite"):  # PostgreSQL's materialized views are the database's own too
+        with engine.begin() as connection:
+            connection.execute(text("CREATE MATERIALIZED VIEW minors AS SELECT * FROM people WHERE age < 18"))
+        assert attach_sql(engine, "minors", database_url, "minors", write_spec(tmp_path)).rows == len(_frame()) - \
+            info.rows
+
+
+def test_an_unreachable_database_is_refused_in_our_words(engine, tmp_path: Path) -> None:  # noqa: ANN001
+    """The driver's own message (``connection refused``, the host, the role) never reaches the caller."""
+    url = "postgresql+psycopg://reader:s3cret@127.0.0.1:9/warehouse"
+    with pytest.raises(InvalidInput) as caught:
+        attach_sql(engine, "people", url, "people", write_spec(tmp_path))
+    assert caught.value.code == "unreachable_database"
+    assert caught.value.message == ("--sql postgresql+psycopg://reader:***@127.0.0.1:9/warehouse --table people: the "
+                                    "database cannot be reached or refused the connection (check the URL, that the "
+                                    "server answers and that its role may read the table); nothing was stored")

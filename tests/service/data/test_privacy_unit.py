@@ -194,7 +194,8 @@ def test_attach_with_a_unit_through_the_command_line(engine, tmp_path: Path) -> 
     assert shown_json["rows"] == frame["person"].nunique() and shown_json["privacy_unit"] == "person"
     human = runner.invoke(app, ["dataset", "show", "visits"])
     assert f"{frame['person'].nunique():,} units of 'person'" in human.output
-    wrong = runner.invoke(app, ["dataset", "attach", "x", "--parquet", path, "--spec", spec, "--privacy-unit", "id"])
+    other = _parquet(tmp_path, frame, "other.parquet")  # t.parquet is attached: one location is one dataset
+    wrong = runner.invoke(app, ["dataset", "attach", "x", "--parquet", other, "--spec", spec, "--privacy-unit", "id"])
     assert wrong.exit_code != 0 and "the privacy unit 'id' is not a column" in " ".join(wrong.output.split())
     assert [d.name for d in datasets.list_datasets(engine)] == ["visits"]
 
@@ -203,7 +204,8 @@ def test_a_release_on_a_unit_bounded_table_costs_what_it_costs_on_rows(engine, t
     """docs/privacy.md 1.1: the selection is 1-stable, so every mechanism is charged its row-level cost."""
     path = _parquet(tmp_path, unit_frame())
     attach_parquet(engine, "units", [path], write_spec(tmp_path), privacy_unit="person")
-    attach_parquet(engine, "rows", [path], write_spec(tmp_path))
+    copy = _parquet(tmp_path, unit_frame(), "copy.parquet")  # one location is one dataset: the rows read a copy
+    attach_parquet(engine, "rows", [copy], write_spec(tmp_path))
     spent = {}
     for name in ("units", "rows"):
         accountant.set_budget(engine, name, "10", "1e-3")
@@ -213,3 +215,29 @@ def test_a_release_on_a_unit_bounded_table_costs_what_it_costs_on_rows(engine, t
         spent[name] = (laplace.cost, gaussian.cost, status.epsilon_pure_spent, status.rho_spent, status.delta_spent)
     assert spent["units"] == spent["rows"]
     assert spent["units"][2:] == (Fraction(1), Fraction(1, 10), Fraction(0))
+
+
+@pytest.mark.parametrize("unit", ["age", "work"])
+def test_a_privacy_unit_that_is_a_column_of_the_spec_is_refused(engine, database_url: str, tmp_path: Path,  # noqa: ANN001
+                                                                unit: str) -> None:
+    """Issue 27, finding 7: the unit is never coded nor released, so a column the spec codes cannot be the unit; the
+    refusal names the column, on every attach path (Parquet, SQL, Spark, the command line), before anything is
+    read (Spark's session is not even started)."""
+    from service.data.attach.tables import attach_spark
+
+    frame = unit_frame()
+    path, spec = _parquet(tmp_path, frame), write_spec(tmp_path)
+    _sql_table(engine, frame)
+    attempts = [lambda: attach_parquet(engine, "p", [path], spec, privacy_unit=unit),
+                lambda: attach_sql(engine, "s", database_url, "visits", spec, privacy_unit=unit),
+                lambda: attach_spark(engine, "k", f"parquet.`{path}`", spec, privacy_unit=unit)]
+    for attempt in attempts:
+        with pytest.raises(InvalidInput) as caught:
+            attempt()
+        assert caught.value.code == "invalid_parameter"
+        assert caught.value.message.startswith(f"--privacy-unit {unit!r} is a column of the spec: a privacy unit is "
+                                               "never coded nor released")
+    result = runner.invoke(app, ["dataset", "attach", "c", "--parquet", path, "--spec", str(spec),
+                                 "--privacy-unit", unit, "--json"])
+    assert result.exit_code == 2 and json.loads(result.output)["error"] == "invalid_parameter", result.output
+    assert datasets.list_datasets(engine) == []

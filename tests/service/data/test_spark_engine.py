@@ -256,7 +256,8 @@ def test_a_privacy_unit_counts_one_row_per_unit_whatever_the_order(engine, spark
         expected, expected_counts = np.unique(kept[["work", "sex"]].to_numpy(), axis=0, return_counts=True)
         np.testing.assert_array_equal(rows, expected)
         np.testing.assert_array_equal(counts, expected_counts)
-    attach_spark(engine, "rows", _parquet(tmp_path, frame), _spec(tmp_path))
+    # one location is one dataset: t.parquet is attached as "units", so the rows read a copy
+    attach_spark(engine, "rows", _parquet(tmp_path, frame, "copy.parquet"), _spec(tmp_path))
     spent = {}
     for name in ("units", "rows"):
         accountant.set_budget(engine, name, "5", "1e-3")
