@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, insert
 
 from db.engine import transaction
-from db.models import ApiKey, Campaign, CampaignRound
+from db.models import ApiKey, Campaign, CampaignRound, utcnow
 
 UNIT = 10**12  # epsilon units per 1.0
 
@@ -28,8 +28,9 @@ def make_campaign(engine: Engine, name: str, rounds: list[tuple[str, float, floa
 
 
 def make_key(engine: Engine, role: str, name: str = "k") -> int:
-    with transaction(engine) as session:
-        key = ApiKey(name=name, role=role, key_hash=f"{name}-{role}".ljust(64, "0")[:64])
-        session.add(key)
-        session.flush()
-        return int(key.id)
+    """A key row naming only the columns ``api_keys`` has had since its first revision, so that the migration tests
+    can make keys on a downgraded schema too (later revisions added nullable columns: 0011 ``source_scope_json``)."""
+    with engine.begin() as connection:
+        inserted = connection.execute(insert(ApiKey.__table__).values(
+            name=name, role=role, key_hash=f"{name}-{role}".ljust(64, "0")[:64], created_at=utcnow()))
+        return int(inserted.inserted_primary_key[0])
