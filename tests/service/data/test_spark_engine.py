@@ -207,7 +207,8 @@ def test_attach_through_the_command_line(engine, spark, tmp_path: Path) -> None:
     expected = "give either --parquet PATH|GLOB, or --sql URL with --table T, or --spark TABLE"
     assert both.exit_code != 0 and expected in message
     gone = runner.invoke(app, ["dataset", "attach", "x", "--spark", "missing_table", "--spec", spec])
-    assert gone.exit_code != 0 and "TABLE_OR_VIEW_NOT_FOUND" in " ".join(gone.output.split())
+    assert gone.exit_code != 0 and "its table, or a column its spec reads, cannot be found" in " ".join(
+        gone.output.split())  # our words for Spark's TABLE_OR_VIEW_NOT_FOUND
     assert _stored(engine) == ["people"]
 
 
