@@ -115,7 +115,7 @@ _CLASSES: dict[str, Reason] = {
     "NoSuchTableError": Reason.SCHEMA, "NoSuchColumnError": Reason.SCHEMA, "TimeoutError": Reason.INTERRUPTED,
     "Py4JNetworkError": Reason.UNREACHABLE, "ArrowInvalid": Reason.VALUE, "ArrowMemoryError": Reason.RESOURCES,
     "MemoryError": Reason.RESOURCES, "PermissionError": Reason.DENIED, "ConnectionError": Reason.UNREACHABLE,
-    "OSError": Reason.FILES, "ValueError": Reason.VALUE, "OverflowError": Reason.RANGE,
+    "OSError": Reason.FILES,
 }
 
 

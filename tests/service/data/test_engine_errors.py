@@ -266,6 +266,10 @@ def _postgres_people(engine: Engine, postgres_url: str, tmp_path: Path, types: d
     (TEXT_AGE, "UPDATE people SET age = :v WHERE other = 1", "1" + NUMBER * 300),  # a thousand digits and more
     ({**TEXT_AGE, "age": "NUMERIC"}, "UPDATE people SET age = CAST(:v AS NUMERIC) WHERE other = 1",
      f"{NUMBER}e400"),  # a NUMERIC no double holds
+    ({**TEXT_AGE, "age": "NUMERIC"}, "UPDATE people SET age = CAST(:v AS NUMERIC) WHERE other = 1", "NaN"),
+    ({**TEXT_AGE, "age": "DOUBLE PRECISION"}, "UPDATE people SET age = CAST(:v AS DOUBLE PRECISION) WHERE other = 1",
+     "NaN"),
+    ({**TEXT_AGE, "age": "REAL"}, "UPDATE people SET age = CAST(:v AS REAL) WHERE other = 1", "-Infinity"),
     ({**TEXT_AGE, "age": "DOUBLE PRECISION"}, "ALTER TABLE people ALTER COLUMN age TYPE BOOLEAN USING age > 50",
      None),  # the column's type changed: a boolean is not a number the spec bins
     ({**TEXT_AGE, "age": "DOUBLE PRECISION"}, "ALTER TABLE people ALTER COLUMN age TYPE DATE USING DATE '2020-01-01'",
@@ -425,7 +429,7 @@ class _SparkError(Exception):
     (NoSuchTableError(CANARY), Reason.SCHEMA),
     (FileNotFoundError(2, "No such file", f"/srv/{CANARY}"), Reason.FILES),
     (PermissionError(13, "Permission denied", f"/srv/{CANARY}"), Reason.DENIED),
-    (ValueError(f"invalid literal for int() with base 10: '{CANARY}'"), Reason.VALUE),
+    (ValueError(f"invalid literal for int() with base 10: '{CANARY}'"), Reason.ENGINE),  # a bug, most likely
     (MemoryError(CANARY), Reason.RESOURCES),
     (_RpcError("UNAVAILABLE"), Reason.UNREACHABLE),
     (_RpcError("UNAUTHENTICATED"), Reason.DENIED),
