@@ -46,6 +46,8 @@ Marginal = tuple[tuple[str, ...], tuple[int, ...]]
 #: raised it (DuckDB's ``error()``, Spark's ``raise_error()``, the SQL engines' own check): a scan stopped by the
 #: data, as opposed to an engine that cannot be read (:attr:`EngineError.value_refusal`).
 VALUE_REFUSAL = "refused, never dropped"
+#: The error code of an :class:`EngineError` that refuses a value (:attr:`EngineError.value_refusal`).
+VALUE_REFUSED = "value_refused"
 
 
 class EngineError(ServiceError):
@@ -54,14 +56,16 @@ class EngineError(ServiceError):
     and for a refused value the column, never a value, a count, a path or the engine's own text.
 
     ``value_refusal`` says that the data stopped the scan (a value outside the spec, a NULL privacy unit, a stored
-    code outside its domain), as opposed to an engine that cannot read its table; ``columns`` are the columns
-    named, where known."""
+    code outside its domain, a value the engine cannot read as its column's type), as opposed to an engine that
+    cannot read its table; ``columns`` are the columns named, where known. A refusal of a value is a 409
+    ``value_refused`` (the request is fine, the table's data conflicts with its spec: the steward widens the spec or
+    fixes the table), an unreadable table a 503 ``engine_error``."""
 
     code = "engine_error"
     status = 503
 
     def __init__(self, message: str, *, value_refusal: bool = False, columns: Sequence[str] = ()) -> None:
-        super().__init__(message)
+        super().__init__(message, **({"code": VALUE_REFUSED, "status": 409} if value_refusal else {}))
         self.value_refusal = value_refusal
         self.columns = tuple(columns)
 

@@ -143,7 +143,7 @@ def engine_error(exc: BaseException, label: str, refusals: Mapping[str, tuple[st
         return null_unit(label, column) if kind == "unit" else values_outside_spec(label, [column])
     reason, kind = _reason(exc)
     log.warning("dataset %r: engine error %s (%s); %s", label, kind, reason.name, shown_traceback(exc))
-    return EngineError(f"dataset {label!r}: {reason.value.format(kind=kind)}")
+    return EngineError(f"dataset {label!r}: {reason.value.format(kind=kind)}", value_refusal=reason is Reason.VALUE)
 
 
 def call_inside(label: str, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:

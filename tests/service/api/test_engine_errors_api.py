@@ -1,10 +1,10 @@
 """Finding 1 of issue 27 through the HTTP API and the command line: a table broken where it lives (a canary string in
 a column the spec bins as numbers, in a DuckDB glob or a PostgreSQL text column; a stored code outside its domain in
 the service database) makes an analyst's ``objpert``, ``dp-iht`` and ``dd-ssp`` fits and a steward's Laplace release
-answer 503 ``engine_error`` in our words -- never a 5xx of another kind, never the canary -- with the release
-refunded; so does the same request with ``Prefer: respond-async`` (the job record), and ``marginalia release
-marginals`` and ``marginalia fit``. No log record, and no row of the service database (jobs, releases, the ledger's
-refund reasons), holds the canary.
+answer 409 ``value_refused`` in our words (the table's data, not the request nor the server, stopped them) -- never
+a 5xx, never the canary -- with the release refunded; so does the same request with ``Prefer: respond-async`` (the
+job record), and ``marginalia release marginals`` and ``marginalia fit``. No log record, and no row of the service
+database (jobs, releases, the ledger's refund reasons), holds the canary.
 
 On f80d414 the DuckDB glob answered ``... Could not convert string 'Jane Doe HIV+ canary-5f1d' to DOUBLE``, the
 PostgreSQL table ``invalid input syntax for type double precision: "Jane Doe HIV+ canary-5f1d"`` (and a 500 for the
@@ -125,8 +125,8 @@ def test_fits_and_releases_on_a_broken_table_answer_without_the_canary(engine: E
                                    json={**body, "epsilon": 1.0, "delta": 1e-6}))
     answers.append(client.post("/datasets/broken/releases/marginals", headers=bearer(steward),
                                json={"mechanism": "laplace", "workload": "all-1way", "epsilon": 0.5}))
-    for response in answers:
-        assert response.status_code == 503 and response.json()["error"] == "engine_error", response.text
+    for response in answers:  # the data, not the request nor the server, stopped it: a 409, never a 5xx
+        assert response.status_code == 409 and response.json()["error"] == "value_refused", response.text
         assert response.json()["message"].startswith("dataset 'broken': "), response.text
     _assert_clean(engine, caplog, *(r.text for r in answers))
     _unspent(engine)
@@ -148,7 +148,7 @@ def test_the_same_in_the_background_leaves_no_canary_in_the_job(engine: Engine, 
     for key, response in started:
         assert response.status_code == 202, response.text
         job = finished_job(client, key, response.json()["job_id"])
-        assert (job["state"], job["status_code"], job["result"]["error"]) == ("failed", 503, "engine_error"), job
+        assert (job["state"], job["status_code"], job["result"]["error"]) == ("failed", 409, "value_refused"), job
         jobs.append(json.dumps(job))
     _assert_clean(engine, caplog, *jobs)
     _unspent(engine)
@@ -160,7 +160,7 @@ def test_the_command_line_prints_no_canary(engine: Engine, broken: dict[str, obj
     for as_json in ([], ["--json"]):
         release = runner.invoke(app, ["release", "marginals", "broken", "--mechanism", "laplace", "--workload",
                                       "all-1way", "--epsilon", "0.5", *as_json])
-        assert release.exit_code == 2 and "engine_error" in release.output, release.output
+        assert release.exit_code == 2 and "value_refused" in release.output, release.output
         outputs.append(release.output)
         for task, body in broken.values():
             options = ["--target", body["target"], "--features", ",".join(body["features"]), "--method",
@@ -168,7 +168,7 @@ def test_the_command_line_prints_no_canary(engine: Engine, broken: dict[str, obj
             if "sparsity" in body:
                 options += ["--sparsity", str(body["sparsity"])]
             fitted = runner.invoke(app, ["fit", task, "broken", *options, *as_json])
-            assert fitted.exit_code == 2 and "engine_error" in fitted.output, fitted.output
+            assert fitted.exit_code == 2 and "value_refused" in fitted.output, fitted.output
             outputs.append(fitted.output)
     _assert_clean(engine, caplog, *outputs)
     _unspent(engine)

@@ -367,7 +367,7 @@ def test_a_spark_table_whose_cast_fails_is_refused_without_the_value(engine, tmp
         error = assert_refused_without_canaries(engine, "people", caplog, column=None, canaries=(CANARY,),
                                                 reason=Reason.VALUE, distinct=True)
         assert CANARY not in capfd.readouterr().err
-        assert not error.value_refusal
+        assert error.value_refusal and error.columns == ()  # the data stopped it; Spark does not say which column
     finally:
         spark.catalog.dropTempView(view)
         spark.catalog.dropTempView(f"{view}_raw")
@@ -443,7 +443,10 @@ def test_the_reason_is_chosen_by_type_and_the_message_is_ours(error: BaseExcepti
                                                               caplog) -> None:  # noqa: ANN001
     caplog.set_level(logging.DEBUG)
     translated_error = engine_error(error, "t", compiled_refusals(["age"]))
-    assert isinstance(translated_error, EngineError) and not translated_error.value_refusal
+    assert isinstance(translated_error, EngineError)
+    assert translated_error.value_refusal == (reason is Reason.VALUE)  # the data stopped the scan: 409, not 503
+    assert (translated_error.status, translated_error.code) == ((409, "value_refused") if reason is Reason.VALUE
+                                                                else (503, "engine_error"))
     assert translated_error.message.startswith(f"dataset 't': {reason.value.split('{')[0]}")
     assert CANARY not in translated_error.message and CANARY not in caplog.text
     assert type(error).__name__ in caplog.text  # the operator's log line names what was raised
