@@ -103,7 +103,7 @@ def count_marginals(
 
     ``source`` (SQL of a ``FROM`` item, default the quoted name of ``table``) counts a derived table with
     ``table``'s columns instead, such as a foreign table coded by ``CASE`` expressions; a row whose cell index is
-    negative (a code outside its domain) raises :class:`CodeOutOfRange` rather than being counted anywhere.
+    outside its marginal (a code outside its domain) raises :class:`CodeOutOfRange` rather than being counted anywhere.
 
     With ``one_scan`` (the default on PostgreSQL when there are several marginals) all of them are counted by
     one statement, ``GROUP BY GROUPING SETS ((k0), (k1), …)`` over their cell indexes, so the table is read
@@ -198,7 +198,10 @@ def _check_marginal(
 def _fetch_int64(connection: Connection, sql: str, width: int, setup: str | None = None) -> np.ndarray:
     """Run ``sql`` on the DB-API cursor of ``connection`` (inside its transaction, if one is open) and return
     the rows as an int64 array ``rows x width``. Skipping SQLAlchemy's result rows halves the fetch time of
-    large marginals (benchmarks/README.md)."""
+    large marginals (benchmarks/README.md). A cell that is not an integer (a text in a SQLite column, which numpy
+    would quote in its error) raises :class:`CodeOutOfRange`. The driver's own exceptions (psycopg's, sqlite3's)
+    come up unwrapped, their messages as the database wrote them (which may quote a value): a caller above ``db``
+    translates them (service/data/engines/boundary.py) and never shows them."""
     cursor = connection.connection.cursor()
     try:
         if setup is not None:
@@ -207,16 +210,26 @@ def _fetch_int64(connection: Connection, sql: str, width: int, setup: str | None
         rows = cursor.fetchall()
     finally:
         cursor.close()
-    return np.array(rows, dtype=np.int64).reshape(len(rows), width)
+    try:
+        return np.array(rows, dtype=np.int64).reshape(len(rows), width)
+    except (TypeError, ValueError, OverflowError):  # a cell that is not an integer: SQLite's columns take any value
+        pass
+    raise CodeOutOfRange()  # outside the except block: numpy's error, which quotes the cell, is not its context
 
 
 class CodeOutOfRange(ValueError):
-    """A counted row has a negative cell index: one of its codes is outside its domain."""
+    """A counted row's cell index is outside its marginal: one of its codes is outside its domain. The message is
+    fixed: how many rows, and which cell, are private (the caller names the column with a query of its own)."""
+
+    def __init__(self) -> None:
+        super().__init__("a counted row has a code outside its column's domain")
 
 
 def _dense(cells: np.ndarray, counts: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    if cells.size and int(cells.min()) < 0:  # numpy would wrap a negative index round to a real cell
-        raise CodeOutOfRange(f"{int(counts[cells < 0].sum())} row(s) have a code outside the domain {shape}")
-    out = np.zeros(math.prod(shape), dtype=np.int64)
+    size = math.prod(shape)
+    # numpy would wrap a negative index round to a real cell, and refuse one past the end with the cell in its message
+    if cells.size and (int(cells.min()) < 0 or int(cells.max()) >= size):
+        raise CodeOutOfRange()
+    out = np.zeros(size, dtype=np.int64)
     out[cells] = counts
     return out.reshape(shape)

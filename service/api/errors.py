@@ -10,7 +10,8 @@
 * an unknown route -> 404; a method the path does not take -> 405 with ``Allow`` listing the methods it takes (every
   route of the path, RFC 9110 15.5.6); a body over the route's limit -> 413 (service/api/limits.py);
 * anything else -> 500 ``internal_error`` with a reference number; the traceback goes to the
-  server log only.
+  server log only, with the message of any exception that is not the project's own withheld (a driver's or a
+  library's message may quote a cell value: :mod:`service.error_text`), unless ``MARGINALIA_DEBUG=1``.
 """
 
 from __future__ import annotations
@@ -30,11 +31,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import get_route_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from service.error_text import debugging, is_bad_input, shown_traceback
 from service.errors import ServiceError
 
 log = logging.getLogger("marginalia.api")
 
-OWN_PACKAGES = ("service", "workloads", "estimators")
 
 
 class SafeJSONResponse(JSONResponse):
@@ -69,11 +70,6 @@ def error_response(status: int, code: str, message: str, headers: Mapping[str, s
     return SafeJSONResponse({"error": code, "message": message, **extra}, status_code=status, headers=headers)
 
 
-def is_bad_input(exc: BaseException) -> bool:
-    """A ValueError subclass of the project's own packages: bad input by convention (422)."""
-    return isinstance(exc, ValueError) and type(exc).__module__.split(".")[0] in OWN_PACKAGES
-
-
 def error_body_for(exc: BaseException) -> tuple[int, dict[str, str]]:
     """Status and body for an exception raised while handling a request."""
     if isinstance(exc, ServiceError):
@@ -81,7 +77,10 @@ def error_body_for(exc: BaseException) -> tuple[int, dict[str, str]]:
     if is_bad_input(exc):
         return 422, {"error": "invalid_input", "message": str(exc)}
     reference = secrets.token_hex(6)
-    log.error("internal error %s", reference, exc_info=exc)
+    if debugging():  # the operator asked for everything (MARGINALIA_DEBUG=1): foreign messages included
+        log.error("internal error %s", reference, exc_info=exc)
+    else:  # the type and frames only: a driver's or a library's message may quote a cell value
+        log.error("internal error %s: %s", reference, shown_traceback(exc))
     message = f"the server failed to handle this request; the log has the details (reference {reference})"
     return 500, {"error": "internal_error", "message": message}
 

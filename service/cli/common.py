@@ -90,11 +90,17 @@ def emit(as_json: bool, payload: Any, human: Callable[[], None]) -> None:
 
 def handles_errors(func: Callable[..., None]) -> Callable[..., None]:
     """Turn every failure into one paragraph (JSON with ``--json``) and an exit status: 2 for bad
-    input and refusals, 130 for an interrupt, 1 for a bug. Never a traceback (unless MARGINALIA_DEBUG)."""
+    input and refusals, 130 for an interrupt, 1 for a bug. Never a traceback (unless MARGINALIA_DEBUG).
+
+    Only our own messages are printed (a :class:`~service.errors.ServiceError`'s, a ValueError of the project's
+    packages: :func:`service.error_text.is_bad_input`). Any other exception is a bug paragraph naming its type,
+    with its message withheld: a driver's or a library's message may quote a cell value
+    (:mod:`service.error_text`); ``MARGINALIA_DEBUG=1`` lets the full traceback reach the terminal instead."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> None:
         from db.engine import DatabaseUnavailable
+        from service.error_text import debugging, is_bad_input, shown_message
         from service.errors import ServiceError
         from service.interrupts import EXIT_STATUS, Interrupted
 
@@ -109,17 +115,18 @@ def handles_errors(func: Callable[..., None]) -> Callable[..., None]:
             fail(as_json, exc.code, _with_notes(exc.message, exc), 2, _release_failure(exc))
         except DatabaseUnavailable as exc:
             fail(as_json, "database_unavailable", str(exc))
-        except (ValueError, TypeError) as exc:
-            fail(as_json, "invalid_input", _with_notes(str(exc), exc), 2, _release_failure(exc))
         except OSError as exc:
             where = f" {exc.filename}" if exc.filename else ""
-            fail(as_json, "file_error", f"cannot use{where}: {exc.strerror or exc}", 2, _release_failure(exc))
+            fail(as_json, "file_error", f"cannot use{where}: {exc.strerror or type(exc).__name__}", 2,
+                 _release_failure(exc))
         except Exception as exc:
-            if os.environ.get("MARGINALIA_DEBUG"):
+            if is_bad_input(exc):
+                fail(as_json, "invalid_input", _with_notes(str(exc), exc), 2, _release_failure(exc))
+            if debugging():
                 raise
-            message = (f"{type(exc).__name__}: {exc} -- this is a bug in marginalia; rerun with "
-                       "MARGINALIA_DEBUG=1 for the traceback")
-            fail(as_json, "internal_error", _with_notes(message, exc), 1, _release_failure(exc))
+            message = (f"{shown_message(exc)} -- this is a bug in marginalia; rerun with MARGINALIA_DEBUG=1 for the "
+                       "traceback")
+            fail(as_json, "internal_error", _with_failure(message, exc), 1, _release_failure(exc))
 
     return wrapper
 
@@ -128,6 +135,13 @@ def _with_notes(message: str, exc: BaseException) -> str:
     """The message plus the notes the service attached (e.g. what became of a release's charge)."""
     notes = [n for n in getattr(exc, "__notes__", ()) if n not in message]
     return " ".join([message.rstrip("."), *notes]) if notes else message
+
+
+def _with_failure(message: str, exc: BaseException) -> str:
+    """The message plus what became of a release's charge, from the failure the release engine attached rather than
+    from the exception's notes (of a foreign exception, a library may have written them)."""
+    failure = _release_failure(exc)
+    return f"{message.rstrip('.')}. {failure.sentence()}" if failure is not None else message
 
 
 def _release_failure(exc: BaseException) -> Any:

@@ -18,7 +18,7 @@ import numpy as np
 from sqlalchemy import Engine
 
 from service.data.datasets import StoredDataset
-from service.data.engines.base import TableEngine
+from service.data.engines.base import TableEngine, codes_outside_domain
 from service.data.engines.gradients import GradientQuery
 from service.data.engines.registry import open_table
 from workloads.domain import Domain
@@ -238,6 +238,9 @@ class TableCountOracle:
         grouped = np.concatenate(chunks) if chunks else np.empty((0, len(names) + 1), dtype=np.int64)
         del chunks
         codes, counts = np.ascontiguousarray(grouped[:, :-1]), grouped[:, -1].copy()
+        outside = ((codes < 0) | (codes >= np.array(self.domain.shape(names)))).any(axis=0)
+        if outside.any():  # a stored table changed outside the service: never a code a mechanism would index with
+            raise codes_outside_domain(self.dataset.name, [n for n, bad in zip(names, outside, strict=True) if bad])
         self.rows_read += int(counts.sum())
         self.distinct_rows_read += len(codes)
         return codes, counts

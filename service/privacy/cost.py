@@ -20,6 +20,11 @@ from db.models import DELTA_SCALE, EPSILON_SCALE
 MAX_AMOUNT = 10**6
 
 
+class AmountError(ValueError):
+    """A privacy amount that cannot be charged or budgeted (negative, not finite, too large, below the ledger's
+    unit): bad input, its message naming the amount (the API's 422 ``invalid_input``, the command line's status 2)."""
+
+
 @dataclass(frozen=True)
 class PrivacyCost:
     """What one mechanism run costs: pure/approximate DP (epsilon, delta) plus zCDP rho."""
@@ -33,7 +38,7 @@ class PrivacyCost:
             value = getattr(self, name)
             value = Fraction(0) if value is None else exact(value)
             if value < 0:
-                raise ValueError(f"{name} of a cost cannot be negative, got {value}")
+                raise AmountError(f"{name} of a cost cannot be negative, got {value}")
             object.__setattr__(self, name, value)
 
     def as_units(self) -> tuple[int, int, int]:
@@ -63,7 +68,7 @@ def exact(value: object) -> Fraction:
         return Fraction(value)
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise ValueError(f"a privacy amount must be finite, got {value}")
+            raise AmountError(f"a privacy amount must be finite, got {value}")
         return Fraction(Decimal(repr(value)))
     if isinstance(value, str):
         return Fraction(Decimal(value.strip()))
@@ -71,10 +76,10 @@ def exact(value: object) -> Fraction:
 
 
 def check_amount(value: Fraction, name: str) -> Fraction:
-    """``value`` unchanged when it is at most :data:`MAX_AMOUNT`; otherwise a ``ValueError`` naming
+    """``value`` unchanged when it is at most :data:`MAX_AMOUNT`; otherwise an :class:`AmountError` naming
     ``name`` (raised before anything reaches the database, whose integer columns would overflow)."""
     if value > MAX_AMOUNT:
-        raise ValueError(f"{name} must be at most {MAX_AMOUNT:g} (a larger value protects nothing), "
+        raise AmountError(f"{name} must be at most {MAX_AMOUNT:g} (a larger value protects nothing), "
                          f"got {float(value):g}")
     return value
 
@@ -97,11 +102,11 @@ def chargeable(value: Fraction, name: str, scale: int = EPSILON_SCALE) -> Fracti
     """``value`` rounded DOWN to the ledger's grid (multiples of ``1/scale``), so that the amount a mechanism is
     calibrated to, the amount the ledger charges and the amount a response shows are one and the same number
     (docs/privacy.md 6.4). Rounding down only adds noise, so the guarantee stated is never optimistic. A ``value``
-    that rounds to 0 (below the ledger's unit) cannot be charged: a ``ValueError`` naming ``name``, raised before
+    that rounds to 0 (below the ledger's unit) cannot be charged: an :class:`AmountError` naming ``name``, raised before
     anything is reserved or any noise drawn."""
     on_grid = floor_to_grid(value, scale)
     if on_grid <= 0:
-        raise ValueError(f"{name}={float(value):g} is below the accountant's resolution of {1 / scale:g} (the "
+        raise AmountError(f"{name}={float(value):g} is below the accountant's resolution of {1 / scale:g} (the "
                          f"ledger's unit of {name}): it cannot be charged")
     return on_grid
 

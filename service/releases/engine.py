@@ -51,6 +51,7 @@ from service import interrupts
 from service.accounting import accountant
 from service.data.datasets import StoredDataset, get_dataset
 from service.data.oracle import TableCountOracle
+from service.error_text import is_own, shown_message
 from service.errors import InvalidInput, ServiceError
 from service.mechanisms import registry
 from service.mechanisms.base import MechanismError, MechanismResult
@@ -245,7 +246,8 @@ def _failed(engine: Engine, release_id: int, charge_id: int, mechanism: str, cos
     to raise: ``exc`` with the :class:`ReleaseFailure` attached as ``exc.release_failure`` (and as a
     note), or for a stop request an :class:`~service.interrupts.Interrupted` carrying it."""
     status = "failed_after_noise" if noise_drawn else "failed_before_noise"
-    message = f"{type(exc).__name__}: {exc}"[:2000]
+    # the release's row and the ledger's refund reason are read by auditors: a foreign message is withheld
+    message = (f"{type(exc).__name__}: {exc}" if is_own(exc) else shown_message(exc))[:2000]
     with transaction(engine) as session:
         session.execute(update(Release).where(Release.id == release_id, Release.status == "pending")
                         .values(status=status, error=message, finished_at=utcnow()))

@@ -31,6 +31,8 @@ from pathlib import Path
 
 from sqlalchemy import Engine, Table, update
 
+from service.error_text import shown_message
+
 log = logging.getLogger("marginalia.runners")
 
 HEARTBEAT_SECONDS = 20.0
@@ -134,4 +136,5 @@ class Heartbeat:
                     connection.execute(update(self.table).where(self.table.c.id == self.row_id)
                                        .values(heartbeat_at=datetime.now(UTC)))
             except Exception as exc:  # noqa: BLE001 - a missed beat is harmless; the lease is long
-                log.warning("heartbeat of %s %s failed: %s", self.table.name, self.row_id, exc)
+                # its type only: a driver's message is not ours to log (service/error_text.py)
+                log.warning("heartbeat of %s %s failed: %s", self.table.name, self.row_id, shown_message(exc))

@@ -170,8 +170,7 @@ def attach_spark(engine: Engine, name: str, table: str, spec_path: SpecSource, *
     from service.data.engines.spark import SparkTable
 
     try:
-        spark_table = SparkTable(table, spec_columns(spec, SPARK_SQL), name, show_table=True,
-                                 privacy_unit=privacy_unit)
+        spark_table = SparkTable(table, spec_columns(spec, SPARK_SQL), name, privacy_unit=privacy_unit)
     except EngineError as exc:
         raise InvalidInput(f"--spark {table}: {exc.message}. Nothing was stored.", code="engine_error") from None
     try:

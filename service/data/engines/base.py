@@ -44,16 +44,67 @@ Marginal = tuple[tuple[str, ...], tuple[int, ...]]
 
 #: The phrase every refusal of a value the spec (or the privacy unit) cannot take carries, in whichever engine
 #: raised it (DuckDB's ``error()``, Spark's ``raise_error()``, the SQL engines' own check): a scan stopped by the
-#: data, as opposed to an engine that cannot be read (:func:`is_value_refusal`).
+#: data, as opposed to an engine that cannot be read (:attr:`EngineError.value_refusal`).
 VALUE_REFUSAL = "refused, never dropped"
+#: The error code of an :class:`EngineError` that refuses a value (:attr:`EngineError.value_refusal`).
+VALUE_REFUSED = "value_refused"
 
 
 class EngineError(ServiceError):
-    """The engine cannot read its table (a missing file, an unreachable database, a value outside the spec); the
-    message names the dataset and the reason, never where the table lives."""
+    """The engine cannot read its table (a missing file, an unreachable database, a value outside the spec). The
+    message is always ours (:mod:`service.data.engines.boundary`): it names the dataset, the reason and what to do,
+    and for a refused value the column, never a value, a count, a path or the engine's own text.
+
+    ``value_refusal`` says that the data stopped the scan (a value outside the spec, a NULL privacy unit, a stored
+    code outside its domain, a value the engine cannot read as its column's type), as opposed to an engine that
+    cannot read its table; ``columns`` are the columns named, where known. A refusal of a value is a 409
+    ``value_refused`` (the request is fine, the table's data conflicts with its spec: the steward widens the spec or
+    fixes the table), an unreadable table a 503 ``engine_error``."""
 
     code = "engine_error"
     status = 503
+
+    def __init__(self, message: str, *, value_refusal: bool = False, columns: Sequence[str] = ()) -> None:
+        super().__init__(message, **({"code": VALUE_REFUSED, "status": 409} if value_refusal else {}))
+        self.value_refusal = value_refusal
+        self.columns = tuple(columns)
+
+
+def refusal_sentence(column: str) -> str:
+    """What the SQL of an attached table stops a scan with when ``column`` holds a value the spec cannot code
+    (:mod:`service.data.engines.spec_sql`): our words, which the engine boundary recognises in the engine's error."""
+    return (f"column {column!r}: a value cannot be coded by the binning spec; values outside the spec are "
+            f"{VALUE_REFUSAL}: widen the spec to count them")
+
+
+def null_unit_sentence(unit: str) -> str:
+    """What a scan stops with when a row's privacy unit ``unit`` is NULL (:mod:`service.data.engines.units`)."""
+    return (f"column {unit!r} (the privacy unit) is NULL in some row: every row must name its unit; a NULL unit is "
+            f"{VALUE_REFUSAL}")
+
+
+def values_outside_spec(label: str, columns: Sequence[str]) -> EngineError:
+    """The refusal of dataset ``label``'s scan because ``columns`` hold a value the spec cannot code."""
+    columns = list(columns)
+    named = f"column {columns[0]!r} holds a value" if len(columns) == 1 else f"columns {columns} hold values"
+    return EngineError(f"dataset {label!r}: {named} the binning spec cannot code; values outside the spec are "
+                       f"{VALUE_REFUSAL}: widen the spec to count them", value_refusal=True, columns=columns)
+
+
+def codes_outside_domain(label: str, columns: Sequence[str]) -> EngineError:
+    """The refusal of a stored table's scan (``dataset load``: codes, not raw values) because ``columns`` (empty:
+    unknown) hold a code outside the column's domain: the table was changed outside the service."""
+    columns = list(columns)
+    named = ("a row holds a code" if not columns else f"column {columns[0]!r} holds a code" if len(columns) == 1
+             else f"columns {columns} hold codes")
+    return EngineError(f"dataset {label!r}: {named} outside its domain, so the stored table was changed outside the "
+                       f"service; such rows are {VALUE_REFUSAL}: load the dataset again", value_refusal=True,
+                       columns=columns)
+
+
+def null_unit(label: str, unit: str) -> EngineError:
+    """The refusal of dataset ``label``'s scan because a row's privacy unit ``unit`` is NULL."""
+    return EngineError(f"dataset {label!r}: {null_unit_sentence(unit)}", value_refusal=True, columns=[unit])
 
 
 class TableEngine(Protocol):
@@ -89,8 +140,9 @@ class TableEngine(Protocol):
 
 
 def is_value_refusal(error: EngineError) -> bool:
-    """Whether ``error`` is the refusal of a value (:data:`VALUE_REFUSAL`) rather than an unreadable table."""
-    return VALUE_REFUSAL in error.message
+    """Whether ``error`` is the refusal of a value rather than an unreadable table (:attr:`EngineError.value_refusal`,
+    set where the refusal was made, never read from a message)."""
+    return error.value_refusal
 
 
 def check_engine_name(name: str) -> str:

@@ -1,7 +1,8 @@
 """The few spellings in which the engines' SQL dialects differ, so that one compiler writes the counting SQL and
 the binning spec's ``CASE`` expressions for every engine (:mod:`service.data.engines.spec_sql`,
-:mod:`service.data.engines.grouping`): quoting, string literals, a forgiving cast to a double, a double constant,
-a string cast, a suffix test and the refusal that stops a scan with a message.
+:mod:`service.data.engines.grouping`): quoting, string literals, forgiving casts to a double and to a string (a cast
+of a raw value never fails: its error would show the value), a double constant, a suffix test and the refusal that
+stops a scan with a message.
 
 DuckDB follows standard SQL (``"id"``, ``'it''s'``, ``TRY_CAST``, ``error()``); Spark SQL quotes identifiers with
 backticks, escapes string literals with a backslash (two adjacent literals are concatenated, so ``''`` is not a
@@ -44,7 +45,7 @@ class Dialect:
         return "'" + text.replace("'", "''") + "'"
 
     def try_double(self, expression: str) -> str:
-        """``expression`` as a DOUBLE, NULL when it is not a number."""
+        """``expression`` as a DOUBLE, NULL when it is not a number (a cast that cannot fail, as :meth:`string`)."""
         return f"TRY_CAST({expression} AS {self.double_type})"
 
     def double(self, value: float) -> str:
@@ -56,7 +57,10 @@ class Dialect:
         return f"CAST({self.literal(text)} AS {self.double_type})"
 
     def string(self, expression: str) -> str:
-        return f"CAST({expression} AS {self.string_type})"
+        """``expression`` as a string, NULL when it has none. ``TRY_CAST``: a cast of a raw value must never fail,
+        since the engine's error would quote the value (Spark runs ANSI mode, whose failed casts print it); a NULL
+        matches no category of the spec, so the value is refused as outside the spec."""
+        return f"TRY_CAST({expression} AS {self.string_type})"
 
     def ends_with(self, expression: str, suffix: str) -> str:
         if self.ends_with_function is None:

@@ -19,6 +19,15 @@ numpy; with about 1M distinct rows, 3.4 s, where the numpy path is refused by it
 one thread: DuckDB combines the threads' partial float sums in whichever order they finish (measured: 8 runs, 8
 different last bits on a file of 20 row groups), and one thread sums in the table's order, so the same seed gives
 the same model.
+
+The files are read with ``union_by_name``: DuckDB otherwise takes the schema of a glob's first file and casts every
+later file to it, and a later file whose integer column holds a string then fails the scan with the string in the
+error (``Could not convert string '...' to INT64``). By name, each column has the type that holds every file's
+values (a column that is an integer in one file and text in another is text), a file that lacks a column reads
+NULL there, and the spec's forgiving casts (``TRY_CAST``) make any value that is not what the spec reads a value
+outside the spec: refused, naming the column, without the value. It costs reading every file's footer up front
+(a glob of 400 small files, measured ad hoc: 0.050 s per scan without, 0.060 s with; one file: no difference).
+Whatever else DuckDB raises is translated by the engine boundary (:mod:`service.data.engines.boundary`).
 """
 
 from __future__ import annotations
@@ -28,7 +37,8 @@ from collections.abc import Iterator, Mapping, Sequence
 import duckdb
 import numpy as np
 
-from service.data.engines.base import DUCKDB, EngineError, Marginal
+from service.data.engines.base import DUCKDB, Marginal
+from service.data.engines.boundary import compiled_refusals, engine_boundary
 from service.data.engines.dialect import DUCKDB_SQL
 from service.data.engines.gradients import GradientQuery, GroupedRows, sum_rows, weighted_rows_sql
 from service.data.engines.grouping import check_marginals, dense_counts, distinct_rows_sql, grouping_sets_sql
@@ -40,10 +50,11 @@ literal = DUCKDB_SQL.literal
 
 
 def parquet_source(paths: Sequence[str]) -> str:
-    """``read_parquet([...])`` over ``paths`` (files or globs)."""
-    return f"read_parquet([{', '.join(literal(p) for p in paths)}])"
+    """``read_parquet([...], union_by_name = true)`` over ``paths`` (files or globs; module docstring)."""
+    return f"read_parquet([{', '.join(literal(p) for p in paths)}], union_by_name = true)"
 
 
+@engine_boundary
 class DuckDBTable:
     """:class:`service.data.engines.base.TableEngine` over the Parquet files ``paths``.
 
@@ -57,7 +68,7 @@ class DuckDBTable:
     def __init__(self, paths: Sequence[str], columns: Mapping[str, str], label: str, *,
                  privacy_unit: str | None = None) -> None:
         self.label = label
-        self._paths = [str(p) for p in paths]
+        self.refusals = compiled_refusals(list(columns), privacy_unit)
         self._names = {attribute: f"c{i}" for i, attribute in enumerate(columns)}
         self._connection = duckdb.connect(":memory:")
         self._grouped = GroupedRows(DUCKDB_SQL, "grouped", lambda name, sql: self._run(
@@ -75,10 +86,7 @@ class DuckDBTable:
     def distinct_rows(self, attributes: Sequence[str], *, chunk_rows: int) -> Iterator[np.ndarray]:
         cursor = self._run(distinct_rows_sql(DUCKDB_SQL, "coded", [self._names[a] for a in attributes]))
         while True:
-            try:
-                part = cursor.fetchmany(chunk_rows)
-            except duckdb.Error as exc:
-                raise self._error(exc) from None
+            part = cursor.fetchmany(chunk_rows)
             if not part:
                 return
             yield np.array(part, dtype=np.int64).reshape(len(part), len(attributes) + 1)
@@ -108,13 +116,4 @@ class DuckDBTable:
         self._connection.close()
 
     def _run(self, sql: str) -> duckdb.DuckDBPyConnection:
-        try:
-            return self._connection.execute(sql)
-        except duckdb.Error as exc:
-            raise self._error(exc) from None
-
-    def _error(self, exc: duckdb.Error) -> EngineError:
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        for path in sorted(self._paths, key=len, reverse=True):  # where the table lives is the steward's business
-            reason = reason.replace(path, "<its Parquet files>")
-        return EngineError(f"dataset {self.label!r}: DuckDB cannot read its table: {reason}")
+        return self._connection.execute(sql)

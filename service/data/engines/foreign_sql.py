@@ -9,28 +9,72 @@ negative number, so its row's cell index is negative in every marginal that hold
 refused (:class:`db.tables.CodeOutOfRange`) and one more query names the column. Nothing is dropped or clipped,
 and no value is shown. With a privacy unit the derived table keeps one row per unit
 (:func:`service.data.engines.units.bounded_select`; a NULL unit is refused the same way, naming the unit column).
+
+**A cast that cannot fail.** A value is read as a number only where the read cannot fail, since the database's
+error would quote it (PostgreSQL: ``invalid input syntax for type double precision: "..."``, ``"1e400" is out of
+range for type double precision``). The column's type, reflected when the table is opened, chooses how
+(:func:`_number`):
+
+* SQLite: only values whose ``typeof`` is ``integer`` or ``real`` are numbers (SQLite casts ``'abc'`` to 0.0);
+* PostgreSQL integer and floating-point columns: cast to ``DOUBLE PRECISION``, which never fails for them (NaN is
+  outside the spec);
+* PostgreSQL ``NUMERIC``: compared as ``NUMERIC`` with the edges written as ``NUMERIC`` constants, never cast to a
+  double (``1e400`` does not fit one); NaN is outside, ``Infinity`` above every finite edge;
+* any other PostgreSQL type (text, boolean, date, JSON, ...): its text (every type casts to text) is a number only
+  when it matches :data:`NUMBER_TEXT` (ASCII digits, an optional sign, point and exponent of at most three digits,
+  ASCII spaces around) and is at most :data:`MAX_NUMBER_TEXT` characters: such a text always casts to ``NUMERIC``
+  (PostgreSQL accepts exponents up to 1000 and tens of thousands of digits), and is compared as above;
+  ``inf``/``infinity`` with an optional sign, in any case, is read as an infinity (as DuckDB's and Spark's
+  ``TRY_CAST`` read it); anything else (``NaN``, ``true``, a date, a name) is outside the spec;
+* any other database: cast to a double, as before (its errors are still translated by the engine boundary).
+
+A categorical column is compared as text (``CAST(... AS VARCHAR)``, which no PostgreSQL or SQLite value fails).
+Whatever the database still raises is translated by the engine boundary (:mod:`service.data.engines.boundary`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 
 import numpy as np
-from sqlalchemy import Engine, Float, String, Table, case, cast, func, literal, select
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy import (
+    Engine,
+    Float,
+    Integer,
+    Numeric,
+    String,
+    Table,
+    Text,
+    case,
+    cast,
+    func,
+    literal,
+    not_,
+    or_,
+    select,
+)
 from sqlalchemy.sql.elements import ColumnElement
 
 from db import tables
-from service.data.engines.base import SQL, VALUE_REFUSAL, EngineError, Marginal
+from service.data.engines.base import SQL, EngineError, Marginal, null_unit, values_outside_spec
+from service.data.engines.boundary import call_inside, engine_boundary
 from service.data.engines.gradients import CodeOutsideDomain, GradientQuery
 from service.data.engines.sql_gradients import SqlGradientSums
-from service.data.engines.units import bounded_select, null_unit_message
+from service.data.engines.units import bounded_select
 from workloads.binning import BinningSpec, ColumnBins
 
 #: The code of a value outside the spec: negative enough that any cell index holding it is negative (while the
 #: domain has fewer than 2^40 cells), small enough that it times a 2^22-cell stride still fits 64 bits.
 OUTSIDE = -(1 << 40)
+#: A PostgreSQL text that always casts to NUMERIC (module docstring): ASCII only (``[0-9]``, not ``\d``, which a
+#: locale may widen to other digits; the spaces ``numeric_in`` skips), an exponent of at most three digits.
+NUMBER_TEXT = "^[ \t\n\r\f\v]*[+-]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?[0-9]{1,3})?[ \t\n\r\f\v]*$"
+#: An infinity as DuckDB's and Spark's ``TRY_CAST`` read it (compared case-insensitively), by sign.
+POSITIVE_INFINITY_TEXT = "^[ \t\n\r\f\v]*[+]?inf(inity)?[ \t\n\r\f\v]*$"
+NEGATIVE_INFINITY_TEXT = "^[ \t\n\r\f\v]*-inf(inity)?[ \t\n\r\f\v]*$"
+#: The longest text read as a number (about 10^2000 at most: far inside NUMERIC's range).
+MAX_NUMBER_TEXT = 1000
 
 
 def spec_expressions(spec: BinningSpec, table: Table, dialect: str) -> dict[str, ColumnElement[int]]:
@@ -40,20 +84,7 @@ def spec_expressions(spec: BinningSpec, table: Table, dialect: str) -> dict[str,
 
 def _code(column: ColumnBins, raw: ColumnElement[object], strip: bool, dialect: str) -> ColumnElement[int]:
     if column.edges:
-        x = cast(raw, Float)
-        edges = column.edges
-        outside = [raw.is_(None)]
-        if dialect == "sqlite":  # SQLite casts any text to a number (0.0 for 'abc'): only numbers are numbers
-            outside.append(func.typeof(raw).notin_(["integer", "real"]))
-        if math.isfinite(edges[0]):
-            outside.append(x < edges[0])
-        if math.isfinite(edges[-1]):
-            outside.append(x > edges[-1])
-        if dialect == "postgresql":  # NaN, which PostgreSQL orders above every number, even above an infinite edge
-            outside.append(x == cast(literal("NaN"), Float))
-        whens = [(condition, literal(OUTSIDE)) for condition in outside]
-        whens += [(x < edge, literal(code)) for code, edge in enumerate(edges[1:-1])]
-        return case(*whens, else_=literal(len(edges) - 2))
+        return _bins(column.edges, raw, dialect)
     value: ColumnElement[str] = cast(raw, String)
     if strip:
         value = func.trim(value)
@@ -63,6 +94,57 @@ def _code(column: ColumnBins, raw: ColumnElement[object], strip: bool, dialect: 
     return case(*((value == v, literal(code)) for code, v in enumerate(column.values)), else_=literal(OUTSIDE))
 
 
+def _bins(edges: tuple[float, ...], raw: ColumnElement[object], dialect: str) -> ColumnElement[int]:
+    """The code of ``raw`` in the bins of ``edges``: the guards of :func:`_number` first (``CASE`` evaluates its
+    conditions in order and stops at the first true one, so the comparisons never meet a value they cannot read),
+    then the outer edges, then the bins."""
+    last = len(edges) - 2
+    x, guards, edge = _number(raw, dialect, low=0 if edges[0] == -math.inf else OUTSIDE,
+                              high=last if edges[-1] == math.inf else OUTSIDE)
+    whens = [(condition, literal(code)) for condition, code in guards]
+    if math.isfinite(edges[0]):
+        whens.append((x < edge(edges[0]), literal(OUTSIDE)))
+    if math.isfinite(edges[-1]):
+        whens.append((x > edge(edges[-1]), literal(OUTSIDE)))
+    whens += [(x < edge(e), literal(code)) for code, e in enumerate(edges[1:-1])]
+    return case(*whens, else_=literal(last))
+
+
+def _number(raw: ColumnElement[object], dialect: str, *, low: int, high: int
+            ) -> tuple[ColumnElement[object], list[tuple[ColumnElement[bool], int]], Callable[[float], object]]:
+    """How to read ``raw`` as a number without a failing cast (module docstring): the expression to compare, the
+    guards ``(condition, code)`` to test before it (mostly ``OUTSIDE``; a text infinity gets ``low`` or ``high``, the
+    code of the bin reaching that infinity or ``OUTSIDE``), and how to write an edge for the comparison."""
+    guards: list[tuple[ColumnElement[bool], int]] = [(raw.is_(None), OUTSIDE)]
+    kind = raw.type
+    if dialect == "sqlite":  # SQLite casts any text to a number (0.0 for 'abc'): only numbers are numbers
+        guards.append((func.typeof(raw).notin_(["integer", "real"]), OUTSIDE))
+        return cast(raw, Float), guards, float
+    if dialect != "postgresql":
+        return cast(raw, Float), guards, float
+    if isinstance(kind, Integer | Float):
+        x = cast(raw, Float)
+        guards.append((x == cast(literal("NaN"), Float), OUTSIDE))  # above every number in PostgreSQL's order
+        return x, guards, float
+    if isinstance(kind, Numeric):
+        guards.append((raw == cast(literal("NaN"), Numeric), OUTSIDE))
+        return raw, guards, _numeric_constant
+    text = cast(raw, Text)
+    guards += [
+        (text.regexp_match(POSITIVE_INFINITY_TEXT, flags="i"), high),
+        (text.regexp_match(NEGATIVE_INFINITY_TEXT, flags="i"), low),
+        (or_(not_(text.regexp_match(NUMBER_TEXT)), func.length(text) > MAX_NUMBER_TEXT), OUTSIDE),
+    ]
+    return cast(text, Numeric), guards, _numeric_constant
+
+
+def _numeric_constant(value: float) -> ColumnElement[object]:
+    """``value`` (a finite edge) as a NUMERIC constant: compared with a double, PostgreSQL would cast the NUMERIC
+    side to a double, which fails above 1.8e308."""
+    return cast(literal(repr(float(value))), Numeric)
+
+
+@engine_boundary
 class ForeignSqlTable:
     """:class:`service.data.engines.base.TableEngine` over ``table`` in the database of ``engine`` (disposed by
     :meth:`close`), each attribute coded by ``expressions`` (:func:`spec_expressions`); ``privacy_unit``, a column
@@ -72,8 +154,8 @@ class ForeignSqlTable:
 
     def __init__(self, engine: Engine, table: Table, expressions: Mapping[str, ColumnElement[int]],
                  sizes: Mapping[str, int], label: str, *, privacy_unit: str | None = None) -> None:
-        self.engine = engine
         self.label = label
+        self.engine = engine
         self._names = {a: f"c{i}" for i, a in enumerate(expressions)}
         self._unit = privacy_unit
         self._table = table
@@ -96,48 +178,35 @@ class ForeignSqlTable:
                 return tables.count_marginals(connection, self._shape, specs, source=self._source)
         except tables.CodeOutOfRange:
             raise self._outside([a for attributes, _ in marginals for a in attributes]) from None
-        except SQLAlchemyError as exc:
-            raise self._error(exc) from None
 
     def distinct_rows(self, attributes: Sequence[str], *, chunk_rows: int) -> Generator[np.ndarray, None, None]:
         coded = self._coded.subquery()
         columns = [coded.c[self._names[a]] for a in attributes]
         query = select(*columns, func.count()).group_by(*columns).order_by(*columns)
-        try:
-            with self.engine.connect() as connection:
-                result = connection.execution_options(stream_results=True, yield_per=chunk_rows).execute(query)
-                for part in result.partitions(chunk_rows):
-                    rows = np.array([tuple(r) for r in part], dtype=np.int64).reshape(len(part), len(columns) + 1)
-                    if (rows[:, :-1] < 0).any():
-                        raise self._outside(list(attributes))
-                    yield rows
-        except SQLAlchemyError as exc:
-            raise self._error(exc) from None
+        with self.engine.connect() as connection:
+            result = connection.execution_options(stream_results=True, yield_per=chunk_rows).execute(query)
+            for part in result.partitions(chunk_rows):
+                rows = np.array([tuple(r) for r in part], dtype=np.int64).reshape(len(part), len(columns) + 1)
+                if (rows[:, :-1] < 0).any():
+                    raise self._outside(list(attributes))
+                yield rows
 
     def clipped_gradient_sums(self, query: GradientQuery) -> list[np.ndarray]:
         try:
             return self._gradients(query)
         except CodeOutsideDomain as exc:
             raise self._outside(exc.attributes) from None
-        except SQLAlchemyError as exc:
-            raise self._error(exc) from None
 
     def row_count(self) -> int:
-        try:
-            with self.engine.connect() as connection:
-                return int(connection.execute(select(func.count()).select_from(self._coded.subquery())).scalar_one())
-        except SQLAlchemyError as exc:
-            raise self._error(exc) from None
+        with self.engine.connect() as connection:
+            return int(connection.execute(select(func.count()).select_from(self._coded.subquery())).scalar_one())
 
     def outside_columns(self) -> list[str]:
         """The attributes with at least one value outside the spec, in any row (one scan)."""
         coded = self._rows.subquery()
         query = select(*(func.min(coded.c[c]) for c in self._names.values()))
-        try:
-            with self.engine.connect() as connection:
-                minima = connection.execute(query).one()
-        except SQLAlchemyError as exc:
-            raise self._error(exc) from None
+        with self.engine.connect() as connection:
+            minima = connection.execute(query).one()
         return [a for a, m in zip(self._names, minima, strict=True) if m is not None and m < 0]
 
     def close(self) -> None:
@@ -149,37 +218,23 @@ class ForeignSqlTable:
         if self._unit is None:
             return False
         query = select(func.count()).select_from(self._table).where(self._table.c[self._unit].is_(None))
-        try:
-            with self.engine.connect() as connection:
-                return int(connection.execute(query).scalar_one()) > 0
-        except SQLAlchemyError as exc:
-            raise self._error(exc) from None
+        with self.engine.connect() as connection:
+            return int(connection.execute(query).scalar_one()) > 0
 
     def check(self) -> int:
         """Read every row once and return the row count, as DuckDB's and Spark's ``check`` do: a NULL unit or a
         value outside the spec raises :class:`EngineError` here, naming the column."""
         if self.null_units():
-            raise self._null_unit()
+            raise null_unit(self.label, str(self._unit))
         outside = self.outside_columns()
         if outside:
-            raise self._values_outside(outside)
+            raise values_outside_spec(self.label, outside)
         return self.row_count()
 
     def _outside(self, attributes: list[str]) -> EngineError:
         if self.null_units():
-            return self._null_unit()
-        return self._values_outside([a for a in self.outside_columns() if a in attributes] or attributes)
-
-    def _null_unit(self) -> EngineError:
-        return EngineError(f"dataset {self.label!r}: {null_unit_message(str(self._unit))}")
-
-    def _values_outside(self, named: list[str]) -> EngineError:
-        return EngineError(f"dataset {self.label!r}: column(s) {named} hold a value the binning spec cannot code; "
-                           f"values outside the spec are {VALUE_REFUSAL}: widen the spec to count them")
-
-    def _error(self, exc: SQLAlchemyError) -> EngineError:
-        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
-        return EngineError(f"dataset {self.label!r}: its database cannot be read: {reason}")
+            return null_unit(self.label, str(self._unit))
+        return values_outside_spec(self.label, [a for a in self.outside_columns() if a in attributes] or attributes)
 
 
 def open_foreign(location: Mapping[str, object], label: str, sizes: Mapping[str, int]) -> ForeignSqlTable:
@@ -194,11 +249,15 @@ def open_foreign(location: Mapping[str, object], label: str, sizes: Mapping[str,
     spec = parse_spec(location["spec"], source=f"the binning spec of {label!r}")
     engine = make_engine(str(location["url"]))
     try:
-        table = Table(str(location["table"]), MetaData(), autoload_with=engine)
-    except SQLAlchemyError as exc:
+        table = call_inside(label, Table, str(location["table"]), MetaData(), autoload_with=engine)
+    except EngineError:
         engine.dispose()
-        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
-        raise EngineError(f"dataset {label!r}: its table cannot be read: {reason}") from None
+        raise
+    missing = [c.name for c in spec.columns if c.name not in table.c]
+    if missing:
+        engine.dispose()
+        raise EngineError(f"dataset {label!r}: its table no longer has the column(s) {missing} of its spec: check the "
+                          "table, or attach it again")
     unit = location.get("privacy_unit")
     if unit is not None and unit not in table.c:
         engine.dispose()

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from db.tables import cell_index_sql
+from db.tables import CodeOutOfRange, cell_index_sql
 from service.data.engines.base import Marginal
 from service.data.engines.dialect import Dialect
 
@@ -41,13 +41,17 @@ def grouping_sets_sql(dialect: Dialect, view: str, columns: Mapping[str, str],
 def dense_counts(marginals: Sequence[tuple[tuple[str, ...], tuple[int, ...]]], which: np.ndarray, cells: np.ndarray,
                  counts: np.ndarray, dtype: type = np.int64) -> list[np.ndarray]:
     """The dense arrays (int64 counts, or ``dtype`` sums) of each marginal from the rows ``(which, cell, count)`` of
-    :func:`grouping_sets_sql` (cells absent from the answer are 0)."""
+    :func:`grouping_sets_sql` (cells absent from the answer are 0). A cell outside the marginal (a code outside its
+    domain in a stored table, which numpy would wrap round to a real cell or refuse with the cell in its message)
+    raises :class:`~db.tables.CodeOutOfRange`."""
     which, cells = (np.asarray(v, dtype=np.int64) for v in (which, cells))
     counts = np.asarray(counts, dtype=dtype)
     out = []
     for i, (_, shape) in enumerate(marginals):
         dense = np.zeros(int(np.prod(shape, dtype=np.int64)), dtype=dtype)
         mine = which == i
+        if mine.any() and (cells[mine].min() < 0 or cells[mine].max() >= dense.size):
+            raise CodeOutOfRange()
         dense[cells[mine]] = counts[mine]
         out.append(dense.reshape(shape))
     return out

@@ -34,7 +34,7 @@ def open_table(engine: Engine, dataset: StoredDataset) -> TableEngine:
     if dataset.engine == SQL:
         from service.data.engines.sql import SqlTable
 
-        return SqlTable(engine, dataset.data_table, dataset.sql_columns, sizes)
+        return SqlTable(engine, dataset.data_table, dataset.sql_columns, sizes, dataset.name)
     if dataset.engine == DUCKDB:
         from service.data.engines.duckdb_table import DuckDBTable, quote
 

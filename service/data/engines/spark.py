@@ -19,10 +19,19 @@ oracle's public cap on their number stops the read as soon as it is passed. DP-I
 aggregation with the same exploded keys, over a cached view of the distinct rows with their counts (grouped by one scan
 on first use), summing each distinct row's clipped weight times its count (:mod:`service.data.engines.gradients`).
 Nothing else is read: no row leaves Spark one by one.
+
+Spark 4 runs in ANSI mode, where a failed cast stops the query with the value in its message (``CAST_INVALID_INPUT:
+The value '...' of the type "STRING" cannot be cast``): the spec reads raw values only through ``TRY_CAST``
+(:mod:`service.data.engines.dialect`), so such a value is outside the spec. Whatever Spark, py4j or gRPC raises is
+translated by the engine boundary (:mod:`service.data.engines.boundary`) from its error class or gRPC status, never
+its text; and pyspark's own query-context loggers, which print every query error's message (with the value) to
+the process's stderr, and py4j's DEBUG log of the JVM's answers, are quieted when the session is made
+(:func:`_quiet_pyspark_loggers`).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -31,10 +40,12 @@ from typing import Any
 import numpy as np
 
 from service.data.engines.base import SPARK, EngineError, Marginal
+from service.data.engines.boundary import compiled_refusals, engine_boundary
 from service.data.engines.dialect import SPARK_SQL
 from service.data.engines.gradients import GradientQuery, GroupedRows, weighted_rows_sql
 from service.data.engines.grouping import check_marginals, distinct_rows_sql, stacked_counts, stacked_keys_sql
 from service.data.engines.units import coded_sql
+from service.error_text import debugging
 
 #: Environment variable: the Spark Connect URL of a cluster (``sc://host:15002``); unset: local mode.
 SPARK_REMOTE_VARIABLE = "MARGINALIA_SPARK_REMOTE"
@@ -47,24 +58,30 @@ LOCAL_SHUFFLE_PARTITIONS = "8"
 #: Attempts to reach a Spark Connect server when the session is created (:func:`_probe`).
 PROBE_RETRIES = 3
 
+#: pyspark's loggers that print each query error's message, and its query, to stderr (pyspark/errors/exceptions).
+PYSPARK_QUERY_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
+
+log = logging.getLogger("marginalia.engines")
 _sessions: dict[str | None, Any] = {}
 
 
 def spark_session() -> Any:
     """This process's Spark session (module docstring), created on first use and kept: starting Spark costs
     seconds, so every table, release and test of a process shares it. :class:`EngineError` when pyspark is not
-    installed or Spark cannot be reached."""
+    installed; when Spark cannot be started or reached, pyspark's error, which the table's engine boundary turns
+    into the dataset's ``engine_error`` (the log line says which Spark)."""
     remote = os.environ.get(SPARK_REMOTE_VARIABLE) or None
     session = _sessions.get(remote)
     if session is not None and (remote is None or _unanswered(session) is None):
         return session
-    # the URL's parameters (``sc://host:15002/;token=...``) may hold a credential: errors name the server only
+    # the URL's parameters (``sc://host:15002/;token=...``) may hold a credential: the log names the server only
     server = remote.split(";", 1)[0] if remote else None
     where = f"Spark Connect at {server} ({SPARK_REMOTE_VARIABLE})" if remote else f"local-mode Spark ({LOCAL_MASTER})"
     try:
         from pyspark.sql import SparkSession
     except ImportError:
         raise EngineError("the Spark engine needs pyspark: pip install 'marginalia[spark]'") from None
+    _quiet_pyspark_loggers()
     try:
         if remote:  # no options: each would be a call to the server, retried for minutes if it is down
             # the Connect session class itself: pyspark.sql.SparkSession.builder.remote() would switch the whole
@@ -80,9 +97,27 @@ def spark_session() -> Any:
                        .config("spark.log.level", "FATAL")  # errors reach the caller as EngineError, not the log
                        .config("spark.sql.shuffle.partitions", LOCAL_SHUFFLE_PARTITIONS).getOrCreate())
     except Exception as exc:  # noqa: BLE001 - pyspark raises many kinds (Java gateway, gRPC, import of extras)
-        raise EngineError(f"{where} is unreachable: {first_line(exc)}") from None
+        log.warning("%s cannot be started or reached (%s)", where, type(exc).__name__)
+        raise
     _sessions[remote] = session
     return session
+
+
+def _quiet_pyspark_loggers() -> None:
+    """Keep Spark's messages out of the process's log: disable pyspark's query-context loggers
+    (:data:`PYSPARK_QUERY_LOGGERS`), which log every query error with its message to stderr on their own handler,
+    and, unless its level was configured, raise py4j's to WARNING: at DEBUG (a root logger at DEBUG is enough) py4j
+    logs every answer of the JVM, the text of each error included. The engine boundary reports the errors.
+    ``MARGINALIA_DEBUG=1`` (the operator asking for everything) leaves py4j as configured."""
+    py4j = logging.getLogger("py4j")
+    if py4j.level == logging.NOTSET and not debugging():
+        py4j.setLevel(logging.WARNING)
+    try:
+        from pyspark.logger import PySparkLogger
+    except ImportError:  # a pyspark without them (before 4.0) has nothing to quiet
+        return
+    for name in PYSPARK_QUERY_LOGGERS:
+        PySparkLogger.getLogger(name).disabled = True
 
 
 def _probe(session: Any) -> None:
@@ -112,45 +147,22 @@ def _unanswered(session: Any) -> Exception | None:
         return exc
 
 
-def first_line(exc: BaseException) -> str:
-    """The first line of ``exc``'s message (pyspark appends the JVM's stack trace; a gRPC error, its status and
-    details), or its type's name."""
-    for error in () if _condition(exc) else (exc, exc.__context__):  # Connect wraps a grpc.RpcError (a dump)
-        details, code = getattr(error, "details", None), getattr(error, "code", None)
-        if callable(details) and callable(code):
-            try:
-                return f"{code().name}: {(details() or '').strip().splitlines()[0]}"
-            except Exception:  # noqa: BLE001, S110 - fall back to the message
-                pass
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
-def _condition(exc: BaseException) -> str | None:
-    """The Spark error class of ``exc`` (``TABLE_OR_VIEW_NOT_FOUND``), which its message starts with; None for a
-    transport error (Spark Connect's carry the gRPC status instead)."""
-    try:
-        return exc.getCondition()  # type: ignore[attr-defined]
-    except Exception:  # noqa: BLE001 - not a Spark error, or its JVM is gone
-        return None
-
-
+@engine_boundary
 class SparkTable:
     """:class:`service.data.engines.base.TableEngine` over the Spark table ``table``.
 
     ``columns`` maps each attribute (domain order) to a Spark SQL expression over the table's columns giving its
-    code 0..size-1; ``label`` names the table in errors (the dataset's name; the table's name or path is replaced
-    by ``<its Spark table>``); ``privacy_unit``, a column of the table, makes the view keep one row per unit
+    code 0..size-1; ``label`` names the table in errors (the dataset's name; errors never name the table, a path
+    or what Spark said); ``privacy_unit``, a column of the table, makes the view keep one row per unit
     (:mod:`service.data.engines.units`)."""
 
     name = SPARK
     gradient_sums_in_one_scan = True
 
-    def __init__(self, table: str, columns: Mapping[str, str], label: str, *, show_table: bool = False,
+    def __init__(self, table: str, columns: Mapping[str, str], label: str, *,
                  privacy_unit: str | None = None) -> None:
         self.label = label
-        self._show_table = show_table  # errors say the table's name (``dataset attach``: the steward typed it)
-        self._table = table
+        self.refusals = compiled_refusals(list(columns), privacy_unit)
         self._names = {attribute: f"c{i}" for i, attribute in enumerate(columns)}
         self._view = f"marginalia_{uuid.uuid4().hex}"
         #: cached views of the distinct rows with counts (``CACHE TABLE``: one scan of the table on first use, kept
@@ -158,11 +170,8 @@ class SparkTable:
         self._grouped = GroupedRows(SPARK_SQL, f"{self._view}_g", lambda name, sql: self._sql(
             f"CACHE TABLE {name} AS {sql}"))
         self.session = spark_session()
-        try:
-            frame = self.session.table(table)
-            self.columns = list(frame.columns)  # Spark Connect resolves the table here
-        except Exception as exc:  # noqa: BLE001
-            raise self._error(exc) from None
+        frame = self.session.table(table)
+        self.columns = list(frame.columns)  # Spark Connect resolves the table here
         self._frame = frame
         self._select: str | None = coded_sql(SPARK_SQL, SPARK_SQL.quote(f"{self._view}_rows"),
                                              {self._names[a]: e for a, e in columns.items()}, privacy_unit)
@@ -171,11 +180,8 @@ class SparkTable:
         """The coded view's name, created on first use over a view of the table's own rows (a missing column of the
         spec fails here)."""
         if self._select is not None:
-            try:
-                self._frame.createOrReplaceTempView(f"{self._view}_rows")
-                self.session.sql(self._select).createOrReplaceTempView(self._view)
-            except Exception as exc:  # noqa: BLE001
-                raise self._error(exc) from None
+            self._frame.createOrReplaceTempView(f"{self._view}_rows")
+            self.session.sql(self._select).createOrReplaceTempView(self._view)
             self._select = None
         return self._view
 
@@ -187,18 +193,12 @@ class SparkTable:
     def distinct_rows(self, attributes: Sequence[str], *, chunk_rows: int) -> Iterator[np.ndarray]:
         sql = distinct_rows_sql(SPARK_SQL, self._coded(), [self._names[a] for a in attributes])
         width = len(attributes) + 1
-        try:
-            rows = self.session.sql(sql).toLocalIterator()
-            part: list[tuple[int, ...]] = []
-            for row in rows:
-                part.append(tuple(row))
-                if len(part) == chunk_rows:
-                    yield np.array(part, dtype=np.int64).reshape(len(part), width)
-                    part = []
-        except GeneratorExit:
-            raise
-        except Exception as exc:  # noqa: BLE001
-            raise self._error(exc) from None
+        part: list[tuple[int, ...]] = []
+        for row in self.session.sql(sql).toLocalIterator():
+            part.append(tuple(row))
+            if len(part) == chunk_rows:
+                yield np.array(part, dtype=np.int64).reshape(len(part), width)
+                part = []
         if part:
             yield np.array(part, dtype=np.int64).reshape(len(part), width)
 
@@ -236,13 +236,4 @@ class SparkTable:
 
     def _sql(self, sql: str) -> Any:
         """The result of ``sql`` as an Arrow table."""
-        try:
-            return self.session.sql(sql).toArrow()
-        except Exception as exc:  # noqa: BLE001
-            raise self._error(exc) from None
-
-    def _error(self, exc: BaseException) -> EngineError:
-        reason = first_line(exc)
-        if not self._show_table:
-            reason = reason.replace(self._table, "<its Spark table>")
-        return EngineError(f"dataset {self.label!r}: Spark cannot read its table: {reason}")
+        return self.session.sql(sql).toArrow()

@@ -2,18 +2,20 @@
 :class:`~service.data.engines.dialect.Dialect`), so a table attached where it lives is
 coded inside the engine, on every scan, exactly as ``dataset load --bins`` codes a raw CSV.
 
-Rule for a value the spec cannot code (outside the outer edges, not a number, NULL, a category not listed): the
-scan is **refused** with an error naming the column, through the engine's refusal (DuckDB's ``error()``, Spark's
-``raise_error()``) in the ``ELSE`` branch of the column's ``CASE``. No value is dropped or clipped silently; the
-message never shows the value (a release that meets one fails before any noise is drawn, and its caller may be an
-analyst). Widen the spec (``-.inf`` / ``.inf`` as outer edges, or list the category) to count such rows.
+Rule for a value the spec cannot code (outside the outer edges, not a number, NULL, a category not listed, a value
+of a type the spec does not read): the scan is **refused** with an error naming the column, through the engine's
+refusal (DuckDB's ``error()``, Spark's ``raise_error()``) in the ``ELSE`` branch of the column's ``CASE``, with our
+sentence (:func:`~service.data.engines.base.refusal_sentence`), which the engine boundary recognises and reports
+from its own copy (:mod:`service.data.engines.boundary`). The raw value is read only through casts that cannot fail
+(``TRY_CAST`` to a double or a string, NULL when it cannot): an engine's failed cast would quote the value. No value
+is dropped or clipped silently; the message never shows the value (a release that meets one fails before any noise
+is drawn, and its caller may be an analyst). Widen the spec (``-.inf`` / ``.inf`` as outer edges, or list the
+category) to count such rows.
 """
 
 from __future__ import annotations
 
-import math
-
-from service.data.engines.base import VALUE_REFUSAL
+from service.data.engines.base import refusal_sentence
 from service.data.engines.dialect import DUCKDB_SQL, Dialect
 from workloads.binning import BinningSpec, ColumnBins
 
@@ -29,7 +31,7 @@ def column_sql(column: ColumnBins, *, strip: bool, dialect: Dialect = DUCKDB_SQL
     if column.edges:
         x = dialect.try_double(raw)
         edges = column.edges
-        refuse = _refuse(dialect, column, f"a number in [{_number(edges[0])}, {_number(edges[-1])}]")
+        refuse = dialect.refuse(refusal_sentence(column.name))
         branches = " ".join(f"WHEN {x} < {dialect.double(edge)} THEN {code}" for code, edge in enumerate(edges[1:-1]))
         return (f"(CASE WHEN {x} IS NULL OR isnan({x}) OR {x} < {dialect.double(edges[0])} "
                 f"OR {x} > {dialect.double(edges[-1])} THEN {refuse} {branches} ELSE {len(edges) - 2} END)")
@@ -40,14 +42,4 @@ def column_sql(column: ColumnBins, *, strip: bool, dialect: Dialect = DUCKDB_SQL
         value = (f"(CASE WHEN {dialect.ends_with(value, column.strip_suffix)} THEN left({value}, length({value}) - "
                  f"{len(column.strip_suffix)}) ELSE {value} END)")
     branches = " ".join(f"WHEN {dialect.literal(v)} THEN {code}" for code, v in enumerate(column.values))
-    return f"(CASE {value} {branches} ELSE {_refuse(dialect, column, f'one of {list(column.values)}')} END)"
-
-
-def _refuse(dialect: Dialect, column: ColumnBins, expected: str) -> str:
-    message = (f"column {column.name!r}: a value cannot be coded by the binning spec (expected {expected}); values "
-               f"outside the spec are {VALUE_REFUSAL}: widen the spec to count them")
-    return dialect.refuse(message)
-
-
-def _number(value: float) -> str:
-    return "inf" if value == math.inf else "-inf" if value == -math.inf else f"{value:g}"
+    return f"(CASE {value} {branches} ELSE {dialect.refuse(refusal_sentence(column.name))} END)"

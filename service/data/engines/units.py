@@ -25,19 +25,13 @@ from sqlalchemy import Select, case, func, literal, or_, select
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.selectable import FromClause
 
-from service.data.engines.base import VALUE_REFUSAL
+from service.data.engines.base import null_unit_sentence
 from service.data.engines.dialect import Dialect
 
 #: Names of the helper columns inside the bounded relation (never seen outside it).
 UNIT_ALIAS = "marginalia_unit"
 RANK_ALIAS = "marginalia_rank"
 GUARD_ALIAS = "marginalia_unit_guard"
-
-
-def null_unit_message(unit: str) -> str:
-    """The refusal of a row whose privacy unit is NULL."""
-    return (f"column {unit!r} (the privacy unit) is NULL in some row: every row must name its unit; a NULL unit is "
-            f"{VALUE_REFUSAL}")
 
 
 def coded_sql(dialect: Dialect, source: str, columns: Mapping[str, str], unit: str | None) -> str:
@@ -49,7 +43,7 @@ def coded_sql(dialect: Dialect, source: str, columns: Mapping[str, str], unit: s
     if unit is None:
         return f"SELECT {select_list} FROM {source}"
     names = ", ".join(q(name) for name in columns)
-    guard = f"CASE WHEN {q(unit)} IS NULL THEN {dialect.refuse(null_unit_message(unit))} ELSE 0 END"
+    guard = f"CASE WHEN {q(unit)} IS NULL THEN {dialect.refuse(null_unit_sentence(unit))} ELSE 0 END"
     rows = f"SELECT {select_list}, {q(unit)} AS {q(UNIT_ALIAS)}, {guard} AS {q(GUARD_ALIAS)} FROM {source}"
     # the guard leads the window's order so that it is computed for every row (a NULL unit stops the scan)
     ranked = (f"SELECT {names}, ROW_NUMBER() OVER (PARTITION BY {q(UNIT_ALIAS)} ORDER BY {q(GUARD_ALIAS)}, {names})"

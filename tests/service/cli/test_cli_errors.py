@@ -93,14 +93,62 @@ def test_no_traceback_reaches_the_terminal(tmp_path: Path) -> None:
 
 
 def test_a_bug_is_one_paragraph_with_status_1(engine, titanic, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    """The paragraph names the exception's type, never its message: an exception that is not the project's own may
+    quote a cell value (a driver's, numpy's). (On f80d414 it printed ``RuntimeError: <its message>``; this test then
+    asserted the message was shown.)"""
     def broken(*args: object, **kwargs: object) -> None:
-        raise RuntimeError("something impossible")
+        raise RuntimeError("something impossible: Jane Doe HIV+")
 
     monkeypatch.setattr(accountant, "ledger_rows", broken)
     monkeypatch.delenv("MARGINALIA_DEBUG", raising=False)
     body = _error(runner.invoke(app, ["ledger", "titanic", "--json"]), status=1)
-    assert body["error"] == "internal_error" and "something impossible" in body["message"]
+    assert body["error"] == "internal_error" and "Jane Doe" not in body["message"]
+    assert body["message"].startswith("RuntimeError (its message is withheld")
     assert "MARGINALIA_DEBUG=1" in body["message"]
+    human = runner.invoke(app, ["ledger", "titanic"])
+    assert human.exit_code == 1 and "RuntimeError" in human.stderr and "Jane Doe" not in human.output
+
+
+@pytest.mark.parametrize("error", [ValueError("invalid literal for int() with base 10: 'Jane Doe HIV+'"),
+                                   json.JSONDecodeError("Expecting value: Jane Doe HIV+", "x", 0),
+                                   TypeError("unsupported operand: 'Jane Doe HIV+'")])
+def test_a_foreign_value_error_is_a_bug_without_its_message(engine, titanic, monkeypatch: pytest.MonkeyPatch,  # noqa: ANN001
+                                                           error: Exception) -> None:
+    """Only a ValueError of the project's own packages is ``invalid_input`` with its message (as the API's 422); a
+    library's (numpy's ``invalid literal for int()`` quotes the cell) is a bug paragraph without it. On f80d414 any
+    package's ValueError or TypeError was printed whole as ``invalid_input``."""
+    def broken(*args: object, **kwargs: object) -> None:
+        raise error
+
+    monkeypatch.setattr(accountant, "ledger_rows", broken)
+    monkeypatch.delenv("MARGINALIA_DEBUG", raising=False)
+    body = _error(runner.invoke(app, ["ledger", "titanic", "--json"]), status=1)
+    assert body["error"] == "internal_error" and "Jane Doe" not in body["message"], body
+    assert type(error).__name__ in body["message"]
+
+
+def test_our_own_value_error_is_invalid_input_with_its_message(engine, titanic,  # noqa: ANN001
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from workloads.parameters import ParameterError
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise ParameterError("epsilon must be a finite number")
+
+    monkeypatch.setattr(accountant, "ledger_rows", broken)
+    body = _error(runner.invoke(app, ["ledger", "titanic", "--json"]))
+    assert body == {"error": "invalid_input", "message": "epsilon must be a finite number"}
+
+
+def test_marginalia_debug_lets_the_whole_traceback_reach_the_terminal(engine, titanic,  # noqa: ANN001
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """``MARGINALIA_DEBUG=1`` is the operator asking, on the machine that holds the data, for everything."""
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("something impossible: Jane Doe HIV+")
+
+    monkeypatch.setattr(accountant, "ledger_rows", broken)
+    monkeypatch.setenv("MARGINALIA_DEBUG", "1")
+    result = runner.invoke(app, ["ledger", "titanic", "--json"])
+    assert isinstance(result.exception, RuntimeError) and "Jane Doe" in str(result.exception)
 
 
 # files with the wrong number of fields ----------------------------------------------------------------

@@ -109,17 +109,26 @@ def test_attach_through_the_command_line_never_shows_the_path(engine, tmp_path: 
 
 def test_an_engine_that_fails_during_the_check_is_an_engine_error_not_a_bad_value(engine, tmp_path: Path,  # noqa: ANN001
                                                                                   monkeypatch) -> None:  # noqa: ANN001
-    """A checking scan stopped by the engine (a file gone, a server down) is ``engine_error``; one stopped by the
-    data (a value the spec cannot code) stays ``invalid_value``; neither stores anything."""
+    """A checking scan stopped by the engine (a file gone, a server down) is ``engine_error``, in our words (DuckDB's
+    named the file); one stopped by the data (a value the spec cannot code) stays ``invalid_value``; neither stores
+    anything."""
+    import duckdb
+
+    from service.data.engines.boundary import Reason
     from service.data.engines.duckdb_table import DuckDBTable
 
-    def unreadable(self: DuckDBTable) -> int:
-        raise EngineError(f"dataset {self.label!r}: DuckDB cannot read its table: IO Error: the disk went away")
+    run = DuckDBTable._run
 
-    monkeypatch.setattr(DuckDBTable, "check", unreadable)
+    def unreadable(self: DuckDBTable, sql: str) -> duckdb.DuckDBPyConnection:
+        if sql.startswith("SELECT COUNT(*), MAX("):  # the check's scan
+            raise duckdb.IOException(f"IO Error: the disk went away under {tmp_path}")
+        return run(self, sql)
+
+    monkeypatch.setattr(DuckDBTable, "_run", unreadable)
     with pytest.raises(InvalidInput) as caught:
         attach_parquet(engine, "t", [str(_write(tmp_path, _frame()))], write_spec(tmp_path))
-    assert caught.value.code == "engine_error" and "the disk went away" in caught.value.message
+    assert caught.value.code == "engine_error" and Reason.FILES.value in caught.value.message
+    assert "disk" not in caught.value.message and str(tmp_path) not in caught.value.message
     assert [d.name for d in datasets.list_datasets(engine)] == []
     monkeypatch.undo()
     frame = _frame()

@@ -20,6 +20,7 @@ from service.accounting import accountant
 from service.cli import app
 from service.data import datasets
 from service.data.engines.base import EngineError
+from service.data.engines.boundary import Reason
 from service.data.engines.store import ParquetWriter, data_folder
 from service.data.oracle import TableCountOracle
 from service.data.relocate import migrate_dataset
@@ -112,7 +113,7 @@ def test_a_missing_parquet_file_is_one_clear_error_without_its_path(engine, tmp_
     with pytest.raises(EngineError) as caught:
         TableCountOracle(engine, stored).counts(("a",))
     message = caught.value.message
-    assert message.startswith("dataset 'toy': DuckDB cannot read its table")
+    assert message == f"dataset 'toy': {Reason.FILES.value}"  # our words: DuckDB's own message named the file
     assert str(data_folder(engine)) not in message and stored.location["file"] not in message
 
 

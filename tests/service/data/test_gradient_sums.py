@@ -17,7 +17,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from sqlalchemy import Engine, text
-from sqlalchemy.exc import DBAPIError
 
 from estimators.central.dp_iht import ArrayGradients, dp_iht_calibration, loss_slopes
 from service.accounting import accountant
@@ -132,7 +131,7 @@ def test_attached_sql_sums_as_numpy_and_refuses_a_value_outside_the_spec(engine:
         connection.execute(text("UPDATE people SET income = 'unknown' WHERE age < 30"))
     with TableCountOracle(engine, stored) as oracle:
         gradients = EngineGradients(oracle, designs[0], "linear")
-        with pytest.raises(EngineError, match=r"column\(s\) \['income'\] hold a value the binning spec cannot code"):
+        with pytest.raises(EngineError, match=r"column 'income' holds a value the binning spec cannot code"):
             gradients(np.zeros(1 + designs[0].n_features), 1.0)
 
 
@@ -320,7 +319,7 @@ def test_postgres_failed_fits_leave_no_table_and_the_pool_works(engine: Engine, 
     with TableCountOracle(engine, stored) as oracle:
         gradients = EngineGradients(oracle, design, "linear")
         gradients(np.zeros(1 + design.n_features), 1.0)
-        with pytest.raises((EngineError, DBAPIError), match="out of range"):
+        with pytest.raises(EngineError, match="out of range"):  # PostgreSQL's own text no longer comes through
             gradients(np.full(1 + design.n_features, 8e307), 1.0)  # each margin finite, their sum not
         assert _postgres_leftovers(engine) == (1, 0)  # the fit's transaction, aborted, until the oracle closes
     assert _postgres_leftovers(engine) == (0, 0)
@@ -331,7 +330,7 @@ def test_postgres_failed_fits_leave_no_table_and_the_pool_works(engine: Engine, 
         with engine.begin() as connection:
             connection.execute(text(f"UPDATE {table} SET income = 'unknown' WHERE age < 30"))
         accountant.set_budget(engine, "visits", "10", "1e-3")
-        with pytest.raises(EngineError, match=r"column\(s\) \['income'\] hold a value the binning spec cannot"):
+        with pytest.raises(EngineError, match=r"column 'income' holds a value the binning spec cannot"):
             fit_regression(engine, "visits", "linear", "income", ["age", "work"], method="dp-iht", epsilon="1",
                            delta="1e-5", options={"sparsity": 2, "iterations": 3})
         assert _postgres_leftovers(engine) == (0, 0)

@@ -30,6 +30,7 @@ from service.cli import app
 from service.data import datasets
 from service.data.attach.tables import attach_spark
 from service.data.engines.base import EngineError
+from service.data.engines.boundary import Reason
 from service.data.engines.dialect import SPARK_SQL
 from service.data.engines.spark import SPARK_REMOTE_VARIABLE, SparkTable, spark_session
 from service.data.oracle import TableCountOracle
@@ -162,7 +163,8 @@ def test_spark_string_literals_round_trip(spark) -> None:  # noqa: ANN001
 
 def test_attach_refuses_bad_input_and_stores_nothing(engine, spark, tmp_path: Path) -> None:  # noqa: ANN001, ARG001
     spec = _spec(tmp_path)
-    with pytest.raises(InvalidInput, match=r"--spark no_such_table: .*TABLE_OR_VIEW_NOT_FOUND.*Nothing was stored"):
+    with pytest.raises(InvalidInput, match=r"--spark no_such_table: dataset 't': its table, or a column its spec "
+                                           r"reads, cannot be found.*Nothing was stored"):  # our words, not Spark's
         attach_spark(engine, "t", "no_such_table", spec)
     lacking = _parquet(tmp_path, _frame().drop(columns=["hours"]), "lacking.parquet")
     with pytest.raises(InvalidInput, match=r"the spec's column\(s\) \['hours'\] are not in the table") as missing:
@@ -170,25 +172,28 @@ def test_attach_refuses_bad_input_and_stores_nothing(engine, spark, tmp_path: Pa
     assert missing.value.code == "column_mismatch"
     outside = _frame()
     outside.loc[17, "age"] = 140.0
-    with pytest.raises(InvalidInput, match=r"column 'age': a value cannot be coded by the binning spec") as refused:
+    with pytest.raises(InvalidInput, match=r"column 'age' holds a value the binning spec cannot code") as refused:
         attach_spark(engine, "t", _parquet(tmp_path, outside, "outside.parquet"), spec)
     assert refused.value.code == "invalid_value" and "140" not in refused.value.message
     unlisted = _frame()
     unlisted.loc[3, "work"] = "Never-worked"
-    with pytest.raises(InvalidInput, match=r"column 'work': a value cannot be coded"):
+    with pytest.raises(InvalidInput, match=r"column 'work' holds a value the binning spec cannot code"):
         attach_spark(engine, "t", _parquet(tmp_path, unlisted, "unlisted.parquet"), spec)
     assert _stored(engine) == []
 
 
-def test_an_unreachable_spark_is_one_clear_error(engine, tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+def test_an_unreachable_spark_is_one_clear_error(engine, tmp_path: Path, monkeypatch, caplog) -> None:  # noqa: ANN001
+    """The answer says the server cannot be reached, in our words (never gRPC's, never the server's address); the
+    operator's log names which server, without the URL's parameters."""
     monkeypatch.setenv(SPARK_REMOTE_VARIABLE, "sc://127.0.0.1:1")  # nothing listens on port 1
-    with pytest.raises(InvalidInput, match=r"Spark Connect at sc://127.0.0.1:1 \(MARGINALIA_SPARK_REMOTE\) is "
-                                           r"unreachable: UNAVAILABLE.*Nothing was stored"):
+    with pytest.raises(InvalidInput, match=r"--spark people: dataset 't': where its table lives cannot be reached: "
+                                           r"check that the database or Spark server is running.*Nothing was stored"):
         attach_spark(engine, "t", "people", _spec(tmp_path))
+    assert "Spark Connect at sc://127.0.0.1:1 (MARGINALIA_SPARK_REMOTE) cannot be started or reached" in caplog.text
     monkeypatch.setenv(SPARK_REMOTE_VARIABLE, "sc://127.0.0.1:1/;use_ssl=true;token=not-for-errors")
-    with pytest.raises(InvalidInput, match=r"Spark Connect at sc://127.0.0.1:1/ \(MARGINALIA_SPARK_REMOTE\) ") as tls:
+    with pytest.raises(InvalidInput, match=r"dataset 't': where its table lives cannot be reached") as tls:
         attach_spark(engine, "t", "people", _spec(tmp_path))
-    assert "not-for-errors" not in str(tls.value)  # a token in the URL is not repeated
+    assert "127.0.0.1" not in str(tls.value) and "not-for-errors" not in str(tls.value) + caplog.text
     assert _stored(engine) == []
 
 
@@ -202,7 +207,8 @@ def test_attach_through_the_command_line(engine, spark, tmp_path: Path) -> None:
     expected = "give either --parquet PATH|GLOB, or --sql URL with --table T, or --spark TABLE"
     assert both.exit_code != 0 and expected in message
     gone = runner.invoke(app, ["dataset", "attach", "x", "--spark", "missing_table", "--spec", spec])
-    assert gone.exit_code != 0 and "TABLE_OR_VIEW_NOT_FOUND" in " ".join(gone.output.split())
+    assert gone.exit_code != 0 and "its table, or a column its spec reads, cannot be found" in " ".join(
+        gone.output.split())  # our words for Spark's TABLE_OR_VIEW_NOT_FOUND
     assert _stored(engine) == ["people"]
 
 
@@ -304,7 +310,7 @@ def test_a_connect_server_that_stops_mid_way_is_one_clear_error(engine, connect_
                 release_engine.release_marginals(engine, "people", "laplace", "all-2way", epsilon="1")
         reason, (outcome,) = stopped.value.message, stopped.value.__notes__  # the engine's one line; the release's fate
         assert "\n" not in reason and "parquet" not in reason  # where the table lives is not said
-        assert reason.startswith("dataset 'people': Spark cannot read its table: UNAVAILABLE: failed to connect")
+        assert reason == f"dataset 'people': {Reason.UNREACHABLE.value}"  # our words: gRPC's said where it lives
         assert outcome.startswith("release 1 (laplace) stopped before any noise was drawn: its charge of")
         assert [(r.status, r.payload) for r in answers.list_releases(engine, "people")] == [("failed_before_noise",
                                                                                              None)]
