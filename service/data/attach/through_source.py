@@ -37,6 +37,7 @@ from db.engine import normalized_url, safe_url
 from service.data.attach import tables
 from service.data.attach.sources import GLOB_CHARACTERS, PARQUET, SPARK_SOURCE, SQL_SOURCE, Source, get_source
 from service.data.datasets import DatasetInfo
+from service.error_text import is_bad_input
 from service.errors import InvalidInput, ServiceError
 
 #: The most files one attach may read (a glob matching more is refused).
@@ -87,6 +88,8 @@ def attach_from_source(engine: Engine, name: str, source_name: str, *, parquet: 
     except ServiceError as exc:
         raise redact(exc, source) from None
     except ValueError as exc:  # a bad spec or name found below the service layer: still bad input, still redacted
+        if not is_bad_input(exc):  # a library's ValueError may quote the data: the API's internal error, withheld
+            raise
         raise redact(InvalidInput(str(exc), code="invalid_parameter"), source) from None
     progress(STEPS, STEPS, PHASES[STEPS])
     return info
