@@ -43,6 +43,7 @@ bench: install bench-quick bench-stein bench-sparse
 	$(B).aim_profile --trials 2
 	$(B).marginals
 	$(B).api_load
+	$(B).body_edge
 	$(B).load_memory --sizes 1000000,5000000,20000000 --postgresql
 	$(B).dp_iht_engine --rows 1000000 --iterations 20 --repeats 3
 	$(B).aim_profile --mechanisms aim --epsilons 1 --trials 2 --json $(R)/aim_profile_tolerance.json

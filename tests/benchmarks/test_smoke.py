@@ -111,6 +111,7 @@ SLOW: dict[str, tuple[Args, bool]] = {
     "marginals": (lambda tmp, data: ["--tables", "titanic", "--mechanisms", "laplace", "--epsilons", "1", "--trials",
                                      "1", "--iters", "20"], True),
     "api_load": (lambda tmp, data: ["--clients", "2", "--requests-per-client", "2"], True),
+    "body_edge": (lambda tmp, data: ["--megabytes", "1"], True),  # six marginalia serve processes
     "counting": (_small_taxi, True),
     "sparse_quick": (lambda tmp, data: ["--only", "bernstein", "--trials", "1"], True),
     # starts a local-mode Spark (seconds to a minute on a busy machine)
