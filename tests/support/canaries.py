@@ -86,15 +86,18 @@ class Canaries:
         rng = random.Random(self.seed)
         hexes = iter(lambda: f"{rng.getrandbits(40):010x}", None)
         self.note = self._add("a string in a column the spec does not name", f"CANARY-{next(hexes)}")
-        self.diagnosis = self._add("a string with a comma and quotes, written over a binned number after attach",
-                                   f'CANARY-{next(hexes)} Jane Doe, "HIV+"')
-        self.surname = self._add("a string with a single quote, written over a binned number after attach",
+        self.diagnosis = self._add("a string with a comma and quotes in a binned number (after attach; an upload's "
+                                   "bad cell)", f'CANARY-{next(hexes)} Jane Doe, "HIV+"')
+        self.surname = self._add("a string with a single quote in a binned number (after attach)",
                                  f"CANARY-{next(hexes)} O'Brien")
         self.accented = self._add("a non-ASCII string in a column the spec does not name",
                                   f"CANARY-{next(hexes)} Zoë Łódź 東京")
+        self.category = self._add("a string where the spec lists the categories (an upload's bad cell)",
+                                  f"CANARY-{next(hexes)} unlisted")
         self.unit_text = self._add("a privacy-unit value", f"CANARY-{next(hexes)}-unit")
         self.in_bin = self._add("a raw number inside a bin of a numeric column", 37.1234567)
-        self.outside = self._add("an integer outside the spec's range, written after attach", 123456789)
+        self.outside = self._add("an integer outside the spec's range (after attach; an upload's bad cell)",
+                                 123456789)
         self.unspecified = self._add("an integer in a column the spec does not name", 987654321)
         self.ssn = self._add("an SSN-like privacy-unit value", f"9{rng.randrange(10, 99)}-{rng.randrange(10, 99)}-"
                                                                 f"{rng.randrange(1000, 9999)}")

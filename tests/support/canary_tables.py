@@ -122,7 +122,7 @@ def bad_cells(canaries: Canaries) -> dict[str, dict[str, object]]:
     """One bad cell of each kind a loader must refuse without showing it: {what: {column: value}}."""
     return {"a canary string in age": {"age": canaries.diagnosis.value},
             "an integer outside the spec in hours": {"hours": canaries.outside.value},
-            "an unlisted category": {"sex": canaries.note.value}}
+            "an unlisted category": {"sex": canaries.category.value}}
 
 
 def with_cells(frame: pd.DataFrame, cells: dict[str, object], row: int = 9) -> pd.DataFrame:

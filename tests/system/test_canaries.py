@@ -39,7 +39,15 @@ from tests.support.canaries import Canaries, LogCapture, LogContext, capturing_l
 from tests.support.canary_commands import COMMANDS, command_paths
 from tests.support.canary_findings import Findings
 from tests.support.canary_requests import FIT_SETTINGS, LATE, NO_BODY, REQUESTS, Call, Context
-from tests.support.canary_tables import HEALTHY, NEW_TABLES, VARIANTS, CanaryTables
+from tests.support.canary_tables import (
+    HEALTHY,
+    NEW_TABLES,
+    VARIANTS,
+    CanaryTables,
+    bad_cells,
+    canary_frame,
+    with_cells,
+)
 
 #: The variants each service database's world builds: the SQL store is the one that lives in the service database.
 WORLD_VARIANTS = {"sqlite": [v for vs in VARIANTS.values() for v in vs],
@@ -123,10 +131,13 @@ def test_nothing_private_leaves(canary_world: CanaryWorld) -> None:
 
 def _check_planted(tables: CanaryTables) -> None:
     """What the suite searches for was planted (a search that finds nothing proves nothing otherwise): every cell
-    canary is in the raw table or in a tampered file. One test with the run, so that a worker builds the world once."""
+    canary is in the raw table, a tampered file or a bad upload. One test with the run, so that a worker builds the
+    world once."""
     import pandas as pd
 
     texts = [(tables.folder / "raw.csv").read_text()]
+    frame = canary_frame(tables.canaries)
+    texts += [with_cells(frame, cells).to_csv(index=False) for cells in bad_cells(tables.canaries).values()]
     texts += [pd.read_parquet(path).to_csv(index=False) for path in tables.lake.rglob("*.parquet")]
     found = {leak.canary.label for said in texts for leak in tables.canaries.find(said)}
     assert found == {c.label for c in tables.canaries.cells()}
