@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine, func, inspect, select
+from sqlalchemy import Engine, func, inspect, literal, select, union_all
+from sqlalchemy import table as sql_table
 
 from db.engine import make_engine, transaction
 from db.migrate import upgrade_to_head
@@ -167,6 +168,17 @@ def finished_job(client: TestClient, key: str, job_id: int, seconds: float = 120
             return job
         time.sleep(0.05)
     raise AssertionError(f"job {job_id} still running: {job}")
+
+
+def table_counts(engine: Engine, tables: list[str] | None = None) -> dict[str, int]:
+    """The row count of each of ``tables`` (default: every table of the database but alembic's), in one query: the
+    API's writes and everything else (jobs, campaigns, reports, sources...), for checks that a refused request stored
+    nothing anywhere."""
+    if tables is None:
+        tables = [t for t in inspect(engine).get_table_names() if t != "alembic_version"]
+    query = union_all(*(select(literal(t), func.count()).select_from(sql_table(t)) for t in tables))
+    with engine.connect() as connection:
+        return dict(connection.execute(query).all())
 
 
 def snapshot(engine: Engine) -> dict[str, object]:

@@ -1,9 +1,10 @@
 """Bad input never yields a 5xx and never stores anything: schemathesis walks every operation of the
-OpenAPI schema (inputs that fit it and inputs that break it) against the in-process app, and
-hypothesis aims at the privacy parameters, column names and workload sizes.
+OpenAPI schema (inputs that fit it and inputs that break it) against the in-process app, as three callers (no key,
+an analyst's key, a steward's key: :data:`CALLERS`), and hypothesis aims at the privacy parameters, column names and
+workload sizes. A refused request (any 4xx) must leave the row count of every table as it was.
 
-Everything is seeded (``derandomize=True``) and bounded (``max_examples``) so the file is
-reproducible and stops by itself. The fuzzed dataset has NO budget: every release request is
+Everything is seeded (``derandomize=True``) and bounded (a fixed number of examples per operation and caller) so the
+file is reproducible and stops by itself. The fuzzed dataset has NO budget: every release request is
 validated in full and then refused (409 ``no_budget``) before a mechanism runs, which keeps the run
 short and means no release request may ever change the database. Uploads that happen to be valid
 do store a dataset (a 2xx); every 4xx must leave the database exactly as it was.
@@ -22,6 +23,7 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schemathesis import GenerationMode
+from sqlalchemy import inspect
 from sqlalchemy import text as sql
 
 from db.engine import make_engine
@@ -32,12 +34,15 @@ from service.mechanisms import registry
 from service.mechanisms.registry import ReleaseKind
 from service.releases import answers
 from service.releases import engine as release_engine
-from tests.support.apihelpers import SMALL_WORKLOAD, bearer, snapshot
+from tests.support.apihelpers import SMALL_WORKLOAD, bearer, snapshot, table_counts
 from tests.support.datasets import load_titanic
 
 EXAMPLES_PER_OPERATION = 25
 SETTINGS = settings(max_examples=EXAMPLES_PER_OPERATION, deadline=None, derandomize=True, database=None,
                     suppress_health_check=list(HealthCheck))
+#: The callers schemathesis plays, and its examples per operation for each: the steward reaches every route's
+#: validation and work; the analyst and no key are refused on most routes, so fewer cases cover their answers.
+CALLERS = {"no_key": 10, "analyst": 10, "steward": EXAMPLES_PER_OPERATION}
 TITANIC = ("Survived", "Pclass", "Sex", "Age", "SibSp", "Parch", "Fare", "Embarked", "Cabin")
 
 
@@ -54,6 +59,9 @@ class Fuzzed:
                                                      epsilon=0.5).release_id
         answers.synthetic_frame(self.engine, self.release_id, 3, 0)  # compile the sampler once, up front
         _, self.key = auth.create_key(self.engine, "steward", "fuzzer")
+        _, analyst = auth.create_key(self.engine, "analyst", "fuzzing analyst")
+        self.keys = {"no_key": None, "analyst": analyst, "steward": self.key}
+        self.tables = [t for t in inspect(self.engine).get_table_names() if t != "alembic_version"]
         self.app = create_app(self.engine)
         self.client = TestClient(self.app, raise_server_exceptions=False)
 
@@ -73,6 +81,11 @@ def fuzzed(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Iterator
     world = Fuzzed(tmp_path_factory.mktemp("fuzz"), data_dir)
     yield world
     world.engine.dispose()
+
+
+def stored(fuzzed: Fuzzed) -> dict[str, object]:
+    """What the database holds: the API's snapshot and the row count of every table."""
+    return {**snapshot(fuzzed.engine), **table_counts(fuzzed.engine, fuzzed.tables)}
 
 
 def check_response(response: Any, before: dict[str, object], after: dict[str, object], label: str) -> None:
@@ -109,25 +122,27 @@ def operations(fuzzed: Fuzzed) -> list[Any]:
     return [result.ok() for result in schema.get_all_operations()]
 
 
+@pytest.mark.parametrize("caller", CALLERS)
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE], ids=str)
-def test_schemathesis_every_operation(fuzzed: Fuzzed, mode: GenerationMode) -> None:
+def test_schemathesis_every_operation(fuzzed: Fuzzed, mode: GenerationMode, caller: str) -> None:
+    key = fuzzed.keys[caller]
     for operation in operations(fuzzed):
         takes_input = any(len(part) for part in (operation.path_parameters, operation.query, operation.body))
         if mode.is_negative and not takes_input:
             continue  # GET /health, GET /datasets: nothing to get wrong
         strategy = operation.as_strategy(generation_mode=mode)
 
-        @SETTINGS
+        @settings(SETTINGS, max_examples=CALLERS[caller])
         @given(case=strategy, aim_at_real=st.booleans())
         def run(case: Any, aim_at_real: bool) -> None:
             _steer(case, fuzzed, aim_at_real)
             releasing = case.operation.path.endswith("/releases/marginals")
             if releasing:
                 fuzzed.assert_titanic_has_no_budget()
-            before = snapshot(fuzzed.engine)
-            response = case.call(headers=bearer(fuzzed.key))
-            after = snapshot(fuzzed.engine)
-            check_response(response, before, after, f"{case.operation.method.upper()} {case.formatted_path}")
+            before = stored(fuzzed)
+            response = case.call(headers=bearer(key))
+            after = stored(fuzzed)
+            check_response(response, before, after, f"{caller}: {case.operation.method.upper()} {case.formatted_path}")
             if releasing:
                 assert after == before, "a release request changed the database of a budget-less dataset"
 
