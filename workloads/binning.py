@@ -180,7 +180,7 @@ def _code_column(column: ColumnBins, raw: pd.Series, lines: np.ndarray) -> np.nd
         codes = np.searchsorted(edges, numbers, side="right") - 1
         codes = np.where(numbers == edges[-1], len(edges) - 2, codes)
         bad = np.isnan(numbers) | (codes < 0) | (codes >= len(edges) - 1)
-        _raise_on_bad(column, raw, bad, lines, f"a number in [{edges[0]:g}, {edges[-1]:g}]")
+        _raise_on_bad(column, bad, lines, f"a number in [{edges[0]:g}, {edges[-1]:g}]")
         return codes
     values = raw
     if column.strip_suffix:
@@ -188,19 +188,20 @@ def _code_column(column: ColumnBins, raw: pd.Series, lines: np.ndarray) -> np.nd
     lookup = {v: i for i, v in enumerate(column.values)}
     codes = values.map(lookup)
     bad = codes.isna().to_numpy()
-    _raise_on_bad(column, raw, bad, lines, f"one of {list(column.values)}")
+    _raise_on_bad(column, bad, lines, f"one of {list(column.values)}")
     return codes.to_numpy(dtype=np.int64)
 
 
-def offending_lines(raw: pd.Series, bad: np.ndarray, lines: np.ndarray, shown: int = 5) -> str:
-    """``line 12: 'x', line 40: 'y'``: the first ``shown`` values of ``raw`` flagged ``bad``, with their file lines."""
-    return ", ".join(f"line {int(lines[p])}: {raw.iloc[int(p)]!r}" for p in np.flatnonzero(bad)[:shown])
+def offending_lines(bad: np.ndarray, lines: np.ndarray, shown: int = 5) -> str:
+    """``line 12`` or ``lines 12, 40``: the file lines of the first ``shown`` rows flagged ``bad``. Never the values:
+    an error may name a column and a line, not what a cell holds (docs/privacy.md 1.3)."""
+    first = [str(int(lines[p])) for p in np.flatnonzero(bad)[:shown]]
+    return f"line{'s' if len(first) > 1 else ''} {', '.join(first)}"
 
 
-def _raise_on_bad(column: ColumnBins, raw: pd.Series, bad: np.ndarray, lines: np.ndarray, expected: str) -> None:
+def _raise_on_bad(column: ColumnBins, bad: np.ndarray, lines: np.ndarray, expected: str) -> None:
     if not bad.any():
         return
-    examples = offending_lines(raw, bad, lines)
     raise BinningError(
-        f"column {column.name!r}: {int(bad.sum())} value(s) cannot be coded; expected {expected}. First: {examples}"
+        f"column {column.name!r}: a value cannot be coded (expected {expected}), first on {offending_lines(bad, lines)}"
     )

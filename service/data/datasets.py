@@ -271,11 +271,9 @@ def _raw_chunks(path: Path, spec: BinningSpec, chunk_rows: int) -> Iterator[np.n
 def _reject(chunk: csv_chunks.Chunk, column: str, bad: np.ndarray, expected: str) -> None:
     if not bad.any():
         return
-    raw = chunk.strings()[column].str.strip()
-    examples = offending_lines(raw, bad, chunk.lines)
     raise InvalidInput(
-        f"{chunk.path}, column {column!r}: {int(bad.sum())}+ value(s) are not {expected}; first offending rows: "
-        f"{examples}. Nothing was stored.",
+        f"{chunk.path}, column {column!r}: a value is not {expected}, first on {offending_lines(bad, chunk.lines)}. "
+        "Nothing was stored.",
         code="invalid_value",
     )
 

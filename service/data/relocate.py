@@ -21,7 +21,7 @@ from db.engine import serialized_transaction
 from db.models import Dataset
 from service import interrupts
 from service.data.datasets import CHUNK_ROWS, StoredDataset, get_dataset
-from service.data.engines.base import DUCKDB, SQL, STORE_ENGINES
+from service.data.engines.base import DUCKDB, SQL, STORE_ENGINES, codes_outside_domain
 from service.data.engines.store import ParquetWriter, data_folder, new_file_name
 from service.errors import Conflict, InvalidInput
 
@@ -69,9 +69,23 @@ def migrate_dataset(engine: Engine, name: str, to: str, *, progress: Callable[[i
 
 
 def _sql_rows(engine: Engine, dataset: StoredDataset, columns: list[str], chunk_rows: int) -> Iterator[np.ndarray]:
-    table = tables.data_table(dataset.data_table, list(dataset.domain.sizes().values()))
+    """The dataset's coded rows in chunks. A cell that is not a code of its column's domain (a text or a huge number
+    in SQLite's column, a code past the domain: the table was changed outside the service) is refused in our words
+    naming the attribute (:func:`~service.data.engines.base.codes_outside_domain`), never numpy's, which quotes it."""
+    sizes = np.array(list(dataset.domain.sizes().values()), dtype=np.int64)
+    table = tables.data_table(dataset.data_table, list(sizes))
     with engine.connect() as connection:
         result = connection.execution_options(stream_results=True, yield_per=chunk_rows).execute(
             select(*(table.c[c] for c in columns)))
         for part in result.partitions(chunk_rows):
-            yield np.array([tuple(r) for r in part], dtype=np.int64).reshape(len(part), len(columns))
+            try:
+                codes = np.array([tuple(r) for r in part], dtype=np.int64).reshape(len(part), len(columns))
+            except (TypeError, ValueError, OverflowError):
+                codes = None  # refused outside the except block, so no traceback carries numpy's message
+            if codes is None:
+                raise codes_outside_domain(dataset.name, [])
+            outside = ((codes < 0) | (codes >= sizes)).any(axis=0)
+            if outside.any():
+                raise codes_outside_domain(dataset.name, [a for a, bad in zip(dataset.domain.names, outside,
+                                                                             strict=True) if bad])
+            yield codes

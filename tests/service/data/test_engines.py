@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from sqlalchemy import inspect
+from sqlalchemy import inspect, text
 from typer.testing import CliRunner
 
 from db.engine import make_engine
@@ -135,6 +135,26 @@ def test_migrate_moves_a_sql_table_to_duckdb_and_keeps_its_budget(engine, tmp_pa
         migrate_dataset(engine, "toy", "duckdb")
     shown = runner.invoke(app, ["dataset", "show", "toy", "--json"])
     assert json.loads(shown.output)["engine"] == "duckdb" and "location" not in shown.output
+
+
+@pytest.mark.parametrize("tamper", ["'CANARY-migrate Jane Doe'", "7"])
+def test_a_migration_of_a_tampered_table_is_refused_in_our_words(engine, tmp_path: Path, tamper: str) -> None:  # noqa: ANN001
+    """A data_<id> cell that is not a code of its domain (a text SQLite keeps in an INTEGER column, a code past the
+    domain: the table was changed outside the service) stops the migration naming the dataset, never numpy's message
+    with the cell (issue 27); the dataset stays where it was."""
+    if tamper.startswith("'") and engine.dialect.name != "sqlite":
+        pytest.skip("only SQLite keeps a text in an integer column")
+    codes = _codes(seed=9)
+    csv, domain = _files(tmp_path, codes)
+    datasets.load_coded_csv(engine, "toy", csv, domain, store="sql")
+    with engine.begin() as connection:
+        connection.execute(text(f"UPDATE data_1 SET c1 = {tamper} WHERE c0 = 0"))
+    with pytest.raises(EngineError) as refused:
+        migrate_dataset(engine, "toy", "duckdb", chunk_rows=100)
+    assert refused.value.code == "value_refused" and "dataset 'toy'" in refused.value.message
+    assert "CANARY" not in refused.value.message and refused.value.__context__ is None
+    assert datasets.get_dataset(engine, "toy").engine == "sql" and _data_tables(engine) == ["data_1"]
+    assert list(data_folder(engine).iterdir()) == []
 
 
 def test_a_migration_that_fails_leaves_the_dataset_as_it_was(engine, tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
