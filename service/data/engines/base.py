@@ -48,6 +48,8 @@ Marginal = tuple[tuple[str, ...], tuple[int, ...]]
 VALUE_REFUSAL = "refused, never dropped"
 #: The error code of an :class:`EngineError` that refuses a value (:attr:`EngineError.value_refusal`).
 VALUE_REFUSED = "value_refused"
+#: The code of a table that no longer matches its registration (a file gone, a column gone or retyped): a 409.
+TABLE_CHANGED = "table_changed"
 
 
 class EngineError(ServiceError):
@@ -57,16 +59,23 @@ class EngineError(ServiceError):
 
     ``value_refusal`` says that the data stopped the scan (a value outside the spec, a NULL privacy unit, a stored
     code outside its domain, a value the engine cannot read as its column's type), as opposed to an engine that
-    cannot read its table; ``columns`` are the columns named, where known. A refusal of a value is a 409
-    ``value_refused`` (the request is fine, the table's data conflicts with its spec: the steward widens the spec or
-    fixes the table), an unreadable table a 503 ``engine_error``."""
+    cannot read its table; ``columns`` are the columns named, where known. ``table_changed`` says that the table no
+    longer matches its registration (a file of it gone or unreadable, a column gone or of another type).
+
+    Both are the table's state, not the service's: a 409 (``value_refused``, ``table_changed``) that the steward
+    resolves (widen the spec, fix or attach the table again), and the request may be retried unchanged afterwards.
+    Only an engine that cannot answer now (a database or Spark server unreachable, access refused, out of memory, a
+    query cancelled, an engine failure) is a 503 ``engine_error``: the service cannot serve the request for now."""
 
     code = "engine_error"
     status = 503
 
-    def __init__(self, message: str, *, value_refusal: bool = False, columns: Sequence[str] = ()) -> None:
-        super().__init__(message, **({"code": VALUE_REFUSED, "status": 409} if value_refusal else {}))
+    def __init__(self, message: str, *, value_refusal: bool = False, table_changed: bool = False,
+                 columns: Sequence[str] = ()) -> None:
+        conflict = VALUE_REFUSED if value_refusal else TABLE_CHANGED if table_changed else None
+        super().__init__(message, **({"code": conflict, "status": 409} if conflict else {}))
         self.value_refusal = value_refusal
+        self.table_changed = table_changed and not value_refusal
         self.columns = tuple(columns)
 
 

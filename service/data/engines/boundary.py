@@ -71,6 +71,11 @@ class Reason(enum.Enum):
     INTERRUPTED = "its engine stopped the query (cancelled, timed out or waiting for a lock): retry later"
     ENGINE = "its engine failed ({kind}): the server log has the traceback"
 
+    @property
+    def table_changed(self) -> bool:
+        """Whether the reason is the table's own state (a 409 the steward resolves), not the engine's (a 503)."""
+        return self in (Reason.FILES, Reason.SCHEMA)
+
 
 #: SQLSTATEs (PostgreSQL, Spark 4; the SQL standard's classes) by their most specific prefix.
 _SQLSTATES: dict[str, Reason] = {
@@ -81,9 +86,11 @@ _SQLSTATES: dict[str, Reason] = {
     "57P01": Reason.UNREACHABLE, "57P03": Reason.UNREACHABLE, "57": Reason.INTERRUPTED, "40": Reason.INTERRUPTED,
     "55P03": Reason.INTERRUPTED,
 }
-#: Spark error classes (``getCondition()``), by their first part.
+#: Spark error classes (``getCondition()``), by the whole class or else its first part.
 _SPARK_CONDITIONS: dict[str, Reason] = {
     "PATH_NOT_FOUND": Reason.FILES, "FAILED_READ_FILE": Reason.FILES, "CANNOT_READ_FILE_FOOTER": Reason.FILES,
+    # a Parquet file of the table whose column has another type than the others' (a file rewritten where it lives)
+    "FAILED_READ_FILE.PARQUET_COLUMN_DATA_TYPE_MISMATCH": Reason.SCHEMA,
     "TABLE_OR_VIEW_NOT_FOUND": Reason.SCHEMA, "UNRESOLVED_COLUMN": Reason.SCHEMA, "DATATYPE_MISMATCH": Reason.SCHEMA,
     "CAST_INVALID_INPUT": Reason.VALUE, "CAST_OVERFLOW": Reason.RANGE, "ARITHMETIC_OVERFLOW": Reason.RANGE,
     "NUMERIC_VALUE_OUT_OF_RANGE": Reason.RANGE, "JAVA_GATEWAY_EXITED": Reason.UNREACHABLE,
@@ -143,7 +150,8 @@ def engine_error(exc: BaseException, label: str, refusals: Mapping[str, tuple[st
         return null_unit(label, column) if kind == "unit" else values_outside_spec(label, [column])
     reason, kind = _reason(exc)
     log.warning("dataset %r: engine error %s (%s); %s", label, kind, reason.name, shown_traceback(exc))
-    return EngineError(f"dataset {label!r}: {reason.value.format(kind=kind)}", value_refusal=reason is Reason.VALUE)
+    return EngineError(f"dataset {label!r}: {reason.value.format(kind=kind)}", value_refusal=reason is Reason.VALUE,
+                       table_changed=reason.table_changed)
 
 
 def call_inside(label: str, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -237,11 +245,12 @@ def _reason(exc: BaseException) -> tuple[Reason, str]:
     original = getattr(exc, "orig", None)  # SQLAlchemy's DBAPIError wraps the driver's exception
     errors = [exc] if not isinstance(original, BaseException) else [original, exc]
     for error in errors:
-        condition = _call_quietly(error, "getCondition")
-        if isinstance(condition, str):
-            reason = _SPARK_CONDITIONS.get(condition.split(".")[0])
-            if reason is not None:
-                return reason, f"{type_name(error)} {condition}"
+        for source in (error, *_java_causes(error)):
+            condition = _call_quietly(source, "getCondition")
+            if isinstance(condition, str):
+                reason = _SPARK_CONDITIONS.get(condition) or _SPARK_CONDITIONS.get(condition.split(".")[0])
+                if reason is not None:
+                    return reason, f"{type_name(error)} {condition}"
         state = getattr(error, "sqlstate", None) or _call_quietly(error, "getSqlState")
         if isinstance(state, str):
             for length in (5, 2):
@@ -266,8 +275,21 @@ def _reason(exc: BaseException) -> tuple[Reason, str]:
     return Reason.ENGINE, type_name(original if isinstance(original, BaseException) else exc)
 
 
-def _call_quietly(error: BaseException | None, method: str) -> Any:
-    """``error.method()``, or None when ``error`` has no such method or it fails (a Spark error whose JVM is gone)."""
+def _java_causes(error: BaseException, depth: int = 8) -> Iterator[Any]:
+    """The Java exception behind a local-mode pyspark error and its causes, outermost first: a task's failure stays a
+    ``Py4JJavaError`` whose Java exception (a ``SparkException`` without an error class, "job aborted") has the
+    classed one (``FAILED_READ_FILE.PARQUET_COLUMN_DATA_TYPE_MISMATCH``) as its cause."""
+    java = getattr(error, "java_exception", None)
+    for _ in range(depth):
+        if java is None:
+            return
+        yield java
+        java = _call_quietly(java, "getCause")
+
+
+def _call_quietly(error: object, method: str) -> Any:
+    """``error.method()``, or None when ``error`` (an exception, or a Spark error's Java exception) has no such
+    method or it fails (a Spark error whose JVM is gone)."""
     function = getattr(error, method, None)
     if not callable(function):
         return None

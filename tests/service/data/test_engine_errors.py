@@ -332,8 +332,9 @@ def test_a_postgres_text_infinity_is_counted_where_an_edge_is_infinite(engine, p
     attach_sql(engine, "t", postgres_url, "t", spec)
     with TableCountOracle(engine, datasets.get_dataset(engine, "t")) as oracle:
         np.testing.assert_array_equal(oracle.counts(("x",)), [2, 3])
+    sql_table(lake, frame, "t2", {"x": "TEXT"})  # a copy: one location is one dataset
     with pytest.raises(InvalidInput, match="column 'x' holds a value the binning spec cannot code"):
-        attach_sql(engine, "u", postgres_url, "t", write_spec(tmp_path, {"columns": {"x": {"edges": [-5, 0, 5]}}}))
+        attach_sql(engine, "u", postgres_url, "t2", write_spec(tmp_path, {"columns": {"x": {"edges": [-5, 0, 5]}}}))
     lake.dispose()
 
 
@@ -421,6 +422,28 @@ class _SparkError(Exception):
         return self.parameters
 
 
+class _JavaException:
+    """A Java exception as py4j shows it: an error class (or none) and a cause."""
+
+    def __init__(self, condition: str | None, cause: _JavaException | None = None) -> None:
+        self.condition, self.cause = condition, cause
+
+    def getCondition(self) -> str | None:  # noqa: N802 - Spark's name
+        return self.condition
+
+    def getCause(self) -> _JavaException | None:  # noqa: N802 - Java's name
+        return self.cause
+
+
+class _Py4JJavaError(Exception):
+    """What local-mode pyspark raises for a failed task: no error class of its own; inside, a Java ``SparkException``
+    without one ("job aborted") whose cause has it."""
+
+    def __init__(self, condition: str) -> None:
+        super().__init__(f"An error occurred while calling o42.collectToPython.\n: {CANARY}")
+        self.java_exception = _JavaException(None, _JavaException(condition, _JavaException(None)))
+
+
 @pytest.mark.parametrize(("error", "reason"), [
     (_duckdb_error(f"SELECT CAST('{CANARY}' AS INTEGER)"), Reason.VALUE),
     (_duckdb_error(f"SELECT * FROM read_parquet('/nowhere/{CANARY}.parquet')"), Reason.FILES),
@@ -435,6 +458,9 @@ class _SparkError(Exception):
     (_RpcError("UNAUTHENTICATED"), Reason.DENIED),
     (_SparkError("CAST_INVALID_INPUT", "22018", {"expression": f"'{CANARY}'"}), Reason.VALUE),
     (_SparkError("TABLE_OR_VIEW_NOT_FOUND", "42P01", {"relationName": CANARY}), Reason.SCHEMA),
+    # a file of another column type, a task's failure: local mode leaves it a Py4JJavaError around the Java exception
+    (_Py4JJavaError("FAILED_READ_FILE.PARQUET_COLUMN_DATA_TYPE_MISMATCH"), Reason.SCHEMA),
+    (_Py4JJavaError("FAILED_READ_FILE.NO_HINT"), Reason.FILES),
     (_SparkError("SOMETHING_NEW", "22003", {"value": CANARY}), Reason.RANGE),  # a class we do not list: its state
     (_SparkError("USER_RAISED_EXCEPTION", "P0001", {"errorMessage": CANARY}), Reason.ENGINE),  # not our refusal
     (KeyError(CANARY), Reason.ENGINE),
@@ -445,8 +471,10 @@ def test_the_reason_is_chosen_by_type_and_the_message_is_ours(error: BaseExcepti
     translated_error = engine_error(error, "t", compiled_refusals(["age"]))
     assert isinstance(translated_error, EngineError)
     assert translated_error.value_refusal == (reason is Reason.VALUE)  # the data stopped the scan: 409, not 503
-    assert (translated_error.status, translated_error.code) == ((409, "value_refused") if reason is Reason.VALUE
-                                                                else (503, "engine_error"))
+    # the table's own state (a value, a file, a column) is a 409 its steward resolves; the engine's, a 503
+    expected = ((409, "value_refused") if reason is Reason.VALUE else (409, "table_changed")
+                if reason in (Reason.FILES, Reason.SCHEMA) else (503, "engine_error"))
+    assert (translated_error.status, translated_error.code) == expected
     assert translated_error.message.startswith(f"dataset 't': {reason.value.split('{')[0]}")
     assert CANARY not in translated_error.message and CANARY not in caplog.text
     assert type(error).__name__ in caplog.text  # the operator's log line names what was raised
