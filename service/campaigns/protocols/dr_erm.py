@@ -27,11 +27,16 @@ from workloads.local.protocols import ProtocolSpec
 from workloads.local.protocols.dr_erm import MAX_SEED, DrErmSpec
 
 
+def projection_seed() -> int:
+    """A new campaign's public projection seed, drawn from the operating system (a test may fix it in-process)."""
+    return secrets.randbelow(MAX_SEED)
+
+
 def build(request: CampaignRequest) -> ProtocolSpec:
     pure(request, "dr-erm", "the l2-ball randomizer")
     options = request.options
     return DrErmSpec(dimension=len(request.features), rows=options.count("rows") or 20,
-                     projection_seed=secrets.randbelow(MAX_SEED), epsilon=request.epsilon,
+                     projection_seed=projection_seed(), epsilon=request.epsilon,
                      feature_radius=options.number("feature_radius", 1.0),
                      label_bound=options.number("label_bound", 1.0),
                      constraint=options.choice("constraint", ("l1", "simplex"), "l1"),

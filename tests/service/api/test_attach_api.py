@@ -21,6 +21,7 @@ from service.data.attach.sources import add_source, get_source
 from service.data.oracle import TableCountOracle
 from tests.support.apihelpers import ATTACHABLE, World, attachable_copy, bearer, snapshot
 from tests.support.binned import SPEC, expected_counts, one_row_per_unit, raw_frame
+from tests.support.catalogs import CATALOGS, sqlite_with_every_catalog_table
 from workloads.binning import apply_spec, parse_spec
 
 
@@ -278,20 +279,10 @@ def test_a_privacy_unit_that_is_a_column_of_the_spec_is_refused_over_http(client
 def test_a_sql_source_never_attaches_a_catalog_table(client: TestClient, world: World, tmp_path: Path) -> None:
     """Issue 27, finding 9: ``sqlite_master`` and the other catalog tables of SQLite are refused (``missing_table``)
     with the same answer as a table that does not exist; specs they would fit are sent, so only the rule refuses."""
-    import sqlite3
-
-    foreign = tmp_path / "warehouse.db"
-    with sqlite3.connect(foreign) as connection:
-        connection.execute("CREATE TABLE counter (id INTEGER PRIMARY KEY AUTOINCREMENT, age REAL)")
-        connection.execute("CREATE INDEX counter_age ON counter (age)")
-        connection.executemany("INSERT INTO counter (age) VALUES (?)", [(a,) for a in range(20)])
-        connection.execute("ANALYZE")
+    foreign = sqlite_with_every_catalog_table(tmp_path / "warehouse.db")
     source = f"catalog-{uuid.uuid4().hex[:6]}"
     add_source(world.engine, source, sql=f"sqlite:///{foreign}")
-    kinds = {"type": {"values": ["table", "index", "view", "trigger"]}}
-    for table, columns in [("sqlite_master", kinds), ("sqlite_schema", kinds), ("sqlite_temp_master", kinds),
-                           ("sqlite_sequence", {"name": {"values": ["counter"]}}),
-                           ("sqlite_stat1", {"tbl": {"values": ["counter"]}})]:
+    for table, columns in CATALOGS["sqlite"]:
         error = _refused(client, world, {"source": source, "table": table, "bins": {"columns": columns}})
         assert error["error"] == "missing_table", error
         assert error["message"].startswith(f"source {source!r}, table {table}: no such table (only the database's own "

@@ -21,6 +21,7 @@ from service.data.engines.base import EngineError
 from service.data.oracle import TableCountOracle
 from service.errors import InvalidInput
 from tests.support.binned import SPEC, expected_counts, raw_frame, sql_table, write_spec
+from tests.support.catalogs import CATALOGS, sqlite_with_every_catalog_table
 
 runner = CliRunner()
 
@@ -93,22 +94,6 @@ def test_attach_through_the_command_line(engine, database_url: str, tmp_path: Pa
     assert both.exit_code != 0 and "give either --parquet" in both.output
 
 
-#: Catalog tables and views, per dialect, with a spec each would fit (so that only the catalog rule refuses them).
-CATALOGS = {
-    "sqlite": [("sqlite_master", {"type": {"values": ["table", "index", "view", "trigger"]}}),
-               ("sqlite_schema", {"type": {"values": ["table", "index", "view", "trigger"]}}),
-               ("SQLITE_MASTER", {"type": {"values": ["table", "index", "view", "trigger"]}}),
-               ("sqlite_temp_master", {"type": {"values": ["table", "index", "view", "trigger"]}}),
-               ("sqlite_sequence", {"name": {"values": ["counter"]}}),
-               ("sqlite_stat1", {"tbl": {"values": ["counter"]}})],
-    "postgresql": [("pg_class", {"relkind": {"values": list("rivmcfpIS")}}),
-                   ("pg_tables", {"schemaname": {"values": ["pg_catalog", "information_schema", "public"]}}),
-                   ("pg_catalog.pg_class", {"relkind": {"values": list("rivmcfpIS")}}),
-                   ("information_schema.tables", {"table_type": {"values": ["BASE TABLE", "VIEW"]}}),
-                   ("tables", {"table_type": {"values": ["BASE TABLE", "VIEW"]}})],
-}
-
-
 def test_a_catalog_table_is_never_attached(engine, database_url: str, tmp_path: Path) -> None:  # noqa: ANN001
     """Issue 27, finding 9: only a table or view the database lists as its own (SQLAlchemy's inspector, the URL role's
     schema) is attached, whatever the dialect: SQLite's ``sqlite_master`` and kin, PostgreSQL's ``pg_catalog`` and
@@ -116,15 +101,7 @@ def test_a_catalog_table_is_never_attached(engine, database_url: str, tmp_path: 
     materialized view) is attached."""
     url = database_url
     if database_url.startswith("sqlite"):  # a database of its own, with every catalog table SQLite has
-        import sqlite3
-
-        foreign = tmp_path / "foreign.db"
-        with sqlite3.connect(foreign) as connection:
-            connection.execute("CREATE TABLE counter (id INTEGER PRIMARY KEY AUTOINCREMENT, age REAL)")
-            connection.execute("CREATE INDEX counter_age ON counter (age)")
-            connection.executemany("INSERT INTO counter (age) VALUES (?)", [(a,) for a in range(20)])
-            connection.execute("ANALYZE")
-        url = f"sqlite:///{foreign}"
+        url = f"sqlite:///{sqlite_with_every_catalog_table(tmp_path / 'foreign.db')}"
     for table, columns in CATALOGS["sqlite" if url.startswith("sqlite") else "postgresql"]:
         with pytest.raises(InvalidInput) as caught:
             attach_sql(engine, "catalog", url, table, write_spec(tmp_path, {"columns": columns}))
