@@ -234,8 +234,8 @@ def check_name(name: str) -> None:
 def _coded_chunks(path: Path, domain: Domain, chunk_rows: int) -> Iterator[np.ndarray]:
     """Validate and yield chunks of codes (rows x attributes, domain order), vectorised: the C parser converts the
     numbers; a chunk whose columns are all integers, all within their domains, is checked in one comparison with the
-    sizes; otherwise each column is checked on its own (the first bad one named), and only a column the parser could
-    not convert is read again as strings."""
+    sizes; otherwise each column is checked on its own (every bad one named, with its first lines), and only a
+    column the parser could not convert is read again as strings."""
     sizes = np.asarray([a.size for a in domain.attributes], dtype=np.int64)
     for chunk in csv_chunks.chunks(path, chunk_rows):
         numbers = chunk.numbers()
@@ -245,6 +245,7 @@ def _coded_chunks(path: Path, domain: Domain, chunk_rows: int) -> Iterator[np.nd
                 yield codes
                 continue
         out = np.empty((len(chunk), len(domain)), dtype=np.int64)
+        problems = []
         for j, attribute in enumerate(domain.attributes):
             column = numbers[attribute.name]
             if pd.api.types.is_integer_dtype(column) or pd.api.types.is_float_dtype(column):
@@ -252,10 +253,16 @@ def _coded_chunks(path: Path, domain: Domain, chunk_rows: int) -> Iterator[np.nd
             else:
                 values = pd.to_numeric(column.astype(str).str.strip(), errors="coerce").to_numpy(dtype=float)
             not_integer = np.isnan(values) | (values != np.round(values))
-            _reject(chunk, attribute.name, not_integer, "an integer code")
-            out_of_range = (values < 0) | (values >= attribute.size)
-            _reject(chunk, attribute.name, out_of_range, f"a code in 0..{attribute.size - 1}")
-            out[:, j] = values.astype(np.int64)
+            out_of_range = ~not_integer & ((values < 0) | (values >= attribute.size))
+            for bad, expected in ((not_integer, "an integer code"),
+                                  (out_of_range, f"a code in 0..{attribute.size - 1}")):
+                if bad.any():
+                    problems.append(f"column {attribute.name!r}: a value is not {expected}, first on "
+                                    f"{offending_lines(bad, chunk.lines)}")
+            if not problems:
+                out[:, j] = values.astype(np.int64)
+        if problems:  # every column at fault, so that one round of fixes is enough
+            raise InvalidInput(f"{chunk.path}, {'; '.join(problems)}. Nothing was stored.", code="invalid_value")
         yield out
 
 
@@ -266,16 +273,6 @@ def _raw_chunks(path: Path, spec: BinningSpec, chunk_rows: int) -> Iterator[np.n
             yield apply_spec(spec, chunk.strings(), lines=chunk.lines)
         except BinningError as exc:
             raise InvalidInput(f"{path}: {exc}", code="invalid_value") from None
-
-
-def _reject(chunk: csv_chunks.Chunk, column: str, bad: np.ndarray, expected: str) -> None:
-    if not bad.any():
-        return
-    raise InvalidInput(
-        f"{chunk.path}, column {column!r}: a value is not {expected}, first on {offending_lines(bad, chunk.lines)}. "
-        "Nothing was stored.",
-        code="invalid_value",
-    )
 
 
 # reading ------------------------------------------------------------------------------------------
