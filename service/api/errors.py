@@ -112,9 +112,11 @@ def _problem(request: Request, error: dict[str, Any]) -> str:
     loc = error.get("loc", ())
     if error.get("type") != "extra_forbidden":
         return str(error.get("msg", "invalid"))
+    if len(loc) != 2 or loc[0] != "body":
+        return f"not a field of {_field(loc[:-1])}"
     body_field = getattr(request.scope.get("route"), "body_field", None)
     model = getattr(getattr(body_field, "field_info", None), "annotation", None)
-    taken = list(getattr(model, "model_fields", {})) if len(loc) == 2 and loc[0] == "body" else []
+    taken = list(getattr(model, "model_fields", {}))
     return "not a field of this request" + (f" (it takes {', '.join(taken)})" if taken else "")
 
 

@@ -43,3 +43,12 @@ def test_a_setting_of_another_method_is_refused_naming_its_method(engine, data_d
         clients["steward"].fit_linear("titanic", "Fare", ["Pclass", "Sex"], epsilon=1.0, delta=1e-6, sparsity=1)
     assert refused.value.status == 422 and refused.value.code == "invalid_request"
     assert _charges(engine, "titanic") == []
+
+
+def test_an_unknown_option_inside_the_body_names_where_it_is(engine, data_dir: Path, clients) -> None:  # noqa: ANN001
+    titanic_with_budget(engine, data_dir, "100", "1e-5")
+    with pytest.raises(MarginaliaError) as refused:
+        clients["steward"].release_marginals("titanic", "laplace", [["Sex"]], epsilon=1.0, options={"bogus": 1})
+    assert refused.value.status == 422 and refused.value.code == "invalid_request"
+    assert "body.options.bogus: not a field of body.options" in refused.value.message
+    assert _charges(engine, "titanic") == []
