@@ -304,7 +304,8 @@ class Client(CollectionsClient):
         every pair answer), ``idempotency_key``, ``progress``; for dp-iht ``sparsity`` (required),
         ``iterations``, ``step``, ``clip_norm``, ``l2`` (the same settings later are answered by the stored model). Any
         other option is sent as a setting: the server refuses one the method does not take (a 422
-        ``invalid_request`` naming it, raised as :class:`MarginaliaError`), before anything is charged."""
+        ``invalid_request`` naming it, raised as :class:`MarginaliaError`), before anything is charged. ``seed`` is
+        refused here (a :class:`TypeError`): no server takes one."""
         return self._fit("linear", name, target, features, method, epsilon, delta, release, options)
 
     def fit_logistic(self, name: str, target: str, features: Sequence[str] | None = None, method: str = "dd-ssp",
@@ -320,6 +321,9 @@ class Client(CollectionsClient):
         # The method's settings (DP-IHT's sparsity, iterations...) go to the server as they are: it knows its methods
         # and answers a 422 invalid_request naming a setting it does not take, so a client never refuses a setting
         # that a newer server accepts, and ships without the server's catalog.
+        if "seed" in options:  # not a setting of any server, ever: the privacy of the release depends on it
+            raise TypeError(f"fit_{task} takes no seed: the server draws every random value from its own secure "
+                            "source (whoever chose a release's seed could subtract its noise)")
         settings = {key: value for key, value in options.items() if key not in _CLIENT_OPTIONS}
         body: dict[str, object] = {"target": target, "method": method, "intercept": options.get("intercept", True)}
         for key, value in (("features", None if features is None else list(features)), ("epsilon", epsilon),
