@@ -8,10 +8,10 @@ cumulant, eq. (1)), the ``boosting`` loss ``Phi(z) = z/2 + sqrt(1 + z^2/4)`` (Th
 ``probit``, ``Phi_N(t)``. The models that are linear in the score (:data:`LINEAR_MODELS`) have the identity
 (:data:`IDENTITY`, the ``linear`` link of the public-moment GLM).
 
-Each link is one :class:`Link` value: its name, its mean, the closed range of the mean and whether its labels are
-binary. It is the one home of these facts: the estimators' links extend it by reference (the Stein-lemma links of
-:mod:`estimators.local.glm.links` add their slopes, the public-moment links of :mod:`estimators.local.glm.moment`
-their cumulants), and the client answers ``E[y | x]`` with the same mean.
+Each link is one :class:`Link` value: its name, its mean, the closed range of the mean and whether its models are
+classifiers (``binary``). It is the one home of these facts: the estimators' links extend it by reference (the
+Stein-lemma links of :mod:`estimators.local.glm.links` add their slopes, the public-moment links of
+:mod:`estimators.local.glm.moment` their cumulants), and the client answers ``E[y | x]`` with the same mean.
 """
 
 from __future__ import annotations
@@ -69,7 +69,8 @@ def boosting_mean(t: np.ndarray) -> np.ndarray:
 @dataclass(frozen=True)
 class Link:
     """A single-index model's link ``E[y | x] = mean(<x, w>)``: the closed range ``[low, high]`` of ``mean``
-    (``None``: unbounded on that side) and whether its labels are binary (its models are classifiers)."""
+    (``None``: unbounded on that side) and ``binary``: whether its models are classifiers of 0/1 labels (with
+    ``predict_proba``)."""
 
     name: str
     mean: ArrayFunction
