@@ -26,8 +26,8 @@ from service.mechanisms import registry
 from service.mechanisms.registry import MechanismSpec, OptionSpec, PrivacyNotion, ReleaseKind
 from service.regression import methods
 from service.regression.methods import MethodSpec
-from tests.service.api.test_api_roles import ROLE_TABLE
 from tests.support.paths import REPO
+from tests.support.roles import ROLE_TABLE
 from workloads.encodings import TASKS
 
 MECHANISMS = [spec.name for spec in registry.specs()]

@@ -10,6 +10,11 @@ functions too).
   ``service/releases`` while ``service/releases`` imports ``service/data`` is such an arrow, though no two modules
   import each other.
 
+* The client is a leaf (docs/architecture.md): ``service.client`` imports only ``workloads``, the estimators' base
+  and itself, so that what ships to an analyst's notebook or a participant's phone loads none of the server; and no
+  module of the server imports the client (the demo, which plays the analysts and participants, may). What a device
+  runs lives beside the randomizers (``workloads.local.device``), where the server's simulator finds it.
+
 Imports made only for type checkers (under ``if TYPE_CHECKING:``) are left out of the circle checks (they never run)
 and kept in the layer check (an annotation naming a higher layer is still a dependency on it).
 """
@@ -24,6 +29,10 @@ import pytest
 PACKAGES = ("db", "workloads", "estimators", "service")
 #: What each top-level package may import of the project besides itself.
 ALLOWED = {"db": set(), "workloads": set(), "estimators": {"workloads"}, "service": {"db", "workloads", "estimators"}}
+#: The client's package, what it may import of the project besides itself, and who may import it.
+CLIENT = "service.client"
+CLIENT_MAY_IMPORT = ("workloads", "estimators.base")
+CLIENT_IMPORTED_BY = ("service.tools.demo",)
 #: Circles tolerated, each with its reason: none (the campaign twins were cut by service/campaigns/protocols/).
 TOLERATED_CIRCLES_INSIDE: tuple[str, ...] = ()
 
@@ -97,8 +106,13 @@ def strongly_connected(nodes: Iterable[str], edges: set[tuple[str, str]]) -> lis
     return found
 
 
+def _inside(module: str, packages: Iterable[str]) -> bool:
+    """Whether ``module`` is one of ``packages`` or inside one."""
+    return any(module == p or module.startswith(p + ".") for p in packages)
+
+
 def _tolerated(modules: Iterable[str]) -> bool:
-    return any(all(m == p or m.startswith(p + ".") for m in modules) for p in TOLERATED_CIRCLES_INSIDE)
+    return any(all(_inside(m, (p,)) for m in modules) for p in TOLERATED_CIRCLES_INSIDE)
 
 
 def _describe(graph: grimp.ImportGraph, component: list[str], edges: set[tuple[str, str]]) -> str:
@@ -118,6 +132,17 @@ def test_layers(full_graph: grimp.ImportGraph) -> None:
     upward = [_where(full_graph, a, b) for a, b in sorted(_edges(full_graph))
               if b.split(".")[0] != a.split(".")[0] and b.split(".")[0] not in ALLOWED[a.split(".")[0]]]
     assert not upward, "imports against the layers:\n" + "\n".join(upward)
+
+
+def test_the_client_is_a_leaf(full_graph: grimp.ImportGraph) -> None:
+    """The client imports only workloads, the estimators' base and itself; nothing of the server imports it."""
+    edges = _edges(full_graph)
+    out = [_where(full_graph, a, b) for a, b in sorted(edges)
+           if _inside(a, (CLIENT,)) and not _inside(b, (CLIENT, *CLIENT_MAY_IMPORT))]
+    into = [_where(full_graph, a, b) for a, b in sorted(edges)
+            if _inside(b, (CLIENT,)) and not _inside(a, (CLIENT, *CLIENT_IMPORTED_BY))]
+    assert not out, "the client imports more than workloads, estimators.base and itself:\n" + "\n".join(out)
+    assert not into, "the server imports the client:\n" + "\n".join(into)
 
 
 def test_no_circle_between_modules(runtime_graph: grimp.ImportGraph) -> None:

@@ -33,7 +33,6 @@ from service.api import create_app
 from service.cli import app as cli_app
 from service.data.engines.base import ENGINES, SQL
 from service.regression import methods
-from tests.service.api.test_api_roles import CALLERS, ROLE_TABLE
 from tests.support.apihelpers import BACKENDS, bearer, build_world, database_url, finished_job
 from tests.support.canaries import Canaries, LogCapture, LogContext, capturing_logs, quiet_other_handlers
 from tests.support.canary_commands import COMMANDS, command_paths
@@ -48,6 +47,7 @@ from tests.support.canary_tables import (
     canary_frame,
     with_cells,
 )
+from tests.support.roles import CALLERS, ROLE_TABLE
 
 #: The variants each service database's world builds: the SQL store is the one that lives in the service database.
 WORLD_VARIANTS = {"sqlite": [v for vs in VARIANTS.values() for v in vs],

@@ -23,8 +23,8 @@ from service.campaigns import campaigns, caps
 from service.campaigns.protocols import dr_erm as dr_erm_protocol
 from service.campaigns.protocols import get_protocol, next_state
 from service.campaigns.types import CampaignInfo
-from tests.service.campaigns.helpers import FEATURES, gaussian_rows, load_public, logistic_labels
 from tests.support.backends import ON_SQLITE
+from tests.support.campaign_data import FEATURES, gaussian_rows, load_public, logistic_labels
 
 REPS = 30
 FACTOR = 1.5

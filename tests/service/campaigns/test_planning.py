@@ -17,8 +17,8 @@ from estimators.local.sparse.planning import spread_profile
 from service.campaigns import campaigns, estimates, planning, simulate
 from service.campaigns.protocols import CAMPAIGN_PROTOCOLS
 from service.errors import InvalidInput
-from tests.service.campaigns.helpers import load_public
 from tests.support.backends import ON_SQLITE
+from tests.support.campaign_data import load_public
 
 
 def _relative_rms(estimates_: list[np.ndarray], truth: np.ndarray) -> float:

@@ -33,11 +33,10 @@ from service.privacy.noise import NoiseSource
 from service.regression.answering import PUBLIC_DP_IHT_DETAILS
 from service.regression.design import RegressionInputError, build_design
 from service.regression.fit import fit as fit_regression
+from tests.support.dp_iht import FEATURES, TRUTH, noise_tolerance
 
 ROWS = 2000
-FEATURES = [f"x{j}" for j in range(8)]
 SETTINGS = {"sparsity": 2, "iterations": 30, "step": 0.5}
-TRUTH = np.array([0.5, 0.5, 0, 0, 0, 0, 0, 0])
 
 
 @pytest.fixture(scope="module")
@@ -62,17 +61,6 @@ def _charges(engine, name: str = "sparse") -> list[dict[str, object]]:  # noqa: 
     return [r for r in accountant.ledger_rows(engine, name) if r["entry"] == "charge"]
 
 
-def _noise_tolerance(sigma: float, step: float, n: float, curvature: float) -> float:
-    """Six standard deviations of a coefficient's accumulated noise once the support is found. On the support the
-    iteration is ``theta <- theta - step (H (theta - theta*) + z_t / n_hat)``, ``z_t ~ N(0, sigma^2 I)``, a linear map
-    contracting by ``1 - step * curvature`` at least (``curvature`` the smallest eigenvalue of ``H = X_S^T X_S / n``),
-    so each coordinate's noise has sd at most ``step sigma / n / sqrt(1 - (1 - step curvature)^2)``. (``n_hat`` differs
-    from ``n`` by a ``N(0, sigma_n^2)`` draw, ``sigma_n`` about 2 here against ``n = 2000``: it rescales the step by
-    0.1 % at most and moves no fixed point, since the gradient vanishes at ``theta*``.)"""
-    contraction = 1.0 - step * curvature
-    return 6.0 * step * sigma / n / math.sqrt(1.0 - contraction**2)
-
-
 def test_cli_fit_recovers_the_sparse_answer_charges_exactly_and_reuses_the_model(sparse, sparse_table) -> None:  # noqa: ANN001
     runner = CliRunner()
     args = ["fit", "linear", "sparse", "--target", "y", "--method", "dp-iht", "--sparsity", "2", "--iterations", "30",
@@ -95,7 +83,7 @@ def test_cli_fit_recovers_the_sparse_answer_charges_exactly_and_reuses_the_model
     assert np.count_nonzero(coef) <= 2 and set(np.flatnonzero(coef)) == {0, 1}
     X = 2.0 * np.loadtxt(sparse_table[0], delimiter=",", skiprows=1)[:, :2] - 1.0
     curvature = float(np.linalg.eigvalsh(X.T @ X / ROWS)[0])
-    assert np.max(np.abs(coef - TRUTH)) < _noise_tolerance(calibration.sigma_gradient, 0.5, ROWS, curvature)
+    assert np.max(np.abs(coef - TRUTH)) < noise_tolerance(calibration.sigma_gradient, 0.5, ROWS, curvature)
     # the same request again (options spelled differently, defaults given explicitly) is the stored model, free
     again = runner.invoke(app, [*args[:-1], "--clip-norm", repr(clip), "--l2", "0", "--json"])
     assert again.exit_code == 0, again.output
