@@ -27,13 +27,16 @@ exact variance of its noise (:func:`service.privacy.calibration.discrete_laplace
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from fractions import Fraction
+
+import numpy as np
 
 from estimators.graphical import junction_tree
 from estimators.graphical.mirror_descent import Measurement
 from estimators.residual.reconstruct import NoisyMarginal, residuals_from_marginals
 from service.mechanisms.base import CountOracle, MechanismError, MechanismResult, Progress, no_progress
+from service.mechanisms.payloads import MarginalsPayload
 from service.mechanisms.selection import CachedCounts
 from service.privacy.calibration import (
     discrete_gaussian_variance,
@@ -76,6 +79,11 @@ def check_laplace_scales(workload: Sequence[Query], epsilon: Fraction) -> None:
                 "marginals or with weights less far apart")
 
 
+#: How one marginal is perturbed at its share of the budget: ``perturb(counts, share) -> (noisy, stddev)``, the noisy
+#: counts and the standard deviation of each cell's noise.
+Perturb = Callable[[np.ndarray, Fraction], tuple[np.ndarray, float]]
+
+
 def run_laplace(
     oracle: CountOracle,
     workload: Sequence[Query],
@@ -86,19 +94,12 @@ def run_laplace(
     iters: int = DEFAULT_ITERS,
     progress: Progress = no_progress,
 ) -> MechanismResult:
-    _check_workload(oracle, workload)
-    measurements = []
-    steps = len(workload) + 1
-    counter = _counter(oracle, workload)
-    for i, (query, eps_i) in enumerate(zip(workload, _shares(workload, epsilon), strict=True)):
-        progress(i, steps, f"measuring {'×'.join(query.attributes)}")
-        counts = counter.counts(query.attributes)
+    def perturb(counts: np.ndarray, eps_i: Fraction) -> tuple[np.ndarray, float]:
         scale = laplace_scale_exact(eps_i, 1)
         noisy = counts + noise.discrete_laplace(scale, counts.size).reshape(counts.shape)
-        measurements.append(Measurement(query.attributes, noisy.astype(float),
-                                        math.sqrt(discrete_laplace_variance(scale))))
-        progress(i + 1, steps, f"measured {'×'.join(query.attributes)}")
-    return _result(oracle, measurements, PrivacyCost(epsilon=epsilon), progress, steps)
+        return noisy, math.sqrt(discrete_laplace_variance(scale))
+
+    return _measure(oracle, workload, epsilon, perturb, PrivacyCost(epsilon=epsilon), progress)
 
 
 def run_gaussian(
@@ -111,19 +112,29 @@ def run_gaussian(
     iters: int = DEFAULT_ITERS,
     progress: Progress = no_progress,
 ) -> MechanismResult:
+    def perturb(counts: np.ndarray, rho_i: Fraction) -> tuple[np.ndarray, float]:
+        sigma2 = gaussian_sigma2_exact(rho_i)
+        noisy = counts + noise.discrete_gaussian(sigma2, counts.size).reshape(counts.shape)
+        return noisy, math.sqrt(discrete_gaussian_variance(sigma2))
+
+    return _measure(oracle, workload, rho, perturb, PrivacyCost(rho=rho), progress)
+
+
+def _measure(oracle: CountOracle, workload: Sequence[Query], total: Fraction, perturb: Perturb, cost: PrivacyCost,
+             progress: Progress) -> MechanismResult:
+    """Each marginal of ``workload`` counted and perturbed once at its share of ``total`` (module docstring), then
+    the release of its residuals. ``max_model_size`` and ``iters`` of the callers bound the model fitted lazily
+    (they are stored in the release's options, read by :mod:`service.releases.stored_models`)."""
     _check_workload(oracle, workload)
     measurements = []
     steps = len(workload) + 1
     counter = _counter(oracle, workload)
-    for i, (query, rho_i) in enumerate(zip(workload, _shares(workload, rho), strict=True)):
+    for i, (query, share) in enumerate(zip(workload, _shares(workload, total), strict=True)):
         progress(i, steps, f"measuring {'×'.join(query.attributes)}")
-        counts = counter.counts(query.attributes)
-        sigma2 = gaussian_sigma2_exact(rho_i)
-        noisy = counts + noise.discrete_gaussian(sigma2, counts.size).reshape(counts.shape)
-        measurements.append(Measurement(query.attributes, noisy.astype(float),
-                                        math.sqrt(discrete_gaussian_variance(sigma2))))
+        noisy, stddev = perturb(counter.counts(query.attributes), share)
+        measurements.append(Measurement(query.attributes, noisy.astype(float), stddev))
         progress(i + 1, steps, f"measured {'×'.join(query.attributes)}")
-    return _result(oracle, measurements, PrivacyCost(rho=rho), progress, steps)
+    return _result(oracle, measurements, cost, progress, steps)
 
 
 def _counter(oracle: CountOracle, workload: Sequence[Query]) -> CachedCounts:
@@ -151,4 +162,4 @@ def _result(oracle: CountOracle, measurements: list[Measurement], cost: PrivacyC
                                                          for m in measurements])
     progress(steps, steps, "reconstructed the residuals")
     details = {"measured": [list(m.attributes) for m in measurements], "residuals": len(residuals.residuals)}
-    return MechanismResult(measurements, None, cost, details, residuals=residuals)
+    return MechanismResult(cost, MarginalsPayload(measurements, residuals=residuals), details)
