@@ -79,62 +79,52 @@ def check_laplace_scales(workload: Sequence[Query], epsilon: Fraction) -> None:
                 "marginals or with weights less far apart")
 
 
-#: How one marginal is perturbed at its share of the budget: ``perturb(counts, share) -> (noisy, stddev)``, the noisy
-#: counts and the standard deviation of each cell's noise.
-Perturb = Callable[[np.ndarray, Fraction], tuple[np.ndarray, float]]
+#: How one marginal is perturbed at its share of the budget: ``perturb(noise, counts, share) -> (noisy, stddev)``, the
+#: noisy counts and the standard deviation of each cell's noise.
+Perturb = Callable[[NoiseSource, np.ndarray, Fraction], tuple[np.ndarray, float]]
+#: ``run(oracle, workload, budget, noise, *, max_model_size, iters, progress)``: a direct release at ``budget``.
+DirectRun = Callable[..., MechanismResult]
 
 
-def run_laplace(
-    oracle: CountOracle,
-    workload: Sequence[Query],
-    epsilon: Fraction,
-    noise: NoiseSource,
-    *,
-    max_model_size: float = DEFAULT_MAX_MODEL_SIZE_MB,
-    iters: int = DEFAULT_ITERS,
-    progress: Progress = no_progress,
-) -> MechanismResult:
-    def perturb(counts: np.ndarray, eps_i: Fraction) -> tuple[np.ndarray, float]:
-        scale = laplace_scale_exact(eps_i, 1)
-        noisy = counts + noise.discrete_laplace(scale, counts.size).reshape(counts.shape)
-        return noisy, math.sqrt(discrete_laplace_variance(scale))
-
-    return _measure(oracle, workload, epsilon, perturb, PrivacyCost(epsilon=epsilon), progress)
+def _laplace_noise(noise: NoiseSource, counts: np.ndarray, eps_i: Fraction) -> tuple[np.ndarray, float]:
+    scale = laplace_scale_exact(eps_i, 1)
+    noisy = counts + noise.discrete_laplace(scale, counts.size).reshape(counts.shape)
+    return noisy, math.sqrt(discrete_laplace_variance(scale))
 
 
-def run_gaussian(
-    oracle: CountOracle,
-    workload: Sequence[Query],
-    rho: Fraction,
-    noise: NoiseSource,
-    *,
-    max_model_size: float = DEFAULT_MAX_MODEL_SIZE_MB,
-    iters: int = DEFAULT_ITERS,
-    progress: Progress = no_progress,
-) -> MechanismResult:
-    def perturb(counts: np.ndarray, rho_i: Fraction) -> tuple[np.ndarray, float]:
-        sigma2 = gaussian_sigma2_exact(rho_i)
-        noisy = counts + noise.discrete_gaussian(sigma2, counts.size).reshape(counts.shape)
-        return noisy, math.sqrt(discrete_gaussian_variance(sigma2))
-
-    return _measure(oracle, workload, rho, perturb, PrivacyCost(rho=rho), progress)
+def _gaussian_noise(noise: NoiseSource, counts: np.ndarray, rho_i: Fraction) -> tuple[np.ndarray, float]:
+    sigma2 = gaussian_sigma2_exact(rho_i)
+    noisy = counts + noise.discrete_gaussian(sigma2, counts.size).reshape(counts.shape)
+    return noisy, math.sqrt(discrete_gaussian_variance(sigma2))
 
 
-def _measure(oracle: CountOracle, workload: Sequence[Query], total: Fraction, perturb: Perturb, cost: PrivacyCost,
-             progress: Progress) -> MechanismResult:
-    """Each marginal of ``workload`` counted and perturbed once at its share of ``total`` (module docstring), then
-    the release of its residuals. ``max_model_size`` and ``iters`` of the callers bound the model fitted lazily
-    (they are stored in the release's options, read by :mod:`service.releases.stored_models`)."""
-    _check_workload(oracle, workload)
-    measurements = []
-    steps = len(workload) + 1
-    counter = _counter(oracle, workload)
-    for i, (query, share) in enumerate(zip(workload, _shares(workload, total), strict=True)):
-        progress(i, steps, f"measuring {'×'.join(query.attributes)}")
-        noisy, stddev = perturb(counter.counts(query.attributes), share)
-        measurements.append(Measurement(query.attributes, noisy.astype(float), stddev))
-        progress(i + 1, steps, f"measured {'×'.join(query.attributes)}")
-    return _result(oracle, measurements, cost, progress, steps)
+def _direct(perturb: Perturb, cost: Callable[[Fraction], PrivacyCost]) -> DirectRun:
+    """The direct release whose marginals get ``perturb``'s noise and which costs ``cost(budget)``."""
+
+    def run(oracle: CountOracle, workload: Sequence[Query], budget: Fraction, noise: NoiseSource, *,
+            max_model_size: float = DEFAULT_MAX_MODEL_SIZE_MB, iters: int = DEFAULT_ITERS,
+            progress: Progress = no_progress) -> MechanismResult:
+        """Each marginal of ``workload`` counted and perturbed once at its share of ``budget`` (module docstring),
+        then the release of its residuals. ``max_model_size`` and ``iters`` bound the model fitted lazily (they are
+        stored in the release's options and read by :mod:`service.releases.stored_models`)."""
+        _check_workload(oracle, workload)
+        measurements = []
+        steps = len(workload) + 1
+        counter = _counter(oracle, workload)
+        for i, (query, share) in enumerate(zip(workload, _shares(workload, budget), strict=True)):
+            progress(i, steps, f"measuring {'×'.join(query.attributes)}")
+            noisy, stddev = perturb(noise, counter.counts(query.attributes), share)
+            measurements.append(Measurement(query.attributes, noisy.astype(float), stddev))
+            progress(i + 1, steps, f"measured {'×'.join(query.attributes)}")
+        return _result(oracle, measurements, cost(budget), progress, steps)
+
+    return run
+
+
+#: ``laplace``: epsilon-DP, discrete Laplace noise on every marginal (module docstring).
+run_laplace = _direct(_laplace_noise, lambda epsilon: PrivacyCost(epsilon=epsilon))
+#: ``gaussian``: rho-zCDP, discrete Gaussian noise on every marginal (module docstring).
+run_gaussian = _direct(_gaussian_noise, lambda rho: PrivacyCost(rho=rho))
 
 
 def _counter(oracle: CountOracle, workload: Sequence[Query]) -> CachedCounts:
