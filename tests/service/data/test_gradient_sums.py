@@ -26,8 +26,8 @@ from service.data.attach.tables import attach_parquet, attach_sql
 from service.data.engines.base import EngineError
 from service.data.engines.gradients import ensure_sqlite_math
 from service.data.oracle import TableCountOracle
-from service.mechanisms import row_memory
-from service.mechanisms.base import MechanismError
+from service.mechanisms import registry, row_memory
+from service.mechanisms.base import MechanismError, MechanismResult
 from service.mechanisms.dp_iht import COUNT_SHARE, DPIHTRelease, EngineGradients
 from service.privacy import conversions
 from service.privacy.cost import PrivacyCost, floor_to_grid
@@ -186,10 +186,10 @@ def test_sqlite_math_functions_are_registered_only_where_missing() -> None:
     assert lacking.registered == {"sqrt": math.sqrt, "tanh": math.tanh}
 
 
-def _release(oracle: TableCountOracle, design: DesignEncoding, seed: int, options: dict) -> DPIHTRelease:
-    release = DPIHTRelease(design, Fraction(1, 2), options)
-    release(oracle, NoiseSource(seed))
-    return release
+def _release(oracle: TableCountOracle, design: DesignEncoding, seed: int, options: dict) -> MechanismResult:
+    """A DP-IHT release's result, its settings completed as the registry completes them."""
+    return DPIHTRelease(design, Fraction(1, 2), registry.get("dp-iht").settings(design, options))(oracle,
+                                                                                                  NoiseSource(seed))
 
 
 @pytest.mark.parametrize("task", ["linear", "logistic"])
@@ -213,8 +213,34 @@ def test_the_release_on_the_engine_path_equals_the_distinct_rows_path(engine: En
         assert oracle.distinct_rows_read > 0 and oracle.gradient_scans == 24
     assert again.payload == first.payload
     np.testing.assert_allclose(first.payload.coef, rows.payload.coef, rtol=1e-7, atol=1e-12)
-    assert first.public_details() == rows.public_details() and first.cost == rows.cost
+    assert first.details == rows.details and first.cost == rows.cost
     assert np.count_nonzero(first.payload.coef) + (first.payload.intercept not in (None, 0.0)) <= 4
+
+
+class _OracleOnly:
+    """What the count oracle offers a mechanism, and nothing else: no ``table`` (its engine) to reach through."""
+
+    def __init__(self, oracle: TableCountOracle) -> None:
+        self.domain = oracle.domain
+        self.counts, self.counts_many, self.distinct_rows = oracle.counts, oracle.counts_many, oracle.distinct_rows
+        self.clipped_gradient_sums, self.row_count = oracle.clipped_gradient_sums, oracle.row_count
+        self.gradient_sums_in_one_scan = oracle.gradient_sums_in_one_scan
+
+
+@pytest.mark.parametrize("store", ["duckdb", "sql"])
+def test_dp_iht_sees_only_the_count_oracle(engine: Engine, tmp_path: Path, store: str) -> None:
+    """Issue 28: DP-IHT asks the oracle whether its engine sums gradients in one scan and for the row count; it never
+    reaches the engine behind it (on both paths: DuckDB and PostgreSQL sum, SQLite reads distinct rows)."""
+    datasets.load_coded_csv(engine, "t", *_write_coded(tmp_path, _coded()), categorical=("a", "b"), store=store)
+    stored = datasets.get_dataset(engine, "t")
+    design = _designs(stored.domain, ["a", "b", "c", "d"], "y", OVERRIDES, 2)[0]
+    summed = store == "duckdb" or engine.dialect.name == "postgresql"
+    with TableCountOracle(engine, stored) as oracle:
+        assert oracle.gradient_sums_in_one_scan is summed
+        assert oracle.row_count() == ROWS
+        result = _release(_OracleOnly(oracle), design, 3, {"sparsity": 4, "iterations": 3})  # type: ignore[arg-type]
+        assert (oracle.gradient_scans, oracle.distinct_rows_read > 0) == ((3, False) if summed else (0, True))
+    assert len(result.payload.coef) == design.n_features and result.cost == PrivacyCost(rho=Fraction(1, 2))
 
 
 def test_engine_path_ignores_the_distinct_row_budget_and_charges_as_before(engine: Engine, tmp_path: Path,
