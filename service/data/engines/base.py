@@ -17,14 +17,12 @@ engine maps them to its own columns.
 from __future__ import annotations
 
 from collections.abc import Generator, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import numpy as np
 
+from service.data.engines.queries import GradientQuery, Marginal
 from service.errors import ServiceError
-
-if TYPE_CHECKING:
-    from service.data.engines.gradients import GradientQuery
 
 #: The engines a dataset may live in (``datasets.engine``): its ``data_<id>`` table in the service database, a
 #: Parquet table counted by DuckDB (stored under the service's data folder, or attached where it lives), or a table
@@ -37,9 +35,6 @@ ENGINES = (SQL, DUCKDB, SPARK)
 STORE_ENGINES = (SQL, DUCKDB)
 #: The engine ``marginalia dataset load`` stores a new table in unless told otherwise.
 DEFAULT_ENGINE = DUCKDB
-
-#: One marginal to count: the attribute names (axes in that order) and their sizes.
-Marginal = tuple[tuple[str, ...], tuple[int, ...]]
 
 
 #: The phrase every refusal of a value the spec (or the privacy unit) cannot take carries, in whichever engine

@@ -57,9 +57,10 @@ from sqlalchemy import (
 from sqlalchemy.sql.elements import ColumnElement
 
 from db import tables
-from service.data.engines.base import SQL, EngineError, Marginal, null_unit, values_outside_spec
+from service.data.engines.base import SQL, EngineError, null_unit, values_outside_spec
 from service.data.engines.boundary import call_inside, engine_boundary
-from service.data.engines.gradients import CodeOutsideDomain, GradientQuery
+from service.data.engines.gradients import CodeOutsideDomain
+from service.data.engines.queries import GradientQuery, Marginal
 from service.data.engines.sql_gradients import SqlGradientSums
 from service.data.engines.units import bounded_select
 from workloads.binning import BinningSpec, ColumnBins
