@@ -86,7 +86,7 @@ def test_parquet_counts_are_those_of_one_row_per_unit(engine, tmp_path: Path) ->
     assert len(expected) < len(frame) / 3  # several rows per unit, so bounding changes the counts
     info = attach_parquet(engine, "visits", [_parquet(tmp_path, frame)], write_spec(tmp_path), privacy_unit="person")
     assert (info.rows, info.engine) == (frame["person"].nunique(), "duckdb")
-    assert datasets.get_dataset(engine, "visits").location["privacy_unit"] == "person"
+    assert datasets.get_dataset(engine, "visits").location.privacy_unit == "person"
     _check_counts(engine, "visits", expected)
 
 
