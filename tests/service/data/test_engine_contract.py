@@ -20,7 +20,6 @@ parametrized cases, naming the engine and what to add (docs/engines.md, "Adding 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,9 +37,16 @@ from service.data.engines.base import DUCKDB, SPARK, SQL
 from service.data.engines.registry import ENGINES
 from service.data.oracle import TableCountOracle
 from service.errors import InvalidInput
-from tests.support.binned import RAW_SQL_TYPES, SPEC, one_row_per_unit, raw_frame, sql_table, write_spec
+from tests.support.binned import (
+    RAW_SQL_TYPES,
+    bincount,
+    coded_frame,
+    one_row_per_unit,
+    sql_table,
+    unit_frame,
+    write_spec,
+)
 from tests.support.gradient_sums import assert_sums_as_numpy, designs
-from workloads.binning import apply_spec, parse_spec
 
 MARGINALS = [("age",), ("work", "age"), ("income", "work"), ("age", "work", "income")]
 #: A number outside the spec's last edge (120), planted in one row: the refusal must name ``age``, never this.
@@ -137,27 +143,6 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: py
     return new_postgres_database(request.getfixturevalue("postgres_server"))
 
 
-def unit_frame(rows: int = 400, units: int = 90, seed: int = 5) -> pd.DataFrame:
-    """Raw rows (tests.support.binned) with a ``person`` column: about 4.4 rows per unit."""
-    frame = raw_frame(rows, seed)
-    frame["person"] = np.random.default_rng(seed + 1).integers(0, units, rows) * 7 + 1000
-    return frame
-
-
-def coded(frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame``'s rows coded by the spec, without SQL."""
-    spec = parse_spec(SPEC)
-    names = [c.name for c in spec.columns]
-    return pd.DataFrame(apply_spec(spec, frame[names].astype(str)), columns=names)
-
-
-def bincount(codes: pd.DataFrame, attributes: tuple[str, ...]) -> np.ndarray:
-    sizes = {c.name: c.size for c in parse_spec(SPEC).columns}
-    shape = tuple(sizes[a] for a in attributes)
-    index = np.ravel_multi_index([codes[a].to_numpy() for a in attributes], shape)
-    return np.bincount(index, minlength=math.prod(shape)).reshape(shape)
-
-
 def _check(service: Engine, engine_name: str, variant: Variant, name: str, expected: pd.DataFrame) -> None:
     """Counts, distinct rows and gradient sums of dataset ``name`` equal those of the coded rows ``expected``."""
     stored = datasets.get_dataset(service, name)
@@ -189,7 +174,7 @@ def test_counts_distinct_rows_and_gradient_sums_equal_numpy(case: tuple[str, Var
     engine_name, variant = case
     frame = unit_frame()
     variant.put(engine, database_url, tmp_path, frame, "rows", False)
-    _check(engine, engine_name, variant, "rows", coded(frame))
+    _check(engine, engine_name, variant, "rows", coded_frame(frame))
 
 
 @pytest.mark.parametrize("case", _cases(), indirect=True)
@@ -197,7 +182,7 @@ def test_one_row_per_privacy_unit(case: tuple[str, Variant], engine: Engine, dat
                                   tmp_path: Path) -> None:
     engine_name, variant = case
     frame = unit_frame()
-    kept = one_row_per_unit(coded(frame).to_numpy(), list(coded(frame).columns), frame["person"].to_numpy())
+    kept = one_row_per_unit(coded_frame(frame).to_numpy(), list(coded_frame(frame).columns), frame["person"].to_numpy())
     assert len(kept) == frame["person"].nunique() < len(frame) / 3  # several rows per unit: bounding matters
     variant.put(engine, database_url, tmp_path, frame, "units", True)
     assert datasets.get_dataset(engine, "units").privacy_unit == "person"
