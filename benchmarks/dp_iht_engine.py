@@ -24,7 +24,7 @@ differs). Writes ``results/dp_iht_engine.json`` and
     .venv/bin/python -m benchmarks.dp_iht_engine --rows 1000000 --iterations 20
 
 With ``--postgresql`` the same tables are loaded a second time, as ``data_<id>`` tables of a database on a throwaway
-PostgreSQL server (tests/support/pgserver.py, started and stopped by the run), and three paths run there: ``engine``
+PostgreSQL server (service/tools/pgserver.py, started and stopped by the run), and three paths run there: ``engine``
 (the first iteration groups the rows into a temporary table of distinct rows with counts, every iteration
 aggregates it: :mod:`service.data.engines.sql_gradients`), ``scan`` (the plan before that: every iteration one
 ``GROUPING SETS`` scan of the whole table, which is still the plan of a database that refuses temporary tables)

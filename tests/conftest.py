@@ -1,5 +1,5 @@
 """Shared fixtures. ``engine`` is parametrised: every database-touching test runs on SQLite AND
-on a real PostgreSQL server that this test session starts itself (see tests/support/pgserver.py).
+on a real PostgreSQL server that this test session starts itself (see service/tools/pgserver.py).
 
 Set ``MARGINALIA_TEST_POSTGRES=skip`` to run SQLite only (local iteration); CI runs both, and a
 PostgreSQL that cannot start is then a failure, not a skip.
@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
+from service.tools.pgserver import PostgresServer, PostgresUnavailable, start_server
 from tests.support.paths import DATA
-from tests.support.pgserver import PostgresServer, PostgresUnavailable, start_server
 
 _counter = itertools.count()
 

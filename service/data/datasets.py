@@ -33,7 +33,10 @@ from db.engine import serialized_transaction, transaction
 from db.models import Dataset
 from service import interrupts
 from service.data import csv_chunks
-from service.data.engines.base import DEFAULT_ENGINE, SQL, STORE_ENGINES
+from service.data.engines.base import SQL
+from service.data.engines.duckdb_engine import StoredFile
+from service.data.engines.record import Location
+from service.data.engines.registry import DEFAULT_ENGINE, ENGINES, store_engines
 from service.data.engines.store import ParquetWriter, data_folder, new_file_name
 from service.errors import Conflict, InvalidInput, NotFound
 from workloads.binning import BinningError, BinningSpec, apply_spec, load_spec, offending_lines
@@ -174,7 +177,7 @@ def _store(
             written = writer.finish()
             with serialized_transaction(engine) as session:
                 dataset = _new_dataset(session, name, columns, source, store)
-                dataset.location = json.dumps({"file": written.name})
+                dataset.location = json.dumps(StoredFile(written.name).to_json())
                 dataset.row_count = rows
         except BaseException:
             writer.abort()
@@ -219,8 +222,9 @@ def _write_chunks(name: str, chunks: Iterator[np.ndarray], write: Callable[[np.n
 
 
 def _check_store(store: str) -> None:
-    if store not in STORE_ENGINES:
-        raise InvalidInput(f"engine must be one of {list(STORE_ENGINES)}, got {store!r}", code="invalid_parameter")
+    if store not in store_engines():
+        raise InvalidInput(f"engine must be one of {store_engines()}, got {store!r}", code="invalid_parameter")
+
 
 
 def check_name(name: str) -> None:
@@ -290,9 +294,10 @@ class StoredDataset:
     data_table: str
     sql_columns: dict[str, str]
     labels: dict[str, list[str]] = field(default_factory=dict)
-    #: where the rows live (:mod:`service.data.engines`) and the engine's location JSON (never shown to analysts)
+    #: where the rows live: the engine (:mod:`service.data.engines.registry`) and its typed location, read from the
+    #: stored JSON (never shown to analysts; None: the engine's location stored as NULL, a ``data_<id>`` table)
     engine: str = SQL
-    location: dict[str, object] | None = None
+    location: Location | None = None
 
     def labels_of(self, attributes: Sequence[str]) -> dict[str, list[str]]:
         return {a: self.labels[a] for a in attributes if a in self.labels}
@@ -301,8 +306,7 @@ class StoredDataset:
     def privacy_unit(self) -> str | None:
         """The column whose value is one privacy unit (``dataset attach --privacy-unit``; docs/privacy.md 1.1), or
         None when every row is one. Public: it says what every guarantee and every count is about."""
-        unit = (self.location or {}).get("privacy_unit")
-        return None if unit is None else str(unit)
+        return None if self.location is None else self.location.privacy_unit
 
 
 def stored_dataset(dataset: Dataset) -> StoredDataset:
@@ -317,8 +321,15 @@ def stored_dataset(dataset: Dataset) -> StoredDataset:
         sql_columns={c["name"]: c["sql"] for c in columns},
         labels={c["name"]: list(c["labels"]) for c in columns if "labels" in c},
         engine=dataset.engine,
-        location=json.loads(dataset.location) if dataset.location else None,
+        location=_location(dataset),
     )
+
+
+def _location(dataset: Dataset) -> Location | None:
+    """The typed location of the stored ``dataset``; None for an engine this service does not register (opening it
+    is then refused, naming the engine: :func:`service.data.engines.registry.open_table`)."""
+    record = ENGINES.find(dataset.engine)
+    return None if record is None else record.read(dataset.location)
 
 
 def get_dataset(engine: Engine, name: str) -> StoredDataset:

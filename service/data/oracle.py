@@ -22,7 +22,7 @@ from sqlalchemy import Engine
 
 from service.data.datasets import StoredDataset
 from service.data.engines.base import TableEngine, codes_outside_domain
-from service.data.engines.gradients import GradientQuery
+from service.data.engines.queries import GradientQuery
 from service.data.engines.registry import open_table
 from workloads.domain import Domain
 

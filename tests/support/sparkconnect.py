@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.support.pgserver import _free_port
+from service.tools.pgserver import free_port
 
 #: The server's main class (the one ``sbin/start-connect-server.sh`` submits).
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
@@ -64,7 +64,7 @@ def _answers(url: str) -> bool:
 @dataclass
 class ConnectServer:
     directory: Path
-    port: int = field(default_factory=_free_port)
+    port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
 
     @property

@@ -15,8 +15,12 @@ functions too).
   module of the server imports the client (the demo, which plays the analysts and participants, may). What a device
   runs lives beside the randomizers (``workloads.local.device``), where the server's simulator finds it.
 
-Imports made only for type checkers (under ``if TYPE_CHECKING:``) are left out of the circle checks (they never run)
-and kept in the layer check (an annotation naming a higher layer is still a dependency on it).
+Imports made only for type checkers (under ``if TYPE_CHECKING:``) count everywhere, in the circle checks as in the
+layer check: they never run, but a circle of them is still two modules that each need the other to be read (and the
+next engineer to turn one into a runtime import meets the circle then). None is tolerated (issue 28).
+
+``benchmarks`` is a package of its own outside the layers: it may import any layer, never ``tests``
+(:func:`test_benchmarks_do_not_import_the_tests`).
 """
 
 from __future__ import annotations
@@ -37,18 +41,10 @@ CLIENT_IMPORTED_BY = ("service.tools.demo",)
 TOLERATED_CIRCLES_INSIDE: tuple[str, ...] = ()
 
 
-def _graph(type_checking: bool) -> grimp.ImportGraph:
-    return grimp.build_graph(*PACKAGES, exclude_type_checking_imports=not type_checking, cache_dir=None)
-
-
-@pytest.fixture(scope="module")
-def runtime_graph() -> grimp.ImportGraph:
-    return _graph(type_checking=False)
-
-
 @pytest.fixture(scope="module")
 def full_graph() -> grimp.ImportGraph:
-    return _graph(type_checking=True)
+    """Every import of the project's packages, those under ``if TYPE_CHECKING:`` included."""
+    return grimp.build_graph(*PACKAGES, exclude_type_checking_imports=False, cache_dir=None)
 
 
 def _edges(graph: grimp.ImportGraph) -> set[tuple[str, str]]:
@@ -145,17 +141,17 @@ def test_the_client_is_a_leaf(full_graph: grimp.ImportGraph) -> None:
     assert not into, "the server imports the client:\n" + "\n".join(into)
 
 
-def test_no_circle_between_modules(runtime_graph: grimp.ImportGraph) -> None:
-    edges = _edges(runtime_graph)
-    circles = [c for c in strongly_connected(runtime_graph.modules, edges) if not _tolerated(c)]
-    assert not circles, "import circles:\n" + "\n".join(_describe(runtime_graph, c, edges) for c in circles)
+def test_no_circle_between_modules(full_graph: grimp.ImportGraph) -> None:
+    edges = _edges(full_graph)
+    circles = [c for c in strongly_connected(full_graph.modules, edges) if not _tolerated(c)]
+    assert not circles, "import circles:\n" + "\n".join(_describe(full_graph, c, edges) for c in circles)
 
 
-def test_no_upward_arrow_inside_a_package(runtime_graph: grimp.ImportGraph) -> None:
+def test_no_upward_arrow_inside_a_package(full_graph: grimp.ImportGraph) -> None:
     """Inside every package, its children's imports of each other (a subpackage standing for all of its modules)
     form no circle: there is an order of the children in which every import goes downward."""
-    edges = _edges(runtime_graph)
-    packages = sorted({m.rsplit(".", 1)[0] for m in runtime_graph.modules if "." in m})
+    edges = _edges(full_graph)
+    packages = sorted({m.rsplit(".", 1)[0] for m in full_graph.modules if "." in m})
     problems = []
     for package in packages:
         prefix = package + "."
@@ -172,7 +168,16 @@ def test_no_upward_arrow_inside_a_package(runtime_graph: grimp.ImportGraph) -> N
             if _tolerated(component):
                 continue
             inside = set(component)
-            arrows = [_where(runtime_graph, *edge) for pair in sorted(between) if set(pair) <= inside
+            arrows = [_where(full_graph, *edge) for pair in sorted(between) if set(pair) <= inside
                       for edge in between[pair][:3]]
             problems.append(f"inside {package}: " + " <-> ".join(component) + "\n  " + "\n  ".join(arrows))
     assert not problems, "circles between the parts of a package:\n" + "\n".join(problems)
+
+
+def test_benchmarks_do_not_import_the_tests() -> None:
+    """``benchmarks`` may use the service (the throwaway PostgreSQL is :mod:`service.tools.pgserver`), never the test
+    suite: a benchmark run must not depend on test helpers that change with the tests (issue 28)."""
+    graph = grimp.build_graph("benchmarks", "tests", *PACKAGES, exclude_type_checking_imports=False, cache_dir=None)
+    into_tests = [_where(graph, a, b) for a, b in sorted(_edges(graph))
+                  if a.split(".")[0] == "benchmarks" and b.split(".")[0] == "tests"]
+    assert not into_tests, "benchmarks importing the tests:\n" + "\n".join(into_tests)

@@ -7,7 +7,7 @@ of any logger and no command's output may hold a canary (tests/support/canaries.
 spellings; over HTTP and in job records also where the tables live), and no answer may be an undocumented 5xx.
 
 New operations, engines, regression methods and commands are picked up from the OpenAPI document, the engine list
-(``service/data/engines/base.py`` ``ENGINES``), the methods' registry and the typer app: one without its entry in
+(``service/data/engines/registry.py`` ``ENGINES``), the methods' registry and the typer app: one without its entry in
 tests/support/canary_requests.py, canary_tables.py or canary_commands.py fails here, naming it.
 
 One world per service database (SQLite with every variant; PostgreSQL with its own SQL store, the one variant that
@@ -31,7 +31,8 @@ from typer.testing import CliRunner
 
 from service.api import create_app
 from service.cli import app as cli_app
-from service.data.engines.base import ENGINES, SQL
+from service.data.engines.base import SQL
+from service.data.engines.registry import ENGINES
 from service.regression import methods
 from tests.support.apihelpers import BACKENDS, bearer, build_world, database_url, finished_job
 from tests.support.canaries import Canaries, LogCapture, LogContext, capturing_logs, quiet_other_handlers
