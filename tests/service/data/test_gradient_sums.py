@@ -173,7 +173,7 @@ def test_dp_iht_sees_only_the_count_oracle(engine: Engine, tmp_path: Path, store
     reaches the engine behind it (on both paths: DuckDB and PostgreSQL sum, SQLite reads distinct rows)."""
     datasets.load_coded_csv(engine, "t", *_write_coded(tmp_path, _coded()), categorical=("a", "b"), store=store)
     stored = datasets.get_dataset(engine, "t")
-    design = _designs(stored.domain, ["a", "b", "c", "d"], "y", OVERRIDES, 2)[0]
+    design = designs(stored.domain, ["a", "b", "c", "d"], "y", OVERRIDES, 2)[0]
     summed = store == "duckdb" or engine.dialect.name == "postgresql"
     with TableCountOracle(engine, stored) as oracle:
         assert oracle.gradient_sums_in_one_scan is summed
