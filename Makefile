@@ -25,11 +25,11 @@ demo: install
 ## test: lint, then every test (SQLite and a throwaway PostgreSQL), slow ones included
 test: install
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -n $(WORKERS) -p no:cacheprovider -q -rs
+	$(PY) -m pytest -n $(WORKERS) --dist worksteal -p no:cacheprovider -q -rs
 
 ## test-fast: skip slow tests and PostgreSQL (local iteration only; CI runs `make test`)
 test-fast: install
-	MARGINALIA_TEST_POSTGRES=skip $(PY) -m pytest -n $(WORKERS) -q -m "not slow"
+	MARGINALIA_TEST_POSTGRES=skip $(PY) -m pytest -n $(WORKERS) --dist worksteal -q -m "not slow"
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -56,7 +56,7 @@ def database_url(backend: str, request: pytest.FixtureRequest, folder: Path) -> 
     """A fresh database on ``backend`` (a module-scoped fixture's counterpart of conftest's)."""
     if backend == "sqlite":
         return f"sqlite:///{folder / 'api.db'}"
-    return new_postgres_database(request.getfixturevalue("postgres_server"))
+    return new_postgres_database(request)
 
 
 def titanic_upload(data_dir: Path, name: str = "titanic") -> dict[str, object]:

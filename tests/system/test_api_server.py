@@ -46,7 +46,7 @@ def database(request: pytest.FixtureRequest, tmp_path: Path, data_dir: Path) -> 
     if request.param == "sqlite":
         url = f"sqlite:///{tmp_path / 'served.db'}"
     else:
-        url = new_postgres_database(request.getfixturevalue("postgres_server"))
+        url = new_postgres_database(request)
     engine = make_engine(url)
     upgrade_to_head(engine)
     load_titanic(engine, data_dir)

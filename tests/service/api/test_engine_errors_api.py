@@ -51,7 +51,7 @@ def _duckdb_glob(engine: Engine, tmp_path: Path, request: pytest.FixtureRequest)
 
 
 def _postgres_text(engine: Engine, tmp_path: Path, request: pytest.FixtureRequest) -> dict[str, object]:
-    url = new_postgres_database(request.getfixturevalue("postgres_server"))
+    url = new_postgres_database(request)
     lake = create_engine(url)
     sql_table(lake, raw_frame(80, 3), "people",
               {"age": "TEXT", "work": "VARCHAR(40)", "income": "VARCHAR(40)", "other": "INTEGER"})

@@ -11,6 +11,7 @@ import pytest
 
 from service.campaigns import campaigns, estimates, simulate, submission
 from service.errors import InvalidInput
+from tests.support.backends import ON_SQLITE
 
 
 def _line(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -139,6 +140,7 @@ def _corners(field, dimension: int) -> list[np.ndarray]:  # noqa: ANN001
             for bits in itertools.product((0, 1), repeat=dimension)]
 
 
+@ON_SQLITE  # numeric: the bound and the move come from numpy; report storage keeps its PostgreSQL tests
 @pytest.mark.parametrize("gram", [False, True], ids=["public-covariance", "private-covariance"])
 def test_one_extreme_accepted_stein_report_moves_w_ols_by_at_most_its_influence(engine, tmp_path, gram) -> None:  # noqa: ANN001
     """Every corner of the validated ranges (the extreme accepted reports), one at a time: w_ols moves by at most the
@@ -188,6 +190,7 @@ def _round0_aggregate(engine, name: str, value: str | None = None) -> str:  # no
                                     "round_index = 0"), {"c": campaign}).scalar_one()
 
 
+@ON_SQLITE  # numeric: the bound and the move come from numpy; report storage keeps its PostgreSQL tests
 def test_one_extreme_accepted_label_report_moves_the_lasso_by_at_most_its_influence(engine, tmp_path) -> None:  # noqa: ANN001
     """label-ldp's penalised Lasso (lasso-raw) is 1/lambda_min(X^T X/m)-Lipschitz in the mean of x_row tilde y: the
     extreme accepted reports (the public row of largest norm, or each row, with the label at either end of its

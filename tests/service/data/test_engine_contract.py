@@ -140,7 +140,7 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: py
     from tests.conftest import new_postgres_database
 
     monkeypatch.setenv("MARGINALIA_DATA_DIR", str(tmp_path / "tables"))
-    return new_postgres_database(request.getfixturevalue("postgres_server"))
+    return new_postgres_database(request)
 
 
 def _check(service: Engine, engine_name: str, variant: Variant, name: str, expected: pd.DataFrame) -> None:

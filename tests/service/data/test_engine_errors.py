@@ -62,7 +62,7 @@ def database_url(tmp_path: Path) -> str:
 @pytest.fixture
 def postgres_url(request: pytest.FixtureRequest) -> str:
     """A fresh database of the session's throwaway PostgreSQL server."""
-    return new_postgres_database(request.getfixturevalue("postgres_server"))
+    return new_postgres_database(request)
 
 
 def assert_refused_without_canaries(engine: Engine, name: str, caplog: pytest.LogCaptureFixture, *,
