@@ -5,6 +5,9 @@ a rooted forest, and the model size a set of cliques would need.
 Sheldon & Miklau 2019, "Graphical-model based estimation and inference for differential privacy"), so a model built
 here has the very cliques of mbi's. :func:`model_size_mb` computes the same number as mbi's
 ``hypothetical_model_size`` with bit masks instead of networkx, because AIM asks it for every candidate every round.
+
+A stored model keeps its tree (:meth:`JunctionTree.structure`), so reading one back
+(:meth:`JunctionTree.from_structure`) triangulates nothing and never imports mbi or JAX.
 """
 
 from __future__ import annotations
@@ -12,7 +15,6 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 
-from estimators.graphical._mbi import mbi, mbi_domain
 from estimators.graphical.factors import Clique, canonical_clique
 from workloads.domain import Domain
 
@@ -90,20 +92,26 @@ class JunctionTree:
     ``separator[i]`` is ``nodes[i]`` intersected with its parent. Every attribute of the domain is
     in some node (an attribute in no clique is a node of its own)."""
 
-    def __init__(self, domain: Domain, cliques: Sequence[Sequence[str]]) -> None:
+    def __init__(self, domain: Domain, cliques: Sequence[Sequence[str]],
+                 edges: Sequence[tuple[int, int]] | None = None) -> None:
+        """The tree of ``cliques`` triangulated as mbi does; or, with ``edges``, the tree whose nodes are ``cliques``
+        and whose edges join ``cliques[i]`` and ``cliques[j]`` (a tree :meth:`structure` gave, read back)."""
         self.domain = domain
         position = {n: i for i, n in enumerate(domain.names)}
 
         def key(clique: Clique) -> tuple[int, ...]:
             return tuple(position[a] for a in clique)
 
-        unique = sorted({canonical_clique(domain, c) for c in cliques}, key=key)
-        graph, _ = mbi.junction_tree.make_junction_tree(mbi_domain(domain), unique)
-        self.nodes: list[Clique] = sorted((canonical_clique(domain, n) for n in graph.nodes), key=key)
+        if edges is None:
+            nodes, joined = _triangulated(domain, sorted({canonical_clique(domain, c) for c in cliques}, key=key))
+        else:
+            given = [canonical_clique(domain, c) for c in cliques]
+            nodes, joined = given, [(given[i], given[j]) for i, j in edges]
+        self.nodes: list[Clique] = sorted(nodes, key=key)
         index = {n: i for i, n in enumerate(self.nodes)}
         self.neighbors: list[list[int]] = [[] for _ in self.nodes]
-        for a, b in graph.edges:
-            i, j = index[canonical_clique(domain, a)], index[canonical_clique(domain, b)]
+        for a, b in joined:
+            i, j = index[a], index[b]
             self.neighbors[i].append(j)
             self.neighbors[j].append(i)
         for nbrs in self.neighbors:
@@ -138,6 +146,16 @@ class JunctionTree:
                 self.containing[a].append(i)
         self._homes: dict[Clique, int | None] = {}
 
+    @classmethod
+    def from_structure(cls, domain: Domain, structure: dict[str, list]) -> JunctionTree:
+        """The tree :meth:`structure` described (no triangulation, no mbi)."""
+        return cls(domain, [tuple(n) for n in structure["nodes"]], [(int(i), int(j)) for i, j in structure["edges"]])
+
+    def structure(self) -> dict[str, list]:
+        """The tree as plain lists, for storage: its nodes and its edges (pairs of node indices)."""
+        edges = [[i, j] for i, nbrs in enumerate(self.neighbors) for j in nbrs if i < j]
+        return {"nodes": [list(n) for n in self.nodes], "edges": edges}
+
     def home(self, clique: Clique) -> int | None:
         """Index of the smallest node containing ``clique`` (canonical), or None."""
         if clique not in self._homes:
@@ -149,3 +167,13 @@ class JunctionTree:
     def size_mb(self) -> float:
         """Model size as mbi's ``hypothetical_model_size`` counts it: 8 bytes per node cell."""
         return sum(self.cells) * 8 / 2**20
+
+
+def _triangulated(domain: Domain, cliques: list[Clique]) -> tuple[list[Clique], list[tuple[Clique, Clique]]]:
+    """The nodes and edges of mbi's junction tree of ``cliques`` (``make_junction_tree``), canonical. mbi, and JAX
+    with it, is imported here only: a model read back from storage never comes this way."""
+    from estimators.graphical._mbi import mbi, mbi_domain
+
+    graph, _ = mbi.junction_tree.make_junction_tree(mbi_domain(domain), cliques)
+    return ([canonical_clique(domain, n) for n in graph.nodes],
+            [(canonical_clique(domain, a), canonical_clique(domain, b)) for a, b in graph.edges])

@@ -1,12 +1,14 @@
 """The one adapter between Marginalia and private-pgm (``mbi`` 2.x): models as mbi objects, and the payload codec.
 
-Releases store and pass around mbi ``MarkovRandomField`` models (:data:`Model`). This module converts to and from
-them: a numpy fit to an mbi model (:func:`fit_to_mbi`) and back (:func:`numpy_view`, cached for the last few models),
-a model to plain arrays and back (:func:`model_to_bytes` / :func:`model_from_bytes`, without pickling library
-internals). The estimator is :func:`estimators.graphical.mirror_descent.fit` (numpy, nothing compiled). Reading a
-model (:func:`marginal`, :func:`synthetic_rows`) runs in numpy on the cached calibrated copy, because mbi 2.0.0
-compiles a JAX program for every new clique structure, attribute set and sample size (seconds each; see
-docs/mechanisms.md, "Estimation, and where the time goes").
+A release's mechanism hands over an mbi ``MarkovRandomField``; a model read back from storage is the numpy
+:class:`~estimators.graphical.model.Fit` (either is a :data:`Model`). This module converts: a numpy fit to an mbi
+model (:func:`fit_to_mbi`) and back (:func:`numpy_view`, cached for the last few models), a model to plain arrays and
+back (:func:`model_to_bytes` / :func:`model_from_bytes`, without pickling library internals; the payload keeps the
+junction tree, so reading it back triangulates nothing and imports neither mbi nor JAX, which alone took three of a
+free answer's four seconds on the command line). The estimator is :func:`estimators.graphical.mirror_descent.fit`
+(numpy, nothing compiled). Reading a model (:func:`marginal`, :func:`synthetic_rows`) runs in numpy on the cached
+calibrated copy, because mbi 2.0.0 compiles a JAX program for every new clique structure, attribute set and sample
+size (seconds each; see docs/mechanisms.md, "Estimation, and where the time goes").
 
 Estimation is post-processing of already-noisy measurements: it never touches sensitive rows and costs no privacy
 (McKenna, Sheldon & Miklau 2019, "Graphical-model based estimation and inference for differential privacy").
@@ -19,15 +21,20 @@ import io
 import json
 import threading
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Union
 
 import numpy as np
 
-from estimators.graphical._mbi import jax, mbi, mbi_domain
 from estimators.graphical.factors import Clique, reshape_into
+from estimators.graphical.junction_tree import JunctionTree
 from estimators.graphical.model import Fit, calibrated
 from workloads.domain import Domain
 
-Model = mbi.MarkovRandomField
+if TYPE_CHECKING:
+    from estimators.graphical._mbi import mbi
+
+#: A fitted model: an mbi ``MarkovRandomField`` (what a mechanism hands over) or a numpy :class:`Fit` (read back).
+Model = Union[Fit, "mbi.MarkovRandomField"]  # noqa: UP007 - the mbi half is a forward reference
 
 #: Log-potential given to structurally impossible cells in an exported mbi model. Finite (unlike
 #: -inf) so mbi's HUGIN message passing, which subtracts messages, never forms -inf - (-inf);
@@ -52,24 +59,33 @@ def synthetic_rows(model: Model, rows: int, seed: int) -> dict[str, np.ndarray]:
 
 
 def model_to_bytes(model: Model) -> bytes:
-    """Serialise a model as an ``.npz`` of its clique potentials plus a JSON header."""
-    arrays: dict[str, np.ndarray] = {}
-    cliques = [list(c) for c in model.potentials.cliques]
-    for i, clique in enumerate(model.potentials.cliques):
-        arrays[f"potential_{i}"] = np.asarray(model.potentials[clique].values, dtype=np.float64)
-    header = {"cliques": cliques, "total": float(model.total), "format": 1}
+    """Serialise a model as an ``.npz`` of its clique potentials plus a JSON header with its total and its junction
+    tree (format 2; format 1, before the tree was kept, is still read)."""
+    view = numpy_view(model)
+    if isinstance(model, Fit):
+        cliques, logs = list(model.potentials), [model.potentials[c] for c in model.potentials]
+        if model.zeros:
+            raise ValueError("a model with structural zeros is stored through fit_to_mbi, which folds them in")
+    else:
+        cliques = list(model.potentials.cliques)
+        logs = [model.potentials[c].values for c in cliques]
+    arrays = {f"potential_{i}": np.asarray(values, dtype=np.float64) for i, values in enumerate(logs)}
+    header = {"cliques": [list(c) for c in cliques], "total": float(view.total), "format": 2,
+              "tree": view.tree.structure()}
     arrays["header"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
     buffer = io.BytesIO()
     np.savez_compressed(buffer, **arrays)
     return buffer.getvalue()
 
 
-def model_from_bytes(payload: bytes, domain: Domain) -> Model:
-    """Rebuild a model written by :func:`model_to_bytes` (marginals recomputed by belief propagation)."""
+def model_from_bytes(payload: bytes, domain: Domain) -> Fit:
+    """Rebuild a model written by :func:`model_to_bytes`, calibrated with numpy on the stored tree (a format-1
+    payload has none: its tree is triangulated again, as when it was fitted)."""
     with np.load(io.BytesIO(payload), allow_pickle=False) as npz:
         header = json.loads(npz["header"].tobytes().decode())
         logs = {tuple(c): np.asarray(npz[f"potential_{i}"]) for i, c in enumerate(header["cliques"])}
-    return as_mbi(calibrated(domain, logs, header["total"]))
+    tree = JunctionTree.from_structure(domain, header["tree"]) if "tree" in header else None
+    return calibrated(domain, logs, header["total"], tree)
 
 
 _VIEWS: collections.OrderedDict[int, tuple[Model, Fit]] = collections.OrderedDict()
@@ -78,7 +94,10 @@ _VIEWS_KEPT = 4  # calibrated models kept for marginal queries (each as large as
 
 
 def numpy_view(model: Model) -> Fit:
-    """The model calibrated with numpy (cached for the last few models asked about)."""
+    """The model calibrated with numpy (itself when it is a :class:`Fit`; cached for the last few mbi models asked
+    about)."""
+    if isinstance(model, Fit):
+        return model
     with _VIEWS_LOCK:
         hit = _VIEWS.get(id(model))
         if hit is not None and hit[0] is model:
@@ -94,7 +113,7 @@ def numpy_view(model: Model) -> Fit:
     return view
 
 
-def fit_to_mbi(fit: Fit) -> Model:
+def fit_to_mbi(fit: Fit) -> mbi.MarkovRandomField:
     """The same model as an mbi ``MarkovRandomField``: potentials over the measured maximal
     cliques (structural zeros folded in as :data:`STRUCTURAL_ZERO_LOG`, on a clique of their own
     when no measured clique contains them), marginals over the same cliques."""
@@ -112,7 +131,10 @@ def fit_to_mbi(fit: Fit) -> Model:
                        fit.stepsize, fit.lipschitz, fit.iterations))
 
 
-def as_mbi(view: Fit) -> Model:
+def as_mbi(view: Fit) -> mbi.MarkovRandomField:
+    """``view`` as an mbi model (its potentials and its clique marginals as mbi factors)."""
+    from estimators.graphical._mbi import jax, mbi, mbi_domain
+
     full = mbi_domain(view.domain)
     cliques = list(view.potentials)
 

@@ -148,15 +148,17 @@ class Fit:
         return {name: out[name] for name in domain.names}
 
 
-def calibrated(domain: Domain, potentials: Mapping[Sequence[str], np.ndarray], total: float) -> Fit:
+def calibrated(domain: Domain, potentials: Mapping[Sequence[str], np.ndarray], total: float,
+               tree: JunctionTree | None = None) -> Fit:
     """A :class:`Fit` (no optimisation) of the model with these log-potentials (axes in each key's
-    order) and total, calibrated with numpy."""
+    order) and total, calibrated with numpy, on ``tree`` when given (a stored model's), else on the junction tree of
+    the potentials' cliques."""
     logs: dict[Clique, np.ndarray] = {}
     for attributes, values in potentials.items():
         attributes = tuple(attributes)
         clique = canonical_clique(domain, attributes)
         values = np.transpose(np.asarray(values, dtype=np.float64), [attributes.index(a) for a in clique])
         logs[clique] = logs[clique] + values if clique in logs else values
-    tree = JunctionTree(domain, list(logs))
+    tree = tree if tree is not None else JunctionTree(domain, list(logs))
     probabilities, _ = calibrate(tree, node_factors(tree, [logs]), float(total))
     return Fit(domain, tree, logs, {}, probabilities, float(total), math.nan, math.nan, math.nan, 0)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from estimators.graphical import factors, junction_tree, mbi_adapter
+from estimators.graphical import factors, junction_tree
 from tests.support.tables import titanic_oracle
 
 
 def test_model_size_matches_mbi() -> None:
-    import mbi
+    from estimators.graphical._mbi import mbi, mbi_domain
 
     oracle = titanic_oracle(("Survived", "Pclass", "Sex", "Age", "SibSp", "Parch", "Fare", "Embarked", "Cabin"))
     domain, names = oracle.domain, oracle.domain.names
@@ -23,6 +23,6 @@ def test_model_size_matches_mbi() -> None:
             count = rng.integers(0, 9)
             cliques = [tuple(rng.choice(names, size=rng.integers(1, 4), replace=False)) for _ in range(count)]
         expected = mbi.junction_tree.hypothetical_model_size(
-            mbi_adapter.mbi_domain(domain), [factors.canonical_clique(domain, c) for c in cliques]
+            mbi_domain(domain), [factors.canonical_clique(domain, c) for c in cliques]
         )
         assert junction_tree.model_size_mb(domain, cliques) == pytest.approx(expected, rel=1e-12)
