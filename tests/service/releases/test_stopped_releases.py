@@ -43,13 +43,6 @@ MST_STEPS = 3 + 2 + 2
 Progress = Callable[[int, int, str], None]
 
 
-@pytest.fixture(autouse=True)
-def no_pending_request():  # noqa: ANN201
-    interrupts.clear()
-    yield
-    interrupts.clear()
-
-
 @pytest.fixture
 def small(engine, tmp_path: Path) -> str:  # noqa: ANN001
     """A three-column coded table with a budget: small enough for a release per stop point."""
