@@ -145,54 +145,52 @@ def run_aim(
 
     counts = CachedCounts(oracle)
     counts.prefetch([*initial, *(r for r, _ in candidates)])  # round 1 scores every candidate anyway
-    fitting = fit_progress(progress)
     progress(0, 1 + total_rounds, f"counted {len(candidates)} candidate marginals")
 
     # --- from here on, noise is drawn ---------------------------------------------------------
     ledger = Ledger()
-    with ledger.reported_on_stop():  # a stop from here on says which steps drew noise
-        measurements = [measure(counts.counts(c), c, sigma2, noise, ledger) for c in initial]
-        model = mirror_descent.fit(domain, measurements, iters=round_iters, structural_zeros=zeros, progress=fitting)
-        measured: list[Clique] = list(initial)
-        chosen: list[list[str]] = []
-        annealed = 0
-        t = 0
-        while ledger.total < rho:
-            t += 1
-            budget = plan_round(rho, ledger.total, sigma2, epsilon)
-            sigma2, epsilon = budget.sigma2, budget.epsilon
-            limit = max_model_size * float((ledger.total + budget.cost) / rho)
-            eligible = _eligible(domain, candidates, model.tree, [*measured, *zeros], limit)
-            sigma = math.sqrt(float(sigma2))
-            estimates = {r: model.marginal(r) for r, _ in eligible}
-            scores = [
-                w * (float(np.abs(counts.counts(r) - estimates[r]).sum())
-                     - EXPECTED_ABS_NOISE * sigma * domain.cells(r))
-                for r, w in eligible
-            ]
-            sensitivity = max(w for _, w in eligible)
-            r = eligible[select(scores, epsilon, sensitivity, noise, ledger, f"round {t}")][0]
-            measurements.append(measure(counts.counts(r), r, sigma2, noise, ledger))
-            if r not in measured:
-                measured.append(r)
-            chosen.append(list(r))
-            model = mirror_descent.fit(domain, measurements, iters=round_iters, warm_start=model,
-                                       structural_zeros=zeros, progress=fitting)
-            moved = float(np.abs(model.marginal(r) - estimates[r]).sum())
-            if not budget.last and moved <= EXPECTED_ABS_NOISE * sigma * domain.cells(r):
-                sigma2, epsilon = sigma2 / 4, epsilon * 2
-                annealed += 1
-            left = rho - ledger.total
-            expected = t + (math.ceil(left / RoundBudget(sigma2, epsilon, False).cost) if left > 0 else 0) + 1
-            progress(t, expected, f"round {t}: measured {'×'.join(r)} (model {model.size_mb():.1f} MB)")
+    progress = ledger.reporting_stops(progress)  # a stop at a report says which steps drew noise
+    fitting = fit_progress(progress)
+    measurements = [measure(counts.counts(c), c, sigma2, noise, ledger) for c in initial]
+    model = mirror_descent.fit(domain, measurements, iters=round_iters, structural_zeros=zeros, progress=fitting)
+    measured: list[Clique] = list(initial)
+    chosen: list[list[str]] = []
+    annealed = 0
+    t = 0
+    while ledger.total < rho:
+        t += 1
+        budget = plan_round(rho, ledger.total, sigma2, epsilon)
+        sigma2, epsilon = budget.sigma2, budget.epsilon
+        limit = max_model_size * float((ledger.total + budget.cost) / rho)
+        eligible = _eligible(domain, candidates, model.tree, [*measured, *zeros], limit)
+        sigma = math.sqrt(float(sigma2))
+        estimates = {r: model.marginal(r) for r, _ in eligible}
+        scores = [
+            w * (float(np.abs(counts.counts(r) - estimates[r]).sum()) - EXPECTED_ABS_NOISE * sigma * domain.cells(r))
+            for r, w in eligible
+        ]
+        sensitivity = max(w for _, w in eligible)
+        r = eligible[select(scores, epsilon, sensitivity, noise, ledger, f"round {t}")][0]
+        measurements.append(measure(counts.counts(r), r, sigma2, noise, ledger))
+        if r not in measured:
+            measured.append(r)
+        chosen.append(list(r))
+        model = mirror_descent.fit(domain, measurements, iters=round_iters, warm_start=model, structural_zeros=zeros,
+                        progress=fitting)
+        moved = float(np.abs(model.marginal(r) - estimates[r]).sum())
+        if not budget.last and moved <= EXPECTED_ABS_NOISE * sigma * domain.cells(r):
+            sigma2, epsilon = sigma2 / 4, epsilon * 2
+            annealed += 1
+        left = rho - ledger.total
+        expected = t + (math.ceil(left / RoundBudget(sigma2, epsilon, False).cost) if left > 0 else 0) + 1
+        progress(t, expected, f"round {t}: measured {'×'.join(r)} (model {model.size_mb():.1f} MB)")
 
-        if ledger.total != rho:
-            raise AssertionError(f"AIM accounting is off: used {ledger.total}, given {rho}")
-        progress(t, t + 1, "fitting the final model")
-        model = mirror_descent.fit(domain, measurements, iters=iters, warm_start=model, structural_zeros=zeros,
-                                   progress=fitting)
-        progress(t + 1, t + 1, "fitted final model")
-
+    if ledger.total != rho:
+        raise AssertionError(f"AIM accounting is off: used {ledger.total}, given {rho}")
+    progress(t, t + 1, "fitting the final model")
+    model = mirror_descent.fit(domain, measurements, iters=iters, warm_start=model, structural_zeros=zeros,
+                               progress=fitting)
+    progress(t + 1, t + 1, "fitted final model")
     details = {
         "rounds": t,
         "planned_rounds": total_rounds,

@@ -7,10 +7,9 @@ project's one :class:`service.privacy.noise.NoiseSource`. It returns a :class:`M
 the privacy it actually used (which the release engine checks against what the accountant charged), its payload (of
 its kind's type, :mod:`service.mechanisms.payloads`: what the release stores) and its public details.
 
-A mechanism made of many noisy steps (MST, AIM) that stops part-way -- a stop request at one of its progress callbacks,
-a failure -- says what it had spent: :func:`record_spent` attaches its :class:`SpentSteps` to the exception that stops
-it, and the release engine reads them back (:func:`spent_before_stop`) to keep only their charge when the stop was
-requested (docs/privacy.md 6.5).
+A mechanism made of many noisy steps (MST, AIM) says what it had spent when a stop request, which the release engine
+raises at a progress report, stops it part-way: :func:`record_spent` attaches its :class:`SpentSteps` to that
+exception, and the engine reads them back (:func:`spent_before_stop`) to keep only their charge (docs/privacy.md 6.5).
 """
 
 from __future__ import annotations

@@ -86,60 +86,58 @@ def run_mst(
     counts = CachedCounts(oracle)
     counts.prefetch([(n,) for n in names] + pairs)  # every count MST can need, before any noise
     ledger = Ledger()
-    with ledger.reported_on_stop():  # a stop from here on says which steps drew noise
-        done = 0
-        progress(done, steps, "counted every marginal")
+    progress = ledger.reporting_stops(progress)  # a stop at a report says which steps drew noise
+    done = 0
+    progress(done, steps, "counted every marginal")
 
-        # 1. one-way marginals
-        rho_oneway = rho if d == 1 else rho / 3
-        sigma2_oneway = d * gaussian_sigma2_exact(rho_oneway)
-        oneway = []
-        for name in names:
-            oneway.append(measure(counts.counts((name,)), (name,), sigma2_oneway, noise, ledger))
+    # 1. one-way marginals
+    rho_oneway = rho if d == 1 else rho / 3
+    sigma2_oneway = d * gaussian_sigma2_exact(rho_oneway)
+    oneway = []
+    for name in names:
+        oneway.append(measure(counts.counts((name,)), (name,), sigma2_oneway, noise, ledger))
+        done += 1
+        progress(done, steps, f"measured {name}")
+
+    # 2. spanning tree by the exponential mechanism (Kruskal over components)
+    tree: list[tuple[str, str]] = []
+    if d > 1:
+        epsilon = exponential_epsilon(rho / 3 / (d - 1))
+        margins, total = oneway_model(oneway)
+        scores = {
+            (a, b): float(np.abs(counts.counts((a, b)) - np.multiply.outer(margins[a], margins[b]) / total).sum())
+            for a, b in pairs
+        }
+        component = {n: n for n in names}
+
+        def find(n: str) -> str:
+            while component[n] != n:
+                component[n] = component[component[n]]
+                n = component[n]
+            return n
+
+        for edge in range(d - 1):
+            candidates = [p for p in pairs if find(p[0]) != find(p[1])]
+            index = select([scores[p] for p in candidates], epsilon, SCORE_SENSITIVITY, noise, ledger, f"edge {edge}")
+            chosen = candidates[index]
+            component[find(chosen[0])] = find(chosen[1])
+            tree.append(chosen)
             done += 1
-            progress(done, steps, f"measured {name}")
+            progress(done, steps, f"selected {chosen[0]}×{chosen[1]}")
 
-        # 2. spanning tree by the exponential mechanism (Kruskal over components)
-        tree: list[tuple[str, str]] = []
-        if d > 1:
-            epsilon = exponential_epsilon(rho / 3 / (d - 1))
-            margins, total = oneway_model(oneway)
-            scores = {
-                (a, b): float(np.abs(counts.counts((a, b)) - np.multiply.outer(margins[a], margins[b]) / total).sum())
-                for a, b in pairs
-            }
-            component = {n: n for n in names}
+    # 3. the chosen pairs, with exactly what is left
+    measurements = list(oneway)
+    if tree:
+        sigma2_pairs = len(tree) * gaussian_sigma2_exact(rho - ledger.total)
+        for pair in tree:
+            measurements.append(measure(counts.counts(pair), pair, sigma2_pairs, noise, ledger))
+            done += 1
+            progress(done, steps, f"measured {pair[0]}×{pair[1]}")
 
-            def find(n: str) -> str:
-                while component[n] != n:
-                    component[n] = component[component[n]]
-                    n = component[n]
-                return n
-
-            for edge in range(d - 1):
-                candidates = [p for p in pairs if find(p[0]) != find(p[1])]
-                index = select([scores[p] for p in candidates], epsilon, SCORE_SENSITIVITY, noise, ledger,
-                               f"edge {edge}")
-                chosen = candidates[index]
-                component[find(chosen[0])] = find(chosen[1])
-                tree.append(chosen)
-                done += 1
-                progress(done, steps, f"selected {chosen[0]}×{chosen[1]}")
-
-        # 3. the chosen pairs, with exactly what is left
-        measurements = list(oneway)
-        if tree:
-            sigma2_pairs = len(tree) * gaussian_sigma2_exact(rho - ledger.total)
-            for pair in tree:
-                measurements.append(measure(counts.counts(pair), pair, sigma2_pairs, noise, ledger))
-                done += 1
-                progress(done, steps, f"measured {pair[0]}×{pair[1]}")
-
-        if ledger.total != rho:
-            raise AssertionError(f"MST accounting is off: used {ledger.total}, given {rho}")
-        fitted = mirror_descent.fit(domain, measurements, iters=iters, progress=fit_progress(progress))
-        progress(steps, steps, "fitted model")
-
+    if ledger.total != rho:
+        raise AssertionError(f"MST accounting is off: used {ledger.total}, given {rho}")
+    fitted = mirror_descent.fit(domain, measurements, iters=iters, progress=fit_progress(progress))
+    progress(steps, steps, "fitted model")
     details = {
         "tree": [list(p) for p in tree],
         "rho_by_step": ledger.summary(),

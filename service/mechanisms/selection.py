@@ -26,8 +26,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING
@@ -36,7 +35,7 @@ import numpy as np
 
 from estimators.graphical import factors
 from estimators.graphical.mirror_descent import Measurement
-from service.mechanisms.base import CountOracle, MechanismError, SpentSteps, record_spent
+from service.mechanisms.base import CountOracle, MechanismError, Progress, SpentSteps, record_spent
 from service.privacy.calibration import exponential_rho, gaussian_rho
 from workloads.domain import Domain
 from workloads.marginals import Query
@@ -63,8 +62,8 @@ class Ledger:
     """The zCDP charges of one run, in order: ``(what, rho)`` pairs and their exact sum.
 
     A step is charged *before* its noise is drawn (:func:`measure`, :func:`select`), so :attr:`total` is never below
-    what the noise drawn so far costs. :meth:`reported_on_stop` hands that record to the release engine when the run
-    stops part-way (docs/privacy.md 6.5)."""
+    what the noise drawn so far costs. :meth:`reporting_stops` hands that record to the release engine when a stop
+    request stops the run part-way (docs/privacy.md 6.5)."""
 
     steps: list[tuple[str, Fraction]] = field(default_factory=list)
 
@@ -83,16 +82,18 @@ class Ledger:
         """Rho by kind of step (the text before the first ':' of ``what``), as floats for JSON."""
         return self.spent().by_kind()
 
-    @contextmanager
-    def reported_on_stop(self) -> Iterator[None]:
-        """Around the part of a run that draws noise: an exception that stops it carries the steps charged so far
-        (:func:`service.mechanisms.base.record_spent`), from which the release engine keeps exactly their charge
-        when the stop was requested (docs/privacy.md 6.5)."""
-        try:
-            yield
-        except BaseException as exc:
-            record_spent(exc, self.spent())
-            raise
+    def reporting_stops(self, progress: Progress) -> Progress:
+        """``progress`` for a run that charges this ledger: an exception raised by it -- the release engine raises
+        its stop request at progress reports -- carries the steps charged so far (:func:`record_spent`), from which
+        the engine keeps exactly their charge (docs/privacy.md 6.5)."""
+        def reported(done: int, total: int, message: str) -> None:
+            try:
+                progress(done, total, message)
+            except BaseException as exc:
+                record_spent(exc, self.spent())
+                raise
+
+        return reported
 
 
 # measuring and selecting ----------------------------------------------------------------------

@@ -19,10 +19,10 @@ A stop request (Ctrl-C in the command line, :mod:`service.interrupts`) is honour
 only: before step 2 (nothing is charged) and at every progress callback of the mechanism (each
 measurement, selection round and estimation iteration), where it raises
 :class:`~service.interrupts.Interrupted` carrying the release's :class:`ReleaseFailure`. A mechanism made of many
-noisy steps (MST, AIM) says which steps had drawn their noise when it stopped
-(:func:`service.mechanisms.base.spent_before_stop`): after a stop *request* the ledger keeps exactly their charge,
-rounded up to its grid, and refunds the rest of the reservation (an appended, partial ``refund`` row); after a
-*failure* the whole reservation stands, since a failure may depend on the data (docs/privacy.md 6.5). The release is
+noisy steps (MST, AIM) says, on the stop request raised at one of its progress reports, which steps had drawn their
+noise (:func:`service.mechanisms.base.spent_before_stop`): the ledger then keeps exactly their charge, rounded up to
+its grid, and refunds the rest of the reservation (an appended, partial ``refund`` row). After a *failure* the whole
+charge stands, since whether a release fails may depend on the data (docs/privacy.md 6.5). The release is
 ``failed_after_noise`` either way and answers nothing.
 
 A process killed in step 3 or 4 leaves a ``pending`` release with its charge. The release records
@@ -273,8 +273,8 @@ def _failed(engine: Engine, release_id: int, charge_id: int, mechanism: str, cos
         budget = accountant.budget_effect(engine, charge_id)
     except Exception:  # noqa: BLE001 - the report is secondary: never hide the failure behind a second one
         budget = None
-    why = ("a failure may depend on the data, so the whole reservation stands (docs/privacy.md 6.5)"
-           if spent is not None and not requested else "")
+    why = ("after a failure nothing is refunded: whether a release fails may depend on the data, docs/privacy.md 6.5"
+           if noise_drawn and not requested else "")
     failure = ReleaseFailure(release_id, mechanism, status, cost, budget, kept=kept,
                              steps_drawn=None if spent is None else len(spent.steps), why=why)
     if requested:

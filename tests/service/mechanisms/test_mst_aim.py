@@ -21,9 +21,9 @@ from estimators.graphical import junction_tree, mbi_adapter, mirror_descent
 from estimators.graphical.mbi_adapter import Model
 from estimators.graphical.mirror_descent import Measurement
 from service.mechanisms.aim import plan_round, run_aim
-from service.mechanisms.base import FIT_PHASE, MechanismError, no_progress, spent_before_stop
+from service.mechanisms.base import FIT_PHASE, MechanismError, spent_before_stop
 from service.mechanisms.mst import project_to_simplex, run_mst
-from service.mechanisms.selection import ArrayOracle, downward_closure
+from service.mechanisms.selection import ArrayOracle, Ledger, downward_closure, measure, select
 from service.privacy.calibration import exponential_rho, gaussian_rho
 from service.privacy.noise import NoiseSource
 from tests.support.paths import DATA, REPO
@@ -92,25 +92,10 @@ class _Stop(Exception):
     """Raised by a progress callback, where the release engine honours a stop request."""
 
 
-class _FailingNoise(RecordingNoise):
-    """Fails inside the ``fail_at``-th draw, after the call was made (a draw interrupted half-way)."""
-
-    def __init__(self, seed: int, fail_at: int) -> None:
-        super().__init__(seed)
-        self.fail_at = fail_at
-
-    def discrete_gaussian(self, sigma2: Fraction, size: int) -> np.ndarray:
-        self.calls.append(("gaussian", sigma2, size))
-        if len(self.calls) == self.fail_at:
-            raise _Stop
-        return self.source.discrete_gaussian(sigma2, size)
-
-
 def test_a_stopped_run_says_exactly_which_steps_drew_noise() -> None:
-    """Each MST and AIM step is charged in the run's ledger before its noise is drawn, and an exception that stops the
-    run carries those steps (``spent_before_stop``): stopped at any progress report (where the release engine honours
-    a stop request), their rho is exactly what the draws so far cost; stopped inside a draw, that step is counted too
-    (the record is never below what was drawn)."""
+    """Each MST and AIM step is charged in the run's ledger before its noise is drawn, and an exception raised by a
+    progress report (where the release engine raises a stop request) carries those steps (``spent_before_stop``):
+    stopped at any report, their rho is exactly what the draws so far cost."""
     oracle = titanic_oracle(("Survived", "Pclass", "Sex"))
     runs = {
         "mst": lambda noise, progress: run_mst(oracle, Fraction(1, 2), noise, progress=progress, iters=1),
@@ -134,10 +119,26 @@ def test_a_stopped_run_says_exactly_which_steps_drew_noise() -> None:
                 assert spent.rho == rho_from_calls(noise) and len(spent.steps) == len(noise.calls), (name, stop_at)
             else:  # stopped before the first draw (the report after counting): nothing was spent
                 assert spent is None or spent.rho == 0, (name, stop_at)
-        noise = _FailingNoise(4, fail_at=3)
-        with pytest.raises(_Stop) as caught:
-            run(noise, no_progress)
-        assert spent_before_stop(caught.value).rho == rho_from_calls(noise) and len(noise.calls) == 3, name
+
+
+class _FailingDraws:
+    """A noise source whose every draw fails half-way (after it was asked for)."""
+
+    def discrete_gaussian(self, sigma2: Fraction, size: int) -> np.ndarray:
+        raise _Stop
+
+    def exponential_mechanism(self, scores: np.ndarray, epsilon: float, sensitivity: float) -> int:
+        raise _Stop
+
+
+def test_a_step_is_charged_before_its_noise_is_drawn() -> None:
+    """The ledger is written ahead of the draw, so it is never below what was drawn, even when a draw fails."""
+    ledger = Ledger()
+    with pytest.raises(_Stop):
+        measure(np.zeros(3, dtype=np.int64), ("a",), Fraction(2), _FailingDraws(), ledger)
+    with pytest.raises(_Stop):
+        select([1.0, 2.0], Fraction(1, 4), 1.0, _FailingDraws(), ledger, "round 1")
+    assert ledger.steps == [("measure:a", Fraction(1, 4)), ("select:round 1", Fraction(1, 128))]
 
 
 # determinism across processes ------------------------------------------------------------------
