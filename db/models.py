@@ -93,7 +93,8 @@ class Release(Base):
     """One release: what was measured, how, and its payload (a fitted model or statistics).
 
     ``status``: ``pending`` while the mechanism runs; ``complete``; ``failed_before_noise`` (its
-    charge was refunded); ``failed_after_noise`` (its charge stands, the payload is lost).
+    charge was refunded); ``failed_after_noise`` (its charge stands -- for an MST or AIM release stopped on request
+    part-way, the charge of the steps that drew noise, the rest refunded -- and the payload is lost).
     ``runner_*`` and ``heartbeat_at`` say which process runs a pending release, so that recovery
     only touches releases whose runner is provably gone (service/releases/runners.py).
 
@@ -154,7 +155,10 @@ class LedgerEntry(Base):
     the audit trail shows it and ``epsilon_spent_after_units`` is recomputed for the new delta_B).
     A refund carries the negated amounts of the charge it
     reverses (``refunds_entry_id``) and is only ever written for a release (or a simulation) that failed before any
-    noisy value existed. ``campaign_id``: the campaign a ``campaign-simulation`` charge paid for (a stored table's rows
+    noisy value existed, or -- negating only part of a zCDP charge's rho -- for a release stopped on request after
+    some of its steps drew noise, which keeps exactly their rho (docs/privacy.md 6.5). The accountant writes at most
+    one refund per charge.
+    ``campaign_id``: the campaign a ``campaign-simulation`` charge paid for (a stored table's rows
     played through it, docs/privacy.md 8.7.7; migration 0007), NULL otherwise. ``epsilon_spent_after_units`` is the
     composed epsilon of the dataset's whole ledger after this row, as computed by the accountant's rule
     (docs/privacy.md), so an auditor can check the conversion row by row.

@@ -7,8 +7,9 @@ segfault was seen), or between a charge and its refund. The command line instead
 :func:`defer_signals` before anything else: a signal then only *records* the request, and the code
 asks :func:`raise_if_requested` at points where stopping is safe. The release engine asks before it
 reserves a charge and at every progress callback of a mechanism (each measurement, selection round
-and estimation iteration); it then refunds the charge if no noise was drawn and keeps it otherwise,
-and says which (service/releases/engine.py). A process that never calls :func:`defer_signals` (the
+and estimation iteration); it then refunds the charge if no noise was drawn and keeps it otherwise -- for
+MST and AIM, only the charge of the steps whose noise was drawn (docs/privacy.md 6.5) -- and says which
+(service/releases/engine.py). A process that never calls :func:`defer_signals` (the
 server, the tests) is unaffected: :func:`raise_if_requested` never raises there.
 
 Signals whose handler was ``SIG_IGN`` when the process started (a background job of a

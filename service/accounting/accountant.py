@@ -476,7 +476,9 @@ def budget_effect(engine: Engine, charge_id: int) -> BudgetEffect:
     """What charge ``charge_id`` cost in the budget's own epsilon: the composed epsilon spent just before it (the
     previous ledger row) and just after it, with a one-line explanation when it fixed the zCDP anchor (why the
     first zCDP release costs more epsilon than its nominal epsilon) or was priced on that anchor. For a charge that
-    was refunded, "after" is the spend once the refund was written (the refund's row), and there is no note."""
+    was refunded, "after" is the spend once the refund was written (the refund's row), and there is no note; for one
+    refunded in part (a release stopped on request part-way, docs/privacy.md 6.5) it is the same, and the note is
+    about the rho it kept."""
     with transaction(engine) as session:
         charge = session.get(LedgerEntry, charge_id)
         if charge is None or charge.entry != "charge":
@@ -486,19 +488,23 @@ def budget_effect(engine: Engine, charge_id: int) -> BudgetEffect:
             .where(LedgerEntry.dataset_id == charge.dataset_id, LedgerEntry.id < charge.id)
             .order_by(LedgerEntry.id.desc()).limit(1)
         ).scalar_one_or_none()
-        refunded_after = session.execute(
-            select(LedgerEntry.epsilon_spent_after_units).where(LedgerEntry.refunds_entry_id == charge.id)
-        ).scalar_one_or_none()
+        refunded = session.execute(
+            select(LedgerEntry.epsilon_spent_after_units, LedgerEntry.rho_units)
+            .where(LedgerEntry.refunds_entry_id == charge.id)
+        ).first()
         budget = session.execute(select(Budget).where(Budget.dataset_id == charge.dataset_id)).scalar_one()
         anchor = _anchor(session, charge.dataset_id)
     total = from_units(budget.epsilon_units, EPSILON_SCALE)
     before_eps = from_units(before or 0, EPSILON_SCALE)
-    if refunded_after is not None:
-        return BudgetEffect(total, before_eps, from_units(refunded_after, EPSILON_SCALE))
-    after_eps = from_units(charge.epsilon_spent_after_units, EPSILON_SCALE)
+    after_units, kept_rho_units = charge.epsilon_spent_after_units, charge.rho_units
+    if refunded is not None:
+        after_units, kept_rho_units = refunded[0], charge.rho_units + refunded[1]
+        if kept_rho_units == 0:  # refunded whole
+            return BudgetEffect(total, before_eps, from_units(after_units, EPSILON_SCALE))
+    after_eps = from_units(after_units, EPSILON_SCALE)
     note = ""
     if charge.anchor_alpha_units is not None and anchor is not None:
-        rho = from_units(charge.rho_units, EPSILON_SCALE)
+        rho = from_units(kept_rho_units, EPSILON_SCALE)
         note = (f"this is the first zCDP release on this budget: it fixes the accountant's Renyi order "
                 f"alpha={float(anchor.alpha):.6g} and sets aside delta_zcdp={float(anchor.delta_z):.3g}, paid once "
                 f"as an offset t={float(anchor.offset):.6g} in epsilon; it costs alpha*rho + t = "
@@ -515,8 +521,13 @@ def budget_effect(engine: Engine, charge_id: int) -> BudgetEffect:
     return BudgetEffect(total, before_eps, after_eps, note)
 
 
-def refund(engine: Engine, charge_id: int, reason: str) -> LedgerEntry:
-    """Append the reversal of a charge whose release failed before any noisy value existed."""
+def refund(engine: Engine, charge_id: int, reason: str, *, keep: PrivacyCost | None = None) -> LedgerEntry:
+    """Append the reversal of a charge whose release failed before any noisy value existed; with ``keep``, the
+    reversal of only the part of a zCDP charge beyond ``keep``: a release stopped on request after some of its steps
+    drew noise keeps exactly their rho (docs/privacy.md 6.5). ``keep`` is put on the ledger's grid as every charge is
+    (rounded up, :meth:`PrivacyCost.as_units`), so the charge less the refund is that rounded amount, exactly. A
+    charge is refunded at most once (the ledger is append-only: the refund is a new row, the charge is never edited).
+    """
     with serialized_transaction(engine) as session:
         charge = session.get(LedgerEntry, charge_id)
         if charge is None or charge.entry != "charge":
@@ -526,10 +537,15 @@ def refund(engine: Engine, charge_id: int, reason: str) -> LedgerEntry:
         ).first()
         if already is not None:
             raise ServiceError(f"charge {charge_id} was already refunded", code="already_refunded", status=409)
+        kept_rho = _kept_rho_units(charge, keep)
         dataset = session.get(Dataset, charge.dataset_id)
         budget = _locked_budget(session, dataset)
         price = charge.epsilon_units if charge.epsilon_priced_units is None else charge.epsilon_priced_units
-        sums = _sums(session, dataset.id).plus(-charge.epsilon_units, -charge.delta_units, -charge.rho_units, -price)
+        if kept_rho:  # a zCDP charge keeps part of its rho and nothing else: it has no epsilon, hence no price
+            back = (0, 0, charge.rho_units - kept_rho, 0)
+        else:
+            back = (charge.epsilon_units, charge.delta_units, charge.rho_units, price)
+        sums = _sums(session, dataset.id).plus(*(-amount for amount in back))
         anchor = _anchor(session, dataset.id)
         entry = LedgerEntry(
             dataset_id=charge.dataset_id,
@@ -538,10 +554,10 @@ def refund(engine: Engine, charge_id: int, reason: str) -> LedgerEntry:
             entry="refund",
             refunds_entry_id=charge.id,
             mechanism=charge.mechanism,
-            epsilon_units=-charge.epsilon_units,
-            delta_units=-charge.delta_units,
-            rho_units=-charge.rho_units,
-            epsilon_priced_units=-price,
+            epsilon_units=-back[0],
+            delta_units=-back[1],
+            rho_units=-back[2],
+            epsilon_priced_units=-back[3],
             epsilon_spent_after_units=_composed_units(sums, budget, anchor),
             principal=charge.principal,
             note=reason,
@@ -549,6 +565,18 @@ def refund(engine: Engine, charge_id: int, reason: str) -> LedgerEntry:
         session.add(entry)
         session.flush()
         return entry
+
+
+def _kept_rho_units(charge: LedgerEntry, keep: PrivacyCost | None) -> int:
+    """The rho units a partial refund leaves on ``charge`` (0 for a whole refund). Only a zCDP charge (no epsilon,
+    no delta) keeps a part, and that part is at most the charge and less than all of it."""
+    if keep is None or keep.is_zero:
+        return 0
+    kept_e, kept_d, kept_r = keep.as_units()
+    if kept_e or kept_d or charge.epsilon_units or charge.delta_units or not 0 < kept_r < charge.rho_units:
+        raise ValueError(f"charge {charge.id} cannot keep {describe_cost(keep)}: only a part of a zCDP charge's rho, "
+                         "above 0 and below the charge, is kept by a partial refund")
+    return kept_r
 
 
 def ledger_rows(engine: Engine, name: str) -> list[dict[str, object]]:

@@ -3,8 +3,8 @@
 Errors are one paragraph on stderr (or ``{"error", "message"}`` on stdout with ``--json``) and exit
 status 2; nothing is stored when a command fails before its release produced noise, and a command
 that made a release says what became of its charge. Ctrl-C (or SIGTERM) stops a command at the next
-safe point (:mod:`service.interrupts`): a release then says whether its charge was refunded or
-stands, and the command exits with status 130. A bug is one paragraph too, with exit status 1
+safe point (:mod:`service.interrupts`): a release then says what of its charge was refunded and
+what stands, and the command exits with status 130. A bug is one paragraph too, with exit status 1
 (``MARGINALIA_DEBUG=1`` shows its traceback).
 
 Every command first upgrades the database and recovers the releases that a killed process left

@@ -63,8 +63,9 @@ def release_marginals(
     budget's own epsilon.
 
     Ctrl-C stops it at the next safe point: the charge is refunded if no noise was drawn yet and stands
-    otherwise; the command says which and exits with status 130. The mechanism's options (--rounds, --loss...) are
-    its registry declarations (service/mechanisms/catalog.py), each saying which mechanisms take it."""
+    otherwise (an MST or AIM release keeps only the charge of the steps whose noise was drawn and is refunded the
+    rest: docs/privacy.md 6.5); the command says which and exits with status 130. The mechanism's options (--rounds,
+    --loss...) are its registry declarations (service/mechanisms/catalog.py), each saying which mechanisms take it."""
     from service.accounting.accountant import describe_cost
     from service.releases import engine as release_engine
 

@@ -145,11 +145,12 @@ def run_aim(
 
     counts = CachedCounts(oracle)
     counts.prefetch([*initial, *(r for r, _ in candidates)])  # round 1 scores every candidate anyway
-    fitting = fit_progress(progress)
     progress(0, 1 + total_rounds, f"counted {len(candidates)} candidate marginals")
 
     # --- from here on, noise is drawn ---------------------------------------------------------
     ledger = Ledger()
+    progress = ledger.reporting_stops(progress)  # a stop at a report says which steps drew noise
+    fitting = fit_progress(progress)
     measurements = [measure(counts.counts(c), c, sigma2, noise, ledger) for c in initial]
     model = mirror_descent.fit(domain, measurements, iters=round_iters, structural_zeros=zeros, progress=fitting)
     measured: list[Clique] = list(initial)

@@ -6,11 +6,16 @@ gradient sums through it, :class:`service.data.oracle.TableCountOracle`) and dra
 project's one :class:`service.privacy.noise.NoiseSource`. It returns a :class:`MechanismResult`, whatever its kind:
 the privacy it actually used (which the release engine checks against what the accountant charged), its payload (of
 its kind's type, :mod:`service.mechanisms.payloads`: what the release stores) and its public details.
+
+A mechanism made of many noisy steps (MST, AIM) says what it had spent when a stop request, which the release engine
+raises at a progress report, stops it part-way: :func:`record_spent` attaches its :class:`SpentSteps` to that
+exception, and the engine reads them back (:func:`spent_before_stop`) to keep only their charge (docs/privacy.md 6.5).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Protocol
 
 import numpy as np
@@ -31,8 +36,8 @@ class CountOracle(Protocol):
         ...
 
 
-__all__ = ["FIT_PHASE", "CountOracle", "MechanismError", "MechanismResult", "Progress", "fit_progress",
-           "no_progress"]
+__all__ = ["FIT_PHASE", "CountOracle", "MechanismError", "MechanismResult", "Progress", "SpentSteps", "fit_progress",
+           "no_progress", "record_spent", "spent_before_stop"]
 
 
 class MechanismError(ValueError):
@@ -50,3 +55,40 @@ class MechanismResult:
     cost: PrivacyCost
     payload: Payload
     details: dict[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SpentSteps:
+    """The zCDP steps of one run that drew (or were about to draw) their noise, in order: ``(what, rho)`` with the
+    exact rho of each, ``what`` being ``measure:<clique>`` or ``select:<step>``. Every step is recorded before its
+    noise is drawn, so :attr:`rho` is never below what the noise drawn so far costs (docs/privacy.md 6.5)."""
+
+    steps: tuple[tuple[str, Fraction], ...] = ()
+
+    @property
+    def rho(self) -> Fraction:
+        return sum((rho for _, rho in self.steps), Fraction(0))
+
+    def by_kind(self) -> dict[str, float]:
+        """Rho by kind of step (the text before the first ':' of ``what``), as floats for JSON."""
+        out: dict[str, Fraction] = {}
+        for what, rho in self.steps:
+            kind = what.split(":", 1)[0]
+            out[kind] = out.get(kind, Fraction(0)) + rho
+        return {k: float(v) for k, v in out.items()}
+
+
+#: The attribute of an exception that carries the :class:`SpentSteps` of the run it stopped.
+_SPENT = "spent_steps"
+
+
+def record_spent(exc: BaseException, spent: SpentSteps) -> None:
+    """Say on ``exc``, the exception that stops a run part-way, which of the run's steps had drawn their noise."""
+    setattr(exc, _SPENT, spent)
+
+
+def spent_before_stop(exc: BaseException) -> SpentSteps | None:
+    """The :class:`SpentSteps` a mechanism recorded on the exception that stopped it, or None when the mechanism
+    keeps no step-by-step record (every mechanism but MST and AIM): then nothing is known below its whole charge."""
+    spent = getattr(exc, _SPENT, None)
+    return spent if isinstance(spent, SpentSteps) else None

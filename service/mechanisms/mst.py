@@ -86,6 +86,7 @@ def run_mst(
     counts = CachedCounts(oracle)
     counts.prefetch([(n,) for n in names] + pairs)  # every count MST can need, before any noise
     ledger = Ledger()
+    progress = ledger.reporting_stops(progress)  # a stop at a report says which steps drew noise
     done = 0
     progress(done, steps, "counted every marginal")
 

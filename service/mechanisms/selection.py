@@ -35,7 +35,7 @@ import numpy as np
 
 from estimators.graphical import factors
 from estimators.graphical.mirror_descent import Measurement
-from service.mechanisms.base import CountOracle, MechanismError
+from service.mechanisms.base import CountOracle, MechanismError, Progress, SpentSteps, record_spent
 from service.privacy.calibration import exponential_rho, gaussian_rho
 from workloads.domain import Domain
 from workloads.marginals import Query
@@ -59,7 +59,11 @@ def check_rho(rho: object) -> Fraction:
 
 @dataclass
 class Ledger:
-    """The zCDP charges of one run, in order: ``(what, rho)`` pairs and their exact sum."""
+    """The zCDP charges of one run, in order: ``(what, rho)`` pairs and their exact sum.
+
+    A step is charged *before* its noise is drawn (:func:`measure`, :func:`select`), so :attr:`total` is never below
+    what the noise drawn so far costs. :meth:`reporting_stops` hands that record to the release engine when a stop
+    request stops the run part-way (docs/privacy.md 6.5)."""
 
     steps: list[tuple[str, Fraction]] = field(default_factory=list)
 
@@ -70,23 +74,36 @@ class Ledger:
     def total(self) -> Fraction:
         return sum((rho for _, rho in self.steps), Fraction(0))
 
+    def spent(self) -> SpentSteps:
+        """The steps charged so far, frozen."""
+        return SpentSteps(tuple(self.steps))
+
     def summary(self) -> dict[str, float]:
         """Rho by kind of step (the text before the first ':' of ``what``), as floats for JSON."""
-        out: dict[str, Fraction] = {}
-        for what, rho in self.steps:
-            kind = what.split(":", 1)[0]
-            out[kind] = out.get(kind, Fraction(0)) + rho
-        return {k: float(v) for k, v in out.items()}
+        return self.spent().by_kind()
+
+    def reporting_stops(self, progress: Progress) -> Progress:
+        """``progress`` for a run that charges this ledger: an exception raised by it -- the release engine raises
+        its stop request at progress reports -- carries the steps charged so far (:func:`record_spent`), from which
+        the engine keeps exactly their charge (docs/privacy.md 6.5)."""
+        def reported(done: int, total: int, message: str) -> None:
+            try:
+                progress(done, total, message)
+            except BaseException as exc:
+                record_spent(exc, self.spent())
+                raise
+
+        return reported
 
 
 # measuring and selecting ----------------------------------------------------------------------
 def measure(
     counts: np.ndarray, attributes: Clique, sigma2: Fraction, noise: NoiseSource, ledger: Ledger
 ) -> Measurement:
-    """Add discrete Gaussian noise of parameter ``sigma2`` to exact ``counts`` and charge it."""
+    """Add discrete Gaussian noise of parameter ``sigma2`` to exact ``counts``, charged before the draw."""
     counts = np.asarray(counts)
-    noisy = counts + np.asarray(noise.discrete_gaussian(sigma2, counts.size)).reshape(counts.shape)
     ledger.charge(f"measure:{'×'.join(attributes)}", gaussian_rho(sigma2))
+    noisy = counts + np.asarray(noise.discrete_gaussian(sigma2, counts.size)).reshape(counts.shape)
     return Measurement(tuple(attributes), noisy.astype(np.float64), math.sqrt(float(sigma2)))
 
 
@@ -94,10 +111,9 @@ def select(
     scores: Sequence[float], epsilon: Fraction, sensitivity: float, noise: NoiseSource, ledger: Ledger, what: str
 ) -> int:
     """Index chosen by the exponential mechanism, P(i) ∝ exp(epsilon score_i / (2 sensitivity)),
-    charged epsilon^2/8."""
-    index = int(noise.exponential_mechanism(np.asarray(scores, dtype=np.float64), float(epsilon), float(sensitivity)))
+    charged epsilon^2/8 before the draw."""
     ledger.charge(f"select:{what}", exponential_rho(epsilon))
-    return index
+    return int(noise.exponential_mechanism(np.asarray(scores, dtype=np.float64), float(epsilon), float(sensitivity)))
 
 
 # AIM's candidates -------------------------------------------------------------------------------

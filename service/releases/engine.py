@@ -18,7 +18,12 @@ a :class:`ReleaseFailure` (``exc.release_failure``) saying which, and how much w
 A stop request (Ctrl-C in the command line, :mod:`service.interrupts`) is honoured at known points
 only: before step 2 (nothing is charged) and at every progress callback of the mechanism (each
 measurement, selection round and estimation iteration), where it raises
-:class:`~service.interrupts.Interrupted` carrying the release's :class:`ReleaseFailure`.
+:class:`~service.interrupts.Interrupted` carrying the release's :class:`ReleaseFailure`. A mechanism made of many
+noisy steps (MST, AIM) says, on the stop request raised at one of its progress reports, which steps had drawn their
+noise (:func:`service.mechanisms.base.spent_before_stop`): the ledger then keeps exactly their charge, rounded up to
+its grid, and refunds the rest of the reservation (an appended, partial ``refund`` row). After a *failure* the whole
+charge stands, since whether a release fails may depend on the data (docs/privacy.md 6.5). The release is
+``failed_after_noise`` either way and answers nothing.
 
 A process killed in step 3 or 4 leaves a ``pending`` release with its charge. The release records
 its runner (process and heartbeat, :mod:`service.releases.runners`);
@@ -46,7 +51,7 @@ import numpy as np
 from sqlalchemy import Engine, update
 
 from db.engine import transaction
-from db.models import Release, utcnow
+from db.models import EPSILON_SCALE, Release, utcnow
 from service import interrupts
 from service.accounting import accountant
 from service.data.datasets import StoredDataset, get_dataset
@@ -54,10 +59,10 @@ from service.data.oracle import TableCountOracle
 from service.error_text import is_own, shown_message
 from service.errors import InvalidInput, ServiceError
 from service.mechanisms import registry
-from service.mechanisms.base import MechanismError, MechanismResult
+from service.mechanisms.base import MechanismError, MechanismResult, SpentSteps, spent_before_stop
 from service.mechanisms.progress import Progress, no_progress
 from service.mechanisms.registry import ReleaseKind
-from service.privacy.cost import PrivacyCost, exact
+from service.privacy.cost import PrivacyCost, exact, from_units
 from service.privacy.noise import NoiseSource
 from service.releases import kinds, runners
 from service.releases.recovery import ReleaseFailure
@@ -242,29 +247,69 @@ def _store(engine: Engine, release_id: int, payload: bytes, details: dict[str, o
 
 def _failed(engine: Engine, release_id: int, charge_id: int, mechanism: str, cost: PrivacyCost, noise_drawn: bool,
             exc: BaseException) -> BaseException:
-    """Mark the release failed (refunding its charge if no noise was drawn) and return the exception
-    to raise: ``exc`` with the :class:`ReleaseFailure` attached as ``exc.release_failure`` (and as a
-    note), or for a stop request an :class:`~service.interrupts.Interrupted` carrying it."""
+    """Mark the release failed (refunding its charge if no noise was drawn, or the part of it beyond the steps that
+    drew noise when a stop was requested: :func:`_kept_after_stop`) and return the exception to raise: ``exc`` with
+    the :class:`ReleaseFailure` attached as ``exc.release_failure`` (and as a note), or for a stop request an
+    :class:`~service.interrupts.Interrupted` carrying it."""
     status = "failed_after_noise" if noise_drawn else "failed_before_noise"
     # the release's row and the ledger's refund reason are read by auditors: a foreign message is withheld
     message = (f"{type(exc).__name__}: {exc}" if is_own(exc) else shown_message(exc))[:2000]
+    spent = spent_before_stop(exc) if noise_drawn else None
+    requested = isinstance(exc, interrupts.Interrupted)
+    kept = _kept_after_stop(cost, spent) if requested else None
+    values: dict[str, object] = {"status": status, "error": message, "finished_at": utcnow()}
+    if spent is not None:
+        values["details_json"] = json.dumps({"stopped": _stop_record(spent, requested)})
     with transaction(engine) as session:
-        session.execute(update(Release).where(Release.id == release_id, Release.status == "pending")
-                        .values(status=status, error=message, finished_at=utcnow()))
+        marked = session.execute(update(Release).where(Release.id == release_id, Release.status == "pending")
+                                 .values(**values)).rowcount
+    if kept is not None and marked != 1:  # recovery took the runner for dead meanwhile: its whole charge stands
+        kept = None
     if not noise_drawn:
         accountant.refund(engine, charge_id, f"release {release_id} failed before any noise was drawn: {message}")
+    elif kept is not None:
+        accountant.refund(engine, charge_id, _partial_refund_reason(release_id, spent), keep=kept)
     try:
         budget = accountant.budget_effect(engine, charge_id)
     except Exception:  # noqa: BLE001 - the report is secondary: never hide the failure behind a second one
         budget = None
-    failure = ReleaseFailure(release_id, mechanism, status, cost, budget)
-    if isinstance(exc, interrupts.Interrupted):
+    why = ("after a failure nothing is refunded: whether a release fails may depend on the data, docs/privacy.md 6.5"
+           if noise_drawn and not requested else "")
+    failure = ReleaseFailure(release_id, mechanism, status, cost, budget, kept=kept,
+                             steps_drawn=None if spent is None else len(spent.steps), why=why)
+    if requested:
         exc = interrupts.Interrupted(f"interrupted by {interrupts.signal_name()}: {failure.sentence()}",
                                      outcome=failure)
     else:
         exc.add_note(failure.sentence())
     exc.release_failure = failure  # type: ignore[attr-defined]
     return exc
+
+
+def _kept_after_stop(cost: PrivacyCost, spent: SpentSteps | None) -> PrivacyCost | None:
+    """What the ledger keeps of a zCDP reservation when a stop was requested after some of the run's steps drew their
+    noise: exactly those steps' rho, rounded up to the ledger's grid as every charge is (so the number reported is the
+    number charged). None -- keep the whole reservation -- when the mechanism recorded no steps, when the record is
+    not a zCDP run within its reservation (a bug: nothing then proves less was spent), or when every step had drawn
+    its noise."""
+    if spent is None or cost.epsilon or cost.delta or spent.rho > cost.rho:
+        return None
+    kept = PrivacyCost(rho=from_units(PrivacyCost(rho=spent.rho).as_units()[2], EPSILON_SCALE))
+    return None if kept == cost else kept
+
+
+def _stop_record(spent: SpentSteps, requested: bool) -> dict[str, object]:
+    """What a stopped release's details say of its steps (public: the charges of the steps, never their outputs), so
+    that an auditor recomputes what the ledger kept: ``rho_drawn`` is the exact rational sum."""
+    return {"requested": requested, "steps_drawn": len(spent.steps), "rho_drawn": str(spent.rho),
+            "rho_drawn_by_step": spent.by_kind()}
+
+
+def _partial_refund_reason(release_id: int, spent: SpentSteps) -> str:
+    """The ledger's note of a partial refund: what an auditor recomputes the charge kept from (docs/privacy.md 6.5)."""
+    return (f"release {release_id} was stopped on request after {len(spent.steps)} steps drew their noise: their "
+            f"charge rho={spent.rho} (exact), rounded up to the ledger's grid, stands; the rest of the reservation is "
+            "refunded")
 
 
 def _num(value: object) -> float | None:

@@ -30,17 +30,34 @@ if TYPE_CHECKING:
 class ReleaseFailure:
     """What became of a release that did not complete: its status, whether its charge was refunded, and
     (``budget``, when known) the budget's composed epsilon spent before its charge and after its outcome, as
-    a completed release reports it (:class:`service.accounting.accountant.BudgetEffect`)."""
+    a completed release reports it (:class:`service.accounting.accountant.BudgetEffect`).
+
+    ``kept``: for a release stopped on request after some of its steps drew noise (MST, AIM), the part of the charge
+    the ledger keeps, the rest having been refunded (docs/privacy.md 6.5); None when the whole charge stands (or was
+    refunded). ``steps_drawn``: how many steps had drawn their noise, when the mechanism counts them. ``why``: a
+    reason the sentence gives for keeping the whole charge."""
 
     release_id: int
     mechanism: str
-    status: str  # failed_before_noise (refunded) or failed_after_noise (the charge stands)
+    status: str  # failed_before_noise (refunded) or failed_after_noise (the charge, or the drawn steps' part, stands)
     cost: PrivacyCost
     budget: BudgetEffect | None = None
+    kept: PrivacyCost | None = None
+    steps_drawn: int | None = None
+    why: str = ""
 
     @property
     def refunded(self) -> bool:
+        """Whether the whole charge was refunded (no noise was drawn)."""
         return self.status == "failed_before_noise"
+
+    @property
+    def spent(self) -> PrivacyCost:
+        """What the ledger keeps of the charge: nothing when refunded, the drawn steps' part when a stop request came
+        part-way, else the whole charge."""
+        if self.refunded:
+            return PrivacyCost()
+        return self.cost if self.kept is None else self.kept
 
     def sentence(self) -> str:
         from service.accounting.accountant import describe_cost  # light start: no numerical imports until needed
@@ -49,16 +66,23 @@ class ReleaseFailure:
         if self.refunded:
             said = (f"release {self.release_id} ({self.mechanism}) stopped before any noise was drawn: "
                     f"its charge of {charge} was refunded, nothing was spent")
+        elif self.kept is not None:
+            said = (f"release {self.release_id} ({self.mechanism}) was stopped after {self.steps_drawn} of its steps "
+                    f"drew their noise: it is failed_after_noise; those steps' {describe_cost(self.kept)} stands and "
+                    f"the rest of its charge of {charge} was refunded")
         else:
             said = (f"release {self.release_id} ({self.mechanism}) stopped after its noise was drawn: it is "
                     f"failed_after_noise and its charge of {charge} stands")
+            if self.why:
+                said += f" ({self.why})"
         return f"{said}; {self.budget.describe()}" if self.budget is not None else said
 
     def to_json(self) -> dict[str, object]:
         body: dict[str, object] = {
             "release_id": self.release_id, "mechanism": self.mechanism, "status": self.status,
-            "refunded": self.refunded, "charged": self.cost.to_json(),
-            "spent": (PrivacyCost() if self.refunded else self.cost).to_json()}
+            "refunded": self.refunded, "charged": self.cost.to_json(), "spent": self.spent.to_json()}
+        if self.steps_drawn is not None:
+            body["steps_drawn"] = self.steps_drawn
         if self.budget is not None:
             body["budget"] = self.budget.to_json()
         return body
@@ -70,8 +94,10 @@ def _runner_columns(model: type[Release] | type[Job]) -> tuple[object, ...]:
 
 def recover_interrupted(engine: Engine) -> list[ReleaseFailure]:
     """Mark ``failed_after_noise`` the releases left ``pending`` by a runner that is provably gone
-    (:func:`service.releases.runners.is_gone`); their charges stand, as nobody can prove that no noisy value
-    left the process. Safe while other processes run releases. Returns what was marked."""
+    (:func:`service.releases.runners.is_gone`); their charges stand whole, as nobody can prove that no noisy value
+    left the process, and a process that died part-way is not refunded its undrawn steps as a stop request is: whether
+    and when it died may depend on the data (the kernel's out-of-memory killer reads the memory it used;
+    docs/privacy.md 6.5). Safe while other processes run releases. Returns what was marked."""
     with transaction(engine) as session:
         pending = session.execute(
             select(Release.id, Release.mechanism, *_runner_columns(Release)).where(Release.status == "pending")

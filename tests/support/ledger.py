@@ -24,3 +24,12 @@ def spent_after(engine, release_id: int) -> float:  # noqa: ANN001
         return connection.execute(text(
             "SELECT epsilon_spent_after_units FROM ledger_entries WHERE release_id = :r ORDER BY id DESC LIMIT 1"),
             {"r": release_id}).scalar_one() / 1e12
+
+
+def budget_audit(engine, dataset: str) -> tuple[int, int, int]:  # noqa: ANN001
+    """(stored, recomputed, agrees) of the ``budget_audit`` view (migration 0012): the composed epsilon the ledger
+    stores beside the one plain SQL recomputes from its sums and anchor."""
+    with engine.connect() as connection:
+        row = connection.execute(text("SELECT epsilon_spent_units, epsilon_recomputed_units, agrees FROM budget_audit "
+                                      "WHERE dataset = :d"), {"d": dataset}).one()
+    return int(row[0]), int(row[1]), int(row[2])

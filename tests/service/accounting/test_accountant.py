@@ -16,9 +16,10 @@ from service.data import datasets
 from service.errors import BudgetExceeded, InvalidInput, ServiceError
 from service.mechanisms import registry
 from service.privacy import conversions
-from service.privacy.cost import PrivacyCost
+from service.privacy.cost import PrivacyCost, from_units
 from service.privacy.filter import composed_epsilon, price_epsilon, zcdp_anchor
 from tests.support.charging_child import charge_once
+from tests.support.ledger import budget_audit, net_charge
 
 
 @pytest.fixture
@@ -218,6 +219,41 @@ def test_refund_returns_the_budget_and_is_appended(engine, tiny) -> None:  # noq
     assert entries == ["budget", "charge", "refund"]
 
 
+def test_a_partial_refund_keeps_exactly_the_rho_given_rounded_up(engine, tiny) -> None:  # noqa: ANN001
+    """A zCDP charge refunded in part (a release stopped on request part-way, docs/privacy.md 6.5) keeps the rho given,
+    rounded up to the grid as every charge is: the charge less the refund is that amount exactly, the refund is a new
+    row naming the charge, and ``budget show``, the release's effect and the audit view agree. A part is only ever a
+    part of a zCDP charge's rho, and a charge is refunded at most once."""
+    accountant.set_budget(engine, "tiny", "10", "1e-5")
+    _charge(engine, tiny, PrivacyCost(epsilon=Fraction(1, 3)))  # an earlier pure charge: the anchor's E_0 is not 0
+    release_id, charge_id = accountant.reserve_release(engine, "tiny", "marginals", "test",
+                                                       PrivacyCost(rho=Fraction(1, 3)), {}, "tester")
+    pure_id, pure_charge = accountant.reserve_release(engine, "tiny", "marginals", "test",
+                                                      PrivacyCost(epsilon=Fraction(1, 5)), {}, "tester")
+    for charge, keep in ((charge_id, PrivacyCost(rho=Fraction(1, 3))), (charge_id, PrivacyCost(epsilon=Fraction(1, 7))),
+                         (pure_charge, PrivacyCost(rho=Fraction(1, 7)))):
+        with pytest.raises(ValueError, match="only a part of a zCDP charge"):
+            accountant.refund(engine, charge, "not a part", keep=keep)
+    entry = accountant.refund(engine, charge_id, "stopped part-way", keep=PrivacyCost(rho=Fraction(1, 7)))
+    kept = math.ceil(Fraction(10**12, 7))  # 142857142858: rounded up, never below what was spent
+    assert net_charge(engine, release_id) == (0, 0, kept)
+    assert (entry.entry, entry.refunds_entry_id, entry.rho_units) == ("refund", charge_id, kept - 333333333334)
+    assert (entry.epsilon_units, entry.delta_units, entry.epsilon_priced_units) == (0, 0, 0)
+    status = accountant.budget_status(engine, "tiny")
+    assert status.rho_spent == Fraction(kept, 10**12)
+    stored, recomputed, agrees = budget_audit(engine, "tiny")
+    assert stored == recomputed == _status_units(engine, "tiny") == entry.epsilon_spent_after_units and agrees == 1
+    effect = accountant.budget_effect(engine, charge_id)
+    assert effect.epsilon_after == from_units(entry.epsilon_spent_after_units, 10**12)
+    assert "first zCDP release" in effect.note and f"{float(status.anchor.alpha * Fraction(kept, 10**12)):.6g}" \
+        in effect.note  # the anchor's note, on the rho kept
+    with pytest.raises(ServiceError, match="already refunded"):
+        accountant.refund(engine, charge_id, "again")
+    assert [row["entry"] for row in accountant.ledger_rows(engine, "tiny")] == [
+        "budget", "charge", "charge", "charge", "refund"]
+    assert net_charge(engine, pure_id) == (2 * 10**11, 0, 0)
+
+
 def test_budget_cannot_drop_below_spending(engine, tiny) -> None:  # noqa: ANN001
     accountant.set_budget(engine, "tiny", "1", "0")
     _charge(engine, tiny, PrivacyCost(epsilon=Fraction(1, 2)))
@@ -277,14 +313,6 @@ def test_twenty_processes_never_overspend(engine, tiny, database_url: str) -> No
     assert accountant.budget_status(engine, "tiny").epsilon_remaining == 0
 
 
-def _audit(engine, name: str) -> tuple[int, int, int]:  # noqa: ANN001
-    """(stored, recomputed, agrees) of the ``budget_audit`` view (migration 0012)."""
-    with engine.connect() as connection:
-        row = connection.execute(text("SELECT epsilon_spent_units, epsilon_recomputed_units, agrees FROM budget_audit "
-                                      "WHERE dataset = :d"), {"d": name}).one()
-    return int(row[0]), int(row[1]), int(row[2])
-
-
 def _status_units(engine, name: str) -> int:  # noqa: ANN001
     spent = accountant.budget_status(engine, name).epsilon_spent * 10**12
     assert spent.denominator == 1
@@ -298,14 +326,14 @@ def test_the_audit_view_recomputes_the_composed_epsilon_exactly_where_int64_woul
     and after the only zCDP charge is refunded (R = 0: ``min(E, C + t)``)."""
     accountant.set_budget(engine, "tiny", "100", "1e-5")
     states = []
-    states.append(("empty", _audit(engine, "tiny"), _status_units(engine, "tiny")))
+    states.append(("empty", budget_audit(engine, "tiny"), _status_units(engine, "tiny")))
     _charge(engine, tiny, PrivacyCost(epsilon=Fraction(3, 10)))
-    states.append(("pure", _audit(engine, "tiny"), _status_units(engine, "tiny")))
+    states.append(("pure", budget_audit(engine, "tiny"), _status_units(engine, "tiny")))
     release_id, _ = accountant.reserve_release(engine, "tiny", "marginals", "test", PrivacyCost(rho=Fraction(7, 3)),
                                                {}, "tester")
-    states.append(("anchored", _audit(engine, "tiny"), _status_units(engine, "tiny")))
+    states.append(("anchored", budget_audit(engine, "tiny"), _status_units(engine, "tiny")))
     _charge(engine, tiny, PrivacyCost(epsilon=Fraction(1, 7)))
-    states.append(("priced", _audit(engine, "tiny"), _status_units(engine, "tiny")))
+    states.append(("priced", budget_audit(engine, "tiny"), _status_units(engine, "tiny")))
     with engine.connect() as connection:
         alpha_units, rho_units = connection.execute(text(
             "SELECT anchor_alpha_units, rho_spent_units FROM budget_remaining WHERE dataset = 'tiny'")).one()
@@ -313,7 +341,7 @@ def test_the_audit_view_recomputes_the_composed_epsilon_exactly_where_int64_woul
                                        {"r": release_id}).scalar_one()
     assert int(alpha_units) * int(rho_units) > 2**63  # the case the split exists for
     accountant.refund(engine, charge_id, "test: the release failed before noise")
-    states.append(("refunded", _audit(engine, "tiny"), _status_units(engine, "tiny")))
+    states.append(("refunded", budget_audit(engine, "tiny"), _status_units(engine, "tiny")))
     for state, (stored, recomputed, agrees), status in states:
         assert recomputed == stored == status and agrees == 1, (state, stored, recomputed, status)
     assert [s[2] for s in states][:2] == [0, 3 * 10**11]
@@ -324,11 +352,11 @@ def test_the_audit_view_catches_a_ledger_that_disagrees(engine, tiny) -> None:  
     low, inserted as a bare row past the accountant) shows ``agrees = 0``."""
     accountant.set_budget(engine, "tiny", "10", "1e-5")
     _charge(engine, tiny, PrivacyCost(rho=Fraction(1, 10)))
-    stored, recomputed, _ = _audit(engine, "tiny")
+    stored, recomputed, _ = budget_audit(engine, "tiny")
     with engine.begin() as connection:
         dataset_id = connection.execute(text("SELECT id FROM datasets WHERE name = 'tiny'")).scalar_one()
         connection.execute(text(
             "INSERT INTO ledger_entries (dataset_id, entry, mechanism, principal, epsilon_units, delta_units, "
             "rho_units, epsilon_priced_units, epsilon_spent_after_units, note, created_at) VALUES (:d, 'charge', "
             "'forged', 'x', 0, 0, 0, 0, :s, 'forged', CURRENT_TIMESTAMP)"), {"d": dataset_id, "s": stored - 1})
-    assert _audit(engine, "tiny") == (stored - 1, recomputed, 0)
+    assert budget_audit(engine, "tiny") == (stored - 1, recomputed, 0)

@@ -21,43 +21,15 @@ from estimators.graphical import junction_tree, mbi_adapter, mirror_descent
 from estimators.graphical.mbi_adapter import Model
 from estimators.graphical.mirror_descent import Measurement
 from service.mechanisms.aim import plan_round, run_aim
-from service.mechanisms.base import FIT_PHASE, MechanismError
+from service.mechanisms.base import FIT_PHASE, MechanismError, spent_before_stop
 from service.mechanisms.mst import project_to_simplex, run_mst
-from service.mechanisms.selection import ArrayOracle, downward_closure
+from service.mechanisms.selection import ArrayOracle, Ledger, downward_closure, measure, select
 from service.privacy.calibration import exponential_rho, gaussian_rho
 from service.privacy.noise import NoiseSource
 from tests.support.paths import DATA, REPO
+from tests.support.recording_noise import RecordingNoise, rho_from_calls
 from tests.support.tables import titanic_oracle
 from workloads.marginals import Query, all_kway
-
-
-class RecordingNoise:
-    """The real noise source, with every call's parameters recorded (to recompute the privacy
-    spent from what was actually drawn, and to see whether anything was drawn at all)."""
-
-    def __init__(self, seed: int) -> None:
-        self.source = NoiseSource(seed)
-        self.calls: list[tuple[str, object, object]] = []
-
-    def discrete_gaussian(self, sigma2: Fraction, size: int) -> np.ndarray:
-        self.calls.append(("gaussian", sigma2, size))
-        return self.source.discrete_gaussian(sigma2, size)
-
-    def exponential_mechanism(self, scores: np.ndarray, epsilon: float, sensitivity: float) -> int:
-        self.calls.append(("exponential", epsilon, sensitivity))
-        return self.source.exponential_mechanism(scores, epsilon, sensitivity)
-
-
-def rho_from_calls(noise: RecordingNoise) -> Fraction:
-    """zCDP spent according to the draws themselves: 1/(2 sigma^2) per marginal measured (L2
-    sensitivity 1), epsilon^2/8 per selection, with epsilon read back exactly from the float."""
-    total = Fraction(0)
-    for kind, parameter, _ in noise.calls:
-        if kind == "gaussian":
-            total += 1 / (2 * Fraction(parameter))
-        else:
-            total += Fraction(parameter) ** 2 / 8
-    return total
 
 
 def workload_error(model: Model, oracle: ArrayOracle) -> float:
@@ -115,13 +87,67 @@ def test_aim_uses_exactly_rho_with_annealing() -> None:
     assert len(sigmas) >= 3  # initial level, at least one annealed level, the last round's remainder
 
 
+# a run stopped part-way -------------------------------------------------------------------------
+class _Stop(Exception):
+    """Raised by a progress callback, where the release engine honours a stop request."""
+
+
+def test_a_stopped_run_says_exactly_which_steps_drew_noise() -> None:
+    """Each MST and AIM step is charged in the run's ledger before its noise is drawn, and an exception raised by a
+    progress report (where the release engine raises a stop request) carries those steps (``spent_before_stop``):
+    stopped at any report, their rho is exactly what the draws so far cost."""
+    oracle = titanic_oracle(("Survived", "Pclass", "Sex"))
+    runs = {
+        "mst": lambda noise, progress: run_mst(oracle, Fraction(1, 2), noise, progress=progress, iters=1),
+        "aim": lambda noise, progress: run_aim(oracle, all_kway(oracle.domain, 2), Fraction(1, 2), noise, rounds=6,
+                                               round_iters=1, iters=1, progress=progress),
+    }
+    for name, run in runs.items():
+        reports = itertools.count()
+        run(RecordingNoise(4), lambda done, total, message, reports=reports: next(reports))
+        for stop_at in range(next(reports)):
+            noise, seen = RecordingNoise(4), itertools.count()
+
+            def progress(done: int, total: int, message: str, stop_at: int = stop_at, seen=seen) -> None:  # noqa: ANN001, ARG001
+                if next(seen) == stop_at:
+                    raise _Stop
+
+            with pytest.raises(_Stop) as caught:
+                run(noise, progress)
+            spent = spent_before_stop(caught.value)
+            if noise.calls:
+                assert spent.rho == rho_from_calls(noise) and len(spent.steps) == len(noise.calls), (name, stop_at)
+            else:  # stopped before the first draw (the report after counting): nothing was spent
+                assert spent is None or spent.rho == 0, (name, stop_at)
+
+
+class _FailingDraws:
+    """A noise source whose every draw fails half-way (after it was asked for)."""
+
+    def discrete_gaussian(self, sigma2: Fraction, size: int) -> np.ndarray:
+        raise _Stop
+
+    def exponential_mechanism(self, scores: np.ndarray, epsilon: float, sensitivity: float) -> int:
+        raise _Stop
+
+
+def test_a_step_is_charged_before_its_noise_is_drawn() -> None:
+    """The ledger is written ahead of the draw, so it is never below what was drawn, even when a draw fails."""
+    ledger = Ledger()
+    with pytest.raises(_Stop):
+        measure(np.zeros(3, dtype=np.int64), ("a",), Fraction(2), _FailingDraws(), ledger)
+    with pytest.raises(_Stop):
+        select([1.0, 2.0], Fraction(1, 4), 1.0, _FailingDraws(), ledger, "round 1")
+    assert ledger.steps == [("measure:a", Fraction(1, 4)), ("select:round 1", Fraction(1, 128))]
+
+
 # determinism across processes ------------------------------------------------------------------
 _DETERMINISM_SCRIPT = """
 import hashlib, sys
 from fractions import Fraction
 import numpy as np
 sys.path.insert(0, {repo!r})
-from tests.service.mechanisms.test_mst_aim import RecordingNoise
+from tests.support.recording_noise import RecordingNoise
 from tests.support.tables import titanic_oracle
 from service.mechanisms.aim import run_aim
 from service.mechanisms.mst import run_mst

@@ -30,13 +30,6 @@ from tests.support.ledger import net_charge, release_rows
 SMALL = [["Sex"], ["Pclass", "Survived"]]
 
 
-@pytest.fixture(autouse=True)
-def no_pending_request():  # noqa: ANN201
-    interrupts.clear()
-    yield
-    interrupts.clear()
-
-
 @pytest.fixture
 def titanic(engine, data_dir: Path):  # noqa: ANN001, ANN201
     return titanic_with_budget(engine, data_dir, "100", "1e-5")
