@@ -76,15 +76,17 @@ def _marginal_runner(function: Callable[..., MechanismResult], request: RunReque
 
 
 def _laplace(request: RunRequest) -> Runner:
-    from service.mechanisms.direct import check_laplace_scales, run_laplace
+    from service.mechanisms.direct import LAPLACE_NOISE, check_laplace_scales, run_laplace
 
     check_laplace_scales(request.queries, request.cost.epsilon)  # refused before anything is reserved
+    LAPLACE_NOISE.check(request.queries, request.cost.epsilon, "epsilon")
     return _marginal_runner(run_laplace, request, "epsilon")
 
 
 def _gaussian(request: RunRequest) -> Runner:
-    from service.mechanisms.direct import run_gaussian
+    from service.mechanisms.direct import GAUSSIAN_NOISE, run_gaussian
 
+    GAUSSIAN_NOISE.check(request.queries, request.cost.rho, "rho")  # refused before anything is reserved
     return _marginal_runner(run_gaussian, request, "rho")
 
 

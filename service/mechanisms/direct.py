@@ -68,6 +68,11 @@ DEFAULT_ITERS = 1000
 #: epsilon split over thousands of marginals, or weights 1e6 apart) overflowed after the noise was drawn: a 500
 #: with the release's charge standing. It is refused before anything is reserved instead.
 MAX_LAPLACE_SCALE = 2**56
+#: The smallest per-cell noise variance a direct release takes. Below it (a Laplace or Gaussian share of more than
+#: about 690 epsilon or rho for one marginal) the variance underflows towards 0 in double precision: the noise is 0
+#: but with probability about 1e-300, the least-squares reconstruction divides by it, and the release failed after its
+#: noise was drawn (its charge standing). It is refused before anything is reserved instead.
+MIN_NOISE_VARIANCE = 1e-300
 
 
 def _shares(workload: Sequence[Query], total: Fraction) -> list[Fraction]:
@@ -106,6 +111,17 @@ class DirectNoise:
         parameter = self.parameter(share)
         noisy = counts + self.draw(noise, parameter, counts.size).reshape(counts.shape)
         return noisy, math.sqrt(self.variance(parameter))
+
+    def check(self, workload: Sequence[Query], budget: Fraction, unit: str) -> None:
+        """Refuse, naming the marginal, a share of ``budget`` whose noise variance is below :data:`MIN_NOISE_VARIANCE`
+        (called when the release is built, before anything is reserved or charged)."""
+        for query, share in zip(workload, _shares(workload, budget), strict=True):
+            if not self.variance(self.parameter(share)) >= MIN_NOISE_VARIANCE:
+                raise MechanismError(
+                    f"marginal {'×'.join(query.attributes)} gets {unit} {float(share):.3g} (its share of "
+                    f"{unit}={float(budget):g} by the workload's weights): its noise would be 0 but with probability "
+                    f"below {MIN_NOISE_VARIANCE:g}, so the release would publish its exact counts; lower {unit}, or "
+                    "measure more marginals")
 
     def measured(self, workload: Sequence[Query], budget: Fraction) -> list[MeasuredNoise]:
         """Each workload marginal's noise law at its share of ``budget``, as the release measures it."""
