@@ -145,8 +145,13 @@ def direct_forecast(domain: Domain | Mapping[str, int], measured: Sequence[Measu
     computed once for all of them)."""
     dom = as_domain(domain)
     scales = residual_scales(dom, [(m.attributes, m.variance) for m in measured])
-    laws = [(canonical_clique(dom, m.attributes, "measured", allow_empty=True), m) for m in measured]
-    errors = tuple(_direct_cell_error(dom, laws, scales, attributes) for attributes in workload)
+    # the kurtosis is computed in units of the largest variance (it is scale-free; fourth powers of tiny variances
+    # would underflow): the same laws, every variance divided by it
+    unit = max(m.variance for m in measured)
+    laws = [(canonical_clique(dom, m.attributes, "measured", allow_empty=True),
+             MeasuredNoise(m.attributes, m.variance / unit, m.excess_kurtosis)) for m in measured]
+    unit_scales = residual_scales(dom, [(m.attributes, m.variance) for _, m in laws])
+    errors = tuple(_direct_cell_error(dom, laws, scales, unit_scales, attributes) for attributes in workload)
     return MarginalForecast(basis, errors, float(cell_variance(dom, (), scales)))
 
 
@@ -159,9 +164,11 @@ def direct_cell_error(domain: Domain | Mapping[str, int], measured: Sequence[Mea
 
 
 def _direct_cell_error(dom: Domain, measured: Sequence[tuple[Clique, MeasuredNoise]], scales: Mapping[Clique, float],
-                       attributes: Sequence[str]) -> CellError:
+                       unit_scales: Mapping[Clique, float], attributes: Sequence[str]) -> CellError:
+    """The cell law of ``attributes``: its variance from the release's own ``scales``, its kurtosis from
+    ``measured`` and ``unit_scales``, the same laws in units of the largest variance."""
     target = canonical_clique(dom, attributes, "attributes", allow_empty=True)
-    variance = float(cell_variance(dom, target, scales))
+    variance = float(cell_variance(dom, target, unit_scales))
     by_overlap: dict[Clique, list[float]] = {}  # I = S ∩ T -> [sum 1/(tau^2 k_TI), sum kappa/(tau^4 k_TI^3)]
     for clique, m in measured:
         overlap = tuple(a for a in target if a in clique)
@@ -171,12 +178,12 @@ def _direct_cell_error(dom: Domain, measured: Sequence[tuple[Clique, MeasuredNoi
         sums[1] += m.excess_kurtosis / (m.variance ** 2 * k ** 3)
     second, fourth = 0.0, 0.0
     for overlap, (precision, kurtosis) in by_overlap.items():
-        for count, h in _patterns(dom, target, overlap, scales):
+        for count, h in _patterns(dom, target, overlap, unit_scales):
             second += precision * count * h * h
             fourth += kurtosis * count * h ** 4
-    if not math.isclose(second, variance, rel_tol=1e-9, abs_tol=1e-300):
+    if not math.isclose(second, variance, rel_tol=1e-9):
         raise AssertionError(f"marginal {list(target)}: coefficients give variance {second}, the residuals {variance}")
-    return CellError(target, dom.cells(target), variance, fourth / (variance * variance))
+    return CellError(target, dom.cells(target), float(cell_variance(dom, target, scales)), fourth / (second * second))
 
 
 def _patterns(dom: Domain, target: Clique, overlap: Clique,

@@ -96,7 +96,7 @@ def discrete_gaussian_excess_kurtosis(sigma2: object) -> float:
     total = 1.0 + 2.0 * weights.sum()
     second = 2.0 * float(np.dot(support ** 2, weights)) / total
     fourth = 2.0 * float(np.dot(support ** 4, weights)) / total
-    return fourth / (second * second) - 3.0
+    return float(fourth / second / second - 3.0)  # not over second**2, which underflows for the smallest sigma2
 
 
 def gaussian_rho(sigma2: Fraction, l2_sensitivity: object = 1) -> Fraction:

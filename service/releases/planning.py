@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import ROUND_CEILING, Decimal
 from fractions import Fraction
 
 from sqlalchemy import Engine
 
 from estimators.residual.accuracy import CellError
-from estimators.residual.basis import ResidualError
 from service.accounting import accountant
 from service.accounting.accountant import ChargeQuote, describe_cost
 from service.errors import InvalidInput
@@ -43,7 +42,8 @@ from workloads import parameters
 TARGET_DIGITS = 4
 #: The smallest epsilon a target is solved down to: below it every answer is noise.
 SMALLEST_TARGET_EPSILON = Decimal("1e-6")
-#: The error :func:`solve_epsilon` gives an epsilon too small to be charged (finite, so that the solver's logarithm is).
+#: The error :func:`solve_epsilon` gives an epsilon too small to be charged or released (finite, so that the solver's
+#: logarithm is).
 UNCHARGEABLE_ERROR = 1e300
 #: How a release's error is normalised in a plan, in words.
 NORMALISED_BY = ("the L1 distance between the answer and the true marginal, divided by the dataset's row count N; an "
@@ -233,15 +233,28 @@ def solve_epsilon(trial: PreparedRelease, target: float, delta: object) -> Targe
 
     The error falls as epsilon grows (more budget, less noise, for every mechanism with a forecast), so the root of
     ``log(error(epsilon)) - log(target)`` in ``log(epsilon)`` is bracketed by powers of ten from 1 and found by
-    Brent's method (``scipy.optimize.brentq``); the rounded-up epsilon is then checked to meet the target."""
-    from scipy.optimize import brentq
-
+    Brent's method (``scipy.optimize.brentq``); the rounded-up epsilon is then checked to meet the target. An epsilon
+    at which the release itself would be refused (the direct mechanisms refuse a share whose noise vanishes) ends the
+    search with that refusal."""
     spec = trial.spec
     if spec.forecast is None or not trial.request.queries:
         raise InvalidInput(f"target_error needs a closed-form accuracy, and {_no_forecast(spec)}",
                            code="invalid_parameter")
     delta_exact = None if delta is None else exact(parameters.validate_delta(delta, "delta"))
-    worst = _worst_error(trial, delta)
+    try:
+        return _solve(_worst_error(trial, delta), target, delta_exact)
+    except _Refused as refused:
+        raise InvalidInput(f"the search for target_error={target:g} stopped: at epsilon "
+                           f"{float(refused.epsilon) / 10:g} the expected error is still above it, and a release at "
+                           f"epsilon {float(refused.epsilon):g} is refused: {refused.reason}",
+                           code="invalid_parameter") from None
+
+
+def _solve(worst: Callable[[Decimal], float], target: float, delta_exact: Fraction | None) -> TargetSolution:
+    """:func:`solve_epsilon`'s bracket and root, over ``worst`` (which raises :class:`_Refused` where a release would
+    be refused)."""
+    from scipy.optimize import brentq
+
     high = Decimal(1)
     while worst(high) > target:
         if high >= MAX_AMOUNT:
@@ -273,13 +286,27 @@ def _worst_error(trial: PreparedRelease, delta: object) -> Callable[[Decimal], f
             cost = spec.cost(epsilon, delta, None)
         except InvalidInput:  # too small to charge (a rho below the ledger's unit): as if infinitely noisy
             return UNCHARGEABLE_ERROR
+        at = replace(request, cost=cost, epsilon=epsilon, delta=delta)
         try:
-            forecast = spec.forecast(dataset.domain, request.queries, cost, request.options)  # type: ignore[misc]
-        except ResidualError:  # a discrete noise whose variance is below the smallest float: no error to speak of
-            return 0.0
+            release_engine.checked_runner(spec, at)  # the release's own refusals at this epsilon
+        except InvalidInput as exc:
+            # below epsilon 1 only too much noise is refused (a Laplace scale above what a release stores): as if
+            # infinitely noisy; above it only too little (a share whose noise vanishes), which ends the search
+            if epsilon < 1:
+                return UNCHARGEABLE_ERROR
+            raise _Refused(epsilon, exc.message) from None
+        forecast = spec.forecast(dataset.domain, request.queries, cost, request.options)  # type: ignore[misc]
         return max(e.expected_l1_normalised(dataset.rows) for e in forecast.errors)
 
     return worst
+
+
+class _Refused(Exception):
+    """The release would be refused at this epsilon (:func:`solve_epsilon` says so, naming it)."""
+
+    def __init__(self, epsilon: Decimal, reason: str) -> None:
+        super().__init__(reason)
+        self.epsilon, self.reason = epsilon, reason
 
 
 def _unit(value: Decimal) -> Decimal:

@@ -9,6 +9,8 @@ rows) so that every mechanism runs in a fraction of a second.
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -166,6 +168,24 @@ def test_the_forecast_standard_error_is_the_answers(engine, tmp_path: Path, mech
 
 
 @ON_SQLITE
+@pytest.mark.parametrize(("mechanism", "unit"), [("laplace", "epsilon"), ("gaussian", "rho")])
+def test_a_plan_at_the_edge_of_vanishing_noise_is_finite_and_beyond_it_refused_as_the_release_is(
+        engine, tmp_path: Path, mechanism: str, unit: str) -> None:  # noqa: ANN001
+    """The canary suite's epsilon of 1e6 on one marginal made the plan route answer 500 (a kurtosis of 0/0)."""
+    load_tiny(engine, tmp_path, epsilon="1000000")
+    plan = planning.plan_marginals(engine, TINY, mechanism, [["s"]], **{unit: "600"})
+    error = plan.accuracy.errors[0]
+    assert 0 < error.mean_absolute_error < error.standard_error < 1e-100 and math.isfinite(error.excess_kurtosis)
+    json.dumps(plan.to_json())
+    for amount in ("800", "1000000"):
+        with pytest.raises(InvalidInput, match="noise would be 0") as planned:
+            planning.plan_marginals(engine, TINY, mechanism, [["s"]], **{unit: amount})
+        with pytest.raises(InvalidInput) as released:
+            release_engine.release_marginals(engine, TINY, mechanism, [["s"]], seed=1, **{unit: amount})
+        assert planned.value.message == released.value.message
+
+
+@ON_SQLITE
 @pytest.mark.parametrize("mechanism", ["mst", "aim"])
 def test_a_plan_says_when_no_closed_form_exists(engine, tmp_path: Path, mechanism: str) -> None:  # noqa: ANN001
     load_tiny(engine, tmp_path)
@@ -206,6 +226,8 @@ def test_target_error_is_refused_with_a_reason(engine, tmp_path: Path) -> None: 
         ({"mechanism": "laplace", "target_error": -1}, "positive number"),
         ({"mechanism": "laplace", "target_error": True}, "positive number"),
         ({"mechanism": "residual", "delta": "1e-6", "target_error": 1e-300}, "no epsilon up to"),
+        # the discrete noise vanishes (its release refused) before so small an error is reached
+        ({"mechanism": "laplace", "target_error": 1e-200}, "above it, and a release at epsilon 10000 is refused"),
     ):
         mechanism = request.pop("mechanism")
         with pytest.raises(InvalidInput, match=fragment):
