@@ -69,6 +69,7 @@ bench-quick: install
 	$(B).simulate_throughput
 	$(B).fit_tolerance
 	$(B).residual_quick --tables adult adult-train acs-income --trials 3
+	$(B).accuracy_forecast --trials 3
 
 ## bench-stein: the Stein-GLM experiments through the service (docs/stein-glm-results.md; about 25 core-minutes)
 bench-stein: install

@@ -55,7 +55,7 @@ from estimators.residual.basis import (
 )
 from workloads.domain import Domain
 
-__all__ = ["NoisyMarginal", "NoisyResiduals", "drop_insignificant", "residuals_from_marginals"]
+__all__ = ["NoisyMarginal", "NoisyResiduals", "drop_insignificant", "residual_scales", "residuals_from_marginals"]
 
 
 def _frozen(array: np.ndarray) -> np.ndarray:
@@ -129,30 +129,58 @@ def residuals_from_marginals(
         count += 1
         what = f"measurements[{position}]"
         attrs = list(m.attributes)
-        clique = canonical_clique(dom, attrs, what, allow_empty=True)
+        clique, variance = _measured(dom, attrs, m.variance, what)
         values = np.asarray(m.values, dtype=float)
         if values.shape != dom.shape(attrs):
             raise ResidualError(f"{what}: values have shape {values.shape}, expected {dom.shape(attrs)} for {attrs}")
         if not np.all(np.isfinite(values)):
             raise ResidualError(f"{what}: values must be finite")
-        variance = float(m.variance)
-        if not (math.isfinite(variance) and variance > 0):
-            raise ResidualError(f"{what}: variance must be a positive finite number, got {m.variance!r}")
         order = [attrs.index(a) for a in clique]
         values = np.transpose(values, order)  # axes in domain order
-        for k in range(len(clique) + 1):
-            for sub in itertools.combinations(clique, k):
-                if is_trivial(dom, sub):
-                    continue
-                weight = 1.0 / (expansion_divisor(dom, sub, clique) * variance)
-                estimate = project(sum_to(values, clique, sub))
-                precision[sub] = precision.get(sub, 0.0) + weight
-                weighted[sub] = weighted.get(sub, 0.0) + weight * estimate
+        for sub, weight in _precisions(dom, clique, variance):
+            estimate = project(sum_to(values, clique, sub))
+            precision[sub] = precision.get(sub, 0.0) + weight
+            weighted[sub] = weighted.get(sub, 0.0) + weight * estimate
     if count == 0:
         raise ResidualError("measurements is empty: give at least one noisy marginal")
     return NoisyResiduals(
         dom, {a: weighted[a] / precision[a] for a in precision}, {a: 1.0 / precision[a] for a in precision}
     )
+
+
+def residual_scales(domain: Domain | Mapping[str, int],
+                    measurements: Iterable[tuple[Sequence[str], float]]) -> dict[Clique, float]:
+    """The noise scales ``s_A`` that :func:`residuals_from_marginals` gives the residuals of noisy marginals measured
+    with these per-cell variances (``(attributes, variance)`` pairs), without any values: they depend on the domain,
+    the marginals and the variances only, so an answer's standard error is known before anything is measured
+    (:mod:`estimators.residual.accuracy`)."""
+    dom = as_domain(domain)
+    precision: dict[Clique, float] = {}
+    for position, (attributes, variance) in enumerate(measurements):
+        clique, checked = _measured(dom, list(attributes), variance, f"measurements[{position}]")
+        for sub, weight in _precisions(dom, clique, checked):
+            precision[sub] = precision.get(sub, 0.0) + weight
+    if not precision:
+        raise ResidualError("measurements is empty: give at least one noisy marginal")
+    return {a: 1.0 / p for a, p in precision.items()}
+
+
+def _measured(dom: Domain, attributes: list[str], variance: object, what: str) -> tuple[Clique, float]:
+    """One measurement's attributes in domain order and its per-cell variance, checked."""
+    clique = canonical_clique(dom, attributes, what, allow_empty=True)
+    value = float(variance)  # type: ignore[arg-type]
+    if not (math.isfinite(value) and value > 0):
+        raise ResidualError(f"{what}: variance must be a positive finite number, got {variance!r}")
+    return clique, value
+
+
+def _precisions(dom: Domain, clique: Clique, variance: float) -> Iterable[tuple[Clique, float]]:
+    """``(A, 1 / (k_{S,A} tau_S^2))`` for every non-trivial ``A ⊆ S``: the precision that the measurement of ``S``
+    with per-cell variance ``tau_S^2`` adds to residual ``A`` (module docstring)."""
+    for k in range(len(clique) + 1):
+        for sub in itertools.combinations(clique, k):
+            if not is_trivial(dom, sub):
+                yield sub, 1.0 / (expansion_divisor(dom, sub, clique) * variance)
 
 
 def drop_insignificant(residuals: NoisyResiduals, threshold: float) -> NoisyResiduals:

@@ -11,6 +11,12 @@ Every charge row stores its epsilon, delta and rho, and what its epsilon costs i
 after it), so an auditor recomputes the composed epsilon from plain SQL sums (docs/privacy.md 6.4).
 :class:`BudgetStatus` says what can still be spent (the largest epsilon of an (epsilon, delta) release, the delta
 and the largest rho); :func:`budget_effect` says what one charge cost in the budget's own epsilon.
+
+What one charge would write is a pure function of the ledger's sums, its anchor, the budget and the cost:
+:func:`quote_charge`, whose :class:`ChargeQuote` holds the ledger row's amounts, the composed epsilon before and
+after, and the refusal when it does not fit. :func:`charge_in_session` writes exactly that row (or raises exactly that
+refusal), and :func:`preview_charge` shows it and writes nothing (the dry runs of docs/privacy.md 6.6), so a preview
+and the charge it previews cannot disagree: there is no second formula.
 """
 
 from __future__ import annotations
@@ -135,10 +141,99 @@ class BudgetEffect:
         return {"epsilon_total": float(self.epsilon_total), "epsilon_spent_before": float(self.epsilon_before),
                 "epsilon_spent_after": float(self.epsilon_after), "note": self.note}
 
+    @property
+    def epsilon_charged(self) -> Fraction:
+        """What the charge cost in the budget's own (composed) epsilon: after minus before."""
+        return self.epsilon_after - self.epsilon_before
+
     def describe(self) -> str:
         line = (f"budget epsilon spent {float(self.epsilon_before):.6g} -> {float(self.epsilon_after):.6g} "
                 f"of {float(self.epsilon_total):.6g}")
         return f"{line}\n{self.note}" if self.note else line
+
+
+def charge_note(anchor: ZcdpAnchor | None, fixes_anchor: bool, epsilon_units: int, rho_units: int,
+                priced_units: int | None) -> str:
+    """One sentence on why a charge cost what it did in the budget's epsilon, when that is not just its epsilon: the
+    first zCDP charge fixes the anchor (alpha, delta_z, the offset t paid once), a later zCDP charge costs alpha * rho,
+    and an (epsilon, delta) charge after the anchor is priced below its epsilon (docs/privacy.md 6.3). ``anchor`` is
+    the anchor in force once the charge is made; empty when nothing needs saying. Shared by a charge's
+    :func:`budget_effect` and its preview (:meth:`ChargeQuote.effect`)."""
+    if anchor is None:
+        return ""
+    if fixes_anchor:
+        rho = from_units(rho_units, EPSILON_SCALE)
+        return (f"this is the first zCDP release on this budget: it fixes the accountant's Renyi order "
+                f"alpha={float(anchor.alpha):.6g} and sets aside delta_zcdp={float(anchor.delta_z):.3g}, paid once "
+                f"as an offset t={float(anchor.offset):.6g} in epsilon; it costs alpha*rho + t = "
+                f"{float(anchor.alpha * rho):.6g} + {float(anchor.offset):.6g}, every later zCDP release only "
+                f"alpha*rho (docs/privacy.md 6.3)")
+    if priced_units is not None and priced_units < epsilon_units:  # made after the anchor: priced below its epsilon
+        return (f"after zCDP releases, epsilon={float(from_units(epsilon_units, EPSILON_SCALE)):.6g} is "
+                f"priced at the Renyi divergence of randomized response at alpha={float(anchor.alpha):.6g}: "
+                f"{float(from_units(priced_units, EPSILON_SCALE)):.6g} (docs/privacy.md 6.3)")
+    if rho_units > 0:
+        return f"a zCDP release costs alpha*rho with alpha={float(anchor.alpha):.6g} (docs/privacy.md 6.3)"
+    return ""
+
+
+@dataclass(frozen=True)
+class ChargeQuote:
+    """What the accountant writes for one charge, or why it refuses it (:func:`quote_charge`): the ledger row's
+    amounts in its integer units, the composed epsilon spent before and after it, the anchor in force afterwards and
+    whether this charge fixes it. :func:`charge_in_session` writes exactly this row; :func:`preview_charge` returns it
+    without writing anything (module docstring).
+
+    ``refusal`` is the :class:`BudgetExceeded` the charge is refused with (None when it fits); the real charge raises
+    that very exception. ``epsilon_after_units`` is None only when no zCDP charge can fit at all (no anchor can be
+    fixed: no delta or no epsilon left)."""
+
+    dataset: str
+    cost: PrivacyCost
+    epsilon_units: int
+    delta_units: int
+    rho_units: int
+    priced_units: int
+    epsilon_total_units: int
+    epsilon_before_units: int
+    epsilon_after_units: int | None
+    anchor: ZcdpAnchor | None
+    fixes_anchor: bool
+    refusal: BudgetExceeded | None = None
+
+    @property
+    def fits(self) -> bool:
+        return self.refusal is None
+
+    def anchor_columns(self) -> tuple[int | None, int | None, int | None]:
+        """The ledger row's ``anchor_*_units``: the anchor when this charge fixes it, else three NULLs."""
+        return _anchor_units(self.anchor) if self.fixes_anchor and self.anchor is not None else (None, None, None)
+
+    def effect(self) -> BudgetEffect | None:
+        """What the charge costs in the budget's own epsilon (before -> after, with its note), exactly as
+        :func:`budget_effect` reports it once made; None when no anchor can be fixed (nothing to compose)."""
+        if self.epsilon_after_units is None:
+            return None
+        return BudgetEffect(from_units(self.epsilon_total_units, EPSILON_SCALE),
+                            from_units(self.epsilon_before_units, EPSILON_SCALE),
+                            from_units(self.epsilon_after_units, EPSILON_SCALE),
+                            charge_note(self.anchor, self.fixes_anchor, self.epsilon_units, self.rho_units,
+                                        self.priced_units))
+
+    def ledger_units(self) -> dict[str, int | None]:
+        """The ledger row this charge writes, column by column (``ledger_entries``' integer units)."""
+        alpha, delta_z, offset = self.anchor_columns()
+        return {"epsilon_units": self.epsilon_units, "delta_units": self.delta_units, "rho_units": self.rho_units,
+                "epsilon_priced_units": self.priced_units, "epsilon_spent_after_units": self.epsilon_after_units,
+                "anchor_alpha_units": alpha, "anchor_delta_z_units": delta_z, "anchor_offset_units": offset}
+
+    def to_json(self) -> dict[str, object]:
+        effect = self.effect()
+        return {"fits": self.fits, "cost": self.cost.to_json(),
+                "budget": None if effect is None else effect.to_json(),
+                "epsilon_charged": None if effect is None else float(effect.epsilon_charged),
+                "fixes_anchor": self.fixes_anchor, "ledger": self.ledger_units(),
+                "refusal": None if self.refusal is None else self.refusal.to_json()}
 
 
 def dataset_by_name(session: Session, name: str) -> Dataset:
@@ -226,10 +321,11 @@ def _price_units(epsilon_units: int, anchor: ZcdpAnchor | None) -> int:
     return ceil_units(price_epsilon(from_units(epsilon_units, EPSILON_SCALE), anchor.alpha), EPSILON_SCALE)
 
 
-def _locked_budget(session: Session, dataset: Dataset) -> Budget:
-    budget = session.execute(
-        select(Budget).where(Budget.dataset_id == dataset.id).with_for_update()
-    ).scalar_one_or_none()
+def _locked_budget(session: Session, dataset: Dataset, *, lock: bool = True) -> Budget:
+    """The dataset's budget row (locked for the charge with ``lock``; a preview reads it unlocked), or the refusal of
+    a dataset without one."""
+    query = select(Budget).where(Budget.dataset_id == dataset.id)
+    budget = session.execute(query.with_for_update() if lock else query).scalar_one_or_none()
     if budget is None:
         raise ServiceError(
             f"dataset {dataset.name!r} has no privacy budget yet; a steward sets one with "
@@ -377,6 +473,45 @@ def _why_refused(cost: PrivacyCost, status: BudgetStatus) -> str:
             f"{float(status.epsilon_spendable):.6g}")
 
 
+def quote_charge(name: str, sums: _Sums, budget: Budget, anchor: ZcdpAnchor | None, cost: PrivacyCost) -> ChargeQuote:
+    """What charging ``cost`` to a ledger with these ``sums`` and ``anchor`` under ``budget`` writes, or why it is
+    refused (the rule of docs/privacy.md 6.3): a pure function, no database. Its epsilon is priced with the anchor in
+    force BEFORE the charge; the first zCDP charge fixes the anchor from the sums before it."""
+    de, dd, dr = cost.as_units()
+    price = _price_units(de, anchor)
+    before = _composed_units(sums, budget, anchor)
+    quote = {"dataset": name, "cost": cost, "epsilon_units": de, "delta_units": dd, "rho_units": dr,
+             "priced_units": price, "epsilon_total_units": budget.epsilon_units, "epsilon_before_units": before}
+    fixes = dr > 0 and anchor is None
+    in_force = anchor
+    if fixes:
+        # The first zCDP charge fixes the rule's Renyi order and delta split from the sums before it.
+        try:
+            e, d, _r, _c = sums.exact()
+            in_force = zcdp_anchor(*_budget_exact(budget), e, d, from_units(budget.delta_reserve_units, DELTA_SCALE))
+        except parameters.PrivacyParameterError as exc:
+            refusal = _refusal(name, cost, _status_of(name, sums, budget, None), f"no zCDP release fits ({exc})")
+            return ChargeQuote(**quote, epsilon_after_units=None, anchor=None, fixes_anchor=False, refusal=refusal)
+    after = sums.plus(de, dd, dr, price)
+    refusal = None
+    if not _holds(after, budget, in_force):
+        status = _status_of(name, sums, budget, anchor)
+        refusal = _refusal(name, cost, status, _why_refused(cost, status))
+    return ChargeQuote(**quote, epsilon_after_units=_composed_units(after, budget, in_force), anchor=in_force,
+                       fixes_anchor=fixes, refusal=refusal)
+
+
+def preview_charge(engine: Engine, name: str, cost: PrivacyCost) -> ChargeQuote:
+    """What charging ``cost`` to dataset ``name`` now would write, or the refusal it would meet, by the very function
+    the charge uses (:func:`quote_charge`); it reads the ledger and writes nothing. A dataset without a budget is
+    refused as the charge refuses it (``no_budget``). Another release made in between changes the answer: a preview
+    is a quote, not a reservation."""
+    with transaction(engine) as session:
+        dataset = dataset_by_name(session, name)
+        budget = _locked_budget(session, dataset, lock=False)
+        return quote_charge(dataset.name, _sums(session, dataset.id), budget, _anchor(session, dataset.id), cost)
+
+
 def charge_in_session(
     session: Session,
     dataset: Dataset,
@@ -389,39 +524,24 @@ def charge_in_session(
     campaign_id: int | None = None,
 ) -> LedgerEntry:
     """Check that ``cost`` fits the budget and append its charge, inside the caller's serialised
-    transaction (see :func:`db.engine.serialized_transaction`). ``campaign_id`` names the campaign a
-    ``campaign-simulation`` charge paid for."""
+    transaction (see :func:`db.engine.serialized_transaction`): the row :func:`quote_charge` computes, or its refusal.
+    ``campaign_id`` names the campaign a ``campaign-simulation`` charge paid for."""
     budget = _locked_budget(session, dataset)
-    sums = _sums(session, dataset.id)
-    de, dd, dr = cost.as_units()
-    anchor = _anchor(session, dataset.id)
-    price = _price_units(de, anchor)  # priced with the anchor in force BEFORE this charge
-    new_anchor = None
-    if dr > 0 and anchor is None:
-        # The first zCDP charge fixes the rule's Renyi order and delta split from the sums before it.
-        try:
-            e, d, _r, _c = sums.exact()
-            new_anchor = anchor = zcdp_anchor(*_budget_exact(budget), e, d,
-                                                   from_units(budget.delta_reserve_units, DELTA_SCALE))
-        except parameters.PrivacyParameterError as exc:
-            status = _status_of(dataset.name, sums, budget, None)
-            raise _refusal(dataset.name, cost, status, f"no zCDP release fits ({exc})") from None
-    after = sums.plus(de, dd, dr, price)
-    if not _holds(after, budget, anchor):
-        status = _status_of(dataset.name, sums, budget, None if new_anchor is not None else anchor)
-        raise _refusal(dataset.name, cost, status, _why_refused(cost, status))
-    alpha_u, delta_z_u, offset_u = _anchor_units(new_anchor) if new_anchor is not None else (None, None, None)
+    quote = quote_charge(dataset.name, _sums(session, dataset.id), budget, _anchor(session, dataset.id), cost)
+    if quote.refusal is not None:
+        raise quote.refusal
+    alpha_u, delta_z_u, offset_u = quote.anchor_columns()
     entry = LedgerEntry(
         dataset_id=dataset.id,
         release_id=release_id,
         campaign_id=campaign_id,
         entry="charge",
         mechanism=mechanism,
-        epsilon_units=de,
-        delta_units=dd,
-        rho_units=dr,
-        epsilon_priced_units=price,
-        epsilon_spent_after_units=_composed_units(after, budget, anchor),
+        epsilon_units=quote.epsilon_units,
+        delta_units=quote.delta_units,
+        rho_units=quote.rho_units,
+        epsilon_priced_units=quote.priced_units,
+        epsilon_spent_after_units=quote.epsilon_after_units,
         anchor_alpha_units=alpha_u,
         anchor_delta_z_units=delta_z_u,
         anchor_offset_units=offset_u,
@@ -502,22 +622,8 @@ def budget_effect(engine: Engine, charge_id: int) -> BudgetEffect:
         if kept_rho_units == 0:  # refunded whole
             return BudgetEffect(total, before_eps, from_units(after_units, EPSILON_SCALE))
     after_eps = from_units(after_units, EPSILON_SCALE)
-    note = ""
-    if charge.anchor_alpha_units is not None and anchor is not None:
-        rho = from_units(kept_rho_units, EPSILON_SCALE)
-        note = (f"this is the first zCDP release on this budget: it fixes the accountant's Renyi order "
-                f"alpha={float(anchor.alpha):.6g} and sets aside delta_zcdp={float(anchor.delta_z):.3g}, paid once "
-                f"as an offset t={float(anchor.offset):.6g} in epsilon; it costs alpha*rho + t = "
-                f"{float(anchor.alpha * rho):.6g} + {float(anchor.offset):.6g}, every later zCDP release only "
-                f"alpha*rho (docs/privacy.md 6.3)")
-    elif anchor is not None and charge.epsilon_priced_units is not None \
-            and charge.epsilon_priced_units < charge.epsilon_units:  # made after the anchor: priced below its epsilon
-        priced = from_units(charge.epsilon_priced_units, EPSILON_SCALE)
-        note = (f"after zCDP releases, epsilon={float(from_units(charge.epsilon_units, EPSILON_SCALE)):.6g} is "
-                f"priced at the Renyi divergence of randomized response at alpha={float(anchor.alpha):.6g}: "
-                f"{float(priced):.6g} (docs/privacy.md 6.3)")
-    elif anchor is not None and charge.rho_units > 0:
-        note = f"a zCDP release costs alpha*rho with alpha={float(anchor.alpha):.6g} (docs/privacy.md 6.3)"
+    note = charge_note(anchor, charge.anchor_alpha_units is not None, charge.epsilon_units, kept_rho_units,
+                       charge.epsilon_priced_units)
     return BudgetEffect(total, before_eps, after_eps, note)
 
 

@@ -23,7 +23,9 @@ from service.data.datasets import StoredDataset
 from service.errors import ServiceError
 from service.mechanisms.progress import Progress
 from service.regression.fit import fit as fit_regression
+from service.regression.fit import plan_fit
 from service.releases import engine as release_engine
+from service.releases import planning
 
 router = APIRouter(prefix="/datasets", tags=["datasets"], route_class=GuardedRoute)
 
@@ -154,6 +156,30 @@ def release_marginals(
                        dataset=name, kind="release")
 
 
+@router.post(
+    "/{name}/releases/marginals/plan",
+    response_model=schemas.ReleasePlanOut,
+    summary="Dry run of a marginal release: its charge and accuracy (stewards; spends nothing)",
+    openapi_extra=limits.body(limits.SPEC_BODY, fits="a workload of 5,000 marginals of 8 columns named in up to 200 "
+                              "ASCII characters"),
+)
+def plan_marginals(
+    request: Request, name: Name, body: schemas.MarginalPlanIn, principal: Principal = Depends(require(STEWARD))
+) -> dict[str, object]:
+    """What `POST /datasets/{name}/releases/marginals` with this body would charge, whether it fits, the budget's
+    composed epsilon before -> after and why (`budget.note`), and for laplace, gaussian and residual the expected
+    error of each workload marginal in closed form; with `target_error`, the smallest epsilon that meets it. Computed
+    by the release's own checks and the accountant's own quote of the charge: nothing is reserved, read, written or
+    run in the background (no `Idempotency-Key`, no `Prefer: respond-async`: the answer is always immediate). A
+    charge that does not fit is `fits: false` with the `refusal` the release would meet; any other refusal (a bad
+    workload, no budget) is the release's own error."""
+    check_scope(principal, name)
+    plan = planning.plan_marginals(engine_of(request), name, body.mechanism, body.service_workload(),
+                                   epsilon=body.epsilon, delta=body.delta, rho=body.rho,
+                                   options=body.service_options(), target_error=body.target_error)
+    return plan.to_json()
+
+
 @router.get("/{name}/ledger", response_model=schemas.LedgerOut, summary="The privacy ledger (auditors, stewards)")
 def get_ledger(
     request: Request, name: Name, principal: Principal = Depends(require(AUDITOR, STEWARD))
@@ -184,6 +210,14 @@ def _fit(request: Request, name: str, task: str, body: schemas.FitIn, principal:
                        dataset=name, kind=f"fit/{task}")
 
 
+def _plan_fit(request: Request, name: str, task: str, body: schemas.FitIn, principal: Principal) -> dict[str, object]:
+    check_scope(principal, name)
+    plan = plan_fit(engine_of(request), name, task, body.target, body.features, method=body.method,
+                    epsilon=body.epsilon, delta=body.delta, release_id=body.release, intercept=body.intercept,
+                    allow_unmeasured=body.allow_unmeasured, options=body.settings() or None)
+    return plan.to_json()
+
+
 @router.post("/{name}/fit/linear", response_model=schemas.FitOut, responses=ACCEPTED, openapi_extra=FIT_LIMIT,
              summary="A private linear regression (analysts, stewards; spends budget only for a new release)")
 def fit_linear(
@@ -211,3 +245,24 @@ def fit_logistic(
 ) -> SafeJSONResponse:
     """As the linear fit, for a binary target (coded {-1, +1} by the design's encoding)."""
     return _fit(request, name, "logistic", body, principal)
+
+
+@router.post("/{name}/fit/linear/plan", response_model=schemas.FitPlanOut, openapi_extra=FIT_LIMIT,
+             summary="Dry run of a linear fit: the release that would answer it, or the charge of a new one "
+                     "(analysts, stewards; spends nothing)")
+def plan_fit_linear(
+    request: Request, name: Name, body: schemas.FitIn, principal: Principal = Depends(require(ANALYST, STEWARD))
+) -> dict[str, object]:
+    """What `POST /datasets/{name}/fit/linear` with this body would do: a stored release answers (`answered_by`,
+    free), or a new release is needed, with its charge as the accountant quotes it, whether it fits, and the
+    budget's composed epsilon before -> after. Nothing is reserved, fitted, written or run in the background."""
+    return _plan_fit(request, name, "linear", body, principal)
+
+
+@router.post("/{name}/fit/logistic/plan", response_model=schemas.FitPlanOut, openapi_extra=FIT_LIMIT,
+             summary="Dry run of a logistic fit (analysts, stewards; spends nothing)")
+def plan_fit_logistic(
+    request: Request, name: Name, body: schemas.FitIn, principal: Principal = Depends(require(ANALYST, STEWARD))
+) -> dict[str, object]:
+    """As the linear fit's dry run, for a binary target."""
+    return _plan_fit(request, name, "logistic", body, principal)

@@ -285,10 +285,103 @@ class MarginalReleaseIn(Strict):
         return self.options.model_dump(exclude_none=True)
 
 
+class MarginalPlanIn(MarginalReleaseIn):
+    """A marginal release's dry run: the release's own body, plus ``target_error`` to solve for epsilon."""
+
+    target_error: Annotated[Number, Field(gt=0, le=MAX_EPSILON, description=(
+        "Solve for epsilon: the expected L1 error of the normalised marginal that every workload marginal must "
+        "meet (laplace, gaussian, residual). Omit epsilon and rho; give delta for a zCDP mechanism."))] | None = None
+
+
 class Cost(BaseModel):
     epsilon: float
     delta: float
     rho: float
+
+
+class LedgerUnitsOut(BaseModel):
+    """The ledger row a charge writes, in the ledger's integer units (docs/privacy.md 6.4)."""
+
+    epsilon_units: int
+    delta_units: int
+    rho_units: int
+    epsilon_priced_units: int
+    epsilon_spent_after_units: int | None
+    anchor_alpha_units: int | None
+    anchor_delta_z_units: int | None
+    anchor_offset_units: int | None
+
+
+class CellErrorOut(BaseModel):
+    attributes: list[str]
+    cells: int
+    standard_error: float = Field(description="Per cell, in counts (of the unbiased estimate).")
+    expected_l1: float = Field(description="The expected L1 error of the marginal, in counts.")
+    expected_l1_normalised: float = Field(description="The expected L1 error of the marginal normalised to a "
+                                          "distribution.")
+    excess_kurtosis: float = Field(description="Of each cell's error (0: Gaussian).")
+
+
+class AccuracyOut(BaseModel):
+    basis: str = Field(description="The formulas and approximations the figures rest on.")
+    rows: int = Field(description="The dataset's row count N that normalises the L1 errors.")
+    normalised_by: str
+    total_standard_error: float = Field(description="The standard error of the answers' total: an answer divided "
+                                        "by its own total strays from the normalised figures by about this over N.")
+    worst: CellErrorOut = Field(description="The workload marginal with the largest expected error.")
+    marginals: list[CellErrorOut]
+
+
+class TargetOut(BaseModel):
+    target_error: float
+    epsilon: float = Field(description="The smallest epsilon (4 significant digits, rounded up) whose worst workload "
+                           "marginal's expected normalised L1 error meets the target; the plan is made at it.")
+    delta: float | None
+    expected_error: float
+    note: str
+
+
+class RefusalOut(BaseModel):
+    error: str = Field(description="The refusal's stable code: `budget_exceeded`.")
+    message: str
+
+
+class ChargePlanOut(BaseModel):
+    dry_run: bool = Field(description="Always true: nothing was spent or stored.")
+    fits: bool = Field(description="Whether the charge fits the budget now.")
+    cost: Cost = Field(description="The charge, in the release's own terms (rho for zCDP mechanisms).")
+    budget: BudgetEffectOut | None = Field(description="The budget's composed epsilon spent before -> after the "
+                                           "charge, as the release would report it (null when no zCDP release can "
+                                           "fit at all).")
+    epsilon_charged: float | None = Field(description="What the charge costs in the budget's own epsilon (after - "
+                                          "before).")
+    refusal: RefusalOut | None = Field(description="When it does not fit: the error the release would be refused "
+                                       "with (`budget_exceeded`), word for word; nothing is charged.")
+
+
+class ReleasePlanOut(ChargePlanOut):
+    dataset: str
+    mechanism: str
+    kind: str
+    fixes_anchor: bool = Field(description="Whether this is the first zCDP charge, which fixes the accountant's "
+                               "anchor (see `budget.note`).")
+    ledger: LedgerUnitsOut = Field(description="The ledger row the release would write.")
+    accuracy: AccuracyOut | None = Field(description="The closed-form expected error of each workload marginal "
+                                         "(laplace, gaussian, residual); null otherwise, `accuracy_note` says why.")
+    accuracy_note: str
+    target: TargetOut | None = Field(description="With `target_error`: the epsilon solved for.")
+
+
+class FitPlanOut(ChargePlanOut):
+    dataset: str
+    task: str
+    method: str
+    target: str
+    features: list[str]
+    answered_by: int | None = Field(description="A stored release that answers the fit for free (then nothing "
+                                    "would be charged).")
+    note: str
+    release: ReleasePlanOut | None = Field(description="The plan of the new release the fit would make.")
 
 
 # regression fits ----------------------------------------------------------------------------------

@@ -53,6 +53,9 @@ stderr = Console(stderr=True)
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.", metavar="")]
 QuietFlag = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.", metavar="")]
+DryRunFlag = Annotated[bool, typer.Option(
+    "--dry-run", metavar="", help="Spend and store nothing: print what it would charge, whether it fits and (for "
+    "laplace, gaussian, residual releases) its expected accuracy.")]
 DatasetName = Annotated[str, typer.Argument(help="Dataset name.", metavar="NAME")]
 ReleaseId = Annotated[int, typer.Argument(help="Release id (`marginalia release list`).", metavar="RELEASE")]
 SeedOption = Annotated[int | None, typer.Option(
@@ -88,6 +91,14 @@ def emit(as_json: bool, payload: Any, human: Callable[[], None]) -> None:
         human()
 
 
+def emit_plan(as_json: bool, plan: Any) -> None:
+    """Print a dry run (a release's or a fit's plan: ``to_json``, ``describe``, ``fits``); exit with status 2, as the
+    command itself would be refused, when it does not fit."""
+    emit(as_json, plan.to_json(), lambda: stdout.print(escape(plan.describe()), highlight=False))
+    if not plan.fits:
+        raise typer.Exit(2)
+
+
 def handles_errors(func: Callable[..., None]) -> Callable[..., None]:
     """Turn every failure into one paragraph (JSON with ``--json``) and an exit status: 2 for bad
     input and refusals, 130 for an interrupt, 1 for a bug. Never a traceback (unless MARGINALIA_DEBUG).
@@ -107,7 +118,7 @@ def handles_errors(func: Callable[..., None]) -> Callable[..., None]:
         as_json = bool(kwargs.get("as_json"))
         try:
             func(*args, **kwargs)
-        except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
+        except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort, typer.Exit):
             raise
         except Interrupted as exc:
             fail(as_json, exc.code, exc.message, EXIT_STATUS, exc.outcome)

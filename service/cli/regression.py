@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from service.cli.common import (
+    DryRunFlag,
     JsonFlag,
     ProgressBars,
     QuietFlag,
@@ -17,6 +18,7 @@ from service.cli.common import (
     check_seed,
     column_list,
     emit,
+    emit_plan,
     handles_errors,
     late_interrupt,
     open_engine,
@@ -53,11 +55,15 @@ def fit(
         "--allow-unmeasured", metavar="",
         help="Let a release that did not measure every column and pair of the regression answer (they are then "
              "the model's extrapolation).")] = False,
+    dry_run: DryRunFlag = False,
     quiet: QuietFlag = False,
     as_json: JsonFlag = False,
     options: dict[str, object] | None = None,
 ) -> None:
     """Fit a private linear or logistic regression from a release (reused for free when one can answer).
+
+    --dry-run spends and stores nothing: it says which stored release would answer (free), or what the new release
+    would charge, the budget's epsilon spent before -> after and whether it fits (status 2 when it would be refused).
 
     dp-iht (a sparse model by noisy iterative hard thresholding, Wang & Xu 2019) takes --sparsity and optionally
     --iterations, --step, --clip-norm and --l2 (the method's declared settings, service/regression/methods.py); the
@@ -73,6 +79,14 @@ def fit(
         raise RegressionInputError(f"--{'/--'.join(k.replace('_', '-') for k in wrong)} apply to --method "
                                    f"{' or '.join(takers)} only, not {method}")
     engine = open_engine()
+    if dry_run:
+        from service.regression.fit import plan_fit
+
+        plan = plan_fit(engine, name, task, target, column_list(features), column_list(categorical), method, epsilon,
+                        delta, release, intercept, mechanism=mechanism, options=settings or None,
+                        allow_unmeasured=allow_unmeasured, allow_seeded=unsafe_seeds_allowed())
+        emit_plan(as_json, plan)
+        return
     with ProgressBars(f"{method} {task} regression of {name}", quiet or as_json) as bar:
         outcome = fit_regression(engine, name, task, target, column_list(features), column_list(categorical),
                                  method, epsilon, delta, release, intercept, seed, mechanism=mechanism, progress=bar,

@@ -12,6 +12,7 @@ from rich.table import Column, Table
 
 from service.cli.common import (
     DatasetName,
+    DryRunFlag,
     JsonFlag,
     ProgressBars,
     QuietFlag,
@@ -22,6 +23,7 @@ from service.cli.common import (
     check_output,
     check_seed,
     emit,
+    emit_plan,
     handles_errors,
     late_interrupt,
     open_engine,
@@ -31,6 +33,7 @@ from service.cli.common import (
     write_output,
 )
 from service.cli.options import declared_options
+from service.errors import InvalidInput
 from service.mechanisms import registry
 from service.mechanisms.registry import PrivacyNotion, ReleaseKind
 
@@ -55,6 +58,11 @@ def release_marginals(
         help="Delta (zCDP mechanisms convert (epsilon, delta) to rho).")] = None,
     rho: Annotated[str | None, typer.Option(help=f"zCDP rho to spend ({', '.join(ZCDP_MECHANISMS)}).")] = None,
     seed: SeedOption = None,
+    dry_run: DryRunFlag = False,
+    target_error: Annotated[float | None, typer.Option(
+        help="With --dry-run: solve for the smallest epsilon at which every workload marginal's expected L1 error, "
+             "normalised, is at most this (laplace, gaussian, residual; omit --epsilon and --rho, give --delta for "
+             "a zCDP mechanism).")] = None,
     quiet: QuietFlag = False,
     as_json: JsonFlag = False,
     options: dict[str, object] | None = None,
@@ -62,14 +70,28 @@ def release_marginals(
     """Release a marginal workload under the accountant; prints the release id, its cost and what it cost in the
     budget's own epsilon.
 
-    Ctrl-C stops it at the next safe point: the charge is refunded if no noise was drawn yet and stands
-    otherwise (an MST or AIM release keeps only the charge of the steps whose noise was drawn and is refunded the
-    rest: docs/privacy.md 6.5); the command says which and exits with status 130. The mechanism's options (--rounds,
-    --loss...) are its registry declarations (service/mechanisms/catalog.py), each saying which mechanisms take it."""
+    --dry-run spends and stores nothing: it prints what the release would charge, the budget's epsilon spent before
+    -> after (and why the first zCDP release costs more than its epsilon), whether it fits, and for laplace, gaussian
+    and residual the expected error of each workload marginal; it exits with status 2 when the release would be
+    refused, as the release would. Ctrl-C stops a release at the next safe point: the charge is refunded if no noise
+    was drawn yet and stands otherwise (an MST or AIM release keeps only the charge of the steps whose noise was drawn
+    and is refunded the rest: docs/privacy.md 6.5); the command says which and exits with status 130. The mechanism's
+    options (--rounds, --loss...) are its registry declarations (service/mechanisms/catalog.py), each saying which
+    mechanisms take it."""
     from service.accounting.accountant import describe_cost
     from service.releases import engine as release_engine
 
+    if target_error is not None and not dry_run:
+        raise InvalidInput("--target-error only plans: add --dry-run (then release at the epsilon it prints)",
+                           code="invalid_parameter")
     check_seed(seed)
+    if dry_run:
+        from service.releases import planning
+
+        plan = planning.plan_marginals(open_engine(), name, mechanism, workload, epsilon=epsilon, delta=delta,
+                                       rho=rho, options=options, target_error=target_error)
+        emit_plan(as_json, plan)
+        return
     engine = open_engine()
     with ProgressBars(f"{mechanism} release of {name}", quiet) as bar:
         outcome = release_engine.release_marginals(engine, name, mechanism, workload, epsilon=epsilon, delta=delta,

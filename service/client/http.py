@@ -6,6 +6,7 @@ auditors. It speaks HTTP only (httpx) and imports neither FastAPI, SQLAlchemy no
     with Client("http://127.0.0.1:8000", api_key) as mg:
         mg.datasets()                                    # names and domains
         mg.budget("adult")                               # what is spent and what can still be spent
+        mg.plan_release("adult", "gaussian", "all-2way", epsilon=1.0, delta=1e-6)  # its charge, spending nothing
         release = mg.release_marginals("adult", "gaussian", "all-2way", epsilon=1.0, delta=1e-6)  # stewards
         release["budget"]                                # its cost in the budget's own epsilon
         mg.marginal(release["release_id"], ["age", "income>50K"])   # a DataFrame, free
@@ -295,6 +296,46 @@ class Client(CollectionsClient):
             body["options"] = dict(options)
         return self._charging(f"/datasets/{_segment(name)}/releases/marginals", body, idempotency_key, progress)
 
+    def plan_release(
+        self,
+        name: str,
+        mechanism: str,
+        workload: Workload = "all-2way",
+        epsilon: float | None = None,
+        delta: float | None = None,
+        rho: float | None = None,
+        *,
+        options: dict[str, object] | None = None,
+        target_error: float | None = None,
+    ) -> dict[str, object]:
+        """Stewards: the dry run of :meth:`release_marginals` with the same arguments; spends and stores nothing.
+        Returns ``fits``, ``cost``, ``budget`` (the composed epsilon spent before -> after and, for the first zCDP
+        release, the ``note`` saying why it costs more than its epsilon), ``epsilon_charged`` and, when it does not
+        fit, the ``refusal`` the release would meet (``budget_exceeded``); for laplace, gaussian and residual the
+        closed-form ``accuracy`` of each workload marginal (per-cell standard error, expected L1 error of the
+        normalised marginal). ``target_error`` solves for the smallest epsilon at which every workload marginal's
+        expected normalised L1 error is at most it (omit ``epsilon`` and ``rho``; give ``delta`` for a zCDP
+        mechanism): ``target["epsilon"]``, and the plan is made at it. Answered at once (no job, no idempotency
+        key: nothing is charged)."""
+        body: dict[str, object] = {"mechanism": mechanism, "workload": _workload(workload)}
+        for key, value in (("epsilon", epsilon), ("delta", delta), ("rho", rho), ("target_error", target_error)):
+            if value is not None:
+                body[key] = value
+        if options:
+            body["options"] = dict(options)
+        return self._request("POST", f"/datasets/{_segment(name)}/releases/marginals/plan", json=body)
+
+    def plan_fit(self, name: str, target: str, features: Sequence[str] | None = None, method: str = "dd-ssp",
+                 epsilon: float | None = None, delta: float | None = None, release: int | None = None, *,
+                 task: str = "linear", **options: Any) -> dict[str, object]:
+        """The dry run of :meth:`fit_linear` (``task="linear"``) or :meth:`fit_logistic` (``task="logistic"``) with the
+        same arguments; spends and stores nothing. Returns ``answered_by`` (a stored release that answers for free)
+        or the plan of the new release the fit would make: ``fits``, ``cost``, ``budget`` (before -> after, with its
+        ``note``), ``epsilon_charged`` and the ``refusal`` it would meet. ``options``: ``intercept``,
+        ``allow_unmeasured`` and the method's settings, as for a fit."""
+        body = self._fit_body(target, features, method, epsilon, delta, release, options, f"plan_fit ({task})")
+        return self._request("POST", f"/datasets/{_segment(name)}/fit/{task}/plan", json=body)
+
     def fit_linear(self, name: str, target: str, features: Sequence[str] | None = None, method: str = "dd-ssp",
                    epsilon: float | None = None, delta: float | None = None, release: int | None = None,
                    **options: Any) -> FittedRegression:
@@ -318,19 +359,7 @@ class Client(CollectionsClient):
     def _fit(self, task: str, name: str, target: str, features: Sequence[str] | None, method: str,
              epsilon: float | None, delta: float | None, release: int | None,
              options: dict[str, Any]) -> FittedRegression:
-        # The method's settings (DP-IHT's sparsity, iterations...) go to the server as they are: it knows its methods
-        # and answers a 422 invalid_request naming a setting it does not take, so a client never refuses a setting
-        # that a newer server accepts, and ships without the server's catalog.
-        if "seed" in options:  # not a setting of any server, ever: the privacy of the release depends on it
-            raise TypeError(f"fit_{task} takes no seed: the server draws every random value from its own secure "
-                            "source (whoever chose a release's seed could subtract its noise)")
-        settings = {key: value for key, value in options.items() if key not in _CLIENT_OPTIONS}
-        body: dict[str, object] = {"target": target, "method": method, "intercept": options.get("intercept", True)}
-        for key, value in (("features", None if features is None else list(features)), ("epsilon", epsilon),
-                           ("delta", delta), ("release", release),
-                           ("allow_unmeasured", options.get("allow_unmeasured")), *settings.items()):
-            if value is not None:
-                body[key] = value
+        body = self._fit_body(target, features, method, epsilon, delta, release, options, f"fit_{task}")
         path = f"/datasets/{_segment(name)}/fit/{task}"
         shown = self.progress if options.get("progress") is None else options.get("progress")
         if release is not None and options.get("idempotency_key") is None and not shown:
@@ -340,6 +369,25 @@ class Client(CollectionsClient):
         else:
             answer = self._charging(path, body, options.get("idempotency_key"), options.get("progress"))
         return FittedRegression(answer, self.domain(name))
+
+    @staticmethod
+    def _fit_body(target: str, features: Sequence[str] | None, method: str, epsilon: float | None,
+                  delta: float | None, release: int | None, options: dict[str, Any], call: str) -> dict[str, object]:
+        """A fit's request body (and its dry run's). The method's settings (DP-IHT's sparsity, iterations...) go to
+        the server as they are: it knows its methods and answers a 422 invalid_request naming a setting it does not
+        take, so a client never refuses a setting that a newer server accepts, and ships without the server's
+        catalog."""
+        if "seed" in options:  # not a setting of any server, ever: the privacy of the release depends on it
+            raise TypeError(f"{call} takes no seed: the server draws every random value from its own secure "
+                            "source (whoever chose a release's seed could subtract its noise)")
+        settings = {key: value for key, value in options.items() if key not in _CLIENT_OPTIONS}
+        body: dict[str, object] = {"target": target, "method": method, "intercept": options.get("intercept", True)}
+        for key, value in (("features", None if features is None else list(features)), ("epsilon", epsilon),
+                           ("delta", delta), ("release", release),
+                           ("allow_unmeasured", options.get("allow_unmeasured")), *settings.items()):
+            if value is not None:
+                body[key] = value
+        return body
 
     def releases(self, name: str | None = None) -> list[dict[str, object]]:
         return self._request("GET", "/releases", params=None if name is None else {"dataset": name})

@@ -7,7 +7,7 @@ docs/privacy.md.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
@@ -23,8 +23,12 @@ from service.mechanisms.registry import (
 )
 
 if TYPE_CHECKING:
+    from estimators.residual.accuracy import MarginalForecast
     from service.mechanisms.base import MechanismResult
+    from service.privacy.cost import PrivacyCost
+    from workloads.domain import Domain
     from workloads.encodings import DesignEncoding
+    from workloads.marginals import Query
 
 #: The regression methods a marginal release answers (service/regression/): its model answers every marginal.
 MARGINAL_ANSWERS = frozenset({"dd-ssp", "aim-synth"})
@@ -72,15 +76,17 @@ def _marginal_runner(function: Callable[..., MechanismResult], request: RunReque
 
 
 def _laplace(request: RunRequest) -> Runner:
-    from service.mechanisms.direct import check_laplace_scales, run_laplace
+    from service.mechanisms.direct import LAPLACE_NOISE, check_laplace_scales, run_laplace
 
     check_laplace_scales(request.queries, request.cost.epsilon)  # refused before anything is reserved
+    LAPLACE_NOISE.check(request.queries, request.cost.epsilon, "epsilon")
     return _marginal_runner(run_laplace, request, "epsilon")
 
 
 def _gaussian(request: RunRequest) -> Runner:
-    from service.mechanisms.direct import run_gaussian
+    from service.mechanisms.direct import GAUSSIAN_NOISE, run_gaussian
 
+    GAUSSIAN_NOISE.check(request.queries, request.cost.rho, "rho")  # refused before anything is reserved
     return _marginal_runner(run_gaussian, request, "rho")
 
 
@@ -89,6 +95,28 @@ def _residual(request: RunRequest) -> Runner:
 
     check_loss(request.options.get("loss", "sum_var"))  # refused before anything is reserved
     return _marginal_runner(run_residual, request, "rho")
+
+
+def _laplace_forecast(domain: Domain, queries: tuple[Query, ...], cost: PrivacyCost,
+                      options: Mapping[str, object]) -> MarginalForecast:  # noqa: ARG001
+    from service.mechanisms.direct import forecast_laplace
+
+    return forecast_laplace(domain, queries, cost.epsilon)
+
+
+def _gaussian_forecast(domain: Domain, queries: tuple[Query, ...], cost: PrivacyCost,
+                       options: Mapping[str, object]) -> MarginalForecast:  # noqa: ARG001
+    from service.mechanisms.direct import forecast_gaussian
+
+    return forecast_gaussian(domain, queries, cost.rho)
+
+
+def _residual_forecast(domain: Domain, queries: tuple[Query, ...], cost: PrivacyCost,
+                       options: Mapping[str, object]) -> MarginalForecast:
+    from service.mechanisms.residual import forecast_residual
+
+    return forecast_residual(domain, queries, cost.rho, loss=str(options.get("loss", "sum_var")),
+                             regression=options.get("regression"))  # type: ignore[arg-type]
 
 
 def _mst(request: RunRequest) -> Runner:
@@ -154,11 +182,13 @@ DP_IHT_PUBLIC_DETAILS = (*(option.name for option in DP_IHT_OPTIONS), "rho", "rh
 register(MechanismSpec(
     "laplace", ReleaseKind.MARGINALS, PrivacyNotion.PURE, _laplace,
     "every workload marginal with discrete Laplace noise; answered from the measurements (model only when needed)",
-    options=(MAX_MODEL_SIZE, ITERS), answers=MARGINAL_ANSWERS, measured_cliques=fitted_cliques))
+    options=(MAX_MODEL_SIZE, ITERS), answers=MARGINAL_ANSWERS, measured_cliques=fitted_cliques,
+    forecast=_laplace_forecast))
 register(MechanismSpec(
     "gaussian", ReleaseKind.MARGINALS, PrivacyNotion.ZCDP, _gaussian,
     "every workload marginal with discrete Gaussian noise; answered from the measurements (model only when needed)",
-    options=(MAX_MODEL_SIZE, ITERS), answers=MARGINAL_ANSWERS, measured_cliques=fitted_cliques))
+    options=(MAX_MODEL_SIZE, ITERS), answers=MARGINAL_ANSWERS, measured_cliques=fitted_cliques,
+    forecast=_gaussian_forecast))
 register(MechanismSpec(
     "mst", ReleaseKind.MARGINALS, PrivacyNotion.ZCDP, _mst,
     "MST (McKenna, Miklau & Sheldon 2021): 1-way marginals and a maximum spanning tree of pairs; no workload",
@@ -171,7 +201,8 @@ register(MechanismSpec(
     "residual", ReleaseKind.MARGINALS, PrivacyNotion.ZCDP, _residual,
     "ResidualPlanner (Xiao, He, Zhang & Kifer 2023): the optimal Gaussian plan for the workload; unbiased answers "
     "with standard errors, no model unless one is needed",
-    options=RESIDUAL_OPTIONS, answers=MARGINAL_ANSWERS, regression_options=_weighted_plan))
+    options=RESIDUAL_OPTIONS, answers=MARGINAL_ANSWERS, regression_options=_weighted_plan,
+    forecast=_residual_forecast))
 register(MechanismSpec(
     "adassp", ReleaseKind.GRAM, PrivacyNotion.ZCDP, _adassp_gram,
     "the noisy Gram matrix and lambda_min of AdaSSP (Wang 2018, Alg. 2) over a set of encoded columns",

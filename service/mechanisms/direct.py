@@ -22,30 +22,40 @@ closure, synthetic rows) and stored (:mod:`service.releases.stored_models`), wit
 stopping on the estimator's tolerance (at most ``iters`` iterations). The per-cell variance of a measurement is the
 exact variance of its noise (:func:`service.privacy.calibration.discrete_laplace_variance`,
 ``discrete_gaussian_variance``). All of it is post-processing of the noisy marginals (docs/privacy.md, section 8.1).
+
+Because those variances depend on the workload and the budget only, the error of every answer is known before the
+release is made: :func:`forecast_laplace` and :func:`forecast_gaussian` (the registry's ``forecast``, read by a dry
+run) give each workload marginal's standard error and expected L1 error in closed form
+(:mod:`estimators.residual.accuracy`), from the same noise law (:class:`DirectNoise`) the release draws with.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
 
 from estimators.graphical import junction_tree
 from estimators.graphical.mirror_descent import Measurement
+from estimators.residual.accuracy import MarginalForecast, MeasuredNoise, direct_forecast
 from estimators.residual.reconstruct import NoisyMarginal, residuals_from_marginals
 from service.mechanisms.base import CountOracle, MechanismError, MechanismResult, Progress, no_progress
 from service.mechanisms.payloads import MarginalsPayload
 from service.mechanisms.selection import CachedCounts
 from service.privacy.calibration import (
+    discrete_gaussian_excess_kurtosis,
     discrete_gaussian_variance,
+    discrete_laplace_excess_kurtosis,
     discrete_laplace_variance,
     gaussian_sigma2_exact,
     laplace_scale_exact,
 )
 from service.privacy.cost import PrivacyCost, exact
 from service.privacy.noise import NoiseSource
+from workloads.domain import Domain
 from workloads.marginals import Query
 
 #: Settings of the model fitted lazily to a direct release (stored in the release's options, read when it is fitted).
@@ -58,6 +68,11 @@ DEFAULT_ITERS = 1000
 #: epsilon split over thousands of marginals, or weights 1e6 apart) overflowed after the noise was drawn: a 500
 #: with the release's charge standing. It is refused before anything is reserved instead.
 MAX_LAPLACE_SCALE = 2**56
+#: The smallest per-cell noise variance a direct release takes. Below it (a Laplace or Gaussian share of more than
+#: about 690 epsilon or rho for one marginal) the variance underflows towards 0 in double precision: the noise is 0
+#: but with probability about 1e-300, the least-squares reconstruction divides by it, and the release failed after its
+#: noise was drawn (its charge standing). It is refused before anything is reserved instead.
+MIN_NOISE_VARIANCE = 1e-300
 
 
 def _shares(workload: Sequence[Query], total: Fraction) -> list[Fraction]:
@@ -79,27 +94,57 @@ def check_laplace_scales(workload: Sequence[Query], epsilon: Fraction) -> None:
                 "marginals or with weights less far apart")
 
 
-#: How one marginal is perturbed at its share of the budget: ``perturb(noise, counts, share) -> (noisy, stddev)``, the
-#: noisy counts and the standard deviation of each cell's noise.
-Perturb = Callable[[NoiseSource, np.ndarray, Fraction], tuple[np.ndarray, float]]
+@dataclass(frozen=True)
+class DirectNoise:
+    """The noise of one direct mechanism, at a marginal's share of the budget: ``parameter(share)`` is its sampler's
+    exact parameter (the Laplace scale ``1/epsilon_i``, the Gaussian ``sigma_i^2 = 1/(2 rho_i)``), ``draw(noise,
+    parameter, size)`` draws it, ``variance`` and ``excess_kurtosis`` are one cell's exactly (the release's standard
+    errors and the closed-form forecast read them, so a forecast describes the very noise that is drawn)."""
+
+    parameter: Callable[[Fraction], Fraction]
+    draw: Callable[[NoiseSource, Fraction, int], np.ndarray]
+    variance: Callable[[Fraction], float]
+    excess_kurtosis: Callable[[Fraction], float]
+
+    def perturb(self, noise: NoiseSource, counts: np.ndarray, share: Fraction) -> tuple[np.ndarray, float]:
+        """``counts`` plus this noise at ``share``, and the standard deviation of each cell's noise."""
+        parameter = self.parameter(share)
+        noisy = counts + self.draw(noise, parameter, counts.size).reshape(counts.shape)
+        return noisy, math.sqrt(self.variance(parameter))
+
+    def check(self, workload: Sequence[Query], budget: Fraction, unit: str) -> None:
+        """Refuse, naming the marginal, a share of ``budget`` whose noise variance is below :data:`MIN_NOISE_VARIANCE`
+        (called when the release is built, before anything is reserved or charged)."""
+        for query, share in zip(workload, _shares(workload, budget), strict=True):
+            if not self.variance(self.parameter(share)) >= MIN_NOISE_VARIANCE:
+                raise MechanismError(
+                    f"marginal {'×'.join(query.attributes)} gets {unit} {float(share):.3g} (its share of "
+                    f"{unit}={float(budget):g} by the workload's weights): its noise would be 0 but with probability "
+                    f"below {MIN_NOISE_VARIANCE:g}, so the release would publish its exact counts; lower {unit}, or "
+                    "measure more marginals")
+
+    def measured(self, workload: Sequence[Query], budget: Fraction) -> list[MeasuredNoise]:
+        """Each workload marginal's noise law at its share of ``budget``, as the release measures it."""
+        laws = []
+        for query, share in zip(workload, _shares(workload, budget), strict=True):
+            parameter = self.parameter(share)
+            laws.append(MeasuredNoise(tuple(query.attributes), self.variance(parameter),
+                                      self.excess_kurtosis(parameter)))
+        return laws
+
+
+LAPLACE_NOISE = DirectNoise(lambda eps_i: laplace_scale_exact(eps_i, 1),
+                            lambda noise, scale, size: noise.discrete_laplace(scale, size),
+                            discrete_laplace_variance, discrete_laplace_excess_kurtosis)
+GAUSSIAN_NOISE = DirectNoise(gaussian_sigma2_exact, lambda noise, sigma2, size: noise.discrete_gaussian(sigma2, size),
+                             discrete_gaussian_variance, discrete_gaussian_excess_kurtosis)
+
 #: ``run(oracle, workload, budget, noise, *, max_model_size, iters, progress)``: a direct release at ``budget``.
 DirectRun = Callable[..., MechanismResult]
 
 
-def _laplace_noise(noise: NoiseSource, counts: np.ndarray, eps_i: Fraction) -> tuple[np.ndarray, float]:
-    scale = laplace_scale_exact(eps_i, 1)
-    noisy = counts + noise.discrete_laplace(scale, counts.size).reshape(counts.shape)
-    return noisy, math.sqrt(discrete_laplace_variance(scale))
-
-
-def _gaussian_noise(noise: NoiseSource, counts: np.ndarray, rho_i: Fraction) -> tuple[np.ndarray, float]:
-    sigma2 = gaussian_sigma2_exact(rho_i)
-    noisy = counts + noise.discrete_gaussian(sigma2, counts.size).reshape(counts.shape)
-    return noisy, math.sqrt(discrete_gaussian_variance(sigma2))
-
-
-def _direct(perturb: Perturb, cost: Callable[[Fraction], PrivacyCost]) -> DirectRun:
-    """The direct release whose marginals get ``perturb``'s noise and which costs ``cost(budget)``."""
+def _direct(law: DirectNoise, cost: Callable[[Fraction], PrivacyCost]) -> DirectRun:
+    """The direct release whose marginals get ``law``'s noise and which costs ``cost(budget)``."""
 
     def run(oracle: CountOracle, workload: Sequence[Query], budget: Fraction, noise: NoiseSource, *,
             max_model_size: float = DEFAULT_MAX_MODEL_SIZE_MB, iters: int = DEFAULT_ITERS,
@@ -113,7 +158,7 @@ def _direct(perturb: Perturb, cost: Callable[[Fraction], PrivacyCost]) -> Direct
         counter = _counter(oracle, workload)
         for i, (query, share) in enumerate(zip(workload, _shares(workload, budget), strict=True)):
             progress(i, steps, f"measuring {'×'.join(query.attributes)}")
-            noisy, stddev = perturb(noise, counter.counts(query.attributes), share)
+            noisy, stddev = law.perturb(noise, counter.counts(query.attributes), share)
             measurements.append(Measurement(query.attributes, noisy.astype(float), stddev))
             progress(i + 1, steps, f"measured {'×'.join(query.attributes)}")
         return _result(oracle, measurements, cost(budget), progress, steps)
@@ -122,9 +167,27 @@ def _direct(perturb: Perturb, cost: Callable[[Fraction], PrivacyCost]) -> Direct
 
 
 #: ``laplace``: epsilon-DP, discrete Laplace noise on every marginal (module docstring).
-run_laplace = _direct(_laplace_noise, lambda epsilon: PrivacyCost(epsilon=epsilon))
+run_laplace = _direct(LAPLACE_NOISE, lambda epsilon: PrivacyCost(epsilon=epsilon))
 #: ``gaussian``: rho-zCDP, discrete Gaussian noise on every marginal (module docstring).
-run_gaussian = _direct(_gaussian_noise, lambda rho: PrivacyCost(rho=rho))
+run_gaussian = _direct(GAUSSIAN_NOISE, lambda rho: PrivacyCost(rho=rho))
+
+#: What a direct release's forecast rests on (:mod:`estimators.residual.accuracy`).
+DIRECT_BASIS = ("each workload marginal is measured once with discrete {noise} noise at its share of the budget and "
+                "answered from the least-squares residuals of all the measurements: the standard error is exact; each "
+                "cell's error is a sum of independent noises, and E|error| = standard error * sqrt(2/pi) * (1 - "
+                "kurtosis/24) (the first Edgeworth term: exact for Gaussian noise, 1.3% low for a lone Laplace draw)")
+
+
+def forecast_laplace(domain: Domain, workload: Sequence[Query], epsilon: Fraction) -> MarginalForecast:
+    """The closed-form error of every workload marginal of a ``laplace`` release at ``epsilon``, before it is made."""
+    return direct_forecast(domain, LAPLACE_NOISE.measured(workload, epsilon), [q.attributes for q in workload],
+                           DIRECT_BASIS.format(noise="Laplace"))
+
+
+def forecast_gaussian(domain: Domain, workload: Sequence[Query], rho: Fraction) -> MarginalForecast:
+    """The closed-form error of every workload marginal of a ``gaussian`` release at ``rho``, before it is made."""
+    return direct_forecast(domain, GAUSSIAN_NOISE.measured(workload, rho), [q.attributes for q in workload],
+                           DIRECT_BASIS.format(noise="Gaussian"))
 
 
 def _counter(oracle: CountOracle, workload: Sequence[Query]) -> CachedCounts:

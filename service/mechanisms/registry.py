@@ -26,7 +26,11 @@ this registry instead of matching names. A spec says:
 * ``regression_options`` (marginal mechanisms): the options a regression's new release of it sets unless the caller
   did (the residual plan's ``regression``, AIM's ``initial_cliques``);
 * ``public_details``: the names of the release's details that a fit answered by it reports (public numbers of its
-  calibration; a model release's whole answer is its model, so these are all a caller learns besides it).
+  calibration; a model release's whole answer is its model, so these are all a caller learns besides it);
+* ``forecast`` (marginal mechanisms whose error does not depend on the data: laplace, gaussian, residual): the
+  closed-form error of each workload marginal at a cost, before anything is measured
+  (:class:`~estimators.residual.accuracy.MarginalForecast`), which a dry run shows (:mod:`service.releases.planning`);
+  None for a mechanism with no closed form (MST and AIM choose what to measure from the data).
 
 A new mechanism is one module and one :func:`register` call; the built-in ones are registered by
 :mod:`service.mechanisms.catalog`, which the package imports (``service/mechanisms/__init__.py``), so every lookup
@@ -50,9 +54,11 @@ from workloads import parameters
 from workloads.registry import Registry
 
 if TYPE_CHECKING:
+    from estimators.residual.accuracy import MarginalForecast
     from service.mechanisms.base import MechanismResult
     from service.mechanisms.progress import Progress
     from service.privacy.cost import PrivacyCost
+    from workloads.domain import Domain
     from workloads.encodings import DesignEncoding
     from workloads.marginals import Query
 
@@ -191,6 +197,7 @@ class MechanismSpec:
     release_params: Callable[[DesignEncoding, Fraction], dict[str, object]] = design_params
     regression_options: Callable[[DesignEncoding, Sequence[str]], dict[str, object]] = no_options
     public_details: tuple[str, ...] = ()
+    forecast: Callable[[Domain, tuple[Query, ...], PrivacyCost, Mapping[str, object]], MarginalForecast] | None = None
 
     @property
     def option_names(self) -> tuple[str, ...]:

@@ -15,6 +15,10 @@ is the service's side of it:
 * the result: the noisy residuals and their public noise scales (the release's payload, so every answer carries its
   standard errors), and no graphical model -- one is fitted lazily when an answer needs it (docs/privacy.md,
   section 8.8; :mod:`service.releases.stored_models`).
+
+The plan is data-independent, so the error of every answer is known before the release: :func:`forecast_residual`
+(the registry's ``forecast``, read by a dry run) makes the very plan the release would make and reads each workload
+marginal's cell variance from it (the paper's closed form; every cell is exactly Gaussian).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 
+from estimators.residual.accuracy import MarginalForecast, gaussian_cell_error
 from estimators.residual.basis import ResidualError
 from estimators.residual.measure import measure_residuals
 from estimators.residual.planner import LOSSES, ResidualPlan, plan_residuals
@@ -35,7 +40,7 @@ from workloads.domain import Domain
 from workloads.encodings import DesignEncoding, EncodingError
 from workloads.marginals import Query
 
-__all__ = ["check_loss", "run_residual"]
+__all__ = ["check_loss", "forecast_residual", "run_residual"]
 
 
 def check_loss(loss: object) -> str:
@@ -92,3 +97,18 @@ def run_residual(
     if regression is not None:
         details["regression_target_weight"] = DEFAULT_TARGET_WEIGHT
     return MechanismResult(PrivacyCost(rho=rho), MarginalsPayload(residuals=residuals), details)
+
+
+#: What a residual release's forecast rests on (:mod:`estimators.residual.accuracy`).
+RESIDUAL_BASIS = ("the residual plan's variances (Xiao, He, Zhang & Kifer 2023, the closed form of a marginal's cell "
+                  "variance): continuous Gaussian noise on every residual, so each cell's error is exactly Gaussian "
+                  "and E|error| = standard error * sqrt(2/pi)")
+
+
+def forecast_residual(domain: Domain, workload: Sequence[Query], rho: Fraction, *, loss: str = "sum_var",
+                      regression: Mapping[str, object] | None = None) -> MarginalForecast:
+    """The closed-form error of every workload marginal of a ``residual`` release at ``rho`` with these options:
+    the plan the release would make (the same :func:`_plan`), before anything is counted."""
+    plan = _plan(domain, workload, rho, check_loss(loss), regression)
+    errors = tuple(gaussian_cell_error(domain, q.attributes, plan.cell_variance(q.attributes)) for q in workload)
+    return MarginalForecast(RESIDUAL_BASIS, errors, plan.cell_variance(()))

@@ -74,6 +74,31 @@ def discrete_gaussian_variance(sigma2: object) -> float:
     return min(s2, float(2.0 * np.dot(support * support, weights) / (1.0 + 2.0 * weights.sum())))
 
 
+def discrete_laplace_excess_kurtosis(scale: object) -> float:
+    """The excess kurtosis ``(1 + 4q + q^2) / (2q)``, ``q = exp(-1/scale)``, of the discrete Laplace law (3, the
+    continuous Laplace's, as the scale grows): with ``mu_2 = 2q / (1-q)^2`` and ``mu_4 = 2q (1 + 11q + 11q^2 + q^3) /
+    ((1+q) (1-q)^4)`` (from ``sum_k k^4 q^k = q (1 + 11q + 11q^2 + q^3) / (1-q)^5``; our derivation),
+    ``mu_4 / mu_2^2 - 3`` simplifies to it. What the closed-form accuracy of a Laplace release reads
+    (:mod:`estimators.residual.accuracy`)."""
+    q = math.exp(-1.0 / float(positive_exact(scale, "scale")))
+    return (1.0 + 4.0 * q + q * q) / (2.0 * q)
+
+
+def discrete_gaussian_excess_kurtosis(sigma2: object) -> float:
+    """The excess kurtosis of the discrete Gaussian ``N_Z(0, sigma2)``, summed over its support as
+    :func:`discrete_gaussian_variance` is; 0 above :data:`DISCRETE_GAUSSIAN_EXACT_BELOW` (it is of order
+    ``exp(-2 pi^2 sigma^2)``, like the gap between its variance and sigma^2)."""
+    s2 = float(positive_exact(sigma2, "sigma2"))
+    if s2 >= DISCRETE_GAUSSIAN_EXACT_BELOW:
+        return 0.0
+    support = np.arange(1, math.ceil(60.0 * math.sqrt(s2)) + 2, dtype=float)
+    weights = np.exp(-support * support / (2.0 * s2))
+    total = 1.0 + 2.0 * weights.sum()
+    second = 2.0 * float(np.dot(support ** 2, weights)) / total
+    fourth = 2.0 * float(np.dot(support ** 4, weights)) / total
+    return float(fourth / second / second - 3.0)  # not over second**2, which underflows for the smallest sigma2
+
+
 def gaussian_rho(sigma2: Fraction, l2_sensitivity: object = 1) -> Fraction:
     """The zCDP cost Delta_2^2 / (2 sigma^2) of discrete Gaussian noise of parameter ``sigma2`` (CKS 2020, Thm. 4),
     exactly: the inverse of :func:`gaussian_sigma2_exact`."""

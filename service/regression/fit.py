@@ -69,7 +69,7 @@ from service.regression.design import (
 )
 from service.regression.matching import cannot_answer, find_release, mechanisms_answering
 from service.regression.methods import MethodSpec
-from service.releases import answers
+from service.releases import answers, planning
 from service.releases import engine as release_engine
 from service.releases.answers import StoredRelease
 from workloads.encodings import TASKS, DesignEncoding
@@ -148,6 +148,47 @@ def _method(method: object) -> MethodSpec:
 
 
 # new releases (charged) ---------------------------------------------------------------------------
+def prepare_release(
+    engine: Engine,
+    dataset: StoredDataset,
+    design: DesignEncoding,
+    method: str,
+    epsilon: Fraction,
+    delta: Fraction,
+    *,
+    mechanism: str = DEFAULT_MARGINAL_MECHANISM,
+    options: dict[str, object] | None = None,
+    settings: dict[str, object] | None = None,
+) -> release_engine.PreparedRelease:
+    """Step 1 of a new release that can answer ``method`` on ``design`` (checked, nothing written): what
+    :func:`make_release` makes and :func:`plan_fit` quotes. dd-ssp and aim-synth: a marginal release of every pair
+    among target and features by ``mechanism`` (a registered zCDP marginal mechanism) with ``options`` (and the options
+    the mechanism's spec sets for a regression, ``regression_options``, unless given); the other methods: a release by
+    the one mechanism whose releases answer them, with its ``settings`` (:func:`model_settings`, once: computed from
+    ``options`` when not given) and the parameters its spec stores with such a release (``release_params``)."""
+    requested = {"epsilon": float(epsilon), "delta": float(delta)}
+    if _method(method).reads_marginals:
+        choices = marginal_mechanisms()
+        if mechanism not in choices:
+            raise RegressionInputError(f"mechanism must be one of {choices}, got {mechanism!r}")
+        attributes = canonical(dataset.domain, design.features + (design.target,))
+        workload = [list(pair) for pair in itertools.combinations(attributes, 2)]
+        options = dict(options or {})
+        for option, value in registry.get(mechanism).regression_options(design, attributes).items():
+            options.setdefault(option, value)  # the caller's own value wins
+        return release_engine.prepare_marginals(engine, dataset.name, mechanism, workload, epsilon=epsilon,
+                                                delta=delta, options=options)
+    spec = registry.get(mechanisms_answering(method)[0])
+    cost = spec.cost(epsilon, delta, None)
+    if settings is None:
+        settings = model_settings(method, design, options)
+    params = {**spec.release_params(design, delta), "requested": requested}
+    if settings:
+        params["settings"] = settings
+    request = RunRequest(cost, options=settings, design=design, epsilon=epsilon, delta=delta)
+    return release_engine.PreparedRelease(dataset, spec, request, params)
+
+
 def make_release(
     engine: Engine,
     dataset: StoredDataset,
@@ -163,35 +204,11 @@ def make_release(
     settings: dict[str, object] | None = None,
     progress: Progress = no_progress,
 ) -> release_engine.ReleaseOutcome:
-    """A new release that can answer ``method`` on ``design``, checked and charged by the accountant. dd-ssp and
-    aim-synth: a marginal release of every pair among target and features by ``mechanism`` (a registered zCDP
-    marginal mechanism) with ``options`` (and the options the mechanism's spec sets for a regression,
-    ``regression_options``, unless given); the other methods: a release by the one mechanism whose releases answer
-    them, with its ``settings`` (:func:`model_settings`, once: computed from ``options`` when not given) and the
-    parameters its spec stores with such a release (``release_params``)."""
-    requested = {"epsilon": float(epsilon), "delta": float(delta)}
-    if _method(method).reads_marginals:
-        choices = marginal_mechanisms()
-        if mechanism not in choices:
-            raise RegressionInputError(f"mechanism must be one of {choices}, got {mechanism!r}")
-        attributes = canonical(dataset.domain, design.features + (design.target,))
-        workload = [list(pair) for pair in itertools.combinations(attributes, 2)]
-        options = dict(options or {})
-        for option, value in registry.get(mechanism).regression_options(design, attributes).items():
-            options.setdefault(option, value)  # the caller's own value wins
-        return release_engine.release_marginals(engine, dataset.name, mechanism, workload, epsilon=epsilon,
-                                                delta=delta, seed=seed, options=options, principal=principal,
-                                                progress=progress)
-    spec = registry.get(mechanisms_answering(method)[0])
-    cost = spec.cost(epsilon, delta, None)
-    if settings is None:
-        settings = model_settings(method, design, options)
-    params = {**spec.release_params(design, delta), "requested": requested}
-    if settings:
-        params["settings"] = settings
-    request = RunRequest(cost, options=settings, design=design, epsilon=epsilon, delta=delta)
-    return release_engine.release_with(engine, dataset, spec, request, params, seed=seed, principal=principal,
-                                       progress=progress)
+    """A new release that can answer ``method`` on ``design`` (:func:`prepare_release`), checked and charged by the
+    accountant."""
+    prepared = prepare_release(engine, dataset, design, method, epsilon, delta, mechanism=mechanism, options=options,
+                               settings=settings)
+    return release_engine.release_prepared(engine, prepared, seed=seed, principal=principal, progress=progress)
 
 
 def model_settings(method: str, design: DesignEncoding, options: dict[str, object] | None) -> dict[str, object]:
@@ -213,6 +230,58 @@ def marginal_mechanisms() -> list[str]:
     """The registered marginal mechanisms a regression's (epsilon, delta) can pay for (the zCDP ones)."""
     return [name for name in registry.names(ReleaseKind.MARGINALS)
             if registry.get(name).notion is PrivacyNotion.ZCDP]
+
+
+@dataclass(frozen=True)
+class _Question:
+    """A fit's request checked (:func:`_question`): the design, the method, the new release's settings, and either
+    the stored release that answers (free) or the (epsilon, delta) and mechanism of the new release it needs."""
+
+    dataset: StoredDataset
+    design: DesignEncoding
+    spec: MethodSpec
+    settings: dict[str, object]
+    release: StoredRelease | None
+    epsilon: Fraction | None = None
+    delta: Fraction | None = None
+    mechanism: str | None = None
+
+
+def _question(engine: Engine, name: str, task: str, target: str, features: Sequence[str] | None,
+              categorical: Sequence[str] | None, method: str, epsilon: object, delta: object, release_id: int | None,
+              intercept: bool, *, reuse: bool, mechanism: str | None, options: dict[str, object] | None,
+              allow_unmeasured: bool, allow_seeded: bool) -> _Question:
+    """Every check of a fit, and the decision a fit and its dry run share: which stored release answers, or what new
+    release is needed (nothing written)."""
+    if not isinstance(allow_unmeasured, bool):
+        raise RegressionInputError(f"allow_unmeasured must be True or False, got {allow_unmeasured!r}")
+    spec = _method(method)
+    if task in TASKS and task not in spec.tasks:
+        raise RegressionInputError(f"method {method!r} fits {' or '.join(spec.tasks)} regression, not {task}")
+    if not isinstance(intercept, bool):
+        raise RegressionInputError(f"intercept must be True or False, got {intercept!r}")
+    dataset = get_dataset(engine, name)
+    design = build_design(dataset.domain, task, target, features, categorical, intercept)
+    if release_id is not None and options and not spec.reads_marginals:
+        raise RegressionInputError(f"give either a release id or the settings of a new {method} release, not both")
+    settings = model_settings(method, design, options) if release_id is None else {}
+    if release_id is not None:
+        if epsilon is not None or delta is not None:
+            raise RegressionInputError("give either a release id or epsilon and delta, not both")
+        release = answers.get_release(engine, int(release_id))
+        if release.dataset.name != dataset.name:
+            raise ReleaseCannotAnswer(f"release {release_id} is a release of {release.dataset.name!r}, not of {name!r}")
+        release.check_answerable(allow_seeded)
+        reason = cannot_answer(release, dataset.domain, design, method, allow_unmeasured)
+        if reason is not None:
+            raise ReleaseCannotAnswer(f"release {release_id} cannot answer {method}: {reason}")
+        return _Question(dataset, design, spec, settings, release)
+    eps, dlt = check_budget(epsilon, delta)
+    found = find_release(engine, dataset, design, method, eps, dlt, allow_unmeasured, settings) if reuse else None
+    if found is not None:
+        return _Question(dataset, design, spec, settings, answers.get_release(engine, found), eps, dlt)
+    chosen = mechanism or marginal_mechanism_for(design, method, eps, dlt)
+    return _Question(dataset, design, spec, settings, None, eps, dlt, chosen)
 
 
 def fit(
@@ -251,42 +320,20 @@ def fit(
     A marginal release answers dd-ssp and aim-synth only if it measured every column and pair among target and
     features (:mod:`service.releases.coverage`); ``allow_unmeasured=True`` lets one that did not answer anyway (the
     model then extrapolates the missing parts, and the answer's ``details["coverage"]`` says which)."""
-    if not isinstance(allow_unmeasured, bool):
-        raise RegressionInputError(f"allow_unmeasured must be True or False, got {allow_unmeasured!r}")
-    spec = _method(method)
-    if task in TASKS and task not in spec.tasks:
-        raise RegressionInputError(f"method {method!r} fits {' or '.join(spec.tasks)} regression, not {task}")
-    if not isinstance(intercept, bool):
-        raise RegressionInputError(f"intercept must be True or False, got {intercept!r}")
-    dataset = get_dataset(engine, name)
-    design = build_design(dataset.domain, task, target, features, categorical, intercept)
-    if release_id is not None and options and not spec.reads_marginals:
-        raise RegressionInputError(f"give either a release id or the settings of a new {method} release, not both")
-    settings = model_settings(method, design, options) if release_id is None else {}
+    question = _question(engine, name, task, target, features, categorical, method, epsilon, delta, release_id,
+                         intercept, reuse=reuse, mechanism=mechanism, options=options,
+                         allow_unmeasured=allow_unmeasured, allow_seeded=allow_seeded)
+    dataset, design, spec = question.dataset, question.design, question.spec
     cost = PrivacyCost()
     effect = None
-    if release_id is not None:
-        if epsilon is not None or delta is not None:
-            raise RegressionInputError("give either a release id or epsilon and delta, not both")
-        release = answers.get_release(engine, int(release_id))
-        if release.dataset.name != dataset.name:
-            raise ReleaseCannotAnswer(f"release {release_id} is a release of {release.dataset.name!r}, not of {name!r}")
-        release.check_answerable(allow_seeded)
-        reason = cannot_answer(release, dataset.domain, design, method, allow_unmeasured)
-        if reason is not None:
-            raise ReleaseCannotAnswer(f"release {release_id} cannot answer {method}: {reason}")
-        reused = True
-    else:
-        eps, dlt = check_budget(epsilon, delta)
-        found = (find_release(engine, dataset, design, method, eps, dlt, allow_unmeasured, settings) if reuse
-                 else None)
-        reused = found is not None
-        if found is None:
-            chosen = mechanism or marginal_mechanism_for(design, method, eps, dlt)
-            outcome = make_release(engine, dataset, design, method, eps, dlt, seed=seed, principal=principal,
-                                   mechanism=chosen, options=options, settings=settings, progress=progress)
-            found, cost, effect = outcome.release_id, outcome.cost, outcome.budget
-        release = answers.get_release(engine, found)
+    release = question.release
+    reused = release is not None
+    if release is None:
+        outcome = make_release(engine, dataset, design, method, question.epsilon, question.delta, seed=seed,
+                               principal=principal, mechanism=question.mechanism, options=options,
+                               settings=question.settings, progress=progress)
+        cost, effect = outcome.cost, outcome.budget
+        release = answers.get_release(engine, outcome.release_id)
     model, details = answer(engine, release, design, method, seed)
     notes = []
     if spec.reads_marginals:
@@ -295,9 +342,89 @@ def fit(
         if not gaps.complete_pairs:
             notes.append(f"{gaps.warning()}: those parts of the fit are the model's extrapolation")
     if reused and release_id is None:
-        notes.append(f"release {release.id} ({release.mechanism}) already answers this question, so this call spent "
-                     "nothing" + (f"; --mechanism {mechanism} applies only to a new release" if mechanism
-                                  and mechanism != release.mechanism and spec.reads_marginals else ""))
+        notes.append(_reused_note(release, mechanism, spec))
     release_cost = release_costs(engine, [release.id])[release.id]
     return FitOutcome(model, method, dataset.name, design, release.id, release.kind, release.mechanism, reused, cost,
                       release_cost, details, tuple(notes), effect)
+
+
+def _reused_note(release: StoredRelease, mechanism: str | None, spec: MethodSpec,
+                 spends: str = "this call spent") -> str:
+    return (f"release {release.id} ({release.mechanism}) already answers this question, so {spends} "
+            "nothing" + (f"; --mechanism {mechanism} applies only to a new release" if mechanism
+                         and mechanism != release.mechanism and spec.reads_marginals else ""))
+
+
+#: Why a fit's plan carries no accuracy forecast.
+FIT_NO_FORECAST = ("a fit's plan forecasts no accuracy: the closed forms cover marginal releases (laplace, gaussian, "
+                   "residual), not a regression's error")
+
+
+@dataclass(frozen=True)
+class FitPlan:
+    """The dry run of a fit: the stored release that would answer it (free), or the plan of the new release it would
+    make (:class:`~service.releases.planning.ReleasePlan`: its charge as the accountant quotes it, whether it fits)."""
+
+    dataset: str
+    method: str
+    design: DesignEncoding
+    answered_by: int | None
+    release: planning.ReleasePlan | None
+    note: str = ""
+
+    @property
+    def fits(self) -> bool:
+        return self.release is None or self.release.fits
+
+    def to_json(self) -> dict[str, object]:
+        body: dict[str, object] = {"dry_run": True, "dataset": self.dataset, "task": self.design.task,
+                                   "method": self.method, "target": self.design.target,
+                                   "features": list(self.design.features), "answered_by": self.answered_by,
+                                   "fits": self.fits, "note": self.note}
+        if self.release is None:
+            return {**body, "cost": PrivacyCost().to_json(), "budget": None, "epsilon_charged": 0.0, "refusal": None,
+                    "release": None}
+        plan = self.release.to_json()
+        return {**body, "cost": plan["cost"], "budget": plan["budget"], "epsilon_charged": plan["epsilon_charged"],
+                "refusal": plan["refusal"], "release": plan}
+
+    def describe(self) -> str:
+        if self.release is None:
+            return f"dry run (nothing was spent): {self.note}"
+        return self.release.describe()
+
+
+def plan_fit(
+    engine: Engine,
+    name: str,
+    task: str,
+    target: str,
+    features: Sequence[str] | None = None,
+    categorical: Sequence[str] | None = None,
+    method: str = "dd-ssp",
+    epsilon: object = None,
+    delta: object = None,
+    release_id: int | None = None,
+    intercept: bool = True,
+    *,
+    mechanism: str | None = None,
+    options: dict[str, object] | None = None,
+    allow_unmeasured: bool = False,
+    allow_seeded: bool = False,
+) -> FitPlan:
+    """The dry run of :func:`fit` with the same arguments: the same checks and the same decision (a stored release
+    answers, free, or a new one is needed), then the accountant's quote of the new release's charge
+    (:func:`service.releases.planning.plan_prepared`). Nothing is reserved, read or written. A fit's plan forecasts no
+    accuracy: the closed forms cover marginal releases (laplace, gaussian, residual), not a regression's error."""
+    question = _question(engine, name, task, target, features, categorical, method, epsilon, delta, release_id,
+                         intercept, reuse=True, mechanism=mechanism, options=options,
+                         allow_unmeasured=allow_unmeasured, allow_seeded=allow_seeded)
+    if question.release is not None:
+        note = (f"release {question.release.id} answers this fit for free" if release_id is not None
+                else _reused_note(question.release, mechanism, question.spec, "this fit would spend"))
+        return FitPlan(question.dataset.name, method, question.design, question.release.id, None, note)
+    prepared = prepare_release(engine, question.dataset, question.design, method, question.epsilon, question.delta,
+                               mechanism=question.mechanism, options=options, settings=question.settings)
+    plan = planning.plan_prepared(engine, prepared, without_forecast=FIT_NO_FORECAST)
+    return FitPlan(question.dataset.name, method, question.design, None, plan,
+                   f"a new {prepared.spec.name} release would answer it")

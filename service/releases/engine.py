@@ -35,6 +35,10 @@ noise reproducible by whoever knows the seed, so the release carries no privacy.
 ``seeded`` in the database, is never reused to answer a question, and answers nothing unless the caller says
 ``allow_seeded=True`` (in-process tests and benchmarks; the HTTP API never does).
 
+A dry run (:mod:`service.releases.planning`) starts from the same :class:`PreparedRelease` as the release and
+stops before step 2: every refusal of step 1 is the release's own, and the charge it shows is the accountant's quote
+of the very charge step 2 would make.
+
 What a mechanism name means (its kind, privacy notion, options and runner) is the registry's
 (:mod:`service.mechanisms.registry`); what a kind's payload is, :mod:`service.releases.kinds`. Answering from
 stored releases is :mod:`service.releases.answers`.
@@ -126,6 +130,47 @@ def _resolve_workload(dataset: StoredDataset, workload: str | list[object]) -> t
     return queries
 
 
+@dataclass(frozen=True)
+class PreparedRelease:
+    """A release checked and ready to reserve (step 1): its dataset, its mechanism's spec, the request its runner is
+    built from (the cost, the checked options, the workload or the design) and the parameters stored with it. A
+    release (:func:`release_prepared`) and its dry run (:func:`service.releases.planning.plan_prepared`) both start
+    from it."""
+
+    dataset: StoredDataset
+    spec: registry.MechanismSpec
+    request: registry.RunRequest
+    params: dict[str, object]
+
+
+def prepare_marginals(
+    engine: Engine,
+    name: str,
+    mechanism: str,
+    workload: str | list[object],
+    *,
+    epsilon: object = None,
+    delta: object = None,
+    rho: object = None,
+    options: dict[str, object] | None = None,
+) -> PreparedRelease:
+    """Step 1 of a marginal release of dataset ``name`` by a registered marginal mechanism: the cost, the dataset,
+    the workload and the options checked, nothing written."""
+    spec = registry.get(mechanism, kind=ReleaseKind.MARGINALS)
+    options = dict(options or {})
+    cost = spec.cost(epsilon, delta, rho)
+    dataset = get_dataset(engine, name)
+    queries = _resolve_workload(dataset, workload) if spec.uses_workload else ()
+    params = {
+        "workload": [{"attributes": list(q.attributes), "weight": q.weight} for q in queries],
+        "options": options,
+        "requested": {"epsilon": _num(epsilon), "delta": _num(delta), "rho": _num(rho)},
+    }
+    spec.check_options(options)
+    request = registry.RunRequest(cost, options, queries=queries, epsilon=epsilon, delta=delta)
+    return PreparedRelease(dataset, spec, request, params)
+
+
 def release_marginals(
     engine: Engine,
     name: str,
@@ -141,19 +186,32 @@ def release_marginals(
     progress: Progress = no_progress,
 ) -> ReleaseOutcome:
     """Release a marginal workload of dataset ``name`` by a registered marginal mechanism (module docstring)."""
-    spec = registry.get(mechanism, kind=ReleaseKind.MARGINALS)
-    options = dict(options or {})
-    cost = spec.cost(epsilon, delta, rho)
-    dataset = get_dataset(engine, name)
-    queries = _resolve_workload(dataset, workload) if spec.uses_workload else ()
-    params = {
-        "workload": [{"attributes": list(q.attributes), "weight": q.weight} for q in queries],
-        "options": options,
-        "requested": {"epsilon": _num(epsilon), "delta": _num(delta), "rho": _num(rho)},
-    }
-    spec.check_options(options)
-    request = registry.RunRequest(cost, options, queries=queries, epsilon=epsilon, delta=delta)
-    return release_with(engine, dataset, spec, request, params, seed=seed, principal=principal, progress=progress)
+    prepared = prepare_marginals(engine, name, mechanism, workload, epsilon=epsilon, delta=delta, rho=rho,
+                                 options=options)
+    return release_prepared(engine, prepared, seed=seed, principal=principal, progress=progress)
+
+
+def release_prepared(engine: Engine, prepared: PreparedRelease, *, seed: int | None, principal: str,
+                     progress: Progress = no_progress) -> ReleaseOutcome:
+    """Reserve, run and store a :class:`PreparedRelease` (:func:`release_with`)."""
+    return release_with(engine, prepared.dataset, prepared.spec, prepared.request, prepared.params, seed=seed,
+                        principal=principal, progress=progress)
+
+
+def checked_runner(spec: registry.MechanismSpec, request: registry.RunRequest) -> registry.Runner:
+    """The runner of ``request``, or the refusal of settings the mechanism cannot run with (bad input: nothing is
+    reserved, by a release or a dry run alike)."""
+    try:
+        return spec.make_runner(request)
+    except MechanismError as exc:
+        raise InvalidInput(str(exc), code="invalid_parameter") from None
+
+
+def check_charged_kind(kind: str) -> None:
+    """Refuse a kind of release that is not charged to a dataset's budget (the release engine cannot make those)."""
+    if not kinds.get(kind).charged_to_dataset:
+        raise InvalidInput(f"{kind} releases are not charged to a dataset's budget: the release engine cannot make "
+                           "them", code="invalid_parameter")
 
 
 def release_with(
@@ -168,13 +226,10 @@ def release_with(
     progress: Progress = no_progress,
 ) -> ReleaseOutcome:
     """A release of ``dataset`` by the mechanism ``spec``: its runner is built from ``request``, whose options the
-    caller checked (:meth:`~service.mechanisms.registry.MechanismSpec.check_options` in :func:`release_marginals`,
+    caller checked (:meth:`~service.mechanisms.registry.MechanismSpec.check_options` in :func:`prepare_marginals`,
     :meth:`~service.mechanisms.registry.MechanismSpec.settings` in a regression's fit) and may refuse before anything
-    is reserved; then :func:`run_release` reserves, runs and stores it."""
-    try:
-        runner = spec.make_runner(request)
-    except MechanismError as exc:  # the mechanism cannot run with these settings: bad input, nothing reserved
-        raise InvalidInput(str(exc), code="invalid_parameter") from None
+    is reserved (:func:`checked_runner`); then :func:`run_release` reserves, runs and stores it."""
+    runner = checked_runner(spec, request)
     return run_release(engine, dataset, kind=spec.kind, mechanism=spec.name, cost=request.cost, params=params,
                        runner=runner, seed=seed, principal=principal, progress=progress)
 
@@ -195,10 +250,8 @@ def run_release(
     """Reserve, run, store (module docstring). ``runner`` gets the count oracle, the noise and a
     progress callback, at each call of which a stop request is honoured; the payload its result carries, of the
     kind's type (:attr:`~service.releases.kinds.KindSpec.payload_type`), is what is stored."""
+    check_charged_kind(kind)
     kind_spec = kinds.get(kind)
-    if not kind_spec.charged_to_dataset:
-        raise InvalidInput(f"{kind} releases are not charged to a dataset's budget: the release engine cannot make "
-                           "them", code="invalid_parameter")
     interrupts.raise_if_requested("before the release was reserved: nothing was charged")
     seeded = seed is not None
     release_id, charge_id = accountant.reserve_release(engine, dataset.name, kind, mechanism, cost,

@@ -260,7 +260,8 @@ def test_the_api_the_command_line_and_the_client_offer_no_option_the_registries_
     assert _schema()["FitIn"]["properties"]["method"]["enum"] == METHODS
     assert _choices(next(p.help for p in _command("fit").params if p.name == "method")) == METHODS
     cli = {p.name for p in _command("release", "marginals").params} - {
-        "name", "mechanism", "workload", "epsilon", "delta", "rho", "seed", "quiet", "as_json"}
+        "name", "mechanism", "workload", "epsilon", "delta", "rho", "seed", "dry_run", "target_error", "quiet",
+        "as_json"}
     assert cli == declared_marginal
 
 

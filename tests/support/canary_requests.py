@@ -216,6 +216,18 @@ def fit(task: str) -> Builder:
     return build
 
 
+def planned(build: Builder, extra: tuple[dict[str, object], ...] = ()) -> Builder:
+    """A dry run's requests: those of the release or fit it plans, sent to its ``/plan`` route, plus ``extra`` valid
+    bodies of its own (a target error) for every canary dataset."""
+    def plan(ctx: Context, caller: str) -> list[Call]:
+        calls = [replace(c, url=f"{c.url}/plan") for c in build(ctx, caller)]
+        for body in extra:
+            calls += [Call(f"valid plan: {sorted(body)}", f"{url}/plan", body, name)
+                      for name, url in _each_dataset(ctx, "/datasets/{name}/releases/marginals")]
+        return calls
+    return plan
+
+
 def attach(ctx: Context, caller: str) -> list[Call]:  # noqa: ARG001
     bins = copy.deepcopy(SPEC)
 
@@ -353,6 +365,11 @@ REQUESTS: dict[tuple[str, str], Builder] = {
     ("POST", "/datasets/{name}/migrate"): migrate,
     ("POST", "/datasets/{name}/fit/linear"): fit("linear"),
     ("POST", "/datasets/{name}/fit/logistic"): fit("logistic"),
+    ("POST", "/datasets/{name}/releases/marginals/plan"): planned(release, (
+        {"mechanism": "laplace", "workload": [["age", "hours"]], "target_error": 0.1},
+        {"mechanism": "residual", "workload": [["age", "sex"]], "delta": 1e-6, "target_error": 0.05})),
+    ("POST", "/datasets/{name}/fit/linear/plan"): planned(fit("linear")),
+    ("POST", "/datasets/{name}/fit/logistic/plan"): planned(fit("logistic")),
     ("GET", "/releases"): list_releases,
     ("GET", "/releases/{release_id}"): get_release,
     ("POST", "/releases/{release_id}/marginal"): marginal,

@@ -22,10 +22,14 @@ ROLE_TABLE: dict[tuple[str, str], tuple[int, ...]] = {
     ("GET", "/datasets/{name}/budget"): (200, 403, 200, 200, 403, 403, 401, 401),
     ("PUT", "/datasets/{name}/budget"): (200, 403, 403, 403, 403, 403, 401, 401),
     ("POST", "/datasets/{name}/releases/marginals"): (201, 403, 403, 403, 403, 403, 401, 401),
+    # a dry run: exactly the callers who may make the release it plans
+    ("POST", "/datasets/{name}/releases/marginals/plan"): (200, 403, 403, 403, 403, 403, 401, 401),
     ("GET", "/datasets/{name}/ledger"): (200, 403, 403, 200, 403, 403, 401, 401),
     ("POST", "/datasets/{name}/migrate"): (200, 403, 403, 403, 403, 403, 401, 401),
     ("POST", "/datasets/{name}/fit/linear"): (200, 403, 200, 403, 403, 403, 401, 401),
     ("POST", "/datasets/{name}/fit/logistic"): (200, 403, 200, 403, 403, 403, 401, 401),
+    ("POST", "/datasets/{name}/fit/linear/plan"): (200, 403, 200, 403, 403, 403, 401, 401),
+    ("POST", "/datasets/{name}/fit/logistic/plan"): (200, 403, 200, 403, 403, 403, 401, 401),
     ("GET", "/releases"): (200, 200, 200, 200, 403, 403, 401, 401),
     ("GET", "/releases/{release_id}"): (200, 403, 200, 200, 403, 403, 401, 401),
     ("POST", "/releases/{release_id}/marginal"): (200, 403, 200, 403, 403, 403, 401, 401),
@@ -108,4 +112,7 @@ def role_request(route: str, caller: str, world: World) -> tuple[str, dict[str, 
         "/local-caps/default": {"epsilon": 10.0, "delta": 1e-4},
         "/local-caps/participant": {"epsilon": 5.0, "delta": 0.0, "key_id": world.key_ids["participant"]},
     }
+    bodies["/datasets/{name}/releases/marginals/plan"] = bodies["/datasets/{name}/releases/marginals"]
+    for task in ("linear", "logistic"):  # a fit's dry run takes the fit's own body
+        bodies[f"/datasets/{{name}}/fit/{task}/plan"] = bodies[f"/datasets/{{name}}/fit/{task}"]
     return url, bodies.get(route)

@@ -82,7 +82,7 @@ def probes(world: Seeded) -> dict[tuple[str, str], list[tuple[str, dict[str, obj
     fit_new = {"target": "Fare", "features": ["Pclass", "Sex"], "method": "adassp", "epsilon": 1, "delta": 1e-5}
     objpert_new = {"target": "Sex", "features": ["Pclass", "Fare"], "method": "objpert", "epsilon": 1, "delta": 1e-5}
     ddssp_reuse = {"target": "Survived", "features": ["Pclass"], "method": "dd-ssp", "epsilon": 5, "delta": 1e-5}
-    return {
+    routes = {
         ("GET", "/health"): [("/health", None)],
         ("GET", "/datasets"): [("/datasets", None)],
         ("POST", "/datasets"): [("/datasets", {"name": "other", "csv": "a\n0\n", "domain": {"a": 2}})],
@@ -138,6 +138,11 @@ def probes(world: Seeded) -> dict[tuple[str, str], list[tuple[str, dict[str, obj
         ("PUT", "/local-caps/participant"): [("/local-caps/participant", {"epsilon": 10, "delta": 0,
                                                                           "key_id": world.participant_key})],
     }
+    for route in ("/datasets/{name}/releases/marginals", "/datasets/{name}/fit/linear",
+                  "/datasets/{name}/fit/logistic"):
+        # a dry run is probed as the request it plans (naming a seeded release, or one a seeded release would answer)
+        routes[("POST", f"{route}/plan")] = [(f"{url}/plan", body) for url, body in routes[("POST", route)]]
+    return routes
 
 
 def test_every_route_has_a_probe(seeded: Seeded) -> None:
@@ -150,6 +155,8 @@ def _check_no_seeded_content(world: Seeded, method: str, url: str, status: int, 
     """Why a successful answer would leak a seeded release (None when it does not)."""
     if isinstance(body, dict) and "job_id" in body:  # a background request: its answer is the job's result
         return _check_no_seeded_content(world, method, url, body.get("status_code") or 0, body.get("result"))
+    if isinstance(body, dict) and body.get("answered_by") in world.ids:  # a fit's dry run naming its answerer
+        return f"{method} {url} would answer from seeded release {body['answered_by']}"
     releases_shown = body if isinstance(body, list) else [body] if isinstance(body, dict) else []
     for shown in releases_shown:
         if not isinstance(shown, dict) or "release_id" not in shown:
@@ -183,7 +190,8 @@ def test_no_caller_obtains_a_seeded_release_by_any_route(seeded: Seeded) -> None
     for caller in ("steward", "analyst"):
         refused_urls = {url for _, url, who in refused if who == caller}
         assert {f"/releases/{seeded.marginal}/marginal", f"/releases/{seeded.marginal}/synthetic",
-                "/datasets/titanic/fit/linear", "/datasets/titanic/fit/logistic"} <= refused_urls
+                "/datasets/titanic/fit/linear", "/datasets/titanic/fit/logistic", "/datasets/titanic/fit/linear/plan",
+                "/datasets/titanic/fit/logistic/plan"} <= refused_urls
 
 
 def test_fits_without_a_release_never_reuse_a_seeded_one(seeded: Seeded) -> None:

@@ -7,6 +7,7 @@ import math
 from decimal import Decimal
 from fractions import Fraction
 
+import numpy as np
 import pytest
 
 from service.privacy.calibration import (
@@ -72,6 +73,33 @@ def test_discrete_laplace_variance_matches_the_samplers_draws(scale: Fraction) -
     assert abs(draws.var() - variance) <= 0.055 * variance
     if scale < 1:
         assert abs(draws.var() - 2 * float(scale) ** 2) > 0.055 * variance
+
+
+def _excess_kurtosis(log_pmf, support: np.ndarray) -> float:  # noqa: ANN001
+    weights = np.exp(log_pmf(support))
+    weights /= weights.sum()
+    second, fourth = float(weights @ support ** 2), float(weights @ support ** 4)
+    return fourth / second ** 2 - 3.0
+
+
+@pytest.mark.parametrize("scale", [Fraction(1, 3), Fraction(1), Fraction(7), Fraction(300)])
+def test_the_discrete_laplace_excess_kurtosis_is_its_laws(scale: Fraction) -> None:
+    """The closed form ``(1 + 4q + q^2) / (2q)`` against the sum over the support (exact to 1e-9); 3 in the limit."""
+    from service.privacy.calibration import discrete_laplace_excess_kurtosis
+
+    support = np.arange(-60 * int(scale + 1), 60 * int(scale + 1) + 1, dtype=float)
+    expected = _excess_kurtosis(lambda x: -np.abs(x) / float(scale), support)
+    assert discrete_laplace_excess_kurtosis(scale) == pytest.approx(expected, rel=1e-9)
+    assert discrete_laplace_excess_kurtosis(10**6) == pytest.approx(3.0, abs=1e-6)
+
+
+@pytest.mark.parametrize("sigma2", [Fraction(1, 5), Fraction(1, 2), Fraction(2), Fraction(150)])
+def test_the_discrete_gaussian_excess_kurtosis_is_its_laws(sigma2: Fraction) -> None:
+    from service.privacy.calibration import discrete_gaussian_excess_kurtosis
+
+    support = np.arange(-2000, 2001, dtype=float)
+    expected = _excess_kurtosis(lambda x: -x * x / (2 * float(sigma2)), support)
+    assert discrete_gaussian_excess_kurtosis(sigma2) == pytest.approx(expected, abs=1e-9)
 
 
 @pytest.mark.parametrize("sigma2", [Fraction(3, 10), Fraction(1), Fraction(50), Fraction(10**6)])

@@ -248,6 +248,24 @@ def test_cli_refuses_seeds_unless_the_unsafe_switch_is_on(engine, titanic, monke
     assert answer.exit_code == 2 and json.loads(answer.stdout)["error"] == "seeded_release"
 
 
+@pytest.mark.parametrize(("mechanism", "amount"), [("laplace", {"epsilon": "800"}), ("gaussian", {"rho": "1000"})])
+def test_a_marginal_whose_noise_would_vanish_is_refused_before_anything_is_charged(
+        engine, titanic, mechanism: str, amount: dict) -> None:  # noqa: ANN001
+    """At about 745 epsilon (or rho) for one marginal the discrete noise's variance is 0 in double precision: the
+    least-squares reconstruction divided by it after the noise was drawn (a failed release, its charge standing)."""
+    accountant.set_budget(engine, "titanic", "1000000", "1e-6")
+    with pytest.raises(InvalidInput, match="its noise would be 0 but with probability below 1e-300"):
+        release_engine.release_marginals(engine, "titanic", mechanism, [["Sex"]], seed=1, **amount)
+    assert _ledger_charges(engine) == []
+    with engine.connect() as connection:
+        assert connection.execute(text("SELECT COUNT(*) FROM releases")).scalar_one() == 0
+    # the largest share that still has noise is released, and answers with its (tiny) standard error
+    outcome = release_engine.release_marginals(engine, "titanic", mechanism, [["Sex"]], seed=1,
+                                               **{k: "600" for k in amount})
+    answer = answers.answer_marginal(engine, outcome.release_id, ["Sex"], allow_seeded=True)
+    assert 0 < np.max(answer["standard_errors"]) < 1e-100
+
+
 def test_rho_below_the_ledger_unit_is_refused_up_front(engine, titanic) -> None:  # noqa: ANN001
     """Issue 11, finding 6: a rho that rounds to 0 on the ledger's grid is refused, naming rho, before anything is
     reserved (it used to become a zero charge, then a ZeroDivisionError and a refund)."""
