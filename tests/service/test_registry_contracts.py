@@ -23,7 +23,8 @@ import typer
 from service.cli import app
 from service.client import Client
 from service.mechanisms import registry
-from service.mechanisms.registry import MechanismSpec, OptionSpec, PrivacyNotion, ReleaseKind
+from service.mechanisms.registry import MechanismSpec, PrivacyNotion, ReleaseKind
+from service.options import OptionSpec
 from service.regression import methods
 from service.regression.methods import MethodSpec
 from tests.service.api.test_api_roles import ROLE_TABLE
