@@ -1,9 +1,9 @@
 """The campaign protocols, one module each (mirroring :mod:`workloads.local.protocols`): ``ldp_avg``,
 ``stein_glm`` (``stein-glm``, ``stein-glm-2round``), ``glm``, ``ldp_iht``, ``label_ldp``, ``bernstein`` (``bernstein``,
 ``bernstein-1bit``), ``dr_erm`` and ``linear_ssp``. Each registers one
-:class:`~service.campaigns.protocols.base.CampaignProtocol` per protocol: its spec class (and so its randomizer),
-builder, round transition, models and estimates. What they share is :mod:`.common`; the record and the registry
-are :mod:`.base`.
+:class:`~service.campaigns.protocols.base.CampaignProtocol` per protocol: its declared options, its spec class (and
+so its randomizer), builder, round transition, models and estimates. What they share is :mod:`.common`; the record
+and the registry are :mod:`.base`.
 
 A new protocol: its spec and randomizer in :mod:`workloads.local.protocols` and :mod:`workloads.local.randomizers`,
 its estimator in :mod:`estimators.local`, and one module here that registers its record; then a row in

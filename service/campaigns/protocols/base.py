@@ -6,13 +6,22 @@ A protocol is one :class:`CampaignProtocol`, registered by its module of :mod:`s
 :func:`register`. The record holds every part the service needs, so nothing else is keyed by the protocol's name:
 
 * ``spec``: the public spec class of :mod:`workloads.local.protocols` (its ``randomize`` is what devices run);
-* ``build(request) -> spec``: checks the request's options and returns the spec, every error naming the option;
+* ``options``: the options it takes, declared once (:class:`~service.options.OptionSpec`): :func:`build_spec` checks
+  a request's options against them and fills in their defaults before the builder runs, and the command line's flags
+  of ``campaign create`` and ``campaign plan``, the API's description of ``options`` and the options table of
+  docs/campaigns.md are made from them. Every record also takes :data:`CAMPAIGN_OPTIONS` (``dimension``) and, with
+  a transform, :data:`TRANSFORM_OPTIONS` (``standardize``, ``feature_bounds``): :attr:`CampaignProtocol.declared`;
+* ``build(request) -> spec``: the spec from the request, whose ``options`` are the checked, defaulted values
+  (:class:`~service.campaigns.options.OptionValues`: reading an undeclared one is an error); what the declaration
+  or the spec checks, the builder does not check again, and every error it raises names the option;
+* ``pure`` (a pure epsilon-LDP protocol, whose spec has no ``delta``): why, for the refusal of a ``delta``
+  (:func:`build_spec` refuses it once, for all of them);
 * ``transition(spec, completed_round, aggregates) -> RoundState``: the next round's public state (``None`` for a
   one-round protocol);
 * ``models`` and ``fit(engine, campaign, aggregates, model, covariance) -> CampaignFit``: what the campaign answers;
 * ``target`` (``"required"`` or ``"none"``), ``transform`` (whether devices centre and scale the features: the Stein
   GLMs, whose lemma wants zero-mean features; not LDP-AVG or the Bernstein and DR-ERM protocols, whose bounds are
-  stated in the features' own units) and a one-line ``summary`` with the options;
+  stated in the features' own units) and a one-line ``summary``;
 * ``plan(spec, public_rows, public_labels) -> ErrorModel`` (optional): the closed-form error model ``campaign plan``
   predicts from (:mod:`estimators.local.planning`; ``public_rows`` the public table's transformed feature columns or
   ``None``, ``public_labels`` its target column if it holds one). A protocol without it answers "no planner".
@@ -26,7 +35,7 @@ docs/privacy.md and a fit in the API's role test.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,11 +44,13 @@ from sqlalchemy import Engine
 from estimators.base import EstimatorError
 from estimators.local.aggregate import ReportAggregate
 from estimators.local.planning import ErrorModel
-from service.campaigns.options import invalid
+from service.campaigns.options import OptionValues, check_options, invalid
 from service.campaigns.types import CampaignFit, CampaignInfo, CampaignRequest
 from service.errors import InvalidInput
+from service.options import OptionSpec
 from workloads.local.protocols import ProtocolError, ProtocolSpec, RoundState
 from workloads.parameters import ParameterError
+from workloads.registry import Registry
 
 #: ``next_state(spec, completed_round, aggregates of rounds 0..completed_round)``
 Transition = Callable[[ProtocolSpec, int, Sequence[ReportAggregate]], RoundState]
@@ -49,6 +60,20 @@ Fit = Callable[[Engine, CampaignInfo, list[ReportAggregate | None], str, str | N
 #: ``plan(spec, public_rows, public_labels)``: the protocol's error model before any report (``None`` arguments: no
 #: public table, or no target column in it)
 Planner = Callable[[ProtocolSpec, np.ndarray | None, np.ndarray | None], ErrorModel]
+
+
+#: what every campaign takes, whatever its protocol
+CAMPAIGN_OPTIONS = (
+    OptionSpec("dimension", int, "a check: the number of features the campaign must have (refused when the features "
+               "give another)"),
+)
+#: what a campaign whose devices transform the features takes (:func:`service.campaigns.campaigns.prepare_campaign`)
+TRANSFORM_OPTIONS = (
+    OptionSpec("standardize", bool, "centre and scale the features by the public table's means and standard "
+               "deviations (default true with a public table)"),
+    OptionSpec("feature_bounds", None, "stated public bounds per feature, {\"A\": [lo, hi], ...} (API) or "
+               "A=lo:hi;B=lo:hi (command line): centre the midpoint, scale the half width"),
+)
 
 
 @dataclass(frozen=True)
@@ -65,6 +90,24 @@ class CampaignProtocol:
     summary: str
     transform: bool = True
     plan: Planner | None = None
+    options: tuple[OptionSpec, ...] = ()
+    pure: str | None = None
+
+    @property
+    def declared(self) -> tuple[OptionSpec, ...]:
+        """Every option a request for this protocol may give: its own, :data:`CAMPAIGN_OPTIONS` and, with a
+        transform, :data:`TRANSFORM_OPTIONS`."""
+        return (*self.options, *CAMPAIGN_OPTIONS, *(TRANSFORM_OPTIONS if self.transform else ()))
+
+    def check_options(self, given: Mapping[str, object] | None) -> OptionValues:
+        """``given`` checked against :attr:`declared`, the defaults filled in (a 400 naming the option; an undeclared
+    name is refused by :func:`build_spec`, after the builder's own checks)."""
+        if not self.transform:
+            stated = sorted(name for name in (given or {}) if name in {o.name for o in TRANSFORM_OPTIONS})
+            if stated:
+                raise invalid(f"protocol {self.name!r} takes values in their own units: options standardize and "
+                              "feature_bounds do not apply")
+        return check_options(self.name, self.declared, given)
 
     def __post_init__(self) -> None:
         if self.spec.protocol != self.name:
@@ -72,28 +115,39 @@ class CampaignProtocol:
                              f"{self.spec.protocol!r}")
         if self.target not in ("required", "none"):
             raise ValueError(f"protocol {self.name!r}: target must be 'required' or 'none', got {self.target!r}")
+        names = [option.name for option in self.declared]
+        if len(set(names)) != len(names):
+            raise ValueError(f"protocol {self.name!r} declares an option twice: {sorted(names)}")
+
+
+def _unknown(name: object, choices: list[str]) -> InvalidInput:
+    return InvalidInput(f"unknown protocol {name!r} (known: {sorted(choices)})", code="unknown_protocol")
 
 
 #: protocol name -> its record; a protocol joins with :func:`register` in its own module of this package
-CAMPAIGN_PROTOCOLS: dict[str, CampaignProtocol] = {}
+CAMPAIGN_PROTOCOLS: Registry[CampaignProtocol] = Registry("protocol", _unknown)
 
 
 def register(protocol: CampaignProtocol) -> CampaignProtocol:
-    if protocol.name in CAMPAIGN_PROTOCOLS:
-        raise ValueError(f"protocol {protocol.name!r} is registered already")
-    CAMPAIGN_PROTOCOLS[protocol.name] = protocol
-    return protocol
+    """Add a protocol's record (a ``ValueError`` if one of that name is registered)."""
+    return CAMPAIGN_PROTOCOLS.register(protocol.name, protocol)
 
 
 def get_protocol(protocol: object) -> CampaignProtocol:
-    if not isinstance(protocol, str) or protocol not in CAMPAIGN_PROTOCOLS:
-        raise InvalidInput(f"unknown protocol {protocol!r} (known: {sorted(CAMPAIGN_PROTOCOLS)})",
-                           code="unknown_protocol")
-    return CAMPAIGN_PROTOCOLS[protocol]
+    """The record of ``protocol``; the 400 ``unknown_protocol`` naming the known ones otherwise."""
+    return CAMPAIGN_PROTOCOLS.get(protocol)
+
+
+def protocol_options() -> dict[str, tuple[OptionSpec, ...]]:
+    """``{protocol: every option it takes}``: what the command line's campaign flags, the API's description of a
+    campaign's ``options`` and docs/campaigns.md's options table are made from (by name, so the order protocols
+    register in does not show)."""
+    return {name: CAMPAIGN_PROTOCOLS.get(name).declared for name in sorted(CAMPAIGN_PROTOCOLS)}
 
 
 def build_spec(protocol: str, request: CampaignRequest) -> ProtocolSpec:
-    """The spec of ``protocol`` for ``request``, or :class:`InvalidInput` naming the parameter at fault.
+    """The spec of ``protocol`` for ``request`` (whose ``options`` :meth:`CampaignProtocol.check_options` checked),
+    or :class:`InvalidInput` naming the parameter at fault.
 
     ``epsilon`` and ``delta`` are what one participant spends over the whole campaign: a protocol whose participants
     report in several rounds splits them (Alg. 5: half per round)."""
@@ -102,15 +156,17 @@ def build_spec(protocol: str, request: CampaignRequest) -> ProtocolSpec:
         raise invalid(f"protocol {protocol!r} needs a --target (the label participants hold)")
     if record.target == "none" and request.target is not None:
         raise invalid(f"protocol {protocol!r} takes no --target, got {request.target!r}")
-    dimension = request.options.count("dimension")
     try:
         spec = record.build(request)
     except (ProtocolError, ParameterError, EstimatorError) as error:
         raise invalid(f"protocol {protocol!r}: {error}") from None
+    if record.pure is not None and request.delta != 0:
+        raise invalid(f"delta must be 0 for {protocol} ({record.pure}), got {request.delta}")
+    dimension = request.options["dimension"]
     if dimension is not None and dimension != spec.dimension:
         raise invalid(f"dimension mismatch: option dimension={dimension}, but the {len(request.features)} features "
                       f"{list(request.features)} give dimension {spec.dimension}")
-    request.options.check_all_used(protocol)
+    request.options.refuse_undeclared()
     return spec
 
 

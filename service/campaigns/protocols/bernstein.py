@@ -24,30 +24,52 @@ from estimators.local.sparse.uncertainty import bernstein_covariance, one_bit_gr
 from estimators.local.uncertainty import mean_variance
 from service.campaigns.options import invalid
 from service.campaigns.protocols.base import CampaignProtocol, register
-from service.campaigns.protocols.common import diameter, no_covariance, pure, round0, sparse_fit
+from service.campaigns.protocols.common import (
+    LABEL_BOUND,
+    PARTICIPANTS,
+    diameter,
+    no_covariance,
+    refuse_given,
+    round0,
+    sparse_fit,
+)
 from service.campaigns.types import CampaignFit, CampaignInfo, CampaignRequest
 from service.errors import Conflict
+from service.options import OptionSpec
 from workloads.local.protocols import ProtocolSpec
 from workloads.local.protocols.bernstein import BernsteinSpec, OneBitBernsteinSpec, default_loss_scale
 
+OPTIONS = (
+    OptionSpec("degree", int, "k, the Bernstein polynomial's degree per dimension", default=6),
+    OptionSpec("order", int, "h, the iterated Bernstein order", default=2),
+    OptionSpec("lower", float, "the lower end of the parameter box", default=-1.0, low=-math.inf),
+    OptionSpec("upper", float, "the upper end of the parameter box", default=1.0, low=-math.inf),
+    OptionSpec("loss_scale", float, "the public bound of the squared loss over the box (default: its largest value "
+               "from feature_bound and label_bound)"),
+    OptionSpec("feature_bound", float, "the public bound on |x_j| the default loss_scale is taken from", default=1.0),
+    LABEL_BOUND,
+    PARTICIPANTS,
+)
+#: what only the default loss_scale is computed from (refused beside a stated loss_scale)
+_LOSS_SCALE_FROM = ("feature_bound", "label_bound")
+
 
 def _settings(request: CampaignRequest, protocol: str) -> dict[str, object]:
-    pure(request, protocol, "Laplace noise" if protocol == "bernstein" else "one randomized bit")
     p = len(request.features)
     if p > 3:
         raise invalid(f"dimension mismatch: {protocol} is for p <= 3 (a grid of (k + 1)^p losses), got {p} features "
                       f"{list(request.features)}")
     options = request.options
-    lower, upper = options.number("lower", -1.0, positive=False), options.number("upper", 1.0, positive=False)
+    lower, upper = options["lower"], options["upper"]
     if not lower < upper:
         raise invalid(f"option lower must be below upper, got lower={lower}, upper={upper}")
-    scale = options.number("loss_scale")
+    scale = options["loss_scale"]
     if scale is None:
-        scale = default_loss_scale(p, lower, upper, options.number("feature_bound", 1.0),
-                                   options.number("label_bound", 1.0))
-    return {"dimension": p, "degree": options.count("degree") or 6, "order": options.count("order") or 2,
-            "lower": lower, "upper": upper, "loss_scale": scale, "epsilon": request.epsilon,
-            "participants": options.count("participants")}
+        scale = default_loss_scale(p, lower, upper, options["feature_bound"], options["label_bound"])
+    else:
+        refuse_given(options, _LOSS_SCALE_FROM, "sets the default loss_scale only: give it or loss_scale, not both")
+    return {"dimension": p, "degree": options["degree"], "order": options["order"], "lower": lower, "upper": upper,
+            "loss_scale": scale, "epsilon": request.epsilon, "participants": options["participants"]}
 
 
 def build_laplace(request: CampaignRequest) -> ProtocolSpec:
@@ -102,8 +124,8 @@ def _covariance(spec: ProtocolSpec, aggregate: ReportAggregate, grid_values: np.
 
 register(CampaignProtocol(
     "bernstein", BernsteinSpec, build_laplace, None, ("linear",), fit, "required",
-    "Local Bernstein Mechanism (Wang, Gaboardi & Xu 2018, Alg. 2), squared loss, p <= 3 (options: degree, order, "
-    "lower, upper, loss_scale, feature_bound, label_bound, participants)", transform=False))
+    "Local Bernstein Mechanism (Wang, Gaboardi & Xu 2018, Alg. 2), squared loss, p <= 3", transform=False,
+    options=OPTIONS, pure="Laplace noise"))
 register(CampaignProtocol(
     "bernstein-1bit", OneBitBernsteinSpec, build_one_bit, None, ("linear",), fit, "required",
-    "its 1-bit variant (Alg. 3), same options", transform=False))
+    "its 1-bit variant (Alg. 3), same options", transform=False, options=OPTIONS, pure="one randomized bit"))

@@ -21,8 +21,18 @@ from sqlalchemy import Engine
 from estimators.local.aggregate import ReportAggregate
 from estimators.local.sparse.uncertainty import dr_erm_covariance
 from service.campaigns.protocols.base import CampaignProtocol, register
-from service.campaigns.protocols.common import diameter, no_covariance, pure, round0, solved, sparse_fit
+from service.campaigns.protocols.common import (
+    LABEL_BOUND,
+    PARTICIPANTS,
+    RADIUS,
+    diameter,
+    no_covariance,
+    round0,
+    solved,
+    sparse_fit,
+)
 from service.campaigns.types import CampaignFit, CampaignInfo, CampaignRequest
+from service.options import OptionSpec
 from workloads.local.protocols import ProtocolSpec
 from workloads.local.protocols.dr_erm import MAX_SEED, DrErmSpec
 
@@ -32,15 +42,23 @@ def projection_seed() -> int:
     return secrets.randbelow(MAX_SEED)
 
 
+OPTIONS = (
+    OptionSpec("rows", int, "m, the dimension of the public random projection", default=20),
+    OptionSpec("constraint", str, "the set C the coefficients are recovered in: the l1 ball or the simplex",
+               default="l1", choices=("l1", "simplex")),
+    RADIUS,
+    OptionSpec("feature_radius", float, "the clip on ||Phi x||", default=1.0),
+    LABEL_BOUND,
+    PARTICIPANTS,
+)
+
+
 def build(request: CampaignRequest) -> ProtocolSpec:
-    pure(request, "dr-erm", "the l2-ball randomizer")
     options = request.options
-    return DrErmSpec(dimension=len(request.features), rows=options.count("rows") or 20,
-                     projection_seed=projection_seed(), epsilon=request.epsilon,
-                     feature_radius=options.number("feature_radius", 1.0),
-                     label_bound=options.number("label_bound", 1.0),
-                     constraint=options.choice("constraint", ("l1", "simplex"), "l1"),
-                     radius=options.number("radius", 1.0), participants=options.count("participants"))
+    return DrErmSpec(dimension=len(request.features), rows=options["rows"], projection_seed=projection_seed(),
+                     epsilon=request.epsilon, feature_radius=options["feature_radius"],
+                     label_bound=options["label_bound"], constraint=options["constraint"], radius=options["radius"],
+                     participants=options["participants"])
 
 
 def fit(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate | None], model: str,
@@ -68,4 +86,4 @@ def fit(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate
 register(CampaignProtocol(
     "dr-erm", DrErmSpec, build, None, ("linear",), fit, "required",
     "DR-ERM-LDP (Alg. 4): public random projection, l2-ball projected statistics, recovery over the l1 ball or the "
-    "simplex (options: rows, constraint, radius, feature_radius, label_bound, participants)", transform=False))
+    "simplex", transform=False, options=OPTIONS, pure="the l2-ball randomizer"))

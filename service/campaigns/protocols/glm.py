@@ -28,10 +28,11 @@ from estimators.local.influence import Influence, mean_shift
 from estimators.local.planning import ErrorModel
 from service.campaigns.options import invalid
 from service.campaigns.protocols.base import CampaignProtocol, register
-from service.campaigns.protocols.common import no_covariance, round0, transform_notes
+from service.campaigns.protocols.common import PARTICIPANTS, no_covariance, round0, transform_notes
 from service.campaigns.public_tables import campaign_public_rows
 from service.campaigns.types import CampaignFit, CampaignInfo, CampaignRequest
 from service.errors import Conflict, InvalidInput
+from service.options import OptionSpec
 from workloads.local.protocols import ProtocolError, ProtocolSpec
 from workloads.local.protocols.glm import (
     DEFAULT_RANDOMIZER,
@@ -45,32 +46,37 @@ from workloads.local.protocols.glm import (
 GLM_MODELS = tuple(MOMENT_LINKS)
 
 
+OPTIONS = (
+    OptionSpec("randomizer", str, "the devices' randomizer: privunit (PrivUnit2) and l2ball are pure epsilon (delta "
+               "0), gaussian is (epsilon, delta)", default=DEFAULT_RANDOMIZER, choices=tuple(GLM_RANDOMIZERS)),
+    OptionSpec("labels", str, "binary: y in {0, 1}; bounded: s(y) = clip(y, -B, B) / B with label_bound B",
+               default="binary", choices=LABEL_KINDS),
+    OptionSpec("label_bound", float, "labels=bounded: the public bound B on |y| (default 1; refused with binary "
+               "labels)"),
+    OptionSpec("whiten", bool, "whiten the features by the public covariance (false: standardise them; default: "
+               "whiten when the public covariance is invertible)"),
+    PARTICIPANTS,
+)
+
+
 def build(request: CampaignRequest) -> ProtocolSpec:
     if request.public_rows is None:
         raise invalid("glm needs a --public table (unlabeled rows with the features): the devices' public constants "
                       "and the moment equation both come from it")
     options = request.options
-    randomizer = options.choice("randomizer", tuple(GLM_RANDOMIZERS), DEFAULT_RANDOMIZER)
-    labels = options.choice("labels", LABEL_KINDS, "binary")
-    label_bound = options.number("label_bound")
+    labels, label_bound = options["labels"], options["label_bound"]
     if labels == "binary" and label_bound is not None:
         raise invalid("option label_bound applies to labels=bounded (binary labels are 0 or 1)")
-    if GLM_RANDOMIZERS[randomizer].pure and request.delta != 0:
-        raise invalid(f"delta must be 0 with randomizer {randomizer} (pure epsilon-LDP), got {request.delta}")
-    if not GLM_RANDOMIZERS[randomizer].pure and request.delta <= 0:
-        raise invalid(f"delta must be in (0, 1) with randomizer {randomizer}, got {request.delta}")
-    center, matrix = _public_map(request, options.raw("whiten"))
+    center, matrix = _public_map(request, options["whiten"])  # type: ignore[arg-type]
     return GlmSpec(dimension=len(request.features), epsilon=request.epsilon, delta=request.delta,
                    center=tuple(center.tolist()), matrix=tuple(tuple(row) for row in matrix.tolist()),
-                   labels=labels, label_bound=1.0 if label_bound is None else label_bound, randomizer=randomizer,
-                   participants=options.count("participants"))
+                   labels=labels, label_bound=1.0 if label_bound is None else label_bound,
+                   randomizer=options["randomizer"], participants=options["participants"])
 
 
-def _public_map(request: CampaignRequest, whiten: object) -> tuple[np.ndarray, np.ndarray]:
+def _public_map(request: CampaignRequest, whiten: bool | None) -> tuple[np.ndarray, np.ndarray]:
     """The devices' ``(mu, W)``: whitened unless ``whiten=false``; with no ``whiten`` option a singular public
     covariance falls back to the standardisation (an explicit ``whiten=true`` is refused instead)."""
-    if whiten is not None and not isinstance(whiten, bool):
-        raise invalid(f"option whiten must be true or false, got {whiten!r}")
     if whiten is None:
         try:
             return public_feature_map(request.public_rows, True, request.features)
@@ -137,5 +143,5 @@ def plan(spec: GlmSpec, rows: np.ndarray | None, labels: np.ndarray | None) -> E
 
 register(CampaignProtocol(
     "glm", GlmSpec, build, None, GLM_MODELS, fit, "required",
-    "the public-moment GLM, one round of R(s(y) z(x)), the recommended GLM protocol with a public table (options: "
-    "randomizer, labels, label_bound, whiten, participants)", plan=plan))
+    "the public-moment GLM, one round of R(s(y) z(x)), the recommended GLM protocol with a public table", plan=plan,
+    options=OPTIONS))

@@ -32,6 +32,11 @@ from estimators.local.uncertainty import label_moment_covariance
 from service.campaigns.options import invalid
 from service.campaigns.protocols.base import CampaignProtocol, register
 from service.campaigns.protocols.common import (
+    ETA,
+    LABEL_BOUND,
+    PARTICIPANTS,
+    RADIUS,
+    SPARSITY,
     default_steps,
     diameter,
     no_covariance,
@@ -43,31 +48,47 @@ from service.campaigns.protocols.common import (
 from service.campaigns.public_tables import campaign_public_rows
 from service.campaigns.types import CampaignFit, CampaignInfo, CampaignRequest
 from service.errors import Conflict
+from service.options import OptionSpec
 from workloads.local.protocols import ProtocolSpec
 from workloads.local.protocols.label_ldp import LABEL_RANDOMIZERS, LabelLdpSpec
+
+OPTIONS = (
+    OptionSpec("randomizer", str, "the label reports: pure is Duchi et al.'s +-C, (epsilon, 0)-LDP (a delta is not "
+               "spent); gaussian is (epsilon, delta)-LDP and needs a delta", default="pure",
+               choices=LABEL_RANDOMIZERS),
+    SPARSITY,
+    OptionSpec("iterations", int, "IHT's iterations (default ceil(ln(n / p)), n the planned participants or the "
+               "public rows)"),
+    ETA,
+    RADIUS,
+    OptionSpec("alpha", float, "the Lasso's lambda (default: Sec. 5's order made explicit)"),
+    LABEL_BOUND,
+    OptionSpec("feature_bound", float, "the public bound on |x_j| (default: the largest of the transformed public "
+               "table)"),
+    PARTICIPANTS,
+)
 
 
 def build(request: CampaignRequest) -> ProtocolSpec:
     if request.public_rows is None:
         raise invalid("label-ldp needs a --public table holding the participants' features (only labels are private)")
     options = request.options
-    randomizer = options.choice("randomizer", LABEL_RANDOMIZERS, "pure")
+    randomizer = options["randomizer"]
     if randomizer == "gaussian" and request.delta <= 0:
         raise invalid(f"delta must be in (0, 1) for label-ldp with randomizer=gaussian, got {request.delta}")
     p = len(request.features)
     s = sparsity(options, "label-ldp", p)
-    participants = options.count("participants")
-    iterations = options.count("iterations") or default_steps(participants or request.public_rows.shape[0], p)
+    participants = options["participants"]
+    iterations = options["iterations"] or default_steps(participants or request.public_rows.shape[0], p)
     largest = float(np.abs(request.public_rows).max()) if request.public_rows.size else 0.0
-    feature_bound = options.number("feature_bound", largest if largest > 0 else None)
+    feature_bound = options["feature_bound"] or (largest if largest > 0 else None)
     if feature_bound is None:
         raise invalid("the public table's features are all 0: give option feature_bound")
-    return LabelLdpSpec(dimension=p, label_bound=options.number("label_bound", 1.0), feature_bound=feature_bound,
+    return LabelLdpSpec(dimension=p, label_bound=options["label_bound"], feature_bound=feature_bound,
                         epsilon=request.epsilon, delta=request.delta if randomizer == "gaussian" else 0.0,
-                        randomizer=randomizer, sparsity=s, iterations=iterations,
-                        eta=options.number("eta", 1.0), public_rows=request.public_rows.shape[0],
-                        radius=options.number("radius", 1.0),
-                        alpha=options.number("alpha"), participants=participants)
+                        randomizer=randomizer, sparsity=s, iterations=iterations, eta=options["eta"],
+                        public_rows=request.public_rows.shape[0], radius=options["radius"], alpha=options["alpha"],
+                        participants=participants)
 
 
 def fit(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate | None], model: str,
@@ -142,6 +163,5 @@ def _refit_influence(aggregate: ReportAggregate, gram: np.ndarray) -> Influence:
 register(CampaignProtocol(
     "label-ldp", LabelLdpSpec, build, None, ("iht", "lasso", "lasso-raw"), fit, "required",
     "public features, pure-epsilon (default) or Gaussian label reports; answers IHT (Alg. 2) and the Lasso (Sec. 5; "
-    "model lasso refits least squares on its support, lasso-raw does not) (options: randomizer, sparsity, "
-    "iterations, eta, radius, alpha, label_bound, feature_bound, participants)",
-    plan=label_ldp_error_model))  # type: ignore[arg-type]
+    "model lasso refits least squares on its support, lasso-raw does not)",
+    plan=label_ldp_error_model, options=OPTIONS))  # type: ignore[arg-type]

@@ -40,41 +40,71 @@ from estimators.local.sparse.planning import ldp_iht_error_model
 from estimators.local.sparse.uncertainty import iht_step_covariance
 from service.campaigns.options import invalid
 from service.campaigns.protocols.base import CampaignProtocol, register
-from service.campaigns.protocols.common import default_steps, diameter, no_covariance, round0, sparse_fit, sparsity
+from service.campaigns.protocols.common import (
+    ETA,
+    LABEL_BOUND,
+    PARTICIPANTS,
+    RADIUS,
+    SPARSITY,
+    default_steps,
+    diameter,
+    no_covariance,
+    refuse_given,
+    round0,
+    sparse_fit,
+    sparsity,
+)
 from service.campaigns.types import CampaignFit, CampaignInfo, CampaignRequest
+from service.options import OptionSpec
 from workloads.local.protocols import ProtocolSpec
 from workloads.local.protocols.ldp_iht import GRADIENT_RANDOMIZERS, LdpIhtSpec
 from workloads.local.randomizers.iht_gradient import default_residual_bound, worst_case_residual_bound
 
 #: ``variant=default`` (issue 20: T = 1, the clip from the label and design bounds) or ``variant=paper`` (Sec. 7.1)
 VARIANTS = ("default", "paper")
+OPTIONS = (
+    SPARSITY,
+    OptionSpec("rounds", int, "T, the rounds (one disjoint group each; default 1, with variant=paper ceil(ln(n / p)))"),
+    ETA,
+    RADIUS,
+    LABEL_BOUND,
+    OptionSpec("residual_bound", float, "c, the clip on the residual <theta, x> - y (default min(B_y, 2 R r_x / "
+               "sqrt(p)), with variant=paper sqrt(s) R + B_y)"),
+    OptionSpec("feature_norm_bound", float, "r_x, the public bound on ||x|| (default sqrt(p))"),
+    PARTICIPANTS,
+    OptionSpec("variant", str, "the defaults of rounds and residual_bound: issue 20's or Sec. 7.1's", default="default",
+               choices=VARIANTS),
+    OptionSpec("randomizer", str, "l2ball: the whole gradient through the l2-ball randomizer; coordinate: one "
+               "uniformly drawn coordinate", default="l2ball", choices=GRADIENT_RANDOMIZERS),
+    OptionSpec("feature_bound", float, "randomizer=coordinate: the public bound on |x_j| (default r_x / sqrt(p))"),
+)
 
 
 def build(request: CampaignRequest) -> ProtocolSpec:
-    if request.delta != 0:
-        raise invalid(f"delta must be 0 for ldp-iht (the l2-ball randomizer is pure epsilon-LDP), got {request.delta}")
     options = request.options
     p = len(request.features)
     s = sparsity(options, "ldp-iht", p)
-    participants = options.count("participants")
-    paper = options.choice("variant", VARIANTS, "default") == "paper"
-    steps = options.count("rounds")
+    participants = options["participants"]
+    paper = options["variant"] == "paper"
+    steps = options["rounds"]
     if steps is None and not paper:
         steps = 1
     if steps is None:
         if participants is None:
             raise invalid("ldp-iht variant=paper needs option rounds (T) or option participants (T = ceil(ln(n / p)))")
         steps = default_steps(participants, p)
-    radius = options.number("radius", 1.0)
-    label_bound = options.number("label_bound", 1.0)
-    feature_norm_bound = options.number("feature_norm_bound", math.sqrt(p))
-    clip = (worst_case_residual_bound(s, radius, label_bound) if paper
-            else default_residual_bound(label_bound, radius, feature_norm_bound, p))
-    residual_bound = options.number("residual_bound", clip)
-    randomizer = options.choice("randomizer", GRADIENT_RANDOMIZERS, "l2ball")
-    feature_bound = (options.number("feature_bound", feature_norm_bound / math.sqrt(p))
-                     if randomizer == "coordinate" else None)
-    return LdpIhtSpec(dimension=p, sparsity=s, steps=steps, eta=options.number("eta", 1.0),
+    radius, label_bound = options["radius"], options["label_bound"]
+    feature_norm_bound = options["feature_norm_bound"] or math.sqrt(p)
+    residual_bound = options["residual_bound"] or (
+        worst_case_residual_bound(s, radius, label_bound) if paper
+        else default_residual_bound(label_bound, radius, feature_norm_bound, p))
+    randomizer = options["randomizer"]
+    feature_bound = None
+    if randomizer == "coordinate":
+        feature_bound = options["feature_bound"] or feature_norm_bound / math.sqrt(p)
+    else:
+        refuse_given(options, ("feature_bound",), f"applies to randomizer=coordinate, not to randomizer={randomizer}")
+    return LdpIhtSpec(dimension=p, sparsity=s, steps=steps, eta=options["eta"],
                       epsilon=request.epsilon, residual_bound=residual_bound,
                       feature_norm_bound=feature_norm_bound, radius=radius,
                       participants=participants, randomizer=randomizer, feature_bound=feature_bound)
@@ -99,7 +129,5 @@ def fit(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate
 
 register(CampaignProtocol(
     "ldp-iht", LdpIhtSpec, build, ldp_iht_rounds.next_state, ("iht",), fit, "required",  # type: ignore[arg-type]
-    "LDP-IHT (Wang & Xu 2019, Alg. 1): T rounds, T disjoint groups, l2-ball gradients (options: sparsity, rounds, "
-    "eta, radius, label_bound, residual_bound, feature_norm_bound, participants, variant=default|paper, "
-    "randomizer=l2ball|coordinate, feature_bound)",
-    plan=ldp_iht_error_model))  # type: ignore[arg-type]
+    "LDP-IHT (Wang & Xu 2019, Alg. 1): T rounds, T disjoint groups, l2-ball gradients",
+    plan=ldp_iht_error_model, options=OPTIONS, pure="the l2-ball randomizer is pure epsilon-LDP"))  # type: ignore[arg-type]

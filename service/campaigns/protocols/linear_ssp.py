@@ -24,21 +24,32 @@ from estimators.local.aggregate import ReportAggregate
 from estimators.local.linear_ssp import SspLinearRegression
 from service.campaigns.options import invalid
 from service.campaigns.protocols.base import CampaignProtocol, register
-from service.campaigns.protocols.common import no_covariance, round0, transform_notes
+from service.campaigns.protocols.common import LABEL_BOUND, PARTICIPANTS, no_covariance, round0, transform_notes
 from service.campaigns.types import CampaignFit, CampaignInfo, CampaignRequest
+from service.options import OptionSpec
 from workloads.local.protocols import ProtocolSpec
 from workloads.local.protocols.linear_ssp import LinearSspSpec
 from workloads.local.randomizers.regression_statistics import STATISTICS_RANDOMIZERS
 
+OPTIONS = (
+    OptionSpec("norm_bound", float, "r, the public l2 bound on the transformed features (default: the largest norm "
+               "of a transformed public row, else sqrt(p) with stated feature_bounds)"),
+    LABEL_BOUND,
+    OptionSpec("randomizer", str, "the devices' randomizer: l2ball is pure epsilon (delta 0), gaussian is "
+               "(epsilon, delta)", default="l2ball", choices=tuple(STATISTICS_RANDOMIZERS)),
+    OptionSpec("ridge", float, "a public ridge lambda added to X^T X (default: AdaSSP's rule)", low=0, low_open=False),
+    PARTICIPANTS,
+)
+
 
 def _norm_bound(request: CampaignRequest) -> float:
     options = request.options
-    stated = options.number("norm_bound")
+    stated = options["norm_bound"]
     if stated is not None:
-        return stated
+        return stated  # type: ignore[return-value]
     if request.public_rows is not None:
         return float(np.linalg.norm(request.public_rows, axis=1).max())
-    if options.raw("feature_bounds") is not None:
+    if options["feature_bounds"] is not None:
         return math.sqrt(len(request.features))
     raise invalid("linear-ssp needs option norm_bound (the public bound on ||x|| of the transformed features), or a "
                   "--public table or option feature_bounds to take it from")
@@ -46,19 +57,10 @@ def _norm_bound(request: CampaignRequest) -> float:
 
 def build(request: CampaignRequest) -> ProtocolSpec:
     options = request.options
-    randomizer = options.choice("randomizer", tuple(STATISTICS_RANDOMIZERS), "l2ball")
-    if STATISTICS_RANDOMIZERS[randomizer].pure and request.delta != 0:
-        raise invalid(f"delta must be 0 for linear-ssp with randomizer {randomizer} (pure epsilon-LDP), got "
-                      f"{request.delta}; give --option randomizer=gaussian for an (epsilon, delta) campaign")
-    if not STATISTICS_RANDOMIZERS[randomizer].pure and request.delta <= 0:
-        raise invalid(f"delta must be in (0, 1) for linear-ssp with randomizer {randomizer}, got {request.delta}")
-    ridge = options.number("ridge", positive=False)
-    if ridge is not None and ridge < 0:
-        raise invalid(f"option ridge must be a number >= 0, got {ridge!r}")
     return LinearSspSpec(dimension=len(request.features), norm_bound=_norm_bound(request),
-                         label_bound=options.number("label_bound", 1.0), epsilon=request.epsilon,
-                         delta=request.delta, randomizer=randomizer, ridge=ridge,
-                         participants=options.count("participants"))
+                         label_bound=options["label_bound"], epsilon=request.epsilon, delta=request.delta,
+                         randomizer=options["randomizer"], ridge=options["ridge"],
+                         participants=options["participants"])
 
 
 def fit(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate | None], model: str,
@@ -94,4 +96,4 @@ def fit(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate
 register(CampaignProtocol(
     "linear-ssp", LinearSspSpec, build, None, ("linear",), fit, "required",
     "low-dimensional linear regression with an intercept: one randomized vector of sufficient statistics per "
-    "participant (options: norm_bound, label_bound, randomizer, ridge, participants)"))
+    "participant", options=OPTIONS))

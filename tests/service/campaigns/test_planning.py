@@ -92,7 +92,7 @@ def test_stein_glm_plan_is_within_2x_of_measured_runs(engine, stein_public, opti
                               lambda trial: _stein_rows(n, seed=100 + trial), "linear")
     info = campaigns.get_campaign(engine, "s0")
     rows = info.transform.apply(_stein_rows(10_000, seed=1)[0])
-    model = CAMPAIGN_PROTOCOLS["stein-glm"].plan(info.spec, rows, _stein_rows(10_000, seed=1)[1])
+    model = CAMPAIGN_PROTOCOLS.get("stein-glm").plan(info.spec, rows, _stein_rows(10_000, seed=1)[1])
     measured = _relative_rms(fits, model.reference)
     assert plan.expected_relative_error == pytest.approx(expected_error(model, n).relative)
     assert measured / 2 <= plan.expected_relative_error <= 2 * measured, (plan.expected_relative_error, measured)
@@ -110,7 +110,7 @@ def test_glm_plan_is_within_2x_of_measured_runs(engine, stein_public) -> None:  
                               lambda trial: _stein_rows(n, seed=200 + trial), "logistic")
     info = campaigns.get_campaign(engine, "g0")
     rows = info.transform.apply(_stein_rows(10_000, seed=1)[0])
-    model = CAMPAIGN_PROTOCOLS["glm"].plan(info.spec, rows, _stein_rows(10_000, seed=1)[1])
+    model = CAMPAIGN_PROTOCOLS.get("glm").plan(info.spec, rows, _stein_rows(10_000, seed=1)[1])
     assert plan.expected_relative_error == pytest.approx(expected_error(model, n).relative)
     measured = _relative_rms(fits, model.reference)
     assert measured / 2 <= plan.expected_relative_error <= 2 * measured, (plan.expected_relative_error, measured)
@@ -132,7 +132,7 @@ def test_without_the_target_the_stein_glm_plan_is_an_absolute_upper_bound(engine
         name = f"u{len(campaigns.list_campaigns(engine))}"
         campaigns.create_campaign(engine, name, "stein-glm", ["a", "b", "c"], "y", stein_public, 4.0, delta, options)
         info = campaigns.get_campaign(engine, name)
-        known = CAMPAIGN_PROTOCOLS["stein-glm"].plan(info.spec, info.transform.apply(x), y)
+        known = CAMPAIGN_PROTOCOLS.get("stein-glm").plan(info.spec, info.transform.apply(x), y)
         # the linear part's closed form with the target (no draws): the bound is at least it
         assert bound.expected_error >= math.sqrt(np.trace(known.covariance(5_000)))
 
@@ -190,7 +190,7 @@ def test_participants_needed_meets_the_target_and_no_fewer_do(engine) -> None:  
 
     spec = LdpIhtSpec(dimension=20, sparsity=3, steps=1, eta=1.0, epsilon=2.0, residual_bound=1.0,
                       feature_norm_bound=math.sqrt(20))
-    model = CAMPAIGN_PROTOCOLS["ldp-iht"].plan(spec, None, None)
+    model = CAMPAIGN_PROTOCOLS.get("ldp-iht").plan(spec, None, None)
     needed = participants_for(model, 0.25)
     assert expected_error(model, needed).relative <= 0.25 < expected_error(model, int(needed * 0.97)).relative
 
@@ -205,9 +205,9 @@ def test_ldp_iht_plan_uses_the_coordinate_randomizers_variance() -> None:
     p, c, n = 100, 2.0, 640_000
     settings = {"dimension": p, "sparsity": 10, "steps": 1, "eta": 1.0, "epsilon": 1.0, "residual_bound": c,
                 "feature_norm_bound": math.sqrt(p)}
-    coordinate = CAMPAIGN_PROTOCOLS["ldp-iht"].plan(LdpIhtSpec(**settings, randomizer="coordinate",
+    coordinate = CAMPAIGN_PROTOCOLS.get("ldp-iht").plan(LdpIhtSpec(**settings, randomizer="coordinate",
                                                                feature_bound=1.0), None, None)
-    ball = CAMPAIGN_PROTOCOLS["ldp-iht"].plan(LdpIhtSpec(**settings), None, None)
+    ball = CAMPAIGN_PROTOCOLS.get("ldp-iht").plan(LdpIhtSpec(**settings), None, None)
     np.testing.assert_allclose(np.diag(coordinate.covariance(n)), p * duchi_label_magnitude(c, 1.0) ** 2 / n,
                                rtol=1e-12)
     ball_norm = l2_ball_output_norm(p, math.sqrt(p) * c, 1.0)
