@@ -77,7 +77,7 @@ def run_one(config: dict[str, object]) -> dict[str, object]:
 
     assert result.cost.rho == rho, (result.cost.rho, rho)
     pairs = two_way_pairs(oracle)
-    error = workload_error(lambda p: mbi_adapter.marginal(result.model, p), oracle, pairs)
+    error = workload_error(lambda p: mbi_adapter.marginal(result.payload.model, p), oracle, pairs)
     details = {k: v for k, v in result.details.items() if k in ("rounds", "annealed", "model_size_mb",
                                                                 "fit_iterations", "tree", "selected")}
     return {

@@ -7,7 +7,7 @@ those releases (free, no new release: the releases measured every pair the fits 
 is the model's extrapolation), once per ``--workers`` count of server processes; then the same
 service calls are made in-process (16 threads) on the same database. The database is a temporary
 SQLite file; with ``--postgresql`` the same protocol then runs again on a new database of a throwaway
-PostgreSQL server (tests/support/pgserver.py, as ``benchmarks.counting`` starts it). Reported per
+PostgreSQL server (service/tools/pgserver.py, as ``benchmarks.counting`` starts it). Reported per
 backend and kind of request: p50/p99 latency and requests per second, and the HTTP/in-process
 ratios. Targets (issue 22): p99 < 200 ms for fits and < 100 ms for marginals at 16 clients.
 
@@ -270,7 +270,7 @@ def main() -> None:
             with harness.postgresql_server() as server:
                 url = harness.postgresql_database(server, "bench")
                 backends["postgresql"], curves["PostgreSQL"], _, _ = measure(url, folder, args)
-            backends["postgresql"]["database"] = "postgresql (throwaway local server, tests/support/pgserver.py)"
+            backends["postgresql"]["database"] = "postgresql (throwaway local server, service/tools/pgserver.py)"
     result = {
         "benchmark": "api_load: marginals and DD-SSP fits from stored releases",
         "fit_share": FIT_SHARE,

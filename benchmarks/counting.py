@@ -1,7 +1,7 @@
 """Benchmark: counting all 45 pairwise marginals of nist_taxi in SQL, against pandas (issue 2, "Performance").
 
 Loads nist_taxi (226k rows, 10 columns) into a fresh SQLite file and a fresh database of a throwaway
-PostgreSQL (tests/support/pgserver.py), then times, in interleaved rounds so that both sides see the same machine:
+PostgreSQL (service/tools/pgserver.py), then times, in interleaved rounds so that both sides see the same machine:
 
 * the reference: ``DataFrame.groupby([a, b]).size()`` for each pair, on an in-memory DataFrame of the same rows;
 * SQL counting of the same 45 pairs on each backend, as the service does it (``TableCountOracle.counts_many``),
@@ -46,7 +46,7 @@ from db.engine import make_engine
 from db.migrate import upgrade_to_head
 from service.data import datasets
 from service.data.oracle import COVER_MAX_CELLS, TableCountOracle, marginalize, plan_cover
-from tests.support.pgserver import PostgresServer, PostgresUnavailable, start_server  # beside the packages, not shipped
+from service.tools.pgserver import PostgresServer, PostgresUnavailable, start_server
 
 TARGET_RATIO = 3.0
 DATASET = "nist_taxi"

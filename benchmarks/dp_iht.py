@@ -286,9 +286,10 @@ def noiseless_loss(design: DesignEncoding, Z: np.ndarray, y: np.ndarray, sparsit
     true row count: what the private run would reach if privacy cost nothing. The gap between it and the reference is
     optimisation error (T steps at the public step, or another IHT fixed point), not privacy."""
     from estimators.central.dp_iht import DPIHTLogisticRegression
-    from service.mechanisms.dp_iht import resolve_options
+    from service.mechanisms import registry
 
-    settings = resolve_options(design, {"sparsity": sparsity, "iterations": config.iterations, "l2": config.l2})
+    settings = registry.get("dp-iht").settings(design, {"sparsity": sparsity, "iterations": config.iterations,
+                                                        "l2": config.l2})
     model = DPIHTLogisticRegression(sparsity=sparsity, iterations=config.iterations, eta=settings["step"], rho=1.0,
                                     clip_norm=settings["clip_norm"], l2=config.l2, normalizer=float(len(y)))
     model.fit(Z, y, lambda sigma, size: np.zeros(size))

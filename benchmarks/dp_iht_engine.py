@@ -24,7 +24,7 @@ differs). Writes ``results/dp_iht_engine.json`` and
     .venv/bin/python -m benchmarks.dp_iht_engine --rows 1000000 --iterations 20
 
 With ``--postgresql`` the same tables are loaded a second time, as ``data_<id>`` tables of a database on a throwaway
-PostgreSQL server (tests/support/pgserver.py, started and stopped by the run), and three paths run there: ``engine``
+PostgreSQL server (service/tools/pgserver.py, started and stopped by the run), and three paths run there: ``engine``
 (the first iteration groups the rows into a temporary table of distinct rows with counts, every iteration
 aggregates it: :mod:`service.data.engines.sql_gradients`), ``scan`` (the plan before that: every iteration one
 ``GROUPING SETS`` scan of the whole table, which is still the plan of a database that refuses temporary tables)
@@ -93,6 +93,7 @@ def run_table(engine: Engine, where: str, table: str, csv: Path, rows: int, args
     cap) is recorded with its reason."""
     from service.data import datasets
     from service.data.oracle import TableCountOracle
+    from service.mechanisms import registry
     from service.mechanisms.base import MechanismError
     from service.mechanisms.dp_iht import DPIHTRelease
     from service.privacy.noise import NoiseSource
@@ -105,7 +106,7 @@ def run_table(engine: Engine, where: str, table: str, csv: Path, rows: int, args
     log(f"{where}, {table}, {rows:,} rows: loaded in {time.perf_counter() - start:.1f} s")
     stored = datasets.get_dataset(engine, table)
     design = build_design(stored.domain, "logistic", TARGET, [a for a in stored.domain.names if a != TARGET])
-    options = {"sparsity": 10, "iterations": args.iterations}
+    settings = registry.get("dp-iht").settings(design, {"sparsity": 10, "iterations": args.iterations})
     records, models = [], {}
     for path in ENGINE_PATHS[where]:
         best, refused = math.inf, None
@@ -114,16 +115,16 @@ def run_table(engine: Engine, where: str, table: str, csv: Path, rows: int, args
                 oracle.table.gradient_sums_in_one_scan = path != "distinct_rows"
                 if path == "scan":
                     oracle.table._gradients.grouping = False  # noqa: SLF001 - the plan without the grouped table
-                release = DPIHTRelease(design, Fraction(1, 100), options)
+                release, payload = DPIHTRelease(design, Fraction(1, 100), settings), None
                 start = time.perf_counter()
                 try:
-                    release(oracle, NoiseSource(args.seed))
+                    payload = release(oracle, NoiseSource(args.seed)).payload
                 except MechanismError as exc:
                     refused = str(exc)
                 best = min(best, time.perf_counter() - start)
                 scans, distinct = oracle.gradient_scans, oracle.distinct_rows_read
         if refused is None:
-            models[path] = np.array([release.payload.intercept or 0.0, *release.payload.coef])
+            models[path] = np.array([payload.intercept or 0.0, *payload.coef])
         log(f"{where}, {table}, {rows:,} rows, {path}: {best:.2f} s ({scans} scans, {distinct:,} distinct rows)"
             + (f"; refused: {refused}" if refused else ""))
         records.append({"engine": where, "table": table, "rows": rows, "path": path, "seconds": best,

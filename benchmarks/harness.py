@@ -78,9 +78,9 @@ def temporary_database(path: Path) -> Any:
 
 @contextmanager
 def postgresql_server() -> Iterator[Any]:
-    """A throwaway PostgreSQL server (tests/support/pgserver.py) for ``--postgresql``, stopped when the block ends; a
+    """A throwaway PostgreSQL server (service/tools/pgserver.py) for ``--postgresql``, stopped when the block ends; a
     :class:`BenchError` if it cannot start."""
-    from tests.support.pgserver import PostgresUnavailable, start_server  # beside the packages, not shipped
+    from service.tools.pgserver import PostgresUnavailable, start_server
 
     try:
         server = start_server()

@@ -9,7 +9,7 @@ repository). Each measurement runs in a fresh interpreter (:func:`harness.run_ch
   DOMAIN`` runs, less the progress bar) into the default engine (a Parquet file beside a new SQLite database, since
   issue 21; before, a table in that database), in chunks of ``datasets.CHUNK_ROWS`` rows;
 - ``load-postgresql`` (with ``--postgresql``): the same into a new database of a throwaway PostgreSQL server
-  (tests/support/pgserver.py, as ``benchmarks.counting`` starts it); the peak is the loading process's, not the
+  (service/tools/pgserver.py, as ``benchmarks.counting`` starts it); the peak is the loading process's, not the
   server's;
 - ``pandas``: ``pandas.read_csv`` of the same file into one frame, the reference of what holding the table costs;
 - ``baseline``: the same interpreter with the same imports and nothing read, the floor under both.

@@ -93,13 +93,13 @@ def run_one(config: dict[str, object]) -> dict[str, object]:
     n_compiles, compile_s = compiles.since(before)
 
     pairs = two_way_pairs(oracle)
-    if result.model is None:  # laplace, gaussian since issue 9: answered from the measurements, no model
+    if result.payload.model is None:  # laplace, gaussian since issue 9: answered from the measurements, no model
         from service.releases.measured import MeasuredRelease
 
-        measured = MeasuredRelease(result.residuals)
+        measured = MeasuredRelease(result.payload.residuals)
         answer = lambda p: measured.answer(p)[0]  # noqa: E731
     else:
-        answer = lambda p: mbi_adapter.marginal(result.model, p)  # noqa: E731
+        answer = lambda p: mbi_adapter.marginal(result.payload.model, p)  # noqa: E731
     record: dict[str, object] = {
         **config,
         "privacy": "pure epsilon-DP" if mechanism == "laplace" else f"(epsilon, {delta:g})-DP via rho-zCDP",
@@ -116,7 +116,7 @@ def run_one(config: dict[str, object]) -> dict[str, object]:
         "load_average": os.getloadavg(),
     }
     if mechanism in ("laplace", "gaussian"):
-        noisy = {m.attributes: m.values for m in result.measurements}
+        noisy = {m.attributes: m.values for m in result.payload.measurements}
         record["raw_error"] = workload_error(lambda p: noisy[tuple(p)], oracle, pairs)
         if "model_cliques" in result.details:  # results made before issue 9
             record["model_cliques"] = len(result.details["model_cliques"])

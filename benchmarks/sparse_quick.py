@@ -33,6 +33,7 @@ Writes ``benchmarks/results/sparse_quick.json`` (every trial and the means) and 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import statistics
@@ -139,14 +140,18 @@ def run_sweeps(trials: int, seed: int) -> list[dict]:
 
 
 # --------------------------------------------------------------------------------------------------- Bernstein
-def run_bernstein(trials: int, seed: int) -> list[dict]:
+#: the numbers of participants of the Bernstein section (``--bernstein-sizes``)
+BERNSTEIN_SIZES = (10_000, 100_000, 1_000_000, 3_000_000)
+
+
+def run_bernstein(trials: int, seed: int, sizes: tuple[int, ...] = BERNSTEIN_SIZES) -> list[dict]:
     rows = []
     k, order, eps, chunk = 6, 2, 1.0, 250_000
     for p in (1, 2):
         truth = np.linspace(0.6, -0.4, p)
         scale = float((p + 1) ** 2)  # |<theta, x> - y| <= p + 1 on the box [-1, 1]^p with |x_j|, |y| <= 1
         thetas = -1.0 + 2.0 * bernstein_grid(k, p)
-        for n in (10_000, 100_000, 1_000_000, 3_000_000):
+        for n in sizes:
             for trial in range(trials):
                 rng = rng_for(seed, 3, p, n, trial)
                 X = rng.uniform(-1, 1, size=(n, p))
@@ -383,6 +388,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only", nargs="+", choices=sorted(SECTIONS), default=list(SECTIONS))
     parser.add_argument("--replot", action="store_true", help="print the tables and redraw the plot from the JSON")
+    parser.add_argument("--bernstein-sizes", type=int, nargs="+", default=list(BERNSTEIN_SIZES),
+                        help="numbers of participants of the bernstein section")
     harness.add_outputs(parser, "sparse_quick")
     args = parser.parse_args()
     out, png = harness.outputs(args)
@@ -401,7 +408,10 @@ def main() -> None:
     for name in args.only:
         started = time.perf_counter()
         print(f"{name} ...", flush=True)
-        results[name] = SECTIONS[name](args.trials, args.seed)
+        section = SECTIONS[name]
+        if name == "bernstein":
+            section = functools.partial(run_bernstein, sizes=tuple(args.bernstein_sizes))
+        results[name] = section(args.trials, args.seed)
         seconds[name] = round(time.perf_counter() - started, 1)
         print(f"{name}: {seconds[name]} s", flush=True)
         out.write_text(

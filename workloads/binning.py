@@ -165,31 +165,39 @@ def apply_spec(spec: BinningSpec, frame: pd.DataFrame, lines: Sequence[int] | No
             f"raw file lacks column(s) {missing} named in the binning spec; it has {list(frame.columns)}"
         )
     out = np.empty((len(frame), len(spec.columns)), dtype=np.int64)
+    problems = []
     for j, column in enumerate(spec.columns):
         raw = frame[column.name].astype(str)
         if spec.strip:
             raw = raw.str.strip()
-        out[:, j] = _code_column(column, raw, lines)
+        codes, bad, expected = _code_column(column, raw)
+        if bad.any():
+            problems.append(f"column {column.name!r}: a value cannot be coded (expected {expected}), first on "
+                            f"{offending_lines(bad, lines)}")
+        else:
+            out[:, j] = codes
+    if problems:  # every column at fault, so that one round of fixes is enough
+        raise BinningError("; ".join(problems))
     return out
 
 
-def _code_column(column: ColumnBins, raw: pd.Series, lines: np.ndarray) -> np.ndarray:
+def _code_column(column: ColumnBins, raw: pd.Series) -> tuple[np.ndarray, np.ndarray, str]:
+    """``(codes, bad, expected)``: the codes of a column's raw strings, which rows cannot be coded, and what the
+    spec expects there (for the message)."""
     if column.edges:
         numbers = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=float)
         edges = np.asarray(column.edges)
         codes = np.searchsorted(edges, numbers, side="right") - 1
         codes = np.where(numbers == edges[-1], len(edges) - 2, codes)
         bad = np.isnan(numbers) | (codes < 0) | (codes >= len(edges) - 1)
-        _raise_on_bad(column, bad, lines, f"a number in [{edges[0]:g}, {edges[-1]:g}]")
-        return codes
+        return codes, bad, f"a number in [{edges[0]:g}, {edges[-1]:g}]"
     values = raw
     if column.strip_suffix:
         values = values.str.removesuffix(column.strip_suffix)
     lookup = {v: i for i, v in enumerate(column.values)}
-    codes = values.map(lookup)
-    bad = codes.isna().to_numpy()
-    _raise_on_bad(column, bad, lines, f"one of {list(column.values)}")
-    return codes.to_numpy(dtype=np.int64)
+    mapped = values.map(lookup)
+    bad = mapped.isna().to_numpy()
+    return mapped.fillna(0).to_numpy(dtype=np.int64), bad, f"one of {list(column.values)}"
 
 
 def offending_lines(bad: np.ndarray, lines: np.ndarray, shown: int = 5) -> str:
@@ -199,9 +207,3 @@ def offending_lines(bad: np.ndarray, lines: np.ndarray, shown: int = 5) -> str:
     return f"line{'s' if len(first) > 1 else ''} {', '.join(first)}"
 
 
-def _raise_on_bad(column: ColumnBins, bad: np.ndarray, lines: np.ndarray, expected: str) -> None:
-    if not bad.any():
-        return
-    raise BinningError(
-        f"column {column.name!r}: a value cannot be coded (expected {expected}), first on {offending_lines(bad, lines)}"
-    )

@@ -1,8 +1,8 @@
 """Every error the API returns is JSON ``{"error": code, "message": ...}``; never a stack trace.
 
 * :class:`~service.errors.ServiceError` -> its own status and code (404, 409, 422, ...);
-* a request that does not match the schema -> 422 ``invalid_request`` naming the field(s), or 400
-  ``malformed_json`` when the body is not JSON at all;
+* a request that does not match the schema -> 422 ``invalid_request`` naming the field(s) (a field the route does
+  not take: with the fields it takes), or 400 ``malformed_json`` when the body is not JSON at all;
 * a ``ValueError`` subclass raised by the project's own packages (they signal bad input that way:
   ``PrivacyParameterError``, ``WorkloadError``, ``MechanismError``, ...) -> 422 ``invalid_input``;
 * a path parameter that names nothing (an id that is not ASCII decimals up to 2^31-1, a name that no dataset can
@@ -100,9 +100,24 @@ async def _validation_error(request: Request, exc: RequestValidationError) -> Sa
     if any(e.get("loc", ("",))[0] == "path" for e in errors):
         return _names_nothing(request, [e for e in errors if e.get("loc", ("",))[0] == "path"])
     fields = [_field(e.get("loc", ())) for e in errors]
-    parts = [f"{_field(e.get('loc', ()))}: {e.get('msg', 'invalid')}" for e in errors[:10]]
+    parts = [f"{_field(e.get('loc', ()))}: {_problem(request, e)}" for e in errors[:10]]
     more = f" (and {len(errors) - 10} more)" if len(errors) > 10 else ""
     return error_response(422, "invalid_request", "; ".join(parts) + more, fields=fields)
+
+
+def _problem(request: Request, error: dict[str, Any]) -> str:
+    """What is wrong with one field. A field the request does not have (``sparsityy``, or a setting of a method the
+    server does not know) says so and, at the top of the body, names the fields the route takes: the client sends
+    settings unchecked (it carries no catalog of the server's), so this is where a misspelled one is named."""
+    loc = error.get("loc", ())
+    if error.get("type") != "extra_forbidden":
+        return str(error.get("msg", "invalid"))
+    if len(loc) != 2 or loc[0] != "body":
+        return f"not a field of {_field(loc[:-1])}"
+    body_field = getattr(request.scope.get("route"), "body_field", None)
+    model = getattr(getattr(body_field, "field_info", None), "annotation", None)
+    taken = list(getattr(model, "model_fields", {}))
+    return "not a field of this request" + (f" (it takes {', '.join(taken)})" if taken else "")
 
 
 def _names_nothing(request: Request, errors: list[dict[str, Any]]) -> SafeJSONResponse:

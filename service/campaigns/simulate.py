@@ -4,7 +4,7 @@ A steward's tool (``marginalia simulate``). Rows come from a CSV of private valu
 (:mod:`service.campaigns.table_simulation`, which charges that dataset's budget first), or a synthetic design
 (``estimators.local.glm.synthetic``). Each row is one participant, named ``simulator:<run>`` / row number.
 Participants are assigned to the protocol's groups in row order (each group its planned size, the rest shared); each
-open round's group randomizes (:mod:`service.client.device`) and submits in batches through
+open round's group randomizes (:mod:`workloads.local.device`) and submits in batches through
 :func:`service.campaigns.submission.submit_reports`, the function the HTTP batch route calls. A round left open
 after its group reported is closed (the steward's right) when a later round waits for it.
 
@@ -33,9 +33,9 @@ from service.campaigns.campaigns import close_round, get_campaign, mark_seeded, 
 from service.campaigns.public_tables import get_public_table, public_matrix
 from service.campaigns.submission import Submitter, submit_reports
 from service.campaigns.types import CampaignInfo
-from service.client.device import clipped, make_report
 from service.errors import Conflict, InvalidInput
 from workloads.local.clipping import Clipped, merge
+from workloads.local.device import clipped, make_report
 
 BATCH = 20_000
 

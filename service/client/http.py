@@ -48,12 +48,13 @@ from service.client.collections import CollectionsClient
 from service.client.errors import MarginaliaError
 from service.client.fitted import ExtrapolationWarning, FittedRegression
 from service.client.spend import Device
-from service.regression import methods
 
 Workload = str | Sequence[Sequence[str]] | Sequence[dict[str, object]]
 #: ``True`` (a line on stderr), ``False``, or a function called with every job report (``GET /jobs/{id}``).
 ProgressOption = bool | Callable[[dict[str, Any]], None]
 FIT_PHASE = "fitting the model"  # service.progress.FIT_PHASE (the client imports nothing of the server)
+#: The options of :meth:`Client.fit_linear` that the client itself reads; every other option is a method's setting.
+_CLIENT_OPTIONS = ("intercept", "idempotency_key", "allow_unmeasured", "progress")
 
 __all__ = ["Client", "MarginaliaError", "marginal_frame"]
 
@@ -301,7 +302,10 @@ class Client(CollectionsClient):
         stored release can answer; otherwise a new release is made with ``epsilon``/``delta`` and charged.
         ``options``: ``intercept`` (default True), ``allow_unmeasured`` (let a release that did not measure
         every pair answer), ``idempotency_key``, ``progress``; for dp-iht ``sparsity`` (required),
-        ``iterations``, ``step``, ``clip_norm``, ``l2`` (the same settings later are answered by the stored model)."""
+        ``iterations``, ``step``, ``clip_norm``, ``l2`` (the same settings later are answered by the stored model). Any
+        other option is sent as a setting: the server refuses one the method does not take (a 422
+        ``invalid_request`` naming it, raised as :class:`MarginaliaError`), before anything is charged. ``seed`` is
+        refused here (a :class:`TypeError`): no server takes one."""
         return self._fit("linear", name, target, features, method, epsilon, delta, release, options)
 
     def fit_logistic(self, name: str, target: str, features: Sequence[str] | None = None, method: str = "dd-ssp",
@@ -314,16 +318,17 @@ class Client(CollectionsClient):
     def _fit(self, task: str, name: str, target: str, features: Sequence[str] | None, method: str,
              epsilon: float | None, delta: float | None, release: int | None,
              options: dict[str, Any]) -> FittedRegression:
-        settings = methods.option_names()  # the methods' declared settings (DP-IHT's), as the server's schema
-        allowed = {"intercept", "idempotency_key", "allow_unmeasured", "progress", *settings}
-        unknown = set(options) - allowed
-        if unknown:
-            raise TypeError(f"unknown option(s) {sorted(unknown)}; allowed: {', '.join(sorted(allowed))}")
+        # The method's settings (DP-IHT's sparsity, iterations...) go to the server as they are: it knows its methods
+        # and answers a 422 invalid_request naming a setting it does not take, so a client never refuses a setting
+        # that a newer server accepts, and ships without the server's catalog.
+        if "seed" in options:  # not a setting of any server, ever: the privacy of the release depends on it
+            raise TypeError(f"fit_{task} takes no seed: the server draws every random value from its own secure "
+                            "source (whoever chose a release's seed could subtract its noise)")
+        settings = {key: value for key, value in options.items() if key not in _CLIENT_OPTIONS}
         body: dict[str, object] = {"target": target, "method": method, "intercept": options.get("intercept", True)}
         for key, value in (("features", None if features is None else list(features)), ("epsilon", epsilon),
                            ("delta", delta), ("release", release),
-                           ("allow_unmeasured", options.get("allow_unmeasured")),
-                           *((key, options.get(key)) for key in settings)):
+                           ("allow_unmeasured", options.get("allow_unmeasured")), *settings.items()):
             if value is not None:
                 body[key] = value
         path = f"/datasets/{_segment(name)}/fit/{task}"

@@ -33,7 +33,10 @@ from db.engine import serialized_transaction, transaction
 from db.models import Dataset
 from service import interrupts
 from service.data import csv_chunks
-from service.data.engines.base import DEFAULT_ENGINE, SQL, STORE_ENGINES
+from service.data.engines.base import SQL
+from service.data.engines.duckdb_engine import StoredFile
+from service.data.engines.record import Location
+from service.data.engines.registry import DEFAULT_ENGINE, ENGINES, store_engines
 from service.data.engines.store import ParquetWriter, data_folder, new_file_name
 from service.errors import Conflict, InvalidInput, NotFound
 from workloads.binning import BinningError, BinningSpec, apply_spec, load_spec, offending_lines
@@ -174,7 +177,7 @@ def _store(
             written = writer.finish()
             with serialized_transaction(engine) as session:
                 dataset = _new_dataset(session, name, columns, source, store)
-                dataset.location = json.dumps({"file": written.name})
+                dataset.location = json.dumps(StoredFile(written.name).to_json())
                 dataset.row_count = rows
         except BaseException:
             writer.abort()
@@ -219,8 +222,9 @@ def _write_chunks(name: str, chunks: Iterator[np.ndarray], write: Callable[[np.n
 
 
 def _check_store(store: str) -> None:
-    if store not in STORE_ENGINES:
-        raise InvalidInput(f"engine must be one of {list(STORE_ENGINES)}, got {store!r}", code="invalid_parameter")
+    if store not in store_engines():
+        raise InvalidInput(f"engine must be one of {store_engines()}, got {store!r}", code="invalid_parameter")
+
 
 
 def check_name(name: str) -> None:
@@ -234,8 +238,8 @@ def check_name(name: str) -> None:
 def _coded_chunks(path: Path, domain: Domain, chunk_rows: int) -> Iterator[np.ndarray]:
     """Validate and yield chunks of codes (rows x attributes, domain order), vectorised: the C parser converts the
     numbers; a chunk whose columns are all integers, all within their domains, is checked in one comparison with the
-    sizes; otherwise each column is checked on its own (the first bad one named), and only a column the parser could
-    not convert is read again as strings."""
+    sizes; otherwise each column is checked on its own (every bad one named, with its first lines), and only a
+    column the parser could not convert is read again as strings."""
     sizes = np.asarray([a.size for a in domain.attributes], dtype=np.int64)
     for chunk in csv_chunks.chunks(path, chunk_rows):
         numbers = chunk.numbers()
@@ -245,6 +249,7 @@ def _coded_chunks(path: Path, domain: Domain, chunk_rows: int) -> Iterator[np.nd
                 yield codes
                 continue
         out = np.empty((len(chunk), len(domain)), dtype=np.int64)
+        problems = []
         for j, attribute in enumerate(domain.attributes):
             column = numbers[attribute.name]
             if pd.api.types.is_integer_dtype(column) or pd.api.types.is_float_dtype(column):
@@ -252,10 +257,16 @@ def _coded_chunks(path: Path, domain: Domain, chunk_rows: int) -> Iterator[np.nd
             else:
                 values = pd.to_numeric(column.astype(str).str.strip(), errors="coerce").to_numpy(dtype=float)
             not_integer = np.isnan(values) | (values != np.round(values))
-            _reject(chunk, attribute.name, not_integer, "an integer code")
-            out_of_range = (values < 0) | (values >= attribute.size)
-            _reject(chunk, attribute.name, out_of_range, f"a code in 0..{attribute.size - 1}")
-            out[:, j] = values.astype(np.int64)
+            out_of_range = ~not_integer & ((values < 0) | (values >= attribute.size))
+            for bad, expected in ((not_integer, "an integer code"),
+                                  (out_of_range, f"a code in 0..{attribute.size - 1}")):
+                if bad.any():
+                    problems.append(f"column {attribute.name!r}: a value is not {expected}, first on "
+                                    f"{offending_lines(bad, chunk.lines)}")
+            if not problems:
+                out[:, j] = values.astype(np.int64)
+        if problems:  # every column at fault, so that one round of fixes is enough
+            raise InvalidInput(f"{chunk.path}, {'; '.join(problems)}. Nothing was stored.", code="invalid_value")
         yield out
 
 
@@ -266,16 +277,6 @@ def _raw_chunks(path: Path, spec: BinningSpec, chunk_rows: int) -> Iterator[np.n
             yield apply_spec(spec, chunk.strings(), lines=chunk.lines)
         except BinningError as exc:
             raise InvalidInput(f"{path}: {exc}", code="invalid_value") from None
-
-
-def _reject(chunk: csv_chunks.Chunk, column: str, bad: np.ndarray, expected: str) -> None:
-    if not bad.any():
-        return
-    raise InvalidInput(
-        f"{chunk.path}, column {column!r}: a value is not {expected}, first on {offending_lines(bad, chunk.lines)}. "
-        "Nothing was stored.",
-        code="invalid_value",
-    )
 
 
 # reading ------------------------------------------------------------------------------------------
@@ -293,9 +294,10 @@ class StoredDataset:
     data_table: str
     sql_columns: dict[str, str]
     labels: dict[str, list[str]] = field(default_factory=dict)
-    #: where the rows live (:mod:`service.data.engines`) and the engine's location JSON (never shown to analysts)
+    #: where the rows live: the engine (:mod:`service.data.engines.registry`) and its typed location, read from the
+    #: stored JSON (never shown to analysts; None: the engine's location stored as NULL, a ``data_<id>`` table)
     engine: str = SQL
-    location: dict[str, object] | None = None
+    location: Location | None = None
 
     def labels_of(self, attributes: Sequence[str]) -> dict[str, list[str]]:
         return {a: self.labels[a] for a in attributes if a in self.labels}
@@ -304,8 +306,7 @@ class StoredDataset:
     def privacy_unit(self) -> str | None:
         """The column whose value is one privacy unit (``dataset attach --privacy-unit``; docs/privacy.md 1.1), or
         None when every row is one. Public: it says what every guarantee and every count is about."""
-        unit = (self.location or {}).get("privacy_unit")
-        return None if unit is None else str(unit)
+        return None if self.location is None else self.location.privacy_unit
 
 
 def stored_dataset(dataset: Dataset) -> StoredDataset:
@@ -320,8 +321,15 @@ def stored_dataset(dataset: Dataset) -> StoredDataset:
         sql_columns={c["name"]: c["sql"] for c in columns},
         labels={c["name"]: list(c["labels"]) for c in columns if "labels" in c},
         engine=dataset.engine,
-        location=json.loads(dataset.location) if dataset.location else None,
+        location=_location(dataset),
     )
+
+
+def _location(dataset: Dataset) -> Location | None:
+    """The typed location of the stored ``dataset``; None for an engine this service does not register (opening it
+    is then refused, naming the engine: :func:`service.data.engines.registry.open_table`)."""
+    record = ENGINES.find(dataset.engine)
+    return None if record is None else record.read(dataset.location)
 
 
 def get_dataset(engine: Engine, name: str) -> StoredDataset:

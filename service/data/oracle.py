@@ -6,7 +6,10 @@ for one release. It is engine-agnostic: the counting itself is a :class:`service
 Marginals come back as counts (``GROUP BY``). The mechanisms that genuinely need row-level data
 read :meth:`TableCountOracle.distinct_rows`, the distinct rows with their counts (also a ``GROUP BY``: memory bounded
 by the distinct rows, not by the table's length); nothing reads every row's codes into memory any more. DP-IHT asks
-:meth:`TableCountOracle.clipped_gradient_sums` instead, one float per attribute code per iteration.
+:meth:`TableCountOracle.clipped_gradient_sums` instead (a :class:`GradientQuery`), one float per attribute code per
+iteration, where the engine sums them in one scan (:attr:`TableCountOracle.gradient_sums_in_one_scan`), with the
+table's :meth:`~TableCountOracle.row_count`. A mechanism asks the oracle only, never its engine (``table``), so it
+runs the same over every engine (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -19,9 +22,11 @@ from sqlalchemy import Engine
 
 from service.data.datasets import StoredDataset
 from service.data.engines.base import TableEngine, codes_outside_domain
-from service.data.engines.gradients import GradientQuery
+from service.data.engines.queries import GradientQuery
 from service.data.engines.registry import open_table
 from workloads.domain import Domain
+
+__all__ = ["GradientQuery", "TableCountOracle", "marginalize", "plan_cover"]
 
 #: Largest marginal, in cells, that :meth:`TableCountOracle.counts_many` counts in SQL so as to answer several
 #: requested marginals from it by summation (chosen by ``benchmarks/counting.py``, see benchmarks/README.md).
@@ -193,6 +198,17 @@ class TableCountOracle:
         cached = marginalize(self._cache[superset], superset, attributes)
         self._cache[attributes] = cached
         return cached
+
+    @property
+    def gradient_sums_in_one_scan(self) -> bool:
+        """Whether the engine computes :meth:`clipped_gradient_sums` in one scan of the table (DuckDB, PostgreSQL,
+        Spark); where it does not (SQLite), a mechanism reads :meth:`distinct_rows` once instead."""
+        return bool(self.table.gradient_sums_in_one_scan)
+
+    def row_count(self) -> int:
+        """The exact number of rows of the table (DP-IHT's ``n`` on the engine path; only a release may call this,
+        as for :meth:`distinct_rows`: the mechanism releases it only through its noise)."""
+        return self.table.row_count()
 
     def clipped_gradient_sums(self, query: GradientQuery) -> list[np.ndarray]:
         """DP-IHT's per-(attribute, code) sums of clipped per-row weights, computed by the engine in one

@@ -21,7 +21,10 @@ from db.engine import serialized_transaction
 from db.models import Dataset
 from service import interrupts
 from service.data.datasets import CHUNK_ROWS, StoredDataset, get_dataset
-from service.data.engines.base import DUCKDB, SQL, STORE_ENGINES, codes_outside_domain
+from service.data.engines.base import DUCKDB, SQL, codes_outside_domain
+from service.data.engines.duckdb_engine import StoredFile
+from service.data.engines.registry import store_engines
+from service.data.engines.sql_engine import ServiceTable
 from service.data.engines.store import ParquetWriter, data_folder, new_file_name
 from service.errors import Conflict, InvalidInput
 
@@ -29,12 +32,12 @@ from service.errors import Conflict, InvalidInput
 def migrate_dataset(engine: Engine, name: str, to: str, *, progress: Callable[[int, int], None] | None = None,
                     chunk_rows: int = CHUNK_ROWS) -> StoredDataset:
     """Move dataset ``name`` to engine ``to`` (module docstring); returns the dataset as now stored."""
-    if to not in STORE_ENGINES:
-        raise InvalidInput(f"engine must be one of {list(STORE_ENGINES)}, got {to!r}", code="invalid_parameter")
+    if to not in store_engines():
+        raise InvalidInput(f"engine must be one of {store_engines()}, got {to!r}", code="invalid_parameter")
     dataset = get_dataset(engine, name)
     if dataset.engine == to:
         raise Conflict(f"dataset {name!r} already lives in the {to} engine; nothing to do", code="already_there")
-    if (dataset.engine, to) != (SQL, DUCKDB) or dataset.location is not None:
+    if (dataset.engine, to) != (SQL, DUCKDB) or dataset.location != ServiceTable():
         raise InvalidInput(f"dataset {name!r} lives in the {dataset.engine} engine: only SQL tables migrate (to "
                            "duckdb); an attached table stays where it lives", code="invalid_parameter")
     columns = [dataset.sql_columns[a] for a in dataset.domain.names]
@@ -58,7 +61,7 @@ def migrate_dataset(engine: Engine, name: str, to: str, *, progress: Callable[[i
             if row.engine != SQL:
                 raise Conflict(f"dataset {name!r} was migrated by someone else meanwhile", code="dataset_changed")
             row.engine = DUCKDB
-            row.location = json.dumps({"file": written.name})
+            row.location = json.dumps(StoredFile(written.name).to_json())
             session.connection().execute(text(f"DROP TABLE {dataset.data_table}"))
     except BaseException:
         writer.abort()

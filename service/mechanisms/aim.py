@@ -37,6 +37,7 @@ import numpy as np
 
 from estimators.graphical import factors, junction_tree, mbi_adapter, mirror_descent
 from service.mechanisms.base import CountOracle, MechanismError, MechanismResult, Progress, fit_progress, no_progress
+from service.mechanisms.payloads import MarginalsPayload
 from service.mechanisms.selection import CachedCounts, Ledger, check_rho, clique_key, downward_closure, measure, select
 from service.privacy.calibration import exponential_epsilon, exponential_rho, gaussian_rho, gaussian_sigma2_exact
 from service.privacy.cost import PrivacyCost
@@ -199,7 +200,8 @@ def run_aim(
         "model_size_mb": model.size_mb(),
         "fit_iterations": model.iterations,
     }
-    return MechanismResult(measurements, mbi_adapter.fit_to_mbi(model), PrivacyCost(rho=ledger.total), details)
+    return MechanismResult(PrivacyCost(rho=ledger.total),
+                           MarginalsPayload(measurements, model=mbi_adapter.fit_to_mbi(model)), details)
 
 
 def _positive_int(name: str, value: object) -> int:

@@ -1,10 +1,11 @@
-"""What every marginal mechanism receives and returns.
+"""What every mechanism receives and returns.
 
-A mechanism sees sensitive data only through a :class:`CountOracle` (exact counts, computed by the
-database with ``GROUP BY``) and draws every random value from the project's one
-:class:`service.privacy.noise.NoiseSource`. It returns a :class:`MechanismResult`: the noisy measurements,
-the fitted graphical model that answers any marginal afterwards, and the privacy it actually used,
-which the release engine checks against what the accountant charged.
+A mechanism sees sensitive data only through the count oracle (:class:`CountOracle`: exact counts, computed by the
+data engine with ``GROUP BY``; the mechanisms that fit a model also read distinct rows with their counts or clipped
+gradient sums through it, :class:`service.data.oracle.TableCountOracle`) and draws every random value from the
+project's one :class:`service.privacy.noise.NoiseSource`. It returns a :class:`MechanismResult`, whatever its kind:
+the privacy it actually used (which the release engine checks against what the accountant charged), its payload (of
+its kind's type, :mod:`service.mechanisms.payloads`: what the release stores) and its public details.
 """
 
 from __future__ import annotations
@@ -14,9 +15,7 @@ from typing import Protocol
 
 import numpy as np
 
-from estimators.graphical.mbi_adapter import Model
-from estimators.graphical.mirror_descent import Measurement
-from estimators.residual.reconstruct import NoisyResiduals
+from service.mechanisms.payloads import Payload
 from service.mechanisms.progress import FIT_PHASE, Progress, fit_progress, no_progress
 from service.privacy.cost import PrivacyCost
 from workloads.domain import Domain
@@ -42,16 +41,12 @@ class MechanismError(ValueError):
     Raised before any noise is drawn, so the release is rolled back and nothing is charged."""
 
 
-
-
 @dataclass
 class MechanismResult:
-    """``model``: the fitted graphical model (MST, AIM); None for a release stored as its noisy ``residuals``
-    (residual, and the direct laplace and gaussian releases since issue 9), which answers without a model and fits
-    one only when an answer needs it (service/releases/stored_models.py)."""
+    """What a run of any mechanism returns: ``cost``, what it used; ``payload``, what the release stores (the type of
+    its kind, :attr:`service.releases.kinds.KindSpec.payload_type`); ``details``, public numbers stored beside it
+    (functions of the request and the charge, and of the noisy output only)."""
 
-    measurements: list[Measurement]
-    model: Model | None
     cost: PrivacyCost
+    payload: Payload
     details: dict[str, object] = field(default_factory=dict)
-    residuals: NoisyResiduals | None = None

@@ -7,7 +7,8 @@ docs/privacy.md.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Sequence
+from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from service.mechanisms.cliques import fitted_cliques, tree_cliques
@@ -120,10 +121,34 @@ def _dp_iht(request: RunRequest) -> Runner:
     return DPIHTRelease(request.design, request.cost.rho, request.options)
 
 
-def _dp_iht_settings(design: DesignEncoding, options: Mapping[str, object] | None) -> dict[str, object]:
+def _dp_iht_settings(design: DesignEncoding, options: dict[str, object]) -> dict[str, object]:
     from service.mechanisms.dp_iht import resolve_options
 
     return resolve_options(design, options)
+
+
+def _gram_params(design: DesignEncoding, delta: Fraction) -> dict[str, object]:
+    from service.mechanisms.gram import release_params
+
+    return release_params(design, delta)
+
+
+def _weighted_plan(design: DesignEncoding, attributes: Sequence[str]) -> dict[str, object]:  # noqa: ARG001
+    """A regression's residual plan weights its loss toward that regression's Z^T Z (service/mechanisms/residual.py)."""
+    return {"regression": design.to_dict()}
+
+
+def _used_columns_first(design: DesignEncoding, attributes: Sequence[str]) -> dict[str, object]:  # noqa: ARG001
+    """A regression's AIM spends nothing on the 1-way marginals of columns the regression does not use."""
+    return {"initial_cliques": [[a] for a in attributes]}
+
+
+#: What a fit answered by a model release reports besides the model: public calibration constants only (no solver
+#: diagnostics: whether and how fast the solver converged depends on the data).
+OBJPERT_PUBLIC_DETAILS = ("regularization", "noise_std", "output_noise_std", "gradient_tolerance")
+#: DP-IHT's: its settings (as declared) and its calibration.
+DP_IHT_PUBLIC_DETAILS = (*(option.name for option in DP_IHT_OPTIONS), "rho", "rho_count", "rho_per_iteration",
+                         "sigma_gradient", "sigma_count")
 
 
 register(MechanismSpec(
@@ -141,23 +166,22 @@ register(MechanismSpec(
 register(MechanismSpec(
     "aim", ReleaseKind.MARGINALS, PrivacyNotion.ZCDP, _aim,
     "AIM (McKenna et al. 2022): adaptive, workload-aware selection and measurement of marginals",
-    options=AIM_OPTIONS,
-    answers=MARGINAL_ANSWERS))
+    options=AIM_OPTIONS, answers=MARGINAL_ANSWERS, regression_options=_used_columns_first))
 register(MechanismSpec(
     "residual", ReleaseKind.MARGINALS, PrivacyNotion.ZCDP, _residual,
     "ResidualPlanner (Xiao, He, Zhang & Kifer 2023): the optimal Gaussian plan for the workload; unbiased answers "
     "with standard errors, no model unless one is needed",
-    options=RESIDUAL_OPTIONS, answers=MARGINAL_ANSWERS))
+    options=RESIDUAL_OPTIONS, answers=MARGINAL_ANSWERS, regression_options=_weighted_plan))
 register(MechanismSpec(
     "adassp", ReleaseKind.GRAM, PrivacyNotion.ZCDP, _adassp_gram,
     "the noisy Gram matrix and lambda_min of AdaSSP (Wang 2018, Alg. 2) over a set of encoded columns",
-    uses_workload=False, answers=frozenset({"adassp"})))
+    uses_workload=False, answers=frozenset({"adassp"}), release_params=_gram_params))
 register(MechanismSpec(
     "objpert", ReleaseKind.MODEL, PrivacyNotion.APPROXIMATE, _objpert,
     "approximate minima perturbation (Iyengar et al. 2019, Alg. 1) of a logistic regression",
-    uses_workload=False, answers=frozenset({"objpert"})))
+    uses_workload=False, answers=frozenset({"objpert"}), public_details=OBJPERT_PUBLIC_DETAILS))
 register(MechanismSpec(
     "dp-iht", ReleaseKind.MODEL, PrivacyNotion.ZCDP, _dp_iht,
     "DP-IHT (Wang & Xu 2019, Alg. 3): a sparse linear or logistic model by noisy iterative hard thresholding",
-    options=DP_IHT_OPTIONS,
-    uses_workload=False, answers=frozenset({"dp-iht"}), resolve_settings=_dp_iht_settings))
+    options=DP_IHT_OPTIONS, uses_workload=False, answers=frozenset({"dp-iht"}), resolve_settings=_dp_iht_settings,
+    public_details=DP_IHT_PUBLIC_DETAILS))

@@ -27,13 +27,16 @@ exact variance of its noise (:func:`service.privacy.calibration.discrete_laplace
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from fractions import Fraction
+
+import numpy as np
 
 from estimators.graphical import junction_tree
 from estimators.graphical.mirror_descent import Measurement
 from estimators.residual.reconstruct import NoisyMarginal, residuals_from_marginals
 from service.mechanisms.base import CountOracle, MechanismError, MechanismResult, Progress, no_progress
+from service.mechanisms.payloads import MarginalsPayload
 from service.mechanisms.selection import CachedCounts
 from service.privacy.calibration import (
     discrete_gaussian_variance,
@@ -76,54 +79,52 @@ def check_laplace_scales(workload: Sequence[Query], epsilon: Fraction) -> None:
                 "marginals or with weights less far apart")
 
 
-def run_laplace(
-    oracle: CountOracle,
-    workload: Sequence[Query],
-    epsilon: Fraction,
-    noise: NoiseSource,
-    *,
-    max_model_size: float = DEFAULT_MAX_MODEL_SIZE_MB,
-    iters: int = DEFAULT_ITERS,
-    progress: Progress = no_progress,
-) -> MechanismResult:
-    _check_workload(oracle, workload)
-    measurements = []
-    steps = len(workload) + 1
-    counter = _counter(oracle, workload)
-    for i, (query, eps_i) in enumerate(zip(workload, _shares(workload, epsilon), strict=True)):
-        progress(i, steps, f"measuring {'×'.join(query.attributes)}")
-        counts = counter.counts(query.attributes)
-        scale = laplace_scale_exact(eps_i, 1)
-        noisy = counts + noise.discrete_laplace(scale, counts.size).reshape(counts.shape)
-        measurements.append(Measurement(query.attributes, noisy.astype(float),
-                                        math.sqrt(discrete_laplace_variance(scale))))
-        progress(i + 1, steps, f"measured {'×'.join(query.attributes)}")
-    return _result(oracle, measurements, PrivacyCost(epsilon=epsilon), progress, steps)
+#: How one marginal is perturbed at its share of the budget: ``perturb(noise, counts, share) -> (noisy, stddev)``, the
+#: noisy counts and the standard deviation of each cell's noise.
+Perturb = Callable[[NoiseSource, np.ndarray, Fraction], tuple[np.ndarray, float]]
+#: ``run(oracle, workload, budget, noise, *, max_model_size, iters, progress)``: a direct release at ``budget``.
+DirectRun = Callable[..., MechanismResult]
 
 
-def run_gaussian(
-    oracle: CountOracle,
-    workload: Sequence[Query],
-    rho: Fraction,
-    noise: NoiseSource,
-    *,
-    max_model_size: float = DEFAULT_MAX_MODEL_SIZE_MB,
-    iters: int = DEFAULT_ITERS,
-    progress: Progress = no_progress,
-) -> MechanismResult:
-    _check_workload(oracle, workload)
-    measurements = []
-    steps = len(workload) + 1
-    counter = _counter(oracle, workload)
-    for i, (query, rho_i) in enumerate(zip(workload, _shares(workload, rho), strict=True)):
-        progress(i, steps, f"measuring {'×'.join(query.attributes)}")
-        counts = counter.counts(query.attributes)
-        sigma2 = gaussian_sigma2_exact(rho_i)
-        noisy = counts + noise.discrete_gaussian(sigma2, counts.size).reshape(counts.shape)
-        measurements.append(Measurement(query.attributes, noisy.astype(float),
-                                        math.sqrt(discrete_gaussian_variance(sigma2))))
-        progress(i + 1, steps, f"measured {'×'.join(query.attributes)}")
-    return _result(oracle, measurements, PrivacyCost(rho=rho), progress, steps)
+def _laplace_noise(noise: NoiseSource, counts: np.ndarray, eps_i: Fraction) -> tuple[np.ndarray, float]:
+    scale = laplace_scale_exact(eps_i, 1)
+    noisy = counts + noise.discrete_laplace(scale, counts.size).reshape(counts.shape)
+    return noisy, math.sqrt(discrete_laplace_variance(scale))
+
+
+def _gaussian_noise(noise: NoiseSource, counts: np.ndarray, rho_i: Fraction) -> tuple[np.ndarray, float]:
+    sigma2 = gaussian_sigma2_exact(rho_i)
+    noisy = counts + noise.discrete_gaussian(sigma2, counts.size).reshape(counts.shape)
+    return noisy, math.sqrt(discrete_gaussian_variance(sigma2))
+
+
+def _direct(perturb: Perturb, cost: Callable[[Fraction], PrivacyCost]) -> DirectRun:
+    """The direct release whose marginals get ``perturb``'s noise and which costs ``cost(budget)``."""
+
+    def run(oracle: CountOracle, workload: Sequence[Query], budget: Fraction, noise: NoiseSource, *,
+            max_model_size: float = DEFAULT_MAX_MODEL_SIZE_MB, iters: int = DEFAULT_ITERS,
+            progress: Progress = no_progress) -> MechanismResult:
+        """Each marginal of ``workload`` counted and perturbed once at its share of ``budget`` (module docstring),
+        then the release of its residuals. ``max_model_size`` and ``iters`` bound the model fitted lazily (they are
+        stored in the release's options and read by :mod:`service.releases.stored_models`)."""
+        _check_workload(oracle, workload)
+        measurements = []
+        steps = len(workload) + 1
+        counter = _counter(oracle, workload)
+        for i, (query, share) in enumerate(zip(workload, _shares(workload, budget), strict=True)):
+            progress(i, steps, f"measuring {'×'.join(query.attributes)}")
+            noisy, stddev = perturb(noise, counter.counts(query.attributes), share)
+            measurements.append(Measurement(query.attributes, noisy.astype(float), stddev))
+            progress(i + 1, steps, f"measured {'×'.join(query.attributes)}")
+        return _result(oracle, measurements, cost(budget), progress, steps)
+
+    return run
+
+
+#: ``laplace``: epsilon-DP, discrete Laplace noise on every marginal (module docstring).
+run_laplace = _direct(_laplace_noise, lambda epsilon: PrivacyCost(epsilon=epsilon))
+#: ``gaussian``: rho-zCDP, discrete Gaussian noise on every marginal (module docstring).
+run_gaussian = _direct(_gaussian_noise, lambda rho: PrivacyCost(rho=rho))
 
 
 def _counter(oracle: CountOracle, workload: Sequence[Query]) -> CachedCounts:
@@ -151,4 +152,4 @@ def _result(oracle: CountOracle, measurements: list[Measurement], cost: PrivacyC
                                                          for m in measurements])
     progress(steps, steps, "reconstructed the residuals")
     details = {"measured": [list(m.attributes) for m in measurements], "residuals": len(residuals.residuals)}
-    return MechanismResult(measurements, None, cost, details, residuals=residuals)
+    return MechanismResult(cost, MarginalsPayload(measurements, residuals=residuals), details)

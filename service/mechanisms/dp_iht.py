@@ -9,11 +9,12 @@ the accountant's grid that satisfies it (:meth:`service.mechanisms.registry.Mech
 (``COUNT_SHARE``) and ``iterations`` equal Gaussian releases of the clipped gradient sum, so the ledger's charge is the
 calibration's total, exactly.
 
-Settings (``options`` of the release, checked and completed by :func:`resolve_options` before anything is reserved,
-and stored with the release so that only an identical request reuses it):
+Settings (``options`` of the release, declared with their bounds and defaults in :mod:`service.mechanisms.catalog`,
+checked there once and completed by :func:`resolve_options` before anything is reserved, and stored with the release
+so that only an identical request reuses it):
 
 * ``sparsity`` (required): ``k``, counted over the encoded columns *and* the intercept when the design has one;
-* ``iterations`` (``T``, default :data:`DEFAULT_ITERATIONS`);
+* ``iterations`` (``T``, the declared default);
 * ``step`` (``eta``): default ``1 / L`` with ``L = B^2 / 4 + l2`` (logistic) or ``B^2 + l2`` (linear), ``B`` the
   design's bound on ``||x||`` (intercept included): ``L`` bounds the smoothness of the average loss on every dataset,
   so the default is a public number;
@@ -22,11 +23,12 @@ and stored with the release so that only an identical request reuses it):
 * ``l2``: the data-free penalty ``(l2 / 2) ||theta||^2`` (default 0; Sec. 7.2 uses ``1e-3`` with the logistic loss).
 
 Every iteration uses every row (no subsampling) and clips each row's gradient on its own. Where the data engine
-computes the clipped gradient sum in one scan (DuckDB, PostgreSQL, Spark: ``gradient_sums_in_one_scan``), each
-iteration asks it for that sum (:class:`EngineGradients`, :mod:`service.data.engines.gradients`): the design is
-additive per attribute, so the engine returns one float per (attribute, code) and no row leaves it; ``n`` is the
-engine's row count, and memory is a few floats per code, so no distinct-row cap applies. On SQLite (one scan per
-attribute per iteration there) it reads the table's distinct rows with their counts once
+computes the clipped gradient sum in one scan (DuckDB, PostgreSQL, Spark: the count oracle's
+``gradient_sums_in_one_scan``), each iteration asks the count oracle for that sum (:class:`EngineGradients`,
+:mod:`service.data.engines.gradients`): the design is additive per attribute, so the engine returns one float per
+(attribute, code) and no row leaves it; ``n`` is the oracle's row count, and memory is a few floats per code, so no
+distinct-row cap applies. On SQLite (one scan per attribute per iteration there) it reads the table's distinct rows
+with their counts once
 (:func:`service.mechanisms.row_memory.weighted_design`): the count-weighted sum of the distinct rows' clipped
 gradients is exactly the sum over the rows, ``n`` is the sum of the counts, memory is bounded by the distinct rows, and
 a design whose public memory estimate exceeds the budget is refused before any noise (refunded). Both paths compute
@@ -46,48 +48,23 @@ import numpy as np
 
 from estimators.base import EstimatorError
 from estimators.central.dp_iht import DPIHTCalibration, DPIHTLinearRegression, DPIHTLogisticRegression
-from service.data.engines.gradients import GradientQuery
+from service.data.oracle import GradientQuery
 from service.mechanisms.base import MechanismError, MechanismResult, Progress, no_progress
-from service.mechanisms.objpert import ModelPayload
+from service.mechanisms.payloads import ModelPayload
 from service.mechanisms.row_memory import weighted_design
 from service.privacy.cost import PrivacyCost
-from workloads import parameters
 from workloads.encodings import INTERCEPT_NAME, DesignEncoding
 
 if TYPE_CHECKING:
     from service.data.oracle import TableCountOracle
     from service.privacy.noise import NoiseSource
 
-#: T when the request does not say.
-DEFAULT_ITERATIONS = 50
 #: The share of rho spent on the private row count ``n_hat`` (the rest is split equally among the iterations).
 COUNT_SHARE = Fraction(1, 10)
-#: The most iterations a request may ask for (each one reads every row once).
-MAX_ITERATIONS = 10_000
-#: The settings a request may give.
-OPTION_NAMES = ("sparsity", "iterations", "step", "clip_norm", "l2")
 
 
 def _fail(message: str) -> MechanismError:
     return MechanismError(f"dp-iht: {message}")
-
-
-def _number(name: str, value: object, *, positive: bool) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
-        raise _fail(f"{name} must be a number, got {value!r}")
-    number = float(value)
-    if not math.isfinite(number) or number < 0 or (positive and number == 0):
-        raise _fail(f"{name} must be a finite number {'> 0' if positive else '>= 0'}, got {value!r}")
-    return number
-
-
-def _integer(name: str, value: object, minimum: int = 1) -> int:
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    try:
-        return parameters.check_count(name, value, minimum)
-    except parameters.ParameterError as exc:
-        raise _fail(str(exc)) from None
 
 
 def dimension(design: DesignEncoding) -> int:
@@ -103,34 +80,27 @@ def smoothness_bound(design: DesignEncoding, l2: float) -> float:
     return (bound / 4.0 if design.task == "logistic" else bound) + l2
 
 
-def resolve_options(design: DesignEncoding, options: Mapping[str, object] | None) -> dict[str, object]:
-    """The complete, checked settings of a DP-IHT release on ``design`` (module docstring for the defaults).
-
-    Raises :class:`MechanismError` naming the setting (sparsity missing, below 1 or above the number of coefficients,
-    iterations below 1, a step, clip norm or penalty that is not a finite positive number...)."""
-    given = dict(options or {})
-    unknown = sorted(set(given) - set(OPTION_NAMES))
-    if unknown:
-        raise _fail(f"unknown setting(s) {unknown}; it takes {list(OPTION_NAMES)}")
-    if given.get("sparsity") is None:
+def resolve_options(design: DesignEncoding, options: Mapping[str, object]) -> dict[str, object]:
+    """The complete settings of a DP-IHT release on ``design`` (module docstring for the defaults), from ``options``
+    already checked against their declarations and completed with the declared defaults
+    (:meth:`service.mechanisms.registry.MechanismSpec.settings`, the one place they are checked): what is left are
+    the rules that depend on the design. Raises :class:`MechanismError` naming the setting (sparsity missing, or
+    above the number of coefficients)."""
+    if options.get("sparsity") is None:
         raise _fail("sparsity is required (the number of non-zero coefficients to keep, --sparsity)")
     p = dimension(design)
-    sparsity = _integer("sparsity", given["sparsity"])
+    sparsity = int(options["sparsity"])  # type: ignore[call-overload]
     if sparsity > p:
         where = " (the intercept included)" if design.intercept else ""
         raise _fail(f"sparsity must be at most the number of coefficients p={p}{where}, got {sparsity}")
-    iterations = _integer("iterations", given.get("iterations", DEFAULT_ITERATIONS))
-    if iterations > MAX_ITERATIONS:
-        raise _fail(f"iterations must be at most {MAX_ITERATIONS}, got {iterations}")
-    l2 = _number("l2", given.get("l2", 0.0), positive=False) if given.get("l2") is not None else 0.0
-    step = given.get("step")
-    step = 1.0 / smoothness_bound(design, l2) if step is None else _number("step", step, positive=True)
-    clip = given.get("clip_norm")
+    l2 = float(options["l2"])  # type: ignore[arg-type]
+    step = options.get("step")
+    clip = options.get("clip_norm")
     if clip is None:
         clip = design.feature_norm_bound() * (1.0 if design.task == "logistic" else 2.0)
-    else:
-        clip = _number("clip_norm", clip, positive=True)
-    return {"sparsity": sparsity, "iterations": iterations, "step": step, "clip_norm": clip, "l2": l2}
+    return {"sparsity": sparsity, "iterations": int(options["iterations"]),  # type: ignore[call-overload]
+            "step": 1.0 / smoothness_bound(design, l2) if step is None else float(step),  # type: ignore[arg-type]
+            "clip_norm": float(clip), "l2": l2}  # type: ignore[arg-type]
 
 
 class EngineGradients:
@@ -163,19 +133,20 @@ class EngineGradients:
 
 
 class DPIHTRelease:
-    """A release runner for :func:`service.releases.engine.run_release` (``runner=release``,
-    ``encode_payload=release.encode``), built by the registry (:mod:`service.mechanisms.catalog`).
+    """A release runner for :func:`service.releases.engine.run_release`, built by the registry
+    (:mod:`service.mechanisms.catalog`); its result's payload is a :class:`~service.mechanisms.payloads.ModelPayload`.
 
-    ``rho`` is the charge (exact, > 0); ``options`` are resolved by :func:`resolve_options`. Everything is checked
-    here, before the engine reserves anything; the calibration's total equals ``rho`` exactly (a check, not a hope).
+    ``rho`` is the charge (exact, > 0); ``settings`` are complete (:meth:`MechanismSpec.settings
+    <service.mechanisms.registry.MechanismSpec.settings>`, which checks them once). The calibration is computed here,
+    before the engine reserves anything; its total equals ``rho`` exactly (a check, not a hope).
     """
 
-    def __init__(self, design: DesignEncoding, rho: Fraction, options: Mapping[str, object] | None = None) -> None:
+    def __init__(self, design: DesignEncoding, rho: Fraction, settings: Mapping[str, object]) -> None:
         rho = Fraction(rho)
         if rho <= 0:
             raise _fail(f"rho must be > 0, got {rho}")
         self.design = design
-        self.options = resolve_options(design, options)
+        self.options = dict(settings)
         self.cost = PrivacyCost(rho=rho)
         estimator_class = DPIHTLogisticRegression if design.task == "logistic" else DPIHTLinearRegression
         self.estimator = estimator_class(
@@ -187,7 +158,6 @@ class DPIHTRelease:
             raise _fail(str(exc)) from None
         if self.calibration.rho_total != rho:  # the split is exact by construction; never charge what is not spent
             raise _fail(f"calibration total {self.calibration.rho_total} differs from the charge {rho}")
-        self.payload: ModelPayload | None = None
 
     @property
     def attributes(self) -> Sequence[str]:
@@ -214,10 +184,10 @@ class DPIHTRelease:
         self, oracle: TableCountOracle, noise: NoiseSource, progress: Progress = no_progress
     ) -> MechanismResult:
         try:
-            if getattr(oracle.table, "gradient_sums_in_one_scan", False):
+            if oracle.gradient_sums_in_one_scan:
                 progress(1, 2, "the engine sums the clipped gradients in one scan per iteration")
                 self.estimator.fit_gradients(EngineGradients(oracle, self.design, self.estimator.loss),
-                                             oracle.table.row_count(), dimension(self.design), noise.gaussian,
+                                             oracle.row_count(), dimension(self.design), noise.gaussian,
                                              self.coefficient_names)
             else:
                 X, y, counts = weighted_design(oracle, self.design, "dp-iht", certified=False)
@@ -230,10 +200,5 @@ class DPIHTRelease:
         progress(2, 2, f"ran {self.calibration.iterations} noisy hard-thresholding iterations")
         theta = [float(c) for c in self.estimator.coef_]
         intercept = theta.pop(0) if self.design.intercept else None
-        self.payload = ModelPayload(tuple(self.design.feature_names), tuple(theta), intercept)
-        return MechanismResult([], None, self.cost, self.public_details())  # type: ignore[arg-type]
-
-    def encode(self, result: MechanismResult) -> bytes:  # noqa: ARG002 - the payload is kept on the runner
-        if self.payload is None:
-            raise RuntimeError("the DP-IHT release has not run")
-        return self.payload.to_bytes()
+        payload = ModelPayload(tuple(self.design.feature_names), tuple(theta), intercept)
+        return MechanismResult(self.cost, payload, self.public_details())

@@ -44,8 +44,6 @@ minimum eigenvalue, a real number, gets continuous Gaussian noise (from the OS C
 
 from __future__ import annotations
 
-import io
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -57,6 +55,7 @@ import numpy as np
 from estimators.central.adassp import AdaSSPNoiseScales, lambda_min_shift, ridge_offset
 from estimators.central.sufficient_stats import GramStatistics, gram_from_marginals
 from service.mechanisms.base import CountOracle, MechanismError, MechanismResult, Progress, no_progress
+from service.mechanisms.payloads import GramPayload
 from service.privacy import calibration
 from service.privacy.calibration import float_down, float_up, sqrt_up
 from service.privacy.cost import PrivacyCost
@@ -93,6 +92,14 @@ def column_spec(design: DesignEncoding) -> dict[str, object]:
         "encodings": {enc.attribute: encoding(enc) for enc in design.attribute_encodings},
         "intercept": design.intercept,
     }
+
+
+def release_params(design: DesignEncoding, delta: Fraction) -> dict[str, object]:
+    """What a Gram release of ``design``'s columns stores beside its payload: the columns, and the constants of Alg. 2
+    that answering reads back (the confidence ``delta`` of the request, the failure probability, the share of rho
+    spent on ``lambda_min``)."""
+    return {"columns": column_spec(design), "confidence_delta": float(delta), "failure_prob": DEFAULT_FAILURE_PROB,
+            "lambda_share": str(DEFAULT_LAMBDA_SHARE)}
 
 
 # calibration --------------------------------------------------------------------------------------
@@ -205,29 +212,6 @@ def calibrate(design: DesignEncoding, rho: Fraction, lambda_share: Fraction = DE
     )
 
 
-# the payload --------------------------------------------------------------------------------------
-@dataclass(frozen=True, eq=False)
-class GramPayload:
-    """What a Gram release stores: the noisy ``Z^T Z`` (rows/columns named ``names``) and noisy ``lambda_min``."""
-
-    names: tuple[str, ...]
-    zz: np.ndarray
-    lambda_min_noisy: float
-
-    def to_bytes(self) -> bytes:
-        buffer = io.BytesIO()
-        header = np.frombuffer(json.dumps({"names": list(self.names), "format": 1}).encode(), dtype=np.uint8)
-        np.savez_compressed(buffer, zz=np.asarray(self.zz, dtype=np.float64),
-                            lambda_min=np.array([self.lambda_min_noisy]), header=header)
-        return buffer.getvalue()
-
-    @classmethod
-    def from_bytes(cls, payload: bytes) -> GramPayload:
-        with np.load(io.BytesIO(payload), allow_pickle=False) as npz:
-            header = json.loads(npz["header"].tobytes().decode())
-            return cls(tuple(header["names"]), np.array(npz["zz"]), float(npz["lambda_min"][0]))
-
-
 # the mechanism ------------------------------------------------------------------------------------
 def exact_gram(oracle: CountOracle, design: DesignEncoding) -> GramStatistics:
     """``Z^T Z`` from exact 1- and 2-way counts (Prop. 3.2 with exact marginals equals the row computation), in
@@ -271,8 +255,8 @@ def integer_gram(oracle: CountOracle, design: DesignEncoding, integral: Integral
 
 
 class GramRelease:
-    """A release runner for :func:`service.releases.engine.run_release` (``runner=release``,
-    ``encode_payload=release.encode``), built by the registry (:mod:`service.mechanisms.catalog`).
+    """A release runner for :func:`service.releases.engine.run_release`, built by the registry
+    (:mod:`service.mechanisms.catalog`); its result's payload is a :class:`~service.mechanisms.payloads.GramPayload`.
 
     ``design`` fixes the released columns (:func:`column_spec`), ``rho`` the exact zCDP cost.
     """
@@ -284,7 +268,6 @@ class GramRelease:
         self.design = design
         self.integral = integral_design(design)
         self.calibration = calibrate(design, rho, lambda_share)
-        self.payload: GramPayload | None = None
 
     def __call__(self, oracle: CountOracle, noise: NoiseSource, progress: Progress = no_progress) -> MechanismResult:
         W = integer_gram(oracle, self.design, self.integral)
@@ -308,15 +291,10 @@ class GramRelease:
         noisy = np.zeros((q, q))
         noisy[rows, cols] = upper
         noisy[cols, rows] = upper
-        self.payload = GramPayload(tuple(self.design.gram_names), noisy, exact_lambda + lam)
+        payload = GramPayload(tuple(self.design.gram_names), noisy, exact_lambda + lam)
         progress(3, 3, "perturbed Z^T Z and lambda_min")
         details = {"gram_names": list(self.design.gram_names), "column_scales": list(scales), **cal.to_json()}
-        return MechanismResult([], None, cal.cost, details)  # type: ignore[arg-type]
-
-    def encode(self, result: MechanismResult) -> bytes:  # noqa: ARG002 - the payload is kept on the runner
-        if self.payload is None:
-            raise RuntimeError("the Gram release has not run")
-        return self.payload.to_bytes()
+        return MechanismResult(cal.cost, payload, details)
 
 
 # answering from a stored release (free post-processing) -------------------------------------------

@@ -31,6 +31,7 @@ import numpy as np
 from estimators.graphical import mbi_adapter, mirror_descent
 from estimators.graphical.mirror_descent import Measurement
 from service.mechanisms.base import CountOracle, MechanismError, MechanismResult, Progress, fit_progress, no_progress
+from service.mechanisms.payloads import MarginalsPayload
 from service.mechanisms.selection import CachedCounts, Ledger, check_rho, measure, select
 from service.privacy.calibration import exponential_epsilon, gaussian_sigma2_exact
 from service.privacy.cost import PrivacyCost
@@ -142,4 +143,5 @@ def run_mst(
         "fit_iterations": fitted.iterations,
         "model_size_mb": fitted.size_mb(),
     }
-    return MechanismResult(measurements, mbi_adapter.fit_to_mbi(fitted), PrivacyCost(rho=ledger.total), details)
+    return MechanismResult(PrivacyCost(rho=ledger.total),
+                           MarginalsPayload(measurements, model=mbi_adapter.fit_to_mbi(fitted)), details)

@@ -32,10 +32,8 @@ estimate exceeds the budget. The rows stay inside the runner; only the fitted co
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
@@ -45,6 +43,7 @@ from estimators.base import EstimatorError
 from estimators.central.logistic import ObjPertLogisticRegression
 from estimators.central.objpert import objpert_noise_scale, objpert_regularization, round_up
 from service.mechanisms.base import MechanismError, MechanismResult, Progress, no_progress
+from service.mechanisms.payloads import ModelPayload
 from service.mechanisms.row_memory import weighted_design
 from service.privacy import calibration, conversions
 from service.privacy.calibration import float_down
@@ -57,24 +56,6 @@ if TYPE_CHECKING:
     from service.privacy.noise import NoiseSource
 
 
-@dataclass(frozen=True)
-class ModelPayload:
-    """A released linear model: ``score(x) = intercept + sum_j coef[j] x_j`` over the named encoded columns."""
-
-    feature_names: tuple[str, ...]
-    coef: tuple[float, ...]
-    intercept: float | None  # None: fitted without an intercept
-
-    def to_bytes(self) -> bytes:
-        body = {"feature_names": list(self.feature_names), "coef": list(self.coef), "intercept": self.intercept}
-        return json.dumps({"format": 1, **body}).encode()
-
-    @classmethod
-    def from_bytes(cls, payload: bytes) -> ModelPayload:
-        data = json.loads(payload.decode())
-        return cls(tuple(data["feature_names"]), tuple(float(c) for c in data["coef"]), data["intercept"])
-
-
 #: The share s of (epsilon, delta) spent on the output noise; objective perturbation gets 1 - s.
 OUTPUT_SHARE = Fraction(1, 1000)
 #: tau: the certified distance between the released point (before output noise) and the exact minimiser.
@@ -82,8 +63,8 @@ DISTANCE_BOUND = 1e-10
 
 
 class ObjPertRelease:
-    """A release runner for :func:`service.releases.engine.run_release` (``runner=release``,
-    ``encode_payload=release.encode``), built by the registry (:mod:`service.mechanisms.catalog`).
+    """A release runner for :func:`service.releases.engine.run_release`, built by the registry
+    (:mod:`service.mechanisms.catalog`); its result's payload is a :class:`~service.mechanisms.payloads.ModelPayload`.
 
     ``design`` must be a logistic design (target in ``{-1, +1}``); ``epsilon`` and ``delta`` (exact, ``delta > 0``)
     are the charge, split as in the module docstring. Every float of the calibration is computed from the exact
@@ -114,7 +95,6 @@ class ObjPertRelease:
         self.output_noise_std = calibration.gaussian_sigma(rho_output, 2.0 * DISTANCE_BOUND)
         self.dimension = design.n_features + int(design.intercept)
         self.max_iter = max_iter
-        self.payload: ModelPayload | None = None
 
     @property
     def attributes(self) -> Sequence[str]:
@@ -150,11 +130,6 @@ class ObjPertRelease:
         except EstimatorError as exc:  # after the noise: the charge stands (release marked failed_after_noise)
             raise MechanismError(f"objective perturbation failed: {exc}") from None
         progress(3, 3, "minimised the perturbed objective")
-        self.payload = ModelPayload(tuple(self.design.feature_names), tuple(float(c) for c in model.coef_),
-                                    float(model.intercept_) if self.design.intercept else None)
-        return MechanismResult([], None, self.cost, self.public_details())  # type: ignore[arg-type]
-
-    def encode(self, result: MechanismResult) -> bytes:  # noqa: ARG002 - the payload is kept on the runner
-        if self.payload is None:
-            raise RuntimeError("the objective-perturbation release has not run")
-        return self.payload.to_bytes()
+        payload = ModelPayload(tuple(self.design.feature_names), tuple(float(c) for c in model.coef_),
+                               float(model.intercept_) if self.design.intercept else None)
+        return MechanismResult(self.cost, payload, self.public_details())

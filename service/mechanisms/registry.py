@@ -11,13 +11,23 @@ this registry instead of matching names. A spec says:
   before anything is reserved or charged, and read by the API's request schema, the command line and the client,
   which list none themselves;
 * ``make_runner``: a factory that turns a checked :class:`RunRequest` into the runner the engine calls with the
-  count oracle, the noise and a progress callback;
+  count oracle, the noise and a progress callback; the runner returns a
+  :class:`~service.mechanisms.base.MechanismResult` whose payload is its kind's type
+  (:mod:`service.mechanisms.payloads`), so a mechanism of an existing kind writes no codec;
 * ``answers``: the regression methods a stored release of it can answer (:mod:`service.regression.matching`);
 * ``measured_cliques``: what a release of it measured (a rule of :mod:`service.mechanisms.cliques`; read by
   :mod:`service.releases.coverage`);
-* ``resolve_settings`` (model releases whose answer depends on settings, such as DP-IHT's sparsity): the complete,
-  checked settings of a request on a design, stored with the release and compared when a later request looks for
-  one to reuse (:mod:`service.regression.matching`).
+* ``resolve_settings`` (model releases whose answer depends on settings, such as DP-IHT's sparsity): the rules of
+  the settings that depend on the design, applied by :meth:`MechanismSpec.settings` after the declared checks and
+  defaults; the result is stored with the release and compared when a later request looks for one to reuse
+  (:mod:`service.regression.matching`);
+* ``release_params`` (gram and model releases, made by a regression's fit): the public parameters a release of a
+  design stores beside its payload (the design, or the Gram release's columns and Alg. 2's constants), which
+  matching and answering read back;
+* ``regression_options`` (marginal mechanisms): the options a regression's new release of it sets unless the caller
+  did (the residual plan's ``regression``, AIM's ``initial_cliques``);
+* ``public_details``: the names of the release's details that a fit answered by it reports (public numbers of its
+  calibration; a model release's whole answer is its model, so these are all a caller learns besides it).
 
 A new mechanism is one module and one :func:`register` call; the built-in ones are registered by
 :mod:`service.mechanisms.catalog`, which the package imports (``service/mechanisms/__init__.py``), so every lookup
@@ -38,6 +48,7 @@ from service.errors import InvalidInput
 from service.mechanisms.cliques import Clique, workload_cliques
 from service.options import OptionSpec
 from workloads import parameters
+from workloads.registry import Registry
 
 if TYPE_CHECKING:
     from service.mechanisms.base import MechanismResult
@@ -78,10 +89,19 @@ class RunRequest:
 
 
 class Runner(Protocol):
-    """``runner(oracle, noise, progress)``, called once by the release engine; a runner that keeps its own payload
-    also has ``encode(result) -> bytes``."""
+    """``runner(oracle, noise, progress)``, called once by the release engine; its result carries the payload."""
 
     def __call__(self, oracle: Any, noise: Any, progress: Progress) -> MechanismResult: ...
+
+
+def design_params(design: DesignEncoding, delta: Fraction) -> dict[str, object]:  # noqa: ARG001
+    """What a model release stores beside its model: the design it was fitted on (matching compares it)."""
+    return {"design": design.to_dict()}
+
+
+def no_options(design: DesignEncoding, attributes: Sequence[str]) -> dict[str, object]:  # noqa: ARG001
+    """A marginal mechanism whose regression releases set no option of their own."""
+    return {}
 
 
 @dataclass(frozen=True)
@@ -98,7 +118,10 @@ class MechanismSpec:
     answers: frozenset[str] = frozenset()
     measured_cliques: Callable[[Mapping[str, object], Mapping[str, object], Sequence[str]], list[Clique]] = (
         workload_cliques)
-    resolve_settings: Callable[[DesignEncoding, Mapping[str, object] | None], dict[str, object]] | None = None
+    resolve_settings: Callable[[DesignEncoding, Mapping[str, object]], dict[str, object]] | None = None
+    release_params: Callable[[DesignEncoding, Fraction], dict[str, object]] = design_params
+    regression_options: Callable[[DesignEncoding, Sequence[str]], dict[str, object]] = no_options
+    public_details: tuple[str, ...] = ()
 
     @property
     def option_names(self) -> tuple[str, ...]:
@@ -117,6 +140,17 @@ class MechanismSpec:
                 raise InvalidInput(f"{self.name} has no option {name!r}; it takes {sorted(known)}",
                                    code="invalid_parameter")
             known[name].check(self.name, value)
+
+    def settings(self, design: DesignEncoding, options: Mapping[str, object] | None) -> dict[str, object]:
+        """The complete settings of a new release of ``design`` (a gram or model release): ``options`` checked
+        against the declarations (the one check), the declared defaults filled in, then the mechanism's own rules
+        (:attr:`resolve_settings`); empty for a mechanism without settings."""
+        given = dict(options or {})
+        self.check_options(given)
+        if self.resolve_settings is None:
+            return given
+        defaults = {option.name: option.default for option in self.options if option.default is not None}
+        return self.resolve_settings(design, {**defaults, **given})
 
     def cost(self, epsilon: object, delta: object, rho: object) -> PrivacyCost:
         """The charge for a release by this mechanism, from what the caller asked for (by :attr:`notion`).
@@ -194,39 +228,41 @@ def _zcdp_cost(name: str, epsilon: object, delta: object, rho: object) -> Privac
     return PrivacyCost(rho=converted)
 
 
-_SPECS: dict[str, MechanismSpec] = {}
+def _refused(name: object, choices: list[str]) -> InvalidInput:
+    return InvalidInput(f"mechanism must be one of {choices}, got {name!r}", code="invalid_parameter")
+
+
+#: The registered mechanisms (the project's one generic registry, :class:`workloads.registry.Registry`).
+_SPECS: Registry[MechanismSpec] = Registry("mechanism", _refused)
 
 
 def register(spec: MechanismSpec) -> MechanismSpec:
     """Add a mechanism; refused if one of that name exists. Returns ``spec``."""
-    if spec.name in _SPECS:
-        raise ValueError(f"mechanism {spec.name!r} is registered already")
-    _SPECS[spec.name] = spec
-    return spec
+    return _SPECS.register(spec.name, spec)
 
 
 def unregister(name: str) -> None:
     """Remove a mechanism (tests that register one of their own remove it afterwards)."""
-    _SPECS.pop(name, None)
+    _SPECS.unregister(name)
 
 
 def get(name: object, kind: str | None = None) -> MechanismSpec:
     """The mechanism called ``name`` (of ``kind`` when given); an :class:`InvalidInput` naming the choices otherwise."""
-    spec = _SPECS.get(name) if isinstance(name, str) else None
+    spec = _SPECS.find(name)
     if spec is None or (kind is not None and spec.kind != kind):
-        raise InvalidInput(f"mechanism must be one of {names(kind)}, got {name!r}", code="invalid_parameter")
+        raise _refused(name, names(kind))
     return spec
 
 
 def find(name: str) -> MechanismSpec | None:
     """The mechanism called ``name``, or None (a stored release may name one that is no longer registered)."""
-    return _SPECS.get(name)
+    return _SPECS.find(name)
 
 
 def names(kind: str | None = None) -> list[str]:
     """The registered names (of ``kind`` when given), in the order they were registered."""
-    return [name for name, spec in _SPECS.items() if kind is None or spec.kind == kind]
+    return [spec.name for spec in _SPECS.entries() if kind is None or spec.kind == kind]
 
 
 def specs() -> list[MechanismSpec]:
-    return list(_SPECS.values())
+    return _SPECS.entries()

@@ -27,6 +27,7 @@ from estimators.residual.measure import measure_residuals
 from estimators.residual.planner import LOSSES, ResidualPlan, plan_residuals
 from estimators.residual.regression_queries import DEFAULT_TARGET_WEIGHT, regression_plan
 from service.mechanisms.base import CountOracle, MechanismError, MechanismResult, Progress, no_progress
+from service.mechanisms.payloads import MarginalsPayload
 from service.mechanisms.selection import CachedCounts
 from service.privacy.cost import PrivacyCost
 from service.privacy.noise import NoiseSource
@@ -90,4 +91,4 @@ def run_residual(
     }
     if regression is not None:
         details["regression_target_weight"] = DEFAULT_TARGET_WEIGHT
-    return MechanismResult([], None, PrivacyCost(rho=rho), details, residuals=residuals)
+    return MechanismResult(PrivacyCost(rho=rho), MarginalsPayload(residuals=residuals), details)

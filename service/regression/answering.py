@@ -26,7 +26,7 @@ from estimators.graphical import mbi_adapter
 from estimators.graphical.mbi_adapter import Model
 from estimators.residual.regression_queries import DEFAULT_RIDGE_FACTOR, gram_noise_scale
 from service.mechanisms import gram, registry
-from service.mechanisms.objpert import ModelPayload
+from service.mechanisms.payloads import ModelPayload
 from service.releases import answers
 from service.releases.answers import StoredRelease
 from service.releases.measured import MeasuredRelease
@@ -35,14 +35,6 @@ from workloads.encodings import DesignEncoding
 from workloads.marginals import canonical
 
 Answer = tuple[LinearScoreModel, dict[str, object]]
-
-#: What a fit answered by an objective-perturbation model reports: public calibration constants only (no solver
-#: diagnostics: whether and how fast the solver converged depends on the data).
-PUBLIC_OBJPERT_DETAILS = ("regularization", "noise_std", "output_noise_std", "gradient_tolerance")
-#: What a fit answered by a DP-IHT model reports: its settings (as declared) and calibration (public numbers only).
-PUBLIC_DP_IHT_DETAILS = (*registry.get("dp-iht").option_names, "rho", "rho_count", "rho_per_iteration",
-                         "sigma_gradient", "sigma_count")
-PUBLIC_MODEL_DETAILS = {"objpert": PUBLIC_OBJPERT_DETAILS, "dp-iht": PUBLIC_DP_IHT_DETAILS}
 
 
 class _ReleasedModel(LinearScoreModel):
@@ -136,8 +128,10 @@ def adassp(engine: Engine, release: StoredRelease, design: DesignEncoding, seed:
 
 
 def released(engine: Engine, release: StoredRelease, design: DesignEncoding, seed: int | None) -> Answer:  # noqa: ARG001
-    """A model release's model itself, with the public numbers of its calibration (:data:`PUBLIC_MODEL_DETAILS`)."""
-    public = PUBLIC_MODEL_DETAILS.get(release.mechanism, ())
+    """A model release's model itself, with the public numbers of its calibration (the ``public_details`` its
+    mechanism's spec declares; none for a mechanism no longer registered)."""
+    spec = registry.find(release.mechanism)
+    public = spec.public_details if spec is not None else ()
     return released_model(release.decoded_payload(), design), {
         k: release.details[k] for k in public if k in release.details
     }

@@ -53,7 +53,7 @@ from service.accounting import accountant
 from service.accounting.accountant import release_costs
 from service.data.datasets import StoredDataset, get_dataset
 from service.errors import InvalidInput, ServiceError
-from service.mechanisms import gram, registry
+from service.mechanisms import registry
 from service.mechanisms.base import MechanismError
 from service.mechanisms.progress import Progress, no_progress
 from service.mechanisms.registry import PrivacyNotion, ReleaseKind, RunRequest
@@ -160,11 +160,15 @@ def make_release(
     principal: str = "cli",
     mechanism: str = DEFAULT_MARGINAL_MECHANISM,
     options: dict[str, object] | None = None,
+    settings: dict[str, object] | None = None,
     progress: Progress = no_progress,
 ) -> release_engine.ReleaseOutcome:
     """A new release that can answer ``method`` on ``design``, checked and charged by the accountant. dd-ssp and
     aim-synth: a marginal release of every pair among target and features by ``mechanism`` (a registered zCDP
-    marginal mechanism); the other methods: a release by the one mechanism whose releases answer them."""
+    marginal mechanism) with ``options`` (and the options the mechanism's spec sets for a regression,
+    ``regression_options``, unless given); the other methods: a release by the one mechanism whose releases answer
+    them, with its ``settings`` (:func:`model_settings`, once: computed from ``options`` when not given) and the
+    parameters its spec stores with such a release (``release_params``)."""
     requested = {"epsilon": float(epsilon), "delta": float(delta)}
     if _method(method).reads_marginals:
         choices = marginal_mechanisms()
@@ -173,24 +177,16 @@ def make_release(
         attributes = canonical(dataset.domain, design.features + (design.target,))
         workload = [list(pair) for pair in itertools.combinations(attributes, 2)]
         options = dict(options or {})
-        if "regression" in registry.get(mechanism).option_names:
-            # weight the plan's loss toward this regression's Z^T Z (service/mechanisms/residual.py)
-            options.setdefault("regression", design.to_dict())
-        if "initial_cliques" in registry.get(mechanism).option_names:
-            # spend nothing on the 1-way marginals of columns the regression does not use
-            options.setdefault("initial_cliques", [[a] for a in attributes])
+        for option, value in registry.get(mechanism).regression_options(design, attributes).items():
+            options.setdefault(option, value)  # the caller's own value wins
         return release_engine.release_marginals(engine, dataset.name, mechanism, workload, epsilon=epsilon,
                                                 delta=delta, seed=seed, options=options, principal=principal,
                                                 progress=progress)
     spec = registry.get(mechanisms_answering(method)[0])
     cost = spec.cost(epsilon, delta, None)
-    if spec.kind == ReleaseKind.GRAM:
-        params = {"columns": gram.column_spec(design), "confidence_delta": float(delta),
-                  "failure_prob": gram.DEFAULT_FAILURE_PROB, "lambda_share": str(gram.DEFAULT_LAMBDA_SHARE),
-                  "requested": requested}
-    else:
-        params = {"design": design.to_dict(), "requested": requested}
-    settings = model_settings(method, design, options)
+    if settings is None:
+        settings = model_settings(method, design, options)
+    params = {**spec.release_params(design, delta), "requested": requested}
     if settings:
         params["settings"] = settings
     request = RunRequest(cost, options=settings, design=design, epsilon=epsilon, delta=delta)
@@ -199,18 +195,16 @@ def make_release(
 
 
 def model_settings(method: str, design: DesignEncoding, options: dict[str, object] | None) -> dict[str, object]:
-    """The complete, checked settings of a new release for ``method`` (DP-IHT's sparsity, iterations...), empty for
-    methods without settings; a :class:`RegressionInputError` naming the setting when one is wrong."""
+    """The complete, checked settings of a new release for ``method`` (DP-IHT's sparsity, iterations...: its
+    mechanism's :meth:`~service.mechanisms.registry.MechanismSpec.settings`), empty for methods without settings; a
+    :class:`RegressionInputError` naming the setting when one is wrong."""
     if _method(method).reads_marginals:
         return {}
     spec = registry.get(mechanisms_answering(method)[0])
-    if spec.resolve_settings is None:
-        if options:
-            raise RegressionInputError(f"method {method!r} takes no settings, got {sorted(options)}")
-        return {}
+    if not spec.options and options:
+        raise RegressionInputError(f"method {method!r} takes no settings, got {sorted(options)}")
     try:
-        spec.check_options(options or {})
-        return spec.resolve_settings(design, options)
+        return spec.settings(design, options)
     except (MechanismError, InvalidInput) as exc:
         raise RegressionInputError(str(exc)) from None
 
@@ -290,7 +284,7 @@ def fit(
         if found is None:
             chosen = mechanism or marginal_mechanism_for(design, method, eps, dlt)
             outcome = make_release(engine, dataset, design, method, eps, dlt, seed=seed, principal=principal,
-                                   mechanism=chosen, options=options, progress=progress)
+                                   mechanism=chosen, options=options, settings=settings, progress=progress)
             found, cost, effect = outcome.release_id, outcome.cost, outcome.budget
         release = answers.get_release(engine, found)
     model, details = answer(engine, release, design, method, seed)

@@ -4,12 +4,14 @@ A spec says which models the method fits (``tasks``: linear, logistic), which ki
 (``release_kind``, :mod:`service.releases.kinds`), the settings a caller may give a new release for it (``options``:
 the :class:`~service.options.OptionSpec` declarations of the mechanism that makes that release, so they
 are declared once) and its answer function (``answer(engine, release, design, seed) -> (model, details)``,
-:mod:`service.regression.answering`). The fit (:mod:`service.regression.fit`), the API's request schema, the
-command line's ``fit`` and the client read it instead of listing names; which mechanisms' releases answer a method
+:mod:`service.regression.answering`). The fit (:mod:`service.regression.fit`), the API's request schema and the
+command line's ``fit`` read it instead of listing names; which mechanisms' releases answer a method
 is the mechanism registry's (``MechanismSpec.answers``).
 
 Like the mechanism registry, this module imports nothing numerical (each answer function is imported when it runs),
-so the API schema, the command line's help and the client can read it.
+so the API schema and the command line's help can read it; the client does not (it sends settings as given and the
+server checks them: docs/architecture.md). The catalog is the project's one generic
+:class:`~workloads.registry.Registry`.
 
 A new method is one answer function and one :func:`register` call here, a row in docs/mechanisms.md's table of
 methods, and a mechanism that answers it (``answers=``); the contract test
@@ -25,6 +27,7 @@ from typing import TYPE_CHECKING
 from service.mechanisms import registry
 from service.mechanisms.registry import ReleaseKind
 from service.options import OptionSpec
+from workloads.registry import Registry
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -57,33 +60,31 @@ class MethodSpec:
         return tuple(option.name for option in self.options)
 
 
-_SPECS: dict[str, MethodSpec] = {}
+_METHODS: Registry[MethodSpec] = Registry("regression method")
 
 
 def register(spec: MethodSpec) -> MethodSpec:
-    """Add a method; refused if one of that name exists. Returns ``spec``."""
-    if _SPECS.setdefault(spec.name, spec) is not spec:
-        raise ValueError(f"regression method {spec.name!r} is registered already")
-    return spec
+    """Add a method; refused (a ``ValueError``) if one of that name exists. Returns ``spec``."""
+    return _METHODS.register(spec.name, spec)
 
 
 def find(name: object) -> MethodSpec | None:
     """The method called ``name``, or None."""
-    return _SPECS.get(name) if isinstance(name, str) else None
+    return _METHODS.find(name)
 
 
 def names() -> list[str]:
     """The registered names, in the order they were registered."""
-    return list(_SPECS)
+    return _METHODS.names()
 
 
 def specs() -> list[MethodSpec]:
-    return list(_SPECS.values())
+    return _METHODS.entries()
 
 
 def option_names() -> tuple[str, ...]:
     """Every setting some method takes, each once, in declaration order (the API's and the client's fit fields)."""
-    return tuple(dict.fromkeys(name for spec in _SPECS.values() for name in spec.option_names))
+    return tuple(dict.fromkeys(name for spec in _METHODS.entries() for name in spec.option_names))
 
 
 def misplaced(method: str, given: Iterable[str]) -> tuple[list[str], list[str]]:
@@ -91,14 +92,14 @@ def misplaced(method: str, given: Iterable[str]) -> tuple[list[str], list[str]]:
     all (for the message that refuses them; both empty when every setting fits)."""
     spec = find(method)
     wrong = [name for name in given if spec is not None and name not in spec.option_names]
-    takers = [other.name for other in _SPECS.values() if wrong and set(wrong) <= set(other.option_names)]
+    takers = [other.name for other in _METHODS.entries() if wrong and set(wrong) <= set(other.option_names)]
     return wrong, takers
 
 
 def describe_choices() -> str:
     """``dd-ssp, adassp (linear), objpert (logistic), aim-synth or dp-iht``: the names, with the one task of a
     method that fits only one."""
-    shown = [spec.name + (f" ({spec.tasks[0]})" if len(spec.tasks) == 1 else "") for spec in _SPECS.values()]
+    shown = [spec.name + (f" ({spec.tasks[0]})" if len(spec.tasks) == 1 else "") for spec in _METHODS.entries()]
     return f"{', '.join(shown[:-1])} or {shown[-1]}" if len(shown) > 1 else "".join(shown)
 
 

@@ -146,6 +146,7 @@ def release_marginals(
         "options": options,
         "requested": {"epsilon": _num(epsilon), "delta": _num(delta), "rho": _num(rho)},
     }
+    spec.check_options(options)
     request = registry.RunRequest(cost, options, queries=queries, epsilon=epsilon, delta=delta)
     return release_with(engine, dataset, spec, request, params, seed=seed, principal=principal, progress=progress)
 
@@ -161,16 +162,16 @@ def release_with(
     principal: str,
     progress: Progress = no_progress,
 ) -> ReleaseOutcome:
-    """A release of ``dataset`` by the mechanism ``spec``: its options are checked and its runner built (either
-    may refuse, before anything is reserved), then :func:`run_release` reserves, runs and stores it."""
-    spec.check_options(request.options)
+    """A release of ``dataset`` by the mechanism ``spec``: its runner is built from ``request``, whose options the
+    caller checked (:meth:`~service.mechanisms.registry.MechanismSpec.check_options` in :func:`release_marginals`,
+    :meth:`~service.mechanisms.registry.MechanismSpec.settings` in a regression's fit) and may refuse before anything
+    is reserved; then :func:`run_release` reserves, runs and stores it."""
     try:
         runner = spec.make_runner(request)
     except MechanismError as exc:  # the mechanism cannot run with these settings: bad input, nothing reserved
         raise InvalidInput(str(exc), code="invalid_parameter") from None
     return run_release(engine, dataset, kind=spec.kind, mechanism=spec.name, cost=request.cost, params=params,
-                       runner=runner, seed=seed, principal=principal, progress=progress,
-                       encode_payload=getattr(runner, "encode", None))
+                       runner=runner, seed=seed, principal=principal, progress=progress)
 
 
 def run_release(
@@ -185,18 +186,14 @@ def run_release(
     seed: int | None,
     principal: str,
     progress: Progress = no_progress,
-    encode_payload: Callable[[MechanismResult], bytes] | None = None,
 ) -> ReleaseOutcome:
     """Reserve, run, store (module docstring). ``runner`` gets the count oracle, the noise and a
-    progress callback, at each call of which a stop request is honoured. ``encode_payload`` writes the result
-    (default: the kind's own encoder, :class:`~service.releases.kinds.KindSpec`)."""
+    progress callback, at each call of which a stop request is honoured; the payload its result carries, of the
+    kind's type (:attr:`~service.releases.kinds.KindSpec.payload_type`), is what is stored."""
     kind_spec = kinds.get(kind)
     if not kind_spec.charged_to_dataset:
         raise InvalidInput(f"{kind} releases are not charged to a dataset's budget: the release engine cannot make "
                            "them", code="invalid_parameter")
-    encode = encode_payload or kind_spec.encode_result
-    if encode is None:
-        raise InvalidInput(f"{mechanism} gave no payload encoder for its {kind} release", code="invalid_parameter")
     interrupts.raise_if_requested("before the release was reserved: nothing was charged")
     seeded = seed is not None
     release_id, charge_id = accountant.reserve_release(engine, dataset.name, kind, mechanism, cost,
@@ -215,7 +212,10 @@ def run_release(
                 result = runner(oracle, noise, checked)
             if result.cost != cost:
                 raise RuntimeError(f"mechanism {mechanism} used {result.cost} but was charged {cost}")
-            payload = encode(result)
+            if not isinstance(result.payload, kind_spec.payload_type):
+                raise RuntimeError(f"mechanism {mechanism} returned a {type(result.payload).__name__} payload; a "
+                                   f"{kind} release stores a {kind_spec.payload_type.__name__}")
+            payload = result.payload.to_bytes()
         except BaseException as exc:
             raise _failed(engine, release_id, charge_id, mechanism, cost, noise.drawn, exc) from None
         try:

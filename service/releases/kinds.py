@@ -10,15 +10,19 @@ marginals  a fitted graphical model (clique potentials, ``.npz``),  mst, aim; re
            or noisy residuals with their noise scales (``.npz``;
            answered without a model, one fitted lazily)
 gram       a noisy ``Z^T Z`` and ``lambda_min``                     adassp (:mod:`service.mechanisms.gram`)
-model      a released linear model (JSON)                          objpert (:mod:`service.mechanisms.objpert`)
+model      a released linear model (JSON)                          objpert (:mod:`service.mechanisms.objpert`),
+                                                                   dp-iht (:mod:`service.mechanisms.dp_iht`)
 ========== ====================================================== ===========================================
 
-A new kind is one :class:`KindSpec` and one :func:`register` call. Kinds are not all charged to a dataset's
-central budget in (epsilon, delta, rho): ``charged_to_dataset`` says whether the release engine reserves the kind's
-releases in the dataset's ledger (a local-DP campaign, whose participants spend their own budget, would not).
+Each kind names its payload type (:mod:`service.mechanisms.payloads`): a mechanism's result carries one, the release
+engine checks its type and stores its bytes, and the kind's ``decode_payload`` reads them back. A new mechanism of
+an existing kind therefore touches nothing here. A new kind is one :class:`KindSpec` and one :func:`register` call
+(and its payload type). Kinds are not all charged to a dataset's central budget in (epsilon, delta, rho):
+``charged_to_dataset`` says whether the release engine reserves the kind's releases in the dataset's ledger (a
+local-DP campaign, whose participants spend their own budget, would not).
 
-This module is light on purpose (the command line and the API schema read it): the payload codecs import the
-numerical stack only when they run.
+This module is light on purpose (the command line and the API schema read it): the payload types and codecs import
+the numerical stack only when they run.
 """
 
 from __future__ import annotations
@@ -28,10 +32,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from service.errors import InvalidInput
+from service.mechanisms.payloads import GramPayload, MarginalsPayload, ModelPayload
 from service.mechanisms.registry import ReleaseKind
+from workloads.registry import Registry
 
 if TYPE_CHECKING:
-    from service.mechanisms.base import MechanismResult
     from workloads.domain import Domain
 
 
@@ -39,43 +44,47 @@ if TYPE_CHECKING:
 class KindSpec:
     """One kind of release.
 
-    ``decode_payload(payload, domain)`` reads a stored payload back (the graphical model, the Gram payload, the
-    model payload). ``encode_result(result)`` writes a mechanism's result when its runner keeps no payload of its
-    own (runners of the gram and model kinds carry an ``encode`` method instead, so they leave it None)."""
+    ``payload_type``: the type of the payload a mechanism of this kind returns in its result (its ``to_bytes`` is
+    what is stored); ``decode_payload(payload, domain)`` reads a stored payload back (the graphical model or the
+    measured residuals, the Gram payload, the model payload)."""
 
     kind: str
     description: str
+    payload_type: type
     decode_payload: Callable[[bytes, Domain], object]
-    encode_result: Callable[[MechanismResult], bytes] | None = None
     charged_to_dataset: bool = True
 
 
-_KINDS: dict[str, KindSpec] = {}
+def _refused(kind: object, choices: list[str]) -> InvalidInput:
+    return InvalidInput(f"release kind must be one of {choices}, got {kind!r}", code="invalid_parameter")
+
+
+#: The registered kinds (the project's one generic registry, :class:`workloads.registry.Registry`).
+_KINDS: Registry[KindSpec] = Registry("release kind", _refused)
 
 
 def register(spec: KindSpec) -> KindSpec:
     """Add a kind; refused if a kind of that name exists."""
-    if spec.kind in _KINDS:
-        raise ValueError(f"release kind {spec.kind!r} is registered already")
-    _KINDS[spec.kind] = spec
-    return spec
+    return _KINDS.register(str(spec.kind), spec)
 
 
 def unregister(kind: str) -> None:
     """Remove a kind (tests that register one of their own remove it afterwards)."""
-    _KINDS.pop(kind, None)
+    _KINDS.unregister(kind)
 
 
 def get(kind: str) -> KindSpec:
     """The kind named ``kind`` (an :class:`InvalidInput` naming the known kinds otherwise)."""
-    try:
-        return _KINDS[kind]
-    except KeyError:
-        raise InvalidInput(f"release kind must be one of {names()}, got {kind!r}", code="invalid_parameter") from None
+    return _KINDS.get(kind)
+
+
+def find(kind: str) -> KindSpec | None:
+    """The kind named ``kind``, or None."""
+    return _KINDS.find(kind)
 
 
 def names() -> list[str]:
-    return list(_KINDS)
+    return _KINDS.names()
 
 
 def _decode_marginals(payload: bytes, domain: Domain) -> object:
@@ -88,29 +97,16 @@ def _decode_marginals(payload: bytes, domain: Domain) -> object:
     return release if release is not None else mbi_adapter.model_from_bytes(payload, domain)
 
 
-def _encode_marginals(result: MechanismResult) -> bytes:
-    from estimators.graphical import mbi_adapter
-    from estimators.residual.codec import residuals_to_bytes
-
-    if result.residuals is not None:
-        return residuals_to_bytes(result.residuals)
-    return mbi_adapter.model_to_bytes(result.model)
-
-
 def _decode_gram(payload: bytes, domain: Domain) -> object:  # noqa: ARG001 - the payload names its columns
-    from service.mechanisms.gram import GramPayload
-
     return GramPayload.from_bytes(payload)
 
 
 def _decode_linear_model(payload: bytes, domain: Domain) -> object:  # noqa: ARG001 - the payload names its columns
-    from service.mechanisms.objpert import ModelPayload
-
     return ModelPayload.from_bytes(payload)
 
 
 register(KindSpec(ReleaseKind.MARGINALS, "noisy marginals (as residuals) or a graphical model that answers any "
-                  "marginal", _decode_marginals, _encode_marginals))
+                  "marginal", MarginalsPayload, _decode_marginals))
 register(KindSpec(ReleaseKind.GRAM, "a noisy Gram matrix Z^T Z of encoded columns, with a noisy lambda_min",
-                  _decode_gram))
-register(KindSpec(ReleaseKind.MODEL, "a released linear model", _decode_linear_model))
+                  GramPayload, _decode_gram))
+register(KindSpec(ReleaseKind.MODEL, "a released linear model", ModelPayload, _decode_linear_model))

@@ -105,7 +105,7 @@ FAST: dict[str, tuple[Args, bool]] = {
                                           "--quiet"], True),
 }
 SLOW: dict[str, tuple[Args, bool]] = {
-    "fit_tolerance": (lambda tmp, data: ["--cases", "titanic-laplace", "--tols", "1e-3"], True),  # about 50 s
+    "fit_tolerance": (lambda tmp, data: ["--cases", "titanic-laplace", "--tols", "1e-3", "--iters", "60"], True),
     "aim_profile": (lambda tmp, data: ["--tables", "titanic", "--mechanisms", "mst", "--epsilons", "1", "--trials",
                                        "1", "--iters", "20"], True),
     "marginals": (lambda tmp, data: ["--tables", "titanic", "--mechanisms", "laplace", "--epsilons", "1", "--trials",
@@ -113,7 +113,7 @@ SLOW: dict[str, tuple[Args, bool]] = {
     "api_load": (lambda tmp, data: ["--clients", "2", "--requests-per-client", "2"], True),
     "body_edge": (lambda tmp, data: ["--megabytes", "1"], True),  # six marginalia serve processes
     "counting": (_small_taxi, True),
-    "sparse_quick": (lambda tmp, data: ["--only", "bernstein", "--trials", "1"], True),
+    "sparse_quick": (lambda tmp, data: ["--only", "bernstein", "--trials", "1", "--bernstein-sizes", "2000"], True),
     # starts a local-mode Spark (seconds to a minute on a busy machine)
     "spark_engine": (lambda tmp, data: ["--rows", "2000,4000", "--folder", str(tmp / "tables"), "--quiet"], True),
 }

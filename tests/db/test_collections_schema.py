@@ -14,7 +14,7 @@ from db.engine import make_engine, transaction
 from db.migrate import alembic_config, upgrade_to_head
 from db.models import Base
 from db.public_rows import create_public_rows, public_rows_table_name
-from tests.db.collections_rows import UNIT, make_campaign, make_key
+from tests.support.collections_rows import UNIT, make_campaign, make_key
 
 VIEWS = ("local_ledger", "participant_campaign_spend", "participant_local_spend", "campaign_local_guarantee")
 NEW_TABLES = ("public_tables", "campaigns", "campaign_rounds", "participants", "local_cap_default", "reports")

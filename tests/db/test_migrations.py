@@ -19,7 +19,7 @@ from db.models import Base
 
 
 def _ignore_views(obj, name, type_, reflected, compare_to) -> bool:  # noqa: ANN001, ARG001
-    return not (type_ == "table" and name in ("privacy_ledger", "budget_remaining"))
+    return not (type_ == "table" and name in ("privacy_ledger", "budget_remaining", "budget_audit"))
 
 
 def test_models_match_migrations(engine) -> None:  # noqa: ANN001

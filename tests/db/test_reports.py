@@ -21,7 +21,7 @@ from db.reports import (
     read_payloads,
     spent_units,
 )
-from tests.db.collections_rows import UNIT, make_campaign, make_key
+from tests.support.collections_rows import UNIT, make_campaign, make_key
 
 
 def submit(engine: Engine, campaign: int, round_index: int, pseudonyms: list[str], payloads: object = None,

@@ -1,12 +1,14 @@
 """The contract of the two registries: every registered mechanism (:mod:`service.mechanisms.registry`) and every
 regression method (:mod:`service.regression.methods`) has all its parts, so the next one cannot be half-registered.
 
-For each: a complete spec; its options declared (typed, bounded, helped: the API, the command line and the client
-read nothing else); reachable from the command line and from the API with exactly the declared options and bounds;
-a row in docs/mechanisms.md's tables (rendered here from the registries, so the docs list what is registered) naming a
-section of docs/privacy.md that exists and is about it; and the route it is reached by in the role matrix
-(tests/service/api/test_api_roles.py, organised by route: a mechanism's releases go through the release route of its
-kind, or through the fit routes of the methods it answers).
+For each: a complete spec; what its releases store (its kind's payload type, with a codec both ways) and, for a
+mechanism whose releases a regression's fit makes, the parameters stored with them and, for a model release, the
+public details a fit answered by it reports; its options declared (typed, bounded, helped: the API, the command line
+and the client read nothing else); reachable from the command line and from the API with exactly the declared options
+and bounds; a row in docs/mechanisms.md's tables (rendered here from the registries, so the docs list what is
+registered) naming a section of docs/privacy.md that exists and is about it; and the route it is reached by in the
+role matrix (tests/service/api/test_api_roles.py, organised by route: a mechanism's releases go through the release
+route of its kind, or through the fit routes of the methods it answers).
 """
 
 from __future__ import annotations
@@ -27,8 +29,9 @@ from service.mechanisms.registry import MechanismSpec, PrivacyNotion, ReleaseKin
 from service.options import OptionSpec
 from service.regression import methods
 from service.regression.methods import MethodSpec
-from tests.service.api.test_api_roles import ROLE_TABLE
+from service.releases import kinds
 from tests.support.paths import REPO
+from tests.support.roles import ROLE_TABLE
 from workloads.encodings import TASKS
 
 MECHANISMS = [spec.name for spec in registry.specs()]
@@ -141,6 +144,27 @@ def _check_docs_row(prefix: str, name: str) -> None:
             f"section {number} of docs/privacy.md does not mention {name}")
 
 
+def check_release_parts(spec: MechanismSpec) -> None:
+    """What a release of ``spec`` stores and reports is declared: its kind is registered with a payload type that
+    writes and reads bytes (the mechanism's result carries one: service/mechanisms/payloads.py); a mechanism whose
+    releases a fit makes (gram, model) says what is stored beside the payload (``release_params``); a model release,
+    whose answer is the model itself, names the public details a fit answered by it reports (``public_details``)."""
+    kind = kinds.find(spec.kind)
+    assert kind is not None, (f"{spec.name} makes {spec.kind} releases, a kind service/releases/kinds.py does not "
+                              "register")
+    payload = kind.payload_type
+    for method in ("to_bytes", "from_bytes") if spec.kind != ReleaseKind.MARGINALS else ("to_bytes",):
+        assert callable(getattr(payload, method, None)), (
+            f"{spec.name}'s releases store a {payload.__name__}, which has no {method} (the payload type of the "
+            f"{spec.kind} kind, service/mechanisms/payloads.py)")
+    if spec.kind != ReleaseKind.MARGINALS:
+        assert callable(spec.release_params), f"{spec.name} declares no release_params"
+    if spec.kind == ReleaseKind.MODEL:
+        assert spec.public_details, (f"{spec.name} makes model releases but declares no public_details: a fit "
+                                     "answered by its model would report none of its calibration")
+        assert len(set(spec.public_details)) == len(spec.public_details), f"{spec.name} repeats a public detail"
+
+
 # the contract ---------------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("name", MECHANISMS)
 def test_every_mechanism_has_all_its_parts(name: str) -> None:
@@ -149,6 +173,8 @@ def test_every_mechanism_has_all_its_parts(name: str) -> None:
     assert spec.kind in set(ReleaseKind) and isinstance(spec.notion, PrivacyNotion) and callable(spec.make_runner)
     assert spec.description and len(set(spec.option_names)) == len(spec.options)
     assert spec.answers <= set(METHODS), f"{name} answers unregistered methods {spec.answers - set(METHODS)}"
+    # what its releases store and report
+    check_release_parts(spec)
     # its options, declared
     for option in spec.options:
         assert option.help, f"option {option.name} of {name} has no help"
@@ -245,3 +271,31 @@ def test_the_docs_tables_list_exactly_the_registered_names() -> None:
         section = text[text.index(heading):].split("\n## ", 1)[0]
         listed = re.findall(r"^\| `([^`]+)` \|", section, flags=re.M)
         assert listed == names, f"{heading}: the table lists {listed}, the registry {names}"
+
+
+class _NoCodec:
+    """A payload type that cannot write itself."""
+
+
+@pytest.mark.parametrize(("broken", "missing"), [
+    (dict(public_details=()), "objpert makes model releases but declares no public_details"),
+    (dict(kind="sketch"), "makes sketch releases, a kind service/releases/kinds.py does not register"),
+])
+def test_the_contract_names_what_a_model_mechanism_lacks(broken: dict[str, Any], missing: str) -> None:
+    """The check fails, naming the part, on a registration that lacks it (issue 28: a model-kind mechanism is its
+    module and its registration; what the registration leaves out, the contract names)."""
+    import dataclasses
+
+    with pytest.raises(AssertionError, match=missing):
+        check_release_parts(dataclasses.replace(registry.get("objpert"), **broken))
+
+
+def test_the_contract_names_a_kind_whose_payload_type_has_no_codec() -> None:
+    import dataclasses
+
+    kinds.register(dataclasses.replace(kinds.get(ReleaseKind.MODEL), kind="test-uncoded", payload_type=_NoCodec))
+    try:
+        with pytest.raises(AssertionError, match="store a _NoCodec, which has no to_bytes"):
+            check_release_parts(dataclasses.replace(registry.get("objpert"), kind="test-uncoded"))
+    finally:
+        kinds.unregister("test-uncoded")

@@ -64,3 +64,25 @@ def one_row_per_unit(codes: np.ndarray, names: list[str], units: np.ndarray) -> 
     frame = pd.DataFrame(codes, columns=names)
     frame["__unit"] = units
     return frame.sort_values(["__unit", *names]).drop_duplicates("__unit")[names].reset_index(drop=True)
+
+
+def unit_frame(rows: int = 400, units: int = 90, seed: int = 5) -> pd.DataFrame:
+    """Raw rows (:func:`raw_frame`) with a ``person`` column: about 4.4 rows per unit, some units with one."""
+    frame = raw_frame(rows, seed)
+    frame["person"] = np.random.default_rng(seed + 1).integers(0, units, rows) * 7 + 1000
+    return frame
+
+
+def coded_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """The spec's columns of ``frame``, coded by ``apply_spec`` (without SQL)."""
+    spec = parse_spec(SPEC)
+    names = [c.name for c in spec.columns]
+    return pd.DataFrame(apply_spec(spec, frame[names].astype(str)), columns=names)
+
+
+def bincount(codes: pd.DataFrame, attributes: tuple[str, ...]) -> np.ndarray:
+    """numpy's counts of the coded rows ``codes`` over ``attributes``."""
+    sizes = {c.name: c.size for c in parse_spec(SPEC).columns}
+    shape = tuple(sizes[a] for a in attributes)
+    index = np.ravel_multi_index([codes[a].to_numpy() for a in attributes], shape)
+    return np.bincount(index, minlength=math.prod(shape)).reshape(shape)

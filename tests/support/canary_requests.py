@@ -23,7 +23,6 @@ from sqlalchemy import select
 from db.engine import transaction
 from db.models import Dataset, Job, Release
 from service.regression import methods
-from tests.service.api.test_api_roles import _request as role_request
 from tests.support.apihelpers import World
 from tests.support.canary_tables import (
     ATTACH_TABLES,
@@ -34,6 +33,7 @@ from tests.support.canary_tables import (
     canary_frame,
     with_cells,
 )
+from tests.support.roles import role_request
 
 #: A request without a body (not even ``null``).
 NO_BODY = object()

@@ -2,7 +2,7 @@
 engine variant the service can count a table in, then changed where it lives so that its values break the engines'
 casts (issue 27, finding 1).
 
-:data:`VARIANTS` maps each engine of :data:`service.data.engines.base.ENGINES` to the variants built for it; an
+:data:`VARIANTS` maps each engine of :data:`service.data.engines.registry.ENGINES` to the variants built for it; an
 engine without an entry fails ``tests/system/test_canaries.py``. Each :class:`Variant` is built healthy
 (:meth:`CanaryTables.build`), gets a budget and a small release while healthy (the release-reading routes answer from
 it), and is then *tampered* (:meth:`CanaryTables.tamper`): a cell of a column the spec bins as a number now holds a
@@ -327,7 +327,7 @@ class CanaryTables:
     def _stored_file(self, variant: Variant) -> None:
         """The Parquet file the service stored, rewritten with a canary string in its first code column."""
         stored = datasets.get_dataset(self.engine, variant.name)
-        path = data_folder(self.engine) / stored.location["file"]
+        path = data_folder(self.engine) / stored.location.file
         table = pq.read_table(path).to_pandas()
         table[table.columns[0]] = table[table.columns[0]].astype(str)
         table.iloc[0, 0] = self.canaries.diagnosis.value

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.support.pgserver import _free_port
+from service.tools.pgserver import free_port
 
 #: The server's main class (the one ``sbin/start-connect-server.sh`` submits).
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
@@ -38,10 +38,33 @@ def _pyspark_home() -> Path:
     return Path(pyspark.__file__).parent
 
 
+def _answers(url: str) -> bool:
+    """Whether the Connect server at ``url`` runs a query now (a session of its own, released after; one quick
+    attempt, no retries: the caller polls)."""
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    try:
+        session = ConnectSession.builder.remote(url).create()
+    except Exception:  # noqa: BLE001 - not up yet, whatever gRPC says
+        return False
+    try:
+        session.client.set_retry_policies([DefaultPolicy(max_retries=0)])
+        session.sql("SELECT 1").collect()
+        return True
+    except Exception:  # noqa: BLE001 - not up yet
+        return False
+    finally:
+        try:
+            session.stop()
+        except Exception:  # noqa: BLE001, S110 - a server not up has no session to release
+            pass
+
+
 @dataclass
 class ConnectServer:
     directory: Path
-    port: int = field(default_factory=_free_port)
+    port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -54,7 +77,9 @@ class ConnectServer:
         return self.directory / "server.log"
 
     def start(self) -> None:
-        """Start the server (again, on the same port, after :meth:`stop`) and wait until it listens."""
+        """Start the server (again, on the same port, after :meth:`stop`) and wait until it answers a query: its
+        port listens a moment before its gRPC service does (a restarted server under load once refused the next
+        release's session although the port was open)."""
         if shutil.which("java") is None:
             raise SparkConnectUnavailable("java not found on PATH (.ci/run installs Debian's default-jre-headless)")
         home = _pyspark_home()
@@ -80,8 +105,9 @@ class ConnectServer:
                 raise SparkConnectUnavailable(f"{' '.join(command)} exited with {self.process.returncode}: "
                                               f"{self.log.read_text(errors='replace')[-2000:]}")
             with socket.socket() as sock:
-                if sock.connect_ex(("127.0.0.1", self.port)) == 0:
-                    return
+                listening = sock.connect_ex(("127.0.0.1", self.port)) == 0
+            if listening and _answers(self.url):
+                return
             time.sleep(0.2)
         self.stop()
         raise SparkConnectUnavailable(f"the Spark Connect server did not listen within {START_TIMEOUT} s: "

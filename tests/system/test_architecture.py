@@ -10,8 +10,17 @@ functions too).
   ``service/releases`` while ``service/releases`` imports ``service/data`` is such an arrow, though no two modules
   import each other.
 
-Imports made only for type checkers (under ``if TYPE_CHECKING:``) are left out of the circle checks (they never run)
-and kept in the layer check (an annotation naming a higher layer is still a dependency on it).
+* The client is a leaf (docs/architecture.md): ``service.client`` imports only ``workloads``, the estimators' base
+  and itself, so that what ships to an analyst's notebook or a participant's phone loads none of the server; and no
+  module of the server imports the client (the demo, which plays the analysts and participants, may). What a device
+  runs lives beside the randomizers (``workloads.local.device``), where the server's simulator finds it.
+
+Imports made only for type checkers (under ``if TYPE_CHECKING:``) count everywhere, in the circle checks as in the
+layer check: they never run, but a circle of them is still two modules that each need the other to be read (and the
+next engineer to turn one into a runtime import meets the circle then). None is tolerated (issue 28).
+
+``benchmarks`` is a package of its own outside the layers: it may import any layer, never ``tests``
+(:func:`test_benchmarks_do_not_import_the_tests`).
 """
 
 from __future__ import annotations
@@ -24,22 +33,18 @@ import pytest
 PACKAGES = ("db", "workloads", "estimators", "service")
 #: What each top-level package may import of the project besides itself.
 ALLOWED = {"db": set(), "workloads": set(), "estimators": {"workloads"}, "service": {"db", "workloads", "estimators"}}
+#: The client's package, what it may import of the project besides itself, and who may import it.
+CLIENT = "service.client"
+CLIENT_MAY_IMPORT = ("workloads", "estimators.base")
+CLIENT_IMPORTED_BY = ("service.tools.demo",)
 #: Circles tolerated, each with its reason: none (the campaign twins were cut by service/campaigns/protocols/).
 TOLERATED_CIRCLES_INSIDE: tuple[str, ...] = ()
 
 
-def _graph(type_checking: bool) -> grimp.ImportGraph:
-    return grimp.build_graph(*PACKAGES, exclude_type_checking_imports=not type_checking, cache_dir=None)
-
-
-@pytest.fixture(scope="module")
-def runtime_graph() -> grimp.ImportGraph:
-    return _graph(type_checking=False)
-
-
 @pytest.fixture(scope="module")
 def full_graph() -> grimp.ImportGraph:
-    return _graph(type_checking=True)
+    """Every import of the project's packages, those under ``if TYPE_CHECKING:`` included."""
+    return grimp.build_graph(*PACKAGES, exclude_type_checking_imports=False, cache_dir=None)
 
 
 def _edges(graph: grimp.ImportGraph) -> set[tuple[str, str]]:
@@ -97,8 +102,13 @@ def strongly_connected(nodes: Iterable[str], edges: set[tuple[str, str]]) -> lis
     return found
 
 
+def _inside(module: str, packages: Iterable[str]) -> bool:
+    """Whether ``module`` is one of ``packages`` or inside one."""
+    return any(module == p or module.startswith(p + ".") for p in packages)
+
+
 def _tolerated(modules: Iterable[str]) -> bool:
-    return any(all(m == p or m.startswith(p + ".") for m in modules) for p in TOLERATED_CIRCLES_INSIDE)
+    return any(all(_inside(m, (p,)) for m in modules) for p in TOLERATED_CIRCLES_INSIDE)
 
 
 def _describe(graph: grimp.ImportGraph, component: list[str], edges: set[tuple[str, str]]) -> str:
@@ -120,17 +130,28 @@ def test_layers(full_graph: grimp.ImportGraph) -> None:
     assert not upward, "imports against the layers:\n" + "\n".join(upward)
 
 
-def test_no_circle_between_modules(runtime_graph: grimp.ImportGraph) -> None:
-    edges = _edges(runtime_graph)
-    circles = [c for c in strongly_connected(runtime_graph.modules, edges) if not _tolerated(c)]
-    assert not circles, "import circles:\n" + "\n".join(_describe(runtime_graph, c, edges) for c in circles)
+def test_the_client_is_a_leaf(full_graph: grimp.ImportGraph) -> None:
+    """The client imports only workloads, the estimators' base and itself; nothing of the server imports it."""
+    edges = _edges(full_graph)
+    out = [_where(full_graph, a, b) for a, b in sorted(edges)
+           if _inside(a, (CLIENT,)) and not _inside(b, (CLIENT, *CLIENT_MAY_IMPORT))]
+    into = [_where(full_graph, a, b) for a, b in sorted(edges)
+            if _inside(b, (CLIENT,)) and not _inside(a, (CLIENT, *CLIENT_IMPORTED_BY))]
+    assert not out, "the client imports more than workloads, estimators.base and itself:\n" + "\n".join(out)
+    assert not into, "the server imports the client:\n" + "\n".join(into)
 
 
-def test_no_upward_arrow_inside_a_package(runtime_graph: grimp.ImportGraph) -> None:
+def test_no_circle_between_modules(full_graph: grimp.ImportGraph) -> None:
+    edges = _edges(full_graph)
+    circles = [c for c in strongly_connected(full_graph.modules, edges) if not _tolerated(c)]
+    assert not circles, "import circles:\n" + "\n".join(_describe(full_graph, c, edges) for c in circles)
+
+
+def test_no_upward_arrow_inside_a_package(full_graph: grimp.ImportGraph) -> None:
     """Inside every package, its children's imports of each other (a subpackage standing for all of its modules)
     form no circle: there is an order of the children in which every import goes downward."""
-    edges = _edges(runtime_graph)
-    packages = sorted({m.rsplit(".", 1)[0] for m in runtime_graph.modules if "." in m})
+    edges = _edges(full_graph)
+    packages = sorted({m.rsplit(".", 1)[0] for m in full_graph.modules if "." in m})
     problems = []
     for package in packages:
         prefix = package + "."
@@ -147,7 +168,16 @@ def test_no_upward_arrow_inside_a_package(runtime_graph: grimp.ImportGraph) -> N
             if _tolerated(component):
                 continue
             inside = set(component)
-            arrows = [_where(runtime_graph, *edge) for pair in sorted(between) if set(pair) <= inside
+            arrows = [_where(full_graph, *edge) for pair in sorted(between) if set(pair) <= inside
                       for edge in between[pair][:3]]
             problems.append(f"inside {package}: " + " <-> ".join(component) + "\n  " + "\n  ".join(arrows))
     assert not problems, "circles between the parts of a package:\n" + "\n".join(problems)
+
+
+def test_benchmarks_do_not_import_the_tests() -> None:
+    """``benchmarks`` may use the service (the throwaway PostgreSQL is :mod:`service.tools.pgserver`), never the test
+    suite: a benchmark run must not depend on test helpers that change with the tests (issue 28)."""
+    graph = grimp.build_graph("benchmarks", "tests", *PACKAGES, exclude_type_checking_imports=False, cache_dir=None)
+    into_tests = [_where(graph, a, b) for a, b in sorted(_edges(graph))
+                  if a.split(".")[0] == "benchmarks" and b.split(".")[0] == "tests"]
+    assert not into_tests, "benchmarks importing the tests:\n" + "\n".join(into_tests)

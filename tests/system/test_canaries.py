@@ -7,7 +7,7 @@ of any logger and no command's output may hold a canary (tests/support/canaries.
 spellings; over HTTP and in job records also where the tables live), and no answer may be an undocumented 5xx.
 
 New operations, engines, regression methods and commands are picked up from the OpenAPI document, the engine list
-(``service/data/engines/base.py`` ``ENGINES``), the methods' registry and the typer app: one without its entry in
+(``service/data/engines/registry.py`` ``ENGINES``), the methods' registry and the typer app: one without its entry in
 tests/support/canary_requests.py, canary_tables.py or canary_commands.py fails here, naming it.
 
 One world per service database (SQLite with every variant; PostgreSQL with its own SQL store, the one variant that
@@ -31,9 +31,9 @@ from typer.testing import CliRunner
 
 from service.api import create_app
 from service.cli import app as cli_app
-from service.data.engines.base import ENGINES, SQL
+from service.data.engines.base import SQL
+from service.data.engines.registry import ENGINES
 from service.regression import methods
-from tests.service.api.test_api_roles import CALLERS, ROLE_TABLE
 from tests.support.apihelpers import BACKENDS, bearer, build_world, database_url, finished_job
 from tests.support.canaries import Canaries, LogCapture, LogContext, capturing_logs, quiet_other_handlers
 from tests.support.canary_commands import COMMANDS, command_paths
@@ -48,6 +48,7 @@ from tests.support.canary_tables import (
     canary_frame,
     with_cells,
 )
+from tests.support.roles import CALLERS, ROLE_TABLE
 
 #: The variants each service database's world builds: the SQL store is the one that lives in the service database.
 WORLD_VARIANTS = {"sqlite": [v for vs in VARIANTS.values() for v in vs],

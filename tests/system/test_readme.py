@@ -127,3 +127,6 @@ def test_the_readme_runs_as_written(tmp_path: Path, data_dir: Path) -> None:
             for statement in (s.strip() for s in re.sub(r"--[^\n]*", "", body).split(";")):
                 if statement:
                     assert connection.execute(statement).fetchall(), statement
+        # the walkthrough's ledgers (adult's alpha R is past 64 bits) recompute exactly in plain SQL
+        disagreeing = connection.execute("SELECT dataset FROM budget_audit WHERE agrees = 0").fetchall()
+        assert connection.execute("SELECT COUNT(*) FROM budget_audit").fetchone()[0] >= 2 and not disagreeing

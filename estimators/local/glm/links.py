@@ -14,9 +14,10 @@ For Gaussian ``x`` Stein's lemma gives ``w* = c w_ols`` with ``c`` the root of `
 The links of the paper: ``logistic`` and ``poisson`` GLMs (Sec. 6), the ``boosting`` loss (Thm. 20), the ``cubic``
 link ``x^3 / 3`` and the ``logistic-loss`` link ``log(1 + e^-x)`` (Sec. 6), the ``sigmoid`` link (Thm. 26); plus
 ``probit`` (``E[y | x] = Phi_N(<x, w>)``, binary labels: Stein's lemma only needs ``E[y - mean | x] = 0``).
-The means are :data:`workloads.links.LINK_MEANS` (numpy only, shared with the client); the slopes are here.
-``labels`` names how synthetic labels are drawn (:mod:`estimators.local.glm.synthetic`); ``binary`` links give
-classifiers with ``predict_proba``.
+Each link here extends the project's one :class:`workloads.links.Link` of its name (:meth:`Link.extending`): its
+name, mean and ``binary`` (links that give classifiers with ``predict_proba``) are that value's, by reference (numpy
+only, shared with the client); the slopes are here. ``labels`` names how synthetic labels are drawn
+(:mod:`estimators.local.glm.synthetic`).
 """
 
 from __future__ import annotations
@@ -27,10 +28,8 @@ import numpy as np
 from scipy.special import expit
 
 from estimators.base import EstimatorError
-from workloads.links import LINK_MEANS as MEANS
-from workloads.links import ArrayFunction
-
-_INV_SQRT_2PI = 1.0 / np.sqrt(2.0 * np.pi)
+from workloads import links
+from workloads.links import ArrayFunction, normal_density
 
 
 @dataclass(frozen=True)
@@ -44,6 +43,12 @@ class Link:
     binary: bool
     sign: int = 1
 
+    @classmethod
+    def extending(cls, base: links.Link, kind: str, slope: ArrayFunction, slope_derivative: ArrayFunction,
+                  labels: str, sign: int = 1) -> Link:
+        """The Stein link of ``base``: its name, mean and ``binary`` are ``base``'s, the rest is given."""
+        return cls(base.name, kind, base.mean, slope, slope_derivative, labels, base.binary, sign)
+
 
 def _sigmoid_slope(t: np.ndarray) -> np.ndarray:
     s = expit(t)
@@ -55,10 +60,6 @@ def _sigmoid_curvature(t: np.ndarray) -> np.ndarray:
     return s * (1.0 - s) * (1.0 - 2.0 * s)
 
 
-def _normal_density(t: np.ndarray) -> np.ndarray:
-    return _INV_SQRT_2PI * np.exp(-0.5 * np.square(t))
-
-
 def _boosting_slope(t: np.ndarray) -> np.ndarray:
     return 0.25 * (1.0 + np.square(t) / 4.0) ** -1.5
 
@@ -67,18 +68,21 @@ def _boosting_curvature(t: np.ndarray) -> np.ndarray:
     return -0.1875 * t * (1.0 + np.square(t) / 4.0) ** -2.5
 
 
+def _stein(name: str, kind: str, slope: ArrayFunction, slope_derivative: ArrayFunction, labels: str,
+           sign: int = 1) -> Link:
+    return Link.extending(links.LINKS.get(name), kind, slope, slope_derivative, labels, sign)
+
+
 LINKS: dict[str, Link] = {
     link.name: link
     for link in (
-        Link("logistic", "glm", MEANS["logistic"], _sigmoid_slope, _sigmoid_curvature, "bernoulli", True),
-        Link("poisson", "glm", MEANS["poisson"], np.exp, np.exp, "poisson", False),
-        Link("probit", "regression", MEANS["probit"], _normal_density, lambda t: -t * _normal_density(t), "bernoulli",
-             True),
-        Link("boosting", "glm", MEANS["boosting"], _boosting_slope, _boosting_curvature, "bernoulli", False),
-        Link("cubic", "regression", MEANS["cubic"], np.square, lambda t: 2.0 * t, "additive", False),
-        Link("sigmoid", "regression", MEANS["sigmoid"], _sigmoid_slope, _sigmoid_curvature, "additive", False),
-        Link("logistic-loss", "regression", MEANS["logistic-loss"], lambda t: -expit(-t), _sigmoid_slope, "additive",
-             False, sign=-1),
+        _stein("logistic", "glm", _sigmoid_slope, _sigmoid_curvature, "bernoulli"),
+        _stein("poisson", "glm", np.exp, np.exp, "poisson"),
+        _stein("probit", "regression", normal_density, lambda t: -t * normal_density(t), "bernoulli"),
+        _stein("boosting", "glm", _boosting_slope, _boosting_curvature, "bernoulli"),
+        _stein("cubic", "regression", np.square, lambda t: 2.0 * t, "additive"),
+        _stein("sigmoid", "regression", _sigmoid_slope, _sigmoid_curvature, "additive"),
+        _stein("logistic-loss", "regression", lambda t: -expit(-t), _sigmoid_slope, "additive", sign=-1),
     )
 }
 

@@ -47,16 +47,15 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy import optimize
-from scipy.special import expit, ndtr
+from scipy.special import expit
 
 from estimators.base import EstimatorError
 from estimators.local.aggregate import ReportAggregate
 from estimators.local.planning import ErrorModel
+from workloads import links
+from workloads.links import IDENTITY, Link, normal_density
 from workloads.local.protocols.glm import GlmSpec, directions, get_randomizer, label_scores, public_feature_map
 
-_INV_SQRT_2PI = 1.0 / np.sqrt(2.0 * np.pi)
-#: the score is clipped here inside ``exp`` (Poisson), so that no value overflows while the solver searches
-_EXP_CLIP = 700.0
 #: the largest relative residual ``||m(w) - b|| / max(||b||, ||zbar||)`` an answer may leave
 RESIDUAL_TOLERANCE = 1e-6
 #: how far inside its range a link's means stay when an unattainable moment is projected (:func:`attainable_moment`)
@@ -64,35 +63,31 @@ PROJECTION_MARGIN = 1e-3
 
 
 @dataclass(frozen=True)
-class MomentLink:
-    """A link for the moment equation: its cumulant ``G``, mean ``g = G'`` and slope ``g'`` (all increasing ``g``)."""
+class MomentLink(Link):
+    """A link for the moment equation: the project's :class:`workloads.links.Link` of its name (its mean ``g``, the
+    closed range ``[low, high]`` of ``g``, ``binary``), extended by its cumulant ``G`` (``G' = g``) and slope ``g'``
+    (all increasing ``g``)."""
 
-    name: str
     cumulant: Callable[[np.ndarray], np.ndarray]
-    mean: Callable[[np.ndarray], np.ndarray]
     slope: Callable[[np.ndarray], np.ndarray]
-    binary: bool
-    #: the closed range of ``g`` (``None``: unbounded on that side)
-    low: float | None
-    high: float | None
+
+    @classmethod
+    def extending(cls, base: Link, cumulant: Callable[[np.ndarray], np.ndarray],
+                  slope: Callable[[np.ndarray], np.ndarray]) -> MomentLink:
+        return cls(**base.base_fields(), cumulant=cumulant, slope=slope)
 
 
-def _normal_density(t: np.ndarray) -> np.ndarray:
-    return _INV_SQRT_2PI * np.exp(-0.5 * np.square(t))
-
-
-def _exp(t: np.ndarray) -> np.ndarray:
-    return np.exp(np.minimum(t, _EXP_CLIP))
-
+_PROBIT, _POISSON = links.LINKS.get("probit"), links.LINKS.get("poisson")
 
 MOMENT_LINKS: dict[str, MomentLink] = {
     link.name: link for link in (
-        MomentLink("logistic", lambda t: np.logaddexp(0.0, t), expit, lambda t: expit(t) * expit(-t), True, 0.0,
-                   1.0),
-        MomentLink("probit", lambda t: t * ndtr(t) + _normal_density(t), ndtr, _normal_density, True, 0.0, 1.0),
-        MomentLink("linear", lambda t: 0.5 * np.square(t), lambda t: np.asarray(t, dtype=float),
-                   lambda t: np.ones_like(t, dtype=float), False, None, None),
-        MomentLink("poisson", _exp, _exp, _exp, False, 0.0, None),
+        MomentLink.extending(links.LINKS.get("logistic"), lambda t: np.logaddexp(0.0, t),
+                             lambda t: expit(t) * expit(-t)),
+        MomentLink.extending(_PROBIT, lambda t: t * _PROBIT.mean(t) + normal_density(t), normal_density),
+        MomentLink.extending(IDENTITY, lambda t: 0.5 * np.square(t), lambda t: np.ones_like(t, dtype=float)),
+        # G = G' = G'' = e^t, its score clipped inside exp (workloads.links.poisson_mean) so that no value
+        # overflows while the solver searches
+        MomentLink.extending(_POISSON, _POISSON.mean, _POISSON.mean),
     )
 }
 

@@ -17,29 +17,19 @@ engine maps them to its own columns.
 from __future__ import annotations
 
 from collections.abc import Generator, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import numpy as np
 
+from service.data.engines.queries import GradientQuery, Marginal
 from service.errors import ServiceError
 
-if TYPE_CHECKING:
-    from service.data.engines.gradients import GradientQuery
-
-#: The engines a dataset may live in (``datasets.engine``): its ``data_<id>`` table in the service database, a
-#: Parquet table counted by DuckDB (stored under the service's data folder, or attached where it lives), or a table
-#: of a Spark session, attached where it lives (:mod:`service.data.engines.spark`).
+#: The names of the engines of this service (``datasets.engine``): a ``data_<id>`` table in the service database or
+#: another SQL database, a Parquet table counted by DuckDB, a table of a Spark session. Each engine's record (where its
+#: datasets live, how it attaches) is registered in :mod:`service.data.engines.registry`.
 SQL = "sql"
 DUCKDB = "duckdb"
 SPARK = "spark"
-ENGINES = (SQL, DUCKDB, SPARK)
-#: The engines ``dataset load`` and ``dataset migrate`` can store rows in (a Spark table is only attached).
-STORE_ENGINES = (SQL, DUCKDB)
-#: The engine ``marginalia dataset load`` stores a new table in unless told otherwise.
-DEFAULT_ENGINE = DUCKDB
-
-#: One marginal to count: the attribute names (axes in that order) and their sizes.
-Marginal = tuple[tuple[str, ...], tuple[int, ...]]
 
 
 #: The phrase every refusal of a value the spec (or the privacy unit) cannot take carries, in whichever engine
@@ -152,10 +142,3 @@ def is_value_refusal(error: EngineError) -> bool:
     """Whether ``error`` is the refusal of a value rather than an unreadable table (:attr:`EngineError.value_refusal`,
     set where the refusal was made, never read from a message)."""
     return error.value_refusal
-
-
-def check_engine_name(name: str) -> str:
-    """``name`` if it is an engine this service knows, else :class:`ValueError` listing them."""
-    if name not in ENGINES:
-        raise ValueError(f"engine must be one of {list(ENGINES)}, got {name!r}")
-    return name

@@ -25,7 +25,7 @@ packages) pass through unchanged.
 Every engine class is wrapped by :func:`engine_boundary` (its constructor and every public method, generators
 included: each chunk of ``distinct_rows`` is read inside the boundary); :func:`call_inside` is the same boundary
 for code outside an engine's methods (opening an attached SQL table). ``tests/service/data/test_engine_errors.py``
-checks that every engine of :data:`~service.data.engines.base.ENGINES` is wrapped.
+checks that every registered engine (:data:`~service.data.engines.registry.ENGINES`) is wrapped.
 """
 
 from __future__ import annotations

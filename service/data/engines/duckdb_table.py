@@ -37,11 +37,12 @@ from collections.abc import Iterator, Mapping, Sequence
 import duckdb
 import numpy as np
 
-from service.data.engines.base import DUCKDB, Marginal
+from service.data.engines.base import DUCKDB
 from service.data.engines.boundary import compiled_refusals, engine_boundary
 from service.data.engines.dialect import DUCKDB_SQL
-from service.data.engines.gradients import GradientQuery, GroupedRows, sum_rows, weighted_rows_sql
+from service.data.engines.gradients import GroupedRows, sum_rows, weighted_rows_sql
 from service.data.engines.grouping import check_marginals, dense_counts, distinct_rows_sql, grouping_sets_sql
+from service.data.engines.queries import GradientQuery, Marginal
 from service.data.engines.units import coded_sql
 
 #: A DuckDB (standard SQL) quoted identifier, and string literal.

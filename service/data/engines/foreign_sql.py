@@ -57,9 +57,10 @@ from sqlalchemy import (
 from sqlalchemy.sql.elements import ColumnElement
 
 from db import tables
-from service.data.engines.base import SQL, EngineError, Marginal, null_unit, values_outside_spec
+from service.data.engines.base import SQL, EngineError, null_unit, values_outside_spec
 from service.data.engines.boundary import call_inside, engine_boundary
-from service.data.engines.gradients import CodeOutsideDomain, GradientQuery
+from service.data.engines.gradients import CodeOutsideDomain
+from service.data.engines.queries import GradientQuery, Marginal
 from service.data.engines.sql_gradients import SqlGradientSums
 from service.data.engines.units import bounded_select
 from workloads.binning import BinningSpec, ColumnBins
@@ -237,19 +238,20 @@ class ForeignSqlTable:
         return values_outside_spec(self.label, [a for a in self.outside_columns() if a in attributes] or attributes)
 
 
-def open_foreign(location: Mapping[str, object], label: str, sizes: Mapping[str, int]) -> ForeignSqlTable:
-    """The engine of an attached SQL table from its dataset's ``location`` (``url``, ``table``, ``spec``, and
-    ``privacy_unit`` when set); an unreachable database or a missing table raises :class:`EngineError` naming the
-    dataset."""
+def open_foreign(url: str, table_name: str, spec_json: Mapping[str, object], label: str, sizes: Mapping[str, int], *,
+                 privacy_unit: str | None = None) -> ForeignSqlTable:
+    """The engine of table ``table_name`` of the database at ``url``, coded by the binning spec ``spec_json`` (as an
+    attached dataset's location keeps it: :class:`service.data.engines.sql_engine.AttachedSql`); an unreachable
+    database or a missing table raises :class:`EngineError` naming the dataset."""
     from sqlalchemy import MetaData
 
     from db.engine import make_engine
     from workloads.binning import parse_spec
 
-    spec = parse_spec(location["spec"], source=f"the binning spec of {label!r}")
-    engine = make_engine(str(location["url"]))
+    spec = parse_spec(dict(spec_json), source=f"the binning spec of {label!r}")
+    engine = make_engine(url)
     try:
-        table = call_inside(label, Table, str(location["table"]), MetaData(), autoload_with=engine)
+        table = call_inside(label, Table, table_name, MetaData(), autoload_with=engine)
     except EngineError:
         engine.dispose()
         raise
@@ -258,9 +260,9 @@ def open_foreign(location: Mapping[str, object], label: str, sizes: Mapping[str,
         engine.dispose()
         raise EngineError(f"dataset {label!r}: its table no longer has the column(s) {missing} of its spec: check the "
                           "table, or attach it again")
-    unit = location.get("privacy_unit")
+    unit = privacy_unit
     if unit is not None and unit not in table.c:
         engine.dispose()
         raise EngineError(f"dataset {label!r}: its table has no column {unit!r} (its privacy unit)")
     return ForeignSqlTable(engine, table, spec_expressions(spec, table, engine.dialect.name), sizes, label,
-                           privacy_unit=None if unit is None else str(unit))
+                           privacy_unit=unit)

@@ -31,53 +31,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 from sqlalchemy import Connection
 
 from service.data.engines.dialect import POSTGRESQL_SQL, SQLITE_SQL, Dialect
 from service.data.engines.grouping import dense_counts, distinct_rows_sql, grouping_sets_sql
-
-#: The losses whose slope the SQL knows (the estimator's ``loss`` names).
-LOSSES = ("linear", "logistic")
-
-
-@dataclass(frozen=True)
-class GradientQuery:
-    """One clipped gradient sum at one ``theta``, as lookup tables per attribute (module docstring).
-
-    ``margins[j]`` and ``norms[j]`` hold ``m_a`` and ``q_a`` (one float per code) of ``features[j]``; ``labels``
-    holds ``y`` per code of ``target``; ``margin_offset`` (``theta_0``) and ``norm_offset`` (1 with an intercept)
-    are added to every row; ``clip_norm`` is ``G``."""
-
-    loss: str
-    clip_norm: float
-    margin_offset: float
-    norm_offset: float
-    features: tuple[str, ...]
-    margins: tuple[np.ndarray, ...]
-    norms: tuple[np.ndarray, ...]
-    target: str
-    labels: np.ndarray
-
-    def __post_init__(self) -> None:
-        if self.loss not in LOSSES:
-            raise ValueError(f"loss must be one of {LOSSES}, got {self.loss!r}")
-        if len(self.margins) != len(self.features) or len(self.norms) != len(self.features):
-            raise ValueError("margins and norms must hold one array per feature")
-        if any(len(m) != len(q) for m, q in zip(self.margins, self.norms, strict=True)):
-            raise ValueError("each feature's margins and norms must have one value per code")
-
-    @property
-    def attributes(self) -> tuple[str, ...]:
-        """The features, then the target: the order of the sums an engine returns."""
-        return (*self.features, self.target)
-
-    def marginals(self) -> list[tuple[tuple[str, ...], tuple[int, ...]]]:
-        """One single-attribute marginal per attribute of :attr:`attributes`, of its number of codes."""
-        levels = [len(m) for m in self.margins] + [len(self.labels)]
-        return [((a,), (k,)) for a, k in zip(self.attributes, levels, strict=True)]
+from service.data.engines.queries import GradientQuery
 
 
 class GroupedRows:

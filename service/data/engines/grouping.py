@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from db.tables import CodeOutOfRange, cell_index_sql
-from service.data.engines.base import Marginal
 from service.data.engines.dialect import Dialect
+from service.data.engines.queries import Marginal
 
 
 def check_marginals(marginals: Sequence[Marginal]) -> list[tuple[tuple[str, ...], tuple[int, ...]]]:

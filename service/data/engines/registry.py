@@ -1,63 +1,54 @@
-"""Open the engine a dataset's row names (``datasets.engine`` and ``datasets.location``).
+"""The data engines, registered: one :class:`~service.data.engines.record.DataEngine` per engine, by the name
+``datasets.engine`` holds (``sql``, ``duckdb``, ``spark``), in the project's one generic registry
+(:class:`workloads.registry.Registry`).
 
-``location`` (JSON, never shown to analysts) is NULL for a ``data_<id>`` table of the service database, and
-``{"url": URL, "table": T, "spec": SPEC}`` for a table attached in another SQL database (engine ``sql``); for engine
-``duckdb`` it is either ``{"file": NAME}`` (a table the
-service stored: ``NAME`` in the data folder, columns ``c0, c1, …`` already coded) or ``{"parquet": [PATH|GLOB, …],
-"spec": SPEC}`` (a table attached where it lives, coded inside the engine by its public binning spec ``SPEC``); for
-engine ``spark``, ``{"spark": TABLE, "spec": SPEC}`` (a table of the Spark session, coded inside Spark by ``SPEC``).
-
-Each attached shape (``url``, ``parquet``, ``spark``) may also hold ``"privacy_unit": COLUMN`` (``dataset attach
---privacy-unit``): a column of the table, never coded or released, by which every scan keeps one row per unit
-(:mod:`service.data.engines.units`; docs/privacy.md section 1.1). Absent, each row is its own unit.
+A new engine is one module (its :class:`~service.data.engines.base.TableEngine`, its location types with how each
+opens, its part of ``dataset attach``: :mod:`service.data.engines.duckdb_engine` is the model) and one line below;
+``tests/service/data/test_engine_contract.py`` then names what its author still has to give (a fixture variant of
+the contract; docs/engines.md, "Adding an engine").
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
 
 from sqlalchemy import Engine
 
-from service.data.engines.base import DUCKDB, SPARK, SQL, TableEngine
+from service.data.engines import duckdb_engine, spark_engine, sql_engine
+from service.data.engines.base import TableEngine
+from service.data.engines.record import DataEngine, Location, Stored
+from workloads.registry import Registry
 
-if TYPE_CHECKING:
-    from service.data.datasets import StoredDataset
+
+def _unknown(name: object, choices: list[str]) -> Exception:
+    return ValueError(f"engine must be one of {choices}, got {name!r}")
 
 
-def open_table(engine: Engine, dataset: StoredDataset) -> TableEngine:
-    """The :class:`~service.data.engines.base.TableEngine` of ``dataset``; ``engine`` is the service database."""
-    sizes = dataset.domain.sizes()
-    if dataset.engine == SQL and dataset.location and "url" in dataset.location:
-        from service.data.engines.foreign_sql import open_foreign
+#: Every data engine, in the order the service lists them.
+ENGINES: Registry[DataEngine] = Registry("data engine", _unknown)
+for _record in (sql_engine.ENGINE, duckdb_engine.ENGINE, spark_engine.ENGINE):
+    ENGINES.register(_record.name, _record)
 
-        return open_foreign(dataset.location, dataset.name, sizes)
-    if dataset.engine == SQL:
-        from service.data.engines.sql import SqlTable
+#: The engine ``marginalia dataset load`` stores a new table in unless told otherwise.
+DEFAULT_ENGINE = duckdb_engine.ENGINE.name
 
-        return SqlTable(engine, dataset.data_table, dataset.sql_columns, sizes, dataset.name)
-    if dataset.engine == DUCKDB:
-        from service.data.engines.duckdb_table import DuckDBTable, quote
 
-        location = dataset.location or {}
-        if "file" in location:
-            from service.data.engines.store import data_folder
+def store_engines() -> list[str]:
+    """The engines ``dataset load`` and ``dataset migrate`` can store rows in (those with a ``stored`` location)."""
+    return [e.name for e in ENGINES.entries() if e.stored is not None]
 
-            columns = {a: quote(c) for a, c in dataset.sql_columns.items()}
-            return DuckDBTable([str(data_folder(engine) / location["file"])], columns, dataset.name)
-        from service.data.engines.spec_sql import spec_columns
-        from workloads.binning import parse_spec
 
-        spec = parse_spec(location["spec"], source=f"the binning spec of {dataset.name!r}")
-        return DuckDBTable(list(location["parquet"]), spec_columns(spec), dataset.name,
-                           privacy_unit=location.get("privacy_unit"))
-    if dataset.engine == SPARK:
-        from service.data.engines.dialect import SPARK_SQL
-        from service.data.engines.spark import SparkTable
-        from service.data.engines.spec_sql import spec_columns
-        from workloads.binning import parse_spec
+def read_location(engine: str, raw: str | Mapping[str, object] | None) -> Location:
+    """The typed location of a dataset of ``engine`` stored as ``raw`` (``datasets.location``); a
+    :class:`ValueError` for an engine not registered or a JSON none of its locations reads."""
+    return ENGINES.get(engine).read(raw)
 
-        location = dataset.location or {}
-        spec = parse_spec(location["spec"], source=f"the binning spec of {dataset.name!r}")
-        return SparkTable(str(location["spark"]), spec_columns(spec, SPARK_SQL), dataset.name,
-                          privacy_unit=location.get("privacy_unit"))
-    raise ValueError(f"dataset {dataset.name!r} names an unknown engine {dataset.engine!r}")
+
+def open_table(engine: Engine, dataset: Stored) -> TableEngine:
+    """The :class:`~service.data.engines.base.TableEngine` counting ``dataset``'s rows where its location says;
+    ``engine`` is the service database."""
+    record = ENGINES.find(dataset.engine)
+    if record is None:
+        raise ValueError(f"dataset {dataset.name!r} names an unknown engine {dataset.engine!r}")
+    location = dataset.location if dataset.location is not None else record.read(None)
+    return location.open(engine, dataset)

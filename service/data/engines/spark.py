@@ -39,11 +39,12 @@ from typing import Any
 
 import numpy as np
 
-from service.data.engines.base import SPARK, EngineError, Marginal
+from service.data.engines.base import SPARK, EngineError
 from service.data.engines.boundary import compiled_refusals, engine_boundary
 from service.data.engines.dialect import SPARK_SQL
-from service.data.engines.gradients import GradientQuery, GroupedRows, weighted_rows_sql
+from service.data.engines.gradients import GroupedRows, weighted_rows_sql
 from service.data.engines.grouping import check_marginals, distinct_rows_sql, stacked_counts, stacked_keys_sql
+from service.data.engines.queries import GradientQuery, Marginal
 from service.data.engines.units import coded_sql
 from service.error_text import debugging
 

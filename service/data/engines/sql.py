@@ -22,9 +22,10 @@ import numpy as np
 from sqlalchemy import Engine, case, func, select
 
 from db import tables
-from service.data.engines.base import SQL, EngineError, Marginal, codes_outside_domain
+from service.data.engines.base import SQL, EngineError, codes_outside_domain
 from service.data.engines.boundary import engine_boundary
-from service.data.engines.gradients import CodeOutsideDomain, GradientQuery
+from service.data.engines.gradients import CodeOutsideDomain
+from service.data.engines.queries import GradientQuery, Marginal
 from service.data.engines.sql_gradients import SqlGradientSums
 
 

@@ -31,7 +31,8 @@ from sqlalchemy import Connection, Engine, RootTransaction
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from service.data.engines.dialect import POSTGRESQL_SQL
-from service.data.engines.gradients import GradientQuery, GroupedRows, sql_gradient_sums
+from service.data.engines.gradients import GroupedRows, sql_gradient_sums
+from service.data.engines.queries import GradientQuery
 
 #: SQLSTATEs of a database that refuses a temporary table: ``read_only_sql_transaction`` (a hot standby, a
 #: read-only default), ``insufficient_privilege`` (no ``TEMPORARY`` privilege on the database).

@@ -23,7 +23,7 @@ from estimators.central.sufficient_stats import (
     statistics_from_rows,
 )
 from estimators.psd import smallest_eigenvalue
-from tests.estimators.central.helpers import linear_design
+from tests.support.central_designs import linear_design
 
 
 # --- AdaSSP (App. B, Alg. 2) ----------------------------------------------------------------------

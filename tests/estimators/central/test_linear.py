@@ -13,7 +13,7 @@ from estimators.central.sufficient_stats import (
     statistics_from_rows,
 )
 from estimators.psd import project_psd, smallest_eigenvalue
-from tests.estimators.central.helpers import linear_design
+from tests.support.central_designs import linear_design
 
 
 # --- DD-SSP linear (Alg. 1) -----------------------------------------------------------------------

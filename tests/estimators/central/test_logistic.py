@@ -14,7 +14,7 @@ from estimators.central.sufficient_stats import (
     gram_from_marginals,
 )
 from estimators.psd import project_psd
-from tests.estimators.central.helpers import LOGISTIC_FEATURES
+from tests.support.central_designs import LOGISTIC_FEATURES
 from workloads.chebyshev import chebyshev_basis_coefficients, chebyshev_monomial_coefficients
 from workloads.encodings import DesignEncoding
 

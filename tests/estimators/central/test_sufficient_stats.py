@@ -15,7 +15,7 @@ from estimators.central.sufficient_stats import (
     gram_from_rows,
     statistics_from_rows,
 )
-from tests.estimators.central.helpers import LOGISTIC_FEATURES, linear_design, relative_error
+from tests.support.central_designs import LOGISTIC_FEATURES, linear_design, relative_error
 from workloads.encodings import DesignEncoding
 
 

@@ -275,3 +275,60 @@ def test_twenty_processes_never_overspend(engine, tiny, database_url: str) -> No
         process.join(timeout=60)
     assert sorted(outcomes) == ["ok"] * 10 + ["refused"] * 10, outcomes
     assert accountant.budget_status(engine, "tiny").epsilon_remaining == 0
+
+
+def _audit(engine, name: str) -> tuple[int, int, int]:  # noqa: ANN001
+    """(stored, recomputed, agrees) of the ``budget_audit`` view (migration 0012)."""
+    with engine.connect() as connection:
+        row = connection.execute(text("SELECT epsilon_spent_units, epsilon_recomputed_units, agrees FROM budget_audit "
+                                      "WHERE dataset = :d"), {"d": name}).one()
+    return int(row[0]), int(row[1]), int(row[2])
+
+
+def _status_units(engine, name: str) -> int:  # noqa: ANN001
+    spent = accountant.budget_status(engine, name).epsilon_spent * 10**12
+    assert spent.denominator == 1
+    return int(spent)
+
+
+def test_the_audit_view_recomputes_the_composed_epsilon_exactly_where_int64_would_overflow(engine, tiny) -> None:  # noqa: ANN001
+    """``budget_audit`` recomputes ``C + ceil(alpha R) + t`` in plain SQL and equals ``budget show`` in every budget
+    state: empty, pure charges only, after the anchor (here ``alpha_units * R`` is far above 2^63, where SQLite's
+    plain product silently becomes a REAL and loses the last units), after a pure charge priced under the anchor,
+    and after the only zCDP charge is refunded (R = 0: ``min(E, C + t)``)."""
+    accountant.set_budget(engine, "tiny", "100", "1e-5")
+    states = []
+    states.append(("empty", _audit(engine, "tiny"), _status_units(engine, "tiny")))
+    _charge(engine, tiny, PrivacyCost(epsilon=Fraction(3, 10)))
+    states.append(("pure", _audit(engine, "tiny"), _status_units(engine, "tiny")))
+    release_id, _ = accountant.reserve_release(engine, "tiny", "marginals", "test", PrivacyCost(rho=Fraction(7, 3)),
+                                               {}, "tester")
+    states.append(("anchored", _audit(engine, "tiny"), _status_units(engine, "tiny")))
+    _charge(engine, tiny, PrivacyCost(epsilon=Fraction(1, 7)))
+    states.append(("priced", _audit(engine, "tiny"), _status_units(engine, "tiny")))
+    with engine.connect() as connection:
+        alpha_units, rho_units = connection.execute(text(
+            "SELECT anchor_alpha_units, rho_spent_units FROM budget_remaining WHERE dataset = 'tiny'")).one()
+        charge_id = connection.execute(text("SELECT id FROM ledger_entries WHERE release_id = :r AND entry = 'charge'"),
+                                       {"r": release_id}).scalar_one()
+    assert int(alpha_units) * int(rho_units) > 2**63  # the case the split exists for
+    accountant.refund(engine, charge_id, "test: the release failed before noise")
+    states.append(("refunded", _audit(engine, "tiny"), _status_units(engine, "tiny")))
+    for state, (stored, recomputed, agrees), status in states:
+        assert recomputed == stored == status and agrees == 1, (state, stored, recomputed, status)
+    assert [s[2] for s in states][:2] == [0, 3 * 10**11]
+
+
+def test_the_audit_view_catches_a_ledger_that_disagrees(engine, tiny) -> None:  # noqa: ANN001
+    """The view recomputes, it does not copy: a ledger whose stored composed epsilon was written wrong (one unit too
+    low, inserted as a bare row past the accountant) shows ``agrees = 0``."""
+    accountant.set_budget(engine, "tiny", "10", "1e-5")
+    _charge(engine, tiny, PrivacyCost(rho=Fraction(1, 10)))
+    stored, recomputed, _ = _audit(engine, "tiny")
+    with engine.begin() as connection:
+        dataset_id = connection.execute(text("SELECT id FROM datasets WHERE name = 'tiny'")).scalar_one()
+        connection.execute(text(
+            "INSERT INTO ledger_entries (dataset_id, entry, mechanism, principal, epsilon_units, delta_units, "
+            "rho_units, epsilon_priced_units, epsilon_spent_after_units, note, created_at) VALUES (:d, 'charge', "
+            "'forged', 'x', 0, 0, 0, 0, :s, 'forged', CURRENT_TIMESTAMP)"), {"d": dataset_id, "s": stored - 1})
+    assert _audit(engine, "tiny") == (stored - 1, recomputed, 0)

@@ -22,8 +22,8 @@ from service.client import Client, MarginaliaError
 from service.mechanisms.dp_iht import COUNT_SHARE
 from service.privacy import conversions
 from service.privacy.cost import PrivacyCost, floor_to_grid
-from tests.service.regression.test_dp_iht import FEATURES, TRUTH, _noise_tolerance
 from tests.support.apihelpers import World, bearer
+from tests.support.dp_iht import FEATURES, TRUTH, noise_tolerance
 
 ROWS = 2000
 
@@ -55,7 +55,7 @@ def test_client_fits_dp_iht_charges_exactly_and_reuses_the_model(world: World) -
     assert set(np.flatnonzero(fit.coef_)) == {0, 1} and fit.intercept_ == 0.0
     X = 2.0 * frame[["x0", "x1"]].to_numpy(float) - 1.0
     curvature = float(np.linalg.eigvalsh(X.T @ X / ROWS)[0])
-    assert np.max(np.abs(fit.coef_ - TRUTH)) < _noise_tolerance(calibration.sigma_gradient, 0.5, ROWS, curvature)
+    assert np.max(np.abs(fit.coef_ - TRUTH)) < noise_tolerance(calibration.sigma_gradient, 0.5, ROWS, curvature)
     assert fit.predict(frame.head(5)).shape == (5,)
     again = analyst.fit_linear(name, "y", FEATURES, method="dp-iht", epsilon=10.0, delta=1e-5, **settings)
     assert again.reused and again.release_id == fit.release_id and again.cost == {"epsilon": 0, "delta": 0, "rho": 0}

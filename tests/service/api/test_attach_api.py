@@ -72,7 +72,7 @@ def test_attach_through_a_folder_source_counts_its_rows(client: TestClient, worl
     assert body["labels"]["age"] == ["[0, 18)", "[18, 40)", "[40, 65)", "[65, 120]"]
     assert str(_root(world)) not in response.text
     stored = datasets.get_dataset(world.engine, name)
-    assert stored.location["parquet"] == [str(_root(world) / copy)]  # the glob, expanded to what was checked
+    assert list(stored.location.parquet) == [str(_root(world) / copy)]  # the glob, expanded to what was checked
     with TableCountOracle(world.engine, stored) as oracle:
         expected = expected_counts(raw_frame(60, 5), ("age", "work"))
         np.testing.assert_array_equal(oracle.counts(("age", "work")), expected)

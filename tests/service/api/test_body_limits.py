@@ -26,8 +26,8 @@ from service.api.guard import GuardedRoute
 from service.api.schema_size import json_bound
 from service.campaigns import campaigns, gateways
 from service.client.device import make_report
-from tests.service.api.test_api_roles import CALLERS, ROLE_TABLE
 from tests.support.paths import REPO
+from tests.support.roles import CALLERS, ROLE_TABLE
 from workloads.local.wire import MEDIA_TYPE, decode_batch, encode_batch
 
 CHUNK = 64 * 1024

@@ -11,26 +11,14 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, text
 
-from service.access import auth
 from service.api import create_app
 from service.campaigns import estimates, gateways
 from service.client.device import make_report
 from service.errors import ServiceError
+from tests.support.campaign_keys import new_key
 from workloads.local.wire import MEDIA_TYPE, encode_batch
 
 ROLES = ("steward", "analyst", "auditor", "participant", "gateway")
-
-
-def new_key(engine: Engine, role: str, name: str) -> tuple[int, str]:
-    info, token = auth.create_key(engine, role, name)
-    return info.id, token
-
-
-def open_to_gateways(engine: Engine, campaign: str, reports: int) -> None:
-    """A steward opens ``campaign`` to every gateway key, with a quota of ``reports`` reports."""
-    for key in auth.list_keys(engine):
-        if key.role == "gateway":
-            gateways.set_scope(engine, key.id, campaign, reports)
 
 
 @pytest.fixture

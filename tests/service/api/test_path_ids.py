@@ -18,8 +18,8 @@ from service.access import auth
 from service.api import create_app
 from service.campaigns import campaigns
 from service.errors import NotFound
-from tests.service.api.test_api_roles import CALLERS, ROLE_TABLE, _request
 from tests.support.apihelpers import World, bearer, snapshot
+from tests.support.roles import CALLERS, ROLE_TABLE, role_request
 
 #: Texts that name no row: digits that are not ASCII (they name campaign 1 or fail ``int()`` on main), what pydantic
 #: reads as 1 (' 1', '+1', '1.0', '1_0' is 10), 0, and ids past the INTEGER columns (32 and 64 bits).
@@ -46,7 +46,7 @@ def test_every_path_parameter_refuses_what_is_not_an_id(client: TestClient, worl
     for method, route, operation in _operations():
         parameters = [p for p in operation.get("parameters", []) if p["in"] == "path"]  # type: ignore[union-attr]
         caller = _admitted(method, route)
-        url, body = _request(route, caller, world)
+        url, body = role_request(route, caller, world)
         valid = dict(zip(route.strip("/").split("/"), url.strip("/").split("/"), strict=True))
         for parameter in parameters:
             segment = "{" + parameter["name"] + "}"

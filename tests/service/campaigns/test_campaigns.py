@@ -9,7 +9,7 @@ import pytest
 
 from service.campaigns import campaigns
 from service.errors import Conflict, InvalidInput, NotFound
-from tests.service.campaigns.helpers import FEATURES, gaussian_rows, load_public
+from tests.support.campaign_data import FEATURES, gaussian_rows, load_public
 
 
 def test_a_stein_campaign_stores_its_spec_rounds_transform_and_guarantee(engine, tmp_path: Path) -> None:  # noqa: ANN001

@@ -12,8 +12,8 @@ from sqlalchemy import text
 from service.campaigns import campaigns, caps, gateways, simulate
 from service.campaigns.submission import Submitter, submit_reports
 from service.errors import InvalidInput, ServiceError
-from tests.db.collections_rows import make_key
-from tests.service.campaigns.helpers import FEATURES, gaussian_rows
+from tests.support.campaign_data import FEATURES, gaussian_rows
+from tests.support.collections_rows import make_key
 
 
 def test_caps_round_down_refuse_bad_values_and_override_one_participant(engine) -> None:  # noqa: ANN001

@@ -13,7 +13,7 @@ import pytest
 from service.campaigns import campaigns, simulate
 from service.campaigns.campaigns import public_state
 from service.client.device import clipped, make_report
-from tests.service.campaigns.helpers import FEATURES, load_public
+from tests.support.campaign_data import FEATURES, load_public
 
 NAMES = ["a", "b"]
 
@@ -74,7 +74,7 @@ def test_the_clients_submit_warns_naming_the_bound_and_the_rows(engine, tmp_path
 
     from service.api import create_app
     from service.client import Client, Device
-    from tests.service.api.test_campaigns_api import new_key
+    from tests.support.campaign_keys import new_key
 
     campaigns.create_campaign(engine, "glm", "stein-glm", FEATURES, "y", None, 4.0, 1e-6, {"norm_bound": 2})
     _, token = new_key(engine, "participant", "her")

@@ -14,7 +14,7 @@ from estimators.local.aggregate import ReportAggregate
 from estimators.local.glm.stein import PrivateOLS, SteinGLM
 from service.campaigns import campaigns, estimates, simulate
 from service.errors import Conflict, InvalidInput
-from tests.service.campaigns.helpers import FEATURES, gaussian_rows, load_public, logistic_labels
+from tests.support.campaign_data import FEATURES, gaussian_rows, load_public, logistic_labels
 
 OFFSET = np.array([10.0, 0.0, -3.0])
 

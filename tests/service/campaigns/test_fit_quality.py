@@ -75,7 +75,7 @@ def test_the_client_raises_a_user_warning_and_strict_refuses(engine, tmp_path) -
 
     from service.api import create_app
     from service.client import Client, Device, MarginaliaError
-    from tests.service.api.test_campaigns_api import new_key
+    from tests.support.campaign_keys import new_key
 
     campaigns.create_campaign(engine, "noise", "ldp-iht", NAMES, "y", None, 2.0, 0.0, {"sparsity": 2})
     rng = np.random.default_rng(3)

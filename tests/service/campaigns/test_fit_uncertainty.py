@@ -23,7 +23,8 @@ from service.campaigns import campaigns, caps
 from service.campaigns.protocols import dr_erm as dr_erm_protocol
 from service.campaigns.protocols import get_protocol, next_state
 from service.campaigns.types import CampaignInfo
-from tests.service.campaigns.helpers import FEATURES, gaussian_rows, load_public, logistic_labels
+from tests.support.backends import ON_SQLITE
+from tests.support.campaign_data import FEATURES, gaussian_rows, load_public, logistic_labels
 
 REPS = 30
 FACTOR = 1.5
@@ -81,6 +82,7 @@ def _keys(fits: list) -> list[str]:  # noqa: ANN001
 
 
 # ---------------------------------------------------------------------------------------------------------- ldp-avg
+@ON_SQLITE  # statistical: the draws do not depend on the service database
 def test_ldp_avg_standard_error_matches_the_spread(engine) -> None:  # noqa: ANN001
     campaigns.create_campaign(engine, "avg", "ldp-avg", ["v"], None, None, 1.0, 0.0, {"lower": 0, "upper": 10})
     empirical, reported, fits = _spread(engine, "avg", "mean", lambda rng: (rng.uniform(0, 10, (4000, 1)), None))
@@ -101,6 +103,7 @@ def _glm_draw(n: int, offset: object = (10.0, 0.0, -3.0)):  # noqa: ANN202
     return draw
 
 
+@ON_SQLITE  # statistical: the draws do not depend on the service database
 @pytest.mark.slow
 @pytest.mark.parametrize("model", ["linear", "logistic"])
 def test_stein_glm_paper_public_gram_standard_errors_match_the_spread(engine, glm_public, model) -> None:  # noqa: ANN001
@@ -111,6 +114,7 @@ def test_stein_glm_paper_public_gram_standard_errors_match_the_spread(engine, gl
     _check(empirical, reported, _keys(fits))
 
 
+@ON_SQLITE  # statistical: the draws do not depend on the service database
 @pytest.mark.parametrize(("model", "randomizer"), [("linear", "privunit"), ("logistic", "privunit"),
                                                    ("probit", "l2ball"), ("linear", "gaussian")])
 def test_stein_glm_default_standard_errors_match_the_spread(engine, glm_public, model, randomizer) -> None:  # noqa: ANN001
@@ -125,6 +129,7 @@ def test_stein_glm_default_standard_errors_match_the_spread(engine, glm_public, 
     _check(empirical, reported, _keys(fits))
 
 
+@ON_SQLITE  # statistical: the draws do not depend on the service database
 @pytest.mark.slow
 def test_stein_glm_private_gram_standard_errors_match_the_spread(engine) -> None:  # noqa: ANN001
     """X^T X from the reports too: its noise moves w_ols (the bootstrap of the whole solve)."""
@@ -134,6 +139,7 @@ def test_stein_glm_private_gram_standard_errors_match_the_spread(engine) -> None
     _check(empirical, reported, _keys(fits))
 
 
+@ON_SQLITE  # statistical: the draws do not depend on the service database
 @pytest.mark.slow
 @pytest.mark.parametrize("model", ["linear", "logistic"])
 def test_stein_glm_two_round_standard_errors_match_the_spread(engine, model) -> None:  # noqa: ANN001
@@ -161,6 +167,7 @@ def _sparse_draw(n: int, public: np.ndarray | None = None):  # noqa: ANN202
     return draw
 
 
+@ON_SQLITE  # statistical: the draws do not depend on the service database
 @pytest.mark.slow
 @pytest.mark.parametrize("model", ["iht", "lasso", "lasso-raw"])
 def test_label_ldp_standard_errors_match_the_spread_on_the_support(engine, tmp_path: Path, model) -> None:  # noqa: ANN001
@@ -174,6 +181,7 @@ def test_label_ldp_standard_errors_match_the_spread_on_the_support(engine, tmp_p
     _check(empirical[[0, 2]], reported[[0, 2]], ["a", "c"])
 
 
+@ON_SQLITE  # statistical: the draws do not depend on the service database
 def test_ldp_iht_standard_errors_match_the_spread_on_the_support(engine) -> None:  # noqa: ANN001
     campaigns.create_campaign(engine, "iht", "ldp-iht", NAMES, "y", None, 8.0, 0.0, {"sparsity": 2})
     empirical, reported, fits = _spread(engine, "iht", "iht", _sparse_draw(20_000))
@@ -181,6 +189,7 @@ def test_ldp_iht_standard_errors_match_the_spread_on_the_support(engine) -> None
     _check(empirical, reported, _keys(fits))
 
 
+@ON_SQLITE  # statistical: the draws do not depend on the service database
 @pytest.mark.slow
 @pytest.mark.parametrize("protocol", ["bernstein", "bernstein-1bit"])
 def test_bernstein_standard_errors_match_the_spread(engine, protocol) -> None:  # noqa: ANN001
@@ -196,6 +205,7 @@ def test_bernstein_standard_errors_match_the_spread(engine, protocol) -> None:  
     _check(empirical[:1], reported[:1], ["a"])
 
 
+@ON_SQLITE  # statistical: the draws do not depend on the service database
 @pytest.mark.slow
 def test_dr_erm_standard_errors_match_the_spread(engine, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
     # The campaign's public projection is drawn when it is created: fixed here, so the test sees one projection in every
@@ -214,6 +224,7 @@ def test_dr_erm_standard_errors_match_the_spread(engine, monkeypatch: pytest.Mon
     _check(empirical, reported, _keys(fits))
 
 
+@ON_SQLITE  # statistical: the draws do not depend on the service database
 @pytest.mark.parametrize("randomizer", ["l2ball", "gaussian"])
 def test_linear_ssp_standard_errors_match_the_spread(engine, randomizer) -> None:  # noqa: ANN001
     """Features with a mean and a spread of their own (stated feature_bounds: the intercept and the raw-unit mapping
@@ -236,6 +247,7 @@ def test_linear_ssp_standard_errors_match_the_spread(engine, randomizer) -> None
 
 
 # ------------------------------------------------------------------------------------------------------------- glm
+@ON_SQLITE  # statistical: the draws do not depend on the service database
 @pytest.mark.slow
 @pytest.mark.parametrize(("randomizer", "model"), [("privunit", "logistic"), ("privunit", "probit"),
                                                    ("l2ball", "logistic")])

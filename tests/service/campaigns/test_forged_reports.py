@@ -62,7 +62,7 @@ def test_a_label_ldp_report_carries_no_function_of_the_features(engine, tmp_path
     """The device sends (public row id, tilde y): two participants with the same label and device randomness but
     different features send the same label, and the server forms x tilde y from its own copy of the public table."""
     from service.client.device import make_report
-    from tests.service.campaigns.helpers import load_public
+    from tests.support.campaign_data import load_public
 
     public = np.array([[1.0, 0.0, -0.5], [0.25, 2.0, 1.0], [-1.0, -1.0, 0.5]])
     load_public(engine, tmp_path, public)
@@ -80,10 +80,10 @@ def test_a_label_ldp_report_carries_no_function_of_the_features(engine, tmp_path
     fit = estimates.fit_campaign(engine, "labels", "iht")
     assert fit.reports == 2
     # the server's sum is its own rows times the labels sent
-    from tests.service.campaigns.test_sparse_campaigns import _aggregate_sums
+    from tests.support.campaign_rows import aggregate_sums
 
     label = float(sent[0]["label"])
-    np.testing.assert_allclose(_aggregate_sums(engine, "labels")["xy"], (public[0] + public[1]) * label, rtol=1e-12)
+    np.testing.assert_allclose(aggregate_sums(engine, "labels")["xy"], (public[0] + public[1]) * label, rtol=1e-12)
     with pytest.raises(InvalidInput, match="whole-number id"):
         _submit(engine, "labels", {"row": 1.5, "label": 0.0}, "forger")
     with pytest.raises(InvalidInput, match="outside its allowed range"):
@@ -143,7 +143,7 @@ def _corners(field, dimension: int) -> list[np.ndarray]:  # noqa: ANN001
 def test_one_extreme_accepted_stein_report_moves_w_ols_by_at_most_its_influence(engine, tmp_path, gram) -> None:  # noqa: ANN001
     """Every corner of the validated ranges (the extreme accepted reports), one at a time: w_ols moves by at most the
     influence bound the fit reported, with X^T X public (a fixed linear map) or from the reports (Weyl's bound)."""
-    from tests.service.campaigns.helpers import FEATURES, gaussian_rows, load_public
+    from tests.support.campaign_data import FEATURES, gaussian_rows, load_public
 
     load_public(engine, tmp_path, gaussian_rows(3000, seed=2))
     x = gaussian_rows(20_000, seed=3)
@@ -192,7 +192,7 @@ def test_one_extreme_accepted_label_report_moves_the_lasso_by_at_most_its_influe
     """label-ldp's penalised Lasso (lasso-raw) is 1/lambda_min(X^T X/m)-Lipschitz in the mean of x_row tilde y: the
     extreme accepted reports (the public row of largest norm, or each row, with the label at either end of its
     validated range) move it by at most the influence bound; IHT's bound is the diameter of its ball."""
-    from tests.service.campaigns.helpers import FEATURES, gaussian_rows, load_public
+    from tests.support.campaign_data import FEATURES, gaussian_rows, load_public
 
     public = gaussian_rows(400, seed=12)
     load_public(engine, tmp_path, public)

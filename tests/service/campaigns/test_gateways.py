@@ -18,7 +18,7 @@ from service.campaigns.submission import Submitter, submit_reports
 from service.cli import app
 from service.client.device import make_report
 from service.errors import InvalidInput, NotFound, ServiceError
-from tests.db.collections_rows import make_key
+from tests.support.collections_rows import make_key
 
 INVENTED = [f"invented-{i}" for i in range(1000)]
 

@@ -14,8 +14,8 @@ from estimators.local.glm.moment import PublicMomentGLM
 from service.campaigns import campaigns, estimates, simulate, submission
 from service.campaigns.public_tables import campaign_public_rows
 from service.errors import InvalidInput
-from tests.service.campaigns.helpers import FEATURES, load_public
-from tests.service.campaigns.test_sparse_campaigns import _aggregate_sums, _reports
+from tests.support.campaign_data import FEATURES, load_public
+from tests.support.campaign_rows import aggregate_sums, ledger_reports
 from workloads.local.protocols import RoundState
 
 #: features in their own units (shifted and scaled), and a logistic model on them with an intercept
@@ -51,7 +51,7 @@ def test_every_link_from_one_collection_with_an_intercept_and_standard_errors(en
         assert abs(answer["coefficients"][name] - value) < 4 * answer["standard_errors"][name], name
     # the service's numbers are the estimator's on the stored aggregate, mapped to the features' own units
     aggregate = ReportAggregate.for_round(info.spec, 0, RoundState(0))
-    aggregate.count, aggregate.sums["u"] = 30_000, _aggregate_sums(engine, "moments")["u"]
+    aggregate.count, aggregate.sums["u"] = 30_000, aggregate_sums(engine, "moments")["u"]
     model = PublicMomentGLM("logistic").fit(aggregate, info.spec, campaign_public_rows(engine, info))
     np.testing.assert_allclose([answer["coefficients"][f] for f in FEATURES],
                                model.coef_ / np.asarray(info.transform.scale), rtol=1e-9)
@@ -63,7 +63,7 @@ def test_every_link_from_one_collection_with_an_intercept_and_standard_errors(en
 
 
 def test_each_participant_is_charged_exactly_the_campaigns_epsilon(engine, collected) -> None:  # noqa: ANN001
-    rows = _reports(engine, "moments")
+    rows = ledger_reports(engine, "moments")
     assert len({r[0] for r in rows}) == 30_000 and {(r[2], r[3]) for r in rows} == {(int(4.0 * 1e12), 0)}
 
 
@@ -75,12 +75,12 @@ def test_forged_reports_are_refused_and_nothing_is_stored(engine, tmp_path: Path
     forged = {"u": np.array([[grid / 2, 0.0, 0.0, 0.0]])}
     with pytest.raises(InvalidInput, match="not a multiple of its grid step") as refused:
         submission.submit_reports(engine, "g", 0, forged, submission.Submitter.simulator("f"), ["f"])
-    assert refused.value.code == "invalid_report" and _reports(engine, "g") == []
+    assert refused.value.code == "invalid_report" and ledger_reports(engine, "g") == []
     campaigns.create_campaign(engine, "ball", "glm", FEATURES, "y", "pub", 2.0)
     with pytest.raises(InvalidInput, match="every honest report has norm"):
         submission.submit_reports(engine, "ball", 0, {"u": np.array([[0.1, 0.0, 0.0, 0.0]])},
                                   submission.Submitter.simulator("f"), ["f"])
-    assert _reports(engine, "ball") == []
+    assert ledger_reports(engine, "ball") == []
 
 
 @pytest.mark.parametrize(("public", "delta", "options", "message"), [

@@ -19,7 +19,7 @@ from estimators.local.linear_ssp import SspLinearRegression
 from service.campaigns import campaigns, estimates, simulate
 from service.campaigns.public_tables import PublicColumn, store_public_table
 from service.errors import InvalidInput
-from tests.service.campaigns.test_sparse_campaigns import _aggregate_sums, _reports
+from tests.support.campaign_rows import aggregate_sums, ledger_reports
 from workloads.local.randomizers.regression_statistics import regression_statistics
 
 TRUTH = np.array([1.5, -0.4])  # coefficients of x1, x2 in their own units
@@ -58,7 +58,7 @@ def test_l2ball_campaign_end_to_end(engine) -> None:  # noqa: ANN001
     assert transform.source == "public table pub"
     x, y = _people(n, seed=1)
     simulate.simulate(engine, "ssp", x, y, seed=2)
-    mean = _aggregate_sums(engine, "ssp")["statistics"] / n
+    mean = aggregate_sums(engine, "ssp")["statistics"] / n
     # every entry of a report has variance at most B^2 / D around the participant's statistic: 5 of those
     truth = regression_statistics(transform.apply(x), (y - 0.0), spec.norm_bound, spec.label_bound).mean(axis=0)
     np.testing.assert_array_less(np.abs(mean - truth), 5 * math.sqrt(spec.report_variance / n))
@@ -79,7 +79,7 @@ def test_l2ball_campaign_end_to_end(engine) -> None:  # noqa: ANN001
     assert body["standard_errors"] == errors and body["cost"] == {"epsilon": 0.0, "delta": 0.0, "rho": 0.0}
     assert fit.influence.per_report is not None and fit.influence.intercept is not None
     # the ledger: one report per participant, each exactly (eps, 0): the stated pure-epsilon charge
-    rows = _reports(engine, "ssp")
+    rows = ledger_reports(engine, "ssp")
     assert len({r[0] for r in rows}) == n and {(r[2], r[3]) for r in rows} == {(int(eps * 1e12), 0)}
     assert spec.participant_cost("all") == (eps, 0.0)
 
@@ -93,11 +93,11 @@ def test_gaussian_option_charges_epsilon_and_delta(engine) -> None:  # noqa: ANN
     assert spec.randomizer == "gaussian" and spec.norm_bound == pytest.approx(math.sqrt(2))
     x, y = _people(n, seed=3)
     simulate.simulate(engine, "gauss", x, y, seed=4)
-    sums = _aggregate_sums(engine, "gauss")["statistics"]
+    sums = aggregate_sums(engine, "gauss")["statistics"]
     assert np.all(sums / spec.noise.grid == np.floor(sums / spec.noise.grid))  # sums of grid multiples
     fit = estimates.fit_campaign(engine, "gauss", "linear")
     assert fit.standard_errors is not None and fit.details["randomizer"] == "gaussian"
-    rows = _reports(engine, "gauss")
+    rows = ledger_reports(engine, "gauss")
     assert len(rows) == n and {(r[2], r[3]) for r in rows} == {(int(eps * 1e12), rows[0][3])} and rows[0][3] > 0
     assert spec.participant_cost("all") == (eps, delta)
 
@@ -146,7 +146,7 @@ def test_forged_reports_refused_accepted_extremes_move_the_fit_within_its_influe
 
     with pytest.raises(InvalidInput, match="l2 norm"):
         submit(np.full(spec.length, spec.report_norm / math.sqrt(spec.length)) * 1.001, "forged")
-    assert len(_reports(engine, "forge")) == 3_000
+    assert len(ledger_reports(engine, "forge")) == 3_000
     for k, sign in ((0, 1.0), (3, -1.0), (5, 1.0), (7, -1.0)):
         before = estimates.fit_campaign(engine, "forge", "linear")
         submit(sign * spec.report_norm * np.eye(spec.length)[k], f"extreme {k}")

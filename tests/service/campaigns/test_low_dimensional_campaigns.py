@@ -13,7 +13,7 @@ from estimators.local.sparse.bernstein import LocalBernsteinLinearRegression, it
 from estimators.local.sparse.dr_erm import DRERMLinearRegression
 from service.campaigns import campaigns, estimates, simulate
 from service.errors import InvalidInput
-from tests.service.campaigns.test_sparse_campaigns import _aggregate_sums, _reports
+from tests.support.campaign_rows import aggregate_sums, ledger_reports
 from workloads.local.randomizers.bernstein import bernstein_grid, one_bit_laplace_epsilon, squared_loss_on_grid
 from workloads.local.randomizers.random_projection_statistics import projected_statistics, random_projection
 
@@ -41,7 +41,7 @@ def test_bernstein_alg2_campaign(engine) -> None:  # noqa: ANN001
     x, y = _line(n, seed=1)
     simulate.simulate(engine, "bern", x, y, seed=2)
     info = campaigns.get_campaign(engine, "bern")
-    spec, sums = info.spec, _aggregate_sums(engine, "bern")
+    spec, sums = info.spec, aggregate_sums(engine, "bern")
     assert info.status == "closed" and spec.grid_size == 7 and spec.loss_scale == 4.0  # (1 * 1 * 1 + 1)^2
     estimate = sums["losses"] / n
     # each grid value is a mean of n clipped losses plus Lap(G / eps): standard deviation sqrt(2) (G / eps) / sqrt(n)
@@ -65,7 +65,7 @@ def test_bernstein_alg2_campaign(engine) -> None:  # noqa: ANN001
     assert excess(fit.coefficients["x"]) <= excess(noiseless) + 2 * shift
     assert fit.to_json()["cost"]["epsilon"] == 0.0
     # the ledger: one report per participant, each (eps, 0)
-    rows = _reports(engine, "bern")
+    rows = ledger_reports(engine, "bern")
     assert len({r[0] for r in rows}) == n and {(r[2], r[3]) for r in rows} == {(int(eps * 1e12), 0)}
 
 
@@ -77,7 +77,7 @@ def test_bernstein_one_bit_campaign(engine) -> None:  # noqa: ANN001
                               options={"participants": n, "degree": 2, "loss_scale": 0.5})
     x, y = _line(n, seed=3)
     simulate.simulate(engine, "bit", x, y, seed=4)
-    spec, sums = campaigns.get_campaign(engine, "bit").spec, _aggregate_sums(engine, "bit")
+    spec, sums = campaigns.get_campaign(engine, "bit").spec, aggregate_sums(engine, "bit")
     counts = sums["count"]
     assert counts.sum() == n and counts.min() > 0.9 * n / 3  # each participant drew one of the 3 points
     estimate = 2.0 * sums["weighted"] / counts
@@ -89,7 +89,7 @@ def test_bernstein_one_bit_campaign(engine) -> None:  # noqa: ANN001
     fit = estimates.fit_campaign(engine, "bit", "linear")
     assert fit.coefficients["x"] == pytest.approx(_box_fit(spec, estimate), abs=1e-12)
     assert -1.0 <= fit.coefficients["x"] <= 1.0
-    assert {(r[2], r[3]) for r in _reports(engine, "bit")} == {(int(eps * 1e12), 0)}
+    assert {(r[2], r[3]) for r in ledger_reports(engine, "bit")} == {(int(eps * 1e12), 0)}
 
 
 def test_dr_erm_campaign(engine) -> None:  # noqa: ANN001
@@ -107,7 +107,7 @@ def test_dr_erm_campaign(engine) -> None:  # noqa: ANN001
     spec = info.spec
     assert info.round_state(0).number("projection_seed") == spec.projection_seed
     phi = random_projection(6, p, spec.projection_seed)
-    mean = _aggregate_sums(engine, "dr")["statistics"] / n
+    mean = aggregate_sums(engine, "dr")["statistics"] / n
     # each coordinate of a report has standard deviation at most B / sqrt(width) (every report has norm B)
     bound = 5 * spec.report_norm / math.sqrt(spec.width) / math.sqrt(n)
     np.testing.assert_array_less(np.abs(mean - projected_statistics(x, y, phi, 1.0, 1.0).mean(axis=0)), bound)
@@ -116,7 +116,7 @@ def test_dr_erm_campaign(engine) -> None:  # noqa: ANN001
     np.testing.assert_allclose([fit.coefficients[f"x{j}"] for j in range(p)], expected, atol=1e-6)
     assert np.abs(expected).sum() <= 1.0 + 1e-6  # w lies in C, the unit l1 ball
     assert fit.influence.per_report == 2.0  # its diameter: the most one report can move w (issue 18 finding 6)
-    assert {(r[2], r[3]) for r in _reports(engine, "dr")} == {(int(eps * 1e12), 0)}
+    assert {(r[2], r[3]) for r in ledger_reports(engine, "dr")} == {(int(eps * 1e12), 0)}
 
 
 @pytest.mark.parametrize(

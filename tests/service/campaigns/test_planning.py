@@ -17,7 +17,8 @@ from estimators.local.sparse.planning import spread_profile
 from service.campaigns import campaigns, estimates, planning, simulate
 from service.campaigns.protocols import CAMPAIGN_PROTOCOLS
 from service.errors import InvalidInput
-from tests.service.campaigns.helpers import load_public
+from tests.support.backends import ON_SQLITE
+from tests.support.campaign_data import load_public
 
 
 def _relative_rms(estimates_: list[np.ndarray], truth: np.ndarray) -> float:
@@ -78,6 +79,7 @@ def stein_public(engine, tmp_path: Path) -> str:  # noqa: ANN001
     return load_public(engine, tmp_path, np.c_[x, y], columns=["a", "b", "c", "y"])
 
 
+@ON_SQLITE  # statistical: the draws do not depend on the service database
 @pytest.mark.parametrize(("options", "epsilon", "delta"), [
     ({"variant": "paper", "gram": False}, 8.0, 1e-6), ({"variant": "paper"}, 4.0, 1e-6),
     ({}, 8.0, 0.0), ({"randomizer": "l2ball"}, 8.0, 0.0), ({"randomizer": "gaussian"}, 8.0, 1e-6)])
@@ -99,6 +101,7 @@ def test_stein_glm_plan_is_within_2x_of_measured_runs(engine, stein_public, opti
     assert plan.to_json()["cost"] == {"epsilon": 0.0, "delta": 0.0, "rho": 0.0}
 
 
+@ON_SQLITE  # statistical: the draws do not depend on the service database
 def test_glm_plan_is_within_2x_of_measured_runs(engine, stein_public) -> None:  # noqa: ANN001
     """The public-moment GLM (default PrivUnit2) at n = 5,000, epsilon 2: the predicted relative error of the slopes
     against 10 simulated campaigns, measured against the plan's reference (the moment equation's root on the public
@@ -117,6 +120,7 @@ def test_glm_plan_is_within_2x_of_measured_runs(engine, stein_public) -> None:  
     assert plan.auc is not None
 
 
+@ON_SQLITE  # statistical: the draws do not depend on the service database
 def test_without_the_target_the_stein_glm_plan_is_an_absolute_upper_bound(engine, tmp_path: Path,  # noqa: ANN001
                                                                          stein_public) -> None:
     """The public table without the target column: no reference, no AUC, an absolute error at least the one the plan
@@ -144,6 +148,7 @@ def _sparse_rows(n: int, p: int, theta: np.ndarray, seed: int) -> tuple[np.ndarr
     return x, x @ theta + rng.uniform(-0.05, 0.05, n)
 
 
+@ON_SQLITE  # statistical: the draws do not depend on the service database
 def test_ldp_iht_plan_is_within_2x_of_measured_runs(engine) -> None:  # noqa: ANN001
     """No public table: the planner assumes the spread profile, which the simulated theta* is; 10 campaigns (the
     truncation's wrong picks make single errors heavy-tailed: 3 trials are not enough for a 2x check)."""
@@ -158,6 +163,7 @@ def test_ldp_iht_plan_is_within_2x_of_measured_runs(engine) -> None:  # noqa: AN
     assert measured / 2 <= plan.expected_relative_error <= 2 * measured, (plan.expected_relative_error, measured)
 
 
+@ON_SQLITE  # statistical: the draws do not depend on the service database
 def test_label_ldp_plan_is_within_2x_of_measured_runs(engine, tmp_path: Path) -> None:  # noqa: ANN001
     """The public table holds the features, not the target: the spread profile again; 10 campaigns."""
     p, s, n = 10, 2, 4_000

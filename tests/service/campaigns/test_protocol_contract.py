@@ -27,10 +27,10 @@ from service.campaigns.types import CampaignRequest
 from service.cli import app
 from service.errors import InvalidInput
 from service.options import OptionSpec, declarations, describe
-from tests.estimators.local.glm.test_two_round import first_round
-from tests.service.api.test_api_roles import PROTOCOL_CAMPAIGNS
 from tests.support.paths import REPO
 from tests.support.registries import registered
+from tests.support.roles import PROTOCOL_CAMPAIGNS
+from tests.support.two_round import first_round
 from workloads.links import LINEAR_MODELS, LINK_MEANS
 from workloads.local.protocols import PROTOCOLS, ProtocolSpec, SteinGlmSpec, TwoRoundSteinSpec
 
@@ -93,7 +93,7 @@ def missing_parts(name: str) -> list[str]:
             missing.append(f"{name}: model {model!r} has no mean in workloads.links (LINK_MEANS or LINEAR_MODELS), so "
                            "the client cannot predict with it")
     if name not in PROTOCOL_CAMPAIGNS:
-        missing.append(f"{name}: no entry in PROTOCOL_CAMPAIGNS of tests/service/api/test_api_roles.py (the role test "
+        missing.append(f"{name}: no entry in PROTOCOL_CAMPAIGNS of tests/support/roles.py (the role test "
                        "creates a campaign of every protocol as every caller)")
     elif callable(record.build):
         try:

@@ -14,7 +14,7 @@ import pytest
 from service.campaigns import campaigns, public_tables
 from service.campaigns.public_tables import PublicColumn, store_public_table
 from service.errors import InvalidInput
-from tests.service.campaigns.helpers import gaussian_rows, load_public
+from tests.support.campaign_data import gaussian_rows, load_public
 
 COLUMNS = [PublicColumn("a", "numeric"), PublicColumn("b", "numeric")]
 

@@ -4,19 +4,18 @@ validators, and the parameters refused before anything is stored."""
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
 import numpy as np
 import pytest
-from sqlalchemy import text
 
 from estimators.local.sparse.iht import iht_step, label_iht_from_moments
 from estimators.local.sparse.lasso import lasso_from_moments, refit_on_support
 from service.campaigns import campaigns, estimates, simulate, submission
 from service.errors import Conflict, InvalidInput, ServiceError
-from tests.service.campaigns.helpers import load_public
+from tests.support.campaign_data import load_public
+from tests.support.campaign_rows import aggregate_sums, ledger_reports
 from workloads.local.randomizers.duchi_label import duchi_label_magnitude
 from workloads.local.randomizers.gaussian_label import label_noise_sigma
 from workloads.local.randomizers.l2ball import l2_ball_output_norm
@@ -31,25 +30,6 @@ def sparse_rows(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     x = rng.choice([-1.0, 1.0], size=(n, P))
     return x, x @ THETA + rng.uniform(-0.05, 0.05, size=n)
-
-
-def _reports(engine, campaign: str) -> list[tuple[int, int, int, int]]:  # noqa: ANN001
-    """The campaign's rows of the local ledger: participant, round, epsilon and delta units spent."""
-    with engine.connect() as connection:
-        return [tuple(r) for r in connection.execute(text(
-            "SELECT r.participant_id, r.round_index, r.epsilon_units, r.delta_units FROM reports r JOIN campaigns c "
-            "ON c.id = r.campaign_id WHERE c.name = :c"), {"c": campaign})]
-
-
-def _aggregate_sums(engine, campaign: str, round_index: int = 0) -> dict[str, np.ndarray]:  # noqa: ANN001
-    """Round ``round_index``'s running sums as the service stored them."""
-    from estimators.local.aggregate import ReportAggregate
-
-    with engine.connect() as connection:
-        raw = connection.execute(text("SELECT r.aggregate_json FROM campaign_rounds r JOIN campaigns c ON c.id = "
-                                      "r.campaign_id WHERE c.name = :c AND r.round_index = :i"),
-                                 {"c": campaign, "i": round_index}).scalar_one()
-    return ReportAggregate.from_json(json.loads(raw)).sums
 
 
 def _round_payloads(engine, campaign: str, round_index: int, width: int = P) -> np.ndarray:  # noqa: ANN001
@@ -101,7 +81,7 @@ def test_ldp_iht_campaign_runs_its_rounds_and_fits_a_known_answer(engine) -> Non
     assert np.linalg.norm(coef - THETA) < 5 * coordinate_std * math.sqrt(P)
 
     # the ledger: every participant reported once and spent exactly epsilon (Alg. 1, Thm. 4)
-    rows = _reports(engine, "iht")
+    rows = ledger_reports(engine, "iht")
     assert len(rows) == n and len({r[0] for r in rows}) == n
     assert {(r[2], r[3]) for r in rows} == {(int(eps * 1e12), 0)}
 
@@ -174,13 +154,13 @@ def test_ldp_iht_coordinate_randomizer_end_to_end(engine) -> None:  # noqa: ANN0
     assert set(np.unique(payloads[:, 0])) == set(range(P)) and set(np.unique(np.abs(payloads[:, 1]))) == {magnitude}
     dense = np.zeros((n, P))
     dense[np.arange(n), payloads[:, 0].astype(int)] = payloads[:, 1]
-    np.testing.assert_allclose(_aggregate_sums(engine, "coord")["gradient"], dense.sum(axis=0), rtol=1e-9)
+    np.testing.assert_allclose(aggregate_sums(engine, "coord")["gradient"], dense.sum(axis=0), rtol=1e-9)
     fit = estimates.fit_campaign(engine, "coord", "iht")
     coef = np.array([fit.coefficients[name] for name in NAMES])
     np.testing.assert_allclose(coef, iht_step(np.zeros(P), dense.mean(axis=0), 1.0, 2), atol=1e-9)
     coordinate_std = math.sqrt(P) * duchi_label_magnitude(1.5, eps) / math.sqrt(n) + 1.0 / math.sqrt(n)
     assert np.linalg.norm(coef - THETA) < 5 * coordinate_std * math.sqrt(P)
-    assert {(r[2], r[3]) for r in _reports(engine, "coord")} == {(int(eps * 1e12), 0)}
+    assert {(r[2], r[3]) for r in ledger_reports(engine, "coord")} == {(int(eps * 1e12), 0)}
 
 
 def test_a_forged_coordinate_report_is_refused_and_stored_nowhere(engine) -> None:  # noqa: ANN001
@@ -193,7 +173,7 @@ def test_a_forged_coordinate_report_is_refused_and_stored_nowhere(engine) -> Non
                             ({"coordinate": [0, 1], "value": [magnitude, magnitude / 2]}, "exactly \\+pC or -pC")):
         with pytest.raises(InvalidInput, match=pattern):
             submission.submit_reports(engine, "coord", 0, report, submission.Submitter.simulator("f"), ["a", "b"])
-    assert _reports(engine, "coord") == []
+    assert ledger_reports(engine, "coord") == []
 
 
 def test_a_running_ldp_iht_campaign_answers_with_the_rounds_done(engine) -> None:  # noqa: ANN001
@@ -226,7 +206,7 @@ def test_a_forged_gradient_is_refused_and_stored_nowhere(engine) -> None:  # noq
     with pytest.raises(InvalidInput, match="field 'gradient' must have shape"):
         submission.submit_reports(engine, "iht", 0, {"gradient": np.zeros((1, P + 1))},
                                   submission.Submitter.simulator("f"), ["p1"])
-    assert _reports(engine, "iht") == []
+    assert ledger_reports(engine, "iht") == []
     assert campaigns.get_campaign(engine, "iht").rounds[0].reports == 0
     with pytest.raises(InvalidInput, match="covariance applies to the Stein GLM campaigns"):
         estimates.fit_campaign(engine, "iht", "iht", covariance="pooled")
@@ -274,7 +254,7 @@ def test_label_ldp_answers_iht_and_the_lasso_from_one_collection(engine, label_c
     assert np.linalg.norm(lasso_coef - THETA) < math.sqrt(P) * (noise + lasso.details["alpha"])
     assert iht.details["support"] == ["a", "c"]
     # one collection, one spend: each participant once, (epsilon, delta) of the campaign (2, 1e-5)
-    rows = _reports(engine, "labels")
+    rows = ledger_reports(engine, "labels")
     assert len(rows) == n == len({r[0] for r in rows})
     assert {(r[2], r[3]) for r in rows} == {(2 * 10**12, 10**13)}
 
@@ -293,7 +273,7 @@ def test_label_ldp_default_is_the_pure_randomizer_end_to_end(engine, tmp_path: P
     magnitude = duchi_label_magnitude(label_bound, eps)
     stored = _round_payloads(engine, "pure", 0, width=2)
     assert set(np.unique(stored[:, 1])) == {-magnitude, magnitude}
-    rows = _reports(engine, "pure")
+    rows = ledger_reports(engine, "pure")
     assert len(rows) == n and {(r[2], r[3]) for r in rows} == {(2 * 10**12, 0)}  # (epsilon, 0): no delta spent
     noise = 5 * magnitude / math.sqrt(n) + 5 / math.sqrt(n)
     for model in ("iht", "lasso"):

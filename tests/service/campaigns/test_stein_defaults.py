@@ -15,7 +15,7 @@ from estimators.local.glm.public_gram import public_whitening
 from service.campaigns import campaigns, estimates, simulate
 from service.campaigns.protocols.stein_glm import DEFAULT_NORM_QUANTILE
 from service.errors import InvalidInput
-from tests.service.campaigns.helpers import FEATURES, gaussian_rows, load_public
+from tests.support.campaign_data import FEATURES, gaussian_rows, load_public
 
 OFFSET = np.array([10.0, 0.0, -3.0])
 W_TRUE = np.array([1.0, -1.0, 0.5])

@@ -16,7 +16,7 @@ from service.campaigns import campaigns, gateways
 from service.campaigns.submission import Submitter, submit_reports
 from service.client.device import make_report
 from service.errors import ServiceError
-from tests.db.collections_rows import make_key
+from tests.support.collections_rows import make_key
 
 
 def _avg(engine, participants: int | None = None) -> campaigns.CampaignInfo:  # noqa: ANN001

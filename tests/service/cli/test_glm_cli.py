@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from service.cli import app
-from tests.service.cli.test_campaigns_cli import run, runner, write_public_and_people
+from tests.support.cli import run, runner, write_public_and_people
 
 
 @pytest.mark.slow

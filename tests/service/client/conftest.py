@@ -9,7 +9,7 @@ from fastapi.testclient import TestClient
 
 from service.api import create_app
 from service.client import Client, Device
-from tests.service.api.test_campaigns_api import new_key
+from tests.support.campaign_keys import new_key
 
 
 @pytest.fixture

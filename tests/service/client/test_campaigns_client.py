@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from service.client import CampaignModel, CollectionError, MarginaliaError
-from tests.service.api.test_campaigns_api import open_to_gateways
+from tests.support.campaign_keys import open_to_gateways
 
 
 def test_participants_gateways_and_analysts(clients, engine) -> None:  # noqa: ANN001

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from service.client import CampaignModel, MarginaliaError
-from tests.service.api.test_campaigns_api import open_to_gateways
+from tests.support.campaign_keys import open_to_gateways
 
 NAMES = ["a", "b"]
 

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from service.client import CampaignModel, MarginaliaError
-from tests.service.api.test_campaigns_api import open_to_gateways
+from tests.support.campaign_keys import open_to_gateways
 
 NAMES = ["a", "b", "c"]
 

@@ -152,6 +152,29 @@ def test_raw_value_outside_spec_names_column_and_line(engine, tmp_path: Path) ->
     _nothing_stored(engine)
 
 
+def test_every_column_at_fault_is_named_with_its_lines_never_its_values(engine, tmp_path: Path,  # noqa: ANN001
+                                                                       small_domain: Path) -> None:
+    """Bad values in two columns: one error names both columns, each with its first lines and what the spec
+    expects, so that one round of fixes is enough (issue 29: only the first column was reported); nothing stored."""
+    spec = _write(tmp_path, "spec.yml", "columns:\n  x: {kind: ordinal, edges: [0, 10, 20]}\n"
+                                        "  y: {kind: categorical, values: [a, b]}\n")
+    csv = _write(tmp_path, "raw.csv", "x,y\n5,a\n77,b\n5,zz\n99,a\n")
+    with pytest.raises(InvalidInput) as raw:
+        datasets.load_raw_csv(engine, "raw", [csv], spec)
+    assert raw.value.message.endswith("column 'x': a value cannot be coded (expected a number in [0, 20]), first on "
+                                      "lines 3, 5; column 'y': a value cannot be coded (expected one of ['a', 'b']), "
+                                      "first on line 4"), raw.value.message
+    coded = _write(tmp_path, "coded.csv", "a,b\n0,1\n7,1\n1,x\n0,5\n")
+    with pytest.raises(InvalidInput) as caught:
+        datasets.load_coded_csv(engine, "coded", coded, small_domain)
+    message = caught.value.message
+    assert message.endswith("column 'a': a value is not a code in 0..2, first on line 3; column 'b': a value is not "
+                            "an integer code, first on line 4; column 'b': a value is not a code in 0..1, first on "
+                            "line 5. Nothing was stored."), message
+    assert not any(value in message.split(":", 1)[1] for value in ("77", "99", "zz", "'x'", "7,"))
+    _nothing_stored(engine)
+
+
 @pytest.mark.parametrize(
     ("spec_text", "fragment"),
     [

@@ -36,8 +36,9 @@ from db.engine import make_engine
 from db.migrate import upgrade_to_head
 from service.data import datasets
 from service.data.attach.tables import attach_parquet, attach_sql
-from service.data.engines.base import ENGINES, EngineError
+from service.data.engines.base import EngineError
 from service.data.engines.boundary import Reason, call_inside, compiled_refusals, engine_error
+from service.data.engines.registry import ENGINES
 from service.data.engines.store import data_folder
 from service.data.oracle import TableCountOracle
 from service.errors import InvalidInput
@@ -110,7 +111,7 @@ def _stored_table(engine: Engine, tmp_path: Path, store: str = "duckdb") -> data
 
 
 def _rewrite_stored(engine: Engine, stored: datasets.StoredDataset, c0: pa.Array) -> None:
-    path = data_folder(engine) / stored.location["file"]
+    path = data_folder(engine) / stored.location.file
     table = pq.read_table(path)
     path.unlink()  # the service writes its files read-only
     pq.write_table(table.set_column(0, "c0", c0), path)

@@ -62,7 +62,7 @@ def test_load_defaults_to_a_parquet_file_counted_by_duckdb(engine, tmp_path: Pat
     stored = datasets.get_dataset(engine, "toy")
     assert stored.engine == "duckdb" and _data_tables(engine) == []
     files = list(data_folder(engine).iterdir())
-    assert [f.name for f in files] == [stored.location["file"]]
+    assert [f.name for f in files] == [stored.location.file]
     if engine.dialect.name == "sqlite":  # the default folder: next to the database file
         assert data_folder(engine) == tmp_path / "test-tables"
     table = pq.read_table(files[0])
@@ -109,12 +109,12 @@ def test_a_missing_parquet_file_is_one_clear_error_without_its_path(engine, tmp_
     csv, domain = _files(tmp_path, _codes())
     datasets.load_coded_csv(engine, "toy", csv, domain)
     stored = datasets.get_dataset(engine, "toy")
-    (data_folder(engine) / stored.location["file"]).unlink()
+    (data_folder(engine) / stored.location.file).unlink()
     with pytest.raises(EngineError) as caught:
         TableCountOracle(engine, stored).counts(("a",))
     message = caught.value.message
     assert message == f"dataset 'toy': {Reason.FILES.value}"  # our words: DuckDB's own message named the file
-    assert str(data_folder(engine)) not in message and stored.location["file"] not in message
+    assert str(data_folder(engine)) not in message and stored.location.file not in message
 
 
 def test_migrate_moves_a_sql_table_to_duckdb_and_keeps_its_budget(engine, tmp_path: Path) -> None:  # noqa: ANN001

@@ -1,8 +1,10 @@
 """DP-IHT's clipped gradient sums computed inside the data engine (issue 21): one aggregation per iteration, one float
 per (attribute, code) back, equal to the in-memory numpy sum (``estimators.central.dp_iht.ArrayGradients``) on every
-engine (DuckDB stored and attached Parquet, the service database's SQLite and PostgreSQL tables, attached SQL
-tables; Spark local mode in the slow test), for the linear and logistic losses, with clipping active and inactive,
-for every encoding kind (reduced one-hot, one-hot, scalar, custom, {-1, +1}); and the release that uses them."""
+engine (DuckDB stored Parquet, the service database's SQLite and PostgreSQL tables, attached SQL tables), for the
+linear and logistic losses, with clipping active and inactive, for every encoding kind (reduced one-hot, one-hot,
+scalar, custom, {-1, +1}); and the release that uses them. Every registered engine's attached tables, with and
+without a privacy unit (DuckDB on Parquet, SQL on SQLite and PostgreSQL, Spark local mode), are checked by the
+engine contract (tests/service/data/test_engine_contract.py)."""
 
 from __future__ import annotations
 
@@ -13,27 +15,26 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from sqlalchemy import Engine, text
 
-from estimators.central.dp_iht import ArrayGradients, dp_iht_calibration, loss_slopes
+from estimators.central.dp_iht import dp_iht_calibration
 from service.accounting import accountant
 from service.accounting.accountant import release_costs
 from service.data import datasets
-from service.data.attach.tables import attach_parquet, attach_sql
+from service.data.attach.tables import attach_sql
 from service.data.engines.base import EngineError
 from service.data.engines.gradients import ensure_sqlite_math
 from service.data.oracle import TableCountOracle
-from service.mechanisms import row_memory
-from service.mechanisms.base import MechanismError
+from service.mechanisms import registry, row_memory
+from service.mechanisms.base import MechanismError, MechanismResult
 from service.mechanisms.dp_iht import COUNT_SHARE, DPIHTRelease, EngineGradients
 from service.privacy import conversions
 from service.privacy.cost import PrivacyCost, floor_to_grid
 from service.privacy.noise import NoiseSource
 from service.regression.fit import fit as fit_regression
 from tests.support.binned import RAW_SQL_TYPES, SPEC, one_row_per_unit, raw_frame, sql_table, write_spec
+from tests.support.gradient_sums import assert_sums_as_numpy, designs
 from workloads.binning import apply_spec, parse_spec
 from workloads.encodings import DesignEncoding
 
@@ -56,32 +57,6 @@ def _write_coded(folder: Path, frame: pd.DataFrame) -> tuple[Path, Path]:
     return csv, domain
 
 
-def _designs(domain, features, target, overrides, positive):  # noqa: ANN001, ANN202
-    return [DesignEncoding(domain, features, target, "linear", intercept=True, overrides=overrides),
-            DesignEncoding(domain, features, target, "logistic", intercept=False, overrides=overrides,
-                           positive_level=positive)]
-
-
-def _numpy_and_engine(oracle: TableCountOracle, design: DesignEncoding, codes: pd.DataFrame) -> None:
-    """For theta at random, the engine's sum equals numpy's on the encoded rows (clipping active: G small; inactive:
-    G above every row's gradient norm), within 1e-9 relative (float64 summation order)."""
-    X, y = design.encode(codes)
-    if design.intercept:
-        X = np.column_stack([np.ones(len(X)), X])
-    in_memory = ArrayGradients(X, y, design.task)
-    in_engine = EngineGradients(oracle, design, design.task)
-    rng = np.random.default_rng(11)
-    for _ in range(2):
-        theta = rng.normal(0.0, 1.0, X.shape[1])
-        norms = np.abs(loss_slopes(design.task, X @ theta, y)) * np.linalg.norm(X, axis=1)
-        for bound, clipped in ((0.2 * float(np.median(norms)), True), (2.0 * float(norms.max()), False)):
-            assert bool(np.any(norms > bound)) is clipped
-            expected = in_memory(theta, bound)
-            scale = float(np.sum(np.minimum(norms, bound)))  # sum of the clipped gradients' norms
-            np.testing.assert_allclose(in_engine(theta, bound), expected, rtol=1e-9, atol=1e-9 * scale)
-    assert oracle.distinct_rows_read == 0
-
-
 @pytest.mark.parametrize("store", ["duckdb", "sql"])
 def test_stored_tables_sum_as_numpy(engine: Engine, tmp_path: Path, store: str) -> None:
     """DuckDB's Parquet file, and the service database's data table (SQLite: one GROUP BY per attribute; PostgreSQL:
@@ -92,27 +67,16 @@ def test_stored_tables_sum_as_numpy(engine: Engine, tmp_path: Path, store: str) 
     stored = datasets.get_dataset(engine, "t")
     with TableCountOracle(engine, stored) as oracle:
         assert oracle.table.name == store
-        for design in _designs(stored.domain, ["a", "b", "c", "d"], "y", OVERRIDES, 2):
+        for design in designs(stored.domain, ["a", "b", "c", "d"], "y", OVERRIDES, 2):
             assert {enc.kind for enc in design.attribute_encodings} >= {"reduced_one_hot", "one_hot", "custom",
                                                                        "scalar"}
-            _numpy_and_engine(oracle, design, frame)
+            assert_sums_as_numpy(oracle, design, frame)
         assert oracle.gradient_scans == 8  # two designs, two thetas, two bounds
 
 
 def _binned(frame: pd.DataFrame) -> pd.DataFrame:
     spec = parse_spec(SPEC)
     return pd.DataFrame(apply_spec(spec, frame.astype(str)), columns=[c.name for c in spec.columns])
-
-
-def test_attached_parquet_sums_as_numpy(engine: Engine, tmp_path: Path) -> None:
-    frame = raw_frame(400, 5)
-    path = tmp_path / "people.parquet"
-    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path, row_group_size=64)
-    attach_parquet(engine, "people", [str(path)], write_spec(tmp_path))
-    stored = datasets.get_dataset(engine, "people")
-    with TableCountOracle(engine, stored) as oracle:
-        for design in _designs(stored.domain, ["age", "work"], "income", {}, None):
-            _numpy_and_engine(oracle, design, _binned(frame))
 
 
 def test_attached_sql_sums_as_numpy_and_refuses_a_value_outside_the_spec(engine: Engine, database_url: str,
@@ -123,40 +87,16 @@ def test_attached_sql_sums_as_numpy_and_refuses_a_value_outside_the_spec(engine:
     sql_table(engine, frame, "people")
     attach_sql(engine, "people", database_url, "people", write_spec(tmp_path))
     stored = datasets.get_dataset(engine, "people")
-    designs = _designs(stored.domain, ["age", "work"], "income", {}, None)
+    both = designs(stored.domain, ["age", "work"], "income", {}, None)
     with TableCountOracle(engine, stored) as oracle:
-        for design in designs:
-            _numpy_and_engine(oracle, design, _binned(frame))
+        for design in both:
+            assert_sums_as_numpy(oracle, design, _binned(frame))
     with engine.begin() as connection:
         connection.execute(text("UPDATE people SET income = 'unknown' WHERE age < 30"))
     with TableCountOracle(engine, stored) as oracle:
-        gradients = EngineGradients(oracle, designs[0], "linear")
+        gradients = EngineGradients(oracle, both[0], "linear")
         with pytest.raises(EngineError, match=r"column 'income' holds a value the binning spec cannot code"):
-            gradients(np.zeros(1 + designs[0].n_features), 1.0)
-
-
-@pytest.mark.parametrize("where", ["parquet", "sql"])
-def test_the_sums_see_one_row_per_privacy_unit(engine: Engine, database_url: str, tmp_path: Path, where: str) -> None:
-    """On a table attached with ``--privacy-unit`` the engine's source relation keeps one row per unit, and the
-    gradient sums are built on it: they equal numpy's over the kept rows (computed without SQL), and ``n`` is the
-    number of units."""
-    frame = raw_frame(400, 8)
-    frame["person"] = np.random.default_rng(9).integers(0, 90, len(frame))
-    spec = parse_spec(SPEC)
-    names = [c.name for c in spec.columns]
-    kept = one_row_per_unit(apply_spec(spec, frame[names].astype(str)), names, frame["person"].to_numpy())
-    if where == "parquet":
-        path = tmp_path / "visits.parquet"
-        pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path)
-        attach_parquet(engine, "visits", [str(path)], write_spec(tmp_path), privacy_unit="person")
-    else:
-        sql_table(engine, frame, "visits", {**RAW_SQL_TYPES, "person": "INTEGER"})
-        attach_sql(engine, "visits", database_url, "visits", write_spec(tmp_path), privacy_unit="person")
-    stored = datasets.get_dataset(engine, "visits")
-    with TableCountOracle(engine, stored) as oracle:
-        assert oracle.table.row_count() == len(kept) < len(frame)
-        for design in _designs(stored.domain, ["age", "work"], "income", {}, None):
-            _numpy_and_engine(oracle, design, kept)
+            gradients(np.zeros(1 + both[0].n_features), 1.0)
 
 
 def test_sqlite_math_functions_are_registered_only_where_missing() -> None:
@@ -186,10 +126,10 @@ def test_sqlite_math_functions_are_registered_only_where_missing() -> None:
     assert lacking.registered == {"sqrt": math.sqrt, "tanh": math.tanh}
 
 
-def _release(oracle: TableCountOracle, design: DesignEncoding, seed: int, options: dict) -> DPIHTRelease:
-    release = DPIHTRelease(design, Fraction(1, 2), options)
-    release(oracle, NoiseSource(seed))
-    return release
+def _release(oracle: TableCountOracle, design: DesignEncoding, seed: int, options: dict) -> MechanismResult:
+    """A DP-IHT release's result, its settings completed as the registry completes them."""
+    return DPIHTRelease(design, Fraction(1, 2), registry.get("dp-iht").settings(design, options))(oracle,
+                                                                                                  NoiseSource(seed))
 
 
 @pytest.mark.parametrize("task", ["linear", "logistic"])
@@ -201,7 +141,7 @@ def test_the_release_on_the_engine_path_equals_the_distinct_rows_path(engine: En
     frame = _coded()
     datasets.load_coded_csv(engine, "t", *_write_coded(tmp_path, frame), categorical=("a", "b"), chunk_rows=100)
     stored = datasets.get_dataset(engine, "t")
-    design = _designs(stored.domain, ["a", "b", "c", "d"], "y", OVERRIDES, 2)[task == "logistic"]
+    design = designs(stored.domain, ["a", "b", "c", "d"], "y", OVERRIDES, 2)[task == "logistic"]
     options = {"sparsity": 4, "iterations": 12, "clip_norm": 0.5}
     with TableCountOracle(engine, stored) as oracle:
         assert oracle.table.gradient_sums_in_one_scan
@@ -213,8 +153,34 @@ def test_the_release_on_the_engine_path_equals_the_distinct_rows_path(engine: En
         assert oracle.distinct_rows_read > 0 and oracle.gradient_scans == 24
     assert again.payload == first.payload
     np.testing.assert_allclose(first.payload.coef, rows.payload.coef, rtol=1e-7, atol=1e-12)
-    assert first.public_details() == rows.public_details() and first.cost == rows.cost
+    assert first.details == rows.details and first.cost == rows.cost
     assert np.count_nonzero(first.payload.coef) + (first.payload.intercept not in (None, 0.0)) <= 4
+
+
+class _OracleOnly:
+    """What the count oracle offers a mechanism, and nothing else: no ``table`` (its engine) to reach through."""
+
+    def __init__(self, oracle: TableCountOracle) -> None:
+        self.domain = oracle.domain
+        self.counts, self.counts_many, self.distinct_rows = oracle.counts, oracle.counts_many, oracle.distinct_rows
+        self.clipped_gradient_sums, self.row_count = oracle.clipped_gradient_sums, oracle.row_count
+        self.gradient_sums_in_one_scan = oracle.gradient_sums_in_one_scan
+
+
+@pytest.mark.parametrize("store", ["duckdb", "sql"])
+def test_dp_iht_sees_only_the_count_oracle(engine: Engine, tmp_path: Path, store: str) -> None:
+    """Issue 28: DP-IHT asks the oracle whether its engine sums gradients in one scan and for the row count; it never
+    reaches the engine behind it (on both paths: DuckDB and PostgreSQL sum, SQLite reads distinct rows)."""
+    datasets.load_coded_csv(engine, "t", *_write_coded(tmp_path, _coded()), categorical=("a", "b"), store=store)
+    stored = datasets.get_dataset(engine, "t")
+    design = designs(stored.domain, ["a", "b", "c", "d"], "y", OVERRIDES, 2)[0]
+    summed = store == "duckdb" or engine.dialect.name == "postgresql"
+    with TableCountOracle(engine, stored) as oracle:
+        assert oracle.gradient_sums_in_one_scan is summed
+        assert oracle.row_count() == ROWS
+        result = _release(_OracleOnly(oracle), design, 3, {"sparsity": 4, "iterations": 3})  # type: ignore[arg-type]
+        assert (oracle.gradient_scans, oracle.distinct_rows_read > 0) == ((3, False) if summed else (0, True))
+    assert len(result.payload.coef) == design.n_features and result.cost == PrivacyCost(rho=Fraction(1, 2))
 
 
 def test_engine_path_ignores_the_distinct_row_budget_and_charges_as_before(engine: Engine, tmp_path: Path,
@@ -267,7 +233,7 @@ def _postgres_table(engine: Engine, database_url: str, tmp_path: Path, where: st
         frame = _coded()
         datasets.load_coded_csv(engine, "t", *_write_coded(tmp_path, frame), categorical=("a", "b"), store="sql")
         stored = datasets.get_dataset(engine, "t")
-        return stored, stored.data_table, frame, _designs(stored.domain, ["a", "b", "c", "d"], "y", OVERRIDES, 2)
+        return stored, stored.data_table, frame, designs(stored.domain, ["a", "b", "c", "d"], "y", OVERRIDES, 2)
     frame = raw_frame(400, 8)
     frame["person"] = np.random.default_rng(9).integers(0, 90, len(frame))
     sql_table(engine, frame, "visits", {**RAW_SQL_TYPES, "person": "INTEGER"})
@@ -278,7 +244,7 @@ def _postgres_table(engine: Engine, database_url: str, tmp_path: Path, where: st
     codes = apply_spec(spec, frame[names].astype(str))
     kept = _binned(frame) if unit is None else one_row_per_unit(codes, names, frame["person"].to_numpy())
     stored = datasets.get_dataset(engine, "visits")
-    return stored, "visits", kept, _designs(stored.domain, ["age", "work"], "income", {}, None)
+    return stored, "visits", kept, designs(stored.domain, ["age", "work"], "income", {}, None)
 
 
 @ON_POSTGRES
@@ -295,7 +261,7 @@ def test_postgres_iterations_read_the_rows_grouped_once_and_leave_no_table(engin
     with TableCountOracle(engine, stored) as oracle:
         assert oracle.table.gradient_sums_in_one_scan
         for design in designs:
-            _numpy_and_engine(oracle, design, codes)
+            assert_sums_as_numpy(oracle, design, codes)
         gradients = EngineGradients(oracle, designs[0], "linear")
         first = gradients(theta, 0.5)
         assert _postgres_leftovers(engine) == (1, 0)
@@ -324,7 +290,7 @@ def test_postgres_failed_fits_leave_no_table_and_the_pool_works(engine: Engine, 
         assert _postgres_leftovers(engine) == (1, 0)  # the fit's transaction, aborted, until the oracle closes
     assert _postgres_leftovers(engine) == (0, 0)
     with TableCountOracle(engine, stored) as oracle:
-        _numpy_and_engine(oracle, design, codes)
+        assert_sums_as_numpy(oracle, design, codes)
     assert _postgres_leftovers(engine) == (0, 0)
     if where == "attached":
         with engine.begin() as connection:
@@ -367,28 +333,10 @@ def test_postgres_that_refuses_a_temporary_table_scans_every_iteration(engine: E
     attach_sql(engine, "people", read_only, "people", write_spec(tmp_path))
     stored = datasets.get_dataset(engine, "people")
     with TableCountOracle(engine, stored) as oracle:
-        for design in _designs(stored.domain, ["age", "work"], "income", {}, None):
-            _numpy_and_engine(oracle, design, _binned(frame))
+        for design in designs(stored.domain, ["age", "work"], "income", {}, None):
+            assert_sums_as_numpy(oracle, design, _binned(frame))
         assert oracle.table._gradients.grouping is False  # noqa: SLF001
     assert _postgres_leftovers(engine) == (0, 0)
-
-
-@pytest.mark.slow
-def test_spark_sums_as_numpy(engine: Engine, tmp_path: Path) -> None:
-    """A Parquet table attached to local-mode Spark: the same sums from Spark's one scan (exploded keys), linear and
-    logistic, clipping active and inactive. (AdaSSP on Spark reads counts only: tests/service/data/
-    test_spark_engine.py fits it on an attached Spark table.)"""
-    from service.data.attach.tables import attach_spark
-
-    frame = raw_frame(400, 7)
-    path = tmp_path / "people.parquet"
-    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path)
-    attach_spark(engine, "people", f"parquet.`{path}`", write_spec(tmp_path))
-    stored = datasets.get_dataset(engine, "people")
-    with TableCountOracle(engine, stored) as oracle:
-        assert oracle.table.name == "spark" and oracle.table.gradient_sums_in_one_scan
-        for design in _designs(stored.domain, ["age", "work"], "income", {}, None):
-            _numpy_and_engine(oracle, design, _binned(frame))
 
 
 class _AggregatesOnly:

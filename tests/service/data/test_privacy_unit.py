@@ -9,7 +9,6 @@ Parquet (DuckDB) and an attached SQL table (SQLite, and PostgreSQL when it runs)
 from __future__ import annotations
 
 import json
-import math
 from fractions import Fraction
 from pathlib import Path
 
@@ -29,18 +28,11 @@ from service.data.engines.base import EngineError
 from service.data.oracle import TableCountOracle
 from service.errors import InvalidInput
 from service.releases import engine as release_engine
-from tests.support.binned import RAW_SQL_TYPES, SPEC, one_row_per_unit, raw_frame, sql_table, write_spec
+from tests.support.binned import RAW_SQL_TYPES, SPEC, bincount, one_row_per_unit, sql_table, unit_frame, write_spec
 from workloads.binning import apply_spec, parse_spec
 
 runner = CliRunner()
 MARGINALS = [("age",), ("work", "age"), ("income", "work"), ("age", "work", "income")]
-
-
-def unit_frame(rows: int = 400, units: int = 90, seed: int = 5) -> pd.DataFrame:
-    """Raw rows (tests.support.binned) with a ``person`` column: about 4.4 rows per unit, some units with one."""
-    frame = raw_frame(rows, seed)
-    frame["person"] = np.random.default_rng(seed + 1).integers(0, units, rows) * 7 + 1000
-    return frame
 
 
 def bounded(frame: pd.DataFrame) -> pd.DataFrame:
@@ -48,13 +40,6 @@ def bounded(frame: pd.DataFrame) -> pd.DataFrame:
     spec = parse_spec(SPEC)
     names = [c.name for c in spec.columns]
     return one_row_per_unit(apply_spec(spec, frame[names].astype(str)), names, frame["person"].to_numpy())
-
-
-def bincount(codes: pd.DataFrame, attributes: tuple[str, ...]) -> np.ndarray:
-    sizes = {c.name: c.size for c in parse_spec(SPEC).columns}
-    shape = tuple(sizes[a] for a in attributes)
-    index = np.ravel_multi_index([codes[a].to_numpy() for a in attributes], shape)
-    return np.bincount(index, minlength=math.prod(shape)).reshape(shape)
 
 
 def _parquet(tmp_path: Path, frame: pd.DataFrame, name: str = "t.parquet") -> str:
@@ -86,7 +71,7 @@ def test_parquet_counts_are_those_of_one_row_per_unit(engine, tmp_path: Path) ->
     assert len(expected) < len(frame) / 3  # several rows per unit, so bounding changes the counts
     info = attach_parquet(engine, "visits", [_parquet(tmp_path, frame)], write_spec(tmp_path), privacy_unit="person")
     assert (info.rows, info.engine) == (frame["person"].nunique(), "duckdb")
-    assert datasets.get_dataset(engine, "visits").location["privacy_unit"] == "person"
+    assert datasets.get_dataset(engine, "visits").location.privacy_unit == "person"
     _check_counts(engine, "visits", expected)
 
 

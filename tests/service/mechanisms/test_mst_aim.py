@@ -99,7 +99,7 @@ def test_mst_uses_exactly_rho_and_selects_a_spanning_tree() -> None:
                     reached.add(y)
                     frontier.append(y)
     assert reached == set(names)
-    measured = [m.attributes for m in result.measurements]
+    measured = [m.attributes for m in result.payload.measurements]
     assert measured == [(n,) for n in names] + tree
 
 
@@ -132,11 +132,11 @@ for result in (
     run_aim(oracle, all_kway(oracle.domain, 2), Fraction(1), RecordingNoise(11), rounds=8, round_iters=20, iters=40),
     run_mst(oracle, Fraction(1), RecordingNoise(11), iters=40),
 ):
-    for m in result.measurements:
+    for m in result.payload.measurements:
         digest.update(repr(m.attributes).encode()); digest.update(np.asarray(m.values).tobytes())
-    for clique in result.model.potentials.cliques:
+    for clique in result.payload.model.potentials.cliques:
         digest.update(repr(clique).encode())
-        digest.update(np.asarray(result.model.potentials[clique].values).tobytes())
+        digest.update(np.asarray(result.payload.model.potentials[clique].values).tobytes())
 print(digest.hexdigest())
 """
 
@@ -163,7 +163,7 @@ def test_aim_beats_every_one_way_model_at_large_rho() -> None:
                      iters=300)
     exact_oneway = [Measurement((n,), oracle.counts((n,)).astype(float), 1.0) for n in oracle.domain.names]
     independent = mbi_adapter.fit_to_mbi(mirror_descent.fit(oracle.domain, exact_oneway, iters=10))
-    assert workload_error(result.model, oracle) < workload_error(independent, oracle)
+    assert workload_error(result.payload.model, oracle) < workload_error(independent, oracle)
 
 
 # model size ----------------------------------------------------------------------------------------
@@ -214,7 +214,7 @@ def test_aim_respects_max_model_size() -> None:
     def run(limit: float) -> tuple[float, list[tuple[str, ...]]]:
         result = run_aim(oracle, workload, Fraction(5), RecordingNoise(4), max_model_size=limit, rounds=60,
                          round_iters=20, iters=20)
-        return result.details["model_size_mb"], [m.attributes for m in result.measurements]
+        return result.details["model_size_mb"], [m.attributes for m in result.payload.measurements]
 
     limit = 0.005  # MB
     free_size, _ = run(80.0)
@@ -241,7 +241,8 @@ def test_structural_zeros_get_probability_zero() -> None:
     zeros = {("Survived", "Pclass"): mask}
     result = run_aim(oracle, all_kway(oracle.domain, 2), Fraction(1), RecordingNoise(8), rounds=8, round_iters=20,
                      iters=50, structural_zeros=zeros)
-    for model in (result.model, mbi_adapter.model_from_bytes(mbi_adapter.model_to_bytes(result.model), oracle.domain)):
+    fitted = result.payload.model
+    for model in (fitted, mbi_adapter.model_from_bytes(mbi_adapter.model_to_bytes(fitted), oracle.domain)):
         table = mbi_adapter.marginal(model, ("Survived", "Pclass"))
         assert np.all(table[mask] == 0.0)
         assert table.sum() == pytest.approx(float(model.total))
@@ -255,7 +256,7 @@ def test_initial_cliques_and_progress_per_round() -> None:
     result = run_aim(oracle, [Query(("Survived", "Sex")), Query(("Pclass", "Sex"))], Fraction(1), RecordingNoise(9),
                      initial_cliques=[("Sex", "Survived")], rounds=6, round_iters=20, iters=20,
                      progress=lambda done, total, message: calls.append((done, total, message)))
-    assert result.measurements[0].attributes == ("Survived", "Sex")
+    assert result.payload.measurements[0].attributes == ("Survived", "Sex")
     assert result.details["initial_cliques"] == [["Survived", "Sex"]]
     rounds = result.details["rounds"]
     steps = [c for c in calls if c[2] != FIT_PHASE]
@@ -281,7 +282,8 @@ def test_mst_is_reproducible_and_seed_sensitive() -> None:
 
     def digest(seed: int) -> str:
         result = run_mst(oracle, Fraction(1, 10), NoiseSource(seed), iters=20)
-        return hashlib.sha256(b"".join(np.asarray(m.values).tobytes() for m in result.measurements)).hexdigest()
+        measured = result.payload.measurements
+        return hashlib.sha256(b"".join(np.asarray(m.values).tobytes() for m in measured)).hexdigest()
 
     assert digest(1) == digest(1)
     assert digest(1) != digest(2)
@@ -315,5 +317,5 @@ def test_batched_counts_are_fetched_once_before_any_noise() -> None:
         plain = run(oracle, RecordingNoise(6))
         batched = run(batch, RecordingNoise(6))
         assert len(batch.batches) == 1 and batch.single == []
-        assert all(np.array_equal(a.values, b.values) for a, b in zip(plain.measurements, batched.measurements,
-                                                                      strict=True))
+        assert all(np.array_equal(a.values, b.values)
+                   for a, b in zip(plain.payload.measurements, batched.payload.measurements, strict=True))

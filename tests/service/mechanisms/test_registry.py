@@ -190,7 +190,9 @@ def test_the_declared_options_agree_with_the_mechanisms_own_defaults_and_checks(
     """The declarations are the source the surfaces read; the mechanisms keep their own checks (in-process callers),
     which must say the same."""
     from estimators.residual.planner import LOSSES
-    from service.mechanisms import aim, dp_iht, mst
+    from service.mechanisms import aim, mst
+    from workloads.domain import Attribute, Domain
+    from workloads.encodings import DesignEncoding
 
     options = {(spec.name, o.name): o for spec in registry.specs() for o in spec.options}
     assert options[("aim", "max_model_size")].default == aim.DEFAULT_MAX_MODEL_SIZE_MB
@@ -198,6 +200,26 @@ def test_the_declared_options_agree_with_the_mechanisms_own_defaults_and_checks(
     assert options[("aim", "iters")].default == aim.DEFAULT_ITERS == direct.DEFAULT_ITERS == mst.DEFAULT_ITERS
     assert options[("aim", "round_iters")].default == aim.DEFAULT_ROUND_ITERS
     assert options[("residual", "loss")].choices == LOSSES
-    assert registry.get("dp-iht").option_names == dp_iht.OPTION_NAMES
-    assert options[("dp-iht", "iterations")].default == dp_iht.DEFAULT_ITERATIONS
-    assert options[("dp-iht", "iterations")].high == dp_iht.MAX_ITERATIONS
+    # DP-IHT's settings are its declared options, defaulted and bounded by the declarations (declared once, issue 28)
+    dp_iht = registry.get("dp-iht")
+    design = DesignEncoding(Domain((Attribute("a", 3), Attribute("y", 2))), ["a"], "y", "linear", True)
+    resolved = dp_iht.settings(design, {"sparsity": 1})
+    assert tuple(resolved) == dp_iht.option_names
+    assert resolved["iterations"] == options[("dp-iht", "iterations")].default
+    high = options[("dp-iht", "iterations")].high
+    assert dp_iht.settings(design, {"sparsity": 1, "iterations": high})["iterations"] == high
+    with pytest.raises(InvalidInput, match="option iterations must be"):
+        dp_iht.settings(design, {"sparsity": 1, "iterations": high + 1})
+
+
+def test_the_mechanisms_are_a_registry_with_their_own_messages() -> None:
+    """The mechanisms' catalog is the project's one generic registry (workloads/registry.py, issue 28); a taken name
+    is refused, and a lookup names the choices (of the kind asked for) in an InvalidInput."""
+    from workloads.registry import Registry
+
+    assert isinstance(registry._SPECS, Registry)  # noqa: SLF001
+    with pytest.raises(ValueError, match="mechanism 'aim' is registered already"):
+        registry.register(registry.get("aim"))
+    with pytest.raises(InvalidInput, match=r"mechanism must be one of \['adassp'\], got 'aim'") as refused:
+        registry.get("aim", kind=ReleaseKind.GRAM)
+    assert refused.value.code == "invalid_parameter"

@@ -73,7 +73,7 @@ def _repeated(run, oracle: ArrayOracle, attributes: tuple[str, ...], repeats: in
     """The unbiased estimates of ``attributes`` over ``repeats`` seeded releases, and the variance each reported."""
     draws, reported = [], set()
     for seed in range(repeats):
-        residuals = run(NoiseSource(seed)).residuals
+        residuals = run(NoiseSource(seed)).payload.residuals
         draws.append(residuals.marginal(attributes))
         reported.add(round(residuals.cell_variance(attributes), 9))
     assert len(reported) == 1  # public: the same for every release

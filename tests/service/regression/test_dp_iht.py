@@ -26,18 +26,16 @@ from service.cli import app
 from service.data import datasets
 from service.data.oracle import TableCountOracle
 from service.mechanisms import registry
-from service.mechanisms.dp_iht import COUNT_SHARE, DPIHTRelease, resolve_options
+from service.mechanisms.dp_iht import COUNT_SHARE, DPIHTRelease
 from service.privacy import conversions
 from service.privacy.cost import PrivacyCost, floor_to_grid
 from service.privacy.noise import NoiseSource
-from service.regression.answering import PUBLIC_DP_IHT_DETAILS
 from service.regression.design import RegressionInputError, build_design
 from service.regression.fit import fit as fit_regression
+from tests.support.dp_iht import FEATURES, TRUTH, noise_tolerance
 
 ROWS = 2000
-FEATURES = [f"x{j}" for j in range(8)]
 SETTINGS = {"sparsity": 2, "iterations": 30, "step": 0.5}
-TRUTH = np.array([0.5, 0.5, 0, 0, 0, 0, 0, 0])
 
 
 @pytest.fixture(scope="module")
@@ -62,17 +60,6 @@ def _charges(engine, name: str = "sparse") -> list[dict[str, object]]:  # noqa: 
     return [r for r in accountant.ledger_rows(engine, name) if r["entry"] == "charge"]
 
 
-def _noise_tolerance(sigma: float, step: float, n: float, curvature: float) -> float:
-    """Six standard deviations of a coefficient's accumulated noise once the support is found. On the support the
-    iteration is ``theta <- theta - step (H (theta - theta*) + z_t / n_hat)``, ``z_t ~ N(0, sigma^2 I)``, a linear map
-    contracting by ``1 - step * curvature`` at least (``curvature`` the smallest eigenvalue of ``H = X_S^T X_S / n``),
-    so each coordinate's noise has sd at most ``step sigma / n / sqrt(1 - (1 - step curvature)^2)``. (``n_hat`` differs
-    from ``n`` by a ``N(0, sigma_n^2)`` draw, ``sigma_n`` about 2 here against ``n = 2000``: it rescales the step by
-    0.1 % at most and moves no fixed point, since the gradient vanishes at ``theta*``.)"""
-    contraction = 1.0 - step * curvature
-    return 6.0 * step * sigma / n / math.sqrt(1.0 - contraction**2)
-
-
 def test_cli_fit_recovers_the_sparse_answer_charges_exactly_and_reuses_the_model(sparse, sparse_table) -> None:  # noqa: ANN001
     runner = CliRunner()
     args = ["fit", "linear", "sparse", "--target", "y", "--method", "dp-iht", "--sparsity", "2", "--iterations", "30",
@@ -89,13 +76,13 @@ def test_cli_fit_recovers_the_sparse_answer_charges_exactly_and_reuses_the_model
     assert release_costs(sparse, [body["release_id"]])[body["release_id"]] == PrivacyCost(rho=calibration.rho_total)
     assert calibration.rho_total == rho and (charge["epsilon"], charge["delta"]) == (0.0, 0.0)
     assert body["details"]["sigma_gradient"] == calibration.sigma_gradient
-    assert set(body["details"]) == set(PUBLIC_DP_IHT_DETAILS)
+    assert set(body["details"]) == set(registry.get("dp-iht").public_details)
     # the known sparse answer
     coef = np.array([body["coefficients"][f] for f in FEATURES])
     assert np.count_nonzero(coef) <= 2 and set(np.flatnonzero(coef)) == {0, 1}
     X = 2.0 * np.loadtxt(sparse_table[0], delimiter=",", skiprows=1)[:, :2] - 1.0
     curvature = float(np.linalg.eigvalsh(X.T @ X / ROWS)[0])
-    assert np.max(np.abs(coef - TRUTH)) < _noise_tolerance(calibration.sigma_gradient, 0.5, ROWS, curvature)
+    assert np.max(np.abs(coef - TRUTH)) < noise_tolerance(calibration.sigma_gradient, 0.5, ROWS, curvature)
     # the same request again (options spelled differently, defaults given explicitly) is the stored model, free
     again = runner.invoke(app, [*args[:-1], "--clip-norm", repr(clip), "--l2", "0", "--json"])
     assert again.exit_code == 0, again.output
@@ -142,15 +129,16 @@ def test_release_draws_one_count_and_t_gradient_vectors_of_the_calibrated_scale(
     stored = datasets.get_dataset(engine, "flat")
     design = build_design(stored.domain, "linear", "y", FEATURES, intercept=False)
     oracle = TableCountOracle(engine, stored)
-    release = DPIHTRelease(design, Fraction(1, 2), {"sparsity": 8, "iterations": 1, "step": 1.0})
+    settings = registry.get("dp-iht").settings(design, {"sparsity": 8, "iterations": 1, "step": 1.0})
+    release = DPIHTRelease(design, Fraction(1, 2), settings)
     sigma = release.calibration.sigma_gradient
     # exact: one iteration gets 9/10 of rho; G^2 / (2 sigma^2) <= rho_iter
     assert release.calibration.rho_per_iteration == Fraction(9, 20)
     assert Fraction(release.options["clip_norm"]) ** 2 / (2 * Fraction(sigma) ** 2) <= Fraction(9, 20)
     draws = []
     for seed in range(200):
-        release(oracle, NoiseSource(seed))
-        draws.append(-release.estimator.normalizer_ * np.asarray(release.payload.coef))
+        payload = release(oracle, NoiseSource(seed)).payload
+        draws.append(-release.estimator.normalizer_ * np.asarray(payload.coef))
     z = np.concatenate(draws) / sigma
     assert abs(z.mean()) < 5 / math.sqrt(z.size)
     assert abs(np.mean(z**2) - 1) < 5 * math.sqrt(2 / z.size)
@@ -188,7 +176,7 @@ def test_bad_settings_name_the_parameter_and_store_and_charge_nothing(sparse, op
 
 def test_settings_are_resolved_with_public_defaults(sparse) -> None:  # noqa: ANN001
     design = build_design(datasets.get_dataset(sparse, "sparse").domain, "logistic", "x0", ["x1", "x2"])
-    resolved = resolve_options(design, {"sparsity": 2})
+    resolved = registry.get("dp-iht").settings(design, {"sparsity": 2})
     # B^2 = 1 (intercept) + 2 scalar columns = 3; logistic smoothness B^2 / 4 = 3/4, so the default step is 4/3
     assert resolved == {"sparsity": 2, "iterations": 50, "step": pytest.approx(4 / 3), "clip_norm": math.sqrt(3),
                         "l2": 0.0}

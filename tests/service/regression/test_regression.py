@@ -34,7 +34,6 @@ from service.mechanisms.objpert import ObjPertRelease
 from service.privacy import conversions
 from service.privacy.cost import PrivacyCost
 from service.privacy.noise import NoiseSource
-from service.regression.answering import PUBLIC_OBJPERT_DETAILS
 from service.regression.design import RegressionInputError, ReleaseCannotAnswer, build_design
 from service.regression.fit import fit as fit_regression
 from service.releases import answers
@@ -217,10 +216,10 @@ def test_gram_release_noise_matches_its_calibration(tmp_path: Path, titanic_csv)
     for seed in range(300):
         result = release(oracle, NoiseSource(seed))
         assert result.cost == PrivacyCost(rho=rho)
-        noisy = release.payload.zz
+        noisy = result.payload.zz
         assert np.array_equal(noisy, noisy.T)
         draws.append((noisy - exact.zz)[upper])
-        lambdas.append(release.payload.lambda_min_noisy - lambda_exact)
+        lambdas.append(result.payload.lambda_min_noisy - lambda_exact)
     entries = np.concatenate(draws) / cal.sigma_gram
     n = entries.size  # 300 x 28 = 8,400 standardised entries
     # sample variance of N(0,1) draws has sd sqrt(2/n); the mean has sd 1/sqrt(n): 5 sd each
@@ -259,8 +258,8 @@ def test_gram_release_adds_exact_discrete_gaussian_noise(tmp_path: Path, titanic
     product = np.outer(scales, scales)[upper]
     uniforms, rng = [], np.random.default_rng(0)
     for seed in range(120):
-        release(oracle, NoiseSource(seed))
-        shifted = release.payload.zz[upper] * product
+        payload = release(oracle, NoiseSource(seed)).payload
+        shifted = payload.zz[upper] * product
         noise = np.rint(shifted).astype(np.int64) - W[upper].astype(np.int64)
         assert np.max(np.abs(shifted - np.rint(shifted))) < 1e-6  # integers, divided back by s_i s_j
         # randomised probability integral transform of a discrete law: exactly Uniform(0, 1) under N_Z(0, sigma^2)
@@ -270,7 +269,7 @@ def test_gram_release_adds_exact_discrete_gaussian_noise(tmp_path: Path, titanic
             uniforms.append(low + rng.uniform() * (high - low))
     # 120 releases x 28 entries; Kolmogorov-Smirnov p-value floor 1e-4 as in tests/service/privacy/test_noise.py
     assert stats.kstest(uniforms, "uniform").pvalue > 1e-4
-    assert release.payload.zz.dtype == np.float64 and np.array_equal(release.payload.zz, release.payload.zz.T)
+    assert payload.zz.dtype == np.float64 and np.array_equal(payload.zz, payload.zz.T)
 
 
 def test_gram_release_needs_an_integral_encoding(titanic_csv) -> None:  # noqa: ANN001
@@ -291,7 +290,7 @@ def test_objpert_is_charged_epsilon_delta_and_reused_only_for_the_same_request(t
     first = fit_regression(engine, "titanic", "logistic", "Sex", LOGISTIC_FEATURES, method="objpert",
                            epsilon="1", delta="1e-5")
     assert first.cost == PrivacyCost(epsilon=Fraction(1), delta=Fraction(1, 100_000))
-    assert first.release_kind == "model" and set(first.details) == set(PUBLIC_OBJPERT_DETAILS)
+    assert first.release_kind == "model" and set(first.details) == set(registry.get("objpert").public_details)
     (charge,) = _charges(engine, "titanic")
     assert (charge["epsilon"], charge["delta"], charge["rho"]) == (1.0, 1e-5, 0.0)
     same = fit_regression(engine, "titanic", "logistic", "Sex", list(reversed(LOGISTIC_FEATURES)), method="objpert",
@@ -320,8 +319,8 @@ def test_objpert_noise_norm_matches_its_calibration(tmp_path: Path, titanic_csv)
     assert release.output_noise_std == pytest.approx(2e-10 / math.sqrt(2 * conversions.cdp_rho(1e-3, 1e-8)), rel=1e-9)
     norms = []
     for seed in range(300):
-        release(oracle, NoiseSource(seed))
-        theta = np.array([release.payload.intercept, *release.payload.coef])
+        payload = release(oracle, NoiseSource(seed)).payload
+        theta = np.array([payload.intercept, *payload.coef])
         margins = y * (Z @ theta)
         gradient = Z.T @ (-y / (1.0 + np.exp(margins)))
         b = -(gradient + release.regularization * theta)

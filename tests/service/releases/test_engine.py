@@ -89,7 +89,7 @@ def test_direct_noise_has_the_calibrated_distribution(data_dir: Path, mechanism:
     total = Fraction(3, 10)
     run = direct.run_gaussian if mechanism == "gaussian" else direct.run_laplace
     result = run(oracle, workload, total, NoiseSource(11), max_model_size=1.0, iters=10)
-    noise = np.concatenate([(m.values - oracle.counts(m.attributes)).ravel() for m in result.measurements])
+    noise = np.concatenate([(m.values - oracle.counts(m.attributes)).ravel() for m in result.payload.measurements])
     assert np.allclose(noise, np.round(noise))  # integer noise on integer counts
     share = total / 3
     support = np.arange(-2000, 2001)

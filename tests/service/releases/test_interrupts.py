@@ -19,6 +19,7 @@ from service import interrupts
 from service.accounting import accountant
 from service.interrupts import Interrupted
 from service.mechanisms.base import MechanismResult
+from service.mechanisms.payloads import MarginalsPayload
 from service.privacy.cost import PrivacyCost
 from service.releases import engine as release_engine
 from service.releases import runners
@@ -167,6 +168,17 @@ def test_recovery_marks_only_releases_whose_runner_is_provably_gone(engine, tita
     assert accountant.budget_status(engine, "titanic").rho_spent == Fraction(8, 10)
 
 
+class _StoredAs(MarginalsPayload):
+    """A marginal payload whose stored bytes are given (the test never reads them back)."""
+
+    def __init__(self, stored: bytes) -> None:
+        super().__init__()
+        self.stored = stored
+
+    def to_bytes(self) -> bytes:
+        return self.stored
+
+
 def test_a_release_recovered_while_it_ran_is_not_stored_as_complete(engine, titanic) -> None:  # noqa: ANN001
     """A runner stopped longer than the lease (SIGSTOP, a suspended laptop) may come back after another
     host recovered its release: it must not turn the failed release into a complete one."""
@@ -174,12 +186,12 @@ def test_a_release_recovered_while_it_ran_is_not_stored_as_complete(engine, tita
         noise.discrete_laplace(10, 3)
         with engine.begin() as connection:
             connection.execute(text("UPDATE releases SET status = 'failed_after_noise' WHERE status = 'pending'"))
-        return MechanismResult([], None, PrivacyCost(epsilon=Fraction(1, 10)))  # type: ignore[arg-type]
+        return MechanismResult(PrivacyCost(epsilon=Fraction(1, 10)), _StoredAs(b"payload"))
 
     with pytest.raises(Exception, match="recovery") as caught:
         release_engine.run_release(engine, titanic, kind="marginals", mechanism="laplace",
                              cost=PrivacyCost(epsilon=Fraction(1, 10)), params={}, runner=runner, seed=1,
-                             principal="test", encode_payload=lambda result: b"payload")
+                             principal="test")
     assert caught.value.release_failure.status == "failed_after_noise"
     assert [s for _, s in release_rows(engine)] == ["failed_after_noise"]
 

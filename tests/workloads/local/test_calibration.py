@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from scipy import optimize, stats
 
-from tests.workloads.local.worst_case import attaining_pair, statistic
+from tests.support.worst_case import attaining_pair, statistic
 from workloads.local.calibration import (
     analytic_gaussian_sigma,
     gaussian_mu,

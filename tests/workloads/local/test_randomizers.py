@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from tests.workloads.local.worst_case import attaining_pair, statistic
+from tests.support.worst_case import attaining_pair, statistic
 from workloads.conversions import cdp_delta, cdp_rho
 from workloads.local.randomizers.laplace import interval_scale, randomize_interval_values
 from workloads.local.randomizers.sufficient_statistics import (

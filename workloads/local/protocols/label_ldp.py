@@ -23,7 +23,7 @@ report ``x tilde y`` gave away ``x`` up to a scalar for an ``x`` that was not a 
 feature value from the device.
 
 Participant data: ``{"row": id, "y": ()}`` (or ``{"row": (k,), "y": (k,)}``); on the client and in the simulator the
-participant's ``x`` is her row id in place of her features (``service.client.device.participant_data``). The server's
+participant's ``x`` is her row id in place of her features (``workloads.local.device.participant_data``). The server's
 settings (``sparsity``, ``iterations``, ``eta``, ``radius`` for IHT; ``alpha`` for the Lasso, default lambda of
 Sec. 5) and the public table's row count ``public_rows`` are part of the spec, so a bad one is refused at creation,
 before any report.

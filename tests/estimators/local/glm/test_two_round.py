@@ -15,6 +15,7 @@ from estimators.local.accuracy import squared_relative_error
 from estimators.local.aggregate import ReportAggregate
 from estimators.local.glm.synthetic import draw_labels, gaussian_rows
 from estimators.local.glm.two_round import TwoRoundSteinGLM, clipped_second_moment, next_state, projection_std
+from tests.support.two_round import first_round
 from workloads.local.protocols import RoundState, TwoRoundSteinSpec
 
 Z = 4.0
@@ -87,15 +88,6 @@ def test_two_round_protocol_end_to_end(layout: str) -> None:
     assert error <= 2 * 9.2 * variance + 2 * 0.15**2, (error, variance)
     assert state.number("bound") <= spec.norm_bound * np.linalg.norm(state.vector("coef", p))
     assert fit.model_.predict_proba(x[:3]).shape == (3, 2)
-
-
-def first_round(rng: np.random.Generator) -> tuple[TwoRoundSteinSpec, np.ndarray, ReportAggregate]:
-    """A split-budget spec in 2 dimensions, 5,000 standard-normal rows and round 0's aggregate of their reports."""
-    spec = TwoRoundSteinSpec.split_budget(2, 3.0, 1.0, 20.0, 1e-6)
-    x = rng.standard_normal((5000, 2))
-    first = ReportAggregate.for_round(spec, 0, spec.initial_state()).add(
-        spec.randomize(0, spec.initial_state(), {"x": x, "y": np.sign(x[:, 0])}, rng))
-    return spec, x, first
 
 
 def test_round_transition_checks() -> None:

@@ -1,4 +1,6 @@
-"""A throwaway PostgreSQL cluster for the test session, started from the machine's binaries.
+"""A throwaway PostgreSQL cluster, started from the machine's binaries: the test session's (tests/conftest.py) and
+the benchmarks' (``--postgresql``). It lives here, among the programs built on the service, so that both import it
+and ``benchmarks`` never imports ``tests`` (tests/system/test_architecture.py).
 
 ``initdb`` and ``pg_ctl`` are looked up on PATH and in /usr/lib/postgresql/*/bin. The cluster
 lives in a temporary directory, listens on 127.0.0.1 only, on a free port, and is stopped at
@@ -33,7 +35,8 @@ def _binary(name: str) -> str:
     raise PostgresUnavailable(f"{name} not found (install Debian's postgresql package)")
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port of 127.0.0.1 free now (the Spark Connect server of the tests takes one too)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
@@ -81,7 +84,7 @@ def start_server() -> PostgresServer:
         entry = pwd.getpwnam(run_as)
         os.chown(directory, entry.pw_uid, entry.pw_gid)
     user = "marginalia"
-    port = _free_port()
+    port = free_port()
     server = PostgresServer(directory, port, user, run_as)
     result = server._run(initdb, "-D", str(directory / "data"), "-U", user, "-A", "trust", "--no-sync", "-E", "UTF8")
     if result.returncode != 0:

@@ -1,0 +1,106 @@
+"""What a release of each kind stores: one payload type per :class:`~service.mechanisms.registry.ReleaseKind`.
+
+A mechanism returns its payload inside its :class:`~service.mechanisms.base.MechanismResult`; the release engine
+checks that it is of its kind's type (:attr:`service.releases.kinds.KindSpec.payload_type`) and stores
+``payload.to_bytes()``. The kinds' codecs (:mod:`service.releases.kinds`) read the bytes back. So a new mechanism of
+an existing kind returns the kind's payload type and writes no codec of its own.
+
+========== ========================= ===========================================================================
+kind       payload type              what it holds
+========== ========================= ===========================================================================
+marginals  :class:`MarginalsPayload` the noisy measurements, and either the fitted graphical model (MST, AIM) or
+                                     the noisy residuals (residual, laplace, gaussian: answered without one)
+gram       :class:`GramPayload`       a noisy ``Z^T Z`` of named encoded columns, a noisy ``lambda_min`` (adassp)
+model      :class:`ModelPayload`      a released linear model (objpert, dp-iht)
+========== ========================= ===========================================================================
+
+The stored bytes of every type are what they were before the types moved here (issue 28): stored releases stay
+readable. They live beside the mechanisms, not in :mod:`service.releases`, because the mechanisms build them and the
+release engine imports the mechanisms (imports go one way: tests/system/test_architecture.py). The module imports
+nothing numerical until a payload is written or read, so the kinds' catalog stays light.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from estimators.graphical.mbi_adapter import Model
+    from estimators.graphical.mirror_descent import Measurement
+    from estimators.residual.reconstruct import NoisyResiduals
+
+
+class Payload(Protocol):
+    """What every payload type offers the release engine: the bytes it stores."""
+
+    def to_bytes(self) -> bytes: ...
+
+
+@dataclass(eq=False)
+class MarginalsPayload:
+    """A marginal release: ``measurements`` (the noisy marginals it took), and what it stores: ``residuals`` when
+    given (the release answers from them and fits a model only when an answer needs one,
+    :mod:`service.releases.stored_models`), else the fitted graphical ``model``."""
+
+    measurements: list[Measurement] = field(default_factory=list)
+    model: Model | None = None
+    residuals: NoisyResiduals | None = None
+
+    def to_bytes(self) -> bytes:
+        from estimators.graphical import mbi_adapter
+        from estimators.residual.codec import residuals_to_bytes
+
+        if self.residuals is not None:
+            return residuals_to_bytes(self.residuals)
+        if self.model is None:
+            raise ValueError("a marginal release needs its residuals or its fitted model")
+        return mbi_adapter.model_to_bytes(self.model)
+
+
+@dataclass(frozen=True, eq=False)
+class GramPayload:
+    """What a Gram release stores: the noisy ``Z^T Z`` (rows/columns named ``names``) and noisy ``lambda_min``."""
+
+    names: tuple[str, ...]
+    zz: np.ndarray
+    lambda_min_noisy: float
+
+    def to_bytes(self) -> bytes:
+        import numpy as np
+
+        buffer = io.BytesIO()
+        header = np.frombuffer(json.dumps({"names": list(self.names), "format": 1}).encode(), dtype=np.uint8)
+        np.savez_compressed(buffer, zz=np.asarray(self.zz, dtype=np.float64),
+                            lambda_min=np.array([self.lambda_min_noisy]), header=header)
+        return buffer.getvalue()
+
+    @classmethod
+    def from_bytes(cls, payload: bytes) -> GramPayload:
+        import numpy as np
+
+        with np.load(io.BytesIO(payload), allow_pickle=False) as npz:
+            header = json.loads(npz["header"].tobytes().decode())
+            return cls(tuple(header["names"]), np.array(npz["zz"]), float(npz["lambda_min"][0]))
+
+
+@dataclass(frozen=True)
+class ModelPayload:
+    """A released linear model: ``score(x) = intercept + sum_j coef[j] x_j`` over the named encoded columns."""
+
+    feature_names: tuple[str, ...]
+    coef: tuple[float, ...]
+    intercept: float | None  # None: fitted without an intercept
+
+    def to_bytes(self) -> bytes:
+        body = {"feature_names": list(self.feature_names), "coef": list(self.coef), "intercept": self.intercept}
+        return json.dumps({"format": 1, **body}).encode()
+
+    @classmethod
+    def from_bytes(cls, payload: bytes) -> ModelPayload:
+        data = json.loads(payload.decode())
+        return cls(tuple(data["feature_names"]), tuple(float(c) for c in data["coef"]), data["intercept"])
