@@ -2,8 +2,9 @@
 from a steward's request (:func:`build_spec`), compute a round's public state from the earlier rounds' aggregates
 (:func:`next_state`), and (in :mod:`service.campaigns.estimates`) answer a model from the stored aggregates.
 
-A protocol is one :class:`CampaignProtocol`, registered by its module of :mod:`service.campaigns.protocols` with
-:func:`register`. The record holds every part the service needs, so nothing else is keyed by the protocol's name:
+A protocol is one :class:`CampaignProtocol`, registered by :mod:`service.campaigns.protocols.catalog` with
+:func:`register`. The record holds every part the service needs, so nothing else is keyed by the protocol's name.
+It is the protocol's **declaration**, what the command line, the API schema and the docs read without running it:
 
 * ``spec``: the public spec class of :mod:`workloads.local.protocols` (its ``randomize`` is what devices run);
 * ``options``: the options it takes, declared once (:class:`~service.options.OptionSpec`): :func:`build_spec` checks
@@ -11,55 +12,63 @@ A protocol is one :class:`CampaignProtocol`, registered by its module of :mod:`s
   of ``campaign create`` and ``campaign plan``, the API's description of ``options`` and the options table of
   docs/campaigns.md are made from them. Every record also takes :data:`CAMPAIGN_OPTIONS` (``dimension``) and, with
   a transform, :data:`TRANSFORM_OPTIONS` (``standardize``, ``feature_bounds``): :attr:`CampaignProtocol.declared`;
+* ``pure`` (a pure epsilon-LDP protocol, whose spec has no ``delta``): why, for the refusal of a ``delta``
+  (:func:`build_spec` refuses it once, for all of them);
+* ``models``: what a campaign answers; ``target`` (``"required"`` or ``"none"``), ``transform`` (whether devices
+  centre and scale the features: the Stein GLMs, whose lemma wants zero-mean features; not LDP-AVG or the Bernstein
+  and DR-ERM protocols, whose bounds are stated in the features' own units) and a one-line ``summary``.
+
+and the **functions that run it**, each named by where it lives (:class:`Deferred`, imported when first called: the
+builders and estimators load pandas, scipy, SQLAlchemy and cvxpy, which listing the protocols' options must not):
+
 * ``build(request) -> spec``: the spec from the request, whose ``options`` are the checked, defaulted values
   (:class:`~service.campaigns.options.OptionValues`: reading an undeclared one is an error); what the declaration
   or the spec checks, the builder does not check again, and every error it raises names the option;
-* ``pure`` (a pure epsilon-LDP protocol, whose spec has no ``delta``): why, for the refusal of a ``delta``
-  (:func:`build_spec` refuses it once, for all of them);
 * ``transition(spec, completed_round, aggregates) -> RoundState``: the next round's public state (``None`` for a
   one-round protocol);
-* ``models`` and ``fit(engine, campaign, aggregates, model, covariance) -> CampaignFit``: what the campaign answers;
-* ``target`` (``"required"`` or ``"none"``), ``transform`` (whether devices centre and scale the features: the Stein
-  GLMs, whose lemma wants zero-mean features; not LDP-AVG or the Bernstein and DR-ERM protocols, whose bounds are
-  stated in the features' own units) and a one-line ``summary``;
+* ``fit(engine, campaign, aggregates, model, covariance) -> CampaignFit``: the answer of one of its ``models``;
 * ``plan(spec, public_rows, public_labels) -> ErrorModel`` (optional): the closed-form error model ``campaign plan``
   predicts from (:mod:`estimators.local.planning`; ``public_rows`` the public table's transformed feature columns or
   ``None``, ``public_labels`` its target column if it holds one). A protocol without it answers "no planner".
-  Adding one is one argument of the record, e.g. ``plan=lambda spec, rows, labels: ErrorModel(lambda n:
-  expected_covariance(spec, rows, n), reference, source, metric)``.
+  Adding one is one argument of the record, ``plan=Deferred("module:function")``, the function returning e.g.
+  ``ErrorModel(lambda n: expected_covariance(spec, rows, n), reference, source, metric)``.
 
 ``tests/service/campaigns/test_protocol_contract.py`` checks every protocol of
-:data:`workloads.local.protocols.PROTOCOLS` has a complete record, a row in docs/campaigns.md, a privacy section in
-docs/privacy.md and a fit in the API's role test.
+:data:`workloads.local.protocols.PROTOCOLS` has a complete record (every deferred function found), a row in
+docs/campaigns.md, a privacy section in docs/privacy.md and a fit in the API's role test; ``tests/service/cli/
+test_cli_imports.py`` that reading the records loads none of the numerical libraries.
 """
 
 from __future__ import annotations
 
+import pkgutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-from sqlalchemy import Engine
-
-from estimators.base import EstimatorError
-from estimators.local.aggregate import ReportAggregate
-from estimators.local.planning import ErrorModel
 from service.campaigns.options import OptionValues, check_options, invalid
-from service.campaigns.types import CampaignFit, CampaignInfo, CampaignRequest
 from service.errors import InvalidInput
 from service.options import OptionSpec
 from workloads.local.protocols import ProtocolError, ProtocolSpec, RoundState
 from workloads.parameters import ParameterError
 from workloads.registry import Registry
 
-#: ``next_state(spec, completed_round, aggregates of rounds 0..completed_round)``
-Transition = Callable[[ProtocolSpec, int, Sequence[ReportAggregate]], RoundState]
-#: ``fit(engine, campaign, aggregates, model, covariance)``: reads only the rounds' aggregates (``None`` for a round
-#: without reports) and public rows
-Fit = Callable[[Engine, CampaignInfo, list[ReportAggregate | None], str, str | None], CampaignFit]
-#: ``plan(spec, public_rows, public_labels)``: the protocol's error model before any report (``None`` arguments: no
-#: public table, or no target column in it)
-Planner = Callable[[ProtocolSpec, np.ndarray | None, np.ndarray | None], ErrorModel]
+if TYPE_CHECKING:
+    import numpy as np
+    from sqlalchemy import Engine
+
+    from estimators.local.aggregate import ReportAggregate
+    from estimators.local.planning import ErrorModel
+    from service.campaigns.types import CampaignFit, CampaignInfo, CampaignRequest
+
+    #: ``next_state(spec, completed_round, aggregates of rounds 0..completed_round)``
+    Transition = Callable[[ProtocolSpec, int, Sequence[ReportAggregate]], RoundState]
+    #: ``fit(engine, campaign, aggregates, model, covariance)``: reads only the rounds' aggregates (``None`` for a round
+    #: without reports) and public rows
+    Fit = Callable[[Engine, CampaignInfo, list[ReportAggregate | None], str, str | None], CampaignFit]
+    #: ``plan(spec, public_rows, public_labels)``: the protocol's error model before any report (``None`` arguments: no
+    #: public table, or no target column in it)
+    Planner = Callable[[ProtocolSpec, np.ndarray | None, np.ndarray | None], ErrorModel]
 
 
 #: what every campaign takes, whatever its protocol
@@ -74,6 +83,22 @@ TRANSFORM_OPTIONS = (
     OptionSpec("feature_bounds", None, "stated public bounds per feature, {\"A\": [lo, hi], ...} (API) or "
                "A=lo:hi;B=lo:hi (command line): centre the midpoint, scale the half width"),
 )
+
+
+@dataclass(frozen=True)
+class Deferred:
+    """A function named ``"package.module:function"``, imported when it is first called (``pkgutil.resolve_name``;
+    later calls find the module in ``sys.modules``): how a record names its builder, transition, fit and planner,
+    so that reading the record imports none of them."""
+
+    target: str
+
+    def resolve(self) -> Callable[..., Any]:
+        """The function itself (an ``ImportError`` or ``AttributeError`` naming what is missing)."""
+        return pkgutil.resolve_name(self.target)
+
+    def __call__(self, *args: Any) -> Any:
+        return self.resolve()(*args)
 
 
 @dataclass(frozen=True)
@@ -124,7 +149,7 @@ def _unknown(name: object, choices: list[str]) -> InvalidInput:
     return InvalidInput(f"unknown protocol {name!r} (known: {sorted(choices)})", code="unknown_protocol")
 
 
-#: protocol name -> its record; a protocol joins with :func:`register` in its own module of this package
+#: protocol name -> its record; a protocol joins with :func:`register` (:mod:`service.campaigns.protocols.catalog`)
 CAMPAIGN_PROTOCOLS: Registry[CampaignProtocol] = Registry("protocol", _unknown)
 
 
@@ -151,6 +176,8 @@ def build_spec(protocol: str, request: CampaignRequest) -> ProtocolSpec:
 
     ``epsilon`` and ``delta`` are what one participant spends over the whole campaign: a protocol whose participants
     report in several rounds splits them (Alg. 5: half per round)."""
+    from estimators.base import EstimatorError  # what a builder's estimator helpers raise (imported with them)
+
     record = get_protocol(protocol)
     if record.target == "required" and request.target is None:
         raise invalid(f"protocol {protocol!r} needs a --target (the label participants hold)")
@@ -173,6 +200,8 @@ def build_spec(protocol: str, request: CampaignRequest) -> ProtocolSpec:
 def next_state(spec: ProtocolSpec, completed_round: int, aggregates: Sequence[ReportAggregate]) -> RoundState:
     """The public state of round ``completed_round + 1``, by the protocol's transition; an
     :class:`~estimators.base.EstimatorError` when there is no such round or the aggregates do not fit."""
+    from estimators.base import EstimatorError  # the transitions' own error (imported with them)
+
     spec.round(completed_round)
     transition = get_protocol(spec.protocol).transition
     if completed_round + 1 >= spec.round_count or transition is None:

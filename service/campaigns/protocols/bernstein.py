@@ -10,6 +10,8 @@ Estimate, model ``linear``: for ``bernstein`` the mean report is the risk at eve
 ``bernstein-1bit`` per grid point ``2 sum(b y) / count`` from the two running sums (a grid point no participant drew
 is an error naming it); then the iterated Bernstein polynomial of it is minimised over the box
 (:class:`estimators.local.sparse.bernstein.LocalBernsteinLinearRegression`).
+
+Its record and options: :mod:`service.campaigns.protocols.catalog`.
 """
 
 from __future__ import annotations
@@ -23,33 +25,12 @@ from estimators.local.aggregate import ReportAggregate
 from estimators.local.sparse.uncertainty import bernstein_covariance, one_bit_grid_variance
 from estimators.local.uncertainty import mean_variance
 from service.campaigns.options import invalid
-from service.campaigns.protocols.base import CampaignProtocol, register
-from service.campaigns.protocols.common import (
-    LABEL_BOUND,
-    PARTICIPANTS,
-    diameter,
-    no_covariance,
-    refuse_given,
-    round0,
-    sparse_fit,
-)
+from service.campaigns.protocols.common import diameter, no_covariance, refuse_given, round0, sparse_fit
 from service.campaigns.types import CampaignFit, CampaignInfo, CampaignRequest
 from service.errors import Conflict
-from service.options import OptionSpec
 from workloads.local.protocols import ProtocolSpec
 from workloads.local.protocols.bernstein import BernsteinSpec, OneBitBernsteinSpec, default_loss_scale
 
-OPTIONS = (
-    OptionSpec("degree", int, "k, the Bernstein polynomial's degree per dimension", default=6),
-    OptionSpec("order", int, "h, the iterated Bernstein order", default=2),
-    OptionSpec("lower", float, "the lower end of the parameter box", default=-1.0, low=-math.inf),
-    OptionSpec("upper", float, "the upper end of the parameter box", default=1.0, low=-math.inf),
-    OptionSpec("loss_scale", float, "the public bound of the squared loss over the box (default: its largest value "
-               "from feature_bound and label_bound)"),
-    OptionSpec("feature_bound", float, "the public bound on |x_j| the default loss_scale is taken from", default=1.0),
-    LABEL_BOUND,
-    PARTICIPANTS,
-)
 #: what only the default loss_scale is computed from (refused beside a stated loss_scale)
 _LOSS_SCALE_FROM = ("feature_bound", "label_bound")
 
@@ -120,12 +101,3 @@ def _covariance(spec: ProtocolSpec, aggregate: ReportAggregate, grid_values: np.
         return estimator.fit(values[np.newaxis, :]).coef_
 
     return bernstein_covariance(fit_grid, grid_values, variance)
-
-
-register(CampaignProtocol(
-    "bernstein", BernsteinSpec, build_laplace, None, ("linear",), fit, "required",
-    "Local Bernstein Mechanism (Wang, Gaboardi & Xu 2018, Alg. 2), squared loss, p <= 3", transform=False,
-    options=OPTIONS, pure="Laplace noise"))
-register(CampaignProtocol(
-    "bernstein-1bit", OneBitBernsteinSpec, build_one_bit, None, ("linear",), fit, "required",
-    "its 1-bit variant (Alg. 3), same options", transform=False, options=OPTIONS, pure="one randomized bit"))

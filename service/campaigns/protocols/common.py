@@ -1,6 +1,6 @@
-"""What the protocol modules share: the options several protocols declare alike (one :class:`~service.options.
-OptionSpec` each, so the command line and the API show one declaration for all of them), round 0's aggregate,
-coefficients back on the features' own scale, and the answer of a sparse or low-dimensional model.
+"""What the protocols' builders and fits share: reading the options several builders read alike, round 0's aggregate,
+coefficients back on the features' own scale, and the answer of a sparse or low-dimensional model (the options
+themselves are declared in :mod:`service.campaigns.protocols.catalog`).
 
 Coefficients are returned on the scale of the features as participants hold them: the campaign's public transform
 ``x' = (x - center) / scale`` is undone, so ``score = <w / scale, x> - <w / scale, center>`` gives ``coefficients``
@@ -19,19 +19,6 @@ from estimators.local.influence import Influence
 from service.campaigns.options import OptionValues, invalid
 from service.campaigns.types import CampaignFit, CampaignInfo
 from service.errors import Conflict, InvalidInput, ServiceError
-from service.options import OptionSpec
-
-# ----------------------------------------------------------------------------------------------------------- options
-PARTICIPANTS = OptionSpec("participants", int, "the planned group size: a round closes by itself when that many have "
-                          "reported")
-LABEL_BOUND = OptionSpec("label_bound", float, "the public bound B on |y| (labels are clipped to [-B, B])",
-                         default=1.0)
-RADIUS = OptionSpec("radius", float, "the radius R of the set the estimate is confined to", default=1.0)
-ETA = OptionSpec("eta", float, "the step size of the hard-thresholding iterations", default=1.0)
-SPARSITY = OptionSpec("sparsity", int, "the s kept by hard thresholding (required, at most the number of features)")
-#: a Stein GLM's norm of the clip (paper variant and Alg. 5)
-NORM = OptionSpec("norm", str, "the norm x is clipped in: l2 for Gaussian features, l1 for bounded ones",
-                  default="l2", choices=("l2", "l1"))
 
 
 # ---------------------------------------------------------------------------------------------------------- building
@@ -49,7 +36,8 @@ def default_steps(participants: int, dimension: int) -> int:
 
 
 def sparsity(options: OptionValues, protocol: str, dimension: int) -> int:
-    """The ``s`` hard thresholding keeps (:data:`SPARSITY`: required, at most the number of features)."""
+    """The ``s`` hard thresholding keeps (:data:`~service.campaigns.protocols.catalog.SPARSITY`: required, at most the
+    number of features)."""
     value = options["sparsity"]
     if value is None:
         raise invalid(f"{protocol} needs option sparsity (the s kept by hard thresholding): --option sparsity=S")

@@ -9,6 +9,8 @@ features stay in their own units.
 Estimate, model ``linear``: the mean report gives the projected statistics; projected least squares over ``Phi C``
 and the recovery in ``C`` with cvxpy (:class:`estimators.local.sparse.dr_erm.DRERMLinearRegression`); a cvxpy
 failure is the error ``solver_failed`` naming each solver's status.
+
+Its record and options: :mod:`service.campaigns.protocols.catalog`.
 """
 
 from __future__ import annotations
@@ -20,19 +22,8 @@ from sqlalchemy import Engine
 
 from estimators.local.aggregate import ReportAggregate
 from estimators.local.sparse.uncertainty import dr_erm_covariance
-from service.campaigns.protocols.base import CampaignProtocol, register
-from service.campaigns.protocols.common import (
-    LABEL_BOUND,
-    PARTICIPANTS,
-    RADIUS,
-    diameter,
-    no_covariance,
-    round0,
-    solved,
-    sparse_fit,
-)
+from service.campaigns.protocols.common import diameter, no_covariance, round0, solved, sparse_fit
 from service.campaigns.types import CampaignFit, CampaignInfo, CampaignRequest
-from service.options import OptionSpec
 from workloads.local.protocols import ProtocolSpec
 from workloads.local.protocols.dr_erm import MAX_SEED, DrErmSpec
 
@@ -40,17 +31,6 @@ from workloads.local.protocols.dr_erm import MAX_SEED, DrErmSpec
 def projection_seed() -> int:
     """A new campaign's public projection seed, drawn from the operating system (a test may fix it in-process)."""
     return secrets.randbelow(MAX_SEED)
-
-
-OPTIONS = (
-    OptionSpec("rows", int, "m, the dimension of the public random projection", default=20),
-    OptionSpec("constraint", str, "the set C the coefficients are recovered in: the l1 ball or the simplex",
-               default="l1", choices=("l1", "simplex")),
-    RADIUS,
-    OptionSpec("feature_radius", float, "the clip on ||Phi x||", default=1.0),
-    LABEL_BOUND,
-    PARTICIPANTS,
-)
 
 
 def build(request: CampaignRequest) -> ProtocolSpec:
@@ -81,9 +61,3 @@ def fit(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate
                       solved(lambda: dr_erm_covariance(
                           lambda mean: DRERMLinearRegression(spec.constraint, spec.radius).fit(mean, projection).coef_,
                           statistics, aggregate), f"campaign {campaign.name!r} (standard errors)"))
-
-
-register(CampaignProtocol(
-    "dr-erm", DrErmSpec, build, None, ("linear",), fit, "required",
-    "DR-ERM-LDP (Alg. 4): public random projection, l2-ball projected statistics, recovery over the l1 ball or the "
-    "simplex", transform=False, options=OPTIONS, pure="the l2-ball randomizer"))

@@ -15,6 +15,8 @@ Estimates: the models ``logistic``, ``probit``, ``linear`` and ``poisson``, each
 the public rows (:mod:`estimators.local.glm.moment`), all from the same stored reports, each free (Remark 16 of the
 Stein GLM paper holds here too). Every fit carries an estimated ``(intercept)`` and ``standard_errors`` (delta method,
 the randomizer's known covariance; same units as ``coefficients``).
+
+Its record and options: :mod:`service.campaigns.protocols.catalog`.
 """
 
 from __future__ import annotations
@@ -27,36 +29,12 @@ from estimators.local.glm.moment import MOMENT_LINKS, PublicMomentGLM, moment_er
 from estimators.local.influence import Influence, mean_shift
 from estimators.local.planning import ErrorModel
 from service.campaigns.options import invalid
-from service.campaigns.protocols.base import CampaignProtocol, register
-from service.campaigns.protocols.common import PARTICIPANTS, no_covariance, round0, transform_notes
+from service.campaigns.protocols.common import no_covariance, round0, transform_notes
 from service.campaigns.public_tables import campaign_public_rows
 from service.campaigns.types import CampaignFit, CampaignInfo, CampaignRequest
 from service.errors import Conflict, InvalidInput
-from service.options import OptionSpec
 from workloads.local.protocols import ProtocolError, ProtocolSpec
-from workloads.local.protocols.glm import (
-    DEFAULT_RANDOMIZER,
-    GLM_RANDOMIZERS,
-    LABEL_KINDS,
-    GlmSpec,
-    public_feature_map,
-)
-
-#: what a glm campaign answers: every link of the moment equation
-GLM_MODELS = tuple(MOMENT_LINKS)
-
-
-OPTIONS = (
-    OptionSpec("randomizer", str, "the devices' randomizer: privunit (PrivUnit2) and l2ball are pure epsilon (delta "
-               "0), gaussian is (epsilon, delta)", default=DEFAULT_RANDOMIZER, choices=tuple(GLM_RANDOMIZERS)),
-    OptionSpec("labels", str, "binary: y in {0, 1}; bounded: s(y) = clip(y, -B, B) / B with label_bound B",
-               default="binary", choices=LABEL_KINDS),
-    OptionSpec("label_bound", float, "labels=bounded: the public bound B on |y| (default 1; refused with binary "
-               "labels)"),
-    OptionSpec("whiten", bool, "whiten the features by the public covariance (false: standardise them; default: "
-               "whiten when the public covariance is invertible)"),
-    PARTICIPANTS,
-)
+from workloads.local.protocols.glm import GlmSpec, public_feature_map
 
 
 def build(request: CampaignRequest) -> ProtocolSpec:
@@ -139,9 +117,3 @@ def plan(spec: GlmSpec, rows: np.ndarray | None, labels: np.ndarray | None) -> E
         raise InvalidInput("planning a glm campaign needs its --public table: the moment equation is solved over it",
                            code="needs_public_table")
     return moment_error_model(spec, rows, labels)
-
-
-register(CampaignProtocol(
-    "glm", GlmSpec, build, None, GLM_MODELS, fit, "required",
-    "the public-moment GLM, one round of R(s(y) z(x)), the recommended GLM protocol with a public table", plan=plan,
-    options=OPTIONS))

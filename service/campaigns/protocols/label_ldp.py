@@ -13,6 +13,8 @@ Estimates, models ``iht``, ``lasso`` (the Lasso refit by least squares on its su
 and ``lasso-raw`` (the penalised Lasso itself) from the SAME reports: ``G = X^T X / n`` from the public table's rows
 (transformed as the devices transform them) and ``b = (sum of the reports x_i tilde y_i) / (number of reports)``.
 A cvxpy failure (the Lasso) is the error ``solver_failed`` naming each solver's status, never a model.
+
+Its record and options: :mod:`service.campaigns.protocols.catalog`.
 """
 
 from __future__ import annotations
@@ -26,17 +28,10 @@ from sqlalchemy import Engine
 from estimators.local.aggregate import ReportAggregate
 from estimators.local.influence import Influence, mean_shift
 from estimators.local.sparse.iht import label_iht_from_moments
-from estimators.local.sparse.planning import label_ldp_error_model
 from estimators.local.sparse.uncertainty import label_iht_covariance, support_least_squares_covariance
 from estimators.local.uncertainty import label_moment_covariance
 from service.campaigns.options import invalid
-from service.campaigns.protocols.base import CampaignProtocol, register
 from service.campaigns.protocols.common import (
-    ETA,
-    LABEL_BOUND,
-    PARTICIPANTS,
-    RADIUS,
-    SPARSITY,
     default_steps,
     diameter,
     no_covariance,
@@ -48,25 +43,8 @@ from service.campaigns.protocols.common import (
 from service.campaigns.public_tables import campaign_public_rows
 from service.campaigns.types import CampaignFit, CampaignInfo, CampaignRequest
 from service.errors import Conflict
-from service.options import OptionSpec
 from workloads.local.protocols import ProtocolSpec
-from workloads.local.protocols.label_ldp import LABEL_RANDOMIZERS, LabelLdpSpec
-
-OPTIONS = (
-    OptionSpec("randomizer", str, "the label reports: pure is Duchi et al.'s +-C, (epsilon, 0)-LDP (a delta is not "
-               "spent); gaussian is (epsilon, delta)-LDP and needs a delta", default="pure",
-               choices=LABEL_RANDOMIZERS),
-    SPARSITY,
-    OptionSpec("iterations", int, "IHT's iterations (default ceil(ln(n / p)), n the planned participants or the "
-               "public rows)"),
-    ETA,
-    RADIUS,
-    OptionSpec("alpha", float, "the Lasso's lambda (default: Sec. 5's order made explicit)"),
-    LABEL_BOUND,
-    OptionSpec("feature_bound", float, "the public bound on |x_j| (default: the largest of the transformed public "
-               "table)"),
-    PARTICIPANTS,
-)
+from workloads.local.protocols.label_ldp import LabelLdpSpec
 
 
 def build(request: CampaignRequest) -> ProtocolSpec:
@@ -158,10 +136,3 @@ def _refit_influence(aggregate: ReportAggregate, gram: np.ndarray) -> Influence:
     return Influence(2.0 * largest / smallest, "l2", "coefficients",
                      "2 sup ||b|| / lambda_min(X^T X / m): every refit on a support lies in the ball of radius "
                      "sup ||b|| / lambda_min (interlacing), b the mean of x tilde y within its validated range")
-
-
-register(CampaignProtocol(
-    "label-ldp", LabelLdpSpec, build, None, ("iht", "lasso", "lasso-raw"), fit, "required",
-    "public features, pure-epsilon (default) or Gaussian label reports; answers IHT (Alg. 2) and the Lasso (Sec. 5; "
-    "model lasso refits least squares on its support, lasso-raw does not)",
-    plan=label_ldp_error_model, options=OPTIONS))  # type: ignore[arg-type]

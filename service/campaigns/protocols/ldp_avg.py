@@ -4,30 +4,20 @@
 Build: one feature, no target, pure epsilon (``delta`` 0); ``lower``/``upper`` stated or taken from the ``--public``
 table's column; the values stay in their own units (no transform). Estimate: model ``mean``, the average of the
 reports (:class:`estimators.local.ldp_avg.LdpAverage`) projected onto ``[lower, upper]``.
+
+Its record and options: :mod:`service.campaigns.protocols.catalog`.
 """
 
 from __future__ import annotations
-
-import math
 
 from sqlalchemy import Engine
 
 from estimators.local.aggregate import ReportAggregate
 from estimators.local.ldp_avg import LdpAverage
 from service.campaigns.options import invalid
-from service.campaigns.protocols.base import CampaignProtocol, register
-from service.campaigns.protocols.common import PARTICIPANTS, round0
+from service.campaigns.protocols.common import round0
 from service.campaigns.types import CampaignFit, CampaignInfo, CampaignRequest
-from service.options import OptionSpec
 from workloads.local.protocols import LdpAverageSpec, ProtocolSpec
-
-OPTIONS = (
-    OptionSpec("lower", float, "the public lower bound of the value (default: the public table's minimum)",
-               low=-math.inf),
-    OptionSpec("upper", float, "the public upper bound of the value (default: the public table's maximum)",
-               low=-math.inf),
-    PARTICIPANTS,
-)
 
 
 def build(request: CampaignRequest) -> ProtocolSpec:
@@ -62,9 +52,3 @@ def fit(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate
                        ("the average of the participants' values clipped to [lower, upper], projected onto [lower, "
                         "upper]",), fitted.influence_.scaled(abs(scale)),
                        standard_errors={feature: max(fitted.std_error_, fitted.noise_std_error_) * abs(scale)})
-
-
-register(CampaignProtocol(
-    "ldp-avg", LdpAverageSpec, build, None, ("mean",), fit, "none",
-    "1-dim LDP-AVG: one bounded number per participant, Laplace", transform=False, options=OPTIONS,
-    pure="pure epsilon-LDP, Laplace"))

@@ -26,6 +26,8 @@ Transition: round ``t + 1``'s ``theta`` is the IHT step from round ``t``'s mean 
 (:func:`estimators.local.sparse.ldp_iht_rounds.next_state`). Estimate: model ``iht``, the IHT step from the last
 round with reports, taken at that round's published ``theta`` (a campaign still running gives the estimate after
 the rounds done so far, ``details.rounds_used``).
+
+Its record and options: :mod:`service.campaigns.protocols.catalog`.
 """
 
 from __future__ import annotations
@@ -36,16 +38,9 @@ from sqlalchemy import Engine
 
 from estimators.local.aggregate import ReportAggregate
 from estimators.local.sparse import ldp_iht_rounds
-from estimators.local.sparse.planning import ldp_iht_error_model
 from estimators.local.sparse.uncertainty import iht_step_covariance
 from service.campaigns.options import invalid
-from service.campaigns.protocols.base import CampaignProtocol, register
 from service.campaigns.protocols.common import (
-    ETA,
-    LABEL_BOUND,
-    PARTICIPANTS,
-    RADIUS,
-    SPARSITY,
     default_steps,
     diameter,
     no_covariance,
@@ -55,29 +50,9 @@ from service.campaigns.protocols.common import (
     sparsity,
 )
 from service.campaigns.types import CampaignFit, CampaignInfo, CampaignRequest
-from service.options import OptionSpec
 from workloads.local.protocols import ProtocolSpec
-from workloads.local.protocols.ldp_iht import GRADIENT_RANDOMIZERS, LdpIhtSpec
+from workloads.local.protocols.ldp_iht import LdpIhtSpec
 from workloads.local.randomizers.iht_gradient import default_residual_bound, worst_case_residual_bound
-
-#: ``variant=default`` (issue 20: T = 1, the clip from the label and design bounds) or ``variant=paper`` (Sec. 7.1)
-VARIANTS = ("default", "paper")
-OPTIONS = (
-    SPARSITY,
-    OptionSpec("rounds", int, "T, the rounds (one disjoint group each; default 1, with variant=paper ceil(ln(n / p)))"),
-    ETA,
-    RADIUS,
-    LABEL_BOUND,
-    OptionSpec("residual_bound", float, "c, the clip on the residual <theta, x> - y (default min(B_y, 2 R r_x / "
-               "sqrt(p)), with variant=paper sqrt(s) R + B_y)"),
-    OptionSpec("feature_norm_bound", float, "r_x, the public bound on ||x|| (default sqrt(p))"),
-    PARTICIPANTS,
-    OptionSpec("variant", str, "the defaults of rounds and residual_bound: issue 20's or Sec. 7.1's", default="default",
-               choices=VARIANTS),
-    OptionSpec("randomizer", str, "l2ball: the whole gradient through the l2-ball randomizer; coordinate: one "
-               "uniformly drawn coordinate", default="l2ball", choices=GRADIENT_RANDOMIZERS),
-    OptionSpec("feature_bound", float, "randomizer=coordinate: the public bound on |x_j| (default r_x / sqrt(p))"),
-)
 
 
 def build(request: CampaignRequest) -> ProtocolSpec:
@@ -125,9 +100,3 @@ def fit(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate
                                       "projects every iterate onto it)"),
                       iht_step_covariance(spec.theta(used - 1, states[used - 1]), aggregates[used - 1], spec.eta,
                                           spec.radius, coef))
-
-
-register(CampaignProtocol(
-    "ldp-iht", LdpIhtSpec, build, ldp_iht_rounds.next_state, ("iht",), fit, "required",  # type: ignore[arg-type]
-    "LDP-IHT (Wang & Xu 2019, Alg. 1): T rounds, T disjoint groups, l2-ball gradients",
-    plan=ldp_iht_error_model, options=OPTIONS, pure="the l2-ball randomizer is pure epsilon-LDP"))  # type: ignore[arg-type]

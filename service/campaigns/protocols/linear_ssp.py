@@ -11,6 +11,8 @@ default AdaSSP's rule, :mod:`estimators.local.linear_ssp`), ``participants``.
 
 Estimate, model ``linear``: :class:`estimators.local.linear_ssp.SspLinearRegression` on round 0's aggregate, the
 coefficients and their standard errors mapped back to the features' own units.
+
+Its record and options: :mod:`service.campaigns.protocols.catalog`.
 """
 
 from __future__ import annotations
@@ -23,23 +25,10 @@ from sqlalchemy import Engine
 from estimators.local.aggregate import ReportAggregate
 from estimators.local.linear_ssp import SspLinearRegression
 from service.campaigns.options import invalid
-from service.campaigns.protocols.base import CampaignProtocol, register
-from service.campaigns.protocols.common import LABEL_BOUND, PARTICIPANTS, no_covariance, round0, transform_notes
+from service.campaigns.protocols.common import no_covariance, round0, transform_notes
 from service.campaigns.types import CampaignFit, CampaignInfo, CampaignRequest
-from service.options import OptionSpec
 from workloads.local.protocols import ProtocolSpec
 from workloads.local.protocols.linear_ssp import LinearSspSpec
-from workloads.local.randomizers.regression_statistics import STATISTICS_RANDOMIZERS
-
-OPTIONS = (
-    OptionSpec("norm_bound", float, "r, the public l2 bound on the transformed features (default: the largest norm "
-               "of a transformed public row, else sqrt(p) with stated feature_bounds)"),
-    LABEL_BOUND,
-    OptionSpec("randomizer", str, "the devices' randomizer: l2ball is pure epsilon (delta 0), gaussian is "
-               "(epsilon, delta)", default="l2ball", choices=tuple(STATISTICS_RANDOMIZERS)),
-    OptionSpec("ridge", float, "a public ridge lambda added to X^T X (default: AdaSSP's rule)", low=0, low_open=False),
-    PARTICIPANTS,
-)
 
 
 def _norm_bound(request: CampaignRequest) -> float:
@@ -92,8 +81,3 @@ def fit(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate
     return CampaignFit(campaign.name, campaign.protocol, model, "regressor", campaign.target, campaign.features,
                        coefficients, aggregate.count, details, notes, influence, standard_errors=errors)
 
-
-register(CampaignProtocol(
-    "linear-ssp", LinearSspSpec, build, None, ("linear",), fit, "required",
-    "low-dimensional linear regression with an intercept: one randomized vector of sufficient statistics per "
-    "participant", options=OPTIONS))

@@ -5,12 +5,13 @@ Build. ``stein-glm``, one round, in two variants (``--option variant``). ``publi
 ``--public`` table): ``y (1, clip(W x))`` through a randomizer of
 :data:`~workloads.local.protocols.vector_reports.VECTOR_RANDOMIZERS` (``privunit``, PrivUnit2, pure epsilon, the
 default; ``l2ball``, pure epsilon; ``gaussian``), ``W`` the public whitening, the norm bound a public quantile of
-``||W x||`` (:data:`DEFAULT_NORM_QUANTILE`) or stated, labels centred at ``label_center``; ``paper`` (Algs. 1-4, the
-default without a public table): noisy ``(x x^T, x y)`` (or ``x y`` alone with ``gram=false``), Gaussian (``delta >
-0``); ``norm_bound`` stated or Alg. 1's bound from the ``--public`` table. ``stein-glm-2round`` (Alg. 5): two rounds
-without public data, ``layout`` ``split-budget`` (every participant reports twice, half the budget each) or
-``split-groups``; ``norm_bound`` stated, from ``covariance_norm`` (Alg. 5's bound, growing with log n), or from the
-public table. Round 1's public state (``w_ols`` from round 0) is :func:`estimators.local.glm.two_round.next_state`.
+``||W x||`` (:data:`~service.campaigns.protocols.catalog.DEFAULT_NORM_QUANTILE`) or stated, labels centred at
+``label_center``; ``paper`` (Algs. 1-4, the default without a public table): noisy ``(x x^T, x y)`` (or ``x y`` alone
+with ``gram=false``), Gaussian (``delta > 0``); ``norm_bound`` stated or Alg. 1's bound from the ``--public`` table.
+``stein-glm-2round`` (Alg. 5): two rounds without public data, ``layout`` ``split-budget`` (every participant reports
+twice, half the budget each) or ``split-groups``; ``norm_bound`` stated, from ``covariance_norm`` (Alg. 5's bound,
+growing with log n), or from the public table. Round 1's public state (``w_ols`` from round 0) is
+:func:`estimators.local.glm.two_round.next_state`.
 
 Estimates: model ``linear`` (the private OLS) or any link of :data:`estimators.local.glm.links.LINKS`. ``stein-glm``
 public-gram: the OLS with an intercept on the public Gram, then each link's constant and intercept over the public rows
@@ -18,18 +19,18 @@ public-gram: the OLS with an intercept on the public Gram, then each link's cons
 the public rows, or from them alone for a ``gram=false`` campaign) and the link's constant found over the public rows
 (Algs. 1-4). Remark 16: every link comes from the same stored reports, each free. ``stein-glm-2round``: the same models
 from Alg. 5's two rounds, no public rows needed. A link with no constant on these data is an error naming the link
-(:mod:`service.campaigns.estimates`)."""
+(:mod:`service.campaigns.estimates`).
+
+The two records and their options: :mod:`service.campaigns.protocols.catalog`."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 from sqlalchemy import Engine
 
 from estimators.local.aggregate import ReportAggregate
-from estimators.local.glm import two_round
 from estimators.local.glm.links import LINKS
 from estimators.local.glm.planning import public_gram_error_model, stein_ols_error_model
 from estimators.local.glm.public_gram import InterceptSteinGLM, PublicGramOLS, public_whitening, quantile_norm_bound
@@ -44,11 +45,8 @@ from estimators.local.glm.uncertainty import (
 from estimators.local.influence import Influence
 from estimators.local.planning import ErrorModel
 from service.campaigns.options import invalid
-from service.campaigns.protocols.base import CampaignProtocol, register
+from service.campaigns.protocols.catalog import DEFAULT_NORM_QUANTILE
 from service.campaigns.protocols.common import (
-    LABEL_BOUND,
-    NORM,
-    PARTICIPANTS,
     raw_influence,
     raw_scale,
     raw_standard_errors,
@@ -60,13 +58,7 @@ from service.campaigns.protocols.common import (
 from service.campaigns.public_tables import campaign_public_rows
 from service.campaigns.types import CampaignFit, CampaignInfo, CampaignRequest
 from service.errors import Conflict, InvalidInput
-from service.options import OptionSpec
 from workloads.local.protocols import ProtocolSpec, SteinGlmSpec, TwoRoundSteinSpec
-from workloads.local.protocols.stein_glm import VARIANTS
-from workloads.local.protocols.vector_reports import DEFAULT_VECTOR_RANDOMIZER, VECTOR_RANDOMIZERS
-
-#: what a Stein GLM campaign answers: the private OLS and every link
-GLM_MODELS = ("linear", *LINKS)
 
 
 # ---------------------------------------------------------------------------------------------------------- building
@@ -82,50 +74,9 @@ def _norm_bound(request: CampaignRequest, participants: int | None) -> float:
     return gaussian_norm_bound(request.public_rows, max(n, 2))
 
 
-def _norm_bound_option(default: str) -> OptionSpec:
-    return OptionSpec("norm_bound", float, f"the public bound on a participant's ||x|| (default: {default})")
-
-
-#: the public quantile of ``||W x||`` over the public rows that the public-gram variant clips at by default: clipping
-#: biases ``E[x y]`` (at the median, coefficients 1.5x too long on Gaussian features; at 0.9, 6 %), a larger bound
-#: costs noise; measured in docs/stein-glm-results.md (benchmarks/stein_glm_clipping.py)
-DEFAULT_NORM_QUANTILE = 0.9
 #: options of one variant only (refused, naming the variant, under the other)
 _PAPER_ONLY = ("gram", "xy_ratio", "norm")
 _PUBLIC_GRAM_ONLY = ("randomizer", "norm_quantile", "label_center", "whiten")
-ONE_ROUND_OPTIONS = (
-    OptionSpec("variant", str, "public-gram: x y only, X^T X from the public rows (the default with a public "
-               "table); paper: noisy (x x^T, x y) as in Alg. 1 (the default without one)", choices=VARIANTS),
-    OptionSpec("randomizer", str, "variant=public-gram: the devices' randomizer (privunit and l2ball pure epsilon, "
-               "gaussian (epsilon, delta))", default=DEFAULT_VECTOR_RANDOMIZER, choices=tuple(VECTOR_RANDOMIZERS)),
-    OptionSpec("norm_quantile", float, f"variant=public-gram: the public quantile of ||W x|| the norm bound is "
-               f"(default {DEFAULT_NORM_QUANTILE}; or a stated norm_bound)", high=1),
-    _norm_bound_option("variant=public-gram: the norm_quantile of the public rows; variant=paper: Alg. 1's bound "
-                       "from the public table"),
-    OptionSpec("label_bound", float, "the public bound B on |y - label_center| (default 1; variant=public-gram with "
-               "neither label_bound nor label_center: labels in [0, 1])"),
-    OptionSpec("label_center", float, "variant=public-gram: labels in [label_center - label_bound, label_center + "
-               "label_bound] (default 0, or 0.5 with no label_bound)", low=-math.inf),
-    OptionSpec("whiten", bool, "variant=public-gram: whiten the features by the public covariance", default=True),
-    NORM,
-    OptionSpec("gram", bool, "variant=paper: report x x^T beside x y", default=True),
-    OptionSpec("xy_ratio", float, "variant=paper: the noise on x y over the noise on x x^T (default sqrt(2) B / r)"),
-    PARTICIPANTS,
-)
-TWO_ROUND_OPTIONS = (
-    OptionSpec("layout", str, "split-budget: every participant reports twice, half the budget each; split-groups: "
-               "two disjoint groups report once", default="split-budget", choices=("split-budget", "split-groups")),
-    _norm_bound_option("from covariance_norm, else Alg. 1's bound from the public table"),
-    OptionSpec("covariance_norm", float, "the public ||Sigma||_2 of the features: norm_bound = sqrt(10 p "
-               "||Sigma||_2 log n), Alg. 5 (needs participants)"),
-    LABEL_BOUND,
-    NORM,
-    OptionSpec("projection_scale", float, "round 1 clips <x, w_ols> at this times round 0's estimate of its standard "
-               "deviation", default=4.0),
-    PARTICIPANTS,
-    OptionSpec("first_size", int, "layout=split-groups: the first group's size"),
-    OptionSpec("second_size", int, "layout=split-groups: the second group's size"),
-)
 
 
 def build_one_round(request: CampaignRequest) -> ProtocolSpec:
@@ -330,14 +281,3 @@ def plan_one_round(spec: ProtocolSpec, rows: np.ndarray | None, labels: np.ndarr
     if spec.variant == "public-gram":  # type: ignore[attr-defined]
         return public_gram_error_model(spec, rows, labels)  # type: ignore[arg-type]
     return stein_ols_error_model(spec, rows, labels)  # type: ignore[arg-type]
-
-
-register(CampaignProtocol(
-    "stein-glm", SteinGlmSpec, build_one_round, None, GLM_MODELS, fit_one_round, "required",
-    "the Stein-lemma GLMs, one round: by default (with a public table) x y only, X^T X from the public rows, an "
-    "estimated intercept; variant=paper: noisy (x x^T, x y) as in Alg. 1", plan=plan_one_round,
-    options=ONE_ROUND_OPTIONS))
-register(CampaignProtocol(
-    "stein-glm-2round", TwoRoundSteinSpec, build_two_round, two_round.next_state, GLM_MODELS,  # type: ignore[arg-type]
-    fit_two_round, "required",
-    "Alg. 5, two rounds without public data", options=TWO_ROUND_OPTIONS))

@@ -1,9 +1,9 @@
 """The protocol contract: every protocol a device can run (``workloads.local.protocols.PROTOCOLS``) is one complete
-slice, so the next protocol cannot be half-registered. For each: a record in ``service.campaigns.protocols`` with its
-spec class (and so its randomizer), its builder, its round transition (exactly when it has more than one round), the
-models it answers (each with a mean the client predicts with) and its estimates; a row in docs/campaigns.md's
-protocol table; a privacy section in docs/privacy.md; an entry in the API's role test (``PROTOCOL_CAMPAIGNS``). A
-missing part fails naming it.
+slice, so the next protocol cannot be half-registered. For each: a record in ``service.campaigns.protocols.catalog``
+with its spec class (and so its randomizer), its builder, its round transition (exactly when it has more than one
+round; every function the record names by where it lives found there), the models it answers (each with a mean the
+client predicts with) and its estimates; a row in docs/campaigns.md's protocol table; a privacy section in
+docs/privacy.md; an entry in the API's role test (``PROTOCOL_CAMPAIGNS``). A missing part fails naming it.
 
 Its options: each declared (an ``OptionSpec`` with help, a JSON type, a default its own check allows), and the
 builder reads no other (reading an undeclared one fails here, naming it); ``campaign create`` and ``campaign plan``
@@ -22,7 +22,7 @@ import typer
 from estimators.base import EstimatorError
 from service.campaigns.options import UndeclaredOption, read_option
 from service.campaigns.protocols import CAMPAIGN_PROTOCOLS, build_spec, next_state
-from service.campaigns.protocols.base import TRANSFORM_OPTIONS, protocol_options
+from service.campaigns.protocols.base import TRANSFORM_OPTIONS, Deferred, protocol_options
 from service.campaigns.types import CampaignRequest
 from service.cli import app
 from service.errors import InvalidInput
@@ -73,7 +73,8 @@ def missing_parts(name: str) -> list[str]:
     """What protocol ``name`` lacks, each named (empty: a complete slice)."""
     record = CAMPAIGN_PROTOCOLS.find(name)
     if record is None:
-        return [f"{name}: no record in service.campaigns.protocols (a module there must register a CampaignProtocol)"]
+        return [f"{name}: no record in service.campaigns.protocols (service/campaigns/protocols/catalog.py must "
+                "register a CampaignProtocol)"]
     missing = []
     if record.spec is not PROTOCOLS.get(name):
         missing.append(f"{name}: the record's spec class is {record.spec.__name__}, not the registered "
@@ -86,6 +87,16 @@ def missing_parts(name: str) -> list[str]:
     for part in ("build", "fit"):
         if not callable(getattr(record, part)):
             missing.append(f"{name}: the record's {part} is not callable")
+    for part in ("build", "transition", "fit", "plan"):
+        function = getattr(record, part)
+        if isinstance(function, Deferred):
+            try:
+                resolved = function.resolve()
+            except (ImportError, AttributeError, ValueError) as error:
+                missing.append(f"{name}: the record's {part} names {function.target!r}, which is not found ({error})")
+            else:
+                if not callable(resolved):
+                    missing.append(f"{name}: the record's {part} names {function.target!r}, which is not callable")
     if not record.models or not all(isinstance(model, str) and model for model in record.models):
         missing.append(f"{name}: the record names no models it answers")
     for model in record.models:
@@ -133,8 +144,8 @@ def test_a_half_registered_protocol_is_named_with_what_it_lacks(monkeypatch: pyt
 
     with registered(PROTOCOLS, "half-registered", HalfSpec):
         assert missing_parts("half-registered") == [
-            "half-registered: no record in service.campaigns.protocols (a module there must register a "
-            "CampaignProtocol)"]
+            "half-registered: no record in service.campaigns.protocols (service/campaigns/protocols/catalog.py must "
+            "register a CampaignProtocol)"]
     record = CAMPAIGN_PROTOCOLS.get("stein-glm")
     two_round = CAMPAIGN_PROTOCOLS.get("stein-glm-2round")
     with registered(CAMPAIGN_PROTOCOLS, "stein-glm-2round", record.__class__(
@@ -194,6 +205,18 @@ def test_campaign_create_and_plan_take_exactly_the_declared_options() -> None:
         assert name in create and name in plan
 
 
+
+def test_a_record_naming_a_function_that_does_not_exist_is_named() -> None:
+    """A record names its builder, fit, transition and planner by where they live (they are imported when first
+    run); a name that is not found fails the contract, naming the part and the name."""
+    record = CAMPAIGN_PROTOCOLS.get("ldp-avg")
+    with registered(CAMPAIGN_PROTOCOLS, "ldp-avg", replace(record, plan=Deferred(
+            "service.campaigns.protocols.ldp_avg:no_such_planner"))):
+        missing = missing_parts("ldp-avg")
+    assert len(missing) == 1 and missing[0].startswith(
+        "ldp-avg: the record's plan names 'service.campaigns.protocols.ldp_avg:no_such_planner', which is not found")
+
+
 def test_the_api_describes_every_declared_option_in_the_campaign_bodies() -> None:
     from service.api.openapi import current_schema
 
@@ -242,3 +265,14 @@ def test_next_state_checks_the_round_and_the_aggregates() -> None:
     with pytest.raises(EstimatorError, match="no round after round 0"):
         next_state(SteinGlmSpec(2, 3.0, 1.0, 1.0, 1e-6), 0, [first])
     assert next_state(spec, 0, [first]).round_index == 1
+
+
+def test_the_glm_records_answer_exactly_their_estimators_links() -> None:
+    """The catalog declares what the GLM campaigns answer without importing their estimators (so that listing the
+    protocols stays light); the declaration must still be exactly what the estimators fit."""
+    from estimators.local.glm.links import LINKS as STEIN_LINKS
+    from estimators.local.glm.moment import MOMENT_LINKS
+
+    assert CAMPAIGN_PROTOCOLS.get("glm").models == tuple(MOMENT_LINKS)
+    for name in ("stein-glm", "stein-glm-2round"):
+        assert CAMPAIGN_PROTOCOLS.get(name).models == ("linear", *STEIN_LINKS)

@@ -13,7 +13,7 @@ from sqlalchemy import text
 
 from estimators.local.glm.public_gram import public_whitening
 from service.campaigns import campaigns, estimates, simulate
-from service.campaigns.protocols.stein_glm import DEFAULT_NORM_QUANTILE
+from service.campaigns.protocols.catalog import DEFAULT_NORM_QUANTILE
 from service.errors import InvalidInput
 from tests.support.campaign_data import FEATURES, gaussian_rows, load_public
 
