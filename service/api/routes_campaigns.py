@@ -108,7 +108,8 @@ class PlanIn(CampaignBody):
     """A campaign as ``POST /campaigns`` would create it (no name), and what to predict."""
 
     participants: Annotated[schemas.Integer, Field(ge=1)] | None = Field(
-        None, description="Predict the error at this many participants.")
+        None, description="The campaign's planned participants (its option participants, which options may give "
+        "instead): the error is predicted at them, for the campaign created with them.")
     target_error: Annotated[schemas.Number, Field(gt=0)] | None = Field(
         None, description="Predict the participants needed for this error.")
 

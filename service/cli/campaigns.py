@@ -4,11 +4,12 @@ per-participant cap) and ``marginalia simulate`` (simulated participants through
 Everything runs in process on the database of ``MARGINALIA_DATABASE_URL``, as a steward's tool; participants report
 through the HTTP API (``service.client``).
 
-``campaign create`` and ``campaign plan`` take the same protocol options, by construction: one ``--name`` flag per
-option the protocols declare (:func:`service.campaigns.protocols.base.protocol_options`, through
-:func:`service.cli.options.declared_options`), and ``--option KEY=VALUE`` for any of them. The one name ``campaign
-plan`` keeps for itself is ``--participants``, the n it predicts at (``--option participants=N`` plans a campaign
-created with that option).
+``campaign create`` and ``campaign plan`` take the same protocol options, by construction: one decorator,
+:data:`protocol_flags`, adds a ``--name`` flag per option the protocols declare
+(:func:`service.campaigns.protocols.base.protocol_options`, through :func:`service.cli.options.declared_options`), and
+``--option KEY=VALUE`` gives any of them. ``--participants N`` is the declared option on both: the campaign's planned
+participants, at which ``campaign plan`` predicts the error. Reading the declarations loads no estimator
+(:mod:`service.campaigns.protocols.catalog`), so ``marginalia --help`` stays quick.
 """
 
 from __future__ import annotations
@@ -46,8 +47,7 @@ Name = Annotated[str, typer.Argument(help="Name.", metavar="NAME")]
 #: The protocols a campaign may run, from their registry (docs/campaigns.md says what each one is).
 PROTOCOL_HELP = "One of: " + ", ".join(sorted(PROTOCOLS)) + "."
 #: the protocol options as flags, for campaign create and campaign plan alike
-plan_options = declared_options(protocol_options(), own=("participants",))
-create_options = declared_options(protocol_options())
+protocol_flags = declared_options(protocol_options())
 OPTION_HELP = "A protocol option KEY=VALUE (any declared option, as its flag gives it); repeatable."
 
 
@@ -131,7 +131,7 @@ def public_show(name: Name, rows: Annotated[int, typer.Option(help="Rows to show
 
 @campaign_app.command("create")
 @handles_errors
-@create_options
+@protocol_flags
 def campaign_create(
     name: Name,
     protocol: Annotated[str, typer.Option(help=PROTOCOL_HELP)],
@@ -156,7 +156,7 @@ def campaign_create(
 
 @campaign_app.command("plan")
 @handles_errors
-@plan_options
+@protocol_flags
 def campaign_plan(
     protocol: Annotated[str, typer.Option(help=PROTOCOL_HELP)],
     features: Annotated[str, typer.Option(help="Comma-separated feature names, in the participants' order.")],
@@ -165,19 +165,18 @@ def campaign_plan(
     public: Annotated[str | None, typer.Option(help="A public table holding the features (and the target, for "
                                                     "relative errors and an AUC range).")] = None,
     delta: Annotated[float, typer.Option(help="Local delta per participant.")] = 0.0,
-    participants: Annotated[int | None, typer.Option(help="Predict the error at N participants.")] = None,
     target_error: Annotated[float | None, typer.Option(help="Predict the participants needed for this relative "
                                                             "error (absolute without reference coefficients).")] = None,
     option: Annotated[list[str] | None, typer.Option(help=OPTION_HELP)] = None,
     as_json: JsonFlag = False,
     options: dict[str, Any] | None = None,
 ) -> None:
-    """Predict a campaign's error before any report, spending nothing: at --participants N, or the N for
-    --target-error (docs/campaigns.md, "Planning a campaign")."""
+    """Predict a campaign's error before any report, spending nothing: at --participants N (the campaign's planned
+    participants), or the N for --target-error (docs/campaigns.md, "Planning a campaign")."""
     from service.campaigns.planning import plan_campaign
 
     plan = plan_campaign(open_engine(), protocol, features, target, public, epsilon, delta,
-                         _options(option, options or {}), participants, target_error)
+                         _options(option, options or {}), target_error=target_error)
 
     def say(text: str) -> None:
         stdout.print(text, highlight=False, markup=False)  # the metric's formulas carry brackets

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any
 
 import typer
@@ -29,21 +29,18 @@ def _parameter(name: str, option: OptionSpec, help_text: str) -> inspect.Paramet
                              annotation=Annotated[_TYPES[option.kind] | None, typer.Option(spelling, help=help_text)])
 
 
-def declared_options(owners: Mapping[str, Sequence[OptionSpec]],
-                     own: Collection[str] = ()) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def declared_options(owners: Mapping[str, Sequence[OptionSpec]]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """A decorator: the command gets a ``--name`` option per public option of ``owners`` (appended to its own
-    parameters) and, instead of them, ``options``: ``{name: value}`` of those given. ``own``: declared names the
-    command takes as parameters of its own, with its own meaning (``campaign plan --participants``, the n to predict
-    at); the declared option of that name is then not added (``--option NAME=VALUE`` still gives it)."""
-    declared = {name: entries for name, entries in declarations(owners).items() if name not in own}
+    parameters) and, instead of them, ``options``: ``{name: value}`` of those given. A parameter of the command's own
+    named like a declared option is refused (a ``ValueError`` at import): one name, one flag, one meaning."""
+    declared = declarations(owners)
 
     def decorate(function: Callable[..., Any]) -> Callable[..., Any]:
         signature = inspect.signature(function, eval_str=True)
         own_parameters = [p for p in signature.parameters.values() if p.name != "options"]
         taken = sorted(set(declared) & {p.name for p in own_parameters})
         if taken:
-            raise ValueError(f"{function.__name__} has parameters named like declared options: {taken} (list them "
-                             "in own=)")
+            raise ValueError(f"{function.__name__} has parameters named like declared options: {taken}")
         added = [_parameter(name, entries[0][0], describe(entries)) for name, entries in declared.items()]
 
         @functools.wraps(function)

@@ -39,8 +39,9 @@ def run(where: str) -> Deferred:
 
 
 # ---------------------------------------------------------------------------------------------- options shared alike
-PARTICIPANTS = OptionSpec("participants", int, "the planned group size: a round closes by itself when that many have "
-                          "reported")
+PARTICIPANTS = OptionSpec("participants", int, "the planned number of participants: a round closes by itself when "
+                          "its group has reported (ldp-iht splits them into its T groups), and campaign plan "
+                          "predicts the error at it")
 LABEL_BOUND = OptionSpec("label_bound", float, "the public bound B on |y| (labels are clipped to [-B, B])",
                          default=1.0)
 RADIUS = OptionSpec("radius", float, "the radius R of the set the estimate is confined to", default=1.0)

@@ -86,12 +86,13 @@ def stein_public(engine, tmp_path: Path) -> str:  # noqa: ANN001
 def test_stein_glm_plan_is_within_2x_of_measured_runs(engine, stein_public, options, epsilon, delta) -> None:  # noqa: ANN001
     """The OLS's predicted relative error at n = 2,000 against 10 simulated campaigns, measured against the plan's own
     reference (the OLS on the 10,000 public rows): variant=paper (x y only, and the pooled x x^T) and the default
-    public-gram variant with each of its randomizers (PrivUnit2, the l2-ball, the Gaussian)."""
+    public-gram variant with each of its randomizers (PrivUnit2, the l2-ball, the Gaussian). The plan at n describes
+    the campaign created with participants=n (variant=paper's norm bound grows with it), so the campaigns are."""
     n, names = 2_000, ["a", "b", "c"]
     plan = planning.plan_campaign(engine, "stein-glm", names, "y", stein_public, epsilon, delta, options,
                                   participants=n)
-    fits = _ten_campaign_fits(engine, "s", "stein-glm", names, stein_public, epsilon, delta, options,
-                              lambda trial: _stein_rows(n, seed=100 + trial), "linear")
+    fits = _ten_campaign_fits(engine, "s", "stein-glm", names, stein_public, epsilon, delta,
+                              {**options, "participants": n}, lambda trial: _stein_rows(n, seed=100 + trial), "linear")
     info = campaigns.get_campaign(engine, "s0")
     rows = info.transform.apply(_stein_rows(10_000, seed=1)[0])
     model = CAMPAIGN_PROTOCOLS.get("stein-glm").plan(info.spec, rows, _stein_rows(10_000, seed=1)[1])
@@ -134,7 +135,8 @@ def test_without_the_target_the_stein_glm_plan_is_an_absolute_upper_bound(engine
         assert bound.expected_relative_error is None and bound.auc is None and "no column 'y'" in bound.auc_note
         assert "absolute" in bound.metric and "upper bound" in bound.notes[-1]
         name = f"u{len(campaigns.list_campaigns(engine))}"
-        campaigns.create_campaign(engine, name, "stein-glm", ["a", "b", "c"], "y", stein_public, 4.0, delta, options)
+        campaigns.create_campaign(engine, name, "stein-glm", ["a", "b", "c"], "y", stein_public, 4.0, delta,
+                                  {**options, "participants": 5_000})  # the campaign the plan at 5,000 describes
         info = campaigns.get_campaign(engine, name)
         known = CAMPAIGN_PROTOCOLS.get("stein-glm").plan(info.spec, info.transform.apply(x), y)
         # the linear part's closed form with the target (no draws): the bound is at least it
@@ -253,3 +255,25 @@ def test_plan_refusals_name_the_problem_and_store_nothing(engine, tmp_path: Path
     with pytest.raises(InvalidInput, match="sparsity must be at most the number of features"):
         planning.plan_campaign(engine, "ldp-iht", ["a", "b"], "y", None, 1.0, 0.0, {"sparsity": 3}, participants=9)
     assert campaigns.list_campaigns(engine) == []
+
+
+def test_participants_is_one_number_the_option_and_the_point_predicted_at(engine, tmp_path: Path) -> None:  # noqa: ANN001
+    """campaign plan's participants is the campaign's own option (issue 29 section 6: plan takes create's options):
+    given either way the plan predicts at it and builds the spec with it, as campaign create does (label-ldp's IHT
+    iterations default to ceil(ln(n / p)), n the planned participants); two different numbers are refused."""
+    x, _ = _sparse_rows(400, 4, spread_profile(4, 2, 1.0), seed=3)
+    load_public(engine, tmp_path, x, columns=["a", "b", "c", "d"])
+    names, options = ["a", "b", "c", "d"], {"sparsity": 2, "standardize": False}
+    given = planning.plan_campaign(engine, "label-ldp", names, "y", "pub", 1.0, 0.0, options, participants=40_000)
+    as_option = planning.plan_campaign(engine, "label-ldp", names, "y", "pub", 1.0, 0.0,
+                                       {**options, "participants": 40_000})
+    assert given.participants == as_option.participants == 40_000
+    assert given.expected_error == as_option.expected_error
+    created = campaigns.prepare_campaign(engine, "label-ldp", names, "y", "pub", 1.0, 0.0,
+                                         {**options, "participants": 40_000})
+    assert created.spec.iterations == math.ceil(math.log(40_000 / 4))  # not ceil(ln(400 / 4)) from the public rows
+    with pytest.raises(InvalidInput, match="participants=40000 and option participants=500 differ") as refused:
+        planning.plan_campaign(engine, "label-ldp", names, "y", "pub", 1.0, 0.0, {**options, "participants": 500},
+                               participants=40_000)
+    assert refused.value.code == "invalid_parameter"
+

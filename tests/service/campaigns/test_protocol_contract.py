@@ -190,20 +190,18 @@ def _declared_flags(command: Any) -> dict[str, tuple[tuple[str, ...], str | None
 
 def test_campaign_create_and_plan_take_exactly_the_declared_options() -> None:
     """Both commands offer one flag per declared option (from the declarations, never listed by hand), the same flag
-    with the same help; ``campaign plan --participants`` alone is its own (the n to predict at), the option of that
-    name reaching it as ``--option participants=N``."""
+    with the same help, ``--participants`` included: the campaign's planned participants, at which ``campaign plan``
+    predicts (one number, one flag)."""
     declared = declarations(protocol_options())
     create, plan = _declared_flags(_command("create")), _declared_flags(_command("plan"))
     assert set(create) == set(declared)
     for name, entries in declared.items():
         flag = "--" + name.replace("_", "-")
         assert flag in create[name][0] and create[name][1] == describe(entries), name
-    assert {name: flags for name, flags in plan.items() if name != "participants"} == {
-        name: flags for name, flags in create.items() if name != "participants"}
-    assert plan["participants"][1] == "Predict the error at N participants."
-    for name in ("label_bound", "norm_bound", "lower", "upper"):
+    assert plan == create
+    assert "campaign plan predicts the error at it" in plan["participants"][1]
+    for name in ("label_bound", "norm_bound", "lower", "upper", "participants"):
         assert name in create and name in plan
-
 
 
 def test_a_record_naming_a_function_that_does_not_exist_is_named() -> None:

@@ -1,4 +1,5 @@
-"""``marginalia campaign plan`` on the command line: the error at N, the N for a target, nothing stored."""
+"""``marginalia campaign plan`` on the command line: the error at N, the N for a target, nothing stored; the same
+protocol flags as ``campaign create``."""
 
 from __future__ import annotations
 
@@ -30,3 +31,4 @@ def test_campaign_plan_refuses_a_protocol_without_a_planner(engine) -> None:  # 
     result = runner.invoke(app, ["campaign", "plan", "--protocol", "bernstein", "--features", "a", "--target", "y",
                                  "--epsilon", "1", "--participants", "100"])
     assert result.exit_code != 0 and "no planner for protocol 'bernstein'" in result.output
+
