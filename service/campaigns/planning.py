@@ -109,9 +109,10 @@ def _auc(model: ErrorModel, n: int | None, rows: np.ndarray | None, labels: np.n
     if target is None:
         return None, "no AUC: the campaign has no target"
     if rows is None or labels is None:
-        where = "no public table" if table is None else f"public table {table!r} has no column {target!r}"
-        return None, (f"no AUC: it is evaluated on public rows holding the target, and there is {where}; load a "
-                      "public sample with the target to predict it")
+        missing = ("the campaign has no public table" if table is None
+                   else f"public table {table!r} has no column {target!r}")
+        return None, (f"no AUC: it is evaluated on public rows holding the target {target!r}, and {missing}; load a "
+                      f"public sample with a column {target!r} to predict it")
     if binary_labels(labels) is None:
         return None, f"no AUC: the target {target!r} is not binary in the public table"
     if n is None:

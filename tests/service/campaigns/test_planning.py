@@ -257,6 +257,20 @@ def test_plan_refusals_name_the_problem_and_store_nothing(engine, tmp_path: Path
     assert campaigns.list_campaigns(engine) == []
 
 
+def test_the_auc_note_names_the_table_and_the_missing_column(engine, tmp_path: Path) -> None:  # noqa: ANN001
+    """Issue 29 section 6: the note read "and there is public table 'pub' has no column 'y'"; it is one sentence
+    naming the table and the column (or saying there is no table)."""
+    load_public(engine, tmp_path, np.random.default_rng(0).normal(size=(200, 2)), columns=["a", "b"])
+    options = {"sparsity": 1}
+    with_table = planning.plan_campaign(engine, "ldp-iht", ["a", "b"], "y", "pub", 1.0, 0.0, options,
+                                        participants=1_000)
+    assert with_table.auc_note == ("no AUC: it is evaluated on public rows holding the target 'y', and public table "
+                                   "'pub' has no column 'y'; load a public sample with a column 'y' to predict it")
+    without = planning.plan_campaign(engine, "ldp-iht", ["a", "b"], "y", None, 1.0, 0.0, options, participants=1_000)
+    assert without.auc_note == ("no AUC: it is evaluated on public rows holding the target 'y', and the campaign has "
+                                "no public table; load a public sample with a column 'y' to predict it")
+
+
 def test_participants_is_one_number_the_option_and_the_point_predicted_at(engine, tmp_path: Path) -> None:  # noqa: ANN001
     """campaign plan's participants is the campaign's own option (issue 29 section 6: plan takes create's options):
     given either way the plan predicts at it and builds the spec with it, as campaign create does (label-ldp's IHT
