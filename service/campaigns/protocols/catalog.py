@@ -66,7 +66,8 @@ LDP_AVG_OPTIONS = (
 )
 register(CampaignProtocol(
     "ldp-avg", LdpAverageSpec, run("ldp_avg:build"), None, ("mean",), run("ldp_avg:fit"), "none",
-    "1-dim LDP-AVG: one bounded number per participant, Laplace", transform=False, options=LDP_AVG_OPTIONS,
+    "1-dim LDP-AVG: one bounded number per participant, Laplace", transform=False,
+    plan=run("estimators.local.ldp_avg:ldp_avg_error_model"), options=LDP_AVG_OPTIONS,
     pure="pure epsilon-LDP, Laplace"))
 
 # -------------------------------------------------------------------------------------- stein-glm, stein-glm-2round
@@ -237,4 +238,4 @@ LINEAR_SSP_OPTIONS = (
 register(CampaignProtocol(
     "linear-ssp", LinearSspSpec, run("linear_ssp:build"), None, ("linear",), run("linear_ssp:fit"), "required",
     "low-dimensional linear regression with an intercept: one randomized vector of sufficient statistics per "
-    "participant", options=LINEAR_SSP_OPTIONS))
+    "participant", plan=run("linear_ssp:plan"), options=LINEAR_SSP_OPTIONS))

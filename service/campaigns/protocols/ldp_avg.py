@@ -3,7 +3,8 @@
 
 Build: one feature, no target, pure epsilon (``delta`` 0); ``lower``/``upper`` stated or taken from the ``--public``
 table's column; the values stay in their own units (no transform). Estimate: model ``mean``, the average of the
-reports (:class:`estimators.local.ldp_avg.LdpAverage`) projected onto ``[lower, upper]``.
+reports (:class:`estimators.local.ldp_avg.LdpAverage`) projected onto ``[lower, upper]``. Plan: its closed form
+(:func:`estimators.local.ldp_avg.ldp_avg_error_model`), which the record names directly.
 
 Its record and options: :mod:`service.campaigns.protocols.catalog`.
 """

@@ -10,7 +10,8 @@ public row, else ``sqrt(p)`` with stated ``feature_bounds``, which map every fea
 default AdaSSP's rule, :mod:`estimators.local.linear_ssp`), ``participants``.
 
 Estimate, model ``linear``: :class:`estimators.local.linear_ssp.SspLinearRegression` on round 0's aggregate, the
-coefficients and their standard errors mapped back to the features' own units.
+coefficients and their standard errors mapped back to the features' own units. Plan: the delta method's covariance
+before any report (:func:`estimators.local.linear_ssp.linear_ssp_error_model`), over the public rows.
 
 Its record and options: :mod:`service.campaigns.protocols.catalog`.
 """
@@ -23,10 +24,12 @@ import numpy as np
 from sqlalchemy import Engine
 
 from estimators.local.aggregate import ReportAggregate
-from estimators.local.linear_ssp import SspLinearRegression
+from estimators.local.linear_ssp import SspLinearRegression, linear_ssp_error_model
+from estimators.local.planning import ErrorModel
 from service.campaigns.options import invalid
 from service.campaigns.protocols.common import no_covariance, round0, transform_notes
 from service.campaigns.types import CampaignFit, CampaignInfo, CampaignRequest
+from service.errors import InvalidInput
 from workloads.local.protocols import ProtocolSpec
 from workloads.local.protocols.linear_ssp import LinearSspSpec
 
@@ -81,3 +84,11 @@ def fit(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate
     return CampaignFit(campaign.name, campaign.protocol, model, "regressor", campaign.target, campaign.features,
                        coefficients, aggregate.count, details, notes, influence, standard_errors=errors)
 
+
+def plan(spec: LinearSspSpec, rows: np.ndarray | None, labels: np.ndarray | None) -> ErrorModel:
+    """:func:`estimators.local.linear_ssp.linear_ssp_error_model` over the public rows, whose ``X^T X`` the error
+    depends on."""
+    if rows is None:
+        raise InvalidInput("planning a linear-ssp campaign needs a --public table: the error depends on the features' "
+                           "X^T X, which the plan takes from its rows", code="needs_public_table")
+    return linear_ssp_error_model(spec, rows, labels)

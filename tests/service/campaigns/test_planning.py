@@ -291,3 +291,24 @@ def test_participants_is_one_number_the_option_and_the_point_predicted_at(engine
                                participants=40_000)
     assert refused.value.code == "invalid_parameter"
 
+
+@ON_SQLITE  # statistical only in part: the closed forms are deterministic
+def test_ldp_avg_and_linear_ssp_plan_through_the_service(engine, tmp_path: Path) -> None:  # noqa: ANN001
+    """The two planners of issue 29 section 6, reached as campaign plan reaches them: ldp-avg in the value's own units
+    (its bounds from the public column), linear-ssp on the devices' standardized features with the public table's
+    target as the reference; linear-ssp without a public table is refused naming what it needs."""
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(2_000, 2))
+    y = 0.3 + x @ [0.7, -0.5] + 0.3 * rng.normal(size=2_000)
+    load_public(engine, tmp_path, np.c_[x, y], columns=["a", "b", "y"])
+    average = planning.plan_campaign(engine, "ldp-avg", ["a"], None, "pub", 1.0, 0.0, {}, participants=1_000)
+    assert average.expected_relative_error is not None and average.reference.startswith("the mean of the public")
+    assert "own units" in average.metric and set(average.standard_errors) == {"a"}
+    regression = planning.plan_campaign(engine, "linear-ssp", ["a", "b"], "y", "pub", 1.0, 0.0,
+                                        {"norm_bound": 3.0, "label_bound": 3.0}, participants=20_000)
+    assert 0 < regression.expected_relative_error < 1 and set(regression.standard_errors) == {"a", "b"}
+    assert regression.reference.startswith("the least squares on the public rows")
+    with pytest.raises(InvalidInput, match="planning a linear-ssp campaign needs a --public table") as refused:
+        planning.plan_campaign(engine, "linear-ssp", ["a", "b"], "y", None, 1.0, 0.0,
+                               {"norm_bound": 3.0, "feature_bounds": "a=-3:3;b=-3:3"}, participants=1_000)
+    assert refused.value.code == "needs_public_table"
