@@ -13,6 +13,7 @@ from estimators.base import EstimatorError
 from estimators.local.aggregate import ReportAggregate
 from estimators.local.linear_ssp import SspLinearRegression, default_ridge, linear_ssp_error_model, noise_norm_bound
 from estimators.local.planning import expected_error
+from estimators.psd import smallest_eigenvalue
 from workloads.local.protocols import RoundState
 from workloads.local.protocols.linear_ssp import LinearSspSpec
 from workloads.local.randomizers.regression_statistics import regression_statistics
@@ -145,13 +146,23 @@ def test_the_plan_is_within_a_factor_1_5_of_measured_collections(randomizer: str
     assert bound.relative is None and measured <= bound.error <= 4 * measured, (bound.error, measured)
 
 
+def model_matrix(x: np.ndarray, spec: LinearSspSpec) -> np.ndarray:
+    """The matrix a stated-ridge fit solves on exact statistics of ``x``: ``G + diag(0, lambda, ...)``."""
+    gram = np.column_stack([np.ones(len(x)), x / np.maximum(1.0, np.linalg.norm(x, axis=1) / spec.norm_bound)[:, None]])
+    return gram.T @ gram / len(x) + np.diag([0.0, *[spec.ridge] * spec.dimension])
+
+
 def test_the_plan_of_a_stated_ridge_has_a_fixed_centre_and_refuses_a_bad_table() -> None:
-    """A stated ridge shrinks the centre the same at every n; the plan needs finite (m, p) public rows."""
+    """A stated ridge shrinks the centre the same at every n, and the plan says below which n its first-order
+    expansion understates the error (the noise on X^T X above the matrix's smallest eigenvalue); the plan needs
+    finite (m, p) public rows."""
     spec = LinearSspSpec(dimension=2, norm_bound=3.0, label_bound=3.0, epsilon=1.0, ridge=0.5)
     x, y = _plan_rows(2_000, np.random.default_rng(8))
     model = linear_ssp_error_model(spec, x, y)
     np.testing.assert_allclose(model.centre_at(100), model.centre_at(10**6))
     assert np.linalg.norm(model.centre_at(100)) < np.linalg.norm(model.reference)
+    below = (noise_norm_bound(spec, 1) / smallest_eigenvalue(model_matrix(x, spec))) ** 2
+    assert f"below about {below:,.0f} participants" in model.notes[-1]
     with pytest.raises(EstimatorError, match=r"linear-ssp campaign: the public rows must be a finite \(m, 2\) matrix"):
         linear_ssp_error_model(spec, x[:, :1], y)
     with pytest.raises(EstimatorError, match="public target must be finite"):
