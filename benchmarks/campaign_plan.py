@@ -129,7 +129,7 @@ def _reference(engine: Any, name: str, campaign: str, public: str | None) -> np.
         rows = info.transform.apply(public_matrix(engine, table, list(info.features)))
         if "y" in table.column_names:
             labels = public_matrix(engine, table, ["y"])[:, 0]
-    return CAMPAIGN_PROTOCOLS[info.protocol].plan(info.spec, rows, labels).reference
+    return CAMPAIGN_PROTOCOLS.get(info.protocol).plan(info.spec, rows, labels).reference
 
 
 def run_case(name: str, ns: tuple[int, ...], epsilons: tuple[float, ...], trials: int, seed: int,

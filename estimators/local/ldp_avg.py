@@ -13,16 +13,37 @@ average projected onto ``[lower, upper]`` (never farther from the truth: :mod:`e
 ``raw_mean_`` the average itself. ``influence_`` bounds how far one more accepted report moves ``mean_``: the
 schema's range ``[low, high]`` of a report gives ``max(|low - raw|, |high - raw|) / (n + 1)``, at most the interval's
 width.
+
+**Planning** (:func:`ldp_avg_error_model`, ``campaign plan``). A report is ``z = clip(v) + r + g N``: the clipped value,
+the randomized rounding's error ``r`` (mean 0, variance at most ``g^2 / 4``) and the discrete Laplace noise (variance
+``sigma_N^2 = 2 q / (1 - q)^2 g^2``, :attr:`~workloads.local.randomizers.grid.GridNoise.variance`, about ``2 ((upper -
+lower) / epsilon)^2``), independent of each other, so the mean of ``n`` reports has variance
+
+    Var(mean z) = (sigma_v^2 + g^2 / 4 + sigma_N^2) / n,
+
+``sigma_v^2`` the variance of the clipped values: the public table's (its column, clipped to ``[lower, upper]``, the
+participants assumed distributed like it; its mean is then the reference the error is measured against), or without
+one the bound ``(upper - lower)^2 / 4`` (Popoviciu), which makes the answer an upper bound on the absolute error. The
+estimate's projection onto ``[lower, upper]`` is its last step (applied to draws; it only moves an estimate toward the
+true mean). The error is in the value's own units, as the fit's ``standard_errors``.
 """
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from estimators.base import EstimatorError
 from estimators.local.aggregate import ReportAggregate
 from estimators.local.influence import Influence, mean_shift, project_interval
+from estimators.local.planning import ErrorModel, public_table
 from workloads.local.protocols import LdpAverageSpec
+
+METRIC = ("sqrt(E (mean_hat - mean)^2) / |mean|: the mean of the participants' values clipped to [lower, upper], in "
+          "the value's own units")
+ABSOLUTE = ("sqrt(E (mean_hat - mean)^2), absolute (no public table to take a reference from): the mean of the "
+            "participants' values clipped to [lower, upper], in the value's own units")
 
 
 class LdpAverage:
@@ -50,3 +71,31 @@ class LdpAverage:
             "|high - average|) / (n + 1) at most, and the projection onto [lower, upper] by no more (nor by more than "
             "upper - lower)")
         return self
+
+
+def ldp_avg_error_model(spec: LdpAverageSpec, rows: object = None, labels: object = None) -> ErrorModel:  # noqa: ARG001
+    """The error model of an ``ldp-avg`` campaign before any report (module docstring, "Planning"); ``rows``: the
+    public table's column (``(m, 1)``), if the campaign has one. ``labels`` is not used (the protocol has no
+    target)."""
+    noise = spec.noise
+    report_noise = noise.variance + noise.grid**2 / 4.0
+    notes = [f"each report adds discrete Laplace noise of standard deviation {math.sqrt(noise.variance):.4g} "
+             f"(scale {spec.scale:.4g}, at least (upper - lower) / epsilon) and a rounding to the grid "
+             f"{noise.grid:.3g}; the mean of n reports has variance (sigma_v^2 + g^2 / 4 + sigma_N^2) / n"]
+    if rows is None:
+        spread = (spec.upper - spec.lower) ** 2 / 4.0
+        notes.append("no public table: the values' variance is taken at its largest, (upper - lower)^2 / 4, so the "
+                     "prediction is an upper bound")
+        return ErrorModel(lambda n: np.array([[(spread + report_noise) / n]]), None, "none (no public table)",
+                          ABSOLUTE, notes=tuple(notes))
+    column, _ = public_table(rows, None, 1, "ldp-avg")
+    values = np.clip(column[:, 0], spec.lower, spec.upper)
+    variance = float(values.var()) + report_noise
+    notes.append("the participants' values are distributed like the public table's column")
+
+    def project(draws: np.ndarray) -> np.ndarray:
+        return np.clip(draws, spec.lower, spec.upper)
+
+    return ErrorModel(lambda n: np.array([[variance / n]]), np.array([float(values.mean())]),
+                      "the mean of the public table's column, clipped to [lower, upper]", METRIC, step=project,
+                      notes=tuple(notes))

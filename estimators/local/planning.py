@@ -49,7 +49,8 @@ class ErrorModel:
     """What a planner predicts (module docstring).
 
     ``covariance(n)``: the ``p x p`` covariance of the estimate's linear part at ``n`` participants; ``centre``: its
-    mean (``None``: the reference); ``reference``: the coefficients the error is measured against (``None``: unknown,
+    mean (``None``: the reference; a function of ``n`` for an estimator whose shrinkage depends on it, as
+    ``linear-ssp``'s default ridge); ``reference``: the coefficients the error is measured against (``None``: unknown,
     only the absolute error of the linear part is predicted); ``step``: the estimator's last, non-linear step, applied
     to rows of draws (``None``: the estimate is the linear part); ``metric`` and ``reference_source`` say what is
     measured and where the reference comes from; ``notes`` state the assumptions."""
@@ -58,7 +59,7 @@ class ErrorModel:
     reference: np.ndarray | None
     reference_source: str
     metric: str
-    centre: np.ndarray | None = None
+    centre: np.ndarray | Callable[[int], np.ndarray] | None = None
     step: Step | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
     #: a cache of ``Cov(1)`` and its square root (:func:`_root_at`)
@@ -68,8 +69,11 @@ class ErrorModel:
         if self.reference is None and (self.step is not None or self.centre is not None):
             raise EstimatorError("an error model with a non-linear step or a centre needs a reference")
 
-    def centre_at(self) -> np.ndarray | None:
-        return self.reference if self.centre is None else self.centre
+    def centre_at(self, n: int) -> np.ndarray | None:
+        """The linear part's mean at ``n`` participants."""
+        if self.centre is None:
+            return self.reference
+        return np.asarray(self.centre(n) if callable(self.centre) else self.centre, dtype=float)
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,19 @@ class PredictedError:
     error: float
     relative: float | None
     standard_errors: np.ndarray
+
+
+def public_table(rows: object, labels: object, dimension: int, protocol: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """A planner's public table checked: ``rows`` a finite ``(m, dimension)`` matrix, ``labels`` (``None``: the table
+    has no target) finite, one per row; an :class:`EstimatorError` naming ``protocol`` otherwise."""
+    x = np.asarray(rows, dtype=float)
+    if x.ndim != 2 or x.shape[0] == 0 or x.shape[1] != dimension or not np.all(np.isfinite(x)):
+        raise EstimatorError(f"planning a {protocol} campaign: the public rows must be a finite (m, {dimension}) "
+                             f"matrix, got shape {x.shape}")
+    y = None if labels is None else np.asarray(labels, dtype=float)
+    if y is not None and (y.shape != (x.shape[0],) or not np.all(np.isfinite(y))):
+        raise EstimatorError(f"planning a {protocol} campaign: the public target must be finite, one per row")
+    return x, y
 
 
 def _covariance(model: ErrorModel, n: int) -> np.ndarray:
@@ -118,7 +135,7 @@ def _root_at(model: ErrorModel, n: int) -> np.ndarray:
 
 def draw_estimates(model: ErrorModel, n: int) -> np.ndarray:
     """``DRAWS`` estimates from the predicted distribution at ``n`` (rows), through the non-linear step if any."""
-    centre = model.centre_at()
+    centre = model.centre_at(n)
     if centre is None:
         raise EstimatorError("drawing estimates needs a reference (the public table's target)")
     root = _root_at(model, n)
@@ -141,7 +158,7 @@ def expected_error(model: ErrorModel, n: int) -> PredictedError:
         return PredictedError(n, math.sqrt(max(float(np.trace(covariance)), 0.0)), None, standard_errors)
     reference = np.asarray(model.reference, dtype=float)
     if model.step is None:
-        bias = float(np.sum((model.centre_at() - reference) ** 2))
+        bias = float(np.sum((model.centre_at(n) - reference) ** 2))
         squared = bias + max(float(np.trace(covariance)), 0.0)
     else:
         squared = float(np.mean(np.sum((draw_estimates(model, n) - reference) ** 2, axis=1)))

@@ -28,10 +28,12 @@ from sqlalchemy import Engine
 from db.tables import INT64_MAX
 from service.access.auth import Principal
 from service.api import limits, schemas
+from service.api.declared import described_options
 from service.api.guard import GuardedRoute
 from service.api.paths import path_id
 from service.api.security import ANALYST, AUDITOR, STEWARD, Forbidden, engine_of, require
 from service.campaigns import campaigns, caps, estimates, planning, public_tables
+from service.campaigns.protocols.base import protocol_options
 from service.campaigns.submission import (
     Submitter,
     check_gateway_scope,
@@ -78,6 +80,12 @@ class PublicTableUpload(schemas.Strict):
         None, description="Coded columns: {column: size}; the others are numeric.")
 
 
+#: a campaign's options: each protocol checks its own (a 400 naming the option), so the schema describes them, one
+#: property per declared name, and leaves the values free
+OPTIONS_HELP = ("The protocol's options, as JSON values; each property below says which protocols take it. Any other "
+                "name is refused naming it.")
+
+
 class CampaignBody(schemas.Strict):
     """What a campaign is: its protocol, columns, local guarantee and options (created or planned)."""
 
@@ -87,8 +95,9 @@ class CampaignBody(schemas.Strict):
     public: schemas.DatasetName | None = Field(None, description="A public table holding the features.")
     epsilon: schemas.Epsilon = Field(description="What one participant spends over the whole campaign.")
     delta: schemas.Delta = 0.0
-    options: dict[Annotated[str, Field(max_length=40)], Any] = Field(default_factory=dict,
-                                                                     max_length=MAX_OPTIONS)
+    options: dict[Annotated[str, Field(max_length=40)], Any] = Field(
+        default_factory=dict, max_length=MAX_OPTIONS, description=OPTIONS_HELP,
+        json_schema_extra={"properties": described_options(protocol_options())})
 
 
 class CampaignIn(CampaignBody):
@@ -99,7 +108,8 @@ class PlanIn(CampaignBody):
     """A campaign as ``POST /campaigns`` would create it (no name), and what to predict."""
 
     participants: Annotated[schemas.Integer, Field(ge=1)] | None = Field(
-        None, description="Predict the error at this many participants.")
+        None, description="The campaign's planned participants (its option participants, which options may give "
+        "instead): the error is predicted at them, for the campaign created with them.")
     target_error: Annotated[schemas.Number, Field(gt=0)] | None = Field(
         None, description="Predict the participants needed for this error.")
 

@@ -251,7 +251,7 @@ WorkloadList = Annotated[
 #: The marginal mechanisms registered when the API is built (:mod:`service.mechanisms.registry`).
 MARGINAL_MECHANISMS = tuple(registry.names(ReleaseKind.MARGINALS))
 #: The options of a marginal release: one field per public option the marginal mechanisms declare
-#: (:class:`~service.mechanisms.registry.OptionSpec`, :mod:`service.api.declared`); which mechanism takes which is
+#: (:class:`~service.options.OptionSpec`, :mod:`service.api.declared`); which mechanism takes which is
 #: checked by :class:`MarginalReleaseIn`.
 ReleaseOptions = create_model(
     "ReleaseOptions", __base__=Strict, __doc__="The mechanism's options; each field says which mechanisms take it.",

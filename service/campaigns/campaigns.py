@@ -32,7 +32,7 @@ from db.models import DELTA_SCALE, EPSILON_SCALE, Campaign, CampaignRound, Local
 from db.reports import lock_reports, lock_round
 from estimators.base import EstimatorError
 from estimators.local.aggregate import ReportAggregate
-from service.campaigns.options import Options
+from service.campaigns.options import OptionValues
 from service.campaigns.protocols import build_spec, get_protocol, next_state
 from service.campaigns.public_tables import PublicTableInfo, check_name, get_public_table, public_matrix
 from service.campaigns.types import CampaignInfo, CampaignRequest, RoundInfo, Transform
@@ -124,16 +124,13 @@ def _names(features: Sequence[str] | str, target: str | None) -> tuple[tuple[str
 
 
 def _transform(features: tuple[str, ...], public_rows: np.ndarray | None, public_name: str | None,
-               options: Options, protocol: str) -> Transform:
+               options: OptionValues, protocol: str) -> Transform:
     """From the public table (standardize, the default with one) or stated per-feature bounds; else identity.
     A protocol that takes its features in their own units (LDP-AVG) has none."""
-    if not get_protocol(protocol).transform:
-        if options.raw("feature_bounds") is not None or options.raw("standardize") is not None:
-            raise InvalidInput(f"protocol {protocol!r} takes values in their own units: options standardize and "
-                               "feature_bounds do not apply", code="invalid_parameter")
+    if not get_protocol(protocol).transform:  # its record refused standardize and feature_bounds
         return Transform.identity(len(features))
-    bounds = options.raw("feature_bounds")
-    standardize = options.flag("standardize", public_rows is not None)
+    bounds = options["feature_bounds"]
+    standardize = public_rows is not None if options["standardize"] is None else options["standardize"]
     if bounds is not None:
         parsed = _feature_bounds(bounds, features)
         center = tuple((lo + hi) / 2 for lo, hi in parsed)
@@ -218,11 +215,11 @@ def prepare_campaign(engine: Engine, protocol: str, features: Sequence[str] | st
                      public: str | None = None, epsilon: object = None, delta: object = None,
                      options: Mapping[str, object] | None = None) -> PreparedCampaign:
     """Validate a campaign's request and build its spec, reading only the public table; nothing is stored."""
-    get_protocol(protocol)
+    record = get_protocol(protocol)
     eps, dlt = _privacy(epsilon, delta)
     names, target = _names(features, target)
     table = get_public_table(engine, public) if public is not None else None
-    option_values = Options(dict(options or {}))
+    option_values = record.check_options(options)
     raw_public = public_matrix(engine, table, names) if table is not None else None
     transform = _transform(names, raw_public, public, option_values, protocol)
     public_rows = None if raw_public is None else transform.apply(raw_public)

@@ -83,6 +83,18 @@ def _count(name: str, value: object) -> int | None:
     return value
 
 
+def _participants(participants: object, options: Mapping[str, object] | None) -> int | None:
+    """The n to predict at: ``participants``, or the option ``participants`` (one number; the two differing is a 400
+    naming both)."""
+    n = _count("participants", participants)
+    stated = _count("option participants", (options or {}).get("participants"))
+    if n is not None and stated is not None and n != stated:
+        raise InvalidInput(f"participants={n} and option participants={stated} differ: they are one number, the "
+                           "participants the campaign plans for and the plan predicts at; give it once",
+                           code="invalid_parameter")
+    return n if n is not None else stated
+
+
 def _target_error(value: object) -> float | None:
     if value is None:
         return None
@@ -97,9 +109,10 @@ def _auc(model: ErrorModel, n: int | None, rows: np.ndarray | None, labels: np.n
     if target is None:
         return None, "no AUC: the campaign has no target"
     if rows is None or labels is None:
-        where = "no public table" if table is None else f"public table {table!r} has no column {target!r}"
-        return None, (f"no AUC: it is evaluated on public rows holding the target, and there is {where}; load a "
-                      "public sample with the target to predict it")
+        missing = ("the campaign has no public table" if table is None
+                   else f"public table {table!r} has no column {target!r}")
+        return None, (f"no AUC: it is evaluated on public rows holding the target {target!r}, and {missing}; load a "
+                      f"public sample with a column {target!r} to predict it")
     if binary_labels(labels) is None:
         return None, f"no AUC: the target {target!r} is not binary in the public table"
     if n is None:
@@ -117,12 +130,19 @@ def plan_campaign(engine: Engine, protocol: str, features: Sequence[str] | str, 
                   options: Mapping[str, object] | None = None, participants: object = None,
                   target_error: object = None) -> CampaignPlan:
     """The plan of the campaign this request would create (module docstring); ``participants`` and/or
-    ``target_error`` say what to predict."""
+    ``target_error`` say what to predict.
+
+    ``participants`` is the campaign's own option of that name (every protocol with a planner declares it: the
+    participants the campaign plans for), given here or in ``options``: the plan predicts at it and builds the spec
+    with it, as ``campaign create`` does, so a default that grows with ``n`` (Alg. 1's norm bound, IHT's iterations) is
+    the created campaign's. Both given and different is refused."""
     plan = _planner(protocol)
-    n, wanted = _count("participants", participants), _target_error(target_error)
+    n, wanted = _participants(participants, options), _target_error(target_error)
     if n is None and wanted is None:
         raise InvalidInput("give participants (the error expected at N) or target_error (the N needed)",
                            code="invalid_parameter")
+    if n is not None:
+        options = {**(options or {}), "participants": n}
     prepared = prepare_campaign(engine, protocol, features, target, public, epsilon, delta, options)
     labels = None
     if prepared.table is not None and target is not None and target in prepared.table.column_names:

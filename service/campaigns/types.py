@@ -13,7 +13,7 @@ import numpy as np
 
 from estimators.local.influence import Influence
 from estimators.local.quality import Quality
-from service.campaigns.options import Options
+from service.campaigns.options import OptionValues
 from service.errors import Conflict
 from workloads.local.protocols import ProtocolSpec, RoundState
 
@@ -124,14 +124,15 @@ class CampaignInfo:
 
 @dataclass(frozen=True)
 class CampaignRequest:
-    """What a builder sees. ``public_rows``: the public table's feature columns, already transformed (centred and
-    scaled as participants' features will be), or ``None`` without a public table."""
+    """What a builder sees. ``options``: the protocol's options, checked against its declaration with the defaults
+    filled in; ``public_rows``: the public table's feature columns, already transformed (centred and scaled as
+    participants' features will be), or ``None`` without a public table."""
 
     features: tuple[str, ...]
     target: str | None
     epsilon: float
     delta: float
-    options: Options
+    options: OptionValues
     public_rows: np.ndarray | None
 
 

@@ -3,6 +3,13 @@ per-participant cap) and ``marginalia simulate`` (simulated participants through
 
 Everything runs in process on the database of ``MARGINALIA_DATABASE_URL``, as a steward's tool; participants report
 through the HTTP API (``service.client``).
+
+``campaign create`` and ``campaign plan`` take the same protocol options, by construction: one decorator,
+:data:`protocol_flags`, adds a ``--name`` flag per option the protocols declare
+(:func:`service.campaigns.protocols.base.protocol_options`, through :func:`service.cli.options.declared_options`), and
+``--option KEY=VALUE`` gives any of them. ``--participants N`` is the declared option on both: the campaign's planned
+participants, at which ``campaign plan`` predicts the error. Reading the declarations loads no estimator
+(:mod:`service.campaigns.protocols.catalog`), so ``marginalia --help`` stays quick.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from service.campaigns.protocols.base import protocol_options
 from service.cli.common import (
     JsonFlag,
     ProgressBars,
@@ -30,6 +38,7 @@ from service.cli.common import (
     stdout,
     unsafe_seeds_allowed,
 )
+from service.cli.options import declared_options
 from workloads.local.protocols import PROTOCOLS
 
 public_app = Typer(help="Public tables: unlabeled rows declared public (no budget, readable by analysts).")
@@ -37,6 +46,9 @@ campaign_app = Typer(help="Local-DP campaigns: create, list, show, close, fit, t
 Name = Annotated[str, typer.Argument(help="Name.", metavar="NAME")]
 #: The protocols a campaign may run, from their registry (docs/campaigns.md says what each one is).
 PROTOCOL_HELP = "One of: " + ", ".join(sorted(PROTOCOLS)) + "."
+#: the protocol options as flags, for campaign create and campaign plan alike
+protocol_flags = declared_options(protocol_options())
+OPTION_HELP = "A protocol option KEY=VALUE (any declared option, as its flag gives it); repeatable."
 
 
 def _option_value(text: str) -> Any:
@@ -119,6 +131,7 @@ def public_show(name: Name, rows: Annotated[int, typer.Option(help="Rows to show
 
 @campaign_app.command("create")
 @handles_errors
+@protocol_flags
 def campaign_create(
     name: Name,
     protocol: Annotated[str, typer.Option(help=PROTOCOL_HELP)],
@@ -127,21 +140,15 @@ def campaign_create(
     target: Annotated[str | None, typer.Option(help="The label participants hold (GLM protocols).")] = None,
     public: Annotated[str | None, typer.Option(help="A public table holding the features.")] = None,
     delta: Annotated[float, typer.Option(help="Local delta per participant (0 for ldp-avg).")] = 0.0,
-    norm_bound: Annotated[float | None, typer.Option(help="Public bound on ||x|| (Stein GLMs).")] = None,
-    label_bound: Annotated[float | None, typer.Option(help="Public bound on |y| (default 1).")] = None,
-    participants: Annotated[int | None, typer.Option(help="Planned group size: a round closes at it.")] = None,
-    lower: Annotated[float | None, typer.Option(help="ldp-avg: lower bound of the value.")] = None,
-    upper: Annotated[float | None, typer.Option(help="ldp-avg: upper bound of the value.")] = None,
-    option: Annotated[list[str] | None, typer.Option(help="Other protocol option KEY=VALUE; repeatable.")] = None,
+    option: Annotated[list[str] | None, typer.Option(help=OPTION_HELP)] = None,
     as_json: JsonFlag = False,
+    options: dict[str, Any] | None = None,
 ) -> None:
     """Create a campaign: everything is validated before anything is stored."""
     from service.campaigns import campaigns
 
-    options = _options(option, {"norm_bound": norm_bound, "label_bound": label_bound,
-                                "participants": participants, "lower": lower, "upper": upper})
     info = campaigns.create_campaign(open_engine(), name, protocol, features, target, public, epsilon, delta,
-                                     options, "cli")
+                                     _options(option, options or {}), "cli")
     emit(as_json, info.to_json(), lambda: stdout.print(
         f"campaign [bold]{info.name}[/] ({info.protocol}): {len(info.rounds)} round(s), each participant spends "
         f"at most epsilon {info.epsilon:g}, delta {info.delta:g}; round 0 is open", highlight=False))
@@ -149,6 +156,7 @@ def campaign_create(
 
 @campaign_app.command("plan")
 @handles_errors
+@protocol_flags
 def campaign_plan(
     protocol: Annotated[str, typer.Option(help=PROTOCOL_HELP)],
     features: Annotated[str, typer.Option(help="Comma-separated feature names, in the participants' order.")],
@@ -157,19 +165,18 @@ def campaign_plan(
     public: Annotated[str | None, typer.Option(help="A public table holding the features (and the target, for "
                                                     "relative errors and an AUC range).")] = None,
     delta: Annotated[float, typer.Option(help="Local delta per participant.")] = 0.0,
-    participants: Annotated[int | None, typer.Option(help="Predict the error at N participants.")] = None,
     target_error: Annotated[float | None, typer.Option(help="Predict the participants needed for this relative "
                                                             "error (absolute without reference coefficients).")] = None,
-    option: Annotated[list[str] | None, typer.Option(help="A protocol option KEY=VALUE, as for campaign create; "
-                                                          "repeatable.")] = None,
+    option: Annotated[list[str] | None, typer.Option(help=OPTION_HELP)] = None,
     as_json: JsonFlag = False,
+    options: dict[str, Any] | None = None,
 ) -> None:
-    """Predict a campaign's error before any report, spending nothing: at --participants N, or the N for
-    --target-error (docs/campaigns.md, "Planning a campaign")."""
+    """Predict a campaign's error before any report, spending nothing: at --participants N (the campaign's planned
+    participants), or the N for --target-error (docs/campaigns.md, "Planning a campaign")."""
     from service.campaigns.planning import plan_campaign
 
-    plan = plan_campaign(open_engine(), protocol, features, target, public, epsilon, delta, _options(option, {}),
-                         participants, target_error)
+    plan = plan_campaign(open_engine(), protocol, features, target, public, epsilon, delta,
+                         _options(option, options or {}), target_error=target_error)
 
     def say(text: str) -> None:
         stdout.print(text, highlight=False, markup=False)  # the metric's formulas carry brackets

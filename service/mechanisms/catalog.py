@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING
 from service.mechanisms.cliques import fitted_cliques, tree_cliques
 from service.mechanisms.registry import (
     MechanismSpec,
-    OptionSpec,
     PrivacyNotion,
     ReleaseKind,
     Runner,
     RunRequest,
     register,
 )
+from service.options import OptionSpec
 
 if TYPE_CHECKING:
     from estimators.residual.accuracy import MarginalForecast
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 #: The regression methods a marginal release answers (service/regression/): its model answers every marginal.
 MARGINAL_ANSWERS = frozenset({"dd-ssp", "aim-synth"})
-#: The options of the built-in mechanisms, declared once (:class:`~service.mechanisms.registry.OptionSpec`): the API's
+#: The options of the built-in mechanisms, declared once (:class:`~service.options.OptionSpec`): the API's
 #: schema, the command line, the client and docs/mechanisms.md's table read these. The bounds the API enforced before
 #: the declarations moved here are kept (at most 100,000 rounds, a 4 GB model, 10,000 DP-IHT iterations).
 MAX_MODEL_SIZE = OptionSpec("max_model_size", float, "the largest graphical model, in MB", default=80.0, high=4096)

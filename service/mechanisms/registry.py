@@ -7,8 +7,9 @@ this registry instead of matching names. A spec says:
 * ``notion``: its privacy notion (:class:`PrivacyNotion`), which decides how a request's (epsilon, delta, rho)
   becomes the :class:`~service.privacy.cost.PrivacyCost` it is charged (:meth:`MechanismSpec.cost`);
 * ``options``: the options a caller may set, declared once with their type, bounds, default and help
-  (:class:`OptionSpec`): checked before anything is reserved or charged, and read by the API's request schema, the
-  command line and the client, which list none themselves;
+  (:class:`~service.options.OptionSpec`, shared with the regression methods and the campaign protocols): checked
+  before anything is reserved or charged, and read by the API's request schema, the command line and the client,
+  which list none themselves;
 * ``make_runner``: a factory that turns a checked :class:`RunRequest` into the runner the engine calls with the
   count oracle, the noise and a progress callback; the runner returns a
   :class:`~service.mechanisms.base.MechanismResult` whose payload is its kind's type
@@ -41,7 +42,6 @@ imported when a cost is computed).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from service.errors import InvalidInput
 from service.mechanisms.cliques import Clique, workload_cliques
+from service.options import OptionSpec
 from workloads import parameters
 from workloads.registry import Registry
 
@@ -78,76 +79,6 @@ class ReleaseKind(StrEnum):
     MARGINALS = "marginals"
     GRAM = "gram"
     MODEL = "model"
-
-
-@dataclass(frozen=True)
-class OptionSpec:
-    """One option of a mechanism, declared once: the API's request schema (:mod:`service.api.schemas`), the command
-    line's options (:mod:`service.cli.options`), the client and the docs' table of options all read it.
-
-    * ``kind``: ``int`` or ``float`` (a finite number of that type in the bounds), ``str`` (one of ``choices``), or
-      None: any value (structured options such as AIM's ``initial_cliques``, which the mechanism validates itself);
-    * ``low`` / ``low_open`` / ``high``: the bounds of a number: ``low < value`` (``low_open``) or ``low <= value``,
-      and ``value <= high`` when ``high`` is given; the default bound, ``0 < value``, makes the option positive;
-    * ``default``: the value the mechanism uses when the option is omitted, when that is one constant; None when a
-      rule decides, which ``help`` then states;
-    * ``help``: one line for the API's schema, the command line's ``--help`` and the docs;
-    * ``internal``: set by the service itself or by in-process callers (tests, benchmarks) only, and offered by
-      neither the API nor the command line (the regression's design of the residual plan, AIM's solver iterations).
-    """
-
-    name: str
-    kind: type | None = None
-    help: str = ""
-    default: object = None
-    low: float = 0
-    low_open: bool = True
-    high: float | None = None
-    choices: tuple[str, ...] = ()
-    internal: bool = False
-
-    @property
-    def flag(self) -> str:
-        """The command line's spelling: ``--max-model-size``."""
-        return "--" + self.name.replace("_", "-")
-
-    @property
-    def bounds(self) -> str:
-        """The allowed values in words (``a positive int``, ``a float >= 0``, ``one of ['sum_var', 'max_var']``)."""
-        if self.kind is str:
-            return f"one of {list(self.choices)}"
-        if self.kind is None:
-            return "a value the mechanism checks"
-        if self.low == 0 and self.low_open:
-            text = f"a positive {self.kind.__name__}"
-        else:
-            text = f"a finite number {'>' if self.low_open else '>='} {_number(self.low)}"
-        return text if self.high is None else f"{text} <= {_number(self.high)}"
-
-    def describe(self, owners: Sequence[str]) -> str:
-        """The help of the API's field and the command line's option: ``residual: the plan's loss ... (one of
-        sum_var, max_var; default sum_var).``"""
-        extras = [*([f"one of {', '.join(self.choices)}"] if self.choices else []),
-                  *([f"default {self.default}"] if self.default is not None else [])]
-        return f"{', '.join(owners)}: {self.help}" + (f" ({'; '.join(extras)})" if extras else "") + "."
-
-    def check(self, mechanism: str, value: object) -> None:  # noqa: ARG002
-        """Refuse a value outside the declaration, naming the option (:attr:`bounds`)."""
-        if self.kind is None:
-            return
-        if self.kind is str:
-            if value not in self.choices:
-                raise InvalidInput(f"option {self.name} must be {self.bounds}, got {value!r}", code="invalid_parameter")
-            return
-        if (isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value)
-                or (self.kind is int and int(value) != value)
-                or (value <= self.low if self.low_open else value < self.low)
-                or (self.high is not None and value > self.high)):
-            raise InvalidInput(f"option {self.name} must be {self.bounds}, got {value!r}", code="invalid_parameter")
-
-
-def _number(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
 
 @dataclass(frozen=True)

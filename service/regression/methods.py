@@ -2,7 +2,7 @@
 
 A spec says which models the method fits (``tasks``: linear, logistic), which kind of release it reads
 (``release_kind``, :mod:`service.releases.kinds`), the settings a caller may give a new release for it (``options``:
-the :class:`~service.mechanisms.registry.OptionSpec` declarations of the mechanism that makes that release, so they
+the :class:`~service.options.OptionSpec` declarations of the mechanism that makes that release, so they
 are declared once) and its answer function (``answer(engine, release, design, seed) -> (model, details)``,
 :mod:`service.regression.answering`). The fit (:mod:`service.regression.fit`), the API's request schema and the
 command line's ``fit`` read it instead of listing names; which mechanisms' releases answer a method
@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from service.mechanisms import registry
-from service.mechanisms.registry import OptionSpec, ReleaseKind
+from service.mechanisms.registry import ReleaseKind
+from service.options import OptionSpec
 from workloads.registry import Registry
 
 if TYPE_CHECKING:

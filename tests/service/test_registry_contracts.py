@@ -25,7 +25,8 @@ import typer
 from service.cli import app
 from service.client import Client
 from service.mechanisms import registry
-from service.mechanisms.registry import MechanismSpec, OptionSpec, PrivacyNotion, ReleaseKind
+from service.mechanisms.registry import MechanismSpec, PrivacyNotion, ReleaseKind
+from service.options import OptionSpec
 from service.regression import methods
 from service.regression.methods import MethodSpec
 from service.releases import kinds

@@ -26,8 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from estimators.base import EstimatorError
-from estimators.local.planning import ErrorModel, Step
+from estimators.local.planning import ErrorModel, Step, public_table
 from workloads.local.protocols.label_ldp import LabelLdpSpec
 from workloads.local.protocols.ldp_iht import LdpIhtSpec
 from workloads.local.randomizers.gaussian_label import label_noise
@@ -65,20 +64,9 @@ def _reference(step: Step, least_squares: np.ndarray) -> np.ndarray:
 _ASSUMED = "assumed: s coefficients spread evenly in magnitude with norm R (the public table has no target column)"
 
 
-def _public(rows: object, labels: object, dimension: int, protocol: str) -> tuple[np.ndarray, np.ndarray | None]:
-    x = np.asarray(rows, dtype=float)
-    if x.ndim != 2 or x.shape[0] == 0 or x.shape[1] != dimension or not np.all(np.isfinite(x)):
-        raise EstimatorError(f"planning a {protocol} campaign: the public rows must be a finite (m, {dimension}) "
-                             f"matrix, got shape {x.shape}")
-    y = None if labels is None else np.asarray(labels, dtype=float)
-    if y is not None and (y.shape != (x.shape[0],) or not np.all(np.isfinite(y))):
-        raise EstimatorError(f"planning a {protocol} campaign: the public target must be finite, one per row")
-    return x, y
-
-
 def label_ldp_error_model(spec: LabelLdpSpec, rows: object, labels: object = None) -> ErrorModel:
     """The error model of a ``label-ldp`` campaign over the public ``rows`` (module docstring)."""
-    x, y = _public(rows, labels, spec.dimension, "label-ldp")
+    x, y = public_table(rows, labels, spec.dimension, "label-ldp")
     m = x.shape[0]
     gram = x.T @ x / m
     inverse = np.linalg.pinv(gram, rcond=1e-10, hermitian=True)
@@ -129,7 +117,7 @@ def ldp_iht_error_model(spec: LdpIhtSpec, rows: object = None, labels: object = 
         notes.append("one step recovers theta (eta E[x x^T] = I, the unit step on an isotropic design) and the "
                      "residual clip c adds no bias")
     else:
-        x, y = _public(rows, labels, p, "ldp-iht")
+        x, y = public_table(rows, labels, p, "ldp-iht")
         reference = _reference(step, np.linalg.lstsq(x, y, rcond=None)[0])
         source = "Trunc_s of the least squares on the public rows and their target"
         gradients = x * np.clip(y, -spec.residual_bound, spec.residual_bound)[:, np.newaxis]

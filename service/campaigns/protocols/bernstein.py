@@ -10,6 +10,8 @@ Estimate, model ``linear``: for ``bernstein`` the mean report is the risk at eve
 ``bernstein-1bit`` per grid point ``2 sum(b y) / count`` from the two running sums (a grid point no participant drew
 is an error naming it); then the iterated Bernstein polynomial of it is minimised over the box
 (:class:`estimators.local.sparse.bernstein.LocalBernsteinLinearRegression`).
+
+Its record and options: :mod:`service.campaigns.protocols.catalog`.
 """
 
 from __future__ import annotations
@@ -23,31 +25,32 @@ from estimators.local.aggregate import ReportAggregate
 from estimators.local.sparse.uncertainty import bernstein_covariance, one_bit_grid_variance
 from estimators.local.uncertainty import mean_variance
 from service.campaigns.options import invalid
-from service.campaigns.protocols.base import CampaignProtocol, register
-from service.campaigns.protocols.common import diameter, no_covariance, pure, round0, sparse_fit
+from service.campaigns.protocols.common import diameter, no_covariance, refuse_given, round0, sparse_fit
 from service.campaigns.types import CampaignFit, CampaignInfo, CampaignRequest
 from service.errors import Conflict
 from workloads.local.protocols import ProtocolSpec
 from workloads.local.protocols.bernstein import BernsteinSpec, OneBitBernsteinSpec, default_loss_scale
 
+#: what only the default loss_scale is computed from (refused beside a stated loss_scale)
+_LOSS_SCALE_FROM = ("feature_bound", "label_bound")
+
 
 def _settings(request: CampaignRequest, protocol: str) -> dict[str, object]:
-    pure(request, protocol, "Laplace noise" if protocol == "bernstein" else "one randomized bit")
     p = len(request.features)
     if p > 3:
         raise invalid(f"dimension mismatch: {protocol} is for p <= 3 (a grid of (k + 1)^p losses), got {p} features "
                       f"{list(request.features)}")
     options = request.options
-    lower, upper = options.number("lower", -1.0, positive=False), options.number("upper", 1.0, positive=False)
+    lower, upper = options["lower"], options["upper"]
     if not lower < upper:
         raise invalid(f"option lower must be below upper, got lower={lower}, upper={upper}")
-    scale = options.number("loss_scale")
+    scale = options["loss_scale"]
     if scale is None:
-        scale = default_loss_scale(p, lower, upper, options.number("feature_bound", 1.0),
-                                   options.number("label_bound", 1.0))
-    return {"dimension": p, "degree": options.count("degree") or 6, "order": options.count("order") or 2,
-            "lower": lower, "upper": upper, "loss_scale": scale, "epsilon": request.epsilon,
-            "participants": options.count("participants")}
+        scale = default_loss_scale(p, lower, upper, options["feature_bound"], options["label_bound"])
+    else:
+        refuse_given(options, _LOSS_SCALE_FROM, "sets the default loss_scale only: give it or loss_scale, not both")
+    return {"dimension": p, "degree": options["degree"], "order": options["order"], "lower": lower, "upper": upper,
+            "loss_scale": scale, "epsilon": request.epsilon, "participants": options["participants"]}
 
 
 def build_laplace(request: CampaignRequest) -> ProtocolSpec:
@@ -98,12 +101,3 @@ def _covariance(spec: ProtocolSpec, aggregate: ReportAggregate, grid_values: np.
         return estimator.fit(values[np.newaxis, :]).coef_
 
     return bernstein_covariance(fit_grid, grid_values, variance)
-
-
-register(CampaignProtocol(
-    "bernstein", BernsteinSpec, build_laplace, None, ("linear",), fit, "required",
-    "Local Bernstein Mechanism (Wang, Gaboardi & Xu 2018, Alg. 2), squared loss, p <= 3 (options: degree, order, "
-    "lower, upper, loss_scale, feature_bound, label_bound, participants)", transform=False))
-register(CampaignProtocol(
-    "bernstein-1bit", OneBitBernsteinSpec, build_one_bit, None, ("linear",), fit, "required",
-    "its 1-bit variant (Alg. 3), same options", transform=False))

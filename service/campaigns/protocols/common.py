@@ -1,5 +1,6 @@
-"""What the protocol modules share: reading options every sparse protocol reads, round 0's aggregate, coefficients
-back on the features' own scale, and the answer of a sparse or low-dimensional model.
+"""What the protocols' builders and fits share: reading the options several builders read alike, round 0's aggregate,
+coefficients back on the features' own scale, and the answer of a sparse or low-dimensional model (the options
+themselves are declared in :mod:`service.campaigns.protocols.catalog`).
 
 Coefficients are returned on the scale of the features as participants hold them: the campaign's public transform
 ``x' = (x - center) / scale`` is undone, so ``score = <w / scale, x> - <w / scale, center>`` gives ``coefficients``
@@ -15,16 +16,18 @@ import numpy as np
 
 from estimators.local.aggregate import ReportAggregate
 from estimators.local.influence import Influence
-from service.campaigns.options import Options, invalid
-from service.campaigns.types import CampaignFit, CampaignInfo, CampaignRequest
+from service.campaigns.options import OptionValues, invalid
+from service.campaigns.types import CampaignFit, CampaignInfo
 from service.errors import Conflict, InvalidInput, ServiceError
 
 
 # ---------------------------------------------------------------------------------------------------------- building
-def pure(request: CampaignRequest, protocol: str, why: str) -> None:
-    """Refuse a ``delta`` for a pure epsilon-LDP protocol, saying why it is one."""
-    if request.delta != 0:
-        raise invalid(f"delta must be 0 for {protocol} ({why}), got {request.delta}")
+def refuse_given(options: OptionValues, names: tuple[str, ...], why: str) -> None:
+    """Refuse the first of ``names`` the request stated, ``why`` saying what it applies to: a declared option that
+    this request's other settings leave without effect is an error, never silently ignored."""
+    given = [name for name in names if name in options.given]
+    if given:
+        raise invalid(f"option {given[0]} {why}")
 
 
 def default_steps(participants: int, dimension: int) -> int:
@@ -32,9 +35,10 @@ def default_steps(participants: int, dimension: int) -> int:
     return max(1, math.ceil(math.log(participants / dimension)))
 
 
-def sparsity(options: Options, protocol: str, dimension: int) -> int:
-    """The ``s`` hard thresholding keeps (required, at most the number of features)."""
-    value = options.count("sparsity")
+def sparsity(options: OptionValues, protocol: str, dimension: int) -> int:
+    """The ``s`` hard thresholding keeps (:data:`~service.campaigns.protocols.catalog.SPARSITY`: required, at most the
+    number of features)."""
+    value = options["sparsity"]
     if value is None:
         raise invalid(f"{protocol} needs option sparsity (the s kept by hard thresholding): --option sparsity=S")
     if value > dimension:

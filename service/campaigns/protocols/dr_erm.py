@@ -9,6 +9,8 @@ features stay in their own units.
 Estimate, model ``linear``: the mean report gives the projected statistics; projected least squares over ``Phi C``
 and the recovery in ``C`` with cvxpy (:class:`estimators.local.sparse.dr_erm.DRERMLinearRegression`); a cvxpy
 failure is the error ``solver_failed`` naming each solver's status.
+
+Its record and options: :mod:`service.campaigns.protocols.catalog`.
 """
 
 from __future__ import annotations
@@ -20,8 +22,7 @@ from sqlalchemy import Engine
 
 from estimators.local.aggregate import ReportAggregate
 from estimators.local.sparse.uncertainty import dr_erm_covariance
-from service.campaigns.protocols.base import CampaignProtocol, register
-from service.campaigns.protocols.common import diameter, no_covariance, pure, round0, solved, sparse_fit
+from service.campaigns.protocols.common import diameter, no_covariance, round0, solved, sparse_fit
 from service.campaigns.types import CampaignFit, CampaignInfo, CampaignRequest
 from workloads.local.protocols import ProtocolSpec
 from workloads.local.protocols.dr_erm import MAX_SEED, DrErmSpec
@@ -33,14 +34,11 @@ def projection_seed() -> int:
 
 
 def build(request: CampaignRequest) -> ProtocolSpec:
-    pure(request, "dr-erm", "the l2-ball randomizer")
     options = request.options
-    return DrErmSpec(dimension=len(request.features), rows=options.count("rows") or 20,
-                     projection_seed=projection_seed(), epsilon=request.epsilon,
-                     feature_radius=options.number("feature_radius", 1.0),
-                     label_bound=options.number("label_bound", 1.0),
-                     constraint=options.choice("constraint", ("l1", "simplex"), "l1"),
-                     radius=options.number("radius", 1.0), participants=options.count("participants"))
+    return DrErmSpec(dimension=len(request.features), rows=options["rows"], projection_seed=projection_seed(),
+                     epsilon=request.epsilon, feature_radius=options["feature_radius"],
+                     label_bound=options["label_bound"], constraint=options["constraint"], radius=options["radius"],
+                     participants=options["participants"])
 
 
 def fit(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate | None], model: str,
@@ -63,9 +61,3 @@ def fit(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate
                       solved(lambda: dr_erm_covariance(
                           lambda mean: DRERMLinearRegression(spec.constraint, spec.radius).fit(mean, projection).coef_,
                           statistics, aggregate), f"campaign {campaign.name!r} (standard errors)"))
-
-
-register(CampaignProtocol(
-    "dr-erm", DrErmSpec, build, None, ("linear",), fit, "required",
-    "DR-ERM-LDP (Alg. 4): public random projection, l2-ball projected statistics, recovery over the l1 ball or the "
-    "simplex (options: rows, constraint, radius, feature_radius, label_bound, participants)", transform=False))

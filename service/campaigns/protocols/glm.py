@@ -15,6 +15,8 @@ Estimates: the models ``logistic``, ``probit``, ``linear`` and ``poisson``, each
 the public rows (:mod:`estimators.local.glm.moment`), all from the same stored reports, each free (Remark 16 of the
 Stein GLM paper holds here too). Every fit carries an estimated ``(intercept)`` and ``standard_errors`` (delta method,
 the randomizer's known covariance; same units as ``coefficients``).
+
+Its record and options: :mod:`service.campaigns.protocols.catalog`.
 """
 
 from __future__ import annotations
@@ -27,22 +29,12 @@ from estimators.local.glm.moment import MOMENT_LINKS, PublicMomentGLM, moment_er
 from estimators.local.influence import Influence, mean_shift
 from estimators.local.planning import ErrorModel
 from service.campaigns.options import invalid
-from service.campaigns.protocols.base import CampaignProtocol, register
 from service.campaigns.protocols.common import no_covariance, round0, transform_notes
 from service.campaigns.public_tables import campaign_public_rows
 from service.campaigns.types import CampaignFit, CampaignInfo, CampaignRequest
 from service.errors import Conflict, InvalidInput
 from workloads.local.protocols import ProtocolError, ProtocolSpec
-from workloads.local.protocols.glm import (
-    DEFAULT_RANDOMIZER,
-    GLM_RANDOMIZERS,
-    LABEL_KINDS,
-    GlmSpec,
-    public_feature_map,
-)
-
-#: what a glm campaign answers: every link of the moment equation
-GLM_MODELS = tuple(MOMENT_LINKS)
+from workloads.local.protocols.glm import GlmSpec, public_feature_map
 
 
 def build(request: CampaignRequest) -> ProtocolSpec:
@@ -50,27 +42,19 @@ def build(request: CampaignRequest) -> ProtocolSpec:
         raise invalid("glm needs a --public table (unlabeled rows with the features): the devices' public constants "
                       "and the moment equation both come from it")
     options = request.options
-    randomizer = options.choice("randomizer", tuple(GLM_RANDOMIZERS), DEFAULT_RANDOMIZER)
-    labels = options.choice("labels", LABEL_KINDS, "binary")
-    label_bound = options.number("label_bound")
+    labels, label_bound = options["labels"], options["label_bound"]
     if labels == "binary" and label_bound is not None:
         raise invalid("option label_bound applies to labels=bounded (binary labels are 0 or 1)")
-    if GLM_RANDOMIZERS[randomizer].pure and request.delta != 0:
-        raise invalid(f"delta must be 0 with randomizer {randomizer} (pure epsilon-LDP), got {request.delta}")
-    if not GLM_RANDOMIZERS[randomizer].pure and request.delta <= 0:
-        raise invalid(f"delta must be in (0, 1) with randomizer {randomizer}, got {request.delta}")
-    center, matrix = _public_map(request, options.raw("whiten"))
+    center, matrix = _public_map(request, options["whiten"])  # type: ignore[arg-type]
     return GlmSpec(dimension=len(request.features), epsilon=request.epsilon, delta=request.delta,
                    center=tuple(center.tolist()), matrix=tuple(tuple(row) for row in matrix.tolist()),
-                   labels=labels, label_bound=1.0 if label_bound is None else label_bound, randomizer=randomizer,
-                   participants=options.count("participants"))
+                   labels=labels, label_bound=1.0 if label_bound is None else label_bound,
+                   randomizer=options["randomizer"], participants=options["participants"])
 
 
-def _public_map(request: CampaignRequest, whiten: object) -> tuple[np.ndarray, np.ndarray]:
+def _public_map(request: CampaignRequest, whiten: bool | None) -> tuple[np.ndarray, np.ndarray]:
     """The devices' ``(mu, W)``: whitened unless ``whiten=false``; with no ``whiten`` option a singular public
     covariance falls back to the standardisation (an explicit ``whiten=true`` is refused instead)."""
-    if whiten is not None and not isinstance(whiten, bool):
-        raise invalid(f"option whiten must be true or false, got {whiten!r}")
     if whiten is None:
         try:
             return public_feature_map(request.public_rows, True, request.features)
@@ -133,9 +117,3 @@ def plan(spec: GlmSpec, rows: np.ndarray | None, labels: np.ndarray | None) -> E
         raise InvalidInput("planning a glm campaign needs its --public table: the moment equation is solved over it",
                            code="needs_public_table")
     return moment_error_model(spec, rows, labels)
-
-
-register(CampaignProtocol(
-    "glm", GlmSpec, build, None, GLM_MODELS, fit, "required",
-    "the public-moment GLM, one round of R(s(y) z(x)), the recommended GLM protocol with a public table (options: "
-    "randomizer, labels, label_bound, whiten, participants)", plan=plan))

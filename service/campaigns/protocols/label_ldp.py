@@ -13,6 +13,8 @@ Estimates, models ``iht``, ``lasso`` (the Lasso refit by least squares on its su
 and ``lasso-raw`` (the penalised Lasso itself) from the SAME reports: ``G = X^T X / n`` from the public table's rows
 (transformed as the devices transform them) and ``b = (sum of the reports x_i tilde y_i) / (number of reports)``.
 A cvxpy failure (the Lasso) is the error ``solver_failed`` naming each solver's status, never a model.
+
+Its record and options: :mod:`service.campaigns.protocols.catalog`.
 """
 
 from __future__ import annotations
@@ -26,11 +28,9 @@ from sqlalchemy import Engine
 from estimators.local.aggregate import ReportAggregate
 from estimators.local.influence import Influence, mean_shift
 from estimators.local.sparse.iht import label_iht_from_moments
-from estimators.local.sparse.planning import label_ldp_error_model
 from estimators.local.sparse.uncertainty import label_iht_covariance, support_least_squares_covariance
 from estimators.local.uncertainty import label_moment_covariance
 from service.campaigns.options import invalid
-from service.campaigns.protocols.base import CampaignProtocol, register
 from service.campaigns.protocols.common import (
     default_steps,
     diameter,
@@ -44,30 +44,29 @@ from service.campaigns.public_tables import campaign_public_rows
 from service.campaigns.types import CampaignFit, CampaignInfo, CampaignRequest
 from service.errors import Conflict
 from workloads.local.protocols import ProtocolSpec
-from workloads.local.protocols.label_ldp import LABEL_RANDOMIZERS, LabelLdpSpec
+from workloads.local.protocols.label_ldp import LabelLdpSpec
 
 
 def build(request: CampaignRequest) -> ProtocolSpec:
     if request.public_rows is None:
         raise invalid("label-ldp needs a --public table holding the participants' features (only labels are private)")
     options = request.options
-    randomizer = options.choice("randomizer", LABEL_RANDOMIZERS, "pure")
+    randomizer = options["randomizer"]
     if randomizer == "gaussian" and request.delta <= 0:
         raise invalid(f"delta must be in (0, 1) for label-ldp with randomizer=gaussian, got {request.delta}")
     p = len(request.features)
     s = sparsity(options, "label-ldp", p)
-    participants = options.count("participants")
-    iterations = options.count("iterations") or default_steps(participants or request.public_rows.shape[0], p)
+    participants = options["participants"]
+    iterations = options["iterations"] or default_steps(participants or request.public_rows.shape[0], p)
     largest = float(np.abs(request.public_rows).max()) if request.public_rows.size else 0.0
-    feature_bound = options.number("feature_bound", largest if largest > 0 else None)
+    feature_bound = options["feature_bound"] or (largest if largest > 0 else None)
     if feature_bound is None:
         raise invalid("the public table's features are all 0: give option feature_bound")
-    return LabelLdpSpec(dimension=p, label_bound=options.number("label_bound", 1.0), feature_bound=feature_bound,
+    return LabelLdpSpec(dimension=p, label_bound=options["label_bound"], feature_bound=feature_bound,
                         epsilon=request.epsilon, delta=request.delta if randomizer == "gaussian" else 0.0,
-                        randomizer=randomizer, sparsity=s, iterations=iterations,
-                        eta=options.number("eta", 1.0), public_rows=request.public_rows.shape[0],
-                        radius=options.number("radius", 1.0),
-                        alpha=options.number("alpha"), participants=participants)
+                        randomizer=randomizer, sparsity=s, iterations=iterations, eta=options["eta"],
+                        public_rows=request.public_rows.shape[0], radius=options["radius"], alpha=options["alpha"],
+                        participants=participants)
 
 
 def fit(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate | None], model: str,
@@ -137,11 +136,3 @@ def _refit_influence(aggregate: ReportAggregate, gram: np.ndarray) -> Influence:
     return Influence(2.0 * largest / smallest, "l2", "coefficients",
                      "2 sup ||b|| / lambda_min(X^T X / m): every refit on a support lies in the ball of radius "
                      "sup ||b|| / lambda_min (interlacing), b the mean of x tilde y within its validated range")
-
-
-register(CampaignProtocol(
-    "label-ldp", LabelLdpSpec, build, None, ("iht", "lasso", "lasso-raw"), fit, "required",
-    "public features, pure-epsilon (default) or Gaussian label reports; answers IHT (Alg. 2) and the Lasso (Sec. 5; "
-    "model lasso refits least squares on its support, lasso-raw does not) (options: randomizer, sparsity, "
-    "iterations, eta, radius, alpha, label_bound, feature_bound, participants)",
-    plan=label_ldp_error_model))  # type: ignore[arg-type]

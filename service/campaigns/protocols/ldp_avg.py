@@ -3,7 +3,10 @@
 
 Build: one feature, no target, pure epsilon (``delta`` 0); ``lower``/``upper`` stated or taken from the ``--public``
 table's column; the values stay in their own units (no transform). Estimate: model ``mean``, the average of the
-reports (:class:`estimators.local.ldp_avg.LdpAverage`) projected onto ``[lower, upper]``.
+reports (:class:`estimators.local.ldp_avg.LdpAverage`) projected onto ``[lower, upper]``. Plan: its closed form
+(:func:`estimators.local.ldp_avg.ldp_avg_error_model`), which the record names directly.
+
+Its record and options: :mod:`service.campaigns.protocols.catalog`.
 """
 
 from __future__ import annotations
@@ -13,7 +16,6 @@ from sqlalchemy import Engine
 from estimators.local.aggregate import ReportAggregate
 from estimators.local.ldp_avg import LdpAverage
 from service.campaigns.options import invalid
-from service.campaigns.protocols.base import CampaignProtocol, register
 from service.campaigns.protocols.common import round0
 from service.campaigns.types import CampaignFit, CampaignInfo, CampaignRequest
 from workloads.local.protocols import LdpAverageSpec, ProtocolSpec
@@ -23,18 +25,18 @@ def build(request: CampaignRequest) -> ProtocolSpec:
     if len(request.features) != 1:
         raise invalid(f"dimension mismatch: ldp-avg averages one feature, got {len(request.features)}: "
                       f"{list(request.features)}")
-    if request.delta != 0:
-        raise invalid(f"delta must be 0 for ldp-avg (pure epsilon-LDP, Laplace), got {request.delta}")
     options = request.options
     public = request.public_rows
-    lower = options.number("lower", None if public is None else float(public[:, 0].min()), positive=False)
-    upper = options.number("upper", None if public is None else float(public[:, 0].max()), positive=False)
+    lower, upper = options["lower"], options["upper"]
+    if public is not None:
+        lower = float(public[:, 0].min()) if lower is None else lower
+        upper = float(public[:, 0].max()) if upper is None else upper
     if lower is None or upper is None:
         raise invalid("ldp-avg needs the public bounds of the value: --option lower=L --option upper=U "
                       "(or a --public table to take them from)")
     if not lower < upper:
         raise invalid(f"option lower must be below upper, got lower={lower}, upper={upper}")
-    return LdpAverageSpec(lower=lower, upper=upper, epsilon=request.epsilon, participants=options.count("participants"))
+    return LdpAverageSpec(lower=lower, upper=upper, epsilon=request.epsilon, participants=options["participants"])
 
 
 def fit(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate | None], model: str,
@@ -51,9 +53,3 @@ def fit(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate
                        ("the average of the participants' values clipped to [lower, upper], projected onto [lower, "
                         "upper]",), fitted.influence_.scaled(abs(scale)),
                        standard_errors={feature: max(fitted.std_error_, fitted.noise_std_error_) * abs(scale)})
-
-
-register(CampaignProtocol(
-    "ldp-avg", LdpAverageSpec, build, None, ("mean",), fit, "none",
-    "1-dim LDP-AVG: one bounded number per participant, Laplace (options: lower, upper, participants)",
-    transform=False))

@@ -26,6 +26,8 @@ Transition: round ``t + 1``'s ``theta`` is the IHT step from round ``t``'s mean 
 (:func:`estimators.local.sparse.ldp_iht_rounds.next_state`). Estimate: model ``iht``, the IHT step from the last
 round with reports, taken at that round's published ``theta`` (a campaign still running gives the estimate after
 the rounds done so far, ``details.rounds_used``).
+
+Its record and options: :mod:`service.campaigns.protocols.catalog`.
 """
 
 from __future__ import annotations
@@ -36,45 +38,48 @@ from sqlalchemy import Engine
 
 from estimators.local.aggregate import ReportAggregate
 from estimators.local.sparse import ldp_iht_rounds
-from estimators.local.sparse.planning import ldp_iht_error_model
 from estimators.local.sparse.uncertainty import iht_step_covariance
 from service.campaigns.options import invalid
-from service.campaigns.protocols.base import CampaignProtocol, register
-from service.campaigns.protocols.common import default_steps, diameter, no_covariance, round0, sparse_fit, sparsity
+from service.campaigns.protocols.common import (
+    default_steps,
+    diameter,
+    no_covariance,
+    refuse_given,
+    round0,
+    sparse_fit,
+    sparsity,
+)
 from service.campaigns.types import CampaignFit, CampaignInfo, CampaignRequest
 from workloads.local.protocols import ProtocolSpec
-from workloads.local.protocols.ldp_iht import GRADIENT_RANDOMIZERS, LdpIhtSpec
+from workloads.local.protocols.ldp_iht import LdpIhtSpec
 from workloads.local.randomizers.iht_gradient import default_residual_bound, worst_case_residual_bound
-
-#: ``variant=default`` (issue 20: T = 1, the clip from the label and design bounds) or ``variant=paper`` (Sec. 7.1)
-VARIANTS = ("default", "paper")
 
 
 def build(request: CampaignRequest) -> ProtocolSpec:
-    if request.delta != 0:
-        raise invalid(f"delta must be 0 for ldp-iht (the l2-ball randomizer is pure epsilon-LDP), got {request.delta}")
     options = request.options
     p = len(request.features)
     s = sparsity(options, "ldp-iht", p)
-    participants = options.count("participants")
-    paper = options.choice("variant", VARIANTS, "default") == "paper"
-    steps = options.count("rounds")
+    participants = options["participants"]
+    paper = options["variant"] == "paper"
+    steps = options["rounds"]
     if steps is None and not paper:
         steps = 1
     if steps is None:
         if participants is None:
             raise invalid("ldp-iht variant=paper needs option rounds (T) or option participants (T = ceil(ln(n / p)))")
         steps = default_steps(participants, p)
-    radius = options.number("radius", 1.0)
-    label_bound = options.number("label_bound", 1.0)
-    feature_norm_bound = options.number("feature_norm_bound", math.sqrt(p))
-    clip = (worst_case_residual_bound(s, radius, label_bound) if paper
-            else default_residual_bound(label_bound, radius, feature_norm_bound, p))
-    residual_bound = options.number("residual_bound", clip)
-    randomizer = options.choice("randomizer", GRADIENT_RANDOMIZERS, "l2ball")
-    feature_bound = (options.number("feature_bound", feature_norm_bound / math.sqrt(p))
-                     if randomizer == "coordinate" else None)
-    return LdpIhtSpec(dimension=p, sparsity=s, steps=steps, eta=options.number("eta", 1.0),
+    radius, label_bound = options["radius"], options["label_bound"]
+    feature_norm_bound = options["feature_norm_bound"] or math.sqrt(p)
+    residual_bound = options["residual_bound"] or (
+        worst_case_residual_bound(s, radius, label_bound) if paper
+        else default_residual_bound(label_bound, radius, feature_norm_bound, p))
+    randomizer = options["randomizer"]
+    feature_bound = None
+    if randomizer == "coordinate":
+        feature_bound = options["feature_bound"] or feature_norm_bound / math.sqrt(p)
+    else:
+        refuse_given(options, ("feature_bound",), f"applies to randomizer=coordinate, not to randomizer={randomizer}")
+    return LdpIhtSpec(dimension=p, sparsity=s, steps=steps, eta=options["eta"],
                       epsilon=request.epsilon, residual_bound=residual_bound,
                       feature_norm_bound=feature_norm_bound, radius=radius,
                       participants=participants, randomizer=randomizer, feature_bound=feature_bound)
@@ -95,11 +100,3 @@ def fit(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate
                                       "projects every iterate onto it)"),
                       iht_step_covariance(spec.theta(used - 1, states[used - 1]), aggregates[used - 1], spec.eta,
                                           spec.radius, coef))
-
-
-register(CampaignProtocol(
-    "ldp-iht", LdpIhtSpec, build, ldp_iht_rounds.next_state, ("iht",), fit, "required",  # type: ignore[arg-type]
-    "LDP-IHT (Wang & Xu 2019, Alg. 1): T rounds, T disjoint groups, l2-ball gradients (options: sparsity, rounds, "
-    "eta, radius, label_bound, residual_bound, feature_norm_bound, participants, variant=default|paper, "
-    "randomizer=l2ball|coordinate, feature_bound)",
-    plan=ldp_iht_error_model))  # type: ignore[arg-type]

@@ -10,7 +10,10 @@ public row, else ``sqrt(p)`` with stated ``feature_bounds``, which map every fea
 default AdaSSP's rule, :mod:`estimators.local.linear_ssp`), ``participants``.
 
 Estimate, model ``linear``: :class:`estimators.local.linear_ssp.SspLinearRegression` on round 0's aggregate, the
-coefficients and their standard errors mapped back to the features' own units.
+coefficients and their standard errors mapped back to the features' own units. Plan: the delta method's covariance
+before any report (:func:`estimators.local.linear_ssp.linear_ssp_error_model`), over the public rows.
+
+Its record and options: :mod:`service.campaigns.protocols.catalog`.
 """
 
 from __future__ import annotations
@@ -21,24 +24,24 @@ import numpy as np
 from sqlalchemy import Engine
 
 from estimators.local.aggregate import ReportAggregate
-from estimators.local.linear_ssp import SspLinearRegression
+from estimators.local.linear_ssp import SspLinearRegression, linear_ssp_error_model
+from estimators.local.planning import ErrorModel
 from service.campaigns.options import invalid
-from service.campaigns.protocols.base import CampaignProtocol, register
 from service.campaigns.protocols.common import no_covariance, round0, transform_notes
 from service.campaigns.types import CampaignFit, CampaignInfo, CampaignRequest
+from service.errors import InvalidInput
 from workloads.local.protocols import ProtocolSpec
 from workloads.local.protocols.linear_ssp import LinearSspSpec
-from workloads.local.randomizers.regression_statistics import STATISTICS_RANDOMIZERS
 
 
 def _norm_bound(request: CampaignRequest) -> float:
     options = request.options
-    stated = options.number("norm_bound")
+    stated = options["norm_bound"]
     if stated is not None:
-        return stated
+        return stated  # type: ignore[return-value]
     if request.public_rows is not None:
         return float(np.linalg.norm(request.public_rows, axis=1).max())
-    if options.raw("feature_bounds") is not None:
+    if options["feature_bounds"] is not None:
         return math.sqrt(len(request.features))
     raise invalid("linear-ssp needs option norm_bound (the public bound on ||x|| of the transformed features), or a "
                   "--public table or option feature_bounds to take it from")
@@ -46,19 +49,10 @@ def _norm_bound(request: CampaignRequest) -> float:
 
 def build(request: CampaignRequest) -> ProtocolSpec:
     options = request.options
-    randomizer = options.choice("randomizer", tuple(STATISTICS_RANDOMIZERS), "l2ball")
-    if STATISTICS_RANDOMIZERS[randomizer].pure and request.delta != 0:
-        raise invalid(f"delta must be 0 for linear-ssp with randomizer {randomizer} (pure epsilon-LDP), got "
-                      f"{request.delta}; give --option randomizer=gaussian for an (epsilon, delta) campaign")
-    if not STATISTICS_RANDOMIZERS[randomizer].pure and request.delta <= 0:
-        raise invalid(f"delta must be in (0, 1) for linear-ssp with randomizer {randomizer}, got {request.delta}")
-    ridge = options.number("ridge", positive=False)
-    if ridge is not None and ridge < 0:
-        raise invalid(f"option ridge must be a number >= 0, got {ridge!r}")
     return LinearSspSpec(dimension=len(request.features), norm_bound=_norm_bound(request),
-                         label_bound=options.number("label_bound", 1.0), epsilon=request.epsilon,
-                         delta=request.delta, randomizer=randomizer, ridge=ridge,
-                         participants=options.count("participants"))
+                         label_bound=options["label_bound"], epsilon=request.epsilon, delta=request.delta,
+                         randomizer=options["randomizer"], ridge=options["ridge"],
+                         participants=options["participants"])
 
 
 def fit(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate | None], model: str,
@@ -91,7 +85,10 @@ def fit(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate
                        coefficients, aggregate.count, details, notes, influence, standard_errors=errors)
 
 
-register(CampaignProtocol(
-    "linear-ssp", LinearSspSpec, build, None, ("linear",), fit, "required",
-    "low-dimensional linear regression with an intercept: one randomized vector of sufficient statistics per "
-    "participant (options: norm_bound, label_bound, randomizer, ridge, participants)"))
+def plan(spec: LinearSspSpec, rows: np.ndarray | None, labels: np.ndarray | None) -> ErrorModel:
+    """:func:`estimators.local.linear_ssp.linear_ssp_error_model` over the public rows, whose ``X^T X`` the error
+    depends on."""
+    if rows is None:
+        raise InvalidInput("planning a linear-ssp campaign needs a --public table: the error depends on the features' "
+                           "X^T X, which the plan takes from its rows", code="needs_public_table")
+    return linear_ssp_error_model(spec, rows, labels)

@@ -5,12 +5,13 @@ Build. ``stein-glm``, one round, in two variants (``--option variant``). ``publi
 ``--public`` table): ``y (1, clip(W x))`` through a randomizer of
 :data:`~workloads.local.protocols.vector_reports.VECTOR_RANDOMIZERS` (``privunit``, PrivUnit2, pure epsilon, the
 default; ``l2ball``, pure epsilon; ``gaussian``), ``W`` the public whitening, the norm bound a public quantile of
-``||W x||`` (:data:`DEFAULT_NORM_QUANTILE`) or stated, labels centred at ``label_center``; ``paper`` (Algs. 1-4, the
-default without a public table): noisy ``(x x^T, x y)`` (or ``x y`` alone with ``gram=false``), Gaussian (``delta >
-0``); ``norm_bound`` stated or Alg. 1's bound from the ``--public`` table. ``stein-glm-2round`` (Alg. 5): two rounds
-without public data, ``layout`` ``split-budget`` (every participant reports twice, half the budget each) or
-``split-groups``; ``norm_bound`` stated, from ``covariance_norm`` (Alg. 5's bound, growing with log n), or from the
-public table. Round 1's public state (``w_ols`` from round 0) is :func:`estimators.local.glm.two_round.next_state`.
+``||W x||`` (:data:`~service.campaigns.protocols.catalog.DEFAULT_NORM_QUANTILE`) or stated, labels centred at
+``label_center``; ``paper`` (Algs. 1-4, the default without a public table): noisy ``(x x^T, x y)`` (or ``x y`` alone
+with ``gram=false``), Gaussian (``delta > 0``); ``norm_bound`` stated or Alg. 1's bound from the ``--public`` table.
+``stein-glm-2round`` (Alg. 5): two rounds without public data, ``layout`` ``split-budget`` (every participant reports
+twice, half the budget each) or ``split-groups``; ``norm_bound`` stated, from ``covariance_norm`` (Alg. 5's bound,
+growing with log n), or from the public table. Round 1's public state (``w_ols`` from round 0) is
+:func:`estimators.local.glm.two_round.next_state`.
 
 Estimates: model ``linear`` (the private OLS) or any link of :data:`estimators.local.glm.links.LINKS`. ``stein-glm``
 public-gram: the OLS with an intercept on the public Gram, then each link's constant and intercept over the public rows
@@ -18,7 +19,9 @@ public-gram: the OLS with an intercept on the public Gram, then each link's cons
 the public rows, or from them alone for a ``gram=false`` campaign) and the link's constant found over the public rows
 (Algs. 1-4). Remark 16: every link comes from the same stored reports, each free. ``stein-glm-2round``: the same models
 from Alg. 5's two rounds, no public rows needed. A link with no constant on these data is an error naming the link
-(:mod:`service.campaigns.estimates`)."""
+(:mod:`service.campaigns.estimates`).
+
+The two records and their options: :mod:`service.campaigns.protocols.catalog`."""
 
 from __future__ import annotations
 
@@ -28,7 +31,6 @@ import numpy as np
 from sqlalchemy import Engine
 
 from estimators.local.aggregate import ReportAggregate
-from estimators.local.glm import two_round
 from estimators.local.glm.links import LINKS
 from estimators.local.glm.planning import public_gram_error_model, stein_ols_error_model
 from estimators.local.glm.public_gram import InterceptSteinGLM, PublicGramOLS, public_whitening, quantile_norm_bound
@@ -43,11 +45,12 @@ from estimators.local.glm.uncertainty import (
 from estimators.local.influence import Influence
 from estimators.local.planning import ErrorModel
 from service.campaigns.options import invalid
-from service.campaigns.protocols.base import CampaignProtocol, register
+from service.campaigns.protocols.catalog import DEFAULT_NORM_QUANTILE
 from service.campaigns.protocols.common import (
     raw_influence,
     raw_scale,
     raw_standard_errors,
+    refuse_given,
     round0,
     transform_influence,
     transform_notes,
@@ -56,17 +59,12 @@ from service.campaigns.public_tables import campaign_public_rows
 from service.campaigns.types import CampaignFit, CampaignInfo, CampaignRequest
 from service.errors import Conflict, InvalidInput
 from workloads.local.protocols import ProtocolSpec, SteinGlmSpec, TwoRoundSteinSpec
-from workloads.local.protocols.stein_glm import VARIANTS
-from workloads.local.protocols.vector_reports import DEFAULT_VECTOR_RANDOMIZER, VECTOR_RANDOMIZERS
-
-#: what a Stein GLM campaign answers: the private OLS and every link
-GLM_MODELS = ("linear", *LINKS)
 
 
 # ---------------------------------------------------------------------------------------------------------- building
 def _norm_bound(request: CampaignRequest, participants: int | None) -> float:
     """The stated ``norm_bound``, else Alg. 1's bound from the public rows (public information only)."""
-    stated = request.options.number("norm_bound")
+    stated = request.options["norm_bound"]
     if stated is not None:
         return stated
     if request.public_rows is None:
@@ -76,10 +74,6 @@ def _norm_bound(request: CampaignRequest, participants: int | None) -> float:
     return gaussian_norm_bound(request.public_rows, max(n, 2))
 
 
-#: the public quantile of ``||W x||`` over the public rows that the public-gram variant clips at by default: clipping
-#: biases ``E[x y]`` (at the median, coefficients 1.5x too long on Gaussian features; at 0.9, 6 %), a larger bound
-#: costs noise; measured in docs/stein-glm-results.md (benchmarks/stein_glm_clipping.py)
-DEFAULT_NORM_QUANTILE = 0.9
 #: options of one variant only (refused, naming the variant, under the other)
 _PAPER_ONLY = ("gram", "xy_ratio", "norm")
 _PUBLIC_GRAM_ONLY = ("randomizer", "norm_quantile", "label_center", "whiten")
@@ -88,12 +82,10 @@ _PUBLIC_GRAM_ONLY = ("randomizer", "norm_quantile", "label_center", "whiten")
 def build_one_round(request: CampaignRequest) -> ProtocolSpec:
     """``variant`` public-gram (the default with a ``--public`` table) or paper (the default without one)."""
     default = "public-gram" if request.public_rows is not None else "paper"
-    variant = request.options.choice("variant", VARIANTS, default)
-    unused = _PUBLIC_GRAM_ONLY if variant == "paper" else _PAPER_ONLY
-    given = [name for name in unused if request.options.raw(name) is not None]
-    if given:
-        other = "public-gram" if variant == "paper" else "paper"
-        raise invalid(f"option {given[0]} applies to variant={other}, not to variant={variant}")
+    variant = request.options["variant"] or default
+    other = "public-gram" if variant == "paper" else "paper"
+    refuse_given(request.options, _PUBLIC_GRAM_ONLY if variant == "paper" else _PAPER_ONLY,
+                 f"applies to variant={other}, not to variant={variant}")
     return _build_paper(request) if variant == "paper" else _build_public_gram(request)
 
 
@@ -102,12 +94,13 @@ def _build_paper(request: CampaignRequest) -> ProtocolSpec:
     if request.delta <= 0:
         raise invalid(f"delta must be in (0, 1) for stein-glm variant=paper (Gaussian reports), got {request.delta}")
     options = request.options
-    participants = options.count("participants")
+    participants = options["participants"]
+    label_bound = options["label_bound"]
     return SteinGlmSpec(
         dimension=len(request.features), norm_bound=_norm_bound(request, participants),
-        label_bound=options.number("label_bound", 1.0), epsilon=request.epsilon, delta=request.delta,
-        norm=options.choice("norm", ("l2", "l1"), "l2"), gram=options.flag("gram", True),
-        xy_ratio=options.number("xy_ratio"), participants=participants, variant="paper")
+        label_bound=1.0 if label_bound is None else label_bound, epsilon=request.epsilon, delta=request.delta,
+        norm=options["norm"], gram=options["gram"], xy_ratio=options["xy_ratio"], participants=participants,
+        variant="paper")
 
 
 def _build_public_gram(request: CampaignRequest) -> ProtocolSpec:
@@ -117,28 +110,20 @@ def _build_public_gram(request: CampaignRequest) -> ProtocolSpec:
         raise invalid("stein-glm variant=public-gram takes X^T X from a --public table: give one, or "
                       "--option variant=paper")
     options = request.options
-    name = options.choice("randomizer", tuple(VECTOR_RANDOMIZERS), DEFAULT_VECTOR_RANDOMIZER)
-    if VECTOR_RANDOMIZERS[name].pure and request.delta != 0:
-        raise invalid(f"delta must be 0 for stein-glm's {name} randomizer (pure epsilon-LDP), got {request.delta}; "
-                      "for an (epsilon, delta) campaign give --option randomizer=gaussian")
-    if not VECTOR_RANDOMIZERS[name].pure and request.delta <= 0:
-        raise invalid(f"delta must be in (0, 1) for stein-glm's {name} randomizer, got {request.delta}")
-    whitening = public_whitening(rows) if options.flag("whiten", True) else None
-    stated, quantile = options.number("norm_bound"), options.number("norm_quantile")
+    whitening = public_whitening(rows) if options["whiten"] else None
+    stated, quantile = options["norm_bound"], options["norm_quantile"]
     if stated is not None and quantile is not None:
         raise invalid("give option norm_bound or option norm_quantile, not both")
-    if quantile is not None and quantile > 1:
-        raise invalid(f"option norm_quantile must be in (0, 1], got {quantile!r}")
     if stated is None:
         quantile = DEFAULT_NORM_QUANTILE if quantile is None else quantile
         stated = quantile_norm_bound(rows, quantile, whitening)
-    label_bound, label_center = options.number("label_bound"), options.number("label_center", positive=False)
+    label_bound, label_center = options["label_bound"], options["label_center"]
     if label_bound is None and label_center is None:
         label_bound, label_center = 0.5, 0.5  # labels in [0, 1]: the binary GLMs' 0/1 labels, centred
     return SteinGlmSpec(
         dimension=len(request.features), norm_bound=stated, label_bound=1.0 if label_bound is None else label_bound,
-        epsilon=request.epsilon, delta=request.delta, participants=options.count("participants"),
-        variant="public-gram", randomizer=name, norm_quantile=quantile,
+        epsilon=request.epsilon, delta=request.delta, participants=options["participants"],
+        variant="public-gram", randomizer=options["randomizer"], norm_quantile=quantile,
         label_center=0.0 if label_center is None else label_center,
         whitening=None if whitening is None else tuple(whitening.ravel().tolist()))
 
@@ -148,23 +133,25 @@ def build_two_round(request: CampaignRequest) -> ProtocolSpec:
         raise invalid(f"delta must be in (0, 1) for stein-glm-2round (its first round is Gaussian), "
                       f"got {request.delta}")
     options = request.options
-    layout = options.choice("layout", ("split-budget", "split-groups"), "split-budget")
-    participants = options.count("participants")
-    covariance_norm = options.number("covariance_norm")
-    if options.number("norm_bound") is None and covariance_norm is not None:
+    layout = options["layout"]
+    participants = options["participants"]
+    covariance_norm = options["covariance_norm"]
+    if layout == "split-budget":
+        refuse_given(options, ("first_size", "second_size"), "applies to layout=split-groups, not to "
+                     "layout=split-budget")
+    if options["norm_bound"] is None and covariance_norm is not None:
         if participants is None:
             raise invalid("option covariance_norm needs option participants (Alg. 5's bound grows with log n)")
         norm_bound = known_covariance_norm_bound(len(request.features), covariance_norm, participants)
     else:
         norm_bound = _norm_bound(request, participants)
-    common = {"norm": options.choice("norm", ("l2", "l1"), "l2"),
-              "projection_scale": options.number("projection_scale", 4.0)}
-    label_bound = options.number("label_bound", 1.0)
+    common = {"norm": options["norm"], "projection_scale": options["projection_scale"]}
+    label_bound = options["label_bound"]
     if layout == "split-budget":
         return TwoRoundSteinSpec.split_budget(len(request.features), norm_bound, label_bound, request.epsilon,
                                               request.delta, participants, **common)
     return TwoRoundSteinSpec.split_groups(len(request.features), norm_bound, label_bound, request.epsilon,
-                                          request.delta, options.count("first_size"), options.count("second_size"),
+                                          request.delta, options["first_size"], options["second_size"],
                                           **common)
 
 
@@ -294,16 +281,3 @@ def plan_one_round(spec: ProtocolSpec, rows: np.ndarray | None, labels: np.ndarr
     if spec.variant == "public-gram":  # type: ignore[attr-defined]
         return public_gram_error_model(spec, rows, labels)  # type: ignore[arg-type]
     return stein_ols_error_model(spec, rows, labels)  # type: ignore[arg-type]
-
-
-register(CampaignProtocol(
-    "stein-glm", SteinGlmSpec, build_one_round, None, GLM_MODELS, fit_one_round, "required",
-    "the Stein-lemma GLMs, one round: by default (with a public table) x y only, X^T X from the public rows, an "
-    "estimated intercept (options: randomizer, norm_quantile or norm_bound, label_bound, label_center, whiten, "
-    "participants); variant=paper: noisy (x x^T, x y) as in Alg. 1 (options: norm_bound, label_bound, norm, gram, "
-    "xy_ratio, participants)", plan=plan_one_round))
-register(CampaignProtocol(
-    "stein-glm-2round", TwoRoundSteinSpec, build_two_round, two_round.next_state, GLM_MODELS,  # type: ignore[arg-type]
-    fit_two_round, "required",
-    "Alg. 5, two rounds without public data (options: layout, norm_bound or covariance_norm, label_bound, norm, "
-    "projection_scale, participants, first_size, second_size)"))

@@ -85,8 +85,8 @@ def test_forged_reports_are_refused_and_nothing_is_stored(engine, tmp_path: Path
 
 @pytest.mark.parametrize(("public", "delta", "options", "message"), [
     (None, 0.0, {}, "glm needs a --public table"),
-    ("pub", 1e-6, {}, "delta must be 0 with randomizer privunit"),
-    ("pub", 0.0, {"randomizer": "gaussian"}, "delta must be in \\(0, 1\\) with randomizer gaussian"),
+    ("pub", 1e-6, {}, "delta must be 0 with the privunit randomizer"),
+    ("pub", 0.0, {"randomizer": "gaussian"}, "delta must be in \\(0, 1\\) with the gaussian randomizer"),
     ("pub", 0.0, {"randomizer": "laplace"}, "option randomizer must be one of \\['privunit', 'l2ball', 'gaussian'\\]"),
     ("pub", 0.0, {"labels": "counts"}, "option labels must be one of"),
     ("pub", 0.0, {"label_bound": 2}, "option label_bound applies to labels=bounded"),

@@ -105,8 +105,8 @@ def test_gaussian_option_charges_epsilon_and_delta(engine) -> None:  # noqa: ANN
 @pytest.mark.parametrize(
     ("options", "kwargs", "pattern"),
     [
-        ({"norm_bound": 2.0}, {"delta": 1e-6}, "delta must be 0 for linear-ssp with randomizer l2ball"),
-        ({"norm_bound": 2.0, "randomizer": "gaussian"}, {}, "delta must be in \\(0, 1\\) for linear-ssp"),
+        ({"norm_bound": 2.0}, {"delta": 1e-6}, "protocol 'linear-ssp': delta must be 0 with the l2ball randomizer"),
+        ({"norm_bound": 2.0, "randomizer": "gaussian"}, {}, "protocol 'linear-ssp': delta must be in \\(0, 1\\)"),
         ({"norm_bound": 2.0, "randomizer": "privunit"}, {}, "option randomizer must be one of"),
         ({"norm_bound": 2.0, "ridge": -1}, {}, "option ridge must be a number >= 0"),
         ({"norm_bound": 0}, {}, "option norm_bound must be a finite positive number"),

@@ -86,15 +86,16 @@ def stein_public(engine, tmp_path: Path) -> str:  # noqa: ANN001
 def test_stein_glm_plan_is_within_2x_of_measured_runs(engine, stein_public, options, epsilon, delta) -> None:  # noqa: ANN001
     """The OLS's predicted relative error at n = 2,000 against 10 simulated campaigns, measured against the plan's own
     reference (the OLS on the 10,000 public rows): variant=paper (x y only, and the pooled x x^T) and the default
-    public-gram variant with each of its randomizers (PrivUnit2, the l2-ball, the Gaussian)."""
+    public-gram variant with each of its randomizers (PrivUnit2, the l2-ball, the Gaussian). The plan at n describes
+    the campaign created with participants=n (variant=paper's norm bound grows with it), so the campaigns are."""
     n, names = 2_000, ["a", "b", "c"]
     plan = planning.plan_campaign(engine, "stein-glm", names, "y", stein_public, epsilon, delta, options,
                                   participants=n)
-    fits = _ten_campaign_fits(engine, "s", "stein-glm", names, stein_public, epsilon, delta, options,
-                              lambda trial: _stein_rows(n, seed=100 + trial), "linear")
+    fits = _ten_campaign_fits(engine, "s", "stein-glm", names, stein_public, epsilon, delta,
+                              {**options, "participants": n}, lambda trial: _stein_rows(n, seed=100 + trial), "linear")
     info = campaigns.get_campaign(engine, "s0")
     rows = info.transform.apply(_stein_rows(10_000, seed=1)[0])
-    model = CAMPAIGN_PROTOCOLS["stein-glm"].plan(info.spec, rows, _stein_rows(10_000, seed=1)[1])
+    model = CAMPAIGN_PROTOCOLS.get("stein-glm").plan(info.spec, rows, _stein_rows(10_000, seed=1)[1])
     measured = _relative_rms(fits, model.reference)
     assert plan.expected_relative_error == pytest.approx(expected_error(model, n).relative)
     assert measured / 2 <= plan.expected_relative_error <= 2 * measured, (plan.expected_relative_error, measured)
@@ -113,7 +114,7 @@ def test_glm_plan_is_within_2x_of_measured_runs(engine, stein_public) -> None:  
                               lambda trial: _stein_rows(n, seed=200 + trial), "logistic")
     info = campaigns.get_campaign(engine, "g0")
     rows = info.transform.apply(_stein_rows(10_000, seed=1)[0])
-    model = CAMPAIGN_PROTOCOLS["glm"].plan(info.spec, rows, _stein_rows(10_000, seed=1)[1])
+    model = CAMPAIGN_PROTOCOLS.get("glm").plan(info.spec, rows, _stein_rows(10_000, seed=1)[1])
     assert plan.expected_relative_error == pytest.approx(expected_error(model, n).relative)
     measured = _relative_rms(fits, model.reference)
     assert measured / 2 <= plan.expected_relative_error <= 2 * measured, (plan.expected_relative_error, measured)
@@ -134,9 +135,10 @@ def test_without_the_target_the_stein_glm_plan_is_an_absolute_upper_bound(engine
         assert bound.expected_relative_error is None and bound.auc is None and "no column 'y'" in bound.auc_note
         assert "absolute" in bound.metric and "upper bound" in bound.notes[-1]
         name = f"u{len(campaigns.list_campaigns(engine))}"
-        campaigns.create_campaign(engine, name, "stein-glm", ["a", "b", "c"], "y", stein_public, 4.0, delta, options)
+        campaigns.create_campaign(engine, name, "stein-glm", ["a", "b", "c"], "y", stein_public, 4.0, delta,
+                                  {**options, "participants": 5_000})  # the campaign the plan at 5,000 describes
         info = campaigns.get_campaign(engine, name)
-        known = CAMPAIGN_PROTOCOLS["stein-glm"].plan(info.spec, info.transform.apply(x), y)
+        known = CAMPAIGN_PROTOCOLS.get("stein-glm").plan(info.spec, info.transform.apply(x), y)
         # the linear part's closed form with the target (no draws): the bound is at least it
         assert bound.expected_error >= math.sqrt(np.trace(known.covariance(5_000)))
 
@@ -196,7 +198,7 @@ def test_participants_needed_meets_the_target_and_no_fewer_do(engine) -> None:  
 
     spec = LdpIhtSpec(dimension=20, sparsity=3, steps=1, eta=1.0, epsilon=2.0, residual_bound=1.0,
                       feature_norm_bound=math.sqrt(20))
-    model = CAMPAIGN_PROTOCOLS["ldp-iht"].plan(spec, None, None)
+    model = CAMPAIGN_PROTOCOLS.get("ldp-iht").plan(spec, None, None)
     needed = participants_for(model, 0.25)
     assert expected_error(model, needed).relative <= 0.25 < expected_error(model, int(needed * 0.97)).relative
 
@@ -211,9 +213,9 @@ def test_ldp_iht_plan_uses_the_coordinate_randomizers_variance() -> None:
     p, c, n = 100, 2.0, 640_000
     settings = {"dimension": p, "sparsity": 10, "steps": 1, "eta": 1.0, "epsilon": 1.0, "residual_bound": c,
                 "feature_norm_bound": math.sqrt(p)}
-    coordinate = CAMPAIGN_PROTOCOLS["ldp-iht"].plan(LdpIhtSpec(**settings, randomizer="coordinate",
+    coordinate = CAMPAIGN_PROTOCOLS.get("ldp-iht").plan(LdpIhtSpec(**settings, randomizer="coordinate",
                                                                feature_bound=1.0), None, None)
-    ball = CAMPAIGN_PROTOCOLS["ldp-iht"].plan(LdpIhtSpec(**settings), None, None)
+    ball = CAMPAIGN_PROTOCOLS.get("ldp-iht").plan(LdpIhtSpec(**settings), None, None)
     np.testing.assert_allclose(np.diag(coordinate.covariance(n)), p * duchi_label_magnitude(c, 1.0) ** 2 / n,
                                rtol=1e-12)
     ball_norm = l2_ball_output_norm(p, math.sqrt(p) * c, 1.0)
@@ -253,3 +255,60 @@ def test_plan_refusals_name_the_problem_and_store_nothing(engine, tmp_path: Path
     with pytest.raises(InvalidInput, match="sparsity must be at most the number of features"):
         planning.plan_campaign(engine, "ldp-iht", ["a", "b"], "y", None, 1.0, 0.0, {"sparsity": 3}, participants=9)
     assert campaigns.list_campaigns(engine) == []
+
+
+def test_the_auc_note_names_the_table_and_the_missing_column(engine, tmp_path: Path) -> None:  # noqa: ANN001
+    """Issue 29 section 6: the note read "and there is public table 'pub' has no column 'y'"; it is one sentence
+    naming the table and the column (or saying there is no table)."""
+    load_public(engine, tmp_path, np.random.default_rng(0).normal(size=(200, 2)), columns=["a", "b"])
+    options = {"sparsity": 1}
+    with_table = planning.plan_campaign(engine, "ldp-iht", ["a", "b"], "y", "pub", 1.0, 0.0, options,
+                                        participants=1_000)
+    assert with_table.auc_note == ("no AUC: it is evaluated on public rows holding the target 'y', and public table "
+                                   "'pub' has no column 'y'; load a public sample with a column 'y' to predict it")
+    without = planning.plan_campaign(engine, "ldp-iht", ["a", "b"], "y", None, 1.0, 0.0, options, participants=1_000)
+    assert without.auc_note == ("no AUC: it is evaluated on public rows holding the target 'y', and the campaign has "
+                                "no public table; load a public sample with a column 'y' to predict it")
+
+
+def test_participants_is_one_number_the_option_and_the_point_predicted_at(engine, tmp_path: Path) -> None:  # noqa: ANN001
+    """campaign plan's participants is the campaign's own option (issue 29 section 6: plan takes create's options):
+    given either way the plan predicts at it and builds the spec with it, as campaign create does (label-ldp's IHT
+    iterations default to ceil(ln(n / p)), n the planned participants); two different numbers are refused."""
+    x, _ = _sparse_rows(400, 4, spread_profile(4, 2, 1.0), seed=3)
+    load_public(engine, tmp_path, x, columns=["a", "b", "c", "d"])
+    names, options = ["a", "b", "c", "d"], {"sparsity": 2, "standardize": False}
+    given = planning.plan_campaign(engine, "label-ldp", names, "y", "pub", 1.0, 0.0, options, participants=40_000)
+    as_option = planning.plan_campaign(engine, "label-ldp", names, "y", "pub", 1.0, 0.0,
+                                       {**options, "participants": 40_000})
+    assert given.participants == as_option.participants == 40_000
+    assert given.expected_error == as_option.expected_error
+    created = campaigns.prepare_campaign(engine, "label-ldp", names, "y", "pub", 1.0, 0.0,
+                                         {**options, "participants": 40_000})
+    assert created.spec.iterations == math.ceil(math.log(40_000 / 4))  # not ceil(ln(400 / 4)) from the public rows
+    with pytest.raises(InvalidInput, match="participants=40000 and option participants=500 differ") as refused:
+        planning.plan_campaign(engine, "label-ldp", names, "y", "pub", 1.0, 0.0, {**options, "participants": 500},
+                               participants=40_000)
+    assert refused.value.code == "invalid_parameter"
+
+
+@ON_SQLITE  # statistical only in part: the closed forms are deterministic
+def test_ldp_avg_and_linear_ssp_plan_through_the_service(engine, tmp_path: Path) -> None:  # noqa: ANN001
+    """The two planners of issue 29 section 6, reached as campaign plan reaches them: ldp-avg in the value's own units
+    (its bounds from the public column), linear-ssp on the devices' standardized features with the public table's
+    target as the reference; linear-ssp without a public table is refused naming what it needs."""
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(2_000, 2))
+    y = 0.3 + x @ [0.7, -0.5] + 0.3 * rng.normal(size=2_000)
+    load_public(engine, tmp_path, np.c_[x, y], columns=["a", "b", "y"])
+    average = planning.plan_campaign(engine, "ldp-avg", ["a"], None, "pub", 1.0, 0.0, {}, participants=1_000)
+    assert average.expected_relative_error is not None and average.reference.startswith("the mean of the public")
+    assert "own units" in average.metric and set(average.standard_errors) == {"a"}
+    regression = planning.plan_campaign(engine, "linear-ssp", ["a", "b"], "y", "pub", 1.0, 0.0,
+                                        {"norm_bound": 3.0, "label_bound": 3.0}, participants=20_000)
+    assert 0 < regression.expected_relative_error < 1 and set(regression.standard_errors) == {"a", "b"}
+    assert regression.reference.startswith("the least squares on the public rows")
+    with pytest.raises(InvalidInput, match="planning a linear-ssp campaign needs a --public table") as refused:
+        planning.plan_campaign(engine, "linear-ssp", ["a", "b"], "y", None, 1.0, 0.0,
+                               {"norm_bound": 3.0, "feature_bounds": "a=-3:3;b=-3:3"}, participants=1_000)
+    assert refused.value.code == "needs_public_table"

@@ -13,7 +13,7 @@ from sqlalchemy import text
 
 from estimators.local.glm.public_gram import public_whitening
 from service.campaigns import campaigns, estimates, simulate
-from service.campaigns.protocols.stein_glm import DEFAULT_NORM_QUANTILE
+from service.campaigns.protocols.catalog import DEFAULT_NORM_QUANTILE
 from service.errors import InvalidInput
 from tests.support.campaign_data import FEATURES, gaussian_rows, load_public
 
@@ -95,9 +95,9 @@ def test_variant_paper_keeps_alg_1_with_its_options(engine, public) -> None:  # 
 
 
 @pytest.mark.parametrize("delta, options, message", [
-    (1e-6, {}, "delta must be 0 for stein-glm's privunit randomizer"),
-    (1e-6, {"randomizer": "l2ball"}, "delta must be 0 for stein-glm's l2ball randomizer"),
-    (0, {"randomizer": "gaussian"}, "delta must be in (0, 1) for stein-glm's gaussian randomizer"),
+    (1e-6, {}, "protocol 'stein-glm': delta must be 0 with the privunit randomizer"),
+    (1e-6, {"randomizer": "l2ball"}, "protocol 'stein-glm': delta must be 0 with the l2ball randomizer"),
+    (0, {"randomizer": "gaussian"}, "protocol 'stein-glm': delta must be in (0, 1) with the gaussian randomizer"),
     (0, {"gram": False}, "option gram applies to variant=paper, not to variant=public-gram"),
     (1e-6, {"variant": "paper", "randomizer": "gaussian"}, "option randomizer applies to variant=public-gram"),
     (0, {"norm_quantile": 1.5}, "option norm_quantile must be in (0, 1]"),

@@ -33,5 +33,6 @@ def test_glm_on_the_command_line(engine, tmp_path: Path, monkeypatch: pytest.Mon
 
     bad = runner.invoke(app, ["campaign", "create", "bad", "--protocol", "glm", "--features", "a,b,c", "--target",
                               "y", "--public", "pub", "--epsilon", "1", "--option", "randomizer=gaussian"])
-    assert bad.exit_code == 2 and "delta must be in (0, 1) with randomizer gaussian" in bad.output
+    assert bad.exit_code == 2 and ("protocol 'glm': delta must be in (0, 1) with the gaussian randomizer"
+                                   in " ".join(bad.output.split()))
     assert "Traceback" not in bad.output

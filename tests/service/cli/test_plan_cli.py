@@ -1,9 +1,11 @@
-"""``marginalia campaign plan`` on the command line: the error at N, the N for a target, nothing stored."""
+"""``marginalia campaign plan`` on the command line: the error at N, the N for a target, nothing stored; the same
+protocol flags as ``campaign create``."""
 
 from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from service.cli import app
@@ -30,3 +32,22 @@ def test_campaign_plan_refuses_a_protocol_without_a_planner(engine) -> None:  # 
     result = runner.invoke(app, ["campaign", "plan", "--protocol", "bernstein", "--features", "a", "--target", "y",
                                  "--epsilon", "1", "--participants", "100"])
     assert result.exit_code != 0 and "no planner for protocol 'bernstein'" in result.output
+
+
+def test_campaign_plan_takes_campaign_creates_protocol_flags(engine) -> None:  # noqa: ANN001
+    """Issue 29 section 6: plan refused --label-bound, --norm-bound, --lower and --upper, which create takes; both
+    commands take every declared option, --participants included (the campaign's planned participants, predicted
+    at). ldp-avg and linear-ssp have planners."""
+    average = runner.invoke(app, ["campaign", "plan", "--protocol", "ldp-avg", "--features", "v", "--epsilon", "1",
+                                  "--lower", "0", "--upper", "10", "--participants", "400", "--json"])
+    assert average.exit_code == 0, average.output
+    plan = json.loads(average.output)
+    assert plan["participants"] == 400 and plan["expected_error"] == pytest.approx(0.75, rel=0.01)
+    regression = runner.invoke(app, ["campaign", "plan", "--protocol", "linear-ssp", "--features", "a,b", "--target",
+                                     "y", "--epsilon", "1", "--norm-bound", "2", "--label-bound", "3",
+                                     "--feature-bounds", "a=-1:1;b=-1:1", "--participants", "1000"])
+    assert regression.exit_code != 0 and "needs a --public table" in " ".join(regression.output.split())  # flags taken
+    created = runner.invoke(app, ["campaign", "create", "avg", "--protocol", "ldp-avg", "--features", "v",
+                                  "--epsilon", "1", "--lower", "0", "--upper", "10", "--participants", "400", "--json"])
+    assert created.exit_code == 0, created.output
+    assert json.loads(created.output)["rounds"][0]["expected_reports"] == 400

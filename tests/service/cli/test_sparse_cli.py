@@ -75,5 +75,6 @@ def test_linear_ssp_on_the_command_line(engine, tmp_path: Path, monkeypatch: pyt
     assert fit["cost"] == {"epsilon": 0.0, "delta": 0.0, "rho": 0.0}
     bad = runner.invoke(app, ["campaign", "create", "bad", "--protocol", "linear-ssp", "--features", "a,b",
                               "--target", "y", "--public", "pub", "--epsilon", "1", "--delta", "1e-6"])
-    assert bad.exit_code == 2 and "delta must be 0 for linear-ssp with randomizer l2ball" in bad.output
+    assert bad.exit_code == 2 and ("protocol 'linear-ssp': delta must be 0 with the l2ball randomizer"
+                                   in " ".join(bad.output.split()))
     assert "Traceback" not in bad.output

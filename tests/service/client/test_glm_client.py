@@ -20,7 +20,7 @@ def test_glm_through_the_client(clients, engine) -> None:  # noqa: ANN001
     rng = np.random.default_rng(0)
     steward.load_public_table("pub", pd.DataFrame(rng.normal(size=(3000, 2)) * [1.0, 3.0] + [0.0, 5.0],
                                                   columns=NAMES))
-    with pytest.raises(MarginaliaError, match="delta must be 0 with randomizer privunit") as refused:
+    with pytest.raises(MarginaliaError, match="delta must be 0 with the privunit randomizer") as refused:
         steward.create_campaign("moments", "glm", NAMES, target="y", public="pub", epsilon=4, delta=1e-6)
     assert refused.value.code == "invalid_parameter"
     steward.create_campaign("moments", "glm", NAMES, target="y", public="pub", epsilon=4)

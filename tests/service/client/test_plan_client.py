@@ -21,6 +21,14 @@ def test_an_analyst_plans_a_stein_glm_campaign(clients) -> None:  # noqa: ANN001
     assert plan["participants"] == 50_000 and plan["expected_relative_error"] > 0
     assert plan["participants_needed"] > 0 and plan["auc"]["low"] <= plan["auc"]["mean"] <= plan["auc"]["high"]
     assert plan["metric"].startswith("sqrt(E ||w_hat - w||^2)") and analyst.campaigns() == []
-    with pytest.raises(MarginaliaError, match="no planner for protocol 'ldp-avg'") as refused:
-        analyst.plan_campaign("ldp-avg", ["a"], epsilon=1, participants=10, lower=0, upper=1)
+    with pytest.raises(MarginaliaError, match="no planner for protocol 'bernstein'") as refused:
+        analyst.plan_campaign("bernstein", ["a"], target="y", epsilon=1, participants=10)
     assert refused.value.code == "no_planner"
+
+
+def test_an_analyst_plans_an_ldp_avg_campaign_with_its_bounds(clients) -> None:  # noqa: ANN001
+    """ldp-avg has a planner (issue 29, section 6): its bounds as keywords, the absolute error without a public
+    table, the planned participants the campaign's own option."""
+    plan = clients["analyst"].plan_campaign("ldp-avg", ["a"], epsilon=1, participants=400, lower=0, upper=10)
+    assert plan["participants"] == 400 and plan["expected_relative_error"] is None
+    assert plan["expected_error"] == pytest.approx(((25 + 2 * 10**2) / 400) ** 0.5, rel=0.01)  # Popoviciu + Laplace

@@ -69,7 +69,7 @@ def test_linear_ssp_through_the_client(clients, engine) -> None:  # noqa: ANN001
     """A steward creates a linear-ssp campaign with the Gaussian option, a participant and a gateway report through
     the client's device, an analyst fits the linear model with its intercept and standard errors."""
     steward, analyst = clients["steward"], clients["analyst"]
-    with pytest.raises(MarginaliaError, match="delta must be in \\(0, 1\\) for linear-ssp") as refused:
+    with pytest.raises(MarginaliaError, match="protocol 'linear-ssp': delta must be in \\(0, 1\\)") as refused:
         steward.create_campaign("ssp", "linear-ssp", NAMES, target="y", epsilon=2, randomizer="gaussian",
                                 norm_bound=2.0)
     assert refused.value.code == "invalid_parameter"

@@ -16,7 +16,8 @@ from service.api import create_app
 from service.cli import app
 from service.errors import InvalidInput
 from service.mechanisms import direct, registry
-from service.mechanisms.registry import MechanismSpec, OptionSpec, PrivacyNotion, ReleaseKind, RunRequest
+from service.mechanisms.registry import MechanismSpec, PrivacyNotion, ReleaseKind, RunRequest
+from service.options import OptionSpec
 from service.privacy.cost import PrivacyCost
 from service.releases import answers
 from service.releases import engine as release_engine

@@ -33,7 +33,7 @@ def _spec(randomizer: str = "l2ball", labels: str = "binary", whiten: bool = Fal
 
 
 def test_registered_and_round_trips_through_json() -> None:
-    assert PROTOCOLS["glm"] is GlmSpec
+    assert PROTOCOLS.get("glm") is GlmSpec
     spec = _spec("gaussian", "bounded", label_bound=3.0)
     assert spec_from_json(spec.to_json()) == spec and spec.report_dimension == 4
 

@@ -114,7 +114,7 @@ def test_the_charge_is_the_stated_epsilon_and_delta() -> None:
     gaussian = LinearSspSpec(dimension=1, norm_bound=1.0, label_bound=1.0, epsilon=0.7, delta=1e-7,
                              randomizer="gaussian")
     assert gaussian.max_participant_cost() == (0.7, 1e-7)
-    assert PROTOCOLS["linear-ssp"] is LinearSspSpec and spec_from_json(gaussian.to_json()) == gaussian
+    assert PROTOCOLS.get("linear-ssp") is LinearSspSpec and spec_from_json(gaussian.to_json()) == gaussian
     assert sorted(STATISTICS_RANDOMIZERS) == ["gaussian", "l2ball"] and STATISTICS_RANDOMIZERS["l2ball"].pure
 
 

@@ -21,6 +21,7 @@ from workloads.local.randomizers.sufficient_statistics import (
     NORMS,
 )
 from workloads.parameters import check_count, check_positive, check_probability
+from workloads.registry import Registry
 
 #: Laplace scales a public Laplace number (the 1-bit Bernstein protocol's string, public randomness, not noise on
 #: data) may reach (P(|Lap(1)| > 60) = e^-60 < 1e-26).
@@ -218,7 +219,10 @@ def checked_delta(delta: object, pure: bool, randomizer: str) -> float:
         if delta != 0:
             raise ProtocolError(f"delta must be 0 with the {randomizer} randomizer (pure epsilon-LDP), got {delta!r}")
         return 0.0
-    return check_probability("delta", delta, error=ProtocolError)
+    try:
+        return check_probability("delta", delta, error=ProtocolError)
+    except ProtocolError:
+        raise ProtocolError(f"delta must be in (0, 1) with the {randomizer} randomizer, got {delta!r}") from None
 
 
 class OneRound:
@@ -344,25 +348,26 @@ class RoundState(_JsonFields):
 
 
 # ------------------------------------------------------------------------------------------------------ spec base
-PROTOCOLS: dict[str, type[ProtocolSpec]] = {}
+def _unknown(name: object, choices: list[str]) -> ProtocolError:
+    return ProtocolError(f"unknown protocol {name!r} (known: {sorted(choices)})")
+
+
+#: protocol name -> its spec class (:func:`register_protocol`); what a device and the server find a spec by
+PROTOCOLS: Registry[type[ProtocolSpec]] = Registry("protocol", _unknown)
 
 
 def register_protocol(cls: type[ProtocolSpec]) -> type[ProtocolSpec]:
     """Class decorator: make a spec class findable by its ``protocol`` name."""
     if cls.protocol in PROTOCOLS:
         raise ProtocolError(f"protocol {cls.protocol!r} is registered twice")
-    PROTOCOLS[cls.protocol] = cls
-    return cls
+    return PROTOCOLS.register(cls.protocol, cls)
 
 
 def spec_from_json(data: Mapping[str, Any]) -> ProtocolSpec:
     """The spec a :meth:`ProtocolSpec.to_json` dictionary describes (its ``protocol`` key picks the class)."""
     if not isinstance(data, Mapping) or "protocol" not in data:
         raise ProtocolError("a protocol spec must be a JSON object with a 'protocol' key")
-    name = data["protocol"]
-    if name not in PROTOCOLS:
-        raise ProtocolError(f"unknown protocol {name!r} (known: {sorted(PROTOCOLS)})")
-    return PROTOCOLS[name].from_json(data)
+    return PROTOCOLS.get(data["protocol"]).from_json(data)
 
 
 class ProtocolSpec:
