@@ -44,6 +44,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from workloads import data_scale
 from workloads.domain import Domain
 from workloads.encodings import DesignEncoding
 
@@ -176,7 +177,7 @@ def analyst_fits(story: Story) -> None:
     from estimators.central.metrics import auc, mse
     from estimators.central.reference import LogisticReference, OLSReference
     from service.api.server import background_server
-    from service.client import Client
+    from service.client import Client, FittedRegression
 
     heading("4. An analyst fits regressions in Python, through the HTTP API (never seeing a row)")
     analyst_key = story.run("keys", "create", "--role", "analyst", "--name", "ada", as_json=True)["key"]
@@ -216,17 +217,20 @@ def analyst_fits(story: Story) -> None:
         logistic.append(("non-private logistic (yardstick)", logreg.result()))
         pool.shutdown()
 
-        print("\nlinear regression of education-num (scaled to [-1, 1]), test MSE on the 1,000-row split:")
+        print("\nlinear regression of education-num (in its codes 0..15), test MSE on the 1,000-row split:")
         print(f"{'method':<34}{'release':>8}{'this call cost':>38}{'test MSE':>10}")
-        X_test, y_test = design.encode(test)
+        X_test, _ = design.encode(test)
         for label, model in linear:
-            print(f"{label:<34}{_release(model):>8}{_cost(model):>38}{mse(y_test, model.predict(X_test)):>10.4f}")
+            predicted = (model.predict(test) if isinstance(model, FittedRegression)  # the target's own codes
+                         else data_scale.target_codes(design, model.predict(X_test)))  # the yardstick, decoded
+            print(f"{label:<34}{_release(model):>8}{_cost(model):>38}{mse(test['education-num'], predicted):>10.4f}")
         print("\nlogistic regression of income>50K, test AUC and mean predicted probability (positive rate "
               f"{(test['income>50K'] == 1).mean():.3f}):")
         print(f"{'method':<34}{'release':>8}{'this call cost':>38}{'AUC':>8}{'mean p':>8}")
         X_test, y_test = logistic[0][1].design_.encode(test)
         for label, model in logistic:
-            proba = model.predict_proba(X_test)[:, 1]
+            proba = (model.predict_proba(test)[1] if isinstance(model, FittedRegression)  # columns named by class
+                     else model.predict_proba(X_test)[:, 1])
             print(f"{label:<34}{_release(model):>8}{_cost(model):>38}{auc(y_test, proba):>8.3f}{proba.mean():>8.3f}")
         again = analyst.fit_linear("adult", "education-num", linear_features, release=aim)
         print(f"\nthe same DD-SSP question again: release {again.release_id}, cost {_cost(again)} (free)")
