@@ -435,9 +435,10 @@ class _ProgressLine:
 
     @staticmethod
     def describe(job: dict[str, Any]) -> str:
-        """``release 3 of adult: 2/5 measuring ...``: the steps once their number is known (never ``0/?``), the
-        step's message while it runs (a finished job says ``done`` or ``failed``, not its first step's
-        ``queued``)."""
+        """``job 3 (release of adult): 2/5 measuring ...``: the job by its id (a job's id is not a release's), the
+        steps once their number is known (never ``0/?``), the step's message while it runs (a finished job says
+        ``done`` or ``failed``, not its first step's ``queued``), and once its answer names it, the release by its own
+        id (``done, release 10``)."""
         step = job.get("progress") or {}
         running = job.get("state") == "running"
         parts = []
@@ -450,7 +451,11 @@ class _ProgressLine:
             parts.append(f"| {FIT_PHASE} {fit['done']}/{fit['total']}")
         if not running:
             parts.append(str(job.get("state")))
-        return f"{job.get('kind', 'job')} {job.get('job_id')} of {job.get('dataset')}: {' '.join(parts)}"
+        result = job.get("result")
+        release_id = result.get("release_id") if isinstance(result, dict) else None
+        if release_id is not None:
+            parts[-1] += f", release {release_id}"
+        return f"job {job.get('job_id')} ({job.get('kind', 'request')} of {job.get('dataset')}): {' '.join(parts)}"
 
     def __call__(self, job: dict[str, Any]) -> None:
         text = self.describe(job)
