@@ -99,9 +99,9 @@ def build_spec(protocol: str, request: CampaignRequest) -> ProtocolSpec:
     report in several rounds splits them (Alg. 5: half per round)."""
     record = get_protocol(protocol)
     if record.target == "required" and request.target is None:
-        raise invalid(f"protocol {protocol!r} needs a --target (the label participants hold)")
+        raise invalid(f"protocol {protocol!r} needs a target (the label participants hold)")
     if record.target == "none" and request.target is not None:
-        raise invalid(f"protocol {protocol!r} takes no --target, got {request.target!r}")
+        raise invalid(f"protocol {protocol!r} takes no target, got {request.target!r}")
     dimension = request.options.count("dimension")
     try:
         spec = record.build(request)

@@ -36,7 +36,7 @@ def sparsity(options: Options, protocol: str, dimension: int) -> int:
     """The ``s`` hard thresholding keeps (required, at most the number of features)."""
     value = options.count("sparsity")
     if value is None:
-        raise invalid(f"{protocol} needs option sparsity (the s kept by hard thresholding): --option sparsity=S")
+        raise invalid(f"{protocol} needs option sparsity (the s kept by hard thresholding)")
     if value > dimension:
         raise invalid(f"option sparsity must be at most the number of features p={dimension}, got {value}")
     return value

@@ -47,8 +47,8 @@ GLM_MODELS = tuple(MOMENT_LINKS)
 
 def build(request: CampaignRequest) -> ProtocolSpec:
     if request.public_rows is None:
-        raise invalid("glm needs a --public table (unlabeled rows with the features): the devices' public constants "
-                      "and the moment equation both come from it")
+        raise invalid("glm needs a public table (parameter public: unlabeled rows with the features): the devices' "
+                      "public constants and the moment equation both come from it")
     options = request.options
     randomizer = options.choice("randomizer", tuple(GLM_RANDOMIZERS), DEFAULT_RANDOMIZER)
     labels = options.choice("labels", LABEL_KINDS, "binary")
@@ -130,8 +130,8 @@ def fit(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate
 def plan(spec: GlmSpec, rows: np.ndarray | None, labels: np.ndarray | None) -> ErrorModel:
     """:func:`estimators.local.glm.moment.moment_error_model` over the public rows the moment equation needs."""
     if rows is None:
-        raise InvalidInput("planning a glm campaign needs its --public table: the moment equation is solved over it",
-                           code="needs_public_table")
+        raise InvalidInput("planning a glm campaign needs its public table (parameter public): the moment equation "
+                           "is solved over it", code="needs_public_table")
     return moment_error_model(spec, rows, labels)
 
 

@@ -30,8 +30,8 @@ def build(request: CampaignRequest) -> ProtocolSpec:
     lower = options.number("lower", None if public is None else float(public[:, 0].min()), positive=False)
     upper = options.number("upper", None if public is None else float(public[:, 0].max()), positive=False)
     if lower is None or upper is None:
-        raise invalid("ldp-avg needs the public bounds of the value: --option lower=L --option upper=U "
-                      "(or a --public table to take them from)")
+        raise invalid("ldp-avg needs the public bounds of the value: options lower and upper (or a public table, "
+                      "parameter public, to take them from)")
     if not lower < upper:
         raise invalid(f"option lower must be below upper, got lower={lower}, upper={upper}")
     return LdpAverageSpec(lower=lower, upper=upper, epsilon=request.epsilon, participants=options.count("participants"))

@@ -41,7 +41,7 @@ def _norm_bound(request: CampaignRequest) -> float:
     if options.raw("feature_bounds") is not None:
         return math.sqrt(len(request.features))
     raise invalid("linear-ssp needs option norm_bound (the public bound on ||x|| of the transformed features), or a "
-                  "--public table or option feature_bounds to take it from")
+                  "public table (parameter public) or option feature_bounds to take it from")
 
 
 def build(request: CampaignRequest) -> ProtocolSpec:
@@ -49,7 +49,7 @@ def build(request: CampaignRequest) -> ProtocolSpec:
     randomizer = options.choice("randomizer", tuple(STATISTICS_RANDOMIZERS), "l2ball")
     if STATISTICS_RANDOMIZERS[randomizer].pure and request.delta != 0:
         raise invalid(f"delta must be 0 for linear-ssp with randomizer {randomizer} (pure epsilon-LDP), got "
-                      f"{request.delta}; give --option randomizer=gaussian for an (epsilon, delta) campaign")
+                      f"{request.delta}; give option randomizer=gaussian for an (epsilon, delta) campaign")
     if not STATISTICS_RANDOMIZERS[randomizer].pure and request.delta <= 0:
         raise invalid(f"delta must be in (0, 1) for linear-ssp with randomizer {randomizer}, got {request.delta}")
     ridge = options.number("ridge", positive=False)
