@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 
-from estimators.graphical._mbi import mbi, mbi_domain
 from estimators.graphical.factors import Clique, canonical_clique
 from workloads.domain import Domain
 
@@ -96,6 +95,10 @@ class JunctionTree:
 
         def key(clique: Clique) -> tuple[int, ...]:
             return tuple(position[a] for a in clique)
+
+        # mbi (and JAX) only here: model_size_mb, which every release checks its workload with, needs neither, so a
+        # release that fits no model (laplace, gaussian, residual) never loads them (seconds per command)
+        from estimators.graphical._mbi import mbi, mbi_domain
 
         unique = sorted({canonical_clique(domain, c) for c in cliques}, key=key)
         graph, _ = mbi.junction_tree.make_junction_tree(mbi_domain(domain), unique)
