@@ -80,8 +80,7 @@ class FittedRegression:
         size = self.design_.domain.size(self.target_)
         if self.task == "logistic":
             self._positive = int(np.argmax(self.design_.target_encoding.matrix[0]))
-            self.classes_ = np.array(target_labels if target_labels else np.arange(size), dtype=object
-                                     if target_labels else np.int64)
+            self.classes_ = np.array(target_labels, dtype=object) if target_labels else np.arange(size)
         else:
             values = code_values(target_labels, size)
             self.target_values_ = np.arange(size, dtype=float) if values is None else values
