@@ -4,8 +4,9 @@ Fitted estimators hold ``coef_`` (one entry per column of ``X``, no intercept), 
 without one), ``feature_names_`` and ``n_features_in_`` (scikit-learn conventions). :class:`LinearScoreModel`,
 :class:`LinearRegressor` and :class:`BinaryClassifier` are the only implementation of a linear model's score,
 prediction and probability in the project: the server's estimators and the client's
-:class:`service.client.fitted.FittedRegression` both use them (:func:`logistic_probabilities`,
-:func:`sign_labels`), so a model predicts the same wherever it is evaluated.
+:class:`service.client.fitted.FittedRegression` (its ``encoded_model_``, which it reads on the data's scale) both
+use them (:func:`logistic_probabilities`, :func:`sign_labels`), so a model predicts the same wherever it is
+evaluated.
 
 numpy and :mod:`workloads` only: the client (an analyst's notebook, a participant's device) imports this module, so
 it must never pull scipy or anything of the server.
@@ -88,6 +89,13 @@ class LinearScoreModel:
     intercept_: float
     feature_names_: tuple[str, ...]
     n_features_in_: int
+
+    @classmethod
+    def from_coefficients(cls, coef: object, intercept: float, feature_names: tuple[str, ...]) -> LinearScoreModel:
+        """A fitted model of this type with these coefficients (as a fit's answer states them)."""
+        model = cls()
+        model._store(np.concatenate([[float(intercept)], np.asarray(coef, dtype=float)]), feature_names, True)
+        return model
 
     def _store(self, theta: np.ndarray, feature_names: tuple[str, ...], intercept: bool) -> None:
         """Split a parameter vector laid out as ``[intercept?, features...]`` into ``intercept_`` and ``coef_``."""

@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from workloads.code_values import interval_label
 from workloads.domain import Attribute, Domain
 
 
@@ -53,16 +54,13 @@ class ColumnBins:
     @property
     def labels(self) -> tuple[str, ...]:
         """What each code stands for: the category's name, or the bin as an interval (``[25, 30)``;
-        the last bin is closed, ``[80, 100]``)."""
+        the last bin is closed, ``[80, 100]``), written by :func:`workloads.code_values.interval_label`, which
+        :func:`~workloads.code_values.label_value` reads back."""
         if not self.edges:
             return self.values
         last = len(self.edges) - 2
-        return tuple(f"[{_number(a)}, {_number(b)}{']' if i == last else ')'}"
+        return tuple(interval_label(a, b, closed=i == last)
                      for i, (a, b) in enumerate(zip(self.edges, self.edges[1:], strict=False)))
-
-
-def _number(value: float) -> str:
-    return "inf" if value == math.inf else "-inf" if value == -math.inf else f"{value:g}"
 
 
 @dataclass(frozen=True)

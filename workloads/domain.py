@@ -74,22 +74,21 @@ class Domain:
         """Parse a domain file. Two forms are accepted:
 
         * private-pgm's ``{"age": 32, "sex": 2}`` (kinds from ``categorical``), or
-        * ``{"age": {"size": 32, "kind": "ordinal"}, "sex": {"size": 2, "kind": "categorical"}}``.
+        * ``{"age": {"size": 32, "kind": "ordinal"}, "sex": {"size": 2, "kind": "categorical"}}``, where an
+          attribute may also give ``"labels"``, what each code means (:func:`labels_from_json` reads them).
         """
-        try:
-            raw = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise DomainError(f"domain is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
-        if not isinstance(raw, dict) or not raw:
-            raise DomainError("domain JSON must be a non-empty object mapping column names to sizes")
+        raw = _parsed(text)
         categorical = set(categorical)
         attributes = []
         for name, value in raw.items():
             if isinstance(value, dict):
-                if set(value) - {"size", "kind"} or "size" not in value:
-                    raise DomainError(f"attribute {name!r}: expected {{'size': int, 'kind': ...}}, got {value!r}")
+                if set(value) - {"size", "kind", "labels"} or "size" not in value:
+                    raise DomainError(f"attribute {name!r}: expected {{'size': int, 'kind': ..., 'labels': [...]}}, "
+                                      f"got keys {sorted(value)}")
                 kind = value.get("kind", "categorical" if name in categorical else "ordinal")
                 attributes.append(Attribute(name, _as_size(name, value["size"]), kind))
+                if "labels" in value:
+                    _check_labels(name, value["labels"], attributes[-1].size)
             else:
                 kind = "categorical" if name in categorical else "ordinal"
                 attributes.append(Attribute(name, _as_size(name, value), kind))
@@ -142,6 +141,30 @@ class Domain:
 
     def categorical(self) -> tuple[str, ...]:
         return tuple(a.name for a in self.attributes if a.kind == "categorical")
+
+
+def labels_from_json(text: str) -> dict[str, list[str]]:
+    """The labels a domain file gives (``{"sex": {"size": 2, "labels": ["female", "male"]}}``): ``{column: [the
+    label of each code]}`` for the attributes that have them. Public, like the sizes: answers show them."""
+    return {name: list(value["labels"]) for name, value in _parsed(text).items()
+            if isinstance(value, dict) and "labels" in value}
+
+
+def _parsed(text: str) -> dict[str, object]:
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DomainError(f"domain is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    if not isinstance(raw, dict) or not raw:
+        raise DomainError("domain JSON must be a non-empty object mapping column names to sizes")
+    return raw
+
+
+def _check_labels(name: str, labels: object, size: int) -> None:
+    if (not isinstance(labels, list) or len(labels) != size or not all(isinstance(v, str) and v for v in labels)
+            or len(set(labels)) != size):
+        raise DomainError(f"attribute {name!r}: labels must be a list of {size} distinct non-empty strings, one per "
+                          "code in code order")
 
 
 def _as_size(name: object, value: object) -> int:

@@ -328,8 +328,8 @@ def _locked_budget(session: Session, dataset: Dataset, *, lock: bool = True) -> 
     budget = session.execute(query.with_for_update() if lock else query).scalar_one_or_none()
     if budget is None:
         raise ServiceError(
-            f"dataset {dataset.name!r} has no privacy budget yet; a steward sets one with "
-            f"`marginalia budget set {dataset.name} --epsilon E --delta D`",
+            f"dataset {dataset.name!r} has no privacy budget yet; a steward sets its epsilon and delta (PUT "
+            f"/datasets/{dataset.name}/budget, or `marginalia budget set`)",
             code="no_budget",
             status=409,
         )
@@ -372,7 +372,7 @@ def _budget_refusal(name: str, epsilon_b: Fraction, delta_b: Fraction, sums: _Su
         return (f"dataset {name!r}: a budget with delta={float(delta_b):.3g} cannot hold what is already spent: the "
                 f"zCDP releases were given delta_zcdp={float(anchor.delta_z):.3g} of delta (and (epsilon, delta) "
                 f"releases spent {float(d):.3g}), so delta must be at least {float(needed):.3g}"
-                + ("; did you forget --delta?" if delta_b == 0 else ""))
+                + ("; did you forget delta?" if delta_b == 0 else ""))
     if anchor is None and d > delta_b:
         return (f"dataset {name!r}: a budget with delta={float(delta_b):.3g} cannot hold the delta={float(d):.3g} "
                 "already spent")

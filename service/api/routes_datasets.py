@@ -76,7 +76,8 @@ def load_dataset(
         csv.write_text(body.csv, encoding="utf-8")
         try:
             if body.domain is not None:
-                sizes = {c: s if isinstance(s, int) else s.model_dump() for c, s in body.domain.items()}
+                sizes = {c: s if isinstance(s, int) else s.model_dump(exclude_none=True)
+                         for c, s in body.domain.items()}
                 domain.write_text(json.dumps(sizes), encoding="utf-8")
                 info = datasets.load_coded_csv(engine, body.name, csv, domain, tuple(body.categorical),
                                                source=f"HTTP upload by {principal.name}", store=body.engine)

@@ -63,7 +63,7 @@ def marginal(
     principal: Principal = Depends(require(ANALYST, STEWARD)),
 ) -> dict[str, object]:
     _visible(request, release_id, principal)
-    return answers.answer_marginal(engine_of(request), release_id, list(body.attributes))
+    return answers.answer_marginal(engine_of(request), release_id, list(body.attributes), codes=body.codes)
 
 
 @router.post("/{release_id}/synthetic", response_model=schemas.SyntheticOut,
@@ -75,8 +75,5 @@ def synthetic(
     body: schemas.SyntheticQuery,
     principal: Principal = Depends(require(ANALYST, STEWARD)),
 ) -> dict[str, object]:
-    release = _visible(request, release_id, principal) or answers.get_release(engine_of(request), release_id)
-    frame = answers.synthetic_frame(engine_of(request), release_id, body.rows)
-    return {"release_id": release_id, "rows": len(frame), "columns": list(frame.columns),
-            "data": {str(c): frame[c].astype("int64").tolist() for c in frame.columns},
-            "labels": release.dataset.labels_of(list(frame.columns))}
+    _visible(request, release_id, principal)
+    return answers.answer_synthetic(engine_of(request), release_id, body.rows, codes=body.codes)

@@ -85,6 +85,12 @@ class AttributeSpec(Strict):
     kind: Literal["categorical", "ordinal"] = "ordinal"
 
 
+class UploadedAttribute(AttributeSpec):
+    labels: Annotated[list[Annotated[Text, Field(max_length=1000)]], Field(min_length=1, max_length=100_000)] | None = (
+        Field(None, description="What each code means, in code order (`size` distinct labels; public): answers then "
+              "show them (the dataset's `labels`)."))
+
+
 class BinFormat(Strict):
     header: Flag = True
     names: Annotated[list[ColumnName], Field(max_length=10_000)] | None = None
@@ -120,8 +126,8 @@ class DatasetUpload(Strict):
     name: DatasetName
     csv: Annotated[Text, Field(min_length=1, max_length=MAX_CSV_CHARS,
                                description="The table as CSV text with a header line.")]
-    domain: Annotated[dict[ColumnName, Integer | AttributeSpec], Field(min_length=1, max_length=10_000)] | None = Field(
-        None, description="For a table coded 0..size-1: {column: size} or {column: {size, kind}}.")
+    domain: Annotated[dict[ColumnName, Integer | UploadedAttribute], Field(min_length=1, max_length=10_000)] | None = (
+        Field(None, description="For a table coded 0..size-1: {column: size} or {column: {size, kind, labels?}}."))
     categorical: Annotated[list[ColumnName], Field(max_length=10_000)] = Field(
         default_factory=list, description="With `domain`: the unordered columns.")
     bins: BinSpec | None = Field(None, description="For a raw table: the public binning spec.")
@@ -180,7 +186,8 @@ class DatasetMigrate(Strict):
 
 class DatasetOut(BaseModel):
     name: str
-    rows: int | None = Field(description="The exact row count: shown to stewards only (it is not a DP statistic).")
+    rows: int | None = Field(description="The exact count: of rows, or of units for a table with a `privacy_unit` "
+                             "(one row kept per unit); shown to stewards only (it is not a DP statistic).")
     engine: str = Field(description="The data engine that counts the table: `duckdb`, `sql` or `spark` (where the "
                         "table lives is the steward's business and is never shown).")
     privacy_unit: str | None = Field(
@@ -189,8 +196,8 @@ class DatasetOut(BaseModel):
         "(docs/privacy.md 1.1). Null: one row is one unit.")
     domain: dict[str, AttributeSpec]
     labels: dict[str, list[str]] = Field(
-        default_factory=dict, description="For a raw table loaded with a binning spec: the label of each code of a "
-        "column (a bin such as `[25, 30)` or a category's name), from the public spec.")
+        default_factory=dict, description="The label of each code of a column, from the public binning spec of a raw "
+        "table (a bin such as `[25, 30)` or a category's name) or the labels a coded table's domain gave.")
 
 
 # budgets ------------------------------------------------------------------------------------------
@@ -442,7 +449,12 @@ class FitOut(BaseModel):
     budget: BudgetEffectOut | None = Field(None, description="When a new release was made: what it cost in the "
                                            "budget's composed epsilon.")
     feature_names: list[str]
-    coefficients: dict[str, float]
+    coefficients: dict[str, float] = Field(description="On the design's encoding: ordinal columns and a linear "
+                                           "target in [-1, 1], categorical levels as indicators.")
+    coefficients_per_code: dict[str, float] = Field(
+        description="The same model on the columns' codes: per code of an ordinal feature, per level (against level "
+        "0) of a categorical one, a linear target in its codes (logistic: the log-odds); `(intercept)` is the "
+        "prediction at every code 0. Free post-processing of `coefficients` (the encoding is public).")
     design: dict[str, Any] = Field(description="The encoding, so a client can encode rows the same way.")
 
 
@@ -492,8 +504,17 @@ class JobOut(BaseModel):
     finished_at: str | None
 
 
+#: ``codes`` of a marginal or synthetic query: the table's labels by default.
+CODES_FIELD = Field(False, description="`true`: codes only, without the labels of the table's spec or domain "
+                    "(`labels` is then empty).")
+#: ``cost`` of an answer from a stored release.
+FREE_COST_FIELD = Field(description="What this answer cost: nothing (post-processing). The release `release_id` "
+                        "paid when it was made (its ledger entry).")
+
+
 class MarginalQuery(Strict):
     attributes: Annotated[list[ColumnName], Field(min_length=1, max_length=MAX_COLUMNS)]
+    codes: Flag = CODES_FIELD
 
 
 class CoverageOut(BaseModel):
@@ -517,23 +538,29 @@ class MarginalOut(BaseModel):
                                  "`counts` are its post-processing), for a marginal a residual, laplace or "
                                  "gaussian release measured (its workload's downward closure); null for an "
                                  "answer from a graphical model.")
-    labels: dict[str, list[str]] = Field(description="For a raw table: the label of each code of each axis "
-                                         "(empty for coded tables).")
+    labels: dict[str, list[str]] = Field(description="The label of each code of each axis the table's spec or "
+                                         "domain labels (a bin such as `[25, 30)`, a category's name); empty for "
+                                         "other axes and with `codes`.")
     coverage: CoverageOut = Field(description="What of this marginal the release measured, and what its model "
                                   "extrapolates.")
+    cost: Cost = FREE_COST_FIELD
 
 
 class SyntheticQuery(Strict):
     rows: Annotated[Integer, Field(ge=1, le=MAX_SYNTHETIC_ROWS)]
+    codes: Flag = CODES_FIELD
 
 
 class SyntheticOut(BaseModel):
     release_id: int
     rows: int
     columns: list[str]
-    data: dict[str, list[int]] = Field(description="Column name -> codes, one per synthetic row.")
-    labels: dict[str, list[str]] = Field(description="For a raw table: column -> the label of each code, so that "
-                                         "`labels[c][data[c][i]]` is row i's value (empty for coded tables).")
+    data: dict[str, list[int | str]] = Field(description="Column name -> one value per synthetic row: the label "
+                                             "for a column the table's spec or domain labels, else the code (codes "
+                                             "only with `codes`).")
+    labels: dict[str, list[str]] = Field(description="Column -> the label of each code, in code order, for the "
+                                         "labelled columns (empty with `codes`).")
+    cost: Cost = FREE_COST_FIELD
 
 
 # ledger -------------------------------------------------------------------------------------------

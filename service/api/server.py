@@ -172,16 +172,20 @@ def background_server(
 
 
 def _wait_until_healthy(server: BackgroundServer, seconds: float) -> None:
+    """Poll ``GET /health`` with one HTTP client: a client per look builds an SSL context each time (about 50 ms of
+    CPU), which on two busy cores slowed the very server start it waited for (issue 29: ``make demo``)."""
     import httpx
 
     deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if server.process.poll() is not None:
-            raise RuntimeError(f"the server exited with status {server.process.returncode}:\n{server.log_tail()}")
-        try:
-            if httpx.get(server.url + "/health", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
+    with httpx.Client(timeout=2) as http:
+        while time.monotonic() < deadline:
+            if server.process.poll() is not None:
+                raise RuntimeError(f"the server exited with status {server.process.returncode}:\n"
+                                   f"{server.log_tail()}")
+            try:
+                if http.get(server.url + "/health").status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.2)
     raise RuntimeError(f"the server did not answer /health within {seconds:g} s:\n{server.log_tail()}")

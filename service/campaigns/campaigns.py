@@ -139,7 +139,7 @@ def _transform(features: tuple[str, ...], public_rows: np.ndarray | None, public
     if not standardize:
         return Transform.identity(len(features))
     if public_rows is None:
-        raise InvalidInput("option standardize needs a --public table (or give option feature_bounds)",
+        raise InvalidInput("option standardize needs a public table (parameter public), or option feature_bounds",
                            code="invalid_parameter")
     spread = public_rows.std(axis=0)
     flat = [f for f, s in zip(features, spread, strict=True) if not s > 0]

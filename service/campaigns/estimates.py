@@ -7,7 +7,8 @@ estimators become answers naming the model: a link with no constant on these dat
 ``no_root``, any other :class:`~estimators.base.EstimatorError` ``estimation_failed``.
 
 Every answer carries its coefficients' ``standard_errors`` (the protocol's fit computes them: docs/campaigns.md) and a
-``quality`` verdict from them (:mod:`estimators.local.quality`); a fit that is not ``ok`` also carries a note saying so.
+``quality`` verdict from them (:mod:`estimators.local.quality`); a fit that is not ``ok`` also carries a note saying so,
+and so does a fit for which no bound on one report's influence is derived (:func:`unbounded_influence_text`).
 With ``strict``, a ``noise-dominated`` fit is refused instead (422 ``noise_dominated``; a fit stores nothing either
 way, and costs nothing).
 """
@@ -24,6 +25,7 @@ from db.models import CampaignRound
 from estimators.base import EstimatorError
 from estimators.local.aggregate import ReportAggregate
 from estimators.local.glm.scale import NoRootError
+from estimators.local.influence import Influence
 from estimators.local.quality import Quality, assess, assess_mean
 from service.campaigns.campaigns import get_campaign
 from service.campaigns.protocols import get_protocol
@@ -51,7 +53,20 @@ def fit_campaign(engine: Engine, name_or_id: str | int, model: str, covariance: 
                            f"{'; '.join(quality.reasons)}); refused because strict was asked", code="noise_dominated",
                            status=422)
     notes = fit.notes if not quality.warns else (*fit.notes, warning_text(quality))
+    if fit.influence is not None and fit.influence.per_report is None:
+        notes = (*notes, unbounded_influence_text(fit.influence))
     return replace(fit, quality=quality, notes=notes)
+
+
+def unbounded_influence_text(influence: Influence) -> str:
+    """The note (and the CLI's caption) of a fit for which no bound on one report's influence is derived: what the
+    analyst may conclude from it and what not, in plain words (docs/campaigns.md, what k malicious participants can
+    do)."""
+    return (f"no bound on how far one report can move these {influence.of}: the standard errors measure the "
+            "randomizers' noise when every report is honest, but nothing here limits what a participant who sends a "
+            "forged report (any report the server accepts) does to the estimate, so a few such reports cannot be "
+            "ruled out as the cause of a difference; bind gateways to the campaign with quotas to keep their number "
+            f"small. What is known: {influence.basis}")
 
 
 def judge(fit: CampaignFit) -> Quality:

@@ -115,7 +115,7 @@ def read_public_csv(csv_path: Path, domain_path: Path | None = None,
         if bad.any():
             line = int(np.argmax(bad)) + 2
             raise InvalidInput(f"{csv_path}, line {line}: column {name!r} holds {raw.iloc[line - 2]!r}, not a finite "
-                               "number (code it with --domain or --bins, or leave it out)", code="invalid_value")
+                               "number (code it with domain or bins, or leave it out)", code="invalid_value")
         columns.append(PublicColumn(name, "numeric"))
         values[:, j] = numbers
     return columns, values
@@ -153,7 +153,7 @@ def _coded_columns(frame: pd.DataFrame, csv_path: Path, domain_path: Path | None
             raise InvalidInput(f"{bins_path}: {error}", code="invalid_spec") from None
         for j, column in enumerate(spec.columns):
             if column.name in out:
-                raise InvalidInput(f"column {column.name!r} is coded by both --domain and --bins", code="invalid_spec")
+                raise InvalidInput(f"column {column.name!r} is coded by both domain and bins", code="invalid_spec")
             out[column.name] = (PublicColumn(column.name, "coded", column.size, tuple(column.labels)), codes[:, j])
     return out
 

@@ -287,7 +287,8 @@ def campaign_fit(
     def human() -> None:
         bound = fit.influence.per_report if fit.influence is not None else None
         caption = (f"one more report moves the {fit.influence.of} by at most {bound:.3g} ({fit.influence.norm})"
-                   if bound is not None else "no bound on one report's influence: see --json")
+                   if bound is not None else "" if fit.influence is None
+                   else estimates.unbounded_influence_text(fit.influence))
         table = Table("coefficient", "value", "std. error", title=f"{fit.model} from campaign {fit.campaign} "
                                                                   f"({fit.reports:,} reports; cost 0)")
         errors = fit.standard_errors or {}

@@ -95,9 +95,15 @@ def dataset_attach(
         info = attach_spark(open_engine(), name, spark, spec, privacy_unit=privacy_unit)
     else:
         info = attach_sql(open_engine(), name, str(sql), str(table), spec, privacy_unit=privacy_unit)
-    rows = f"{info.rows:,} rows" if privacy_unit is None else f"{info.rows:,} units of {privacy_unit!r}"
     emit(as_json, info.to_json(), lambda: stdout.print(
-        f"attached [bold]{info.name}[/]: {rows}, {len(info.domain)} columns ({info.engine})"))
+        f"attached [bold]{info.name}[/]: {counted(info.rows, privacy_unit)}, {len(info.domain)} columns "
+        f"({info.engine})"))
+
+
+def counted(rows: int, privacy_unit: str | None) -> str:
+    """What a dataset's count counts: its rows, or for a table attached with a privacy unit its units (every scan
+    keeps one row per unit, docs/privacy.md 1.1)."""
+    return f"{rows:,} rows" if privacy_unit is None else f"{rows:,} units of {privacy_unit!r}"
 
 
 @dataset_app.command("migrate")
@@ -121,17 +127,18 @@ def dataset_migrate(
 @dataset_app.command("list")
 @handles_errors
 def dataset_list(as_json: JsonFlag = False) -> None:
-    """List datasets (public metadata only)."""
+    """List datasets (public metadata only). A table attached with a privacy unit counts its units, not its rows
+    (``privacy_unit`` names the column; every count and guarantee is then per unit)."""
     from service.data import datasets
 
     items = datasets.list_datasets(open_engine())
-    payload = [{"name": d.name, "rows": d.rows, "columns": len(d.domain), "engine": d.engine,
-                "domain": d.domain.to_dict()} for d in items]
+    payload = [{"name": d.name, "rows": d.rows, "privacy_unit": d.privacy_unit, "columns": len(d.domain),
+                "engine": d.engine, "domain": d.domain.to_dict()} for d in items]
 
     def human() -> None:
-        table = Table("name", "rows", "columns", "engine")
+        table = Table("name", "counted (rows, or privacy units)", "columns", "engine")
         for d in items:
-            table.add_row(d.name, f"{d.rows:,}", str(len(d.domain)), d.engine)
+            table.add_row(d.name, counted(d.rows, d.privacy_unit), str(len(d.domain)), d.engine)
         stdout.print(table)
 
     emit(as_json, payload, human)
@@ -140,18 +147,20 @@ def dataset_list(as_json: JsonFlag = False) -> None:
 @dataset_app.command("show")
 @handles_errors
 def dataset_show(name: DatasetName, as_json: JsonFlag = False) -> None:
-    """Show a dataset's domain (sizes and kinds of its columns)."""
+    """Show a dataset's domain (sizes and kinds of its columns, and the labels of their codes where its spec or
+    domain gives them)."""
     from service.data import datasets
 
     d = datasets.get_dataset(open_engine(), name)
     payload = {"name": d.name, "rows": d.rows, "engine": d.engine, "privacy_unit": d.privacy_unit,
-               "domain": d.domain.to_dict()}
-    counted = f"{d.rows:,} rows" if d.privacy_unit is None else f"{d.rows:,} units of {d.privacy_unit!r}"
+               "domain": d.domain.to_dict(), "labels": d.labels}
 
     def human() -> None:
-        table = Table("column", "size", "kind", title=f"{d.name}: {counted} ({d.engine})")
+        table = Table("column", "size", "kind", "labels",
+                      title=f"{d.name}: {counted(d.rows, d.privacy_unit)} ({d.engine})")
         for a in d.domain.attributes:
-            table.add_row(a.name, str(a.size), a.kind)
+            labels = d.labels.get(a.name, [])
+            table.add_row(a.name, str(a.size), a.kind, ", ".join(labels[:4]) + (", ..." if len(labels) > 4 else ""))
         stdout.print(table)
 
     emit(as_json, payload, human)

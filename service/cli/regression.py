@@ -103,9 +103,12 @@ def fit(
                      highlight=False)
         if outcome.budget is not None:
             stdout.print(outcome.budget.describe(), highlight=False)
-        table = Table("column", "coefficient", title="coefficients (target on its encoded scale)")
-        for column, value in outcome.coefficients.items():
-            table.add_row(column, f"{value:.6g}")
+        per_code = outcome.coefficients_per_code
+        table = Table("column", "encoded", "per code", title="coefficients: on the encoded scale (columns and a "
+                      "linear target in [-1, 1]) and per code of each column (a linear target in its codes)")
+        encoded = outcome.coefficients
+        for column, value in per_code.items():  # without an intercept, the codes' reading still has one
+            table.add_row(column, f"{encoded[column]:.6g}" if column in encoded else "-", f"{value:.6g}")
         stdout.print(table)
         for note in outcome.notes:
             stderr.print(f"note: {note}", highlight=False)

@@ -131,20 +131,29 @@ def marginal(
     attributes: Annotated[list[str], typer.Argument(
         help="Attributes of the marginal, in the order wanted (quote names such as 'income>50K').",
         metavar="ATTRIBUTE...")],
+    codes: Annotated[bool, typer.Option("--codes", help=CODES_HELP, metavar="")] = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Answer any marginal from a stored release (free); says what the release measured of it, and the standard
     error of its cells when it comes straight from the measurements. A marginal outside what the release measured
-    needs its graphical model: the first such answer fits it (shown as progress) and stores it for later ones."""
+    needs its graphical model: the first such answer fits it (shown as progress) and stores it for later ones.
+
+    Cells are named by the labels of the table's spec or domain where it has them (--codes for the codes)."""
     from service.releases import answers
 
     with ProgressBars(f"graphical model of release {release}", as_json) as bar:
-        answer = answers.answer_marginal(open_engine(), release, list(attributes), allow_seeded=unsafe_seeds_allowed(),
-                                         progress=bar)
+        answer = answers.answer_marginal(open_engine(), release, list(attributes), codes=codes,
+                                         allow_seeded=unsafe_seeds_allowed(), progress=bar)
     emit(as_json, answer, lambda: _print_marginal(answer))
 
 
 MARGINAL_ROWS_SHOWN = 200
+CODES_HELP = "Codes, not the labels of the table's spec or domain."
+
+
+def free_answer(release_id: int) -> str:
+    """What an answer from a stored release cost, in words."""
+    return f"cost 0: post-processing of release {release_id}, which paid when it was made"
 
 
 def _print_marginal(answer: dict[str, Any]) -> None:
@@ -155,7 +164,8 @@ def _print_marginal(answer: dict[str, Any]) -> None:
     counts = np.asarray(answer["counts"], dtype=float)
     names = [labels.get(a) or [str(code) for code in range(size)] for a, size in zip(attributes, counts.shape,
                                                                                        strict=True)]
-    stdout.print(f"marginal {attributes} from release {answer['release_id']} (estimated counts)", highlight=False)
+    stdout.print(f"marginal {attributes} from release {answer['release_id']} (estimated counts; "
+                 f"{free_answer(answer['release_id'])})", highlight=False)
     if counts.ndim == 1:
         table = Table(attributes[0], "count")
         for name, value in zip(names[0], counts, strict=True):
@@ -189,13 +199,12 @@ def synth(
     out: Annotated[Path, typer.Option(help="CSV file to write (refused if it exists, unless --force).")],
     seed: Annotated[int | None, typer.Option(help="Seed for a reproducible sample.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite --out if it exists.", metavar="")] = False,
-    codes: Annotated[bool, typer.Option("--codes", help="Write codes, not the labels of a raw table's bins.",
-                                        metavar="")] = False,
+    codes: Annotated[bool, typer.Option("--codes", help=CODES_HELP, metavar="")] = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Draw synthetic rows from a stored release (free) into a CSV file.
 
-    A raw table's columns hold its binning spec's labels (--codes for the codes)."""
+    The columns the table's spec or domain labels hold the labels (--codes for the codes)."""
     from service.releases import answers
 
     check_output(out, force, "--out")
@@ -203,5 +212,6 @@ def synth(
         frame = answers.synthetic_frame(open_engine(), release, rows, seed, labels=not codes,
                                          allow_seeded=unsafe_seeds_allowed(), progress=bar)
     write_output(out, "--out", lambda path: frame.to_csv(path, index=False))
-    emit(as_json, {"release_id": release, "rows": len(frame), "out": str(out)},
-          lambda: stdout.print(f"wrote {len(frame):,} synthetic rows to {out}", highlight=False))
+    emit(as_json, {"release_id": release, "rows": len(frame), "out": str(out), "cost": answers.FREE.to_json()},
+          lambda: stdout.print(f"wrote {len(frame):,} synthetic rows to {out} ({free_answer(release)})",
+                               highlight=False))

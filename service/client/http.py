@@ -25,11 +25,13 @@ chose a release's seed could subtract its noise).
 
 Answers say what backs them: a marginal whose attributes the release never measured together
 comes with ``frame.attrs["coverage"]`` and an :class:`ExtrapolationWarning`; a regression from such a
-release is refused unless ``allow_unmeasured=True``. Tables loaded raw with a binning spec come back
-with their labels (``[25, 30)``, ``Private``) instead of codes (``labels=False`` for the codes).
+release is refused unless ``allow_unmeasured=True``. Columns whose table's binning spec or domain labels them come
+back with their labels (``[25, 30)``, ``Private``) instead of codes (``labels=False`` for the codes), and every answer
+says what it cost (``frame.attrs["cost"]``: nothing, the release paid).
 
 Analysts fit regressions with :meth:`Client.fit_linear` / :meth:`Client.fit_logistic`; the answer is
-a :class:`service.client.fitted.FittedRegression` with ``coef_``, ``predict`` and ``predict_proba``, plus
+a :class:`service.client.fitted.FittedRegression` that predicts on the data's own scale (a linear target in its
+units, a logistic one as its labels; scikit-learn's ``classes_``, ``feature_names_in_``, ``score``), plus
 ``release_id`` (the release that answered) and ``cost`` (zero when a stored release could answer).
 """
 
@@ -48,6 +50,7 @@ import pandas as pd
 from service.client.collections import CollectionsClient
 from service.client.errors import MarginaliaError
 from service.client.fitted import ExtrapolationWarning, FittedRegression
+from service.client.labels import labelled
 from service.client.spend import Device
 
 Workload = str | Sequence[Sequence[str]] | Sequence[dict[str, object]]
@@ -89,7 +92,7 @@ class Client(CollectionsClient):
         self.retries = retries
         self.progress = progress
         self.poll_seconds = poll_seconds
-        self._domains: dict[str, dict[str, dict[str, object]]] = {}
+        self._domains: dict[str, dict[str, Any]] = {}  # name -> GET /datasets/{name} (public, never changes)
         headers = {"Authorization": f"Bearer {api_key}", "Accept": "application/json"}
         if http is None:
             self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
@@ -185,8 +188,16 @@ class Client(CollectionsClient):
     def domain(self, name: str) -> dict[str, dict[str, object]]:
         """``{column: {"size": k, "kind": "categorical" | "ordinal"}}`` in table order (a dataset's
         domain never changes, so it is asked once per client)."""
+        return self._described(name)["domain"]
+
+    def labels(self, name: str) -> dict[str, list[str]]:
+        """``{column: [the label of each code]}`` for the columns the table's spec or domain labels (public, asked
+        once per client, like the domain)."""
+        return self._described(name).get("labels") or {}
+
+    def _described(self, name: str) -> dict[str, Any]:
         if name not in self._domains:
-            self._domains[name] = self._request("GET", f"/datasets/{_segment(name)}")["domain"]
+            self._domains[name] = self._request("GET", f"/datasets/{_segment(name)}")
         return self._domains[name]
 
     def load_dataset(
@@ -368,7 +379,7 @@ class Client(CollectionsClient):
             answer = self._request("POST", path, json=body)
         else:
             answer = self._charging(path, body, options.get("idempotency_key"), options.get("progress"))
-        return FittedRegression(answer, self.domain(name))
+        return FittedRegression(answer, self.domain(name), self.labels(name))
 
     @staticmethod
     def _fit_body(target: str, features: Sequence[str] | None, method: str, epsilon: float | None,
@@ -397,30 +408,36 @@ class Client(CollectionsClient):
 
     def marginal(self, release: int, attrs: Sequence[str], labels: bool = True) -> pd.DataFrame:
         """A marginal estimated from a release (free): one row per cell, a column per attribute (its
-        label for a raw table, else its code; ``labels=False`` for codes) and ``count``.
-        ``frame.attrs["coverage"]`` says what the release measured of it; an extrapolated marginal also
-        raises an :class:`ExtrapolationWarning`. A marginal the release measured (residual, laplace, gaussian)
-        also has ``standard_error``: per cell, of the unbiased estimate the non-negative ``count`` adjusts."""
-        answer = self._request("POST", f"/releases/{int(release)}/marginal", json={"attributes": list(attrs)})
-        frame = marginal_frame(answer["attributes"], answer["shape"], answer["counts"],
-                               answer.get("labels") if labels else None)
+        label where the table's spec or domain gives one, else its code; ``labels=False`` for codes) and ``count``.
+        ``frame.attrs["coverage"]`` says what the release measured of it and ``frame.attrs["cost"]`` what it cost
+        (nothing: the release paid); an extrapolated marginal also raises an :class:`ExtrapolationWarning`. A
+        marginal the release measured (residual, laplace, gaussian) also has ``standard_error``: per cell, of the
+        unbiased estimate the non-negative ``count`` adjusts."""
+        answer = self._request("POST", f"/releases/{int(release)}/marginal",
+                               json={"attributes": list(attrs), "codes": not labels})
+        frame = marginal_frame(answer["attributes"], answer["shape"], answer["counts"], answer.get("labels"))
         if answer.get("standard_errors") is not None:
             import numpy as np
 
             frame["standard_error"] = np.asarray(answer["standard_errors"], dtype=float).ravel()
         frame.attrs["coverage"] = answer.get("coverage")
+        frame.attrs["cost"] = answer.get("cost")
         warning = (answer.get("coverage") or {}).get("warning")
         if warning:
             warnings.warn(warning, ExtrapolationWarning, stacklevel=2)
         return frame
 
     def synthetic(self, release: int, rows: int, labels: bool = True) -> pd.DataFrame:
-        """``rows`` synthetic records drawn from a release (free), one column per attribute (labels
-        for a raw table's columns; ``labels=False`` for codes), with fresh randomness of the server's."""
-        answer = self._request("POST", f"/releases/{int(release)}/synthetic", json={"rows": rows})
-        names = (answer.get("labels") or {}) if labels else {}
-        return pd.DataFrame({c: _labelled(answer["data"][c], names.get(c)) for c in answer["columns"]},
-                            columns=answer["columns"])
+        """``rows`` synthetic records drawn from a release (free), one column per attribute (the labels where the
+        table's spec or domain gives them, as ordered categoricals; ``labels=False`` for codes), with fresh
+        randomness of the server's. ``frame.attrs["cost"]`` is what it cost: nothing (the release paid). A fitted
+        regression predicts on such a frame as it comes."""
+        answer = self._request("POST", f"/releases/{int(release)}/synthetic", json={"rows": rows, "codes": not labels})
+        names = answer.get("labels") or {}
+        frame = pd.DataFrame({c: _labelled_values(answer["data"][c], names.get(c)) for c in answer["columns"]},
+                             columns=answer["columns"])
+        frame.attrs["cost"] = answer.get("cost")
+        return frame
 
     # ledger -----------------------------------------------------------------------------------
     def ledger(self, name: str) -> pd.DataFrame:
@@ -443,16 +460,17 @@ def marginal_frame(attributes: Sequence[str], shape: Sequence[int], counts: obje
     table = np.asarray(counts, dtype=float).reshape(tuple(shape))
     index = np.indices(table.shape).reshape(len(shape), -1)
     names = labels or {}
-    frame = pd.DataFrame({a: _labelled(index[i], names.get(a)) for i, a in enumerate(attributes)})
+    frame = pd.DataFrame({a: labelled(index[i], names.get(a)) for i, a in enumerate(attributes)})
     frame["count"] = table.ravel()
     return frame
 
 
-def _labelled(codes: Sequence[int], labels: Sequence[str] | None) -> object:
-    """``codes`` as they are, or as their labels (an ordered categorical, in code order)."""
+def _labelled_values(values: Sequence[object], labels: Sequence[str] | None) -> object:
+    """A synthetic column as the server sends it (labels where ``labels``, else codes), with its labels as an ordered
+    categorical in code order."""
     if not labels:
-        return list(codes)
-    return pd.Categorical.from_codes(list(codes), categories=list(labels), ordered=True)
+        return list(values)
+    return pd.Categorical(list(values), categories=list(labels), ordered=True)
 
 
 class _ProgressLine:
@@ -465,9 +483,10 @@ class _ProgressLine:
 
     @staticmethod
     def describe(job: dict[str, Any]) -> str:
-        """``release 3 of adult: 2/5 measuring ...``: the steps once their number is known (never ``0/?``), the
-        step's message while it runs (a finished job says ``done`` or ``failed``, not its first step's
-        ``queued``)."""
+        """``job 3 (release of adult): 2/5 measuring ...``: the job by its id (a job's id is not a release's), the
+        steps once their number is known (never ``0/?``), the step's message while it runs (a finished job says
+        ``done`` or ``failed``, not its first step's ``queued``), and once its answer names it, the release by its own
+        id (``done, release 10``)."""
         step = job.get("progress") or {}
         running = job.get("state") == "running"
         parts = []
@@ -480,7 +499,11 @@ class _ProgressLine:
             parts.append(f"| {FIT_PHASE} {fit['done']}/{fit['total']}")
         if not running:
             parts.append(str(job.get("state")))
-        return f"{job.get('kind', 'job')} {job.get('job_id')} of {job.get('dataset')}: {' '.join(parts)}"
+        result = job.get("result")
+        release_id = result.get("release_id") if isinstance(result, dict) else None
+        if release_id is not None:
+            parts[-1] += f", release {release_id}"
+        return f"job {job.get('job_id')} ({job.get('kind', 'request')} of {job.get('dataset')}): {' '.join(parts)}"
 
     def __call__(self, job: dict[str, Any]) -> None:
         text = self.describe(job)

@@ -12,8 +12,8 @@ and written in bulk (a Parquet row group, written by a background thread while t
 :func:`db.tables.insert_rows`); every row keeps its file line, so an error names the line, and a row with more or
 fewer fields than the header is reported as such (not as a bad value in some column).
 
-A raw table keeps its binning spec's labels (``[25, 30)``, ``Private``) with its domain, so answers
-can show them instead of bare codes (:attr:`StoredDataset.labels`).
+A raw table keeps its binning spec's labels (``[25, 30)``, ``Private``) with its domain, and a coded table the
+labels its domain file gives, so answers show them instead of bare codes (:attr:`StoredDataset.labels`).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from service.data.engines.registry import DEFAULT_ENGINE, ENGINES, store_engines
 from service.data.engines.store import ParquetWriter, data_folder, new_file_name
 from service.errors import Conflict, InvalidInput, NotFound
 from workloads.binning import BinningError, BinningSpec, apply_spec, load_spec, offending_lines
-from workloads.domain import Domain, DomainError
+from workloads.domain import Domain, DomainError, labels_from_json
 
 CHUNK_ROWS = 50_000
 MAX_NAME_LENGTH = 200
@@ -74,7 +74,8 @@ def load_coded_csv(
     chunk_rows: int | None = None,
     store: str = DEFAULT_ENGINE,
 ) -> DatasetInfo:
-    """Load a table already coded 0..size-1 with a private-pgm domain file ``{column: size}``.
+    """Load a table already coded 0..size-1 with a private-pgm domain file ``{column: size}`` (or ``{column: {"size",
+    "kind", "labels"}}``: the labels, public, are what answers show for the codes).
 
     ``source`` is what the dataset records as its origin (default: the CSV path); ``store`` the engine that keeps
     the rows (:mod:`service.data.engines`: a Parquet file counted by DuckDB, the default, or a SQL table)."""
@@ -84,6 +85,7 @@ def load_coded_csv(
         raise InvalidInput(f"cannot read {domain_path}: {exc.strerror}", code="invalid_domain") from None
     try:
         domain = Domain.from_json(domain_text, categorical)
+        labels = labels_from_json(domain_text)
     except DomainError as exc:
         raise InvalidInput(f"{domain_path}: not a domain: {exc}", code="invalid_domain") from None
     chunk_rows = chunk_rows or CHUNK_ROWS
@@ -103,7 +105,8 @@ def load_coded_csv(
             code="column_mismatch",
         )
     chunks = _coded_chunks(csv_path, domain, chunk_rows)
-    return _store(engine, name, domain, chunks, total, source=source or str(csv_path), progress=progress, store=store)
+    return _store(engine, name, domain, chunks, total, source=source or str(csv_path), progress=progress,
+                  labels=labels, store=store)
 
 
 def load_raw_csv(
@@ -284,8 +287,8 @@ def _raw_chunks(path: Path, spec: BinningSpec, chunk_rows: int) -> Iterator[np.n
 class StoredDataset:
     """A dataset's public metadata plus what the release engine needs to count its rows.
 
-    ``labels`` maps the columns of a raw table to the label of each code (from its public binning
-    spec: a bin interval or a category's name); a coded table has none."""
+    ``labels`` maps columns to the label of each code: a raw table's from its public binning spec (a bin interval
+    or a category's name), a coded table's from its domain file (none when the file gives none)."""
 
     id: int
     name: str

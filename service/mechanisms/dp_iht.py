@@ -87,7 +87,7 @@ def resolve_options(design: DesignEncoding, options: Mapping[str, object]) -> di
     the rules that depend on the design. Raises :class:`MechanismError` naming the setting (sparsity missing, or
     above the number of coefficients)."""
     if options.get("sparsity") is None:
-        raise _fail("sparsity is required (the number of non-zero coefficients to keep, --sparsity)")
+        raise _fail("sparsity is required (the number of non-zero coefficients to keep)")
     p = dimension(design)
     sparsity = int(options["sparsity"])  # type: ignore[call-overload]
     if sparsity > p:

@@ -52,13 +52,14 @@ class MarginalsPayload:
     residuals: NoisyResiduals | None = None
 
     def to_bytes(self) -> bytes:
-        from estimators.graphical import mbi_adapter
         from estimators.residual.codec import residuals_to_bytes
 
         if self.residuals is not None:
             return residuals_to_bytes(self.residuals)
         if self.model is None:
             raise ValueError("a marginal release needs its residuals or its fitted model")
+        from estimators.graphical import mbi_adapter  # only a model needs mbi (and JAX: seconds to import)
+
         return mbi_adapter.model_to_bytes(self.model)
 
 

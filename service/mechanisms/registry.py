@@ -191,11 +191,11 @@ def _pure_cost(name: str, epsilon: object, delta: object, rho: object) -> Privac
     from service.privacy.cost import PrivacyCost
 
     if rho is not None:
-        raise InvalidInput(f"{name} is a pure-DP mechanism: give --epsilon, not --rho", code="invalid_parameter")
+        raise InvalidInput(f"{name} is a pure-DP mechanism: give epsilon, not rho", code="invalid_parameter")
     if delta not in (None, 0, 0.0, "0"):
-        raise InvalidInput(f"{name} is pure DP: --delta must be omitted or 0", code="invalid_parameter")
+        raise InvalidInput(f"{name} is pure DP: delta must be omitted or 0", code="invalid_parameter")
     if epsilon is None:
-        raise InvalidInput(f"{name} needs --epsilon", code="invalid_parameter")
+        raise InvalidInput(f"{name} needs epsilon", code="invalid_parameter")
     return PrivacyCost(epsilon=_epsilon(epsilon))
 
 
@@ -204,10 +204,10 @@ def _approximate_cost(name: str, epsilon: object, delta: object, rho: object) ->
     from service.privacy.cost import PrivacyCost, chargeable, exact
 
     if rho is not None:
-        raise InvalidInput(f"{name} is an (epsilon, delta) mechanism: give --epsilon and --delta, not --rho",
+        raise InvalidInput(f"{name} is an (epsilon, delta) mechanism: give epsilon and delta, not rho",
                            code="invalid_parameter")
     if epsilon is None or delta is None:
-        raise InvalidInput(f"{name} needs --epsilon and --delta (delta > 0)", code="invalid_parameter")
+        raise InvalidInput(f"{name} needs epsilon and delta (delta > 0)", code="invalid_parameter")
     eps = _epsilon(epsilon)
     if parameters.validate_delta(delta, "delta") == 0:
         raise InvalidInput(f"{name} needs delta > 0", code="invalid_parameter")
@@ -220,10 +220,10 @@ def _zcdp_cost(name: str, epsilon: object, delta: object, rho: object) -> Privac
 
     if rho is not None:
         if epsilon is not None or delta is not None:
-            raise InvalidInput("give either --rho or --epsilon with --delta, not both", code="invalid_parameter")
+            raise InvalidInput("give either rho or epsilon with delta, not both", code="invalid_parameter")
         return PrivacyCost(rho=chargeable(check_amount(exact(parameters.validate_rho(rho, "rho")), "rho"), "rho"))
     if epsilon is None or delta is None:
-        raise InvalidInput(f"{name} is a zCDP mechanism: give --rho, or --epsilon and --delta (delta > 0)",
+        raise InvalidInput(f"{name} is a zCDP mechanism: give rho, or epsilon and delta (delta > 0)",
                            code="invalid_parameter")
     eps = float(check_amount(exact(parameters.validate_epsilon(epsilon, "epsilon")), "epsilon"))
     dlt = float(parameters.validate_delta(delta, "delta"))

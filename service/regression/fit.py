@@ -72,7 +72,8 @@ from service.regression.methods import MethodSpec
 from service.releases import answers, planning
 from service.releases import engine as release_engine
 from service.releases.answers import StoredRelease
-from workloads.encodings import TASKS, DesignEncoding
+from workloads import data_scale
+from workloads.encodings import INTERCEPT_NAME, TASKS, DesignEncoding
 from workloads.marginals import canonical
 
 
@@ -106,6 +107,14 @@ class FitOutcome:
             values = {k: v for k, v in values.items() if k in self.feature_names}
         return values
 
+    @property
+    def coefficients_per_code(self) -> dict[str, float]:
+        """The same model read on the columns' codes (:mod:`workloads.data_scale`): per code of an ordinal feature,
+        per level (against level 0) of a categorical one, a linear target in its codes; the intercept is the
+        prediction at every code 0."""
+        coef, intercept = data_scale.per_code(self.design, self.model.coef_, self.model.intercept_)
+        return {INTERCEPT_NAME: intercept, **dict(zip(self.feature_names, coef.tolist(), strict=True))}
+
     def to_json(self) -> dict[str, object]:
         return {
             "dataset": self.dataset,
@@ -121,6 +130,7 @@ class FitOutcome:
                         "cost": self.release_cost.to_json()},
             "feature_names": list(self.feature_names),
             "coefficients": self.coefficients,
+            "coefficients_per_code": self.coefficients_per_code,
             "encodings": self.design.to_dict()["encodings"],
             "details": self.details,
             "notes": list(self.notes),
@@ -351,7 +361,7 @@ def fit(
 def _reused_note(release: StoredRelease, mechanism: str | None, spec: MethodSpec,
                  spends: str = "this call spent") -> str:
     return (f"release {release.id} ({release.mechanism}) already answers this question, so {spends} "
-            "nothing" + (f"; --mechanism {mechanism} applies only to a new release" if mechanism
+            "nothing" + (f"; mechanism {mechanism!r} applies only to a new release" if mechanism
                          and mechanism != release.mechanism and spec.reads_marginals else ""))
 
 

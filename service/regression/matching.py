@@ -54,8 +54,8 @@ def _unmeasured(candidate: StoredRelease, domain: Domain, design: DesignEncoding
     if gaps.complete_pairs or allow_unmeasured:
         return None
     return (f"{gaps.warning()}; the regression reads every column and pair among target and features, so its "
-            "answer would be the model's extrapolation. Fit anyway with --allow-unmeasured "
-            "(allow_unmeasured=True), or let a new release measure them")
+            "answer would be the model's extrapolation. Fit anyway with allow_unmeasured, or let a new release measure "
+            "them")
 
 
 def _gram_mismatch(candidate: StoredRelease, domain: Domain, design: DesignEncoding,

@@ -34,12 +34,15 @@ from service.data.datasets import StoredDataset, stored_dataset
 from service.errors import Conflict, InvalidInput, NotFound, ServiceError
 from service.mechanisms.progress import Progress, no_progress
 from service.mechanisms.registry import ReleaseKind
+from service.privacy.cost import PrivacyCost
 from service.releases import kinds, stored_models
 from service.releases.coverage import Coverage, coverage, measured_cliques
 from service.releases.measured import MeasuredRelease
 from workloads.marginals import WorkloadError, canonical
 
 MAX_SYNTHETIC_ROWS = 10_000_000
+#: What an answer from a stored release costs: nothing (post-processing; the release paid when it was made).
+FREE = PrivacyCost()
 
 
 class SeededReleaseError(Conflict):
@@ -207,12 +210,14 @@ def release_model(engine: Engine, release_id: int, progress: Progress = no_progr
 
 
 def answer_marginal(
-    engine: Engine, release_id: int, attributes: list[str], *, allow_seeded: bool = False,
+    engine: Engine, release_id: int, attributes: list[str], *, codes: bool = False, allow_seeded: bool = False,
     progress: Progress = no_progress,
 ) -> dict[str, object]:
     """Any marginal of a release: free post-processing (refused for a seeded release unless ``allow_seeded``). The
-    answer says what the release measured of it (``coverage``: what is data and what the model's extrapolation) and,
-    for a raw table, the label of each code of each axis (``labels``). A marginal inside the measured closure of a
+    answer says what the release measured of it (``coverage``: what is data and what the model's extrapolation),
+    what it cost (``cost``: nothing; release ``release_id`` paid when it was made) and, for a table whose spec or
+    domain labels its codes, the label of each code of each axis (``labels``; none with ``codes``). A marginal
+    inside the measured closure of a
     release stored as residuals comes straight from them with ``standard_errors`` (per cell, of the unbiased
     estimate; :mod:`service.releases.measured`); any other answer comes from the release's model (fitted first if
     it has none yet; ``progress`` sees that fit) and has no standard errors (``standard_errors`` is None)."""
@@ -238,9 +243,21 @@ def answer_marginal(
         "shape": list(values.shape),
         "counts": values.tolist(),
         "standard_errors": None if errors is None else errors.tolist(),
-        "labels": release.dataset.labels_of(attributes),
+        "labels": {} if codes else release.dataset.labels_of(attributes),
         "coverage": release.coverage(attributes).to_json(),
+        "cost": FREE.to_json(),
     }
+
+
+def answer_synthetic(engine: Engine, release_id: int, rows: int, *, codes: bool = False) -> dict[str, object]:
+    """``rows`` synthetic records of a release as the API answers them (fresh randomness of the server's): each
+    column's values, its labels where the table's spec or domain gives them (its codes with ``codes``), the labels
+    of each code (``labels``; none with ``codes``) and the cost (``cost``: nothing, release ``release_id`` paid)."""
+    frame = synthetic_frame(engine, release_id, rows, labels=not codes)
+    release, _ = release_payload(engine, release_id)
+    return {"release_id": release_id, "rows": len(frame), "columns": [str(c) for c in frame.columns],
+            "data": {str(c): frame[c].tolist() for c in frame.columns},
+            "labels": {} if codes else release.dataset.labels_of(list(frame.columns)), "cost": FREE.to_json()}
 
 
 def synthetic_frame(
@@ -249,7 +266,7 @@ def synthetic_frame(
 ) -> pd.DataFrame:
     """``rows`` synthetic records drawn from a release's model (free). Without a seed, fresh entropy is used (the
     HTTP API never passes one); refused for a seeded release unless ``allow_seeded``. With ``labels``, the columns
-    of a raw table hold their codes' labels (from its binning spec) instead of the codes."""
+    the table's spec or domain labels hold their codes' labels instead of the codes."""
     if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1 or rows > MAX_SYNTHETIC_ROWS:
         raise InvalidInput(f"rows must be an integer in 1..{MAX_SYNTHETIC_ROWS:,}, got {rows!r}", code="invalid_rows")
     release, _ = release_payload(engine, release_id)

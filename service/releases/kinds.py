@@ -90,11 +90,14 @@ def names() -> list[str]:
 def _decode_marginals(payload: bytes, domain: Domain) -> object:
     """A :class:`~service.releases.measured.MeasuredRelease` for a payload of noisy residuals (issue 9), else the
     fitted graphical model (releases of MST and AIM, and direct releases made before issue 9)."""
-    from estimators.graphical import mbi_adapter
     from service.releases import measured
 
     release = measured.decode(payload, domain)
-    return release if release is not None else mbi_adapter.model_from_bytes(payload, domain)
+    if release is not None:
+        return release
+    from estimators.graphical import mbi_adapter  # only a model needs mbi (and JAX: seconds to import)
+
+    return mbi_adapter.model_from_bytes(payload, domain)
 
 
 def _decode_gram(payload: bytes, domain: Domain) -> object:  # noqa: ARG001 - the payload names its columns

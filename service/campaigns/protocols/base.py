@@ -180,9 +180,9 @@ def build_spec(protocol: str, request: CampaignRequest) -> ProtocolSpec:
 
     record = get_protocol(protocol)
     if record.target == "required" and request.target is None:
-        raise invalid(f"protocol {protocol!r} needs a --target (the label participants hold)")
+        raise invalid(f"protocol {protocol!r} needs a target (the label participants hold)")
     if record.target == "none" and request.target is not None:
-        raise invalid(f"protocol {protocol!r} takes no --target, got {request.target!r}")
+        raise invalid(f"protocol {protocol!r} takes no target, got {request.target!r}")
     try:
         spec = record.build(request)
     except (ProtocolError, ParameterError, EstimatorError) as error:

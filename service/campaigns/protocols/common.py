@@ -40,7 +40,7 @@ def sparsity(options: OptionValues, protocol: str, dimension: int) -> int:
     number of features)."""
     value = options["sparsity"]
     if value is None:
-        raise invalid(f"{protocol} needs option sparsity (the s kept by hard thresholding): --option sparsity=S")
+        raise invalid(f"{protocol} needs option sparsity (the s kept by hard thresholding)")
     if value > dimension:
         raise invalid(f"option sparsity must be at most the number of features p={dimension}, got {value}")
     return value

@@ -39,8 +39,8 @@ from workloads.local.protocols.glm import GlmSpec, public_feature_map
 
 def build(request: CampaignRequest) -> ProtocolSpec:
     if request.public_rows is None:
-        raise invalid("glm needs a --public table (unlabeled rows with the features): the devices' public constants "
-                      "and the moment equation both come from it")
+        raise invalid("glm needs a public table (parameter public: unlabeled rows with the features): the devices' "
+                      "public constants and the moment equation both come from it")
     options = request.options
     labels, label_bound = options["labels"], options["label_bound"]
     if labels == "binary" and label_bound is not None:
@@ -114,6 +114,6 @@ def fit(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate
 def plan(spec: GlmSpec, rows: np.ndarray | None, labels: np.ndarray | None) -> ErrorModel:
     """:func:`estimators.local.glm.moment.moment_error_model` over the public rows the moment equation needs."""
     if rows is None:
-        raise InvalidInput("planning a glm campaign needs its --public table: the moment equation is solved over it",
-                           code="needs_public_table")
+        raise InvalidInput("planning a glm campaign needs its public table (parameter public): the moment equation "
+                           "is solved over it", code="needs_public_table")
     return moment_error_model(spec, rows, labels)

@@ -49,7 +49,8 @@ from workloads.local.protocols.label_ldp import LabelLdpSpec
 
 def build(request: CampaignRequest) -> ProtocolSpec:
     if request.public_rows is None:
-        raise invalid("label-ldp needs a --public table holding the participants' features (only labels are private)")
+        raise invalid("label-ldp needs a public table (parameter public) holding the participants' features (only "
+                      "labels are private)")
     options = request.options
     randomizer = options["randomizer"]
     if randomizer == "gaussian" and request.delta <= 0:

@@ -32,8 +32,8 @@ def build(request: CampaignRequest) -> ProtocolSpec:
         lower = float(public[:, 0].min()) if lower is None else lower
         upper = float(public[:, 0].max()) if upper is None else upper
     if lower is None or upper is None:
-        raise invalid("ldp-avg needs the public bounds of the value: --option lower=L --option upper=U "
-                      "(or a --public table to take them from)")
+        raise invalid("ldp-avg needs the public bounds of the value: options lower and upper (or a public table, "
+                      "parameter public, to take them from)")
     if not lower < upper:
         raise invalid(f"option lower must be below upper, got lower={lower}, upper={upper}")
     return LdpAverageSpec(lower=lower, upper=upper, epsilon=request.epsilon, participants=options["participants"])

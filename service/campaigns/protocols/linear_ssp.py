@@ -44,7 +44,7 @@ def _norm_bound(request: CampaignRequest) -> float:
     if options["feature_bounds"] is not None:
         return math.sqrt(len(request.features))
     raise invalid("linear-ssp needs option norm_bound (the public bound on ||x|| of the transformed features), or a "
-                  "--public table or option feature_bounds to take it from")
+                  "public table (parameter public) or option feature_bounds to take it from")
 
 
 def build(request: CampaignRequest) -> ProtocolSpec:

@@ -68,8 +68,8 @@ def _norm_bound(request: CampaignRequest, participants: int | None) -> float:
     if stated is not None:
         return stated
     if request.public_rows is None:
-        raise invalid("norm_bound is needed: --option norm_bound=R (the public bound on a participant's ||x||), "
-                      "or a --public table to derive Alg. 1's bound from")
+        raise invalid("norm_bound is needed: option norm_bound (the public bound on a participant's ||x||), "
+                      "or a public table (parameter public) to derive Alg. 1's bound from")
     n = participants or request.public_rows.shape[0]
     return gaussian_norm_bound(request.public_rows, max(n, 2))
 
@@ -107,8 +107,8 @@ def _build_public_gram(request: CampaignRequest) -> ProtocolSpec:
     """``x y`` only, ``X^T X`` from the public rows (:class:`~workloads.local.protocols.SteinGlmSpec`)."""
     rows = request.public_rows
     if rows is None:
-        raise invalid("stein-glm variant=public-gram takes X^T X from a --public table: give one, or "
-                      "--option variant=paper")
+        raise invalid("stein-glm variant=public-gram takes X^T X from a public table: give one (parameter "
+                      "public), or option variant=paper")
     options = request.options
     whitening = public_whitening(rows) if options["whiten"] else None
     stated, quantile = options["norm_bound"], options["norm_quantile"]
@@ -276,8 +276,8 @@ def plan_one_round(spec: ProtocolSpec, rows: np.ndarray | None, labels: np.ndarr
     (:func:`~estimators.local.glm.planning.public_gram_error_model`); both need the public rows, whose ``X^T X``
     the estimate leans on."""
     if rows is None:
-        raise InvalidInput("planning a stein-glm campaign needs a --public table: the error depends on the features' "
-                           "X^T X, which the plan takes from its rows", code="needs_public_table")
+        raise InvalidInput("planning a stein-glm campaign needs a public table (parameter public): the error depends "
+                           "on the features' X^T X, which the plan takes from its rows", code="needs_public_table")
     if spec.variant == "public-gram":  # type: ignore[attr-defined]
         return public_gram_error_model(spec, rows, labels)  # type: ignore[arg-type]
     return stein_ols_error_model(spec, rows, labels)  # type: ignore[arg-type]

@@ -1,4 +1,4 @@
-"""``make demo``'s local-DP part, part 6 of :mod:`service.tools.demo.story` (under a minute): a collection where no raw
+"""``make demo``'s local-DP part, part 6 of :mod:`service.tools.demo.story` (about a minute): a collection where no raw
 value ever reaches the service.
 
 1. a **steward**, on the command line, registers a public table (an earlier survey: the features and whether those
@@ -94,8 +94,8 @@ def verdict(plan: dict[str, Any]) -> str:
     return f"As planned: {said}"
 
 
-def local_dp_collection(story: Any, heading: Any, background_server: Any, client_class: Any) -> None:
-    """The demo part (``story``: the demo's shared state; the other arguments: the demo's helpers)."""
+def local_dp_collection(story: Any, heading: Any, client_class: Any) -> None:
+    """The demo part (``story``: the demo's shared state and its server; the other arguments: the demo's helpers)."""
     from estimators.central.metrics import auc
     from service.client import Device, MarginaliaError
 
@@ -110,23 +110,23 @@ def local_dp_collection(story: Any, heading: Any, background_server: Any, client
     story.run("campaign", "create", "renewals", *campaign_arguments(), "--participants", str(PARTICIPANTS))
     participant_key = story.run("keys", "create", "--role", "participant", "--name", "pat", as_json=True)["key"]
     analyst_key = story.run("keys", "create", "--role", "analyst", "--name", "ana", as_json=True)["key"]
-    with background_server(f"sqlite:///{story.database}", out / "server-local.log") as server:
-        # the phone's own ceilings (the defaults: epsilon 10, delta 1e-4 per report and in all); its spend in memory,
-        # so that the demo writes nothing into the reader's ~/.marginalia
-        phone = client_class(server.url, participant_key, device=Device(spend_file=None))
-        first = people.iloc[0]
-        print(f"\n>>> phone.campaign('renewals').submit(x={first[FEATURES].tolist()}, y={int(first['renewed'])})")
-        print(phone.campaign("renewals").submit(first[FEATURES].to_numpy(dtype=float), float(first["renewed"])))
-        print(">>> phone.campaign('renewals').state()['you']")
-        print(phone.campaign("renewals").state()["you"])
-        story.run("simulate", "renewals", "--csv", str(out / "people.csv"))
-        analyst = client_class(server.url, analyst_key)
-        models: dict[str, Any] = {}
-        for model in MODELS:  # a noise-dominated collection may leave a link without its constant: say which
-            try:
-                models[model] = analyst.campaign("renewals").fit(model)
-            except MarginaliaError as error:
-                models[model] = error
+    server = story.server()  # the demo's one server (part 4 started it)
+    # the phone's own ceilings (the defaults: epsilon 10, delta 1e-4 per report and in all); its spend in memory,
+    # so that the demo writes nothing into the reader's ~/.marginalia
+    phone = client_class(server.url, participant_key, device=Device(spend_file=None))
+    first = people.iloc[0]
+    print(f"\n>>> phone.campaign('renewals').submit(x={first[FEATURES].tolist()}, y={int(first['renewed'])})")
+    print(phone.campaign("renewals").submit(first[FEATURES].to_numpy(dtype=float), float(first["renewed"])))
+    print(">>> phone.campaign('renewals').state()['you']")
+    print(phone.campaign("renewals").state()["you"])
+    story.run("simulate", "renewals", "--csv", str(out / "people.csv"))
+    analyst = client_class(server.url, analyst_key)
+    models: dict[str, Any] = {}
+    for model in MODELS:  # a noise-dominated collection may leave a link without its constant: say which
+        try:
+            models[model] = analyst.campaign("renewals").fit(model)
+        except MarginaliaError as error:
+            models[model] = error
     from estimators.central.reference import LogisticReference
 
     labels = np.where(people["renewed"].to_numpy() == 1, 1.0, -1.0)

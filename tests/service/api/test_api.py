@@ -392,12 +392,14 @@ def test_client_fits_charge_once_then_reuse_for_free(world: World) -> None:
     clf = analyst.fit_logistic(name, "Sex", ["Pclass", "Fare"], release=fit.release_id)
     assert clf.cost == {"epsilon": 0, "delta": 0, "rho": 0}
     assert len(api_client(world, "auditor").ledger(name)) == 2
-    # Predictions from rows of codes and from the encoded matrix agree; probabilities are probabilities.
+    # Predictions from rows of codes and the encoded model on their encoding agree; probabilities are probabilities;
+    # labels are the target's codes (titanic's domain labels none), not -1 / +1.
     rows = frame.head(20)
     proba = clf.predict_proba(rows)
-    assert proba.shape == (20, 2) and np.allclose(proba.sum(axis=1), 1) and ((proba >= 0) & (proba <= 1)).all()
-    np.testing.assert_allclose(clf.decision_function(rows), clf.decision_function(clf.design_.encode_features(rows)))
-    assert set(np.unique(clf.predict(rows))) <= {-1, 1}
+    assert proba.shape == (20, 2) and np.allclose(proba.sum(axis=1), 1) and ((proba >= 0) & (proba <= 1)).all().all()
+    np.testing.assert_allclose(clf.decision_function(rows),
+                               clf.encoded_model_.decision_function(clf.design_.encode_features(rows)))
+    assert set(np.unique(clf.predict(rows))) <= {0, 1} and list(clf.classes_) == [0, 1]
     assert fit.predict(rows).shape == (20,)
 
 

@@ -52,10 +52,11 @@ def test_client_fits_dp_iht_charges_exactly_and_reuses_the_model(world: World) -
     calibration = dp_iht_calibration(rho, 30, 2 * math.sqrt(8), COUNT_SHARE)
     assert release_costs(world.engine, [fit.release_id])[fit.release_id] == PrivacyCost(rho=calibration.rho_total)
     assert calibration.rho_total == rho and fit.cost["rho"] == float(rho)
-    assert set(np.flatnonzero(fit.coef_)) == {0, 1} and fit.intercept_ == 0.0
+    encoded = fit.encoded_model_  # the model as DP-IHT fitted it, on the encoded scale (issue 29: coef_ is per code)
+    assert set(np.flatnonzero(encoded.coef_)) == {0, 1} and encoded.intercept_ == 0.0
     X = 2.0 * frame[["x0", "x1"]].to_numpy(float) - 1.0
     curvature = float(np.linalg.eigvalsh(X.T @ X / ROWS)[0])
-    assert np.max(np.abs(fit.coef_ - TRUTH)) < noise_tolerance(calibration.sigma_gradient, 0.5, ROWS, curvature)
+    assert np.max(np.abs(encoded.coef_ - TRUTH)) < noise_tolerance(calibration.sigma_gradient, 0.5, ROWS, curvature)
     assert fit.predict(frame.head(5)).shape == (5,)
     again = analyst.fit_linear(name, "y", FEATURES, method="dp-iht", epsilon=10.0, delta=1e-5, **settings)
     assert again.reused and again.release_id == fit.release_id and again.cost == {"epsilon": 0, "delta": 0, "rho": 0}

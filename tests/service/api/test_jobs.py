@@ -178,5 +178,5 @@ def test_the_progress_line(capsys: pytest.CaptureFixture[str]) -> None:
     line(job)
     line({**job, "fit": {"done": 420, "total": 1000}})
     err = capsys.readouterr().err.splitlines()
-    assert err[0].startswith("release 3 of adult: 36/37 fitting the final model")
+    assert err[0].startswith("job 3 (release of adult): 36/37 fitting the final model")
     assert f"{FIT_PHASE} 420/1000" in err[1]

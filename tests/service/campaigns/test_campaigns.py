@@ -62,7 +62,7 @@ BAD = [
     ({"options": {"norm_bound": -3}}, "option norm_bound must be a finite positive number"),
     ({"options": {"norm_bound": 3, "colour": "red"}}, "option 'colour' is not an option of protocol 'stein-glm'"),
     ({"options": {}}, "norm_bound is needed"),
-    ({"target": None}, "needs a --target"),
+    ({"target": None}, "needs a target"),
     ({"features": "a,a"}, "features name 'a' more than once"),
     ({"features": "a,y"}, "target 'y' cannot also be a feature"),
     ({"protocol": "no-such-protocol"}, "unknown protocol 'no-such-protocol'"),

@@ -84,7 +84,7 @@ def test_forged_reports_are_refused_and_nothing_is_stored(engine, tmp_path: Path
 
 
 @pytest.mark.parametrize(("public", "delta", "options", "message"), [
-    (None, 0.0, {}, "glm needs a --public table"),
+    (None, 0.0, {}, r"glm needs a public table \(parameter public"),
     ("pub", 1e-6, {}, "delta must be 0 with the privunit randomizer"),
     ("pub", 0.0, {"randomizer": "gaussian"}, "delta must be in \\(0, 1\\) with the gaussian randomizer"),
     ("pub", 0.0, {"randomizer": "laplace"}, "option randomizer must be one of \\['privunit', 'l2ball', 'gaussian'\\]"),

@@ -122,7 +122,7 @@ def test_bad_parameters_are_refused(engine, options, kwargs, pattern) -> None:  
 
 
 def test_a_target_is_required(engine) -> None:  # noqa: ANN001
-    with pytest.raises(InvalidInput, match="needs a --target"):
+    with pytest.raises(InvalidInput, match="needs a target"):
         campaigns.create_campaign(engine, "bad", "linear-ssp", ["a"], None, epsilon=1.0, options={"norm_bound": 1})
     assert pd.DataFrame(campaigns.list_campaigns(engine)).empty
 

@@ -248,7 +248,7 @@ def test_plan_refusals_name_the_problem_and_store_nothing(engine, tmp_path: Path
         planning.plan_campaign(engine, "ldp-iht", ["a", "b"], "y", None, 1.0, 0.0, {"sparsity": 1}, participants=0)
     with pytest.raises(InvalidInput, match="target_error must be a positive number"):
         planning.plan_campaign(engine, "ldp-iht", ["a", "b"], "y", None, 1.0, 0.0, {"sparsity": 1}, target_error=-1)
-    with pytest.raises(InvalidInput, match="planning a stein-glm campaign needs a --public table") as refused:
+    with pytest.raises(InvalidInput, match="planning a stein-glm campaign needs a public table") as refused:
         planning.plan_campaign(engine, "stein-glm", ["a", "b"], "y", None, 1.0, 1e-6, {"norm_bound": 2},
                                participants=100)
     assert refused.value.code == "needs_public_table"

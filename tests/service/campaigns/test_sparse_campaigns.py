@@ -314,7 +314,7 @@ def test_a_lasso_solver_failure_is_named(engine, label_campaign, monkeypatch) ->
         ("ldp-iht", {"sparsity": 2, "feature_bound": 1.0}, {},
          "option feature_bound applies to randomizer=coordinate, not to randomizer=l2ball"),
         ("ldp-iht", {"sparsity": 2, "randomizer": "coordinate", "feature_bound": 0}, {}, "option feature_bound"),
-        ("label-ldp", {"sparsity": 2}, {"delta": 1e-6}, "needs a --public table"),
+        ("label-ldp", {"sparsity": 2}, {"delta": 1e-6}, "needs a public table"),
     ],
 )
 def test_bad_parameters_are_refused_before_anything_is_stored(engine, protocol, options, kwargs, pattern) -> None:  # noqa: ANN001

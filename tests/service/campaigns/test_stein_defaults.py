@@ -113,6 +113,6 @@ def test_bad_default_options_are_refused_naming_the_option(engine, public, delta
 def test_without_a_public_table_the_default_is_the_paper_variant(engine) -> None:  # noqa: ANN001
     info = campaigns.create_campaign(engine, "bare", "stein-glm", FEATURES, "y", None, 1, 1e-6, {"norm_bound": 3})
     assert info.spec.variant == "paper"
-    with pytest.raises(InvalidInput, match="variant=public-gram takes X\\^T X from a --public table"):
+    with pytest.raises(InvalidInput, match="variant=public-gram takes X\\^T X from a public table"):
         campaigns.create_campaign(engine, "bare2", "stein-glm", FEATURES, "y", None, 1, 0,
                                   {"variant": "public-gram"})

@@ -30,6 +30,9 @@ def test_glm_on_the_command_line(engine, tmp_path: Path, monkeypatch: pytest.Mon
     assert run("campaign", "fit", "moments", "--model", "probit")["model"] == "probit"
     human = runner.invoke(app, ["campaign", "fit", "moments", "--model", "linear"])
     assert human.exit_code == 0 and "(intercept)" in human.output
+    # issue 29 section 7: no bound is derived for glm; the fit says what that means instead of "see --json"
+    assert "see --json" not in human.output and "forged report" in " ".join(human.output.split())
+    assert any("no bound on how far one report can move" in note for note in fit["notes"])
 
     bad = runner.invoke(app, ["campaign", "create", "bad", "--protocol", "glm", "--features", "a,b,c", "--target",
                               "y", "--public", "pub", "--epsilon", "1", "--option", "randomizer=gaussian"])

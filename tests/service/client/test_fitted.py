@@ -2,9 +2,10 @@
 
 The client's :class:`FittedRegression` is built from an answer as the server sends it (coefficients keyed by feature
 name, the design's encoding); the server's estimators are :mod:`estimators.base` types holding the same coefficients.
-Predictions must be identical (not close): both call the same functions. The edge cases are a score of exactly 0
-(label -1, probability 1/2) and scores so large that ``exp(-score)`` would overflow (probabilities exactly 0 and 1,
-no warning, no NaN).
+On the encoded scale (the client's ``encoded_model_``) predictions must be identical (not close): both call the same
+functions. The edge cases are a score of exactly 0 (label -1, probability 1/2) and scores so large that
+``exp(-score)`` would overflow (probabilities exactly 0 and 1, no warning, no NaN). The client's own predictions are
+those, decoded to the data's scale (issue 29 section 4).
 """
 
 from __future__ import annotations
@@ -56,16 +57,17 @@ def test_client_and_server_logistic_models_predict_identically() -> None:
     rows = edge_rows(server)
     scores = server.decision_function(rows)
     assert scores[0] == 0.0 and scores[1] > 1e5 and scores[2] < -1e5
+    encoded = client.encoded_model_
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # an overflow in exp would warn
-        np.testing.assert_array_equal(client.decision_function(rows), scores)
-        np.testing.assert_array_equal(client.predict(rows), server.predict(rows))
-        np.testing.assert_array_equal(client.predict_proba(rows), server.predict_proba(rows))
-        proba = client.predict_proba(rows)
-    assert client.predict(rows)[0] == -1  # +1 only when the score is > 0
+        np.testing.assert_array_equal(encoded.decision_function(rows), scores)
+        np.testing.assert_array_equal(encoded.predict(rows), server.predict(rows))
+        np.testing.assert_array_equal(encoded.predict_proba(rows), server.predict_proba(rows))
+        proba = encoded.predict_proba(rows)
+    assert encoded.predict(rows)[0] == -1  # +1 only when the score is > 0
     np.testing.assert_array_equal(proba[:3], [[0.5, 0.5], [0.0, 1.0], [1.0, 0.0]])
-    np.testing.assert_array_equal(client.classes_, server.classes_)
-    assert client.coefficients() == server.coefficients()
+    np.testing.assert_array_equal(encoded.classes_, server.classes_)
+    assert encoded.coefficients() == server.coefficients()
 
 
 def test_client_and_server_linear_models_predict_identically() -> None:
@@ -74,9 +76,9 @@ def test_client_and_server_linear_models_predict_identically() -> None:
     server = server_model(OLSReference, design, np.concatenate([[0.5, 0.5], np.full(p - 1, -0.25)]))
     client = FittedRegression(answer_for(server, design), DOMAIN.to_dict())
     rows = edge_rows(server)
-    np.testing.assert_array_equal(client.predict(rows), server.predict(rows))
+    np.testing.assert_array_equal(client.encoded_model_.predict(rows), server.predict(rows))
     with pytest.raises(AttributeError, match="logistic"):
-        client.predict_proba(rows)
+        client.predict_proba(pd.DataFrame({"a": [0], "b": [1]}))
 
 
 def test_rows_of_codes_predict_as_their_encoding() -> None:
@@ -86,8 +88,8 @@ def test_rows_of_codes_predict_as_their_encoding() -> None:
     client = FittedRegression(answer_for(server, design), DOMAIN.to_dict())
     codes = pd.DataFrame({"a": [0, 1, 2, 2], "b": [0, 1, 0, 1], "y": [0, 1, 1, 0]})
     encoded = design.encode_features(codes)
-    np.testing.assert_array_equal(client.predict_proba(codes), server.predict_proba(encoded))
-    np.testing.assert_array_equal(client.predict(codes), server.predict(encoded))
-    assert client.coefficients()[INTERCEPT_NAME] == server.intercept_
-    with pytest.raises(ValueError, match="encoded matrix"):
+    np.testing.assert_array_equal(client.predict_proba(codes.to_numpy()[:, :2]), server.predict_proba(encoded))
+    np.testing.assert_array_equal(client.predict(codes), np.where(server.predict(encoded) > 0, 1, 0))  # codes 0/1
+    assert client.encoded_model_.coefficients()[INTERCEPT_NAME] == server.intercept_
+    with pytest.raises(ValueError, match=r"\(n, 2\) array"):
         client.predict(np.zeros((2, p + 1)))

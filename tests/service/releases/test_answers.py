@@ -99,7 +99,7 @@ def test_the_cli_and_the_client_warn_about_extrapolated_marginals(engine, titani
 # regressions refuse unmeasured pairs ---------------------------------------------------------------------
 def test_dd_ssp_from_a_release_that_never_measured_its_pairs_is_refused(engine, titanic) -> None:  # noqa: ANN001
     release = release_engine.release_marginals(engine, "titanic", "gaussian", SMALL, rho="0.5").release_id
-    with pytest.raises(ReleaseCannotAnswer, match=r"allow-unmeasured") as refused:
+    with pytest.raises(ReleaseCannotAnswer, match=r"Fit anyway with allow_unmeasured") as refused:
         fit_regression(engine, "titanic", "linear", "Fare", ["Age", "Sex"], release_id=release)
     assert "['Fare', 'Age']" in refused.value.message or "never measured" in refused.value.message
     fitted = fit_regression(engine, "titanic", "linear", "Fare", ["Age", "Sex"], release_id=release,
@@ -137,7 +137,7 @@ def test_a_reused_release_says_the_mechanism_asked_for_was_not_used(engine, tita
     again = fit_regression(engine, "titanic", "linear", "Fare", ["Pclass"], epsilon="1", delta="1e-5",
                            mechanism="mst")
     assert again.reused and again.release_id == first.release_id
-    assert any("--mechanism mst applies only to a new release" in note for note in again.notes)
+    assert any("mechanism 'mst' applies only to a new release" in note for note in again.notes)
 
 
 # labels of raw tables -------------------------------------------------------------------------------------
@@ -179,8 +179,13 @@ def test_the_cli_writes_labels_and_the_api_and_client_give_them(engine, raw, tmp
     http = TestClient(create_app(engine))
     body = http.post(f"/releases/{raw.release_id}/synthetic", json={"rows": 5},
                      headers={"Authorization": f"Bearer {key}"}).json()
-    assert body["labels"]["work"] == ["Private", "State-gov", "?"] and all(isinstance(c, int)
-                                                                            for c in body["data"]["work"])
+    # issue 29 section 4: the rows hold the labels by default (were codes), and `codes` gives the codes alone
+    assert body["labels"]["work"] == ["Private", "State-gov", "?"] and set(body["data"]["work"]) <= {
+        "Private", "State-gov", "?"}
+    coded = http.post(f"/releases/{raw.release_id}/synthetic", json={"rows": 5, "codes": True},
+                      headers={"Authorization": f"Bearer {key}"}).json()
+    assert coded["labels"] == {} and all(isinstance(c, int) for c in coded["data"]["work"])
+    assert body["cost"] == coded["cost"] == {"epsilon": 0.0, "delta": 0.0, "rho": 0.0}
     assert http.get("/datasets/raw", headers={"Authorization": f"Bearer {key}"}).json()["labels"]["income"] == [
         "<=50K", ">50K"]
     client = Client("http://testserver", key, http=http)

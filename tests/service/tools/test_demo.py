@@ -1,5 +1,5 @@
-"""The demo's pieces that can be checked without running it all (``make demo`` runs it, in under two
-minutes): its picture, release ids printed as integers, no seeds in what it sends."""
+"""The demo's pieces that can be checked without running it all (``make demo`` runs it, in about two
+minutes): its picture, release ids printed as integers, no seeds in what it sends, one server for its parts."""
 
 from __future__ import annotations
 
@@ -75,3 +75,26 @@ def test_the_local_part_uses_the_protocol_defaults_and_shows_what_differs_betwee
     auc = {"mean": 0.6, "low": 0.4, "high": 0.74, "reference": 0.75}
     assert local.verdict({"expected_relative_error": 1.6, "auc": auc}).startswith("Noise-dominated")
     assert local.verdict({"expected_relative_error": 0.2, "auc": auc}).startswith("As planned")
+
+
+def test_the_demo_starts_one_server_for_all_its_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 29, section 7: parts 4 and 6 each started a server (seconds of imports each); they share one, stopped
+    when the demo ends."""
+    from contextlib import contextmanager
+
+    from service.api import server
+
+    events = []
+
+    @contextmanager
+    def fake(database_url: str, log: Path):  # noqa: ANN202
+        events.append("start")
+        yield server.BackgroundServer("http://127.0.0.1:1", None, log)  # type: ignore[arg-type]
+        events.append("stop")
+
+    monkeypatch.setattr(server, "background_server", fake)
+    story = demo.Story(out=tmp_path)
+    with story.running:
+        assert story.server() is story.server()
+        assert events == ["start"]
+    assert events == ["start", "stop"]
