@@ -89,6 +89,7 @@ def plan(spec: LinearSspSpec, rows: np.ndarray | None, labels: np.ndarray | None
     """:func:`estimators.local.linear_ssp.linear_ssp_error_model` over the public rows, whose ``X^T X`` the error
     depends on."""
     if rows is None:
-        raise InvalidInput("planning a linear-ssp campaign needs a --public table: the error depends on the features' "
-                           "X^T X, which the plan takes from its rows", code="needs_public_table")
+        raise InvalidInput("planning a linear-ssp campaign needs a public table (parameter public): the error "
+                           "depends on the features' X^T X, which the plan takes from its rows",
+                           code="needs_public_table")
     return linear_ssp_error_model(spec, rows, labels)

@@ -308,7 +308,7 @@ def test_ldp_avg_and_linear_ssp_plan_through_the_service(engine, tmp_path: Path)
                                         {"norm_bound": 3.0, "label_bound": 3.0}, participants=20_000)
     assert 0 < regression.expected_relative_error < 1 and set(regression.standard_errors) == {"a", "b"}
     assert regression.reference.startswith("the least squares on the public rows")
-    with pytest.raises(InvalidInput, match="planning a linear-ssp campaign needs a --public table") as refused:
+    with pytest.raises(InvalidInput, match="planning a linear-ssp campaign needs a public table") as refused:
         planning.plan_campaign(engine, "linear-ssp", ["a", "b"], "y", None, 1.0, 0.0,
                                {"norm_bound": 3.0, "feature_bounds": "a=-3:3;b=-3:3"}, participants=1_000)
     assert refused.value.code == "needs_public_table"

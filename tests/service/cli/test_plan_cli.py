@@ -46,7 +46,7 @@ def test_campaign_plan_takes_campaign_creates_protocol_flags(engine) -> None:  #
     regression = runner.invoke(app, ["campaign", "plan", "--protocol", "linear-ssp", "--features", "a,b", "--target",
                                      "y", "--epsilon", "1", "--norm-bound", "2", "--label-bound", "3",
                                      "--feature-bounds", "a=-1:1;b=-1:1", "--participants", "1000"])
-    assert regression.exit_code != 0 and "needs a --public table" in " ".join(regression.output.split())  # flags taken
+    assert regression.exit_code != 0 and "needs a public table" in " ".join(regression.output.split())  # flags taken
     created = runner.invoke(app, ["campaign", "create", "avg", "--protocol", "ldp-avg", "--features", "v",
                                   "--epsilon", "1", "--lower", "0", "--upper", "10", "--participants", "400", "--json"])
     assert created.exit_code == 0, created.output
