@@ -299,12 +299,7 @@ class Client(CollectionsClient):
         ``workload`` is ``"all-2way"``-style, ``"target:COL"``, or a list of attribute lists (or
         ``{"attributes": [...], "weight": w}``). A 409 ``budget_exceeded`` error says what can still be spent.
         ``progress`` overrides the client's default for this call."""
-        body: dict[str, object] = {"mechanism": mechanism, "workload": _workload(workload)}
-        for key, value in (("epsilon", epsilon), ("delta", delta), ("rho", rho)):
-            if value is not None:
-                body[key] = value
-        if options:
-            body["options"] = dict(options)
+        body = _release_body(mechanism, workload, options, epsilon=epsilon, delta=delta, rho=rho)
         return self._charging(f"/datasets/{_segment(name)}/releases/marginals", body, idempotency_key, progress)
 
     def plan_release(
@@ -328,12 +323,8 @@ class Client(CollectionsClient):
         expected normalised L1 error is at most it (omit ``epsilon`` and ``rho``; give ``delta`` for a zCDP
         mechanism): ``target["epsilon"]``, and the plan is made at it. Answered at once (no job, no idempotency
         key: nothing is charged)."""
-        body: dict[str, object] = {"mechanism": mechanism, "workload": _workload(workload)}
-        for key, value in (("epsilon", epsilon), ("delta", delta), ("rho", rho), ("target_error", target_error)):
-            if value is not None:
-                body[key] = value
-        if options:
-            body["options"] = dict(options)
+        body = _release_body(mechanism, workload, options, epsilon=epsilon, delta=delta, rho=rho,
+                             target_error=target_error)
         return self._request("POST", f"/datasets/{_segment(name)}/releases/marginals/plan", json=body)
 
     def plan_fit(self, name: str, target: str, features: Sequence[str] | None = None, method: str = "dd-ssp",
@@ -516,6 +507,16 @@ class _ProgressLine:
         else:
             sys.stderr.write(text + "\n")
         sys.stderr.flush()
+
+
+def _release_body(mechanism: str, workload: Workload, options: dict[str, object] | None,
+                  **amounts: float | None) -> dict[str, object]:
+    """The body of a marginal release and of its plan: the mechanism, the workload, the amounts given, the options."""
+    body: dict[str, object] = {"mechanism": mechanism, "workload": _workload(workload)}
+    body.update({key: value for key, value in amounts.items() if value is not None})
+    if options:
+        body["options"] = dict(options)
+    return body
 
 
 def _workload(workload: Workload) -> object:
