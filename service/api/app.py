@@ -9,7 +9,15 @@ from importlib import metadata
 from fastapi import FastAPI
 from sqlalchemy import Engine
 
-from service.api import routes_attach, routes_campaigns, routes_datasets, routes_jobs, routes_releases, schemas
+from service.api import (
+    readiness,
+    routes_attach,
+    routes_campaigns,
+    routes_datasets,
+    routes_jobs,
+    routes_releases,
+    schemas,
+)
 from service.api.errors import SafeJSONResponse, install_error_handlers
 from service.api.guard import GuardedRoute
 from service.api.limits import DEFAULT_MAX_BODY_BYTES
@@ -35,6 +43,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
         (409, "Conflict: budget exceeded, duplicate name, release not complete, idempotency key in use"),
         (413, "Request body too large"),
         (422, "Invalid input: the message names the field, parameter or column"),
+        (503, "The service database does not answer (`database_unavailable`): retry after `Retry-After` seconds"),
     ]
 }
 
@@ -57,7 +66,17 @@ def create_app(engine: Engine, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) 
 
     @app.get("/health", response_model=schemas.Health, tags=["service"], summary="Liveness (no key needed)")
     def health() -> dict[str, str]:
+        """The process answers (it reads no database: a database that is down is readiness's concern)."""
         return {"status": "ok", "version": version()}
+
+    @app.get("/health/ready", response_model=schemas.Readiness, tags=["service"],
+             summary="Readiness (no key needed): the database, the schema and every attach source, named",
+             responses={503: {"model": schemas.Readiness, "description": "Not ready: the database or its schema"}})
+    def ready() -> SafeJSONResponse:
+        """200 ``ready`` (or ``degraded``: a source is down, everything else works), 503 ``not_ready`` when the
+        service database does not answer or is not at this code's schema (service/api/readiness.py)."""
+        found = readiness.readiness(engine)
+        return SafeJSONResponse(found.to_json(), status_code=200 if found.ready else 503)
 
     app.include_router(routes_datasets.router)
     app.include_router(routes_attach.router)

@@ -32,7 +32,7 @@ from service.access import idempotency
 from service.access.auth import Principal
 from service.api import background
 from service.api.background import Work, prefers_async
-from service.api.errors import SafeJSONResponse, error_body_for
+from service.api.errors import SafeJSONResponse, database_down, error_body_for
 from service.api.security import engine_of
 from service.errors import ServiceError
 from service.mechanisms.progress import no_progress
@@ -73,7 +73,9 @@ def run_charged(
             idempotency.abandon(engine, claimed)
         raise
     except Exception as exc:  # noqa: BLE001 - answered and stored, so every retry gets the same answer
-        if claimed is None:
+        if claimed is None or database_down(exc):
+            # the database is down: the claim stays open (a retry with the key is told it is in progress, never
+            # charged twice) and the caller gets 503 (service/api/errors.py); recovery closes the claim
             raise
         failed_status, failed_body = error_body_for(exc)
         idempotency.complete(engine, claimed, failed_status, failed_body)

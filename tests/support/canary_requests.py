@@ -354,6 +354,7 @@ def plain(route: str) -> Builder:
 
 REQUESTS: dict[tuple[str, str], Builder] = {
     ("GET", "/health"): plain("/health"),
+    ("GET", "/health/ready"): plain("/health/ready"),
     ("GET", "/datasets"): plain("/datasets"),
     ("POST", "/datasets"): upload,
     ("POST", "/datasets/attach"): attach,
