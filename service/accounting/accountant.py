@@ -22,16 +22,18 @@ and the charge it previews cannot disagree: there is no second formula.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, event, func, select
 from sqlalchemy.orm import Session
 
 from db.engine import serialized_transaction, transaction
 from db.models import ALPHA_SCALE, DELTA_SCALE, EPSILON_SCALE, Budget, Dataset, LedgerEntry, Release, utcnow
 from service.errors import BudgetExceeded, NotFound, ServiceError
+from service.observability.logs import event as log_event
 from service.privacy.cost import PrivacyCost, ceil_units, check_amount, exact, floor_units, from_units
 from service.privacy.filter import (
     ZcdpAnchor,
@@ -512,6 +514,23 @@ def preview_charge(engine: Engine, name: str, cost: PrivacyCost) -> ChargeQuote:
         return quote_charge(dataset.name, _sums(session, dataset.id), budget, _anchor(session, dataset.id), cost)
 
 
+ledger_log = logging.getLogger("marginalia.ledger")
+
+
+def _log_when_committed(session: Session, entry: LedgerEntry, dataset: str) -> None:
+    """One ``marginalia.ledger`` line for ``entry`` once its transaction commits (none if it rolls back): what it
+    charged or refunded, on which dataset, for which mechanism and principal (docs/operations.md, "Logs")."""
+    fields = {"entry": entry.id, "dataset": dataset, "mechanism": entry.mechanism, "release_id": entry.release_id,
+              "epsilon": float(from_units(entry.epsilon_units, EPSILON_SCALE)),
+              "delta": float(from_units(entry.delta_units, DELTA_SCALE)),
+              "rho": float(from_units(entry.rho_units, EPSILON_SCALE)), "principal": entry.principal}
+
+    def committed(_session: Session) -> None:
+        log_event(ledger_log, f"{entry.entry} {fields['entry']}", kind=entry.entry, **fields)
+
+    event.listen(session, "after_commit", committed, once=True)
+
+
 def charge_in_session(
     session: Session,
     dataset: Dataset,
@@ -550,6 +569,7 @@ def charge_in_session(
     )
     session.add(entry)
     session.flush()
+    _log_when_committed(session, entry, dataset.name)
     return entry
 
 
@@ -670,6 +690,7 @@ def refund(engine: Engine, charge_id: int, reason: str, *, keep: PrivacyCost | N
         )
         session.add(entry)
         session.flush()
+        _log_when_committed(session, entry, dataset.name)
         return entry
 
 

@@ -21,6 +21,7 @@ from service.api import (
 from service.api.errors import SafeJSONResponse, install_error_handlers
 from service.api.guard import GuardedRoute
 from service.api.limits import DEFAULT_MAX_BODY_BYTES
+from service.api.observe import ObservedRequests
 
 DESCRIPTION = """Differentially private statistics about sensitive tables, under an exact privacy budget.
 
@@ -63,6 +64,7 @@ def create_app(engine: Engine, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) 
     app.state.engine = engine
     app.state.max_body_bytes = max_body_bytes  # the ceiling of every route's own limit (service/api/limits.py)
     install_error_handlers(app)
+    app.add_middleware(ObservedRequests)  # outside the catch-all: it logs the 500s too
 
     @app.get("/health", response_model=schemas.Health, tags=["service"], summary="Liveness (no key needed)")
     def health() -> dict[str, str]:

@@ -62,15 +62,22 @@ def prepare_database(engine: Engine) -> dict[str, int]:
             "idempotency_claims_interrupted": recover_interrupted_claims(engine)}
 
 
-def uvicorn_config(url: str, host: str, port: int, *, log_level: str = "info",
+def uvicorn_config(url: str, host: str, port: int, *, log_level: str | None = None,
                    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, workers: int = 1) -> dict[str, object]:
     """uvicorn's settings for ``workers`` processes. One worker serves the app built here (a test may patch this
     process); several need an import string, so each worker builds its app with :func:`app_from_environment`
-    from the environment set by :func:`serve`."""
+    from the environment set by :func:`serve`. Every process logs as :mod:`service.observability.logs` configures
+    (uvicorn applies ``log_config`` in each worker); uvicorn's own access log is off, the app writes its own
+    (:mod:`service.api.observe`: no client address, query string or header)."""
+    from service.observability.logs import log_level as chosen_level
+    from service.observability.logs import logging_config
+
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
-    settings: dict[str, object] = {"host": host, "port": port, "log_level": log_level, "workers": workers,
-                                   "access_log": False, "http": NoDelayH11Protocol}
+    level = chosen_level(log_level)
+    settings: dict[str, object] = {"host": host, "port": port, "log_level": level, "workers": workers,
+                                   "access_log": False, "http": NoDelayH11Protocol,
+                                   "log_config": logging_config(level)}
     if workers > 1:
         settings.update(app="service.api.server:app_from_environment", factory=True,
                         env={"MARGINALIA_DATABASE_URL": url, MAX_BODY_ENV: str(max_body_bytes)})
@@ -87,18 +94,19 @@ def app_from_environment():  # noqa: ANN201 - a FastAPI app; the import stays in
                       max_body_bytes=int(os.environ.get(MAX_BODY_ENV, DEFAULT_MAX_BODY_BYTES)))
 
 
-def serve(url: str, host: str, port: int, *, log_level: str = "info",
+def serve(url: str, host: str, port: int, *, log_level: str | None = None,
           max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, workers: int = 1) -> None:
     """Serve the API for the database at ``url`` with ``workers`` processes until interrupted."""
     import uvicorn
 
     from db.migrate import open_database
     from service.api.app import create_app
+    from service.observability.logs import configure
 
     settings = uvicorn_config(url, host, port, log_level=log_level, max_body_bytes=max_body_bytes, workers=workers)
+    configure(str(settings["log_level"]))
     engine = open_database(url)
     recovered = prepare_database(engine)
-    logging.basicConfig(level=log_level.upper())
     log.info("database ready (%s); recovered: %s; %d worker(s)", engine.url.render_as_string(hide_password=True),
              recovered, workers)
     if workers == 1:
@@ -118,10 +126,10 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def serve_command(port: int, workers: int | None = None) -> list[str]:
+def serve_command(port: int, workers: int | None = None, log_level: str = "warning") -> list[str]:
     """``marginalia serve`` on 127.0.0.1:``port`` with this interpreter (``workers``: its default when None)."""
     return [sys.executable, "-m", "service.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
-            "--log-level", "warning", *([] if workers is None else ["--workers", str(workers)])]
+            "--log-level", log_level, *([] if workers is None else ["--workers", str(workers)])]
 
 
 @dataclass
