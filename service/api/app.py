@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from importlib import metadata
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
+from fastapi.responses import PlainTextResponse, Response
 from sqlalchemy import Engine
 
+from service.access.auth import Principal
 from service.api import (
     readiness,
     routes_attach,
@@ -22,6 +24,7 @@ from service.api.errors import SafeJSONResponse, install_error_handlers
 from service.api.guard import GuardedRoute
 from service.api.limits import DEFAULT_MAX_BODY_BYTES
 from service.api.observe import ObservedRequests
+from service.api.security import AUDITOR, STEWARD, Forbidden, require
 
 DESCRIPTION = """Differentially private statistics about sensitive tables, under an exact privacy budget.
 
@@ -79,6 +82,20 @@ def create_app(engine: Engine, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) 
         service database does not answer or is not at this code's schema (service/api/readiness.py)."""
         found = readiness.readiness(engine)
         return SafeJSONResponse(found.to_json(), status_code=200 if found.ready else 503)
+
+    @app.get("/metrics", tags=["service"], response_class=PlainTextResponse,
+             summary="Prometheus metrics (steward keys not scoped to datasets, and auditors)",
+             responses={200: {"content": {"text/plain": {}}, "description": "The text exposition format"}})
+    def metrics(principal: Principal = Depends(require(STEWARD, AUDITOR))) -> Response:
+        """Requests, releases, refunds, jobs, engine time and spent budget (service/observability/metrics.py);
+        nothing derived from a table. A steward key scoped to datasets sees no other dataset, so it is refused."""
+        if principal.role == STEWARD and principal.scope is not None:
+            raise Forbidden("metrics name every dataset: this route is for steward keys not scoped to datasets, "
+                            "and auditors")
+        from service.api.ledger_metrics import LedgerCollector
+        from service.observability.metrics import CONTENT_TYPE, exposition
+
+        return Response(exposition(LedgerCollector(engine)), media_type=CONTENT_TYPE)
 
     app.include_router(routes_datasets.router)
     app.include_router(routes_attach.router)

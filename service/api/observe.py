@@ -1,4 +1,5 @@
-"""One line in the access log per request (``marginalia.access``, :mod:`service.observability.logs`).
+"""One line in the access log per request (``marginalia.access``, :mod:`service.observability.logs`), and its time
+in ``marginalia_request_seconds`` (:mod:`service.observability.metrics`), labelled alike.
 
 An ASGI middleware, outermost but for the catch-all, so that it sees every answer (an error's too) and its time.
 It logs the method, the route's template (``/releases/{release_id}/marginal``: what a caller typed into the path,
@@ -16,6 +17,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.api.security import PRINCIPAL
 from service.observability.logs import event
+from service.observability.metrics import REQUEST_SECONDS
 
 log = logging.getLogger("marginalia.access")
 #: The route field of a request that matched no route (an unknown path: its text is not logged either).
@@ -52,6 +54,7 @@ class ObservedRequests:
         finally:
             elapsed = status["ms"] if status["ms"] is not None else (time.perf_counter() - started) * 1000.0
             principal = scope.get(PRINCIPAL)
+            REQUEST_SECONDS.labels(scope["method"], route_template(scope), str(status["code"])).observe(elapsed / 1000)
             event(log, f"{scope['method']} {route_template(scope)} {status['code']}", method=scope["method"],
                   route=route_template(scope), status=status["code"], ms=round(elapsed, 1),
                   key_id=getattr(principal, "key_id", None), role=getattr(principal, "role", None))

@@ -28,6 +28,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -38,6 +39,7 @@ from sqlalchemy import Engine
 
 from service.api.limits import DEFAULT_MAX_BODY_BYTES
 from service.api.tcp import NoDelayH11Protocol
+from service.observability.metrics import MULTIPROCESS_VARIABLE
 
 log = logging.getLogger("marginalia.api")
 REPO = Path(__file__).resolve().parents[2]
@@ -115,7 +117,13 @@ def serve(url: str, host: str, port: int, *, log_level: str | None = None,
     engine.dispose()
     environment = settings.pop("env")
     os.environ.update(environment)  # the workers are spawned with this process's environment
-    uvicorn.run(settings.pop("app"), **settings)
+    with tempfile.TemporaryDirectory(prefix="marginalia-metrics-") as metrics_folder:
+        # every worker's request and engine times, added up by whichever worker answers GET /metrics
+        os.environ[MULTIPROCESS_VARIABLE] = metrics_folder
+        try:
+            uvicorn.run(settings.pop("app"), **settings)
+        finally:
+            os.environ.pop(MULTIPROCESS_VARIABLE, None)
 
 
 # a server in the background ------------------------------------------------------------------------

@@ -28,7 +28,7 @@ its text; and pyspark's own query-context loggers, which print every query error
 the process's stderr, and py4j's DEBUG log of the JVM's answers, are quieted when the session is made
 (:func:`_quiet_pyspark_loggers`).
 
-pyspark 4.0 warns on every import of its pandas and Connect modules that it "does not yet fully support pandas >=
+pyspark 4 warns on every import of its pandas and Connect modules that it "does not yet fully support pandas >=
 3.0.0" (a ``FutureWarning`` on every Spark process's stderr). The engine hands pandas nothing but the grouped counts
 (a few integer columns), which the engine contract tests check equal numpy's on both Spark modes; that one warning is
 filtered by its text when this module is imported, every other warning stays.
@@ -54,7 +54,7 @@ from service.data.engines.queries import GradientQuery, Marginal
 from service.data.engines.units import coded_sql
 from service.error_text import debugging
 
-#: The start of pyspark 4.0's pandas-3 warning (module docstring).
+#: The start of pyspark 4's pandas-3 warning (module docstring).
 PANDAS_3_WARNING = "PySpark does not yet fully support pandas >= 3.0.0"
 warnings.filterwarnings("ignore", message=PANDAS_3_WARNING, category=FutureWarning)
 

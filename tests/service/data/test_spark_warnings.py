@@ -1,4 +1,4 @@
-"""pyspark 4.0's pandas-3 ``FutureWarning`` no longer reaches every Spark process's stderr (issue 31, point 11); any
+"""pyspark 4's pandas-3 ``FutureWarning`` no longer reaches every Spark process's stderr (issue 31, point 11); any
 other warning still does."""
 
 from __future__ import annotations
