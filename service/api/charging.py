@@ -31,7 +31,7 @@ from sqlalchemy import Engine
 from service.access import idempotency
 from service.access.auth import Principal
 from service.api import background
-from service.api.background import Work, prefers_async
+from service.api.background import Work, charge_stands, prefers_async
 from service.api.errors import SafeJSONResponse, database_down, error_body_for
 from service.api.security import engine_of
 from service.errors import ServiceError
@@ -68,7 +68,11 @@ def run_charged(
         return _start_job(engine, principal, work, claimed, dataset, kind)
     try:
         status, payload = work(no_progress)
-    except ServiceError:
+    except ServiceError as exc:
+        if claimed is not None and charge_stands(exc):  # charged: every retry with the key gets this answer
+            body = exc.to_json()
+            idempotency.complete(engine, claimed, exc.status, body)
+            return _respond(exc.status, body, None)
         if claimed is not None:
             idempotency.abandon(engine, claimed)
         raise
