@@ -12,7 +12,7 @@ from sqlalchemy import Engine
 
 from service.access.auth import Principal
 from service.api import (
-    drain,
+    lifespan,
     readiness,
     routes_attach,
     routes_campaigns,
@@ -62,7 +62,7 @@ def version() -> str:
 
 def create_app(engine: Engine, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> FastAPI:
     """The HTTP API over the database behind ``engine``."""
-    app = FastAPI(title="Marginalia", version=version(), description=DESCRIPTION, lifespan=drain.lifespan,
+    app = FastAPI(title="Marginalia", version=version(), description=DESCRIPTION, lifespan=lifespan.lifespan,
                   default_response_class=SafeJSONResponse, responses=ERROR_RESPONSES)
     app.router.route_class = GuardedRoute  # every route admits its caller before reading its body (guard.py)
     app.state.engine = engine

@@ -20,12 +20,12 @@ from fastapi import Request
 from sqlalchemy import Engine
 
 from db.models import Job
+from service import runners
 from service.api import drain, jobs
 from service.api.errors import SafeJSONResponse, error_body_for
 from service.api.security import engine_of
 from service.errors import ServiceError
 from service.mechanisms.progress import Progress, no_progress
-from service.releases import runners
 
 PREFER_ASYNC = "respond-async"
 

@@ -28,6 +28,8 @@ from fastapi import Request
 from pydantic import BaseModel
 from sqlalchemy import Engine
 
+from db.models import IdempotencyRecord
+from service import runners
 from service.access import idempotency
 from service.access.auth import Principal
 from service.api import background
@@ -67,7 +69,11 @@ def run_charged(
     if in_background:
         return _start_job(engine, principal, work, claimed, dataset, kind)
     try:
-        status, payload = work(no_progress)
+        if claimed is None:
+            status, payload = work(no_progress)
+        else:  # the claim's lease: no other server marks it interrupted while this one runs it
+            with runners.Heartbeat(engine, IdempotencyRecord.__table__, claimed.record_id):
+                status, payload = work(no_progress)
     except ServiceError as exc:
         if claimed is not None and charge_stands(exc):  # charged: every retry with the key gets this answer
             body = exc.to_json()

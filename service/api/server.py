@@ -7,14 +7,16 @@ releases still ``pending`` whose runner is provably gone become ``failed_after_n
 stand; :func:`service.releases.recovery.recover_interrupted`, which every command also runs), background jobs
 of a dead server fail with a ``request_interrupted`` answer (:func:`service.releases.recovery.recover_jobs`),
 and idempotency claims still ``pending`` get that answer too
-(:func:`service.access.idempotency.recover_interrupted_claims`). The last step is only safe while no other
-server serves the same database: it runs once, in the parent process, before any worker starts.
+(:func:`service.access.idempotency.recover_interrupted_claims`). Each of these touches only work whose runner is
+provably gone (:mod:`service.runners`: its process dead, or its lease expired), so it is safe while other servers
+serve the same database; every worker repeats it periodically (:mod:`service.api.lifespan`), so the work of a
+server that died is recovered by the others, and ``GET /jobs/{id}`` recovers the job it reads.
 
 Several workers (``--workers N``, uvicorn's process manager, each worker :func:`app_from_environment`) share
 the database, which is what keeps every guarantee across them: the ledger charges under a serialized
 transaction, a background job runs in a thread of the worker that accepted it and ``GET /jobs/{id}`` reads
 its row (any worker answers it), and recovery fails only releases and jobs whose own runner process is
-provably gone (:mod:`service.releases.runners` records the worker's pid), never a live sibling's. Each
+provably gone (:mod:`service.runners` records the worker's pid), never a live sibling's. Each
 worker keeps its own caches of decoded releases (:mod:`service.releases.answers`). Every connection has Nagle's
 algorithm off (:mod:`service.api.tcp`: uvicorn's worker processes left it on). Put a TLS-terminating
 proxy in front when serving beyond loopback.
@@ -55,13 +57,10 @@ def default_workers() -> int:
 def prepare_database(engine: Engine) -> dict[str, int]:
     """Upgrade to the newest schema and recover interrupted work; returns what was recovered."""
     from db.migrate import upgrade_to_head
-    from service.access.idempotency import recover_interrupted_claims
-    from service.releases.recovery import recover_interrupted, recover_jobs
+    from service.releases.recovery import recover_everything
 
     upgrade_to_head(engine)
-    return {"releases_marked_failed_after_noise": len(recover_interrupted(engine)),
-            "jobs_interrupted": recover_jobs(engine),
-            "idempotency_claims_interrupted": recover_interrupted_claims(engine)}
+    return recover_everything(engine)
 
 
 def uvicorn_config(url: str, host: str, port: int, *, log_level: str | None = None,
