@@ -198,6 +198,19 @@ class LedgerEntry(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
 
 
+class LedgerHash(Base):
+    """The hash chain of the ledger (db/ledger_chain.py): one row per ledger entry, written in its transaction,
+    append-only like the ledger. ``entry_hash`` = SHA-256 of ``previous_hash`` and the entry's canonical form;
+    ``previous_hash``: the dataset's previous entry's (64 zeros for its first). Migration 0014."""
+
+    __tablename__ = "ledger_hashes"
+
+    entry_id: Mapped[int] = mapped_column(ForeignKey("ledger_entries.id"), primary_key=True)
+    dataset_id: Mapped[int] = mapped_column(ForeignKey("datasets.id"), nullable=False, index=True)
+    previous_hash: Mapped[str] = mapped_column(String(64), nullable=False)
+    entry_hash: Mapped[str] = mapped_column(String(64), nullable=False)
+
+
 class ApiKey(Base):
     """A principal's API key; only a SHA-256 hash of the key is stored.
 
