@@ -68,8 +68,7 @@ def drain_seconds() -> float:
 
 def _draining(previous: Callable[..., Any] | int | None) -> Callable[[int, object], None]:
     def handler(number: int, frame: object) -> None:
-        if not interrupts.requested():
-            os.write(2, b"marginalia: stop requested: draining (work in flight stops at its next safe point)\n")
+        # no logging here (a signal handler may run inside a log call): the shutdown logs it (lifespan)
         interrupts.request(signal.Signals(number).name)
         if callable(previous):
             previous(number, frame)
@@ -105,6 +104,9 @@ async def lifespan(app: object) -> AsyncIterator[None]:  # noqa: ARG001 - FastAP
     yield
     if not installed:
         return
+    if interrupts.requested():
+        log.info("stop requested by %s: draining (work in flight stops at its next safe point, jobs are waited "
+                 "for up to %g s)", interrupts.signal_name(), seconds)
     import anyio.to_thread
 
     left = await anyio.to_thread.run_sync(wait_for_jobs, seconds)

@@ -59,7 +59,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     """The sweep and the drain of the module docstring."""
     async with drain.lifespan(app):
         sweeper = Sweeper(app) if threading.current_thread() is threading.main_thread() else None
-        if sweeper is not None:
+        if sweeper is not None:  # a server's worker: uvicorn configured its logging (service.observability.logs)
+            logging.captureWarnings(True)
             sweeper.start()
         try:
             yield

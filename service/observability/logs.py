@@ -108,10 +108,12 @@ def logging_config(level: str | None = None) -> dict[str, Any]:
 
 
 def configure(level: str | None = None) -> None:
-    """Apply :func:`logging_config` in this process."""
+    """Apply :func:`logging_config` in this process, Python's warnings included (``py.warnings``: a warning printed
+    by a library is a line in the same format, not a bare line on stderr)."""
     import logging.config
 
     logging.config.dictConfig(logging_config(level))
+    logging.captureWarnings(True)
 
 
 def event(logger: logging.Logger, message: str, **fields: object) -> None:

@@ -32,7 +32,8 @@ def test_sigterm_lets_a_running_job_reach_a_safe_point_then_exits(engine, tmp_pa
     accountant.set_budget(engine, "adult", 4.0, 1e-5)
     _, key = auth.create_key(engine, "steward", "drain")
     log = tmp_path / "server.log"
-    with background_server(os.environ["MARGINALIA_DATABASE_URL"], log, lambda port: serve_command(port, 2)) as server:
+    serving = lambda port: serve_command(port, 2, log_level="info")  # noqa: E731 - the drain is logged at info
+    with background_server(os.environ["MARGINALIA_DATABASE_URL"], log, serving) as server:
         with Client(server.url, key, retries=0) as client:
             started = client._request("POST", "/datasets/adult/releases/marginals", json=RELEASE,  # noqa: SLF001
                                       headers={"Prefer": "respond-async"})

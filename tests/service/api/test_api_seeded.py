@@ -84,6 +84,8 @@ def probes(world: Seeded) -> dict[tuple[str, str], list[tuple[str, dict[str, obj
     ddssp_reuse = {"target": "Survived", "features": ["Pclass"], "method": "dd-ssp", "epsilon": 5, "delta": 1e-5}
     routes = {
         ("GET", "/health"): [("/health", None)],
+        ("GET", "/health/ready"): [("/health/ready", None)],  # service routes: no release is named or read
+        ("GET", "/metrics"): [("/metrics", None)],
         ("GET", "/datasets"): [("/datasets", None)],
         ("POST", "/datasets"): [("/datasets", {"name": "other", "csv": "a\n0\n", "domain": {"a": 2}})],
         # attaching and migrating touch no release (and take no seed)

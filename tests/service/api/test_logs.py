@@ -126,7 +126,12 @@ def test_a_real_server_logs_json_lines_only(engine, tmp_path: Path, monkeypatch:
     with background_server(os.environ["MARGINALIA_DATABASE_URL"], log,
                            lambda port: serve_command(port, 2, log_level="info")) as server:
         assert httpx.get(server.url + "/datasets", headers=bearer(key), timeout=30).status_code == 200
-    lines = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    lines = []
+    for line in filter(str.strip, log.read_text().splitlines()):
+        try:
+            lines.append(json.loads(line))
+        except ValueError:
+            pytest.fail(f"a line of the server's log is not JSON: {line!r}")
     assert any(r["logger"] == "marginalia.access" and r["route"] == "/datasets" for r in lines)
     assert any(r["logger"].startswith("uvicorn") for r in lines)
     assert key not in log.read_text()
