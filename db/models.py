@@ -201,7 +201,7 @@ class LedgerEntry(Base):
 class LedgerHash(Base):
     """The hash chain of the ledger (db/ledger_chain.py): one row per ledger entry, written in its transaction,
     append-only like the ledger. ``entry_hash`` = SHA-256 of ``previous_hash`` and the entry's canonical form;
-    ``previous_hash``: the dataset's previous entry's (64 zeros for its first). Migration 0014."""
+    ``previous_hash``: the dataset's previous entry's (64 zeros for its first). Migration 0015."""
 
     __tablename__ = "ledger_hashes"
 

@@ -6,16 +6,16 @@ over). Claims now carry the same runner columns as releases and jobs (service/ru
 a claim interrupted only when its runner is provably gone. Rows claimed before this migration have no runner: they
 count as elsewhere, their creation time as their last sign of life.
 
-Revision ID: 0013_claim_runners
-Revises: 0012_budget_audit
+Revision ID: 0014_claim_runners
+Revises: 0013_release_bootstraps
 Create Date: 2026-12-02
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0013_claim_runners"
-down_revision = "0012_budget_audit"
+revision = "0014_claim_runners"
+down_revision = "0013_release_bootstraps"
 branch_labels = None
 depends_on = None
 

@@ -6,8 +6,8 @@ older backup restored). The links of the entries written before this migration a
 dataset, exactly as the accountant computes them for new ones; nothing of the ledger changes. A downgrade drops the
 table.
 
-Revision ID: 0014_ledger_chain
-Revises: 0013_claim_runners
+Revision ID: 0015_ledger_chain
+Revises: 0014_claim_runners
 Create Date: 2026-12-02
 """
 
@@ -16,8 +16,8 @@ from alembic import op
 
 from db import ledger_chain
 
-revision = "0014_ledger_chain"
-down_revision = "0013_claim_runners"
+revision = "0015_ledger_chain"
+down_revision = "0014_claim_runners"
 branch_labels = None
 depends_on = None
 
