@@ -456,6 +456,22 @@ class FitOut(BaseModel):
         "0) of a categorical one, a linear target in its codes (logistic: the log-odds); `(intercept)` is the "
         "prediction at every code 0. Free post-processing of `coefficients` (the encoding is public).")
     design: dict[str, Any] = Field(description="The encoding, so a client can encode rows the same way.")
+    # the coefficients' error bars (issue 29): one shape for every method, service/regression/uncertainty.py
+    standard_errors: dict[str, float] | None = Field(None, description="Per coefficient (the names of "
+                                                     "`coefficients`, on the encoded scale), its standard error; "
+                                                     "null when the method gives none (`error_basis`).")
+    confidence_intervals: dict[str, list[float]] | None = Field(
+        None, description="Per coefficient, `[low, high]`: the normal interval `coefficient +- z standard_error` at "
+        "`confidence_level`.")
+    confidence_level: float = Field(0.95, description="The level of `confidence_intervals`.")
+    error_basis: str = Field("none", description="How the standard errors were computed from the released "
+                             "statistics and the public noise scales (dd-ssp from a residual, laplace or gaussian "
+                             "release: the delta method in closed form; from an mst or aim release, and aim-synth: "
+                             "the release's parametric bootstrap), or `none`.")
+    error_components: dict[str, dict[str, float]] | None = Field(
+        None, description="The parts of each standard error where the method separates them: `noise` (the privacy "
+        "noise's: how far the answer is from the same estimator on the whole table) and `sampling` (the table as a "
+        "sample of a population); the standard error is the root of their summed squares.")
 
 
 class ReleaseCreated(BaseModel):

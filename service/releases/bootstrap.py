@@ -81,7 +81,8 @@ def bootstrap_of(engine: Engine, release_id: int, model: Model, measurements: li
     started = time.perf_counter()
     progress(0, 1, BOOTSTRAP_MESSAGE)
     rng = np.random.default_rng(secrets.randbits(64) if seed is None else int(seed))
-    replicates = bootstrap.parametric_bootstrap(fit, measurements, bootstrap.DEFAULT_REPLICATES, rng)
+    replicates = bootstrap.parametric_bootstrap(fit, measurements, bootstrap.DEFAULT_REPLICATES, rng,
+                                              bootstrap.DEFAULT_REPLICATE_ITERS)
     arrays = {f"replicate_{i}": np.frombuffer(mbi_adapter.model_to_bytes(r), dtype=np.uint8)
               for i, r in enumerate(replicates)}
     buffer = io.BytesIO()

@@ -1,7 +1,8 @@
 """Error bars on the marginals of graphical-model releases (issue 29): a marginal MST or AIM measured gets its
 measurement's standard error, one they did not measure a parametric bootstrap on request (stored once), and a release
-stored before the measurements were kept still answers, without error bars. Through the service, the CLI and a
-statistical check of the bootstrap against repeated releases."""
+stored before the measurements were kept still answers, without error bars. Through the service, the CLI, the
+HTTP route (the roles that may ask, and those refused), the client, and a statistical check of the bootstrap
+against repeated releases."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fastapi.testclient import TestClient
 from sqlalchemy import text, update
 from typer.testing import CliRunner
 
@@ -19,8 +21,11 @@ from db.engine import transaction
 from db.models import Release
 from estimators.graphical import bootstrap, mbi_adapter
 from estimators.graphical.mirror_descent import Measurement
+from service.access import auth
 from service.accounting import accountant
+from service.api import create_app
 from service.cli import app
+from service.client import Client, ExtrapolationWarning
 from service.data import datasets
 from service.releases import answers
 from service.releases import engine as release_engine
@@ -40,6 +45,13 @@ def empty_caches():  # noqa: ANN201
 @pytest.fixture
 def titanic(engine, data_dir: Path):  # noqa: ANN001, ANN201
     return titanic_with_budget(engine, data_dir, "100", "1e-5")
+
+
+@pytest.fixture
+def small_bootstrap(monkeypatch):  # noqa: ANN001, ANN201
+    """A bootstrap of 4 short refits: the tests of its plumbing need no precise spread (and the suite's time)."""
+    monkeypatch.setattr(bootstrap, "DEFAULT_REPLICATES", 4)
+    monkeypatch.setattr(bootstrap, "DEFAULT_REPLICATE_ITERS", 30)
 
 
 def _aim(engine, seed: int = 3) -> int:  # noqa: ANN001
@@ -80,7 +92,7 @@ def test_measured_standard_error_sums_cells_and_pools_measurements() -> None:
     assert bootstrap.measured_standard_error(domain, measurements[1:2], ("b",)) is None
 
 
-def test_an_unmeasured_marginal_gets_a_bootstrap_on_request_stored_once(engine, titanic) -> None:  # noqa: ANN001
+def test_an_unmeasured_marginal_gets_a_bootstrap_on_request_stored_once(engine, titanic, small_bootstrap) -> None:  # noqa: ANN001
     release = _aim(engine)
     question = ["Sex", "Survived"]  # AIM measured Sex x Pclass and Pclass x Survived at most
     plain = answers.answer_marginal(engine, release, question, allow_seeded=True)
@@ -119,7 +131,7 @@ def test_a_residual_release_states_its_basis(engine, titanic) -> None:  # noqa: 
     assert outside["error_basis"] == "none" and outside["standard_errors"] is None
 
 
-def test_the_cli_prints_the_standard_errors_and_their_basis(engine, titanic) -> None:  # noqa: ANN001
+def test_the_cli_prints_the_standard_errors_and_their_basis(engine, titanic, small_bootstrap) -> None:  # noqa: ANN001
     release = release_engine.release_marginals(engine, "titanic", "aim", WORKLOAD, rho="0.5").release_id
     runner = CliRunner()
     measured = runner.invoke(app, ["marginal", str(release), "Pclass"])
@@ -165,3 +177,40 @@ def test_the_bootstrap_standard_error_matches_the_spread_over_repeated_releases(
     empirical = np.stack(values).std(axis=0, ddof=1)
     ratio = np.mean(bootstrap_errors, axis=0) / empirical
     assert np.all((ratio > 0.5) & (ratio < 2.0)), (ratio, empirical)
+
+
+def test_the_marginal_route_and_the_client_answer_error_bars(engine, titanic, small_bootstrap) -> None:  # noqa: ANN001
+    """Analysts and stewards get the standard errors and their basis (``bootstrap`` in the body); an auditor, a
+    participant and a gateway are refused (403) and nothing is computed for them."""
+    release = release_engine.release_marginals(engine, "titanic", "aim", WORKLOAD, rho="0.5").release_id
+    roles = ("steward", "analyst", "auditor", "participant", "gateway")
+    keys = {role: auth.create_key(engine, role, f"test {role}")[1] for role in roles}
+    http = TestClient(create_app(engine), raise_server_exceptions=False)
+    path = f"/releases/{release}/marginal"
+    for role in ("auditor", "participant", "gateway"):
+        refused = http.post(path, json={"attributes": ["Sex", "Survived"], "bootstrap": True},
+                            headers={"Authorization": f"Bearer {keys[role]}"})
+        assert refused.status_code == 403, refused.text
+    with engine.connect() as connection:
+        assert connection.execute(text("SELECT COUNT(*) FROM release_bootstraps")).scalar_one() == 0
+    for role in ("steward", "analyst"):
+        headers = {"Authorization": f"Bearer {keys[role]}"}
+        measured = http.post(path, json={"attributes": ["Pclass"]}, headers=headers).json()
+        assert measured["error_basis"] == "measurement" and np.all(np.asarray(measured["standard_errors"]) > 0)
+        plain = http.post(path, json={"attributes": ["Sex", "Survived"]}, headers=headers).json()
+        assert plain["error_basis"] == "none" and plain["standard_errors"] is None
+        asked = http.post(path, json={"attributes": ["Sex", "Survived"], "bootstrap": True}, headers=headers).json()
+        assert asked["error_basis"] == "parametric bootstrap, 4 replicates"
+        assert np.shape(asked["standard_errors"]) == tuple(asked["shape"])
+    bad = http.post(path, json={"attributes": ["Sex"], "bootstrap": "yes"},
+                    headers={"Authorization": f"Bearer {keys['analyst']}"})
+    assert bad.status_code == 422
+    client = Client("http://testserver", keys["analyst"], http=TestClient(create_app(engine)))
+    with pytest.warns(ExtrapolationWarning):
+        frame = client.marginal(release, ["Sex", "Survived"], bootstrap=True)
+    expected = answers.answer_marginal(engine, release, ["Sex", "Survived"], bootstrap=True)
+    assert frame.attrs["error_basis"] == expected["error_basis"]
+    assert np.allclose(frame["standard_error"], np.asarray(expected["standard_errors"]).ravel())
+    with pytest.warns(ExtrapolationWarning):
+        plain_frame = client.marginal(release, ["Sex", "Survived"])
+    assert "standard_error" not in plain_frame.columns and plain_frame.attrs["error_basis"] == "none"
