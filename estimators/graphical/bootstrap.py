@@ -35,9 +35,10 @@ from workloads.domain import Domain
 #: minute per release.
 DEFAULT_REPLICATES = 20
 #: Mirror-descent iterations per replicate (warm-started from the release's fit, stopping on the estimator's
-#: tolerance). Measured on an AIM release of five adult columns (epsilon 1): 200 iterations left the replicates near
-#: their warm start (the SD of a 512-cell marginal 2.7 counts, against 8.0 after 1,000), under-stating the error;
-#: with :data:`REPLICATE_STEP_BOOST`, 500 iterations reach 7 of those 8.
+#: tolerance). Measured on an AIM release of five adult columns (epsilon 1, 8 replicates): 200 iterations from the
+#: cold-start step left the replicates near their warm start (the mean SD of a 512-cell marginal 2.7 counts, against
+#: 8.0 after 1,000), under-stating the error; with :data:`REPLICATE_STEP_BOOST`, 200 iterations gave 4.9, 300 gave 5.8
+#: and 1,000 gave 8.2. 500 is a compromise with time (about 1 s per replicate there), not convergence.
 DEFAULT_REPLICATE_ITERS = 500
 #: The first step of a replicate's refit, times the cold-start step: a stored model keeps no step size, and the
 #: release's own fit had grown its step by 1.01 per accepted iteration over a thousand or more

@@ -406,7 +406,8 @@ class Client(CollectionsClient):
         marginal the release measured also has ``standard_error`` per cell (residual, laplace, gaussian: of the
         unbiased estimate the non-negative ``count`` adjusts; mst, aim: of the raw measurement), and so has one an MST
         or AIM release did not measure with ``bootstrap=True`` (the release's parametric bootstrap, computed the first
-        time: seconds to a minute). ``frame.attrs["error_basis"]`` says how they were computed (docs/api.md)."""
+        time: seconds to a minute). ``frame.attrs["error_basis"]`` says how they were computed (docs/mechanisms.md,
+        "Error bars on answers")."""
         answer = self._request("POST", f"/releases/{int(release)}/marginal",
                                json={"attributes": list(attrs), "codes": not labels, "bootstrap": bool(bootstrap)})
         frame = marginal_frame(answer["attributes"], answer["shape"], answer["counts"], answer.get("labels"))
