@@ -16,7 +16,6 @@ from typer.testing import CliRunner
 
 from estimators.central.linear import DDSSPLinearRegression
 from estimators.central.sufficient_stats import gram_from_marginals
-from estimators.graphical import bootstrap
 from estimators.residual.basis import project
 from estimators.residual.reconstruct import NoisyResiduals
 from service.access import auth
@@ -36,24 +35,12 @@ PAIRS = [["Fare", "Pclass"], ["Fare", "Sex"], ["Fare", "Age"], ["Pclass", "Sex"]
          ["Sex", "Survived"], ["Pclass", "Survived"], ["Fare", "Survived"]]
 
 
-@pytest.fixture(autouse=True)
-def empty_caches():  # noqa: ANN201
-    answers.clear_caches()
-    yield
-    answers.clear_caches()
+pytestmark = pytest.mark.usefixtures("fresh_answer_caches")
 
 
 @pytest.fixture
 def titanic(engine, data_dir: Path):  # noqa: ANN001, ANN201
     return titanic_with_budget(engine, data_dir, "100", "1e-5")
-
-
-@pytest.fixture
-def small_bootstrap(monkeypatch):  # noqa: ANN001, ANN201
-    """A bootstrap of 4 short refits: the tests of its plumbing need no precise spread (and the suite's time)."""
-    monkeypatch.setattr(bootstrap, "DEFAULT_REPLICATES", 4)
-    monkeypatch.setattr(bootstrap, "DEFAULT_REPLICATE_ITERS", 30)
-
 
 def _fit(engine, release_id: int, question, method: str = "dd-ssp"):  # noqa: ANN001, ANN202
     task, target, features = question

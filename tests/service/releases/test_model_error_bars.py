@@ -35,24 +35,12 @@ from workloads.domain import Domain
 WORKLOAD = [["Sex", "Pclass"], ["Pclass", "Survived"]]
 
 
-@pytest.fixture(autouse=True)
-def empty_caches():  # noqa: ANN201
-    answers.clear_caches()
-    yield
-    answers.clear_caches()
+pytestmark = pytest.mark.usefixtures("fresh_answer_caches")
 
 
 @pytest.fixture
 def titanic(engine, data_dir: Path):  # noqa: ANN001, ANN201
     return titanic_with_budget(engine, data_dir, "100", "1e-5")
-
-
-@pytest.fixture
-def small_bootstrap(monkeypatch):  # noqa: ANN001, ANN201
-    """A bootstrap of 4 short refits: the tests of its plumbing need no precise spread (and the suite's time)."""
-    monkeypatch.setattr(bootstrap, "DEFAULT_REPLICATES", 4)
-    monkeypatch.setattr(bootstrap, "DEFAULT_REPLICATE_ITERS", 30)
-
 
 def _aim(engine, seed: int = 3) -> int:  # noqa: ANN001
     return release_engine.release_marginals(engine, "titanic", "aim", WORKLOAD, rho="0.5", seed=seed).release_id
