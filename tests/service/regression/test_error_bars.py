@@ -123,7 +123,8 @@ def test_the_closed_form_noise_error_matches_dd_ssp_over_redrawn_noise(engine, t
 # the HTTP route, the client and the CLI ----------------------------------------------------------------------------
 def test_the_fit_route_answers_error_bars_to_the_roles_that_may_fit(engine, titanic) -> None:  # noqa: ANN001
     release = release_engine.release_marginals(engine, "titanic", "gaussian", PAIRS, rho="0.5").release_id
-    keys = {role: auth.create_key(engine, role, f"test {role}")[1] for role in ("steward", "analyst", "auditor")}
+    keys = {role: auth.create_key(engine, role, f"test {role}")[1]
+            for role in ("steward", "analyst", "auditor", "participant", "gateway")}
     http = TestClient(create_app(engine), raise_server_exceptions=False)
     body = {"target": "Fare", "features": ["Pclass", "Sex", "Age"], "release": release}
     for role in ("steward", "analyst"):
@@ -132,9 +133,10 @@ def test_the_fit_route_answers_error_bars_to_the_roles_that_may_fit(engine, tita
         assert answer.status_code == 200, answer.text
         _check_shape(answer.json())
         assert answer.json()["error_basis"] == error_bars.CLOSED_FORM_BASIS
-    refused = http.post("/datasets/titanic/fit/linear", json=body,
-                        headers={"Authorization": f"Bearer {keys['auditor']}"})
-    assert refused.status_code == 403 and "standard_errors" not in refused.text
+    for role in ("auditor", "participant", "gateway"):
+        refused = http.post("/datasets/titanic/fit/linear", json=body,
+                            headers={"Authorization": f"Bearer {keys[role]}"})
+        assert refused.status_code == 403 and "standard_errors" not in refused.text
     fitted = Client("http://testserver", keys["analyst"], http=TestClient(create_app(engine))).fit_linear(
         "titanic", "Fare", ["Pclass", "Sex", "Age"], release=release)
     expected = _fit(engine, release, LINEAR).to_json()
