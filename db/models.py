@@ -148,6 +148,23 @@ class ReleaseModel(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
 
 
+class ReleaseBootstrap(Base):
+    """The parametric bootstrap of a graphical-model release (issue 29): replicate models refitted to the release's
+    measurements with their noise redrawn at its public scales, computed the first time an answer asks for error bars
+    on a marginal the release did not measure (or a regression fitted from it) and kept here for every later answer
+    (service/releases/bootstrap.py). Post-processing of the stored release only.
+
+    ``payload``: the replicate models (``.npz`` of their model payloads); ``details_json``: how they were made (the
+    replicate count, the iterations per refit, seconds)."""
+
+    __tablename__ = "release_bootstraps"
+
+    release_id: Mapped[int] = mapped_column(ForeignKey("releases.id"), primary_key=True)
+    payload: Mapped[bytes] = mapped_column(LargeBinary, nullable=False)
+    details_json: Mapped[str] = mapped_column(Text, nullable=False, default="{}")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
+
+
 class LedgerEntry(Base):
     """An append-only row of the privacy ledger (UPDATE and DELETE are refused by triggers).
 

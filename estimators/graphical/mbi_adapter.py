@@ -27,6 +27,7 @@ import numpy as np
 
 from estimators.graphical.factors import Clique, reshape_into
 from estimators.graphical.junction_tree import JunctionTree
+from estimators.graphical.mirror_descent import Measurement
 from estimators.graphical.model import Fit, calibrated
 from workloads.domain import Domain
 
@@ -58,9 +59,12 @@ def synthetic_rows(model: Model, rows: int, seed: int) -> dict[str, np.ndarray]:
     return numpy_view(model).sample(int(rows), np.random.default_rng(int(seed)))
 
 
-def model_to_bytes(model: Model) -> bytes:
+def model_to_bytes(model: Model, measurements: Sequence[Measurement] | None = None) -> bytes:
     """Serialise a model as an ``.npz`` of its clique potentials plus a JSON header with its total and its junction
-    tree (format 2; format 1, before the tree was kept, is still read)."""
+    tree (format 2; format 1, before the tree was kept, is still read). With ``measurements`` (the noisy marginals
+    the model was fitted to, with their noise scales: what MST and AIM measured), they are kept beside it (format 3,
+    issue 29: a marginal answer states its measurement's standard error and the parametric bootstrap redraws their
+    noise; :func:`measurements_from_bytes` reads them back, and older payloads simply have none)."""
     view = numpy_view(model)
     if isinstance(model, Fit):
         cliques, logs = list(model.potentials), [model.potentials[c] for c in model.potentials]
@@ -72,6 +76,12 @@ def model_to_bytes(model: Model) -> bytes:
     arrays = {f"potential_{i}": np.asarray(values, dtype=np.float64) for i, values in enumerate(logs)}
     header = {"cliques": [list(c) for c in cliques], "total": float(view.total), "format": 2,
               "tree": view.tree.structure()}
+    if measurements is not None:
+        header["format"] = 3
+        header["measurements"] = [{"attributes": list(m.attributes), "stddev": float(m.stddev), "noise": "gaussian"}
+                                  for m in measurements]
+        for i, m in enumerate(measurements):
+            arrays[f"measurement_{i}"] = np.asarray(m.values, dtype=np.float64)
     arrays["header"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
     buffer = io.BytesIO()
     np.savez_compressed(buffer, **arrays)
@@ -86,6 +96,19 @@ def model_from_bytes(payload: bytes, domain: Domain) -> Fit:
         logs = {tuple(c): np.asarray(npz[f"potential_{i}"]) for i, c in enumerate(header["cliques"])}
     tree = JunctionTree.from_structure(domain, header["tree"]) if "tree" in header else None
     return calibrated(domain, logs, header["total"], tree)
+
+
+def measurements_from_bytes(payload: bytes) -> list[Measurement] | None:
+    """The noisy measurements a format-3 model payload keeps (:func:`model_to_bytes`), in the order they were taken;
+    None for an older payload (a model stored without them). Every measurement is Gaussian noise of standard deviation
+    ``stddev`` on each cell (MST's and AIM's discrete Gaussian of variance parameter ``stddev**2``, whose variance is
+    at most that: Canonne, Kamath & Steinke 2020)."""
+    with np.load(io.BytesIO(payload), allow_pickle=False) as npz:
+        header = json.loads(npz["header"].tobytes().decode())
+        if "measurements" not in header:
+            return None
+        return [Measurement(tuple(m["attributes"]), np.asarray(npz[f"measurement_{i}"]), float(m["stddev"]))
+                for i, m in enumerate(header["measurements"])]
 
 
 _VIEWS: collections.OrderedDict[int, tuple[Model, Fit]] = collections.OrderedDict()

@@ -149,6 +149,7 @@ def fit(
     structural_zeros: Mapping[Sequence[str], np.ndarray] | None = None,
     tol: float | None = DEFAULT_TOLERANCE,
     progress: Callable[[int, int], None] | None = None,
+    step_boost: float = 1.0,
 ) -> Fit:
     """Fit a graphical model to noisy marginals with numpy (no JAX compilation).
 
@@ -165,7 +166,10 @@ def fit(
     iterations is at most ``tol`` times the loss, twice in a row; the result's ``iterations`` says how many ran (a
     function of the noisy measurements only, so public). ``progress(done, iters)``
     is called before the first iteration and after each one (a long fit shows its own progress, and a
-    caller may stop it there by raising).
+    caller may stop it there by raising). ``step_boost`` multiplies the first step: a refit warm-started from a
+    converged model read back from storage (which keeps no step size) would otherwise restart at the cold-start step
+    and crawl (the parametric bootstrap, :mod:`estimators.graphical.bootstrap`); a step too long is halved by the rule
+    above, so a boost costs at most a few rejected iterations.
     """
     if not measurements:
         raise ValueError("fit needs at least one measurement")
@@ -192,6 +196,9 @@ def fit(
             if target is not None:
                 potentials[target] = potentials[target] + reshape_into(values, old, target, domain)
         stepsize = max(stepsize, warm_start.stepsize * warm_start.lipschitz / objective.lipschitz)
+    if not (math.isfinite(step_boost) and step_boost > 0):
+        raise ValueError(f"step_boost must be a positive number, got {step_boost!r}")
+    stepsize *= step_boost
 
     def evaluate(theta: dict[Clique, np.ndarray]) -> tuple[list[np.ndarray], list[np.ndarray]]:
         probabilities, reductions = calibrate(tree, node_factors(tree, [theta, zero_logs]), total,

@@ -63,7 +63,8 @@ def marginal(
     principal: Principal = Depends(require(ANALYST, STEWARD)),
 ) -> dict[str, object]:
     _visible(request, release_id, principal)
-    return answers.answer_marginal(engine_of(request), release_id, list(body.attributes), codes=body.codes)
+    return answers.answer_marginal(engine_of(request), release_id, list(body.attributes), codes=body.codes,
+                                   bootstrap=body.bootstrap)
 
 
 @router.post("/{release_id}/synthetic", response_model=schemas.SyntheticOut,

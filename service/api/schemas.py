@@ -469,6 +469,22 @@ class FitOut(BaseModel):
         "0) of a categorical one, a linear target in its codes (logistic: the log-odds); `(intercept)` is the "
         "prediction at every code 0. Free post-processing of `coefficients` (the encoding is public).")
     design: dict[str, Any] = Field(description="The encoding, so a client can encode rows the same way.")
+    # the coefficients' error bars (issue 29): one shape for every method, service/regression/uncertainty.py
+    standard_errors: dict[str, float] | None = Field(None, description="Per coefficient (the names of "
+                                                     "`coefficients`, on the encoded scale), its standard error; "
+                                                     "null when the method gives none (`error_basis`).")
+    confidence_intervals: dict[str, list[float]] | None = Field(
+        None, description="Per coefficient, `[low, high]`: the normal interval `coefficient +- z standard_error` at "
+        "`confidence_level`.")
+    confidence_level: float = Field(0.95, description="The level of `confidence_intervals`.")
+    error_basis: str = Field("none", description="How the standard errors were computed from the released "
+                             "statistics and the public noise scales (dd-ssp from a residual, laplace or gaussian "
+                             "release: the delta method in closed form; from an mst or aim release, and aim-synth: "
+                             "the release's parametric bootstrap), or `none`.")
+    error_components: dict[str, dict[str, float]] | None = Field(
+        None, description="The parts of each standard error where the method separates them: `noise` (the privacy "
+        "noise's: how far the answer is from the same estimator on the whole table) and `sampling` (the table as a "
+        "sample of a population); the standard error is the root of their summed squares.")
 
 
 class ReleaseCreated(BaseModel):
@@ -528,6 +544,11 @@ FREE_COST_FIELD = Field(description="What this answer cost: nothing (post-proces
 class MarginalQuery(Strict):
     attributes: Annotated[list[ColumnName], Field(min_length=1, max_length=MAX_COLUMNS)]
     codes: Flag = CODES_FIELD
+    bootstrap: Flag = Field(False, description="`true`: a marginal an MST or AIM release did not measure gets "
+                            "standard errors from the release's parametric bootstrap (its measurements' noise "
+                            "redrawn at their public scales, the model refitted; computed the first time, seconds to "
+                            "a minute, then stored; free). Without it such a marginal has none (`error_basis` "
+                            "`none`), so a plain answer stays a lookup.")
 
 
 class CoverageOut(BaseModel):
@@ -547,10 +568,18 @@ class MarginalOut(BaseModel):
     shape: list[int]
     counts: Any = Field(description="Nested lists (axes in the order of `attributes`) of estimated counts.")
     standard_errors: Any = Field(default=None, description="Nested lists like `counts`: each cell's standard "
-                                 "error (of the unbiased estimate from the measurements; the non-negative "
-                                 "`counts` are its post-processing), for a marginal a residual, laplace or "
-                                 "gaussian release measured (its workload's downward closure); null for an "
-                                 "answer from a graphical model.")
+                                 "error, computed as `error_basis` says; null when it is `none`.")
+    error_basis: str = Field(description="How `standard_errors` were computed. `measurement`: from the release's "
+                             "measurements and their public noise scales (residual, laplace, gaussian: of the "
+                             "unbiased estimate the non-negative `counts` adjust; mst, aim, a marginal inside a "
+                             "measured clique: of the raw measurement, summed cells adding variances and several "
+                             "measurements combined by inverse variance -- the model's `counts` pool every "
+                             "measurement and can be more accurate). `parametric bootstrap, K replicates`: the spread "
+                             "of the marginal over K refits of the model to redrawn measurements (mst, aim, a "
+                             "marginal the release did not measure, asked with `bootstrap`). `none`: no error bars "
+                             "(an unmeasured marginal without `bootstrap`; a residual release's marginal outside "
+                             "its measured closure; an mst or aim release made before they kept their "
+                             "measurements).")
     labels: dict[str, list[str]] = Field(description="The label of each code of each axis the table's spec or "
                                          "domain labels (a bin such as `[25, 30)`, a category's name); empty for "
                                          "other axes and with `codes`.")

@@ -104,12 +104,18 @@ def fit(
         if outcome.budget is not None:
             stdout.print(outcome.budget.describe(), highlight=False)
         per_code = outcome.coefficients_per_code
-        table = Table("column", "encoded", "per code", title="coefficients: on the encoded scale (columns and a "
-                      "linear target in [-1, 1]) and per code of each column (a linear target in its codes)")
+        errors, intervals = payload.get("standard_errors") or {}, payload.get("confidence_intervals") or {}
+        table = Table("column", "encoded", *(("std. error", "95 % interval") if errors else ()), "per code",
+                      title="coefficients: on the encoded scale (columns and a linear target in [-1, 1]) and per "
+                      "code of each column (a linear target in its codes)")
         encoded = outcome.coefficients
         for column, value in per_code.items():  # without an intercept, the codes' reading still has one
-            table.add_row(column, f"{encoded[column]:.6g}" if column in encoded else "-", f"{value:.6g}")
+            bars = ((f"{errors[column]:.3g}", "[{:.4g}, {:.4g}]".format(*intervals[column])) if column in errors
+                    else ("-", "-")) if errors else ()
+            table.add_row(column, f"{encoded[column]:.6g}" if column in encoded else "-", *bars, f"{value:.6g}")
         stdout.print(table)
+        if errors:
+            stdout.print(f"standard errors (encoded scale): {payload['error_basis']}", highlight=False)
         for note in outcome.notes:
             stderr.print(f"note: {note}", highlight=False)
 

@@ -132,18 +132,23 @@ def marginal(
         help="Attributes of the marginal, in the order wanted (quote names such as 'income>50K').",
         metavar="ATTRIBUTE...")],
     codes: Annotated[bool, typer.Option("--codes", help=CODES_HELP, metavar="")] = False,
+    bootstrap: Annotated[bool, typer.Option(
+        "--bootstrap", metavar="",
+        help="Standard errors for a marginal an MST or AIM release did not measure, from the release's parametric "
+             "bootstrap (computed the first time, then stored; free).")] = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Answer any marginal from a stored release (free); says what the release measured of it, and the standard
-    error of its cells when it comes straight from the measurements. A marginal outside what the release measured
-    needs its graphical model: the first such answer fits it (shown as progress) and stores it for later ones.
+    error of its cells with its basis (the release's measurements, or with --bootstrap the parametric bootstrap of an
+    MST or AIM model). A marginal outside what the release measured needs its graphical model: the first such answer
+    fits it (shown as progress) and stores it for later ones.
 
     Cells are named by the labels of the table's spec or domain where it has them (--codes for the codes)."""
     from service.releases import answers
 
     with ProgressBars(f"graphical model of release {release}", as_json) as bar:
         answer = answers.answer_marginal(open_engine(), release, list(attributes), codes=codes,
-                                         allow_seeded=unsafe_seeds_allowed(), progress=bar)
+                                         allow_seeded=unsafe_seeds_allowed(), progress=bar, bootstrap=bootstrap)
     emit(as_json, answer, lambda: _print_marginal(answer))
 
 
@@ -180,15 +185,34 @@ def _print_marginal(answer: dict[str, Any]) -> None:
     rows = int(np.prod(counts.shape[:-1])) if counts.ndim > 1 else counts.shape[0]
     if counts.ndim > 1 and rows > MARGINAL_ROWS_SHOWN:
         stdout.print(f"(the first {MARGINAL_ROWS_SHOWN} of {rows:,} rows; --json gives them all)")
-    errors = answer.get("standard_errors")
-    if errors is not None:
-        values = np.unique(np.round(np.asarray(errors, dtype=float), 6))
-        shown = ", ".join(f"{v:,.1f}" for v in values[:5])
-        stdout.print(f"standard error of each cell (of the unbiased estimate, before the non-negative adjustment): "
-                     f"{shown}", highlight=False)
+    _print_marginal_errors(answer)
     warning = answer["coverage"]["warning"]
     if warning:
         stderr.print(f"[bold yellow]warning[/]: {warning}", highlight=False)
+
+
+#: What each ``error_basis`` of a marginal answer means, as the command line prints it.
+ERROR_BASIS_WORDS = {
+    "measurement": "from the release's measurements: of the unbiased estimate they support, which the counts "
+                   "adjust or model",
+}
+
+
+def _print_marginal_errors(answer: dict[str, Any]) -> None:
+    """The cells' standard errors (their distinct values when the same for many cells) and their basis."""
+    import numpy as np
+
+    errors, basis = answer.get("standard_errors"), answer.get("error_basis", "none")
+    if errors is None:
+        if not answer["coverage"]["measured"]:
+            stdout.print("no standard errors: the release did not measure this marginal (--bootstrap gives them for "
+                         "an MST or AIM release)", highlight=False)
+        return
+    values = np.asarray(errors, dtype=float)
+    distinct = np.unique(np.round(values, 6))
+    shown = (", ".join(f"{v:,.2f}" for v in distinct) if distinct.size <= 5
+             else f"{values.min():,.2f} to {values.max():,.2f}")
+    stdout.print(f"standard error of each cell ({ERROR_BASIS_WORDS.get(basis, basis)}): {shown}", highlight=False)
 
 
 @app.command()

@@ -52,6 +52,8 @@ class FittedRegression:
     answered) and ``budget`` (when a new release was made: the budget's composed epsilon spent before and after it,
     and why; else None). ``notes`` are the server's remarks (a reused release, extrapolated pairs) and ``coverage``
     what the release measured of the regression's columns; an extrapolated fit raises an ExtrapolationWarning.
+    ``standard_errors_`` and ``confidence_intervals_`` (95 %) are the encoded coefficients' error bars by name, as
+    ``error_basis_`` says they were computed (None and ``"none"`` for a method that gives none).
     ``target_values_`` (linear) is the value of each code of the target, what ``predict`` answers in."""
 
     def __init__(self, answer: Mapping[str, Any], domain: Mapping[str, Mapping[str, object]],
@@ -84,6 +86,10 @@ class FittedRegression:
         else:
             values = code_values(target_labels, size)
             self.target_values_ = np.arange(size, dtype=float) if values is None else values
+        # the coefficients' error bars on the encoded scale, by name (service/regression/uncertainty.py); None: none
+        self.standard_errors_: dict[str, float] | None = answer.get("standard_errors")
+        self.confidence_intervals_: dict[str, list[float]] | None = answer.get("confidence_intervals")
+        self.error_basis_: str = answer.get("error_basis", "none")
         self.notes: list[str] = list(answer.get("notes") or [])
         self.coverage: dict[str, Any] | None = (answer.get("details") or {}).get("coverage")
         if self.coverage is not None and (self.coverage.get("unmeasured_pairs")

@@ -420,15 +420,19 @@ class Client(CollectionsClient):
     def release(self, release_id: int) -> dict[str, object]:
         return self._request("GET", f"/releases/{int(release_id)}")
 
-    def marginal(self, release: int, attrs: Sequence[str], labels: bool = True) -> pd.DataFrame:
+    def marginal(self, release: int, attrs: Sequence[str], labels: bool = True,
+                 bootstrap: bool = False) -> pd.DataFrame:
         """A marginal estimated from a release (free): one row per cell, a column per attribute (its
         label where the table's spec or domain gives one, else its code; ``labels=False`` for codes) and ``count``.
         ``frame.attrs["coverage"]`` says what the release measured of it and ``frame.attrs["cost"]`` what it cost
         (nothing: the release paid); an extrapolated marginal also raises an :class:`ExtrapolationWarning`. A
-        marginal the release measured (residual, laplace, gaussian) also has ``standard_error``: per cell, of the
-        unbiased estimate the non-negative ``count`` adjusts."""
+        marginal the release measured also has ``standard_error`` per cell (residual, laplace, gaussian: of the
+        unbiased estimate the non-negative ``count`` adjusts; mst, aim: of the raw measurement), and so has one an MST
+        or AIM release did not measure with ``bootstrap=True`` (the release's parametric bootstrap, computed the first
+        time: seconds to a minute). ``frame.attrs["error_basis"]`` says how they were computed (docs/mechanisms.md,
+        "Error bars on answers")."""
         answer = self._request("POST", f"/releases/{int(release)}/marginal",
-                               json={"attributes": list(attrs), "codes": not labels})
+                               json={"attributes": list(attrs), "codes": not labels, "bootstrap": bool(bootstrap)})
         frame = marginal_frame(answer["attributes"], answer["shape"], answer["counts"], answer.get("labels"))
         if answer.get("standard_errors") is not None:
             import numpy as np
@@ -436,6 +440,7 @@ class Client(CollectionsClient):
             frame["standard_error"] = np.asarray(answer["standard_errors"], dtype=float).ravel()
         frame.attrs["coverage"] = answer.get("coverage")
         frame.attrs["cost"] = answer.get("cost")
+        frame.attrs["error_basis"] = answer.get("error_basis", "none")
         warning = (answer.get("coverage") or {}).get("warning")
         if warning:
             warnings.warn(warning, ExtrapolationWarning, stacklevel=2)

@@ -9,14 +9,17 @@ an existing kind returns the kind's payload type and writes no codec of its own.
 kind       payload type              what it holds
 ========== ========================= ===========================================================================
 marginals  :class:`MarginalsPayload` the noisy measurements, and either the fitted graphical model (MST, AIM) or
-                                     the noisy residuals (residual, laplace, gaussian: answered without one)
+                                     the noisy residuals (residual, laplace, gaussian: answered without one); a
+                                     model is stored with the measurements and their noise scales (issue 29)
 gram       :class:`GramPayload`       a noisy ``Z^T Z`` of named encoded columns, a noisy ``lambda_min`` (adassp)
 model      :class:`ModelPayload`      a released linear model (objpert, dp-iht)
 ========== ========================= ===========================================================================
 
-The stored bytes of every type are what they were before the types moved here (issue 28): stored releases stay
-readable. They live beside the mechanisms, not in :mod:`service.releases`, because the mechanisms build them and the
-release engine imports the mechanisms (imports go one way: tests/system/test_architecture.py). The module imports
+The stored bytes of every type are what they were before the types moved here (issue 28), except that a model payload
+keeps its measurements since issue 29 (format 3, read by
+:func:`estimators.graphical.mbi_adapter.measurements_from_bytes`): stored releases stay readable. They live beside the
+mechanisms, not in :mod:`service.releases`, because the mechanisms build them and the release engine imports the
+mechanisms (imports go one way: tests/system/test_architecture.py). The module imports
 nothing numerical until a payload is written or read, so the kinds' catalog stays light.
 """
 
@@ -45,7 +48,9 @@ class Payload(Protocol):
 class MarginalsPayload:
     """A marginal release: ``measurements`` (the noisy marginals it took), and what it stores: ``residuals`` when
     given (the release answers from them and fits a model only when an answer needs one,
-    :mod:`service.releases.stored_models`), else the fitted graphical ``model``."""
+    :mod:`service.releases.stored_models`), else the fitted graphical ``model`` with the ``measurements`` beside it
+    (since issue 29: their noise scales give a measured marginal's standard error and drive the parametric bootstrap,
+    :mod:`service.releases.bootstrap`; a model stored before then has none)."""
 
     measurements: list[Measurement] = field(default_factory=list)
     model: Model | None = None
@@ -60,7 +65,7 @@ class MarginalsPayload:
             raise ValueError("a marginal release needs its residuals or its fitted model")
         from estimators.graphical import mbi_adapter  # only a model needs mbi (and JAX: seconds to import)
 
-        return mbi_adapter.model_to_bytes(self.model)
+        return mbi_adapter.model_to_bytes(self.model, self.measurements)
 
 
 @dataclass(frozen=True, eq=False)

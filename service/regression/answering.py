@@ -27,6 +27,7 @@ from estimators.graphical.mbi_adapter import Model
 from estimators.residual.regression_queries import DEFAULT_RIDGE_FACTOR, gram_noise_scale
 from service.mechanisms import gram, registry
 from service.mechanisms.payloads import ModelPayload
+from service.regression import uncertainty
 from service.releases import answers
 from service.releases.answers import StoredRelease
 from service.releases.measured import MeasuredRelease
@@ -70,17 +71,23 @@ def _marginal_reader(domain: Domain, model: Model):  # noqa: ANN202
     return read
 
 
-def dd_ssp(engine: Engine, release: StoredRelease, design: DesignEncoding, seed: int | None) -> Answer:  # noqa: ARG001
+def dd_ssp(engine: Engine, release: StoredRelease, design: DesignEncoding, seed: int | None) -> Answer:
     """DD-SSP (Prop. 3.2; Alg. 1 or Prop. 3.4) from a marginal release. A release stored as noisy residuals that
     measured every marginal the design reads gives ``Z^T Z`` from their *unbiased* reconstruction, solved with the
     ridge ``DEFAULT_RIDGE_FACTOR * sqrt(p v)`` (the scale of the noise's spectral norm, a public function of the
     release's noise scales: :func:`estimators.residual.regression_queries.gram_noise_scale`); any other release
     reads the marginals of its graphical model, without a ridge. The statistics of a (release, design) are
-    post-processing of an immutable release, computed once per process (:func:`dd_ssp_statistics`)."""
+    post-processing of an immutable release, computed once per process (:func:`dd_ssp_statistics`). The
+    coefficients' error bars (:func:`service.regression.error_bars.dd_ssp_errors`; ``seed`` seeds a bootstrap this
+    call computes, in-process only) ride in the details under ``uncertainty.ERRORS_DETAIL``."""
+    from service.regression import error_bars
+
     estimator_class = DDSSPLinearRegression if design.task == "linear" else DDSSPLogisticRegression
     stats, ridge, details = dd_ssp_statistics(engine, release, design)
     estimator = estimator_class() if ridge is None else estimator_class(ridge=ridge)
-    return estimator.fit(stats), dict(details)
+    model = estimator.fit(stats)
+    errors = error_bars.dd_ssp_errors(engine, release, design, stats, ridge, model, seed)
+    return model, {**details, uncertainty.ERRORS_DETAIL: errors}
 
 
 def dd_ssp_statistics(engine: Engine, release: StoredRelease, design: DesignEncoding,
@@ -109,12 +116,18 @@ def _dd_ssp_statistics(engine: Engine, release: StoredRelease, design: DesignEnc
 
 
 def aim_synth(engine: Engine, release: StoredRelease, design: DesignEncoding, seed: int | None) -> Answer:
-    """AIM-Synth (Sec. 3.4): the non-private fit on as many synthetic rows as the model's total (capped)."""
+    """AIM-Synth (Sec. 3.4): the non-private fit on as many synthetic rows as the model's total (capped), with its
+    coefficients' error bars (:func:`service.regression.error_bars.aim_synth_errors`) in the details under
+    ``uncertainty.ERRORS_DETAIL``."""
+    from service.regression import error_bars
+
     _, model = answers.release_model(engine, release.id)
     rows = min(max(1, round(float(model.total))), answers.MAX_SYNTHETIC_ROWS)
     # fit() decided whether this release may answer (a seeded one only for an in-process caller who allows it)
     frame = answers.synthetic_frame(engine, release.id, rows, seed, allow_seeded=True)
-    return fit_on_rows(frame, design), {"synthetic_rows": rows}
+    fitted = fit_on_rows(frame, design)
+    errors = error_bars.aim_synth_errors(engine, release, design, frame, fitted, rows, seed)
+    return fitted, {"synthetic_rows": rows, uncertainty.ERRORS_DETAIL: errors}
 
 
 def adassp(engine: Engine, release: StoredRelease, design: DesignEncoding, seed: int | None) -> Answer:  # noqa: ARG001

@@ -69,6 +69,7 @@ from service.regression.design import (
 )
 from service.regression.matching import cannot_answer, find_release, mechanisms_answering
 from service.regression.methods import MethodSpec
+from service.regression.uncertainty import CoefficientErrors, take_errors
 from service.releases import answers, planning
 from service.releases import engine as release_engine
 from service.releases.answers import StoredRelease
@@ -94,6 +95,7 @@ class FitOutcome:
     details: dict[str, object] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     budget: accountant.BudgetEffect | None = None  # what a new release cost in the budget's epsilon (None: reused)
+    errors: CoefficientErrors = field(default_factory=CoefficientErrors.none)  # service/regression/uncertainty.py
 
     @property
     def feature_names(self) -> tuple[str, ...]:
@@ -131,6 +133,7 @@ class FitOutcome:
             "feature_names": list(self.feature_names),
             "coefficients": self.coefficients,
             "coefficients_per_code": self.coefficients_per_code,
+            **self.errors.to_json(self.coefficients),
             "encodings": self.design.to_dict()["encodings"],
             "details": self.details,
             "notes": list(self.notes),
@@ -345,6 +348,7 @@ def fit(
         cost, effect = outcome.cost, outcome.budget
         release = answers.get_release(engine, outcome.release_id)
     model, details = answer(engine, release, design, method, seed)
+    details, errors = take_errors(details)
     notes = []
     if spec.reads_marginals:
         gaps = release.coverage([*design.features, design.target])
@@ -355,7 +359,7 @@ def fit(
         notes.append(_reused_note(release, mechanism, spec))
     release_cost = release_costs(engine, [release.id])[release.id]
     return FitOutcome(model, method, dataset.name, design, release.id, release.kind, release.mechanism, reused, cost,
-                      release_cost, details, tuple(notes), effect)
+                      release_cost, details, tuple(notes), effect, errors)
 
 
 def _reused_note(release: StoredRelease, mechanism: str | None, spec: MethodSpec,

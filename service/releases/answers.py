@@ -5,7 +5,9 @@ marginal (:func:`answer_marginal`, with what the release measured of it) and dra
 (:func:`synthetic_frame`): a release stored as noisy residuals (residual, and laplace and gaussian since issue 9)
 answers the marginals of its measured closure straight from them, with per-cell standard errors
 (:mod:`service.releases.measured`), and everything else from a graphical model fitted the first time it is needed
-and stored (:mod:`service.releases.stored_models`); MST and AIM releases (and older direct ones) store their model. A
+and stored (:mod:`service.releases.stored_models`); MST and AIM releases (and older direct ones) store their model,
+since issue 29 with the measurements it was fitted to, which give a measured marginal's standard error and, on
+request, a parametric bootstrap for the others (:func:`release_bootstrap`, :mod:`service.releases.bootstrap`). A
 complete release never changes, so its decoded payload and model are cached per process (:func:`release_payload`,
 :func:`release_model`), and so is what an answer derives from it for a request (:func:`derived_statistics`: DD-SSP's
 ``Z^T Z`` of a design); a release that is not complete is never cached. A release made with a known seed (tests and
@@ -28,13 +30,16 @@ from sqlalchemy import Engine, select
 
 from db.engine import transaction
 from db.models import Dataset, Release
+from estimators.graphical import bootstrap as model_bootstrap
 from estimators.graphical import mbi_adapter
 from estimators.graphical.mbi_adapter import Model
+from estimators.graphical.mirror_descent import Measurement
 from service.data.datasets import StoredDataset, stored_dataset
 from service.errors import Conflict, InvalidInput, NotFound, ServiceError
 from service.mechanisms.progress import Progress, no_progress
 from service.mechanisms.registry import ReleaseKind
 from service.privacy.cost import PrivacyCost
+from service.releases import bootstrap as release_bootstraps
 from service.releases import kinds, stored_models
 from service.releases.coverage import Coverage, coverage, measured_cliques
 from service.releases.measured import MeasuredRelease
@@ -209,18 +214,62 @@ def release_model(engine: Engine, release_id: int, progress: Progress = no_progr
     return _cached(engine, release_id, "model", build)  # type: ignore[return-value]
 
 
+def release_measurements(engine: Engine, release_id: int) -> list[Measurement] | None:
+    """The noisy measurements (with their noise scales) a complete release's stored model was fitted to: an MST or
+    AIM release made since issue 29 keeps them in its payload; None for one made before, and for a release stored
+    as residuals (its measurements are the residuals, :mod:`service.releases.measured`). Read once per process."""
+    release, payload = release_payload(engine, release_id)
+    if isinstance(payload, MeasuredRelease):
+        return None
+    return _cached(engine, release_id, "measurements",
+                   lambda: mbi_adapter.measurements_from_bytes(release.payload))  # type: ignore[return-value]
+
+
+def release_bootstrap(engine: Engine, release_id: int, *, seed: int | None = None,
+                      progress: Progress = no_progress) -> release_bootstraps.Bootstrap | None:
+    """The parametric bootstrap of a complete release's model (:mod:`service.releases.bootstrap`: computed the
+    first time it is asked for, stored, then read), or None for a release that kept no measurements to redraw.
+    ``seed`` only for in-process tests; it matters only when the bootstrap is first computed."""
+    measurements = release_measurements(engine, release_id)
+    if not measurements:
+        return None
+    _, model = release_model(engine, release_id)
+    return _cached(engine, release_id, "bootstrap",  # type: ignore[return-value]
+                   lambda: release_bootstraps.bootstrap_of(engine, release_id, model, measurements, seed, progress))
+
+
+#: ``error_basis`` of an answer without error bars.
+NO_ERROR_BASIS = "none"
+#: ``error_basis`` of standard errors read from the release's measurements.
+MEASUREMENT_BASIS = "measurement"
+
+
 def answer_marginal(
     engine: Engine, release_id: int, attributes: list[str], *, codes: bool = False, allow_seeded: bool = False,
-    progress: Progress = no_progress,
+    progress: Progress = no_progress, bootstrap: bool = False, bootstrap_seed: int | None = None,
 ) -> dict[str, object]:
     """Any marginal of a release: free post-processing (refused for a seeded release unless ``allow_seeded``). The
     answer says what the release measured of it (``coverage``: what is data and what the model's extrapolation),
     what it cost (``cost``: nothing; release ``release_id`` paid when it was made) and, for a table whose spec or
-    domain labels its codes, the label of each code of each axis (``labels``; none with ``codes``). A marginal
-    inside the measured closure of a
-    release stored as residuals comes straight from them with ``standard_errors`` (per cell, of the unbiased
-    estimate; :mod:`service.releases.measured`); any other answer comes from the release's model (fitted first if
-    it has none yet; ``progress`` sees that fit) and has no standard errors (``standard_errors`` is None)."""
+    domain labels its codes, the label of each code of each axis (``labels``; none with ``codes``).
+
+    ``standard_errors`` (per cell, or None) and ``error_basis`` (how they were computed) by the kind of release:
+
+    * stored as residuals (residual, laplace, gaussian), a marginal inside the measured closure: from the residuals
+      (basis ``measurement``: of the unbiased estimate the non-negative counts adjust; :mod:`service.releases.
+      measured`); outside it the counts come from the model fitted to them and have none (basis ``none``);
+    * a graphical model (MST, AIM) and a marginal inside a measured clique: the raw measurement's standard error
+      (basis ``measurement``: summed cells add variances, several measurements combine by inverse variance;
+      :func:`estimators.graphical.bootstrap.measured_standard_error`). It is not the model's error: the counts are
+      the model's, a post-processing that pools every measurement, whose error can be smaller (and is biased where
+      the model's structure is wrong);
+    * a graphical model and a marginal it did not measure: with ``bootstrap``, the spread over the release's
+      parametric bootstrap (basis ``parametric bootstrap, K replicates``; computed the first time, then stored:
+      :mod:`service.releases.bootstrap`; ``progress`` sees it); without it, none (basis ``none``), so a plain
+      answer stays a lookup;
+    * an MST or AIM release made before issue 29 kept no measurements: none (basis ``none``).
+
+    ``bootstrap_seed`` seeds a bootstrap computed by this call (in-process tests only; never from a caller)."""
     release, payload = release_payload(engine, release_id)
     release.check_answerable(allow_seeded)
     try:
@@ -230,23 +279,45 @@ def answer_marginal(
     cells = release.dataset.domain.cells(ordered)
     if cells > 10_000_000:
         raise InvalidInput(f"marginal {attributes} has {cells:,} cells; the limit is 10,000,000", code="too_large")
-    errors = None
+    if not isinstance(bootstrap, bool):
+        raise InvalidInput(f"bootstrap must be true or false, got {bootstrap!r}", code="invalid_parameter")
+    errors, basis = None, NO_ERROR_BASIS
     if isinstance(payload, MeasuredRelease) and payload.covers(attributes):
         values, errors = payload.answer(attributes)
+        basis = MEASUREMENT_BASIS
     else:
         _, model = release_model(engine, release_id, progress)
         values = mbi_adapter.marginal(model, ordered)
         values = np.moveaxis(values, [ordered.index(a) for a in attributes], range(len(attributes)))
+        errors, basis = _model_errors(engine, release_id, tuple(attributes), values.shape, bootstrap,
+                                      bootstrap_seed, progress)
     return {
         "release_id": release_id,
         "attributes": list(attributes),
         "shape": list(values.shape),
         "counts": values.tolist(),
         "standard_errors": None if errors is None else errors.tolist(),
+        "error_basis": basis,
         "labels": {} if codes else release.dataset.labels_of(attributes),
         "coverage": release.coverage(attributes).to_json(),
         "cost": FREE.to_json(),
     }
+
+
+def _model_errors(engine: Engine, release_id: int, attributes: tuple[str, ...], shape: tuple[int, ...],
+                  use_bootstrap: bool, seed: int | None, progress: Progress) -> tuple[np.ndarray | None, str]:
+    """The standard errors of a marginal answered from a release's model, and their basis (:func:`answer_marginal`)."""
+    measurements = release_measurements(engine, release_id)
+    if not measurements:
+        return None, NO_ERROR_BASIS
+    release, _ = release_payload(engine, release_id)
+    measured = model_bootstrap.measured_standard_error(release.dataset.domain, measurements, attributes)
+    if measured is not None:
+        return np.full(shape, measured), MEASUREMENT_BASIS
+    if not use_bootstrap:
+        return None, NO_ERROR_BASIS
+    replicates = release_bootstrap(engine, release_id, seed=seed, progress=progress)
+    return replicates.standard_errors(attributes), replicates.basis
 
 
 def answer_synthetic(engine: Engine, release_id: int, rows: int, *, codes: bool = False) -> dict[str, object]:
