@@ -96,7 +96,7 @@ class Release(Base):
     charge was refunded); ``failed_after_noise`` (its charge stands -- for an MST or AIM release stopped on request
     part-way, the charge of the steps that drew noise, the rest refunded -- and the payload is lost).
     ``runner_*`` and ``heartbeat_at`` say which process runs a pending release, so that recovery
-    only touches releases whose runner is provably gone (service/releases/runners.py).
+    only touches releases whose runner is provably gone (service/runners.py).
 
     ``seeded``: the noise came from a caller-chosen seed (tests and benchmarks, in-process only): whoever knows the
     seed can regenerate and subtract it, so the release carries no privacy. A seeded release is never reused to
@@ -215,6 +215,19 @@ class LedgerEntry(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
 
 
+class LedgerHash(Base):
+    """The hash chain of the ledger (db/ledger_chain.py): one row per ledger entry, written in its transaction,
+    append-only like the ledger. ``entry_hash`` = SHA-256 of ``previous_hash`` and the entry's canonical form;
+    ``previous_hash``: the dataset's previous entry's (64 zeros for its first). Migration 0015."""
+
+    __tablename__ = "ledger_hashes"
+
+    entry_id: Mapped[int] = mapped_column(ForeignKey("ledger_entries.id"), primary_key=True)
+    dataset_id: Mapped[int] = mapped_column(ForeignKey("datasets.id"), nullable=False, index=True)
+    previous_hash: Mapped[str] = mapped_column(String(64), nullable=False)
+    entry_hash: Mapped[str] = mapped_column(String(64), nullable=False)
+
+
 class ApiKey(Base):
     """A principal's API key; only a SHA-256 hash of the key is stored.
 
@@ -246,7 +259,8 @@ class IdempotencyRecord(Base):
 
     One row per (API key, idempotency key). ``state`` is ``pending`` while the request runs and
     ``done`` once its response is stored; a retry with the same key and the same request replays
-    that response instead of charging again (service/access/idempotency.py). ``request_hash`` is the
+    that response instead of charging again (service/access/idempotency.py). ``runner_*`` and
+    ``heartbeat_at``: the process running a pending claim, as for releases and jobs. ``request_hash`` is the
     SHA-256 of the request's method, path and canonical JSON body.
     """
 
@@ -263,6 +277,11 @@ class IdempotencyRecord(Base):
     state: Mapped[str] = mapped_column(String(10), nullable=False, default="pending")
     response_status: Mapped[int | None] = mapped_column(Integer, nullable=True)
     response_json: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # who runs the claimed request (service/runners.py): a claim is interrupted only once its runner is gone
+    runner_host: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    runner_pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    runner_started: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
@@ -273,7 +292,7 @@ class Job(Base):
 
     ``state``: ``running``, ``done`` (``response_*`` holds a 2xx answer) or ``failed`` (an error
     answer). A job whose runner is provably gone (the server was killed) becomes ``failed`` with a
-    409 ``request_interrupted`` answer (service/releases/runners.py)."""
+    409 ``request_interrupted`` answer (service/runners.py)."""
 
     __tablename__ = "jobs"
     __table_args__ = (CheckConstraint("state IN ('running', 'done', 'failed')", name="ck_job_state"),)

@@ -177,3 +177,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         ordered += dealt[share] + fast[:take]
         fast = fast[take:]
     items[:] = ordered + fast
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _built_cli_commands_are_reused() -> Iterator[None]:
+    """Build each typer app's click command once per session, not once per ``CliRunner.invoke``.
+
+    ``typer.testing.CliRunner.invoke`` rebuilds the whole command tree from the functions' signatures on every call
+    (``typer.main.get_command``: about 0.1 s for ``marginalia``'s ~50 commands, type hints evaluated each time), and
+    the suite invokes the CLI in-process hundreds of times. A built click command keeps no state between invocations
+    (each gets its own context), so one per app is what every invocation would have built: the console script builds
+    it once per process too. An app changed after its first invocation would need a fresh build; no test does that."""
+    import typer.testing
+
+    build = typer.testing._get_command  # noqa: SLF001
+    built: dict[int, tuple[object, object]] = {}
+
+    def cached(app):  # noqa: ANN001, ANN202
+        entry = built.get(id(app))
+        if entry is None or entry[0] is not app:
+            entry = built[id(app)] = (app, build(app))
+        return entry[1]
+
+    typer.testing._get_command = cached  # noqa: SLF001
+    yield
+    typer.testing._get_command = build  # noqa: SLF001

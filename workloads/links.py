@@ -16,6 +16,7 @@ Stein-lemma links of :mod:`estimators.local.glm.links` add their slopes, the pub
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, fields
@@ -42,10 +43,27 @@ def sigmoid(t: np.ndarray) -> np.ndarray:
 _erfc = np.frompyfunc(math.erfc, 1, 1)
 
 
+def _normal_cdf_by_erfc(t: np.ndarray) -> np.ndarray:
+    """``erfc(-t / sqrt 2) / 2`` cell by cell with :func:`math.erfc` (numpy has no ``erfc``): the light client's
+    path, about 50x slower than scipy's vectorised ``ndtr`` and equal to it to 1e-12 wherever it is normal."""
+    return 0.5 * np.asarray(_erfc(-t / math.sqrt(2.0)), dtype=float).reshape(t.shape)
+
+
+@functools.cache
+def _normal_cdf_implementation() -> Callable[[np.ndarray], np.ndarray]:
+    """scipy's ``ndtr`` where scipy is installed (the server, whose fits call this thousands of times per campaign),
+    else :func:`_normal_cdf_by_erfc` (the ``marginalia[client]`` install has no scipy). Imported on first use, so
+    that importing this module (the CLI does) stays free of scipy."""
+    try:
+        from scipy.special import ndtr
+    except ImportError:
+        return _normal_cdf_by_erfc
+    return ndtr
+
+
 def normal_cdf(t: np.ndarray) -> np.ndarray:
     """``Phi_N(t) = erfc(-t / sqrt 2) / 2``: accurate in both tails (``1 + erf`` would cancel to 0 below t = -8)."""
-    t = np.asarray(t, dtype=float)
-    return 0.5 * np.asarray(_erfc(-t / math.sqrt(2.0)), dtype=float).reshape(t.shape)
+    return _normal_cdf_implementation()(np.asarray(t, dtype=float))
 
 
 _INV_SQRT_2PI = 1.0 / np.sqrt(2.0 * np.pi)

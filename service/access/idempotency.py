@@ -15,10 +15,12 @@ What is stored once the first request finishes:
   the accountant's refusal (nothing was charged): the claim is dropped so a corrected retry
   with the same key can run. See :func:`service.api.charging.run_charged`.
 
-A server killed while a claimed request runs leaves the claim ``pending``;
-:func:`recover_interrupted_claims` (run at start-up, like
-:func:`service.releases.recovery.recover_interrupted`) turns it into a stored 409 ``request_interrupted``
-response, so the retry is told what happened instead of being charged again.
+A server killed while a claimed request runs leaves the claim ``pending``. Each claim records its runner (the
+process, :mod:`service.runners`) and a heartbeat while the request runs; :func:`recover_interrupted_claims` (run at
+start-up and periodically by every server, like :func:`service.releases.recovery.recover_interrupted`) turns a
+pending claim whose runner is provably gone into a stored 409 ``request_interrupted`` response, so the retry is told
+what happened instead of being charged again. A claim whose runner lives (another server's request, still running)
+is never touched: its retry gets 409 ``idempotency_in_progress`` until it finishes, then its answer.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from sqlalchemy.exc import IntegrityError
 
 from db.engine import transaction
 from db.models import IdempotencyRecord, utcnow
+from service import runners
 from service.errors import Conflict, InvalidInput, ServiceError
 
 MAX_KEY_LENGTH = 200
@@ -82,7 +85,7 @@ def claim(engine: Engine, api_key_id: int, key: str, fingerprint: str) -> Claim 
         try:
             with transaction(engine) as session:
                 record = IdempotencyRecord(api_key_id=api_key_id, key=key, request_hash=fingerprint, state="pending",
-                                           created_at=utcnow())
+                                           created_at=utcnow(), **runners.current().columns())
                 session.add(record)
                 session.flush()
                 return Claim(record.id)
@@ -127,12 +130,21 @@ def abandon(engine: Engine, claimed: Claim) -> None:
 
 
 def recover_interrupted_claims(engine: Engine) -> int:
-    """Give claims left ``pending`` by a killed server the stored 409 ``request_interrupted``
-    response. Call only when no request is running (at server start). Returns how many."""
+    """Give the claims left ``pending`` by a runner that is provably gone (:func:`service.runners.is_gone`) the
+    stored 409 ``request_interrupted`` response. Safe while other servers run claimed requests: theirs are alive.
+    Returns how many."""
+    with transaction(engine) as session:
+        pending = session.execute(
+            select(IdempotencyRecord.id, IdempotencyRecord.runner_host, IdempotencyRecord.runner_pid,
+                   IdempotencyRecord.runner_started, IdempotencyRecord.heartbeat_at, IdempotencyRecord.created_at)
+            .where(IdempotencyRecord.state == "pending")).all()
+    gone = [row[0] for row in pending if runners.is_gone(*row[1:])]
+    if not gone:
+        return 0
     with transaction(engine) as session:
         result = session.execute(
             update(IdempotencyRecord)
-            .where(IdempotencyRecord.state == "pending")
+            .where(IdempotencyRecord.id.in_(gone), IdempotencyRecord.state == "pending")
             .values(state="done", response_status=INTERRUPTED_STATUS, response_json=json.dumps(INTERRUPTED_BODY),
                     finished_at=utcnow())
         )

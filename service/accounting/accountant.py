@@ -22,16 +22,19 @@ and the charge it previews cannot disagree: there is no second formula.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, event, func, select
 from sqlalchemy.orm import Session
 
+from db import ledger_chain
 from db.engine import serialized_transaction, transaction
 from db.models import ALPHA_SCALE, DELTA_SCALE, EPSILON_SCALE, Budget, Dataset, LedgerEntry, Release, utcnow
-from service.errors import BudgetExceeded, NotFound, ServiceError
+from service.errors import BudgetExceeded, InvalidInput, NotFound, ServiceError
+from service.observability.logs import event as log_event
 from service.privacy.cost import PrivacyCost, ceil_units, check_amount, exact, floor_units, from_units
 from service.privacy.filter import (
     ZcdpAnchor,
@@ -424,22 +427,22 @@ def set_budget(
         else:
             budget.epsilon_units, budget.delta_units = proposed.epsilon_units, proposed.delta_units
             budget.delta_reserve_units, budget.updated_at = proposed.delta_reserve_units, utcnow()
-        session.add(
-            LedgerEntry(
-                dataset_id=dataset.id,
-                entry="budget",
-                mechanism="budget",
-                epsilon_units=0,
-                delta_units=0,
-                rho_units=0,
-                epsilon_priced_units=0,
-                epsilon_spent_after_units=_composed_units(sums, proposed, anchor),
-                principal=principal,
-                note=f"budget set to epsilon={float(epsilon_b)!r}, delta={float(delta_b)!r}, "
-                     f"delta_reserve={float(from_units(proposed.delta_reserve_units, DELTA_SCALE))!r}",
-            )
+        entry = LedgerEntry(
+            dataset_id=dataset.id,
+            entry="budget",
+            mechanism="budget",
+            epsilon_units=0,
+            delta_units=0,
+            rho_units=0,
+            epsilon_priced_units=0,
+            epsilon_spent_after_units=_composed_units(sums, proposed, anchor),
+            principal=principal,
+            note=f"budget set to epsilon={float(epsilon_b)!r}, delta={float(delta_b)!r}, "
+                 f"delta_reserve={float(from_units(proposed.delta_reserve_units, DELTA_SCALE))!r}",
         )
+        session.add(entry)
         session.flush()
+        ledger_chain.chain(session.connection(), entry)
         return _status(session, dataset, budget)
 
 
@@ -512,6 +515,30 @@ def preview_charge(engine: Engine, name: str, cost: PrivacyCost) -> ChargeQuote:
         return quote_charge(dataset.name, _sums(session, dataset.id), budget, _anchor(session, dataset.id), cost)
 
 
+ledger_log = logging.getLogger("marginalia.ledger")
+
+
+def _appended(session: Session, entry: LedgerEntry, dataset: str) -> None:
+    """What follows every charge and refund in its transaction: its link in the ledger's hash chain
+    (:mod:`db.ledger_chain`) and its log line once committed."""
+    ledger_chain.chain(session.connection(), entry)
+    _log_when_committed(session, entry, dataset)
+
+
+def _log_when_committed(session: Session, entry: LedgerEntry, dataset: str) -> None:
+    """One ``marginalia.ledger`` line for ``entry`` once its transaction commits (none if it rolls back): what it
+    charged or refunded, on which dataset, for which mechanism and principal (docs/operations.md, "Logs")."""
+    fields = {"entry": entry.id, "dataset": dataset, "mechanism": entry.mechanism, "release_id": entry.release_id,
+              "epsilon": float(from_units(entry.epsilon_units, EPSILON_SCALE)),
+              "delta": float(from_units(entry.delta_units, DELTA_SCALE)),
+              "rho": float(from_units(entry.rho_units, EPSILON_SCALE)), "principal": entry.principal}
+
+    def committed(_session: Session) -> None:
+        log_event(ledger_log, f"{entry.entry} {fields['entry']}", kind=entry.entry, **fields)
+
+    event.listen(session, "after_commit", committed, once=True)
+
+
 def charge_in_session(
     session: Session,
     dataset: Dataset,
@@ -550,6 +577,7 @@ def charge_in_session(
     )
     session.add(entry)
     session.flush()
+    _appended(session, entry, dataset.name)
     return entry
 
 
@@ -670,6 +698,7 @@ def refund(engine: Engine, charge_id: int, reason: str, *, keep: PrivacyCost | N
         )
         session.add(entry)
         session.flush()
+        _appended(session, entry, dataset.name)
         return entry
 
 
@@ -748,3 +777,33 @@ def release_costs(engine: Engine, release_ids: Sequence[int]) -> dict[int, Priva
     costs = {int(r[0]): PrivacyCost(from_units(int(r[1]), EPSILON_SCALE), from_units(int(r[2]), DELTA_SCALE),
                                     from_units(int(r[3]), EPSILON_SCALE)) for r in rows}
     return {i: costs.get(i, PrivacyCost()) for i in release_ids}
+
+
+def ledger_head(engine: Engine, name: str) -> ledger_chain.Head:
+    """The newest link of the dataset's hash chain, to publish (docs/operations.md, "A tamper-evident ledger")."""
+    return verify_ledger(engine, name).head
+
+
+def verify_ledger(engine: Engine, name: str, published: ledger_chain.Head | None = None) -> ledger_chain.Verdict:
+    """The dataset's hash chain recomputed from its entries, and ``published`` (a head exported earlier) looked for
+    in it (:func:`db.ledger_chain.verify`)."""
+    with transaction(engine) as session:
+        dataset = dataset_by_name(session, name)
+        return ledger_chain.verify(session.connection(), dataset.name, dataset.id, published)
+
+
+def published_head(name: str, given: object) -> ledger_chain.Head:
+    """A head as ``--head`` printed it (``{"dataset", "entry_id", "entry_hash", ...}``), checked: the parameter
+    ``published`` names what is wrong."""
+    if not isinstance(given, dict):
+        raise InvalidInput("published: a head is a JSON object as `marginalia ledger DATASET --head --json` prints it",
+                           code="invalid_parameter")
+    entry_id, digest = given.get("entry_id"), given.get("entry_hash")
+    if given.get("dataset") != name:
+        raise InvalidInput(f"published: the head is of dataset {given.get('dataset')!r}, not {name!r}",
+                           code="invalid_parameter")
+    if isinstance(entry_id, bool) or not isinstance(entry_id, int) or entry_id < 0:
+        raise InvalidInput("published: entry_id must be a non-negative integer", code="invalid_parameter")
+    if not isinstance(digest, str) or len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+        raise InvalidInput("published: entry_hash must be 64 lowercase hex digits", code="invalid_parameter")
+    return ledger_chain.Head(name, entry_id, digest, int(given.get("entries") or 0))

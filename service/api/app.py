@@ -6,13 +6,26 @@ from __future__ import annotations
 
 from importlib import metadata
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
+from fastapi.responses import PlainTextResponse, Response
 from sqlalchemy import Engine
 
-from service.api import routes_attach, routes_campaigns, routes_datasets, routes_jobs, routes_releases, schemas
+from service.access.auth import Principal
+from service.api import (
+    lifespan,
+    readiness,
+    routes_attach,
+    routes_campaigns,
+    routes_datasets,
+    routes_jobs,
+    routes_releases,
+    schemas,
+)
 from service.api.errors import SafeJSONResponse, install_error_handlers
 from service.api.guard import GuardedRoute
 from service.api.limits import DEFAULT_MAX_BODY_BYTES
+from service.api.observe import ObservedRequests
+from service.api.security import AUDITOR, STEWARD, Forbidden, require
 
 DESCRIPTION = """Differentially private statistics about sensitive tables, under an exact privacy budget.
 
@@ -35,6 +48,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
         (409, "Conflict: budget exceeded, duplicate name, release not complete, idempotency key in use"),
         (413, "Request body too large"),
         (422, "Invalid input: the message names the field, parameter or column"),
+        (503, "The service database does not answer (`database_unavailable`): retry after `Retry-After` seconds"),
     ]
 }
 
@@ -48,16 +62,41 @@ def version() -> str:
 
 def create_app(engine: Engine, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> FastAPI:
     """The HTTP API over the database behind ``engine``."""
-    app = FastAPI(title="Marginalia", version=version(), description=DESCRIPTION,
+    app = FastAPI(title="Marginalia", version=version(), description=DESCRIPTION, lifespan=lifespan.lifespan,
                   default_response_class=SafeJSONResponse, responses=ERROR_RESPONSES)
     app.router.route_class = GuardedRoute  # every route admits its caller before reading its body (guard.py)
     app.state.engine = engine
     app.state.max_body_bytes = max_body_bytes  # the ceiling of every route's own limit (service/api/limits.py)
     install_error_handlers(app)
+    app.add_middleware(ObservedRequests)  # outside the catch-all: it logs the 500s too
 
     @app.get("/health", response_model=schemas.Health, tags=["service"], summary="Liveness (no key needed)")
     def health() -> dict[str, str]:
+        """The process answers (it reads no database: a database that is down is readiness's concern)."""
         return {"status": "ok", "version": version()}
+
+    @app.get("/health/ready", response_model=schemas.Readiness, tags=["service"],
+             summary="Readiness (no key needed): the database, the schema and every attach source, named",
+             responses={503: {"model": schemas.Readiness, "description": "Not ready: the database or its schema"}})
+    def ready() -> SafeJSONResponse:
+        """200 ``ready`` (or ``degraded``: a source is down, everything else works), 503 ``not_ready`` when the
+        service database does not answer or is not at this code's schema (service/api/readiness.py)."""
+        found = readiness.readiness(engine)
+        return SafeJSONResponse(found.to_json(), status_code=200 if found.ready else 503)
+
+    @app.get("/metrics", tags=["service"], response_class=PlainTextResponse,
+             summary="Prometheus metrics (steward keys not scoped to datasets, and auditors)",
+             responses={200: {"content": {"text/plain": {}}, "description": "The text exposition format"}})
+    def metrics(principal: Principal = Depends(require(STEWARD, AUDITOR))) -> Response:
+        """Requests, releases, refunds, jobs, engine time and spent budget (service/observability/metrics.py);
+        nothing derived from a table. A steward key scoped to datasets sees no other dataset, so it is refused."""
+        if principal.role == STEWARD and principal.scope is not None:
+            raise Forbidden("metrics name every dataset: this route is for steward keys not scoped to datasets, "
+                            "and auditors")
+        from service.api.ledger_metrics import LedgerCollector
+        from service.observability.metrics import CONTENT_TYPE, exposition
+
+        return Response(exposition(LedgerCollector(engine)), media_type=CONTENT_TYPE)
 
     app.include_router(routes_datasets.router)
     app.include_router(routes_attach.router)

@@ -20,16 +20,24 @@ from fastapi import Request
 from sqlalchemy import Engine
 
 from db.models import Job
-from service.api import jobs
+from service import runners
+from service.api import drain, jobs
 from service.api.errors import SafeJSONResponse, error_body_for
 from service.api.security import engine_of
 from service.errors import ServiceError
 from service.mechanisms.progress import Progress, no_progress
-from service.releases import runners
 
 PREFER_ASYNC = "respond-async"
 
 Work = Callable[[Progress], tuple[int, dict[str, object]]]
+
+
+def charge_stands(exc: BaseException) -> bool:
+    """Whether ``exc`` ended a release after its noise was drawn, so that (part of) its charge stands: a stop
+    request at a safe point (:class:`service.interrupts.Interrupted`) or a failure after noise. Its idempotency
+    claim then keeps the answer, never freed for a retry to charge again."""
+    failure = getattr(exc, "release_failure", None)
+    return failure is not None and getattr(failure, "status", None) == "failed_after_noise"
 
 
 def prefers_async(request: Request) -> bool:
@@ -61,6 +69,7 @@ def start(engine: Engine, owner: int | None, work: Work, *, dataset: str, kind: 
     if accepted is not None:
         accepted(body)
     thread = threading.Thread(target=_run, args=(engine, job_id, work, refused), name=f"job-{job_id}", daemon=True)
+    drain.track(thread)  # a SIGTERM waits for it (service/api/drain.py)
     thread.start()
     response = SafeJSONResponse(body, status_code=202)
     response.headers["Location"] = f"/jobs/{job_id}"
@@ -75,7 +84,7 @@ def _run(engine: Engine, job_id: int, work: Work, refused: Callable[[], None] | 
             status, payload = work(jobs.JobProgress(engine, job_id))
         except ServiceError as exc:
             jobs.finish(engine, job_id, "failed", exc.status, exc.to_json())
-            if refused is not None:
+            if refused is not None and not charge_stands(exc):
                 refused()
             return
         except Exception as exc:  # noqa: BLE001 - the answer is the job's, as the synchronous request's would be

@@ -28,11 +28,13 @@ from fastapi import Request
 from pydantic import BaseModel
 from sqlalchemy import Engine
 
+from db.models import IdempotencyRecord
+from service import runners
 from service.access import idempotency
 from service.access.auth import Principal
 from service.api import background
-from service.api.background import Work, prefers_async
-from service.api.errors import SafeJSONResponse, error_body_for
+from service.api.background import Work, charge_stands, prefers_async
+from service.api.errors import SafeJSONResponse, database_down, error_body_for
 from service.api.security import engine_of
 from service.errors import ServiceError
 from service.mechanisms.progress import no_progress
@@ -67,13 +69,23 @@ def run_charged(
     if in_background:
         return _start_job(engine, principal, work, claimed, dataset, kind)
     try:
-        status, payload = work(no_progress)
-    except ServiceError:
+        if claimed is None:
+            status, payload = work(no_progress)
+        else:  # the claim's lease: no other server marks it interrupted while this one runs it
+            with runners.Heartbeat(engine, IdempotencyRecord.__table__, claimed.record_id):
+                status, payload = work(no_progress)
+    except ServiceError as exc:
+        if claimed is not None and charge_stands(exc):  # charged: every retry with the key gets this answer
+            body = exc.to_json()
+            idempotency.complete(engine, claimed, exc.status, body)
+            return _respond(exc.status, body, None)
         if claimed is not None:
             idempotency.abandon(engine, claimed)
         raise
     except Exception as exc:  # noqa: BLE001 - answered and stored, so every retry gets the same answer
-        if claimed is None:
+        if claimed is None or database_down(exc):
+            # the database is down: the claim stays open (a retry with the key is told it is in progress, never
+            # charged twice) and the caller gets 503 (service/api/errors.py); recovery closes the claim
             raise
         failed_status, failed_body = error_body_for(exc)
         idempotency.complete(engine, claimed, failed_status, failed_body)

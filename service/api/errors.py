@@ -9,6 +9,9 @@
   have) -> 404 ``not_found``, as for an unknown route;
 * an unknown route -> 404; a method the path does not take -> 405 with ``Allow`` listing the methods it takes (every
   route of the path, RFC 9110 15.5.6); a body over the route's limit -> 413 (service/api/limits.py);
+* the service database does not answer (a connection refused or dropped: SQLAlchemy's ``OperationalError`` or
+  ``InterfaceError``, or :class:`db.engine.DatabaseUnavailable`) -> 503 ``database_unavailable`` with ``Retry-After``,
+  on every route that needs it (``GET /health`` does not; ``GET /health/ready`` says which check failed);
 * anything else -> 500 ``internal_error`` with a reference number; the traceback goes to the
   server log only, with the message of any exception that is not the project's own withheld (a driver's or a
   library's message may quote a cell value: :mod:`service.error_text`), unless ``MARGINALIA_DEBUG=1``.
@@ -70,10 +73,28 @@ def error_response(status: int, code: str, message: str, headers: Mapping[str, s
     return SafeJSONResponse({"error": code, "message": message, **extra}, status_code=status, headers=headers)
 
 
+#: Seconds a client waits before retrying a 503 ``database_unavailable``.
+RETRY_AFTER_SECONDS = 5
+DATABASE_DOWN = ("the service database does not answer; nothing was done by this request. Retry in a few seconds; "
+                 "the operator sees the cause in the server log and at GET /health/ready")
+
+
+def database_down(exc: BaseException) -> bool:
+    """Whether ``exc`` says the service database is unreachable (module docstring), not a bug."""
+    from sqlalchemy.exc import InterfaceError, OperationalError
+
+    from db.engine import DatabaseUnavailable
+
+    return isinstance(exc, OperationalError | InterfaceError | DatabaseUnavailable)
+
+
 def error_body_for(exc: BaseException) -> tuple[int, dict[str, str]]:
     """Status and body for an exception raised while handling a request."""
     if isinstance(exc, ServiceError):
         return exc.status, exc.to_json()
+    if database_down(exc):
+        log.warning("the service database does not answer: %s", type(exc).__name__)
+        return 503, {"error": "database_unavailable", "message": DATABASE_DOWN}
     if is_bad_input(exc):
         return 422, {"error": "invalid_input", "message": str(exc)}
     reference = secrets.token_hex(6)
@@ -194,4 +215,5 @@ class CatchAll:
             if started:
                 raise
             status, body = error_body_for(exc)
-            await error_response(status, body["error"], body["message"])(scope, receive, send)
+            headers = {"Retry-After": str(RETRY_AFTER_SECONDS)} if status == 503 else None
+            await error_response(status, body["error"], body["message"], headers)(scope, receive, send)

@@ -6,7 +6,7 @@ progress into the ``jobs`` row (:class:`JobProgress`, at most every :data:`PROGR
 answer the synchronous request would have given (:func:`finish`). ``GET /jobs/{id}`` reads the row,
 so a client can show the progress of a release that takes minutes instead of waiting blind.
 
-Each job records its runner like a release does (service/releases/runners.py): the jobs of a server that was
+Each job records its runner like a release does (service/runners.py): the jobs of a server that was
 killed are failed with a ``request_interrupted`` answer by the next command or server start
 (:func:`service.releases.recovery.recover_jobs`).
 """
@@ -22,9 +22,9 @@ from sqlalchemy import Engine, update
 
 from db.engine import transaction
 from db.models import Job, utcnow
+from service import runners
 from service.errors import NotFound
 from service.mechanisms.progress import FIT_PHASE
-from service.releases import runners
 
 #: Progress is written to the database at most this often (and at the end of every phase).
 PROGRESS_SECONDS = 0.5

@@ -79,6 +79,19 @@ class Health(BaseModel):
     version: str
 
 
+class ReadinessCheck(BaseModel):
+    name: str = Field(description="`database`, `schema`, or `source:NAME` for each attach source")
+    ok: bool
+    detail: str = Field(description="Why the check failed, in the service's words (no host, port, role or URL)")
+
+
+class Readiness(BaseModel):
+    status: Literal["ready", "degraded", "not_ready"] = Field(
+        description="`ready`; `degraded`: an attach source is down, everything else works; `not_ready` (503): the "
+                    "service database does not answer or its schema is not this code's")
+    checks: list[ReadinessCheck]
+
+
 # datasets -----------------------------------------------------------------------------------------
 class AttributeSpec(Strict):
     size: Annotated[Integer, Field(ge=1, le=2**31 - 1)]

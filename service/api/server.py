@@ -7,14 +7,16 @@ releases still ``pending`` whose runner is provably gone become ``failed_after_n
 stand; :func:`service.releases.recovery.recover_interrupted`, which every command also runs), background jobs
 of a dead server fail with a ``request_interrupted`` answer (:func:`service.releases.recovery.recover_jobs`),
 and idempotency claims still ``pending`` get that answer too
-(:func:`service.access.idempotency.recover_interrupted_claims`). The last step is only safe while no other
-server serves the same database: it runs once, in the parent process, before any worker starts.
+(:func:`service.access.idempotency.recover_interrupted_claims`). Each of these touches only work whose runner is
+provably gone (:mod:`service.runners`: its process dead, or its lease expired), so it is safe while other servers
+serve the same database; every worker repeats it periodically (:mod:`service.api.lifespan`), so the work of a
+server that died is recovered by the others, and ``GET /jobs/{id}`` recovers the job it reads.
 
 Several workers (``--workers N``, uvicorn's process manager, each worker :func:`app_from_environment`) share
 the database, which is what keeps every guarantee across them: the ledger charges under a serialized
 transaction, a background job runs in a thread of the worker that accepted it and ``GET /jobs/{id}`` reads
 its row (any worker answers it), and recovery fails only releases and jobs whose own runner process is
-provably gone (:mod:`service.releases.runners` records the worker's pid), never a live sibling's. Each
+provably gone (:mod:`service.runners` records the worker's pid), never a live sibling's. Each
 worker keeps its own caches of decoded releases (:mod:`service.releases.answers`). Every connection has Nagle's
 algorithm off (:mod:`service.api.tcp`: uvicorn's worker processes left it on). Put a TLS-terminating
 proxy in front when serving beyond loopback.
@@ -28,6 +30,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -38,6 +41,7 @@ from sqlalchemy import Engine
 
 from service.api.limits import DEFAULT_MAX_BODY_BYTES
 from service.api.tcp import NoDelayH11Protocol
+from service.observability.metrics import MULTIPROCESS_VARIABLE
 
 log = logging.getLogger("marginalia.api")
 REPO = Path(__file__).resolve().parents[2]
@@ -53,24 +57,28 @@ def default_workers() -> int:
 def prepare_database(engine: Engine) -> dict[str, int]:
     """Upgrade to the newest schema and recover interrupted work; returns what was recovered."""
     from db.migrate import upgrade_to_head
-    from service.access.idempotency import recover_interrupted_claims
-    from service.releases.recovery import recover_interrupted, recover_jobs
+    from service.releases.recovery import recover_everything
 
     upgrade_to_head(engine)
-    return {"releases_marked_failed_after_noise": len(recover_interrupted(engine)),
-            "jobs_interrupted": recover_jobs(engine),
-            "idempotency_claims_interrupted": recover_interrupted_claims(engine)}
+    return recover_everything(engine)
 
 
-def uvicorn_config(url: str, host: str, port: int, *, log_level: str = "info",
+def uvicorn_config(url: str, host: str, port: int, *, log_level: str | None = None,
                    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, workers: int = 1) -> dict[str, object]:
     """uvicorn's settings for ``workers`` processes. One worker serves the app built here (a test may patch this
     process); several need an import string, so each worker builds its app with :func:`app_from_environment`
-    from the environment set by :func:`serve`."""
+    from the environment set by :func:`serve`. Every process logs as :mod:`service.observability.logs` configures
+    (uvicorn applies ``log_config`` in each worker); uvicorn's own access log is off, the app writes its own
+    (:mod:`service.api.observe`: no client address, query string or header)."""
+    from service.observability.logs import log_level as chosen_level
+    from service.observability.logs import logging_config
+
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
-    settings: dict[str, object] = {"host": host, "port": port, "log_level": log_level, "workers": workers,
-                                   "access_log": False, "http": NoDelayH11Protocol}
+    level = chosen_level(log_level)
+    settings: dict[str, object] = {"host": host, "port": port, "log_level": level, "workers": workers,
+                                   "access_log": False, "http": NoDelayH11Protocol,
+                                   "log_config": logging_config(level)}
     if workers > 1:
         settings.update(app="service.api.server:app_from_environment", factory=True,
                         env={"MARGINALIA_DATABASE_URL": url, MAX_BODY_ENV: str(max_body_bytes)})
@@ -87,18 +95,19 @@ def app_from_environment():  # noqa: ANN201 - a FastAPI app; the import stays in
                       max_body_bytes=int(os.environ.get(MAX_BODY_ENV, DEFAULT_MAX_BODY_BYTES)))
 
 
-def serve(url: str, host: str, port: int, *, log_level: str = "info",
+def serve(url: str, host: str, port: int, *, log_level: str | None = None,
           max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, workers: int = 1) -> None:
     """Serve the API for the database at ``url`` with ``workers`` processes until interrupted."""
     import uvicorn
 
     from db.migrate import open_database
     from service.api.app import create_app
+    from service.observability.logs import configure
 
     settings = uvicorn_config(url, host, port, log_level=log_level, max_body_bytes=max_body_bytes, workers=workers)
+    configure(str(settings["log_level"]))
     engine = open_database(url)
     recovered = prepare_database(engine)
-    logging.basicConfig(level=log_level.upper())
     log.info("database ready (%s); recovered: %s; %d worker(s)", engine.url.render_as_string(hide_password=True),
              recovered, workers)
     if workers == 1:
@@ -107,7 +116,13 @@ def serve(url: str, host: str, port: int, *, log_level: str = "info",
     engine.dispose()
     environment = settings.pop("env")
     os.environ.update(environment)  # the workers are spawned with this process's environment
-    uvicorn.run(settings.pop("app"), **settings)
+    with tempfile.TemporaryDirectory(prefix="marginalia-metrics-") as metrics_folder:
+        # every worker's request and engine times, added up by whichever worker answers GET /metrics
+        os.environ[MULTIPROCESS_VARIABLE] = metrics_folder
+        try:
+            uvicorn.run(settings.pop("app"), **settings)
+        finally:
+            os.environ.pop(MULTIPROCESS_VARIABLE, None)
 
 
 # a server in the background ------------------------------------------------------------------------
@@ -118,10 +133,10 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def serve_command(port: int, workers: int | None = None) -> list[str]:
+def serve_command(port: int, workers: int | None = None, log_level: str = "warning") -> list[str]:
     """``marginalia serve`` on 127.0.0.1:``port`` with this interpreter (``workers``: its default when None)."""
     return [sys.executable, "-m", "service.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
-            "--log-level", "warning", *([] if workers is None else ["--workers", str(workers)])]
+            "--log-level", log_level, *([] if workers is None else ["--workers", str(workers)])]
 
 
 @dataclass

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -107,11 +108,32 @@ def _narrow_ledger(name: str, rows: list[dict[str, Any]]) -> Table:
 
 @app.command()
 @handles_errors
-def ledger(name: DatasetName, as_json: JsonFlag = False) -> None:
-    """Print a dataset's privacy ledger (append-only), oldest first."""
+def ledger(
+    name: DatasetName,
+    head: Annotated[bool, typer.Option(
+        "--head", help="Print the newest link of the ledger's hash chain, to publish (a rollback is then detectable).")
+    ] = False,
+    verify: Annotated[bool, typer.Option(
+        "--verify", help="Recompute the hash chain from the entries; exit 2 naming each entry that differs.")] = False,
+    published: Annotated[Path | None, typer.Option(
+        "--published", help="With --verify: a head printed earlier by --head --json; the ledger must still hold it.")
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Print a dataset's privacy ledger (append-only), oldest first; or check its hash chain (docs/operations.md)."""
     from service.accounting import accountant
 
-    rows = accountant.ledger_rows(open_engine(), name)
+    engine = open_engine()
+    if head:
+        found = accountant.ledger_head(engine, name)
+        emit(as_json, found.to_json(), lambda: stdout.print(
+            f"head of the ledger of {name}: entry {found.entry_id} ({found.entries} entries), hash {found.entry_hash}",
+            highlight=False))
+        return
+    if verify or published is not None:
+        _verify(engine, name, published, as_json)
+        return
+    rows = accountant.ledger_rows(engine, name)
 
     def human() -> None:
         # nothing is ever cut: the wide table when the terminal holds it, else a narrow layout of the same figures
@@ -121,3 +143,28 @@ def ledger(name: DatasetName, as_json: JsonFlag = False) -> None:
         stdout.print(wide if fits else _narrow_ledger(name, rows))
 
     emit(as_json, rows, human)
+
+
+def _verify(engine: Any, name: str, published: Path | None, as_json: bool) -> None:  # noqa: ANN401
+    """``ledger --verify``: the chain and the published head checked; exit 2 with the problems (``ledger_broken``)."""
+    import json
+
+    from service.accounting import accountant
+    from service.errors import ServiceError
+
+    head = None
+    if published is not None:
+        try:
+            given = json.loads(published.read_text())
+        except ValueError:
+            raise ServiceError(f"--published {published}: not JSON (use what `ledger {name} --head --json` prints)",
+                               code="invalid_parameter", status=422) from None
+        head = accountant.published_head(name, given)
+    verdict = accountant.verify_ledger(engine, name, head)
+    if not verdict.ok:
+        raise ServiceError(f"the ledger of {name} is not intact: " + "; ".join(verdict.problems),
+                           code="ledger_broken", status=409)
+    against = f", and holds the published head (entry {head.entry_id})" if head is not None else ""
+    emit(as_json, verdict.to_json(), lambda: stdout.print(
+        f"the ledger of {name} is intact: {verdict.head.entries} entries chain to {verdict.head.entry_hash}{against}",
+        highlight=False))

@@ -125,7 +125,7 @@ def handles_errors(func: Callable[..., None]) -> Callable[..., None]:
         except ServiceError as exc:
             fail(as_json, exc.code, _with_notes(exc.message, exc), 2, _release_failure(exc))
         except DatabaseUnavailable as exc:
-            fail(as_json, "database_unavailable", str(exc))
+            fail(as_json, getattr(exc, "code", "database_unavailable"), str(exc))
         except OSError as exc:
             where = f" {exc.filename}" if exc.filename else ""
             fail(as_json, "file_error", f"cannot use{where}: {exc.strerror or type(exc).__name__}", 2,

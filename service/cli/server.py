@@ -26,7 +26,9 @@ keys_app = Typer(help="Create, list and revoke API keys (a key is shown once).")
 def serve(
     host: Annotated[str, typer.Option(help="Address to listen on (use a TLS proxy beyond loopback).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
-    log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
+    log_level: Annotated[str | None, typer.Option(
+        help="debug, info, warning or error, for every logger; default: MARGINALIA_LOG_LEVEL, else info "
+             "(MARGINALIA_LOG_FORMAT=json for JSON lines: docs/operations.md).")] = None,
     workers: Annotated[int | None, typer.Option(
         min=1, help="Worker processes (uvicorn); default: one per core, 2 where unknown.")] = None,
 ) -> None:

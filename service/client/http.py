@@ -63,6 +63,19 @@ _CLIENT_OPTIONS = ("intercept", "idempotency_key", "allow_unmeasured", "progress
 __all__ = ["Client", "MarginaliaError", "marginal_frame"]
 
 
+#: How long :meth:`Client.wait` follows a background job by default (seconds): four hours.
+DEFAULT_JOB_DEADLINE = 4 * 3600.0
+
+
+def _still_running(job: dict[str, Any], seconds: float) -> str:
+    """What the client last saw of a job it stops following."""
+    progress = job.get("progress") or {}
+    seen = f"{progress.get('message') or 'no progress yet'} ({progress.get('done', 0)} of {progress.get('total', 0)})"
+    return (f"job {job['job_id']} ({job.get('kind')} of {job.get('dataset')!r}) is still running after {seconds:g} s; "
+            f"last seen: {seen}. It may still finish: client.wait(client.job({job['job_id']})) follows it again, "
+            "or pass a longer deadline (Client(job_deadline=...), wait(..., deadline=...))")
+
+
 class Client(CollectionsClient):
     """A connection to one Marginalia server with one API key.
 
@@ -70,9 +83,10 @@ class Client(CollectionsClient):
     ``retries`` is how often a charging request is re-sent, with the same idempotency key, after
     a connection failure or while the server still runs the first attempt. ``progress`` is the
     default of every charging call (see the module docstring); ``poll_seconds`` the longest pause
-    between two looks at a background job. ``device`` is a participant's own privacy filter (her ceilings and
-    spend file, :class:`service.client.spend.Device`); by default ``Device()`` (its defaults, the spend file
-    ``~/.marginalia/device-spend.json``), made when she first submits.
+    between two looks at a background job, and ``job_deadline`` how long the client follows one before giving up
+    with ``job_deadline`` (seconds; None: no deadline). ``device`` is a participant's own privacy filter (her
+    ceilings and spend file, :class:`service.client.spend.Device`); by default ``Device()`` (its defaults, the spend
+    file ``~/.marginalia/device-spend.json``), made when she first submits.
     """
 
     def __init__(
@@ -85,6 +99,7 @@ class Client(CollectionsClient):
         http: httpx.Client | None = None,
         progress: ProgressOption = False,
         poll_seconds: float = 2.0,
+        job_deadline: float | None = DEFAULT_JOB_DEADLINE,
         device: Device | None = None,
     ) -> None:
         self.url = url.rstrip("/")
@@ -92,6 +107,7 @@ class Client(CollectionsClient):
         self.retries = retries
         self.progress = progress
         self.poll_seconds = poll_seconds
+        self.job_deadline = job_deadline
         self._domains: dict[str, dict[str, Any]] = {}  # name -> GET /datasets/{name} (public, never changes)
         headers = {"Authorization": f"Bearer {api_key}", "Accept": "application/json"}
         if http is None:
@@ -152,15 +168,22 @@ class Client(CollectionsClient):
         """A background request's state, progress and (once finished) answer."""
         return self._request("GET", f"/jobs/{int(job_id)}")
 
-    def wait(self, job: dict[str, Any], progress: ProgressOption = False) -> Any:
-        """Poll ``job`` until it finishes; return its answer or raise its error as :class:`MarginaliaError`."""
+    def wait(self, job: dict[str, Any], progress: ProgressOption = False, deadline: float | None = None) -> Any:
+        """Poll ``job`` until it finishes; return its answer or raise its error as :class:`MarginaliaError`. After
+        ``deadline`` seconds (default: the client's ``job_deadline``) it raises ``job_deadline``, saying what it last
+        saw of the job (which may still finish: ``client.wait(client.job(id))`` follows it again). A job whose server
+        died is answered ``request_interrupted`` by the server that reads it (docs/operations.md)."""
         show = _ProgressLine() if progress is True else progress or None
+        limit = self.job_deadline if deadline is None else deadline
+        give_up = None if limit is None else time.monotonic() + limit
         delay, failures = 0.1, 0
         while True:
             if show is not None:
                 show(job)
             if job["state"] != "running":
                 break
+            if give_up is not None and time.monotonic() >= give_up:
+                raise MarginaliaError("job_deadline", _still_running(job, limit), None)
             time.sleep(delay)
             delay = min(delay * 1.5, self.poll_seconds)
             try:

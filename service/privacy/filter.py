@@ -133,7 +133,9 @@ def zcdp_anchor(
         raise PrivacyParameterError(f"the epsilon left ({float(eps_left)!r}) admits no zCDP charge")
     alpha = Fraction(round(optimal_order(rho_full, float(eps_left)) * ALPHA_GRID), ALPHA_GRID)
     alpha = max(alpha, Fraction(ALPHA_GRID + 1, ALPHA_GRID))
-    return ZcdpAnchor(alpha=alpha, delta_z=delta_z, offset=anchor_offset(alpha, delta_z))
+    # t >= 0 (docs/privacy.md 6.3): valid, as any offset above t(alpha, delta_z) is, and the epsilon spent then never
+    # drops when the anchor is fixed (t < 0 for a delta_z above c(alpha), a budget's delta near 1)
+    return ZcdpAnchor(alpha=alpha, delta_z=delta_z, offset=max(Fraction(0), anchor_offset(alpha, delta_z)))
 
 
 def _sums(e: object, d: object, r: object) -> tuple[Fraction, Fraction, Fraction]:

@@ -26,7 +26,7 @@ charge stands, since whether a release fails may depend on the data (docs/privac
 ``failed_after_noise`` either way and answers nothing.
 
 A process killed in step 3 or 4 leaves a ``pending`` release with its charge. The release records
-its runner (process and heartbeat, :mod:`service.releases.runners`);
+its runner (process and heartbeat, :mod:`service.runners`);
 :func:`service.releases.recovery.recover_interrupted`, run by every command and at server start, marks
 ``failed_after_noise`` the pending releases whose runner is provably gone, and only those.
 
@@ -56,7 +56,7 @@ from sqlalchemy import Engine, update
 
 from db.engine import transaction
 from db.models import EPSILON_SCALE, Release, utcnow
-from service import interrupts
+from service import interrupts, runners
 from service.accounting import accountant
 from service.data.datasets import StoredDataset, get_dataset
 from service.data.oracle import TableCountOracle
@@ -68,7 +68,7 @@ from service.mechanisms.progress import Progress, no_progress
 from service.mechanisms.registry import ReleaseKind
 from service.privacy.cost import PrivacyCost, exact, from_units
 from service.privacy.noise import NoiseSource
-from service.releases import kinds, runners
+from service.releases import kinds
 from service.releases.recovery import ReleaseFailure
 from workloads.marginals import Query, WorkloadError, parse_workload, total_cells
 

@@ -2,7 +2,7 @@
 
 :class:`ReleaseFailure` is what the release engine reports when a release stops (refunded or not, and
 how much). :func:`recover_interrupted` marks ``failed_after_noise`` the releases left ``pending`` by a
-process that is provably gone (:mod:`service.releases.runners`), and :func:`recover_jobs` fails the API jobs
+process that is provably gone (:mod:`service.runners`), and :func:`recover_jobs` fails the API jobs
 such a process ran. Every command runs both (``marginalia init`` included), and so does the server at
 start; neither touches the work of a live process. Light on purpose: no numerical imports, so that
 quick commands stay quick.
@@ -18,9 +18,9 @@ from sqlalchemy import Engine, select, update
 
 from db.engine import transaction
 from db.models import Job, Release, utcnow
-from service.access.idempotency import INTERRUPTED_BODY, INTERRUPTED_STATUS
+from service import runners
+from service.access.idempotency import INTERRUPTED_BODY, INTERRUPTED_STATUS, recover_interrupted_claims
 from service.privacy.cost import PrivacyCost
-from service.releases import runners
 
 if TYPE_CHECKING:
     from service.accounting.accountant import BudgetEffect
@@ -94,7 +94,7 @@ def _runner_columns(model: type[Release] | type[Job]) -> tuple[object, ...]:
 
 def recover_interrupted(engine: Engine) -> list[ReleaseFailure]:
     """Mark ``failed_after_noise`` the releases left ``pending`` by a runner that is provably gone
-    (:func:`service.releases.runners.is_gone`); their charges stand whole, as nobody can prove that no noisy value
+    (:func:`service.runners.is_gone`); their charges stand whole, as nobody can prove that no noisy value
     left the process, and a process that died part-way is not refunded its undrawn steps as a stop request is: whether
     and when it died may depend on the data (the kernel's out-of-memory killer reads the memory it used;
     docs/privacy.md 6.5). Safe while other processes run releases. Returns what was marked."""
@@ -120,11 +120,12 @@ def recover_interrupted(engine: Engine) -> list[ReleaseFailure]:
     return recovered
 
 
-def recover_jobs(engine: Engine) -> int:
-    """Fail the API jobs still ``running`` whose runner (the server) is provably gone, with a stored
-    409 ``request_interrupted`` answer. Returns how many."""
+def recover_jobs(engine: Engine, only: int | None = None) -> int:
+    """Fail the API jobs still ``running`` (all, or job ``only``) whose runner (the server) is provably gone, with a
+    stored 409 ``request_interrupted`` answer. Returns how many."""
+    query = select(Job.id, *_runner_columns(Job)).where(Job.state == "running")
     with transaction(engine) as session:
-        running = session.execute(select(Job.id, *_runner_columns(Job)).where(Job.state == "running")).all()
+        running = session.execute(query if only is None else query.where(Job.id == only)).all()
     gone = [row[0] for row in running if runners.is_gone(*row[1:])]
     if not gone:
         return 0
@@ -135,3 +136,11 @@ def recover_jobs(engine: Engine) -> int:
                 finished_at=utcnow())
         )
         return int(result.rowcount or 0)
+
+
+def recover_everything(engine: Engine) -> dict[str, int]:
+    """Every recovery of this module and of idempotency claims, each safe while other servers run: what a server
+    does at start-up and every :data:`service.runners.HEARTBEAT_SECONDS` (service/api/lifespan.py)."""
+    return {"releases_marked_failed_after_noise": len(recover_interrupted(engine)),
+            "jobs_interrupted": recover_jobs(engine),
+            "idempotency_claims_interrupted": recover_interrupted_claims(engine)}

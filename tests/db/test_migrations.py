@@ -14,7 +14,7 @@ from sqlalchemy.exc import DBAPIError
 
 from alembic import command
 from db.engine import make_engine
-from db.migrate import alembic_config, upgrade_to_head
+from db.migrate import alembic_config, at_head, head_revision, upgrade_to_head
 from db.models import Base
 
 
@@ -39,6 +39,32 @@ def test_upgrade_is_idempotent(engine) -> None:  # noqa: ANN001
 def test_migrations_form_one_chain(database_url: str) -> None:
     """Migrations written on parallel branches are chained, never left as two heads (upgrade_to_head needs one)."""
     assert len(ScriptDirectory.from_config(alembic_config(database_url)).get_heads()) == 1
+
+
+def test_the_fast_check_knows_alembics_head(database_url: str) -> None:
+    """upgrade_to_head skips Alembic for a database at the head it reads from the migration files: that head must be
+    Alembic's own, and only a database at it skips (a fresh one, an older one, one at an unknown revision do not)."""
+    assert head_revision() == ScriptDirectory.from_config(alembic_config(database_url)).get_current_head()
+    engine, config = _migrated_to(database_url, "0011_source_scopes")
+    try:
+        assert not at_head(engine)
+        upgrade_to_head(engine)
+        assert at_head(engine)
+        with engine.begin() as connection:
+            connection.execute(text("UPDATE alembic_version SET version_num = 'from-the-future'"))
+        assert not at_head(engine)
+    finally:
+        engine.dispose()
+
+
+def test_a_fresh_database_is_not_at_head(database_url: str) -> None:
+    engine = make_engine(database_url)
+    try:
+        assert not at_head(engine)  # no alembic_version table: the upgrade goes through Alembic
+        upgrade_to_head(engine)
+        assert at_head(engine)
+    finally:
+        engine.dispose()
 
 
 def _insert_dataset_and_entry(connection) -> None:  # noqa: ANN001

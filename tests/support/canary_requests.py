@@ -354,6 +354,8 @@ def plain(route: str) -> Builder:
 
 REQUESTS: dict[tuple[str, str], Builder] = {
     ("GET", "/health"): plain("/health"),
+    ("GET", "/health/ready"): plain("/health/ready"),
+    ("GET", "/metrics"): plain("/metrics"),
     ("GET", "/datasets"): plain("/datasets"),
     ("POST", "/datasets"): upload,
     ("POST", "/datasets/attach"): attach,

@@ -15,6 +15,8 @@ CALLERS = ("steward", "scoped_steward", "analyst", "auditor", "participant", "ga
 # (method, route): expected status for each caller, in the order of CALLERS.
 ROLE_TABLE: dict[tuple[str, str], tuple[int, ...]] = {
     ("GET", "/health"): (200, 200, 200, 200, 200, 200, 200, 200),
+    ("GET", "/health/ready"): (200, 200, 200, 200, 200, 200, 200, 200),  # for load balancers: no key
+    ("GET", "/metrics"): (200, 403, 403, 200, 403, 403, 401, 401),  # names every dataset: unscoped stewards, auditors
     ("GET", "/datasets"): (200, 200, 200, 200, 403, 403, 401, 401),
     ("POST", "/datasets"): (201, 403, 403, 403, 403, 403, 401, 401),
     ("POST", "/datasets/attach"): (201, 403, 403, 403, 403, 403, 401, 401),

@@ -130,3 +130,10 @@ def test_the_readme_runs_as_written(tmp_path: Path, data_dir: Path) -> None:
         # the walkthrough's ledgers (adult's alpha R is past 64 bits) recompute exactly in plain SQL
         disagreeing = connection.execute("SELECT dataset FROM budget_audit WHERE agrees = 0").fetchall()
         assert connection.execute("SELECT COUNT(*) FROM budget_audit").fetchone()[0] >= 2 and not disagreeing
+
+
+def test_the_readme_names_the_extras_make_install_installs() -> None:
+    """The README said `.[server,test]` while the Makefile installed `.[server,spark,test]` (issue 31, point 11)."""
+    installed = re.search(r"pip install --quiet -e '(\.\[[a-z,]+\])'", (REPO / "Makefile").read_text())
+    assert installed is not None, "the Makefile's install line changed: update this test"
+    assert f"`make install` installs `{installed.group(1)}`" in " ".join(README.read_text().split())

@@ -16,8 +16,8 @@ holds a glob character (``*?[``) is refused, since DuckDB would read its path as
 catalog name (``db.table``), never a path Spark reads.
 
 **Errors never show where the source reads.** Every message (ours, DuckDB's, the database driver's) is rewritten:
-the folder, the URL, its host and password, the Spark Connect URL and its host become the source's name (or
-``<hidden>``), and the command-line option names become the body's parameter names (:func:`redact`).
+the folder, the URL, its host, port, role and password, the Spark Connect URL and its host and port become the
+source's name (or ``<hidden>``), and the command-line option names become the body's parameter names (:func:`redact`).
 """
 
 from __future__ import annotations
@@ -187,6 +187,8 @@ def redact(exc: ServiceError, source: Source) -> ServiceError:
     for secret, shown in replacements:
         if secret:
             message = message.replace(secret, shown)
+    for url in filter(None, (source.url, remote if source.kind == SPARK_SOURCE else None)):
+        message = _without_port_and_role(message, url)
     for option, parameter in (("--parquet ", "parameter parquet: "), ("--spark ", "table "), ("--table ", "table "),
                               ("--privacy-unit", "privacy_unit"),
                               (" (MARGINALIA_DATABASE_URL)", "")):  # db.engine's wording for the service database
@@ -194,6 +196,20 @@ def redact(exc: ServiceError, source: Source) -> ServiceError:
     exc.message = message
     exc.args = (message,)
     return exc
+
+
+def _without_port_and_role(message: str, url: str) -> str:
+    """``message`` with ``url``'s port (after a colon, or as "port N") and role (as a whole word: a role named
+    ``postgres`` is hidden, the word PostgreSQL is not) replaced by :data:`HIDDEN`."""
+    try:
+        parsed = make_url(normalized_url(url.replace("sc://", "http://", 1)))
+    except ArgumentError:
+        return message
+    if parsed.port is not None:
+        message = re.sub(rf"(?<=:){parsed.port}\b|(?<=\bport ){parsed.port}\b", HIDDEN, message)
+    if parsed.username:
+        message = re.sub(rf"(?<![\w.-]){re.escape(parsed.username)}(?![\w.-])", HIDDEN, message)
+    return message
 
 
 def _url_parts(url: str) -> list[str]:

@@ -48,6 +48,7 @@ from service.data.engines.base import (
 )
 from service.data.engines.gradients import CodeOutsideDomain
 from service.error_text import is_own, shown_traceback, type_name
+from service.observability.metrics import ENGINE_SECONDS
 
 log = logging.getLogger("marginalia.engines")
 
@@ -187,10 +188,17 @@ def _guarded(function: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str
 
 
 def _call(method: Callable[..., Any]) -> Callable[..., Any]:
+    """``method`` inside the boundary, its time observed as ``marginalia_engine_seconds`` by engine and operation
+    (:mod:`service.observability.metrics`; the engine is the class's name without ``Table``: ``duckdb``, ``sql``,
+    ``foreignsql``, ``spark``)."""
+    operation = "open" if method.__name__ == "__init__" else method.__name__
+
     @functools.wraps(method)
     def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-        return _guarded(method, (self, *args), kwargs, lambda: _label(self, method, args, kwargs),
-                        lambda: getattr(self, "refusals", None))
+        engine = type(self).__name__.removesuffix("Table").lower()
+        with ENGINE_SECONDS.labels(engine, operation).time():
+            return _guarded(method, (self, *args), kwargs, lambda: _label(self, method, args, kwargs),
+                            lambda: getattr(self, "refusals", None))
 
     return call
 

@@ -27,6 +27,11 @@ translated by the engine boundary (:mod:`service.data.engines.boundary`) from it
 its text; and pyspark's own query-context loggers, which print every query error's message (with the value) to
 the process's stderr, and py4j's DEBUG log of the JVM's answers, are quieted when the session is made
 (:func:`_quiet_pyspark_loggers`).
+
+pyspark 4 warns on every import of its pandas and Connect modules that it "does not yet fully support pandas >=
+3.0.0" (a ``FutureWarning`` on every Spark process's stderr). The engine hands pandas nothing but the grouped counts
+(a few integer columns), which the engine contract tests check equal numpy's on both Spark modes; that one warning is
+filtered by its text when this module is imported, every other warning stays.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from __future__ import annotations
 import logging
 import os
 import uuid
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -47,6 +53,10 @@ from service.data.engines.grouping import check_marginals, distinct_rows_sql, st
 from service.data.engines.queries import GradientQuery, Marginal
 from service.data.engines.units import coded_sql
 from service.error_text import debugging
+
+#: The start of pyspark 4's pandas-3 warning (module docstring).
+PANDAS_3_WARNING = "PySpark does not yet fully support pandas >= 3.0.0"
+warnings.filterwarnings("ignore", message=PANDAS_3_WARNING, category=FutureWarning)
 
 #: Environment variable: the Spark Connect URL of a cluster (``sc://host:15002``); unset: local mode.
 SPARK_REMOTE_VARIABLE = "MARGINALIA_SPARK_REMOTE"

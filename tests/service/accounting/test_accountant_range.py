@@ -256,3 +256,19 @@ def test_every_charge_in_range_is_accepted_or_refused_with_what_fits(ledger_engi
         if max(more.epsilon, more.rho) <= MAX_AMOUNT:
             with pytest.raises(BudgetExceeded):
                 _charge(engine, name, more)
+
+
+def test_a_budget_whose_delta_is_near_one_never_sees_its_spent_epsilon_drop(ledger_engine) -> None:  # noqa: ANN001
+    """t(alpha, delta_z) < 0 when delta_z > c(alpha); the anchor's offset is then 0 (docs/privacy.md 6.3), so the
+    first zCDP charge never lowers the epsilon spent below the (epsilon, delta) charges made before it. (The range
+    test found a budget of delta 0.999999 whose spent epsilon went from 0 to -2.28 on a zCDP charge.)"""
+    from service.privacy.filter import anchor_offset
+
+    engine, name = ledger_engine, _new_dataset(ledger_engine)
+    accountant.set_budget(engine, name, 1.0, 0.999999)
+    _charge(engine, name, PrivacyCost(epsilon=Fraction(1, 2)))
+    before = accountant.budget_status(engine, name)
+    _charge(engine, name, PrivacyCost(rho=Fraction(1, 10**6)))
+    after = accountant.budget_status(engine, name)
+    assert anchor_offset(after.anchor.alpha, after.anchor.delta_z) < 0 <= after.anchor.offset == 0
+    assert Fraction(1, 2) == before.epsilon_spent <= after.epsilon_spent <= after.epsilon_total

@@ -14,6 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
+from db.models import IdempotencyRecord
 from service.access import auth, idempotency
 from service.api import create_app
 from service.api.openapi import SCHEMA_FILE, current_schema, render
@@ -22,6 +23,7 @@ from service.client import Client, ExtrapolationWarning, MarginaliaError
 from service.mechanisms import direct
 from service.releases import answers
 from tests.support.apihelpers import World, bearer, snapshot
+from tests.support.dead_runner import gone_runner_columns
 from tests.support.paths import DATA
 
 TINY = {"csv": "a,b\n0,1\n1,0\n2,1\n1,1\n", "domain": {"a": 3, "b": 2}}
@@ -327,7 +329,12 @@ def test_an_interrupted_claim_answers_request_interrupted(client: TestClient, wo
     assert isinstance(claimed, idempotency.Claim)
     headers = {**steward(world), "Idempotency-Key": "crashed"}
     assert_error(client.post(path, headers=headers, json=release_body(name)), 409, "idempotency_in_progress")
-    assert idempotency.recover_interrupted_claims(world.engine) >= 1
+    assert idempotency.recover_interrupted_claims(world.engine) == 0  # its runner (this process) lives: untouched
+    assert_error(client.post(path, headers=headers, json=release_body(name)), 409, "idempotency_in_progress")
+    with world.engine.begin() as connection:  # the server that claimed it died
+        connection.execute(IdempotencyRecord.__table__.update().where(
+            IdempotencyRecord.__table__.c.id == claimed.record_id).values(**gone_runner_columns()))
+    assert idempotency.recover_interrupted_claims(world.engine) == 1
     assert_error(client.post(path, headers=headers, json=release_body(name)), 409, "request_interrupted")
     assert charges(world, name) == 0
 

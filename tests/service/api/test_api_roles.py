@@ -78,7 +78,7 @@ def test_participants_reach_only_their_campaign_routes(world: World) -> None:
     for caller in ("participant", "gateway"):
         index = CALLERS.index(caller)
         allowed = {route for route, statuses in ROLE_TABLE.items() if statuses[index] < 400}
-        assert allowed == {("GET", "/health"), ("GET", "/campaigns/{name}/state"),
+        assert allowed == {("GET", "/health"), ("GET", "/health/ready"), ("GET", "/campaigns/{name}/state"),
                            ("POST", "/campaigns/{name}/reports")}, caller
 
 

@@ -17,13 +17,13 @@ from sqlalchemy import select
 
 from db.engine import transaction
 from db.models import Job, LedgerEntry, Release
+from service import runners
 from service.access import auth
 from service.accounting import accountant
 from service.api import create_app
 from service.data.oracle import TableCountOracle
 from service.error_text import shown_message, shown_traceback
 from service.errors import InvalidInput
-from service.releases import runners
 from tests.support.apihelpers import bearer, finished_job
 from tests.support.datasets import titanic_with_budget
 

@@ -12,10 +12,10 @@ from fastapi.testclient import TestClient
 from sqlalchemy import text
 
 from db.models import Job
+from service import runners
 from service.api import create_app, jobs
 from service.client import Client, MarginaliaError
 from service.mechanisms.progress import FIT_PHASE
-from service.releases import runners
 from service.releases.recovery import recover_jobs
 from tests.support.apihelpers import World, bearer, finished_job
 

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pydantic_core
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from service.api.errors import SafeJSONResponse, strict_json
@@ -26,6 +26,7 @@ def render(content: object) -> bytes:
 
 
 @given(json_values)
+@settings(suppress_health_check=[HealthCheck.too_slow])  # generation speed on a busy machine, not the property
 def test_decodes_to_what_the_strict_encoder_gives(content: object) -> None:
     body = render(content)
     assert body.isascii()

@@ -85,6 +85,26 @@ def test_a_bad_database_url_is_one_paragraph(url: str, fragment: str, monkeypatc
         assert "secret" not in body["message"]
 
 
+def test_a_database_newer_than_the_code_is_refused_by_name_and_left_alone(engine) -> None:  # noqa: ANN001
+    """A newer marginalia upgraded the schema: every command names both revisions and what to do, exits 2 (not a
+    "bug in marginalia" with status 1, as before) and changes nothing, not even the version row."""
+    from sqlalchemy import text
+
+    from db.migrate import head_revision
+
+    with engine.begin() as connection:
+        connection.execute(text("UPDATE alembic_version SET version_num = '0099_from_a_newer_release'"))
+    for args in (["init", "--json"], ["dataset", "list", "--json"], ["ledger", "titanic", "--json"]):
+        result = runner.invoke(app, args)
+        body = _error(result)
+        assert result.exit_code == 2 and body["error"] == "schema_too_new", body
+        assert "'0099_from_a_newer_release'" in body["message"] and repr(head_revision()) in body["message"]
+        assert "Downgrading a schema is not supported" in body["message"]
+    with engine.connect() as connection:
+        assert connection.execute(text("SELECT version_num FROM alembic_version")).scalar_one() == (
+            "0099_from_a_newer_release")
+
+
 def test_no_traceback_reaches_the_terminal(tmp_path: Path) -> None:
     env = {**os.environ, "MARGINALIA_DATABASE_URL": "postgres://u:pw@127.0.0.1:1/db"}
     env.pop("MARGINALIA_DEBUG", None)

@@ -132,3 +132,17 @@ def test_an_unreachable_database_is_refused_in_our_words(engine, tmp_path: Path)
     assert caught.value.message == ("--sql postgresql+psycopg://reader:***@127.0.0.1:9/warehouse --table people: the "
                                     "database cannot be reached or refused the connection (check the URL, that the "
                                     "server answers and that its role may read the table); nothing was stored")
+
+
+def test_redact_hides_the_port_and_role_as_it_hides_host_and_password() -> None:
+    """Issue 31, point 11: a source's errors showed its port and role to stewards. Hidden as whole words only: a
+    role named ``postgres`` leaves the word PostgreSQL alone, a port leaves other numbers alone."""
+    from service.data.attach.sources import Source
+    from service.data.attach.through_source import HIDDEN, redact
+    from service.errors import InvalidInput
+
+    source = Source("wh", "sql", url="postgresql+psycopg://postgres:s3cret@db.internal:5999/sales")
+    error = redact(InvalidInput("PostgreSQL at db.internal:5999 (port 5999) refused role postgres after 5999 rows; "
+                                "postgres_ro is another role"), source)
+    assert error.message == (f"PostgreSQL at {HIDDEN}:{HIDDEN} (port {HIDDEN}) refused role {HIDDEN} after 5999 rows; "
+                             "postgres_ro is another role")

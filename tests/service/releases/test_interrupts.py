@@ -1,5 +1,5 @@
 """Stopping a release in process, and recovery that never touches a release a live process still runs
-(service/interrupts.py, service/releases/runners.py, service/releases/recovery.py). The real program under
+(service/interrupts.py, service/runners.py, service/releases/recovery.py). The real program under
 Ctrl-C and ``kill -9``: tests/system/test_cli_interrupts.py."""
 
 from __future__ import annotations
@@ -15,16 +15,16 @@ import pytest
 from sqlalchemy import text
 
 from db.models import Release
-from service import interrupts
+from service import interrupts, runners
 from service.accounting import accountant
 from service.interrupts import Interrupted
 from service.mechanisms.base import MechanismResult
 from service.mechanisms.payloads import MarginalsPayload
 from service.privacy.cost import PrivacyCost
 from service.releases import engine as release_engine
-from service.releases import runners
 from service.releases.recovery import recover_interrupted
 from tests.support.datasets import titanic_with_budget
+from tests.support.dead_runner import dead_process
 from tests.support.ledger import net_charge, release_rows
 
 SMALL = [["Sex"], ["Pclass", "Survived"]]
@@ -114,13 +114,6 @@ def test_other_failures_say_what_became_of_the_charge(engine, titanic) -> None: 
 
 
 # runners and recovery ---------------------------------------------------------------------------------
-def _dead_process() -> tuple[int, int | None]:
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.2)"])
-    started = runners.start_ticks(child.pid)
-    child.wait()
-    return child.pid, started
-
-
 def _reserve(engine, runner: dict[str, object] | None) -> int:  # noqa: ANN001
     release_id, _ = accountant.reserve_release(engine, "titanic", "marginals", "gaussian",
                                                PrivacyCost(rho=Fraction(1, 10)), {}, "test", runner=runner)
@@ -135,7 +128,7 @@ def _set(engine, release_id: int, **values: object) -> None:  # noqa: ANN001
 def test_recovery_marks_only_releases_whose_runner_is_provably_gone(engine, titanic) -> None:  # noqa: ANN001
     here = runners.process_table()
     old = datetime.now(UTC) - timedelta(seconds=runners.LEASE_SECONDS + 60)
-    dead_pid, dead_started = _dead_process()
+    dead_pid, dead_started = dead_process()
     live = _reserve(engine, runners.current().columns())  # this very process: alive
     dead = _reserve(engine, {"runner_host": here, "runner_pid": dead_pid, "runner_started": dead_started,
                              "heartbeat_at": datetime.now(UTC)})
