@@ -36,6 +36,7 @@ from service.accounting import accountant
 from service.accounting.accountant import ChargeQuote, describe_cost
 from service.errors import InvalidInput
 from service.mechanisms import registry
+from service.mechanisms.base import MechanismError
 from service.mechanisms.registry import MechanismSpec, PrivacyNotion, ReleaseKind
 from service.privacy.cost import MAX_AMOUNT, exact
 from service.releases import engine as release_engine
@@ -198,8 +199,13 @@ def plan_prepared(engine: Engine, prepared: PreparedRelease, *, target: TargetSo
         dataset = prepared.dataset
         proxy = simulated_accuracy.choose_proxy(engine, dataset.name, dataset.domain, queries)
         if proxy is not None:
-            accuracy = simulated_accuracy.simulate(spec, request, dataset.domain, queries, dataset.rows, proxy)
-            note = ""
+            try:
+                accuracy = simulated_accuracy.simulate(spec, request, dataset.domain, queries, dataset.rows, proxy)
+                note = ""
+            except MechanismError as exc:  # a refusal of the settings (before any noise), not of the stand-in's data
+                note = (f"no estimate is possible: the simulated {spec.name} run stopped before drawing any noise: "
+                        f"{exc}; a release with these settings is refused the same way once it runs (and refunded, "
+                        "but a first zCDP charge's anchor stays: docs/privacy.md 6.6)")
     return ReleasePlan(prepared.dataset.name, spec.name, spec.kind, quote, accuracy, note, target)
 
 

@@ -100,6 +100,19 @@ def test_with_nothing_to_simulate_on_the_plan_says_no_estimate_is_possible(engin
 
 
 @ON_SQLITE
+def test_settings_the_mechanism_refuses_once_it_runs_are_named_by_the_plan(engine, tmp_path: Path) -> None:  # noqa: ANN001
+    """AIM refuses too few rounds for its initial cliques only when it runs (after the reservation); the simulation
+    runs it, so the plan says so before anything is charged."""
+    load_tiny(engine, tmp_path)
+    _prior(engine)
+    before = snapshot(engine)
+    plan = planning.plan_marginals(engine, TINY, "aim", WORKLOAD, rho="0.02", options={"rounds": 1})
+    assert snapshot(engine) == before and plan.fits
+    assert plan.accuracy_basis == "none" and "rounds=1 leaves no budget" in plan.accuracy_note
+    assert "refused the same way once it runs" in plan.describe()
+
+
+@ON_SQLITE
 @pytest.mark.parametrize("mechanism", ["mst", "aim"])
 def test_target_error_is_refused_naming_the_parameter_and_why(engine, tmp_path: Path, mechanism: str) -> None:  # noqa: ANN001
     load_tiny(engine, tmp_path)
