@@ -124,7 +124,9 @@ class ReleasePlan:
 
     def to_json(self) -> dict[str, object]:
         return {"dry_run": True, "dataset": self.dataset, "mechanism": self.mechanism, "kind": self.kind,
-                **self.quote.to_json(), "accuracy": None if self.accuracy is None else self.accuracy.to_json(),
+                **self.quote.to_json(),
+                "accuracy": None if self.accuracy is None else {"normalised_by": NORMALISED_BY,
+                                                                **self.accuracy.to_json()},
                 "accuracy_basis": self.accuracy_basis, "accuracy_note": self.accuracy_note,
                 "target": None if self.target is None else self.target.to_json()}
 

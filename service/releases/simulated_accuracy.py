@@ -121,9 +121,8 @@ class SimulatedAccuracy:
         return statistics.fmean(e.expected_l1_normalised(self.rows) for e in self.errors)
 
     def to_json(self) -> dict[str, object]:
-        from service.releases.planning import NORMALISED_BY
-
-        return {"basis": self.basis, "rows": self.rows, "normalised_by": NORMALISED_BY, "total_standard_error": None,
+        """The plan's ``accuracy`` (which adds how the errors are normalised, as for a closed form)."""
+        return {"basis": self.basis, "rows": self.rows, "total_standard_error": None,
                 "worst": self.worst().to_json(self.rows), "marginals": [e.to_json(self.rows) for e in self.errors],
                 "mean_l1_normalised": self.mean_l1_normalised(),
                 "simulation": {"trials": self.trials, "seconds": self.seconds,
