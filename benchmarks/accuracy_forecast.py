@@ -102,7 +102,7 @@ def make_proxy(oracle, proxy: str, seed: int):  # noqa: ANN001, ANN201
     result = checked_runner(spec, request)(oracle, NoiseSource(seed), lambda *_: None)
     cliques = [set(m.attributes) for m in result.payload.measurements]
     measured = sum(any(set(q.attributes) <= c for c in cliques) for q in queries)
-    return Proxy(0, f"{mechanism} at epsilon {epsilon}", result.payload.model, measured / len(queries))
+    return Proxy(0, f"{mechanism} at epsilon {epsilon}", result.payload.model, measured / len(queries), measured)
 
 
 def measure_graphical(oracle, spec, request, queries, seed: int) -> tuple[list[tuple[float, float]], float]:  # noqa: ANN001

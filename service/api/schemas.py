@@ -335,8 +335,8 @@ class SimulationOut(BaseModel):
     seconds: float = Field(description="What the simulation took.")
     proxy_release: int = Field(description="The stored release whose synthetic rows stood in for the table.")
     proxy_mechanism: str
-    proxy_coverage: float = Field(description="The share of the workload's marginals the proxy release measured: "
-                                  "below 0.5 the estimate is likely low (see `basis`).")
+    proxy_coverage: float = Field(description="The share of the workload's marginals the proxy release measured (no "
+                                  "more than a spanning tree's: the estimate is likely low, `basis` says so).")
 
 
 class AccuracyOut(BaseModel):

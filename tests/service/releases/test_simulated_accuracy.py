@@ -136,6 +136,10 @@ def test_the_proxy_is_the_release_that_measured_most_of_the_workload(engine, tmp
     pairs = release_engine.resolve_workload(dataset, "all-2way")
     chosen = simulated_accuracy.choose_proxy(engine, TINY, dataset.domain, pairs)
     assert chosen is not None and chosen.release_id == tree and 0 < chosen.coverage < 1
+    assert chosen.measured == 3 and chosen.tree_like(4, len(pairs))  # a tree's 3 edges of the 6 pairs
+    assert not simulated_accuracy.Proxy(0, "aim", chosen.model, 4 / 6, 4).tree_like(4, len(pairs))
+    plan = planning.plan_marginals(engine, TINY, "mst", "all-2way", **PLANS["mst"])
+    assert "no more than a tree" in plan.accuracy.basis and "likely low" in plan.describe()
     newer = _prior(engine)
     ones = release_engine.resolve_workload(dataset, "all-1way")
     assert simulated_accuracy.choose_proxy(engine, TINY, dataset.domain, ones).release_id == newer
