@@ -15,12 +15,12 @@ released numbers, whose predictability costs nothing, and which makes a plan rep
 and the misfit of the marginals it does not measure (its model extrapolates them). The proxy reproduces the first
 exactly (same domain, same ``N``, same noise scales) but the second only as far as the proxy's model carries the
 data's dependence: a model knows nothing beyond the cliques its release measured. On the synthetic rows of an MST
-release (a tree), MST and AIM find the tree again and nothing else to fit, and the estimate leaves the misfit out:
-0.21-0.73 of the measured error on adult and ACSincome; on those of an AIM release that measured the workload it was
-0.83-1.0 (docs/mechanisms.md, "Accuracy before a release"). So the proxy chosen is the stored release that measured
+release (a tree), MST finds the tree again and nothing else to misfit, and the estimate leaves the misfit out: 0.21-0.70
+of the measured error on adult and ACSincome (AIM 0.61-0.99); on those of an AIM release at epsilon 1 it was 0.73-0.94
+(docs/mechanisms.md, "MST and AIM: an estimate by simulation"). So the proxy chosen is the stored release that measured
 the most of the evaluated workload (then the newest), and the estimate states that share (``proxy_coverage``) and,
 when the proxy measured no more of the workload's marginals than a spanning tree has edges (``d - 1`` for ``d``
-attributes: :func:`tree_like`), that it is likely low.
+attributes: :meth:`Proxy.tree_like`), that it is likely low.
 
 **Cost in time.** One trial is one run of the mechanism, with the settings planned, on ``N`` rows: MST a few seconds
 on adult, AIM as long as the release itself (tens of seconds at epsilon 1 on adult). A mechanism's registry entry
