@@ -41,6 +41,9 @@ bench: install bench-quick bench-stein bench-sparse
 	$(B).counting
 	$(B).objpert_memory --rows 1000000,5000000,20000000
 	$(B).aim_profile --trials 2
+	$(B).accuracy_forecast --tables adult --mechanisms mst aim --trials 5 --json $(R)/accuracy_forecast_graphical_adult.json
+	$(B).accuracy_forecast --tables acs-income --mechanisms mst aim --trials 5 \
+	    --json $(R)/accuracy_forecast_graphical_acs-income.json
 	$(B).marginals
 	$(B).api_load
 	$(B).body_edge

@@ -168,12 +168,15 @@ def plan_marginals(
     request: Request, name: Name, body: schemas.MarginalPlanIn, principal: Principal = Depends(require(STEWARD))
 ) -> dict[str, object]:
     """What `POST /datasets/{name}/releases/marginals` with this body would charge, whether it fits, the budget's
-    composed epsilon before -> after and why (`budget.note`), and for laplace, gaussian and residual the expected
-    error of each workload marginal in closed form; with `target_error`, the smallest epsilon that meets it. Computed
-    by the release's own checks and the accountant's own quote of the charge: nothing is reserved, read, written or
-    run in the background (no `Idempotency-Key`, no `Prefer: respond-async`: the answer is always immediate). A
-    charge that does not fit is `fits: false` with the `refusal` the release would meet; any other refusal (a bad
-    workload, no budget) is the release's own error."""
+    composed epsilon before -> after and why (`budget.note`), and the expected error of each workload marginal: in
+    closed form for laplace, gaussian and residual; for mst and aim estimated by simulating the mechanism on the
+    synthetic rows of a stored release of the dataset (free; it takes as long as that many runs of the mechanism,
+    one AIM run for aim), or `accuracy_basis: none` with the reason when nothing can stand in for the table; with
+    `target_error` (closed forms only), the smallest epsilon that meets it. Computed by the release's own checks and
+    the accountant's own quote of the charge: nothing is reserved, read, written or run in the background (no
+    `Idempotency-Key`, no `Prefer: respond-async`: the answer is always immediate). A charge that does not fit is
+    `fits: false` with the `refusal` the release would meet; any other refusal (a bad workload, no budget) is the
+    release's own error."""
     check_scope(principal, name)
     plan = planning.plan_marginals(engine_of(request), name, body.mechanism, body.service_workload(),
                                    epsilon=body.epsilon, delta=body.delta, rho=body.rho,

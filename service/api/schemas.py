@@ -335,21 +335,36 @@ class LedgerUnitsOut(BaseModel):
 class CellErrorOut(BaseModel):
     attributes: list[str]
     cells: int
-    standard_error: float = Field(description="Per cell, in counts (of the unbiased estimate).")
+    standard_error: float = Field(description="Per cell, in counts (of the unbiased estimate; for a simulation, the "
+                                  "root mean square cell error measured on the proxy).")
     expected_l1: float = Field(description="The expected L1 error of the marginal, in counts.")
     expected_l1_normalised: float = Field(description="The expected L1 error of the marginal normalised to a "
                                           "distribution.")
-    excess_kurtosis: float = Field(description="Of each cell's error (0: Gaussian).")
+    excess_kurtosis: float | None = Field(description="Of each cell's error (0: Gaussian); null for a simulation.")
+
+
+class SimulationOut(BaseModel):
+    trials: int = Field(description="Runs of the planned mechanism on the proxy.")
+    seconds: float = Field(description="What the simulation took.")
+    proxy_release: int = Field(description="The stored release whose synthetic rows stood in for the table.")
+    proxy_mechanism: str
+    proxy_coverage: float = Field(description="The share of the workload's marginals the proxy release measured (no "
+                                  "more than a spanning tree's: the estimate is likely low, `basis` says so).")
 
 
 class AccuracyOut(BaseModel):
-    basis: str = Field(description="The formulas and approximations the figures rest on.")
+    basis: str = Field(description="The formulas and approximations the figures rest on, or the simulation's "
+                       "proxy and settings.")
     rows: int = Field(description="The dataset's row count N that normalises the L1 errors.")
     normalised_by: str
-    total_standard_error: float = Field(description="The standard error of the answers' total: an answer divided "
-                                        "by its own total strays from the normalised figures by about this over N.")
+    total_standard_error: float | None = Field(description="The standard error of the answers' total: an answer "
+                                               "divided by its own total strays from the normalised figures by about "
+                                               "this over N (closed forms only).")
     worst: CellErrorOut = Field(description="The workload marginal with the largest expected error.")
     marginals: list[CellErrorOut]
+    mean_l1_normalised: float | None = Field(None, description="For a simulation: the workload's mean normalised L1 "
+                                             "error.")
+    simulation: SimulationOut | None = Field(None, description="For mst and aim: how the estimate was simulated.")
 
 
 class TargetOut(BaseModel):
@@ -386,8 +401,12 @@ class ReleasePlanOut(ChargePlanOut):
     fixes_anchor: bool = Field(description="Whether this is the first zCDP charge, which fixes the accountant's "
                                "anchor (see `budget.note`).")
     ledger: LedgerUnitsOut = Field(description="The ledger row the release would write.")
-    accuracy: AccuracyOut | None = Field(description="The closed-form expected error of each workload marginal "
-                                         "(laplace, gaussian, residual); null otherwise, `accuracy_note` says why.")
+    accuracy: AccuracyOut | None = Field(description="The expected error of each workload marginal: in closed "
+                                         "form (laplace, gaussian, residual) or estimated by simulation on a stored "
+                                         "release's synthetic rows (mst, aim); null otherwise, `accuracy_note` says "
+                                         "why.")
+    accuracy_basis: Literal["closed_form", "simulation", "none"] = Field(
+        description="What `accuracy` rests on: `closed_form`, `simulation`, or `none` (no estimate is possible).")
     accuracy_note: str
     target: TargetOut | None = Field(description="With `target_error`: the epsilon solved for.")
 

@@ -54,8 +54,9 @@ stderr = Console(stderr=True)
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.", metavar="")]
 QuietFlag = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.", metavar="")]
 DryRunFlag = Annotated[bool, typer.Option(
-    "--dry-run", metavar="", help="Spend and store nothing: print what it would charge, whether it fits and (for "
-    "laplace, gaussian, residual releases) its expected accuracy.")]
+    "--dry-run", metavar="", help="Spend and store nothing: print what it would charge, whether it fits and its "
+    "expected accuracy (closed form for laplace, gaussian, residual; a simulation on a stored release's synthetic rows "
+    "for mst, aim).")]
 DatasetName = Annotated[str, typer.Argument(help="Dataset name.", metavar="NAME")]
 ReleaseId = Annotated[int, typer.Argument(help="Release id (`marginalia release list`).", metavar="RELEASE")]
 SeedOption = Annotated[int | None, typer.Option(

@@ -61,8 +61,8 @@ def release_marginals(
     dry_run: DryRunFlag = False,
     target_error: Annotated[float | None, typer.Option(
         help="With --dry-run: solve for the smallest epsilon at which every workload marginal's expected L1 error, "
-             "normalised, is at most this (laplace, gaussian, residual; omit --epsilon and --rho, give --delta for "
-             "a zCDP mechanism).")] = None,
+             "normalised, is at most this (laplace, gaussian, residual: not mst or aim, whose estimate is a "
+             "simulation; omit --epsilon and --rho, give --delta for a zCDP mechanism).")] = None,
     quiet: QuietFlag = False,
     as_json: JsonFlag = False,
     options: dict[str, object] | None = None,
@@ -71,8 +71,10 @@ def release_marginals(
     budget's own epsilon.
 
     --dry-run spends and stores nothing: it prints what the release would charge, the budget's epsilon spent before
-    -> after (and why the first zCDP release costs more than its epsilon), whether it fits, and for laplace, gaussian
-    and residual the expected error of each workload marginal; it exits with status 2 when the release would be
+    -> after (and why the first zCDP release costs more than its epsilon), whether it fits, and the expected error of
+    each workload marginal with its basis: a closed form for laplace, gaussian and residual, a simulation on the
+    synthetic rows of a stored release for mst and aim (as long as an AIM release for aim), or why none is possible;
+    it exits with status 2 when the release would be
     refused, as the release would. Ctrl-C stops a release at the next safe point: the charge is refunded if no noise
     was drawn yet and stands otherwise (an MST or AIM release keeps only the charge of the steps whose noise was drawn
     and is refunded the rest: docs/privacy.md 6.5); the command says which and exits with status 130. The mechanism's

@@ -340,12 +340,14 @@ class Client(CollectionsClient):
         """Stewards: the dry run of :meth:`release_marginals` with the same arguments; spends and stores nothing.
         Returns ``fits``, ``cost``, ``budget`` (the composed epsilon spent before -> after and, for the first zCDP
         release, the ``note`` saying why it costs more than its epsilon), ``epsilon_charged`` and, when it does not
-        fit, the ``refusal`` the release would meet (``budget_exceeded``); for laplace, gaussian and residual the
-        closed-form ``accuracy`` of each workload marginal (per-cell standard error, expected L1 error of the
-        normalised marginal). ``target_error`` solves for the smallest epsilon at which every workload marginal's
-        expected normalised L1 error is at most it (omit ``epsilon`` and ``rho``; give ``delta`` for a zCDP
-        mechanism): ``target["epsilon"]``, and the plan is made at it. Answered at once (no job, no idempotency
-        key: nothing is charged)."""
+        fit, the ``refusal`` the release would meet (``budget_exceeded``); ``accuracy`` of each workload marginal
+        (per-cell standard error, expected L1 error of the normalised marginal) and ``accuracy_basis``: ``closed_form``
+        for laplace, gaussian and residual, ``simulation`` for mst and aim (the mechanism run on the synthetic rows of a
+        stored release, ``accuracy["simulation"]`` saying which; an AIM estimate takes as long as an AIM release), or
+        ``none`` with ``accuracy_note`` saying why. ``target_error`` (closed forms only) solves for the smallest epsilon
+        at which every workload marginal's expected normalised L1 error is at most it (omit ``epsilon`` and ``rho``;
+        give ``delta`` for a zCDP mechanism): ``target["epsilon"]``, and the plan is made at it. Answered at once (no
+        job, no idempotency key: nothing is charged)."""
         body = _release_body(mechanism, workload, options, epsilon=epsilon, delta=delta, rho=rho,
                              target_error=target_error)
         return self._request("POST", f"/datasets/{_segment(name)}/releases/marginals/plan", json=body)

@@ -192,11 +192,13 @@ register(MechanismSpec(
 register(MechanismSpec(
     "mst", ReleaseKind.MARGINALS, PrivacyNotion.ZCDP, _mst,
     "MST (McKenna, Miklau & Sheldon 2021): 1-way marginals and a maximum spanning tree of pairs; no workload",
-    options=(ITERS,), uses_workload=False, answers=MARGINAL_ANSWERS, measured_cliques=tree_cliques))
+    options=(ITERS,), uses_workload=False, answers=MARGINAL_ANSWERS, measured_cliques=tree_cliques,
+    simulation_trials=3))
 register(MechanismSpec(
     "aim", ReleaseKind.MARGINALS, PrivacyNotion.ZCDP, _aim,
     "AIM (McKenna et al. 2022): adaptive, workload-aware selection and measurement of marginals",
-    options=AIM_OPTIONS, answers=MARGINAL_ANSWERS, regression_options=_used_columns_first))
+    options=AIM_OPTIONS, answers=MARGINAL_ANSWERS, regression_options=_used_columns_first,
+    simulation_trials=1))
 register(MechanismSpec(
     "residual", ReleaseKind.MARGINALS, PrivacyNotion.ZCDP, _residual,
     "ResidualPlanner (Xiao, He, Zhang & Kifer 2023): the optimal Gaussian plan for the workload; unbiased answers "

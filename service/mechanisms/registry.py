@@ -31,7 +31,10 @@ this registry instead of matching names. A spec says:
 * ``forecast`` (marginal mechanisms whose error does not depend on the data: laplace, gaussian, residual): the
   closed-form error of each workload marginal at a cost, before anything is measured
   (:class:`~estimators.residual.accuracy.MarginalForecast`), which a dry run shows (:mod:`service.releases.planning`);
-  None for a mechanism with no closed form (MST and AIM choose what to measure from the data).
+  None for a mechanism with no closed form (MST and AIM choose what to measure from the data);
+* ``simulation_trials`` (marginal mechanisms without a ``forecast`` whose release has a model: MST, AIM): how many
+  runs of it on a stored release's synthetic rows a dry run makes to estimate its error instead
+  (:mod:`service.releases.simulated_accuracy`); 0 for none.
 
 A new mechanism is one module and one :func:`register` call; the built-in ones are registered by
 :mod:`service.mechanisms.catalog`, which the package imports (``service/mechanisms/__init__.py``), so every lookup
@@ -129,6 +132,7 @@ class MechanismSpec:
     regression_options: Callable[[DesignEncoding, Sequence[str]], dict[str, object]] = no_options
     public_details: tuple[str, ...] = ()
     forecast: Callable[[Domain, tuple[Query, ...], PrivacyCost, Mapping[str, object]], MarginalForecast] | None = None
+    simulation_trials: int = 0
 
     @property
     def option_names(self) -> tuple[str, ...]:

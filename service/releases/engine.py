@@ -113,7 +113,9 @@ class ReleaseOutcome:
         return body
 
 
-def _resolve_workload(dataset: StoredDataset, workload: str | list[object]) -> tuple[Query, ...]:
+def resolve_workload(dataset: StoredDataset, workload: str | list[object]) -> tuple[Query, ...]:
+    """The checked workload of a request (a spec such as ``all-2way``, or entries); a dry run also resolves it for a
+    mechanism that takes none (MST), to say how accurate its answers to it would be."""
     from workloads.marginals import from_entries
 
     try:
@@ -160,7 +162,7 @@ def prepare_marginals(
     options = dict(options or {})
     cost = spec.cost(epsilon, delta, rho)
     dataset = get_dataset(engine, name)
-    queries = _resolve_workload(dataset, workload) if spec.uses_workload else ()
+    queries = resolve_workload(dataset, workload) if spec.uses_workload else ()
     params = {
         "workload": [{"attributes": list(q.attributes), "weight": q.weight} for q in queries],
         "options": options,

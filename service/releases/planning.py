@@ -14,7 +14,11 @@ normalised marginal, for which the formula divides by the dataset's row count (t
 something of the data: the exact count stored with the dataset, which only stewards, who alone release marginals,
 see; docs/privacy.md 1.2). With ``target_error`` :func:`plan_marginals` solves for the smallest epsilon at which every
 workload marginal's expected normalised L1 error is at most the target, and plans at that epsilon. MST and AIM choose
-what they measure from the data: no closed form exists for their error, and the plan says so (``accuracy_note``).
+what they measure from the data: no closed form exists for their error, so their plan estimates it by simulating the
+mechanism on the synthetic rows of a stored release of the dataset (:mod:`service.releases.simulated_accuracy`: free
+post-processing, never the table), or says plainly that no estimate is possible (``accuracy_note``);
+``accuracy_basis`` names which (``closed_form``, ``simulation`` or ``none``). A target error is not solved for by
+simulation (each point is a run of the mechanism, and random): it is refused for them, naming ``target_error``.
 """
 
 from __future__ import annotations
@@ -32,11 +36,15 @@ from service.accounting import accountant
 from service.accounting.accountant import ChargeQuote, describe_cost
 from service.errors import InvalidInput
 from service.mechanisms import registry
+from service.mechanisms.base import MechanismError
 from service.mechanisms.registry import MechanismSpec, PrivacyNotion, ReleaseKind
 from service.privacy.cost import MAX_AMOUNT, exact
 from service.releases import engine as release_engine
+from service.releases import simulated_accuracy
 from service.releases.engine import PreparedRelease
+from service.releases.simulated_accuracy import SimulatedAccuracy
 from workloads import parameters
+from workloads.marginals import Query
 
 #: The solved epsilon has this many significant digits (rounded up, so that it meets the target).
 TARGET_DIGITS = 4
@@ -90,14 +98,15 @@ class TargetSolution:
 @dataclass(frozen=True)
 class ReleasePlan:
     """What a release would do: its charge as the accountant quotes it (:class:`~service.accounting.accountant.
-    ChargeQuote`, which holds whether it fits and, if not, the refusal the release would meet), the closed-form
-    accuracy where one exists (or why none does), and the epsilon solved for a target error when one was asked."""
+    ChargeQuote`, which holds whether it fits and, if not, the refusal the release would meet), its accuracy in
+    closed form or estimated by simulation where either is possible (or why neither is), and the epsilon solved for a
+    target error when one was asked."""
 
     dataset: str
     mechanism: str
     kind: str
     quote: ChargeQuote
-    accuracy: AccuracyForecast | None
+    accuracy: AccuracyForecast | SimulatedAccuracy | None
     accuracy_note: str = ""
     target: TargetSolution | None = None
 
@@ -105,10 +114,21 @@ class ReleasePlan:
     def fits(self) -> bool:
         return self.quote.fits
 
+    @property
+    def accuracy_basis(self) -> str:
+        """``closed_form`` (laplace, gaussian, residual), ``simulation`` (MST, AIM on a stored release's synthetic
+        rows) or ``none`` (``accuracy_note`` says why)."""
+        if self.accuracy is None:
+            return "none"
+        return "simulation" if isinstance(self.accuracy, SimulatedAccuracy) else "closed_form"
+
     def to_json(self) -> dict[str, object]:
         return {"dry_run": True, "dataset": self.dataset, "mechanism": self.mechanism, "kind": self.kind,
-                **self.quote.to_json(), "accuracy": None if self.accuracy is None else self.accuracy.to_json(),
-                "accuracy_note": self.accuracy_note, "target": None if self.target is None else self.target.to_json()}
+                **self.quote.to_json(),
+                "accuracy": None if self.accuracy is None else {"normalised_by": NORMALISED_BY,
+                                                                **self.accuracy.to_json()},
+                "accuracy_basis": self.accuracy_basis, "accuracy_note": self.accuracy_note,
+                "target": None if self.target is None else self.target.to_json()}
 
     def describe(self, shown: int = 8) -> str:
         """The plan in a few lines (the command line's ``--dry-run``)."""
@@ -127,53 +147,81 @@ class ReleasePlan:
                 lines.append(effect.note)
         lines.append("it fits the budget" if self.fits else
                      f"it does not fit ({self.quote.refusal.code}): {self.quote.refusal.message}")
-        if self.accuracy is None:
+        accuracy = self.accuracy
+        if accuracy is None:
             lines.append(f"accuracy: {self.accuracy_note}")
             return "\n".join(lines)
-        worst = self.accuracy.worst()
-        lines.append(f"expected accuracy over N = {self.accuracy.rows:,} rows (per-cell standard error, expected L1 "
-                     f"error of the marginal / of the normalised marginal); worst: {_line(worst, self.accuracy.rows)}")
-        for error in sorted(self.accuracy.errors, key=lambda e: -e.expected_l1)[:shown]:
-            lines.append(f"  {_line(error, self.accuracy.rows)}")
-        if len(self.accuracy.errors) > shown:
-            lines.append(f"  ... {len(self.accuracy.errors) - shown} more marginals (--json lists them all)")
-        lines.append(f"the answers' total has standard error {self.accuracy.total_standard_error:.4g} "
-                     f"({self.accuracy.total_standard_error / self.accuracy.rows:.2%} of N): a marginal divided by its "
-                     "own total strays from these figures by about that fraction")
-        lines.append(f"basis: {self.accuracy.basis}")
+        worst = accuracy.worst()
+        if isinstance(accuracy, SimulatedAccuracy):
+            lines.append(f"estimated accuracy over N = {accuracy.rows:,} rows, by simulation (root mean square cell "
+                         f"error, L1 error of the marginal / of the normalised marginal): mean over the workload "
+                         f"{accuracy.mean_l1_normalised():.4g}; worst: {_line(worst, accuracy.rows)}")
+        else:
+            lines.append(f"expected accuracy over N = {accuracy.rows:,} rows (per-cell standard error, expected L1 "
+                         f"error of the marginal / of the normalised marginal); worst: {_line(worst, accuracy.rows)}")
+        for error in sorted(accuracy.errors, key=lambda e: -e.expected_l1)[:shown]:
+            lines.append(f"  {_line(error, accuracy.rows)}")
+        if len(accuracy.errors) > shown:
+            lines.append(f"  ... {len(accuracy.errors) - shown} more marginals (--json lists them all)")
+        if isinstance(accuracy, SimulatedAccuracy):
+            lines.append(f"the simulation took {accuracy.seconds:.1f} s")
+        else:
+            lines.append(f"the answers' total has standard error {accuracy.total_standard_error:.4g} "
+                         f"({accuracy.total_standard_error / accuracy.rows:.2%} of N): a marginal divided by its own "
+                         "total strays from these figures by about that fraction")
+        lines.append(f"basis ({self.accuracy_basis.replace('_', ' ')}): {accuracy.basis}")
         return "\n".join(lines)
 
 
-def _line(error: CellError, rows: int) -> str:
+def _line(error: CellError | simulated_accuracy.SimulatedError, rows: int) -> str:
     return (f"{' × '.join(error.attributes) or 'total'}: {error.standard_error:.4g} per cell, "
             f"L1 {error.expected_l1:.4g} / {error.expected_l1_normalised(rows):.4g}")
 
 
 def plan_prepared(engine: Engine, prepared: PreparedRelease, *, target: TargetSolution | None = None,
-                  without_forecast: str | None = None) -> ReleasePlan:
+                  without_forecast: str | None = None, evaluated: tuple[Query, ...] | None = None) -> ReleasePlan:
     """The plan of a :class:`~service.releases.engine.PreparedRelease` (module docstring), with the closed-form
-    accuracy of a marginal release whose mechanism has a registry ``forecast``, unless ``without_forecast`` says why
-    none is given (a fit's plan)."""
+    accuracy of a marginal release whose mechanism has a registry ``forecast``, or its estimate by simulation when
+    its mechanism has ``simulation_trials`` and a stored release can stand in for the table, over the workload
+    ``evaluated`` (default: the request's; MST takes none), unless ``without_forecast`` says why none is given (a
+    fit's plan)."""
     spec, request = prepared.spec, prepared.request
     release_engine.checked_runner(spec, request)  # the mechanism's own refusals, before anything would be reserved
     release_engine.check_charged_kind(spec.kind)
     quote = accountant.preview_charge(engine, prepared.dataset.name, request.cost)
-    accuracy, note = None, without_forecast or _no_forecast(spec)
+    accuracy: AccuracyForecast | SimulatedAccuracy | None = None
+    note = without_forecast or _no_forecast(spec)
+    queries = request.queries if evaluated is None else evaluated
     if without_forecast is None and spec.forecast is not None and request.queries:
         result = spec.forecast(prepared.dataset.domain, request.queries, request.cost, request.options)
         accuracy = AccuracyForecast(result.basis, prepared.dataset.rows, result.errors,
                                     math.sqrt(result.total_variance))
         note = ""
+    elif without_forecast is None and spec.simulation_trials and queries:
+        dataset = prepared.dataset
+        proxy = simulated_accuracy.choose_proxy(engine, dataset.name, dataset.domain, queries)
+        if proxy is not None:
+            try:
+                accuracy = simulated_accuracy.simulate(spec, request, dataset.domain, queries, dataset.rows, proxy)
+                note = ""
+            except MechanismError as exc:  # a refusal of the settings (before any noise), not of the stand-in's data
+                note = (f"no estimate is possible: the simulated {spec.name} run stopped before drawing any noise: "
+                        f"{exc}; a release with these settings is refused the same way once it runs (and refunded, "
+                        "but a first zCDP charge's anchor stays: docs/privacy.md 6.6)")
     return ReleasePlan(prepared.dataset.name, spec.name, spec.kind, quote, accuracy, note, target)
 
 
 def _no_forecast(spec: MechanismSpec) -> str:
     if spec.forecast is not None:
         return ""
+    if spec.simulation_trials:
+        return (f"no estimate is possible: {spec.name} chooses what to measure from the data, so its error depends on "
+                "the data and has no closed form, and its estimate simulates it on the synthetic rows of a stored "
+                "release of this dataset, of which there is none to use (one complete and unseeded, with a model: an "
+                "mst or aim release, or a release whose model an earlier answer fitted); plan again after one")
     if spec.kind == "marginals":
-        return (f"{spec.name} has no closed form for its error: it chooses what to measure from the data, so its error "
-                "depends on the data; an estimate by simulation (on public rows or a release's synthetic rows) is not "
-                "built yet")
+        return (f"{spec.name} has no closed form for its error and no estimate by simulation: its error depends on the "
+                "data")
     return (f"a {spec.kind} release has no closed-form accuracy here (the closed forms cover laplace, gaussian and "
             "residual)")
 
@@ -198,7 +246,10 @@ def plan_marginals(
     if target_error is None:
         prepared = release_engine.prepare_marginals(engine, name, mechanism, workload, epsilon=epsilon, delta=delta,
                                                     rho=rho, options=options)
-        return plan_prepared(engine, prepared)
+        evaluated = None
+        if not prepared.spec.uses_workload and prepared.spec.simulation_trials:
+            evaluated = release_engine.resolve_workload(prepared.dataset, workload)
+        return plan_prepared(engine, prepared, evaluated=evaluated)
     target = _checked_target(target_error)
     if epsilon is not None or rho is not None:
         raise InvalidInput("target_error solves for epsilon: omit epsilon and rho", code="invalid_parameter")
@@ -237,6 +288,11 @@ def solve_epsilon(trial: PreparedRelease, target: float, delta: object) -> Targe
     at which the release itself would be refused (the direct mechanisms refuse a share whose noise vanishes) ends the
     search with that refusal."""
     spec = trial.spec
+    if spec.forecast is None and spec.simulation_trials:
+        raise InvalidInput(f"target_error needs a closed-form accuracy, and {spec.name} has none: its plan estimates "
+                           "its error by simulation (each epsilon a run of the mechanism, seconds to minutes, and "
+                           "random), which is not solved for; plan at a few epsilons instead and pick one",
+                           code="invalid_parameter")
     if spec.forecast is None or not trial.request.queries:
         raise InvalidInput(f"target_error needs a closed-form accuracy, and {_no_forecast(spec)}",
                            code="invalid_parameter")

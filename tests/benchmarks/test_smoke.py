@@ -80,8 +80,8 @@ FAST: dict[str, tuple[Args, bool]] = {
                                            "alg2"], True),
     "local_glm": (lambda tmp, data: ["--n", "1000", "2000", "--epsilons", "5", "--trials", "1", "--randomizers",
                                      "l2ball", "--acs-epsilons", "4", "--acs-rows", "2000", "--quiet"], True),
-    "accuracy_forecast": (lambda tmp, data: ["--tables", "titanic", "--mechanisms", "laplace", "residual",
-                                             "--epsilons", "1", "--trials", "1"], True),
+    "accuracy_forecast": (lambda tmp, data: ["--tables", "titanic", "--mechanisms", "laplace", "residual", "mst",
+                                             "--epsilons", "1", "--trials", "1", "--proxies", "mst:1"], True),
     "residual_service": (lambda tmp, data: ["--parts", "accuracy", "--tables", "titanic", "--mechanisms", "gaussian",
                                             "--epsilons", "1", "--trials", "1"], True),
     "regression": (lambda tmp, data: [
