@@ -796,7 +796,8 @@ def published_head(name: str, given: object) -> ledger_chain.Head:
     """A head as ``--head`` printed it (``{"dataset", "entry_id", "entry_hash", ...}``), checked: the parameter
     ``published`` names what is wrong."""
     if not isinstance(given, dict):
-        raise InvalidInput("published: a head is a JSON object as `marginalia ledger DATASET --head --json` prints it",
+        raise InvalidInput("published: a head is a JSON object {dataset, entry_id, entry_hash}, as the ledger's "
+                           "head is printed",
                            code="invalid_parameter")
     entry_id, digest = given.get("entry_id"), given.get("entry_hash")
     if given.get("dataset") != name:

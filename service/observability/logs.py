@@ -40,7 +40,7 @@ def log_level(given: str | None = None) -> str:
     """``given`` (the command's option) or ``MARGINALIA_LOG_LEVEL`` or ``info``, checked."""
     level = (given or os.environ.get(LEVEL_VARIABLE) or "info").lower()
     if level not in LEVELS:
-        raise ValueError(f"{LEVEL_VARIABLE} (or --log-level) must be one of {', '.join(LEVELS)}, got {level!r}")
+        raise ValueError(f"{LEVEL_VARIABLE} (or the log level asked) must be one of {', '.join(LEVELS)}, got {level!r}")
     return level
 
 
