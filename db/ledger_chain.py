@@ -110,6 +110,7 @@ def verify(connection: Connection, dataset: str, dataset_id: int, published: Hea
         select(table).where(table.c.dataset_id == dataset_id).order_by(table.c.id)).all()
     links = {row.entry_id: row for row in connection.execute(
         select(hashes).where(hashes.c.dataset_id == dataset_id))}
+    stored = {entry_id: link.entry_hash for entry_id, link in links.items()}  # links is consumed below
     problems: list[str] = []
     previous = GENESIS
     for entry in entries:
@@ -129,17 +130,10 @@ def verify(connection: Connection, dataset: str, dataset_id: int, published: Hea
     last = entries[-1].id if entries else 0
     head = Head(dataset, last, previous, len(entries))
     if published is not None:
-        chained = _stored_links(connection, dataset_id)
         if published.entry_id not in {entry.id for entry in entries}:
             problems.append(f"the published head, entry {published.entry_id}, is not in the ledger: the ledger was "
                             f"rolled back (an older backup restored?) to entry {last}; its charges since are lost")
-        elif chained.get(published.entry_id) != published.entry_hash:
+        elif stored.get(published.entry_id) != published.entry_hash:
             problems.append(f"entry {published.entry_id} does not hash to the published head: the ledger up to "
                             "it is not the one published")
     return Verdict(head, tuple(problems))
-
-
-def _stored_links(connection: Connection, dataset_id: int) -> dict[int, str]:
-    hashes = LedgerHash.__table__
-    return {row.entry_id: row.entry_hash for row in connection.execute(
-        select(hashes.c.entry_id, hashes.c.entry_hash).where(hashes.c.dataset_id == dataset_id))}

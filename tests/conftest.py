@@ -43,18 +43,24 @@ def data_dir() -> Path:
     return DATA
 
 
-@pytest.fixture(scope="session")
-def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresServer]:
-    """The throwaway PostgreSQL server of the session. Parquet tables of its databases go to a session folder
-    (MARGINALIA_DATA_DIR, unless set), never to the working directory, the default beside no database file."""
+def start_test_postgres() -> PostgresServer:
+    """A new throwaway PostgreSQL server, or the test skipped (MARGINALIA_TEST_POSTGRES=skip, or no PostgreSQL
+    outside CI); in CI a server that cannot start fails the test."""
     if os.environ.get("MARGINALIA_TEST_POSTGRES") == "skip":
         pytest.skip("PostgreSQL tests disabled by MARGINALIA_TEST_POSTGRES=skip")
     try:
-        server = start_server()
+        return start_server()
     except PostgresUnavailable as exc:
         if os.environ.get("CI"):
             pytest.fail(f"PostgreSQL is required in CI: {exc}")
         pytest.skip(f"PostgreSQL unavailable: {exc}")
+
+
+@pytest.fixture(scope="session")
+def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresServer]:
+    """The throwaway PostgreSQL server of the session. Parquet tables of its databases go to a session folder
+    (MARGINALIA_DATA_DIR, unless set), never to the working directory, the default beside no database file."""
+    server = start_test_postgres()
     folder = str(tmp_path_factory.mktemp("postgres-tables"))
     previous = os.environ.setdefault("MARGINALIA_DATA_DIR", folder)
     yield server

@@ -5,7 +5,6 @@ The database-down test stops a real PostgreSQL server of its own (the session's 
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
@@ -18,7 +17,8 @@ from db.migrate import head_revision, upgrade_to_head
 from service.access import auth
 from service.api import create_app
 from service.data.attach.sources import add_source
-from service.tools.pgserver import PostgresUnavailable, free_port, start_server
+from service.tools.pgserver import free_port
+from tests.conftest import start_test_postgres
 from tests.support.apihelpers import bearer
 from tests.support.backends import ON_SQLITE
 
@@ -31,14 +31,7 @@ def _parameters(path: str) -> str:
 @pytest.fixture
 def own_postgres():  # noqa: ANN201
     """A PostgreSQL server this test may stop (the session's serves every other test)."""
-    if os.environ.get("MARGINALIA_TEST_POSTGRES") == "skip":
-        pytest.skip("PostgreSQL tests disabled by MARGINALIA_TEST_POSTGRES=skip")
-    try:
-        server = start_server()
-    except PostgresUnavailable as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"PostgreSQL is required in CI: {exc}")
-        pytest.skip(f"PostgreSQL unavailable: {exc}")
+    server = start_test_postgres()
     yield server
     server.stop()
 
