@@ -174,3 +174,38 @@ def adassp_lambda_min_tilde(lambda_min_noisy: float, scales: AdaSSPNoiseScales) 
 def adassp_ridge(lambda_min_tilde: float, scales: AdaSSPNoiseScales) -> float:
     """Alg. 2 step 3: ``lambda = max(0, sqrt(d log(2 d^2 / failure_prob)) sigma_xtx - tilde_lambda_min)``."""
     return max(0.0, scales.ridge_offset - check_non_negative("lambda_min_tilde", lambda_min_tilde))
+
+
+def symmetric_noise_form_covariance(v: np.ndarray, sigma: float) -> np.ndarray:
+    """Covariance of ``u = E[:-1, :] v`` for the symmetric noise ``E`` of a Gram release: ``q x q``, its upper
+    triangle (diagonal included) i.i.d. ``N(0, sigma^2)``, mirrored (step 4 of Alg. 2, as the service releases it).
+
+    ``u_i = sum_j E_ij v_j`` sums ``q`` distinct entries, so ``Var(u_i) = sigma^2 ||v||^2``; for ``i != k`` the only
+    entry ``u_i`` and ``u_k`` share is ``E_ik = E_ki`` (with weights ``v_k`` and ``v_i``), so ``Cov(u_i, u_k) =
+    sigma^2 v_i v_k``. With ``w = v[:-1]``: ``sigma^2 (||v||^2 I + w w^T - diag(w * w))``. (Derived here; the
+    delta method of :func:`adassp_noise_covariance` applies it with ``v = (-theta, 1)``.)"""
+    v = np.asarray(v, dtype=float)
+    w = v[:-1]
+    return sigma ** 2 * (float(v @ v) * np.eye(w.size) + np.outer(w, w) - np.diag(w * w))
+
+
+def adassp_noise_covariance(theta: np.ndarray, solver: np.ndarray, scales: AdaSSPNoiseScales,
+                            ridge_varies: bool) -> np.ndarray:
+    """The covariance the release's noise gives AdaSSP's ``theta = (hat{X^T X} + lambda I)^{-1} hat{X^T y}``, to first
+    order (the delta method; derived in docs/regression.md, "Error bars of AdaSSP").
+
+    With ``M = (hat{X^T X} + lambda I)^{-1}`` (``solver``) and the Gram noise ``E``, ``d theta = M (dE_{Xy} - dE_{XX}
+    theta) = M E[:-1, :] (-theta, 1)``: covariance ``M C M^T`` with ``C`` from
+    :func:`symmetric_noise_form_covariance` at ``sigma_xtx`` (one scale for the whole Gram matrix: the service's
+    release). When the ridge is ``offset - tilde_lambda`` with ``tilde_lambda > 0`` (``ridge_varies``), it moves
+    one-for-one against the independent noise on ``lambda_min`` (variance ``sigma_lambda^2``) and ``d theta / d lambda
+    = -M theta``: the term ``sigma_lambda^2 (M theta)(M theta)^T`` is added."""
+    if scales.sigma_xtx != scales.sigma_xty:
+        raise EstimatorError("the closed form assumes one noise scale for X^T X and X^T y (the service's release)")
+    theta = np.asarray(theta, dtype=float)
+    form = symmetric_noise_form_covariance(np.concatenate([-theta, [1.0]]), scales.sigma_xtx)
+    covariance = solver @ form @ solver.T
+    if ridge_varies:
+        shift = solver @ theta
+        covariance = covariance + scales.sigma_lambda_min ** 2 * np.outer(shift, shift)
+    return covariance

@@ -131,20 +131,30 @@ def aim_synth(engine: Engine, release: StoredRelease, design: DesignEncoding, se
 
 
 def adassp(engine: Engine, release: StoredRelease, design: DesignEncoding, seed: int | None) -> Answer:  # noqa: ARG001
-    """AdaSSP (App. B, Alg. 2) from the principal submatrix of a Gram release that the design reads."""
+    """AdaSSP (App. B, Alg. 2) from the principal submatrix of a Gram release that the design reads, with its
+    coefficients' error bars (:func:`service.regression.error_bars.adassp_errors`) under
+    ``uncertainty.ERRORS_DETAIL``."""
+    from service.regression import error_bars
+
     payload = release.decoded_payload()
     stats = gram.sub_statistics(payload, design)
     scales = gram.adassp_scales(release.details, stats.dimension, float(release.params["confidence_delta"]),
                                 float(release.params["failure_prob"]))
     estimator = AdaSSPLinearRegression().fit(stats, payload.lambda_min_noisy, scales)
-    return estimator, {"ridge": estimator.ridge_, "lambda_min_tilde": estimator.lambda_min_tilde_}
+    errors = error_bars.adassp_errors(design, stats, estimator, scales)
+    return estimator, {"ridge": estimator.ridge_, "lambda_min_tilde": estimator.lambda_min_tilde_,
+                       uncertainty.ERRORS_DETAIL: errors}
 
 
 def released(engine: Engine, release: StoredRelease, design: DesignEncoding, seed: int | None) -> Answer:  # noqa: ARG001
     """A model release's model itself, with the public numbers of its calibration (the ``public_details`` its
-    mechanism's spec declares; none for a mechanism no longer registered)."""
+    mechanism's spec declares; none for a mechanism no longer registered), and no error bars: only the coefficients
+    were released (``error_bars.RELEASED_MODEL_BASIS`` says why, under ``uncertainty.ERRORS_DETAIL``)."""
+    from service.regression import error_bars
+
     spec = registry.find(release.mechanism)
     public = spec.public_details if spec is not None else ()
     return released_model(release.decoded_payload(), design), {
-        k: release.details[k] for k in public if k in release.details
+        **{k: release.details[k] for k in public if k in release.details},
+        uncertainty.ERRORS_DETAIL: uncertainty.CoefficientErrors.none(error_bars.RELEASED_MODEL_BASIS),
     }

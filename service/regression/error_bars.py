@@ -36,6 +36,7 @@ import numpy as np
 from sqlalchemy import Engine
 
 from estimators.base import LinearScoreModel
+from estimators.central.adassp import AdaSSPNoiseScales, adassp_noise_covariance
 from estimators.central.reference import fit_on_rows
 from estimators.central.sufficient_stats import GramStatistics, gram_from_marginals
 from estimators.graphical.model import Fit
@@ -49,6 +50,18 @@ from workloads.encodings import DesignEncoding
 
 #: ``error_basis`` of DD-SSP's closed form.
 CLOSED_FORM_BASIS = "delta method: noise in closed form from the release's noise scales, plus sampling variance"
+#: ``error_basis`` of AdaSSP's closed form.
+ADASSP_BASIS = ("delta method: noise in closed form from the Gram release's noise scales (the ridge's own noise "
+                "included), plus sampling variance")
+#: ``error_basis`` of AdaSSP's closed form from a Gram release that holds no row count (no constant column).
+ADASSP_NOISE_ONLY_BASIS = ("delta method: noise in closed form from the Gram release's noise scales; no sampling part "
+                           "(the release has no constant column, so no row count to estimate the residual variance)")
+#: Why a released model (ObjPert, DP-IHT) answers without error bars.
+RELEASED_MODEL_BASIS = (
+    "none: this method releases only the coefficients, and their noise acts through the table's own curvature "
+    "(ObjPert: the Hessian of the loss at the solution; DP-IHT: the noisy choice of support and the iterations), which "
+    "no release holds, so no honest standard error follows from what was released; for intervals, fit the same design "
+    "with adassp (linear) or dd-ssp (either task), or spend a little budget on a Gram or marginal release")
 #: Why a fit from a model without stored measurements gives no error bars.
 NO_MEASUREMENTS = ("none: the release's model has no stored measurements to bootstrap (a residual, laplace or gaussian "
                    "release that did not measure every marginal the design reads, or an MST or AIM release made "
@@ -109,6 +122,21 @@ def dd_ssp_errors(engine: Engine, release: StoredRelease, design: DesignEncoding
     noise = np.var(np.stack(thetas), axis=0, ddof=1)
     return CoefficientErrors.from_variances(_names(design), {"noise": noise, "sampling": sampling},
                                             f"{replicates.basis} for the noise, plus sampling variance")
+
+
+def adassp_errors(design: DesignEncoding, stats: GramStatistics, model: LinearScoreModel,
+                  scales: AdaSSPNoiseScales) -> CoefficientErrors:
+    """AdaSSP's error bars for ``model``, fitted on the Gram release's ``stats`` with ``model.ridge_``: the noise part
+    in closed form (:func:`estimators.central.adassp.adassp_noise_covariance`, the ridge varying with the noisy
+    ``lambda_min`` when ``tilde_lambda > 0``), plus :func:`sampling_variance` when the release holds the row count."""
+    theta = theta_of(model, design)
+    solver = np.linalg.pinv(project_psd(stats.xtx + model.ridge_ * np.eye(stats.dimension)), hermitian=True)
+    ridge_varies = model.ridge_ > 0.0 and model.lambda_min_tilde_ > 0.0
+    noise = np.diag(adassp_noise_covariance(theta, solver, scales, ridge_varies))
+    if stats.n <= stats.dimension:  # no constant column in the release: n is not known
+        return CoefficientErrors.from_variances(_names(design), {"noise": noise}, ADASSP_NOISE_ONLY_BASIS)
+    sampling = sampling_variance(stats, theta, 1.0, solver, design.target_encoding.squared_norm_bound)
+    return CoefficientErrors.from_variances(_names(design), {"noise": noise, "sampling": sampling}, ADASSP_BASIS)
 
 
 def aim_synth_errors(engine: Engine, release: StoredRelease, design: DesignEncoding, frame: object,

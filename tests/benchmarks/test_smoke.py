@@ -106,7 +106,8 @@ FAST: dict[str, tuple[Args, bool]] = {
     "objpert_memory": (lambda tmp, data: ["--rows", "3000", "--source-rows", "300", "--workdir", str(tmp),
                                           "--quiet"], True),
     "error_bar_coverage": (lambda tmp, data: ["--table", "titanic", "--target", "Fare", "--features", "Pclass,Sex",
-                                              "--methods", "dd-ssp/gaussian", "--trials", "2", "--quiet"], True),
+                                              "--methods", "dd-ssp/gaussian,adassp/adassp", "--trials", "2",
+                                              "--quiet"], True),
 }
 SLOW: dict[str, tuple[Args, bool]] = {
     "fit_tolerance": (lambda tmp, data: ["--cases", "titanic-laplace", "--tols", "1e-3", "--iters", "60"], True),
