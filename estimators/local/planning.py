@@ -107,13 +107,14 @@ def _covariance(model: ErrorModel, n: int) -> np.ndarray:
     return (matrix + matrix.T) / 2.0
 
 
-def _root(matrix: np.ndarray) -> np.ndarray:
+def symmetric_root(matrix: np.ndarray) -> np.ndarray:
     """A symmetric square root (negative eigenvalues of a rounding error set to 0)."""
     values, vectors = np.linalg.eigh(matrix)
     return (vectors * np.sqrt(np.clip(values, 0.0, None))) @ vectors.T
 
 
-def _normals(dimension: int) -> np.ndarray:
+def public_normals(dimension: int) -> np.ndarray:
+    """``DRAWS`` standard normal vectors of ``dimension`` from the fixed public stream (common random numbers)."""
     return np.random.default_rng(_STREAM).standard_normal((DRAWS, dimension))
 
 
@@ -128,9 +129,9 @@ def _root_at(model: ErrorModel, n: int) -> np.ndarray:
     factor = float(np.trace(matrix)) / float(np.trace(unit)) if np.trace(unit) > 0 else 0.0
     if factor > 0 and np.allclose(matrix, factor * unit, rtol=1e-9, atol=1e-15 * float(np.abs(matrix).max())):
         if root is None:
-            model._roots["base"] = (unit, root := _root(unit))
+            model._roots["base"] = (unit, root := symmetric_root(unit))
         return math.sqrt(factor) * root
-    return _root(matrix)
+    return symmetric_root(matrix)
 
 
 def draw_estimates(model: ErrorModel, n: int) -> np.ndarray:
@@ -139,7 +140,7 @@ def draw_estimates(model: ErrorModel, n: int) -> np.ndarray:
     if centre is None:
         raise EstimatorError("drawing estimates needs a reference (the public table's target)")
     root = _root_at(model, n)
-    draws = centre + _normals(root.shape[0]) @ root
+    draws = centre + public_normals(root.shape[0]) @ root
     return draws if model.step is None else np.asarray(model.step(draws), dtype=float)
 
 
@@ -190,7 +191,7 @@ def participants_for(model: ErrorModel, target: float) -> int | None:
     return max(1, math.ceil(math.exp(high)))
 
 
-def _auc(labels: np.ndarray, scores: np.ndarray) -> np.ndarray:
+def column_aucs(labels: np.ndarray, scores: np.ndarray) -> np.ndarray:
     """The AUC of each column of ``scores`` for boolean ``labels`` (Mann-Whitney, ties counted half)."""
     from scipy.stats import rankdata
 
@@ -223,7 +224,7 @@ def auc_range(model: ErrorModel, n: int, rows: object, labels: object) -> dict[s
         x, positive = x[kept], positive[kept]
     if positive.all() or not positive.any():
         raise EstimatorError("the AUC needs both classes among the public rows")
-    aucs = _auc(positive, x @ draw_estimates(model, n).T)
-    reference = float(_auc(positive, (x @ np.asarray(model.reference, dtype=float))[:, np.newaxis])[0])
+    aucs = column_aucs(positive, x @ draw_estimates(model, n).T)
+    reference = float(column_aucs(positive, (x @ np.asarray(model.reference, dtype=float))[:, np.newaxis])[0])
     low, high = np.quantile(aucs, AUC_QUANTILES)
     return {"mean": float(aucs.mean()), "low": float(low), "high": float(high), "reference": reference}

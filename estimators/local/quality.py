@@ -11,7 +11,30 @@ value 0 was not selected (a sparse fit, conditional on its support) and is left 
   probability about 95 % whatever ``p`` (Dunn 1961, "Multiple comparisons among means").
 * the signal-to-noise ratio ``||w|| / sqrt(sum_j se_j^2)`` (``sqrt(trace Cov)``: the expected norm of the noise).
 
-Verdicts: ``noise-dominated`` when no coefficient is determined (none distinguishable from 0 at 2 standard errors, no
+**What the analyst uses: the predictions** (:func:`check_predictions`, :func:`assess_predictions`; issue 29, section
+6). Where the campaign's public table holds the binary target, the verdict judges the predictions instead of the
+coefficients, because a fit that ranks well can have coefficients that are not determined at all (near-constant
+binary features of ACSemployment get standard errors of 1-150 while the fit's AUC is 0.81-0.85). From the public
+rows, the fit and its covariance ``Cov`` (free: all of it public or released):
+
+* the AUC of the fitted linear predictor ``x^T w`` on the public rows, and a 90 % range from coefficient vectors
+  drawn from ``N(w, Cov)`` (the planner's fixed public stream of normals: no data, no seed a caller chooses); every
+  link is increasing in ``x^T w``, so one AUC serves them all;
+* the Wald test of "every slope is 0": ``W = w^T Cov^+ w``, chi-square with ``rank(Cov)`` degrees of freedom under it
+  (Wald 1943; Wasserman 2004, "All of Statistics", Thm. 10.13), which weights each direction by its own precision;
+* the predictions' spread over the public rows ``sqrt(w^T S w)`` (``S`` their covariance) and their standard error
+  ``sqrt(tr(S Cov))`` (the root mean over rows of ``Var((x - xbar)^T w)``), reported, not judged: a few rows with a
+  rare feature whose coefficient is undetermined dominate both.
+
+``noise-dominated`` when the AUC range reaches 0.5 (a fit drawn from the noise ranks no better than chance);
+``weak`` when it does not but the Wald test does not reject at 5 % (the ranking holds, the coefficients are not
+jointly determined); ``ok`` otherwise. The reasons name the coefficients that are not determined (``|w_j| < 2
+se_j``): what not to read, without calling the predictions noise. ``strict`` refuses only ``noise-dominated``.
+Without public labels there is no label-free certificate of a ranking that the standard errors do not give, so the
+coefficient rule below judges, and names the undetermined coefficients too.
+
+Verdicts of the coefficient rule (used where a fit has no covariance or no public table): ``noise-dominated`` when no
+coefficient is determined (none distinguishable from 0 at 2 standard errors, no
 sign known) or the ratio is below 1 (the noise's expected norm exceeds the estimate's); ``weak`` when the ratio is
 below 2; ``ok`` otherwise. A mean (``ldp-avg``) has no sign to determine: its verdict compares the width of its ~95 %
 interval, ``4 se``, with the width of its feasible range ``[lower, upper]`` (:func:`assess_mean`):
@@ -25,6 +48,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Any
+
+import numpy as np
+
+from estimators.local.planning import (
+    AUC_QUANTILES,
+    AUC_ROWS,
+    binary_labels,
+    column_aucs,
+    public_normals,
+    symmetric_root,
+)
 
 #: |w| / se at which a coefficient counts as distinguishable from 0 (two standard errors)
 DETERMINED_Z = 2.0
@@ -44,6 +78,10 @@ class Quality:
     reasons: tuple[str, ...]
     signal_to_noise: float | None = None
     determined: tuple[str, ...] = ()
+    #: the coefficients whose sign is not known (``|w| < 2 se``), named by the prediction verdict
+    undetermined: tuple[str, ...] = ()
+    #: what the prediction verdict rests on (:class:`PredictionCheck`), or None for the coefficient rule
+    predictions: PredictionCheck | None = None
 
     @property
     def warns(self) -> bool:
@@ -51,7 +89,101 @@ class Quality:
 
     def to_json(self) -> dict[str, Any]:
         return {"verdict": self.verdict, "reasons": list(self.reasons), "signal_to_noise": self.signal_to_noise,
-                "determined": list(self.determined)}
+                "determined": list(self.determined), "undetermined": list(self.undetermined),
+                "predictions": None if self.predictions is None else self.predictions.to_json()}
+
+
+#: the level of the Wald test of a constant predictor
+WALD_LEVEL = 0.05
+
+
+@dataclass(frozen=True)
+class PredictionCheck:
+    """The numbers the prediction verdict rests on (module docstring), over ``rows`` public rows: the linear
+    predictor's ``spread`` and ``standard_error``, the Wald statistic ``wald`` on ``df`` degrees of freedom and its
+    ``p_value``, and ``auc`` (``estimate``, ``low``, ``high``) where the public table holds a binary target."""
+
+    rows: int
+    spread: float
+    standard_error: float
+    wald: float
+    df: int
+    p_value: float
+    auc: dict[str, float] | None = None
+
+    @property
+    def ratio(self) -> float:
+        return math.inf if self.standard_error == 0.0 else self.spread / self.standard_error
+
+    def to_json(self) -> dict[str, Any]:
+        return {"public_rows": self.rows, "spread": self.spread, "standard_error": self.standard_error,
+                "signal_to_noise": _finite(self.ratio), "wald": self.wald, "df": self.df, "p_value": self.p_value,
+                "auc": self.auc}
+
+
+def check_predictions(rows: object, slopes: object, slope_covariance: object,
+                      labels: object = None) -> PredictionCheck:
+    """The linear predictor ``x^T slopes`` over the public ``rows`` (module docstring); ``labels``: the public rows'
+    target, for an AUC range when it is binary."""
+    from scipy.stats import chi2
+
+    x = np.asarray(rows, dtype=float)
+    w = np.asarray(slopes, dtype=float)
+    cov = np.asarray(slope_covariance, dtype=float)
+    centred = x - x.mean(axis=0)
+    spread_matrix = centred.T @ centred / max(x.shape[0], 1)
+    spread = math.sqrt(max(float(w @ spread_matrix @ w), 0.0))
+    error = math.sqrt(max(float(np.sum(spread_matrix * cov)), 0.0))  # tr(S Cov), both symmetric
+    df = int(np.linalg.matrix_rank(cov, hermitian=True))
+    wald = float(w @ np.linalg.pinv(cov, hermitian=True) @ w) if df else 0.0
+    p_value = float(chi2.sf(wald, df)) if df else 1.0
+    auc = None
+    positive = None if labels is None else binary_labels(labels)
+    if positive is not None and positive.any() and not positive.all():
+        if x.shape[0] > AUC_ROWS:
+            kept = np.linspace(0, x.shape[0] - 1, AUC_ROWS).round().astype(int)
+            x, positive = x[kept], positive[kept]
+        draws = w + public_normals(w.size) @ symmetric_root(cov)
+        aucs = column_aucs(positive, x @ draws.T)
+        low, high = np.quantile(aucs, AUC_QUANTILES)
+        auc = {"estimate": float(column_aucs(positive, (x @ w)[:, np.newaxis])[0]), "low": float(low),
+               "high": float(high)}
+    return PredictionCheck(int(np.asarray(rows).shape[0]), spread, error, wald, df, p_value, auc)
+
+
+def undetermined_names(coefficients: Mapping[str, float], standard_errors: Mapping[str, float]) -> tuple[str, ...]:
+    """The coefficients (intercept aside) whose sign is not known: ``|w| < 2 se``."""
+    return tuple(k for k in coefficients if k != INTERCEPT and k in standard_errors
+                 and not (coefficients[k] != 0.0 and abs(coefficients[k]) >= DETERMINED_Z * standard_errors[k]))
+
+
+def assess_predictions(coefficients: Mapping[str, float], standard_errors: Mapping[str, float],
+                       check: PredictionCheck) -> Quality:
+    """The prediction verdict (module docstring) of a fit with ``check`` (which has an AUC); ``coefficients`` and
+    ``standard_errors`` name the determined and undetermined coefficients."""
+    if check.auc is None:
+        raise ValueError("the prediction verdict needs the AUC on public labels")
+    undetermined = undetermined_names(coefficients, standard_errors)
+    determined = tuple(k for k in coefficients if k != INTERCEPT and k in standard_errors and k not in undetermined)
+    auc = check.auc
+    reasons = [f"AUC on {check.rows:,} public rows {auc['estimate']:.3f} (90 % range over the noise {auc['low']:.3f} "
+               f"to {auc['high']:.3f}); Wald chi-square of every slope 0: {check.wald:.3g} on {check.df} degrees of "
+               f"freedom (p = {check.p_value:.2g}); the predictions vary by {check.spread:.3g} (sd) against a "
+               f"standard error of {check.standard_error:.3g}"]
+    if undetermined:
+        reasons.append(f"not determined (|coefficient| < {DETERMINED_Z:g} standard errors: do not read their values "
+                       f"or signs): {', '.join(undetermined)}")
+    if auc["low"] <= 0.5:
+        verdict = "noise-dominated"
+        reasons.insert(0, "the AUC range reaches 0.5: a fit drawn from the noise ranks no better than chance")
+    elif check.p_value > WALD_LEVEL:
+        verdict = "weak"
+        reasons.insert(0, f"the ranking holds (AUC range above 0.5) but the coefficients are not jointly determined "
+                          f"(the Wald test does not reject at {WALD_LEVEL:.0%})")
+    else:
+        verdict = "ok"
+    ratio = check.ratio
+    return Quality(verdict, tuple(reasons), _finite(ratio), determined, undetermined, check)
 
 
 UNKNOWN = Quality("unknown", ("this fit reports no standard errors",))

@@ -26,7 +26,7 @@ from estimators.base import EstimatorError
 from estimators.local.aggregate import ReportAggregate
 from estimators.local.glm.scale import NoRootError
 from estimators.local.influence import Influence
-from estimators.local.quality import Quality, assess, assess_mean
+from estimators.local.quality import Quality, assess, assess_mean, assess_predictions, undetermined_names
 from service.campaigns.campaigns import get_campaign
 from service.campaigns.protocols import get_protocol
 from service.campaigns.types import CampaignFit, CampaignInfo
@@ -70,11 +70,18 @@ def unbounded_influence_text(influence: Influence) -> str:
 
 
 def judge(fit: CampaignFit) -> Quality:
-    """The verdict of a fit: a mean against its range ``[lower, upper]``, any other fit by its coefficients."""
+    """The verdict of a fit: a mean against its range ``[lower, upper]``; a fit whose protocol checked its predictions
+    on public labels by them (``estimators.local.quality.assess_predictions``); any other by its coefficients, naming
+    those not determined."""
     if fit.kind == "mean" and fit.standard_errors is not None:
         (name, error), = fit.standard_errors.items()
         return assess_mean(name, error, fit.details["lower"], fit.details["upper"])
-    return assess(fit.coefficients, fit.standard_errors, selected="support" in fit.details)
+    if fit.predictions is not None and fit.standard_errors is not None:
+        return assess_predictions(fit.coefficients, fit.standard_errors, fit.predictions)
+    quality = assess(fit.coefficients, fit.standard_errors, selected="support" in fit.details)
+    if fit.standard_errors is None or "support" in fit.details:
+        return quality
+    return replace(quality, undetermined=undetermined_names(fit.coefficients, fit.standard_errors))
 
 
 def warning_text(quality: Quality) -> str:

@@ -279,3 +279,14 @@ def campaign_public_rows(engine: Engine, campaign: CampaignInfo) -> np.ndarray |
         return None
     table = get_public_table(engine, campaign.public_table)
     return campaign.transform.apply(public_matrix(engine, table, campaign.features))
+
+
+def campaign_public_labels(engine: Engine, campaign: CampaignInfo) -> np.ndarray | None:
+    """The campaign's target as its public table holds it (``None``: no public table, no target, or the table has no
+    column of the target's name): public, so the verdict may judge the fit's predictions against it."""
+    if campaign.public_table is None or campaign.target is None:
+        return None
+    table = get_public_table(engine, campaign.public_table)
+    if campaign.target not in table.column_names:
+        return None
+    return public_matrix(engine, table, [campaign.target])[:, 0]

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from estimators.local.influence import Influence
-from estimators.local.quality import Quality
+from estimators.local.quality import PredictionCheck, Quality
 from service.campaigns.options import OptionValues
 from service.errors import Conflict
 from workloads.local.protocols import ProtocolSpec, RoundState
@@ -158,6 +158,9 @@ class CampaignFit:
     #: units of ``coefficients``
     influence: Influence | None = None
     standard_errors: dict[str, float] | None = None
+    #: the fitted predictor over the public rows (AUC on public labels, Wald test): set by a protocol whose fit has a
+    #: covariance and whose public table holds a binary target; the verdict then judges the predictions
+    predictions: PredictionCheck | None = field(default=None, kw_only=True)
 
     def to_json(self) -> dict[str, Any]:
         return {"campaign": self.campaign, "protocol": self.protocol, "model": self.model, "task": self.model,

@@ -28,9 +28,10 @@ from estimators.local.aggregate import ReportAggregate
 from estimators.local.glm.moment import MOMENT_LINKS, PublicMomentGLM, moment_error_model
 from estimators.local.influence import Influence, mean_shift
 from estimators.local.planning import ErrorModel
+from estimators.local.quality import check_predictions
 from service.campaigns.options import invalid
 from service.campaigns.protocols.common import no_covariance, round0, transform_notes
-from service.campaigns.public_tables import campaign_public_rows
+from service.campaigns.public_tables import campaign_public_labels, campaign_public_rows
 from service.campaigns.types import CampaignFit, CampaignInfo, CampaignRequest
 from service.errors import Conflict, InvalidInput
 from workloads.local.protocols import ProtocolError, ProtocolSpec
@@ -107,8 +108,11 @@ def fit(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate
                           "report moves the mean report by at most details.report_shift, and the root by about "
                           "||J^-1|| times that (first order)")
     kind = "classifier" if MOMENT_LINKS[model].binary else "regressor"
+    labels = campaign_public_labels(engine, campaign)
+    predictions = None if labels is None else check_predictions(public_rows, glm.coef_, glm.covariance_[1:, 1:], labels)
     return CampaignFit(campaign.name, campaign.protocol, model, kind, campaign.target, campaign.features,
-                       coefficients, aggregate.count, details, notes, influence, errors)
+                       coefficients, aggregate.count, details, notes, influence, errors,
+                       predictions=None if predictions is None or predictions.auc is None else predictions)
 
 
 def plan(spec: GlmSpec, rows: np.ndarray | None, labels: np.ndarray | None) -> ErrorModel:
