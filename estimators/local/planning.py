@@ -210,11 +210,9 @@ def binary_labels(labels: object) -> np.ndarray | None:
     return values == levels[1]
 
 
-def auc_range(model: ErrorModel, n: int, rows: object, labels: object) -> dict[str, float]:
-    """The AUC on the public ``rows`` of the predicted estimates at ``n``: its mean, the :data:`AUC_QUANTILES`
-    range, and the reference's own AUC (on at most :data:`AUC_ROWS` evenly spaced rows). Scores are ``<x, w>``:
-    every link the campaign answers is increasing in it, so they share this AUC."""
-    n = _check_participants(n)
+def auc_sample(rows: object, labels: object) -> tuple[np.ndarray, np.ndarray]:
+    """The public rows and boolean labels an AUC is evaluated on: at most :data:`AUC_ROWS` evenly spaced rows.
+    Refused unless the target has exactly two values and both occur among those rows."""
     positive = binary_labels(labels)
     if positive is None:
         raise EstimatorError("the AUC needs a target with exactly two values")
@@ -224,6 +222,15 @@ def auc_range(model: ErrorModel, n: int, rows: object, labels: object) -> dict[s
         x, positive = x[kept], positive[kept]
     if positive.all() or not positive.any():
         raise EstimatorError("the AUC needs both classes among the public rows")
+    return x, positive
+
+
+def auc_range(model: ErrorModel, n: int, rows: object, labels: object) -> dict[str, float]:
+    """The AUC on the public ``rows`` of the predicted estimates at ``n``: its mean, the :data:`AUC_QUANTILES`
+    range, and the reference's own AUC (on at most :data:`AUC_ROWS` evenly spaced rows). Scores are ``<x, w>``:
+    every link the campaign answers is increasing in it, so they share this AUC."""
+    n = _check_participants(n)
+    x, positive = auc_sample(rows, labels)
     aucs = column_aucs(positive, x @ draw_estimates(model, n).T)
     reference = float(column_aucs(positive, (x @ np.asarray(model.reference, dtype=float))[:, np.newaxis])[0])
     low, high = np.quantile(aucs, AUC_QUANTILES)

@@ -51,14 +51,8 @@ from typing import Any
 
 import numpy as np
 
-from estimators.local.planning import (
-    AUC_QUANTILES,
-    AUC_ROWS,
-    binary_labels,
-    column_aucs,
-    public_normals,
-    symmetric_root,
-)
+from estimators.base import EstimatorError
+from estimators.local.planning import AUC_QUANTILES, auc_sample, column_aucs, public_normals, symmetric_root
 
 #: |w| / se at which a coefficient counts as distinguishable from 0 (two standard errors)
 DETERMINED_Z = 2.0
@@ -101,7 +95,7 @@ WALD_LEVEL = 0.05
 class PredictionCheck:
     """The numbers the prediction verdict rests on (module docstring), over ``rows`` public rows: the linear
     predictor's ``spread`` and ``standard_error``, the Wald statistic ``wald`` on ``df`` degrees of freedom and its
-    ``p_value``, and ``auc`` (``estimate``, ``low``, ``high``) where the public table holds a binary target."""
+    ``p_value``, and ``auc`` (``estimate``, ``low``, ``high``) on the public table's binary target."""
 
     rows: int
     spread: float
@@ -109,7 +103,7 @@ class PredictionCheck:
     wald: float
     df: int
     p_value: float
-    auc: dict[str, float] | None = None
+    auc: dict[str, float]
 
     @property
     def ratio(self) -> float:
@@ -122,11 +116,16 @@ class PredictionCheck:
 
 
 def check_predictions(rows: object, slopes: object, slope_covariance: object,
-                      labels: object = None) -> PredictionCheck:
-    """The linear predictor ``x^T slopes`` over the public ``rows`` (module docstring); ``labels``: the public rows'
-    target, for an AUC range when it is binary."""
+                      labels: object) -> PredictionCheck | None:
+    """The linear predictor ``x^T slopes`` over the public ``rows`` (module docstring), judged against ``labels``,
+    the public rows' target; ``None`` when no AUC can be evaluated on them (a target without exactly two values, or
+    one class only among the rows :func:`~estimators.local.planning.auc_sample` keeps)."""
     from scipy.stats import chi2
 
+    try:
+        sample, positive = auc_sample(rows, labels)
+    except EstimatorError:
+        return None
     x = np.asarray(rows, dtype=float)
     w = np.asarray(slopes, dtype=float)
     cov = np.asarray(slope_covariance, dtype=float)
@@ -137,18 +136,11 @@ def check_predictions(rows: object, slopes: object, slope_covariance: object,
     df = int(np.linalg.matrix_rank(cov, hermitian=True))
     wald = float(w @ np.linalg.pinv(cov, hermitian=True) @ w) if df else 0.0
     p_value = float(chi2.sf(wald, df)) if df else 1.0
-    auc = None
-    positive = None if labels is None else binary_labels(labels)
-    if positive is not None and positive.any() and not positive.all():
-        if x.shape[0] > AUC_ROWS:
-            kept = np.linspace(0, x.shape[0] - 1, AUC_ROWS).round().astype(int)
-            x, positive = x[kept], positive[kept]
-        draws = w + public_normals(w.size) @ symmetric_root(cov)
-        aucs = column_aucs(positive, x @ draws.T)
-        low, high = np.quantile(aucs, AUC_QUANTILES)
-        auc = {"estimate": float(column_aucs(positive, (x @ w)[:, np.newaxis])[0]), "low": float(low),
-               "high": float(high)}
-    return PredictionCheck(int(np.asarray(rows).shape[0]), spread, error, wald, df, p_value, auc)
+    draws = w + public_normals(w.size) @ symmetric_root(cov)
+    low, high = np.quantile(column_aucs(positive, sample @ draws.T), AUC_QUANTILES)
+    auc = {"estimate": float(column_aucs(positive, (sample @ w)[:, np.newaxis])[0]), "low": float(low),
+           "high": float(high)}
+    return PredictionCheck(x.shape[0], spread, error, wald, df, p_value, auc)
 
 
 def undetermined_names(coefficients: Mapping[str, float], standard_errors: Mapping[str, float]) -> tuple[str, ...]:
@@ -159,10 +151,8 @@ def undetermined_names(coefficients: Mapping[str, float], standard_errors: Mappi
 
 def assess_predictions(coefficients: Mapping[str, float], standard_errors: Mapping[str, float],
                        check: PredictionCheck) -> Quality:
-    """The prediction verdict (module docstring) of a fit with ``check`` (which has an AUC); ``coefficients`` and
-    ``standard_errors`` name the determined and undetermined coefficients."""
-    if check.auc is None:
-        raise ValueError("the prediction verdict needs the AUC on public labels")
+    """The prediction verdict (module docstring) of a fit with ``check``; ``coefficients`` and ``standard_errors``
+    name the determined and undetermined coefficients."""
     undetermined = undetermined_names(coefficients, standard_errors)
     determined = tuple(k for k in coefficients if k != INTERCEPT and k in standard_errors and k not in undetermined)
     auc = check.auc
@@ -182,8 +172,7 @@ def assess_predictions(coefficients: Mapping[str, float], standard_errors: Mappi
                           f"(the Wald test does not reject at {WALD_LEVEL:.0%})")
     else:
         verdict = "ok"
-    ratio = check.ratio
-    return Quality(verdict, tuple(reasons), _finite(ratio), determined, undetermined, check)
+    return Quality(verdict, tuple(reasons), _finite(check.ratio), determined, undetermined, check)
 
 
 UNKNOWN = Quality("unknown", ("this fit reports no standard errors",))

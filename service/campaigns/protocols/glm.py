@@ -111,8 +111,7 @@ def fit(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate
     labels = campaign_public_labels(engine, campaign)
     predictions = None if labels is None else check_predictions(public_rows, glm.coef_, glm.covariance_[1:, 1:], labels)
     return CampaignFit(campaign.name, campaign.protocol, model, kind, campaign.target, campaign.features,
-                       coefficients, aggregate.count, details, notes, influence, errors,
-                       predictions=None if predictions is None or predictions.auc is None else predictions)
+                       coefficients, aggregate.count, details, notes, influence, errors, predictions=predictions)
 
 
 def plan(spec: GlmSpec, rows: np.ndarray | None, labels: np.ndarray | None) -> ErrorModel:
