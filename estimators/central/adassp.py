@@ -192,7 +192,7 @@ def symmetric_noise_form_covariance(v: np.ndarray, sigma: float) -> np.ndarray:
 def adassp_noise_covariance(theta: np.ndarray, solver: np.ndarray, scales: AdaSSPNoiseScales,
                             ridge_varies: bool) -> np.ndarray:
     """The covariance the release's noise gives AdaSSP's ``theta = (hat{X^T X} + lambda I)^{-1} hat{X^T y}``, to first
-    order (the delta method; derived in docs/regression.md, "Error bars of AdaSSP").
+    order (the delta method; derived in docs/mechanisms.md, "Error bars on answers").
 
     With ``M = (hat{X^T X} + lambda I)^{-1}`` (``solver``) and the Gram noise ``E``, ``d theta = M (dE_{Xy} - dE_{XX}
     theta) = M E[:-1, :] (-theta, 1)``: covariance ``M C M^T`` with ``C`` from
