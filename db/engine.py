@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 from sqlalchemy.orm import Session
 
@@ -50,6 +50,42 @@ def safe_url(url: str) -> str:
         return make_url(url).render_as_string(hide_password=True)
     except ArgumentError:
         return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)
+
+
+def _parsed(url: str) -> URL | None:
+    """``url`` parsed (the PostgreSQL driver made explicit), or None when SQLAlchemy cannot read it."""
+    try:
+        return make_url(normalized_url(url))
+    except ArgumentError:
+        return None
+
+
+def has_password(url: str) -> bool:
+    """Whether ``url`` carries a password (in its authority or as a ``password`` query parameter)."""
+    parsed = _parsed(url)
+    if parsed is None:
+        return "@" in url and ":" in url.split("://", 1)[-1].split("@", 1)[0]
+    return bool(parsed.password) or "password" in parsed.query
+
+
+def without_password(url: str) -> str:
+    """``url`` with its password (authority and ``password`` query parameter) removed."""
+    parsed = _parsed(url)
+    if parsed is None:
+        return re.sub(r"(://[^:/@]*):[^@]*@", r"\1@", url)
+    parsed = parsed._replace(password=None).difference_update_query(["password"])  # set() reads None as "keep"
+    return parsed.render_as_string(hide_password=False)
+
+
+def with_password(url: str, password: str | None) -> str:
+    """The URL a driver is given: ``url`` with ``password`` set (``url`` itself for None). Never store, log or
+    show what this returns."""
+    if password is None:
+        return url
+    parsed = _parsed(url)
+    if parsed is None:
+        raise ValueError("not a database URL")
+    return parsed.set(password=password).render_as_string(hide_password=False)
 
 
 def unavailable(url: str, exc: BaseException) -> DatabaseUnavailable:

@@ -539,8 +539,11 @@ class AttachSource(Base):
     ``kind`` ``parquet``: ``root`` is a folder of the server (its real path); a steward names Parquet files or globs
     *inside* it. ``sql``: ``url`` is a SQLAlchemy URL, password included, never shown nor sent (a steward names a
     table of it). ``spark``: the service's Spark session (``MARGINALIA_SPARK_REMOTE`` or local mode), nothing stored.
-    A dataset attached through a source keeps its own copy of the location; removing the source stops new attaches
-    only (service/data/attach/sources.py)."""
+    ``credentials``: where a ``sql`` source's password is (``env:VAR`` or ``file:/path``; the URL never holds one);
+    ``needs_credentials``: migration 0016 took a password out of ``url`` and the operator has yet to name where it
+    is (``marginalia source update``). A dataset attached through a SQL source connects with the source's URL and
+    credentials (its location names the source's id); ``removed_at``: the source takes no new attaches but still
+    serves the datasets attached through it (service/data/attach/sources.py)."""
 
     __tablename__ = "attach_sources"
     __table_args__ = (
@@ -556,3 +559,6 @@ class AttachSource(Base):
     url: Mapped[str | None] = mapped_column(Text, nullable=True)
     principal: Mapped[str] = mapped_column(String(200), nullable=False, default="cli")
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
+    credentials: Mapped[str | None] = mapped_column(Text, nullable=True)
+    needs_credentials: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False, server_default=false())
+    removed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)

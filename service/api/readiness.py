@@ -10,8 +10,10 @@ port, a role or a URL (the route needs no key: docs/operations.md). The checks, 
 - ``database``: the service database answers ``SELECT 1``;
 - ``schema``: it is at the schema this code knows as newest (:func:`db.migrate.at_head`);
 - ``source:NAME``, for every attach source the operator registered (``marginalia source add``): a ``parquet`` folder
-  exists and may be read; a ``sql`` database accepts a connection; the ``spark`` session's Spark Connect endpoint
-  (``MARGINALIA_SPARK_REMOTE``) accepts a TCP connection, or, in local mode, ``java`` is on the PATH.
+  exists and may be read; a ``sql`` database accepts a connection with the password its reference names; the
+  ``spark`` session's Spark Connect endpoint (``MARGINALIA_SPARK_REMOTE``) accepts a TCP connection, or, in local
+  mode, ``java`` is on the PATH. A removed source that still serves datasets is checked too (their releases read
+  through it).
 
 A source that is down makes the server not ready for attaches and releases through it only; it is reported, and the
 server is still ``ready`` when the service database is, since everything else works (``degraded`` says which).
@@ -28,8 +30,18 @@ from urllib.parse import urlparse
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import DBAPIError
 
+from service.data.attach.sources import (
+    CONNECT_SECONDS,
+    PARQUET,
+    SPARK_SOURCE,
+    SQL_SOURCE,
+    Source,
+    connect_failure,
+    list_sources,
+)
+
 #: A check that takes longer than this fails (a warehouse that does not answer must not stall a probe).
-CHECK_SECONDS = 3
+CHECK_SECONDS = CONNECT_SECONDS
 #: Spark Connect's default port (``sc://host`` without one).
 SPARK_CONNECT_PORT = 15002
 
@@ -96,8 +108,6 @@ def _schema(engine: Engine) -> Check:
 
 
 def _sources(engine: Engine) -> list[Check]:
-    from service.data.attach.sources import PARQUET, SPARK_SOURCE, SQL_SOURCE, list_sources
-
     checks = []
     for source in list_sources(engine):
         name = f"source:{source.name}"
@@ -106,33 +116,15 @@ def _sources(engine: Engine) -> list[Check]:
             ok = os.path.isdir(root) and os.access(root, os.R_OK | os.X_OK)
             checks.append(Check(name, ok, "" if ok else "its folder is missing or may not be read by this server"))
         elif source.kind == SQL_SOURCE:
-            checks.append(_sql_source(name, source.url or ""))
+            checks.append(_sql_source(name, source))
         elif source.kind == SPARK_SOURCE:
             checks.append(_spark_source(name))
     return checks
 
 
-def _sql_source(name: str, url: str) -> Check:
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
-
-    from db.engine import DatabaseUnavailable, make_engine
-
-    try:
-        if make_url(url).get_backend_name() == "postgresql":  # libpq's own bound on connecting
-            url = make_url(url).update_query_dict({"connect_timeout": str(CHECK_SECONDS)}).render_as_string(
-                hide_password=False)
-        warehouse = make_engine(url)
-    except (ArgumentError, DatabaseUnavailable):
-        return Check(name, False, "its URL cannot be opened by this server (a driver is missing?)")
-    try:
-        with warehouse.connect() as connection:
-            connection.execute(text("SELECT 1"))
-    except DBAPIError:
-        return Check(name, False, "its database does not accept a connection")
-    finally:
-        warehouse.dispose()
-    return Check(name, True)
+def _sql_source(name: str, source: Source) -> Check:
+    reason = connect_failure(source.connection())
+    return Check(name, reason is None, "" if reason is None else reason)
 
 
 def _spark_source(name: str) -> Check:

@@ -69,8 +69,14 @@ def dataset_attach(
         "--parquet", help="Parquet file or glob (repeatable), read where it lives: nothing is copied.",
         metavar="PATH|GLOB")] = None,
     sql: Annotated[str | None, typer.Option("--sql", help="SQLAlchemy URL of the database the table lives in "
-                                            "(with --table).", metavar="URL")] = None,
-    table: Annotated[str | None, typer.Option("--table", help="The table's name in the --sql database.")] = None,
+                                            "(with --table), without a password: a database that needs one is "
+                                            "registered as a source (`source add --sql URL --password-env VAR`) and "
+                                            "attached with --source.", metavar="URL")] = None,
+    source: Annotated[str | None, typer.Option("--source", help="A registered source (`marginalia source list`): "
+                                               "with --table for a sql or spark source, with --parquet (paths inside "
+                                               "its folder) for a parquet source.", metavar="NAME")] = None,
+    table: Annotated[str | None, typer.Option("--table", help="The table's name in the --sql database or the "
+                                              "--source.")] = None,
     spark: Annotated[str | None, typer.Option("--spark", help="A table of the Spark session (MARGINALIA_SPARK_REMOTE, "
                                               "else local mode): a catalog name or parquet.`/path`; counted by "
                                               "Spark, nothing is copied.", metavar="TABLE")] = None,
@@ -84,12 +90,19 @@ def dataset_attach(
     database counted there, or a Spark table counted by Spark; its public binning spec is applied inside the
     engine. With --privacy-unit, one row per unit is counted."""
     from service.data.attach.tables import attach_parquet, attach_spark, attach_sql
+    from service.data.attach.through_source import attach_from_source
     from service.errors import InvalidInput
 
-    if sum([bool(parquet), sql is not None, spark is not None]) != 1 or (sql is None) != (table is None):
-        raise InvalidInput("give either --parquet PATH|GLOB, or --sql URL with --table T, or --spark TABLE",
-                           code="invalid_parameter")
-    if parquet:
+    if source is not None:
+        if sql is not None or spark is not None or bool(parquet) == (table is not None):
+            raise InvalidInput("--source NAME goes with --table T or with --parquet PATH|GLOB (inside its folder)",
+                               code="invalid_parameter")
+        info = attach_from_source(open_engine(), name, source, parquet=list(parquet) if parquet else None,
+                                  table=table, bins=spec, privacy_unit=privacy_unit)
+    elif sum([bool(parquet), sql is not None, spark is not None]) != 1 or (sql is None) != (table is None):
+        raise InvalidInput("give either --parquet PATH|GLOB, or --sql URL with --table T, or --spark TABLE, or "
+                           "--source NAME with --table T or --parquet PATH|GLOB", code="invalid_parameter")
+    elif parquet:
         info = attach_parquet(open_engine(), name, list(parquet), spec, privacy_unit=privacy_unit)
     elif spark is not None:
         info = attach_spark(open_engine(), name, spark, spec, privacy_unit=privacy_unit)

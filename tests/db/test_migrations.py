@@ -16,6 +16,7 @@ from alembic import command
 from db.engine import make_engine
 from db.migrate import alembic_config, at_head, head_revision, upgrade_to_head
 from db.models import Base
+from service.data.attach.sources import add_source
 
 
 def _ignore_views(obj, name, type_, reflected, compare_to) -> bool:  # noqa: ANN001, ARG001
@@ -324,6 +325,55 @@ def test_migration_0011_gives_keys_scoped_to_datasets_no_source(database_url: st
         command.downgrade(config, "0010_attach_sources")
     with engine.connect() as connection:
         assert "source_scope_json" not in {c["name"] for c in inspect(connection).get_columns("api_keys")}
+    upgrade_to_head(engine)
+    with engine.connect() as connection:
+        context = MigrationContext.configure(connection, opts={"include_object": _ignore_views, "compare_type": True})
+        assert compare_metadata(context, Base.metadata) == []
+    engine.dispose()
+
+
+def test_migration_0016_takes_every_password_out_and_links_datasets_to_their_source(database_url: str) -> None:
+    """Issue 31, point 7: a 0015 database kept warehouse passwords in ``attach_sources.url`` and in SQL datasets'
+    locations. After 0016 neither holds one; a source that lost its password ``needs_credentials``; a dataset names
+    the source with its URL, or, attached directly, a removed source of its own that needs the password too; a
+    dataset without a password is left as it was. A downgrade drops the columns and the removed sources."""
+    engine, config = _migrated_to(database_url, "0015_ledger_chain")
+    spec = {"columns": {"a": {"values": ["x", "y"]}}}
+    with engine.begin() as connection:
+        connection.execute(text(
+            "INSERT INTO attach_sources (id, name, kind, url, principal, created_at) VALUES "
+            "(1, 'wh', 'sql', 'postgresql://reader:pw-one@db/wh', 'cli', CURRENT_TIMESTAMP)"))
+        for dataset_id, name, location in [
+                (1, "through", {"url": "postgresql://reader:pw-one@db/wh", "table": "t", "schema": "public",
+                                "spec": spec, "privacy_unit": "pid"}),
+                (2, "direct", {"url": "postgresql://other:pw-two@db2/x", "table": "u", "schema": "public",
+                               "spec": spec}),
+                (3, "plain", {"url": "sqlite:////srv/x.db", "table": "v", "schema": "main", "spec": spec})]:
+            connection.execute(text(
+                "INSERT INTO datasets (id, name, domain_json, data_table, row_count, source, created_at, engine, "
+                "location) VALUES (:i, :n, '{}', :t, 1, '', CURRENT_TIMESTAMP, 'sql', :l)"),
+                {"i": dataset_id, "n": name, "t": f"data_{dataset_id}", "l": json.dumps(location)})
+    upgrade_to_head(engine)
+    with engine.connect() as connection:
+        sources = connection.execute(text(
+            "SELECT id, name, url, credentials, needs_credentials, removed_at IS NOT NULL FROM attach_sources "
+            "ORDER BY id")).all()
+        locations = {n: json.loads(loc) for n, loc in connection.execute(text("SELECT name, location FROM datasets"))}
+    assert [tuple(s)[1:] for s in sources] == [
+        ("wh", "postgresql+psycopg://reader@db/wh", None, True, False),
+        ("direct (migrated)", "postgresql+psycopg://other@db2/x", None, True, True)]
+    assert "pw-" not in json.dumps(locations) + repr(sources)
+    assert list(locations["through"]) == ["url", "table", "schema", "spec", "source", "privacy_unit"]
+    assert (locations["through"]["source"], locations["direct"]["source"]) == (sources[0].id, sources[1].id)
+    assert locations["plain"] == {"url": "sqlite:////srv/x.db", "table": "v", "schema": "main", "spec": spec}
+    assert add_source(engine, "later", sql="sqlite:////srv/y.db", check=False).id == 3  # ids go on after the new one
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.downgrade(config, "0015_ledger_chain")
+    with engine.connect() as connection:
+        names = connection.execute(text("SELECT name FROM attach_sources ORDER BY id")).scalars().all()
+        assert "credentials" not in {c["name"] for c in inspect(connection).get_columns("attach_sources")}
+    assert names == ["wh", "later"]
     upgrade_to_head(engine)
     with engine.connect() as connection:
         context = MigrationContext.configure(connection, opts={"include_object": _ignore_views, "compare_type": True})

@@ -144,6 +144,8 @@ COMMANDS: dict[str, Callable[[Context], list[Run]] | str] = {
     "dataset list": lambda ctx: [Run("list", ["dataset", "list"])],
     "dataset show": per_dataset("dataset", "show", "{name}", first_only=True),
     "source add": f"registers a folder, database or Spark session; {NO_TABLE}",
+    "source update": "points a sql source at a new URL or password, reading its database's catalog (table names), "
+                     f"never a row; {NO_TABLE}",
     "source list": f"lists the sources (the operator's own folders and URLs); {NO_TABLE}",
     "source remove": f"forgets a source; {NO_TABLE}",
     "budget set": per_dataset("budget", "set", "{name}", "--epsilon", "50", "--delta", "1e-5", first_only=True),

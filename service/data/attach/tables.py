@@ -49,11 +49,13 @@ from db import tables
 from db.engine import serialized_transaction, transaction
 from db.models import Dataset
 from service.data.attach import locations
+from service.data.credentials import SourceConnection
 from service.data.datasets import DatasetInfo, check_name
 from service.data.engines.base import DUCKDB, SPARK, SQL, EngineError, TableEngine, is_value_refusal
 from service.data.engines.claims import Claim
 from service.data.engines.record import spec_to_dict
 from service.data.engines.registry import ENGINES
+from service.data.engines.sql_engine import SqlTarget
 from service.errors import Conflict, InvalidInput
 from workloads.binning import BinningError, BinningSpec, load_spec, parse_spec
 
@@ -105,13 +107,17 @@ def attach_parquet(engine: Engine, name: str, paths: list[str], spec_path: SpecS
 
 
 def attach_sql(engine: Engine, name: str, url: str, table_name: str, spec_path: SpecSource, *,
-               privacy_unit: str | None = None, may_name: MayName = everyone) -> DatasetInfo:
-    """Register table ``table_name`` of the database at ``url`` (any SQLAlchemy URL) as dataset ``name``, coded by
-    the spec at ``spec_path`` inside that database (:mod:`service.data.engines.foreign_sql`), one row per value of
-    the column ``privacy_unit`` when given. The database must be reachable, the table must be one of its own tables
-    or views (:mod:`service.data.engines.sql_engine`) with every column the spec names (and the unit column), no
-    dataset may read it already, and every value must fit the spec."""
-    return attach(engine, SQL, name, (url, table_name), spec_path, privacy_unit=privacy_unit, may_name=may_name)
+               privacy_unit: str | None = None, may_name: MayName = everyone,
+               through: tuple[int, SourceConnection] | None = None) -> DatasetInfo:
+    """Register table ``table_name`` of the database at ``url`` (a SQLAlchemy URL without a password) as dataset
+    ``name``, coded by the spec at ``spec_path`` inside that database (:mod:`service.data.engines.foreign_sql`), one
+    row per value of the column ``privacy_unit`` when given. ``through``: the id and connection of the ``sql``
+    attach source the table is read through (its URL is ``url``; the dataset then connects through the source, with
+    its credentials: :mod:`service.data.credentials`). The database must be reachable, the table must be one of its
+    own tables or views (:mod:`service.data.engines.sql_engine`) with every column the spec names (and the unit
+    column), no dataset may read it already, and every value must fit the spec."""
+    target = SqlTarget(url, table_name) if through is None else SqlTarget(url, table_name, *through)
+    return attach(engine, SQL, name, target, spec_path, privacy_unit=privacy_unit, may_name=may_name)
 
 
 def attach_spark(engine: Engine, name: str, table: str, spec_path: SpecSource, *,

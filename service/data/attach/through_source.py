@@ -26,7 +26,7 @@ import glob
 import itertools
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path, PurePosixPath
 
 from sqlalchemy import Engine
@@ -52,7 +52,7 @@ STEPS = len(PHASES) - 1
 
 
 def attach_from_source(engine: Engine, name: str, source_name: str, *, parquet: Sequence[str] | None = None,
-                       table: str | None = None, bins: Mapping[str, object], privacy_unit: str | None = None,
+                       table: str | None = None, bins: tables.SpecSource, privacy_unit: str | None = None,
                        progress: Callable[[int, int, str], None] | None = None,
                        may_name: tables.MayName = tables.everyone) -> DatasetInfo:
     """Attach dataset ``name`` from source ``source_name`` (module docstring), one row per value of the column
@@ -78,7 +78,7 @@ def attach_from_source(engine: Engine, name: str, source_name: str, *, parquet: 
         elif source.kind == SQL_SOURCE:
             progress(1, STEPS, PHASES[1])
             info = tables.attach_sql(engine, name, str(source.url), table, bins, privacy_unit=privacy_unit,
-                                     may_name=may_name)
+                                     may_name=may_name, through=(int(source.id or 0), source.connection()))
         elif not SPARK_TABLE.match(table):
             raise InvalidInput(f"parameter table: {table!r} is not a Spark catalog name (table, db.table or "
                                "catalog.db.table); paths are not attachable over HTTP", code="invalid_parameter")

@@ -54,6 +54,8 @@ class Location:
 
     #: the key only this type's JSON has (None: the location is stored as NULL)
     TAG: ClassVar[str | None]
+    #: the fields written only when set (None is their default; rows stored before a field existed lack it)
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("privacy_unit",)
     privacy_unit: str | None
 
     def to_json(self) -> dict[str, object] | None:
@@ -63,7 +65,7 @@ class Location:
         out: dict[str, object] = {}
         for item in dataclasses.fields(self):  # type: ignore[arg-type]
             value = getattr(self, item.name)
-            if item.name == "privacy_unit" and value is None:
+            if item.name in self.OPTIONAL and value is None:
                 continue
             out[item.name] = list(value) if isinstance(value, tuple) else value
         return out

@@ -2,9 +2,14 @@
 
 Two locations: :class:`ServiceTable`, a dataset's ``data_<id>`` table in the service database, its columns already
 coded (stored as NULL; :mod:`service.data.engines.sql`); and :class:`AttachedSql`, a table of another database
-attached where it lives (``dataset attach --sql URL --table T --spec SPEC``), coded inside that database by the spec
-(``{"url": URL, "table": T, "schema": S, "spec": SPEC}``, with ``"privacy_unit"`` when set;
+attached where it lives (``dataset attach --sql URL --table T --spec SPEC``, or through a ``sql`` attach source), coded
+inside that database by the spec (``{"url": URL, "table": T, "schema": S, "spec": SPEC}``, with ``"source"``, the
+attach source's id, when attached through one, and ``"privacy_unit"`` when set;
 :mod:`service.data.engines.foreign_sql`).
+
+No password is ever stored (:mod:`service.data.credentials`): a table attached through a source connects with the
+source's URL and the password its reference names, read at each connection, so a rotated password or a moved
+database is one ``marginalia source update`` for every dataset of the source; a URL given directly must hold none.
 
 Attaching (:func:`attach`) opens the database and reads its catalog, never a row: the database must be reachable
 (refused ``unreachable_database`` in our words: a driver's reason may name the host, the role or the URL), and the
@@ -20,6 +25,7 @@ from typing import ClassVar
 from sqlalchemy import Engine, Inspector, inspect, make_url
 
 from db.engine import OPEN_ERRORS, DatabaseUnavailable, make_engine, safe_url
+from service.data.credentials import SourceConnection, refuse_password, source_connection
 from service.data.engines import claims as claiming
 from service.data.engines.base import SQL, EngineError, TableEngine
 from service.data.engines.claims import Claim
@@ -56,18 +62,25 @@ class AttachedSql(Location):
     database at ``url``, coded by the binning spec ``spec``."""
 
     TAG: ClassVar[str | None] = "url"
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("source", "privacy_unit")
     url: str
     table: str
     schema: str | None = None
     spec: dict[str, object] = field(default_factory=dict)
+    source: int | None = None
     privacy_unit: str | None = None
 
-    def open(self, service: Engine, dataset: Opening) -> TableEngine:  # noqa: ARG002
-        return open_foreign(self.url, self.table, self.spec, dataset.name, dataset.domain.sizes(),
-                            privacy_unit=self.privacy_unit)
+    def connection(self, service: Engine) -> SourceConnection:
+        """How to connect: through the attach source the location names (its current URL and credentials), or with
+        the stored URL itself."""
+        return SourceConnection("", self.url) if self.source is None else source_connection(service, self.source)
+
+    def open(self, service: Engine, dataset: Opening) -> TableEngine:
+        return open_foreign(self.connection(service).connect_url(), self.table, self.spec, dataset.name,
+                            dataset.domain.sizes(), privacy_unit=self.privacy_unit)
 
     def claims(self, service: Engine, data_table: str) -> set[Claim]:  # noqa: ARG002
-        return {claiming.sql_claim(self.url, self.table, self.schema)}
+        return {claiming.sql_claim(self.connection(service).url, self.table, self.schema)}
 
 
 @dataclass
@@ -79,6 +92,7 @@ class _SqlAttach:
     present: list[str]
     name: str
     domain: Domain
+    connect_url: str = field(repr=False, default="")
     what: str = "table"
     unreadable: str = "unreachable_database"
 
@@ -99,7 +113,7 @@ class _SqlAttach:
 
     def table(self) -> TableEngine:
         try:
-            return open_foreign(self.location.url, self.location.table, self.location.spec, self.name,
+            return open_foreign(self.connect_url, self.location.table, self.location.spec, self.name,
                                 self.domain.sizes(), privacy_unit=self.location.privacy_unit)
         except EngineError as exc:
             raise InvalidInput(f"{self.where}: {exc.message}; nothing was stored",
@@ -109,16 +123,31 @@ class _SqlAttach:
         pass
 
 
+@dataclass(frozen=True)
+class SqlTarget:
+    """What :func:`attach` reads: table ``table`` of the database at ``url`` (a URL without a password), or, when
+    ``source`` is given, of that attach source's database (its URL and credentials)."""
+
+    url: str
+    table: str
+    source: int | None = None
+    connection: SourceConnection | None = field(default=None, repr=False)
+
+
 def attach(target: object, spec: BinningSpec, unit: str | None, name: str) -> Attaching:
-    """The attach of ``target``, a ``(url, table)`` pair: table ``table`` of the database at ``url`` (any SQLAlchemy
-    URL; module docstring)."""
-    url, table_name = (str(part) for part in target)  # type: ignore[attr-defined]
+    """The attach of ``target``, a :class:`SqlTarget` (module docstring); a URL given directly that holds a password
+    is refused (:func:`~service.data.credentials.refuse_password`)."""
+    assert isinstance(target, SqlTarget)  # noqa: S101 - attach_sql builds it
+    url, table_name = target.url, target.table
     where = f"--sql {safe_url(url)} --table {table_name}"
+    if target.connection is None:
+        refuse_password(url, "--sql")
+    connect = url if target.connection is None else target.connection.connect_url()
     sqlite_file = url.startswith("sqlite") and make_url(url).database not in (None, "", ":memory:")
     if sqlite_file and not Path(str(make_url(url).database)).is_file():  # opening it would create an empty one
         raise InvalidInput(f"{where}: no such database file; nothing was stored", code="unreachable_database")
     try:
-        foreign = make_engine(url)
+        foreign = make_engine(connect)
     except DatabaseUnavailable:
         raise InvalidInput(f"{where}: not a database URL this service can open (a SQLAlchemy URL whose driver is "
                            "installed); nothing was stored", code="unreachable_database") from None
@@ -131,8 +160,24 @@ def attach(target: object, spec: BinningSpec, unit: str | None, name: str) -> At
         raise InvalidInput(f"{where}: {UNREACHABLE}; nothing was stored", code="unreachable_database") from None
     finally:
         foreign.dispose()
-    location = AttachedSql(url, table_name, schema, spec_to_dict(spec), unit)
-    return _SqlAttach(where, location, present, name, spec.domain())
+    location = AttachedSql(url, table_name, schema, spec_to_dict(spec), target.source, unit)
+    return _SqlAttach(where, location, present, name, spec.domain(), connect)
+
+
+def listed_table(url: str, table: str, where: str) -> str:
+    """``table`` as the database at ``url`` lists it among its own tables (:func:`_user_table`), reading its catalog
+    only; refusals in our words, after ``where``."""
+    try:
+        foreign = make_engine(url)
+    except DatabaseUnavailable:
+        raise InvalidInput(f"{where}: not a database URL this service can open; nothing was changed",
+                           code="unreachable_database") from None
+    try:
+        return _user_table(inspect(foreign), table, where)
+    except OPEN_ERRORS:
+        raise InvalidInput(f"{where}: {UNREACHABLE}; nothing was changed", code="unreachable_database") from None
+    finally:
+        foreign.dispose()
 
 
 def _user_table(inspector: Inspector, table: str, where: str) -> str:

@@ -171,9 +171,12 @@ def test_a_sql_source_attaches_a_table_and_never_shows_its_url(
                                 "information_schema); nothing was stored")
 
 
-def test_an_unreachable_database_is_refused_without_its_host_or_password(client: TestClient, world: World) -> None:
+def test_an_unreachable_database_is_refused_without_its_host_or_password(
+        client: TestClient, world: World, monkeypatch: pytest.MonkeyPatch) -> None:
     source = f"down-{uuid.uuid4().hex[:6]}"
-    add_source(world.engine, source, sql="postgresql://reader:s3cret-pw@127.0.0.1:9/warehouse")
+    monkeypatch.setenv("DOWN_PASSWORD", "s3cret-pw")
+    add_source(world.engine, source, sql="postgresql://reader@127.0.0.1:9/warehouse", password_env="DOWN_PASSWORD",
+               check=False)
     error = _refused(client, world, {"source": source, "table": "people"})
     assert error["error"] == "unreachable_database", error
     for secret in ("127.0.0.1", "s3cret-pw", "reader", "postgresql", "MARGINALIA_DATABASE_URL"):
@@ -288,3 +291,34 @@ def test_a_sql_source_never_attaches_a_catalog_table(client: TestClient, world: 
         assert error["message"].startswith(f"source {source!r}, table {table}: no such table (only the database's own "
                                            "tables and views can be attached, never its catalog"), error
         assert str(tmp_path) not in error["message"]
+
+
+def test_a_release_whose_source_password_is_not_yet_named_is_a_503_and_refunded(
+        client: TestClient, world: World, tmp_path: Path) -> None:
+    """After migration 0016 took a warehouse's password out of the service database, and until the operator names
+    its place (``source update``), a release through that source fails before any noise: 503
+    ``credentials_unavailable`` naming the source and the command, the charge refunded."""
+    import sqlite3
+
+    from sqlalchemy import update
+
+    from db.models import AttachSource
+
+    foreign = tmp_path / "warehouse.db"
+    with sqlite3.connect(foreign) as connection:
+        connection.execute("CREATE TABLE people (age REAL, work TEXT, income TEXT)")
+        connection.executemany("INSERT INTO people VALUES (?, ?, ?)",
+                               raw_frame(40, 3)[["age", "work", "income"]].itertuples(index=False))
+    source, name = f"warehouse-{uuid.uuid4().hex[:6]}", _name()
+    add_source(world.engine, source, sql=f"sqlite:///{foreign}")
+    assert client.post("/datasets/attach", headers=steward(world),
+                       json={"name": name, "source": source, "table": "people", "bins": SPEC}).status_code == 201
+    assert client.put(f"/datasets/{name}/budget", headers=steward(world), json={"epsilon": 1}).status_code == 200
+    with world.engine.begin() as connection:
+        connection.execute(update(AttachSource).where(AttachSource.name == source).values(needs_credentials=True))
+    response = client.post(f"/datasets/{name}/releases/marginals", headers=steward(world),
+                           json={"mechanism": "laplace", "epsilon": 0.5, "workload": "all-1way"})
+    assert response.status_code == 503 and response.json()["error"] == "credentials_unavailable", response.text
+    assert f"source update {source} --password-env" in response.json()["message"]
+    assert str(foreign) not in response.text
+    assert client.get(f"/datasets/{name}/budget", headers=steward(world)).json()["epsilon_spent"] == 0

@@ -92,7 +92,7 @@ def test_an_attach_in_the_background_answers_202_then_the_synchronous_answer(
 @pytest.mark.parametrize("case", ["value outside the spec", "unknown source", "path escape", "symlink escape",
                                   "unreachable database", "duplicate name"])
 def test_a_refused_attach_job_fails_with_the_synchronous_error_and_stores_nothing(
-        client: TestClient, world: World, tmp_path: Path, case: str) -> None:
+        client: TestClient, world: World, tmp_path: Path, case: str, monkeypatch: pytest.MonkeyPatch) -> None:
     root = Path(str(get_source(world.engine, world.source).root))
     outside = tmp_path / "outside.parquet"
     outside.write_bytes((root / ATTACHABLE).read_bytes())
@@ -110,7 +110,9 @@ def test_a_refused_attach_job_fails_with_the_synchronous_error_and_stores_nothin
         body["parquet"] = [f"{name}.parquet"]
     elif case == "unreachable database":
         source = f"down-{uuid.uuid4().hex[:6]}"
-        add_source(world.engine, source, sql="postgresql://reader:s3cret-pw@127.0.0.1:9/warehouse")
+        monkeypatch.setenv("DOWN_PASSWORD", "s3cret-pw")
+        add_source(world.engine, source, sql="postgresql://reader@127.0.0.1:9/warehouse",
+                   password_env="DOWN_PASSWORD", check=False)
         body = {"table": "people", "bins": SPEC}
         secrets += ["127.0.0.1", "s3cret-pw", "reader"]
     else:

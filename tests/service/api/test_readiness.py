@@ -66,14 +66,17 @@ def test_a_database_that_goes_down_is_503_on_every_route_and_not_ready(own_postg
 
 
 @ON_SQLITE
-def test_readiness_names_each_attach_source_that_is_down(engine, tmp_path: Path) -> None:  # noqa: ANN001
+def test_readiness_names_each_attach_source_that_is_down(engine, tmp_path: Path,  # noqa: ANN001
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """A source that is down leaves the server ready for everything else: ``degraded``, the source named, its
     address never shown."""
     folder = tmp_path / "lake"
     folder.mkdir()
     add_source(engine, "lake", parquet_root=folder)
     port = free_port()  # nothing listens there
-    add_source(engine, "warehouse", sql=f"postgresql+psycopg://reader:s3cret@127.0.0.1:{port}/sales")
+    monkeypatch.setenv("WAREHOUSE_PASSWORD", "s3cret")
+    add_source(engine, "warehouse", sql=f"postgresql+psycopg://reader@127.0.0.1:{port}/sales",
+               password_env="WAREHOUSE_PASSWORD", check=False)
     client = TestClient(create_app(engine))
     body = client.get("/health/ready").json()
     assert body["status"] == "degraded"

@@ -125,11 +125,11 @@ def test_a_catalog_table_is_never_attached(engine, database_url: str, tmp_path: 
 
 def test_an_unreachable_database_is_refused_in_our_words(engine, tmp_path: Path) -> None:  # noqa: ANN001
     """The driver's own message (``connection refused``, the host, the role) never reaches the caller."""
-    url = "postgresql+psycopg://reader:s3cret@127.0.0.1:9/warehouse"
+    url = "postgresql+psycopg://reader@127.0.0.1:9/warehouse"
     with pytest.raises(InvalidInput) as caught:
         attach_sql(engine, "people", url, "people", write_spec(tmp_path))
     assert caught.value.code == "unreachable_database"
-    assert caught.value.message == ("--sql postgresql+psycopg://reader:***@127.0.0.1:9/warehouse --table people: the "
+    assert caught.value.message == ("--sql postgresql+psycopg://reader@127.0.0.1:9/warehouse --table people: the "
                                     "database cannot be reached or refused the connection (check the URL, that the "
                                     "server answers and that its role may read the table); nothing was stored")
 
