@@ -30,8 +30,14 @@ rows, the fit and its covariance ``Cov`` (free: all of it public or released):
 ``weak`` when it does not but the Wald test does not reject at 5 % (the ranking holds, the coefficients are not
 jointly determined); ``ok`` otherwise. The reasons name the coefficients that are not determined (``|w_j| < 2
 se_j``): what not to read, without calling the predictions noise. ``strict`` refuses only ``noise-dominated``.
-Without public labels there is no label-free certificate of a ranking that the standard errors do not give, so the
-coefficient rule below judges, and names the undetermined coefficients too.
+
+**Without public labels**, a fit whose reports can be tested for dependence at all (a ``glm`` campaign: the test of
+:mod:`estimators.local.glm.dependence`, on the estimated moment, free) is judged by that test in place of the AUC:
+``noise-dominated`` when it does not reject "labels independent of the features" at 5 % (the reports cannot be told
+from reports of labels that carry no information: neither can the predictions), ``weak`` when it rejects but the
+Wald test does not (the predictions carry signal; the coefficients are not jointly determined, often because a
+direction saturates the link and its delta-method errors explode), ``ok`` otherwise. Any other fit without labels is
+judged by the coefficient rule below, which names the undetermined coefficients too.
 
 Verdicts of the coefficient rule (used where a fit has no covariance or no public table): ``noise-dominated`` when no
 coefficient is determined (none distinguishable from 0 at 2 standard errors, no
@@ -52,6 +58,7 @@ from typing import Any
 import numpy as np
 
 from estimators.base import EstimatorError
+from estimators.local.glm.dependence import DependenceTest
 from estimators.local.planning import AUC_QUANTILES, auc_sample, column_aucs, public_normals, symmetric_root
 
 #: |w| / se at which a coefficient counts as distinguishable from 0 (two standard errors)
@@ -95,7 +102,8 @@ WALD_LEVEL = 0.05
 class PredictionCheck:
     """The numbers the prediction verdict rests on (module docstring), over ``rows`` public rows: the linear
     predictor's ``spread`` and ``standard_error``, the Wald statistic ``wald`` on ``df`` degrees of freedom and its
-    ``p_value``, and ``auc`` (``estimate``, ``low``, ``high``) on the public table's binary target."""
+    ``p_value``, ``auc`` (``estimate``, ``low``, ``high``) on the public table's binary target (None without one),
+    and ``dependence``, the reports' test of labels independent of the features (None where the fit has none)."""
 
     rows: int
     spread: float
@@ -103,7 +111,8 @@ class PredictionCheck:
     wald: float
     df: int
     p_value: float
-    auc: dict[str, float]
+    auc: dict[str, float] | None
+    dependence: DependenceTest | None = None
 
     @property
     def ratio(self) -> float:
@@ -112,19 +121,22 @@ class PredictionCheck:
     def to_json(self) -> dict[str, Any]:
         return {"public_rows": self.rows, "spread": self.spread, "standard_error": self.standard_error,
                 "signal_to_noise": _finite(self.ratio), "wald": self.wald, "df": self.df, "p_value": self.p_value,
-                "auc": self.auc}
+                "auc": self.auc, "dependence": None if self.dependence is None else self.dependence.to_json()}
 
 
-def check_predictions(rows: object, slopes: object, slope_covariance: object,
-                      labels: object) -> PredictionCheck | None:
+def check_predictions(rows: object, slopes: object, slope_covariance: object, labels: object = None,
+                      dependence: DependenceTest | None = None) -> PredictionCheck | None:
     """The linear predictor ``x^T slopes`` over the public ``rows`` (module docstring), judged against ``labels``,
-    the public rows' target; ``None`` when no AUC can be evaluated on them (a target without exactly two values, or
-    one class only among the rows :func:`~estimators.local.planning.auc_sample` keeps)."""
+    the public rows' target (None: the public table has none), or else by the reports' ``dependence`` test; ``None``
+    when neither is possible (no test, and no AUC can be evaluated: no labels, a target without exactly two values,
+    or one class only among the rows :func:`~estimators.local.planning.auc_sample` keeps)."""
     from scipy.stats import chi2
 
     try:
-        sample, positive = auc_sample(rows, labels)
+        sample, positive = auc_sample(rows, labels) if labels is not None else (None, None)
     except EstimatorError:
+        sample, positive = None, None
+    if sample is None and dependence is None:
         return None
     x = np.asarray(rows, dtype=float)
     w = np.asarray(slopes, dtype=float)
@@ -136,11 +148,13 @@ def check_predictions(rows: object, slopes: object, slope_covariance: object,
     df = int(np.linalg.matrix_rank(cov, hermitian=True))
     wald = float(w @ np.linalg.pinv(cov, hermitian=True) @ w) if df else 0.0
     p_value = float(chi2.sf(wald, df)) if df else 1.0
-    draws = w + public_normals(w.size) @ symmetric_root(cov)
-    low, high = np.quantile(column_aucs(positive, sample @ draws.T), AUC_QUANTILES)
-    auc = {"estimate": float(column_aucs(positive, (sample @ w)[:, np.newaxis])[0]), "low": float(low),
-           "high": float(high)}
-    return PredictionCheck(x.shape[0], spread, error, wald, df, p_value, auc)
+    auc = None
+    if sample is not None:
+        draws = w + public_normals(w.size) @ symmetric_root(cov)
+        low, high = np.quantile(column_aucs(positive, sample @ draws.T), AUC_QUANTILES)
+        auc = {"estimate": float(column_aucs(positive, (sample @ w)[:, np.newaxis])[0]), "low": float(low),
+               "high": float(high)}
+    return PredictionCheck(x.shape[0], spread, error, wald, df, p_value, auc, dependence)
 
 
 def undetermined_names(coefficients: Mapping[str, float], standard_errors: Mapping[str, float]) -> tuple[str, ...]:
@@ -155,14 +169,24 @@ def assess_predictions(coefficients: Mapping[str, float], standard_errors: Mappi
     name the determined and undetermined coefficients."""
     undetermined = undetermined_names(coefficients, standard_errors)
     determined = tuple(k for k in coefficients if k != INTERCEPT and k in standard_errors and k not in undetermined)
-    auc = check.auc
-    reasons = [f"AUC on {check.rows:,} public rows {auc['estimate']:.3f} (90 % range over the noise {auc['low']:.3f} "
-               f"to {auc['high']:.3f}); Wald chi-square of every slope 0: {check.wald:.3g} on {check.df} degrees of "
-               f"freedom (p = {check.p_value:.2g}); the predictions vary by {check.spread:.3g} (sd) against a "
-               f"standard error of {check.standard_error:.3g}"]
+    auc, dependence = check.auc, check.dependence
+    measured = [] if auc is None else [
+        f"AUC on {check.rows:,} public rows {auc['estimate']:.3f} (90 % range over the noise {auc['low']:.3f} to "
+        f"{auc['high']:.3f})"]
+    if dependence is not None:
+        measured.append(f"test of labels independent of the features, on the reports: chi-square "
+                        f"{dependence.statistic:.3g} on {dependence.df} degrees of freedom (p = "
+                        f"{dependence.p_value:.2g})")
+    reasons = ["; ".join([*measured, f"Wald chi-square of every slope 0: {check.wald:.3g} on {check.df} degrees of "
+                                     f"freedom (p = {check.p_value:.2g}); the predictions vary by {check.spread:.3g} "
+                                     f"(sd over the public rows) against a standard error of "
+                                     f"{check.standard_error:.3g}"])]
     if undetermined:
         reasons.append(f"not determined (|coefficient| < {DETERMINED_Z:g} standard errors: do not read their values "
                        f"or signs): {', '.join(undetermined)}")
+    if auc is None:
+        assert dependence is not None  # noqa: S101 - check_predictions returns a check with one of them
+        return _by_dependence(dependence, check, reasons, determined, undetermined)
     if auc["low"] <= 0.5:
         verdict = "noise-dominated"
         reasons.insert(0, "the AUC range reaches 0.5: a fit drawn from the noise ranks no better than chance")
@@ -170,6 +194,23 @@ def assess_predictions(coefficients: Mapping[str, float], standard_errors: Mappi
         verdict = "weak"
         reasons.insert(0, f"the ranking holds (AUC range above 0.5) but the coefficients are not jointly determined "
                           f"(the Wald test does not reject at {WALD_LEVEL:.0%})")
+    else:
+        verdict = "ok"
+    return Quality(verdict, tuple(reasons), _finite(check.ratio), determined, undetermined, check)
+
+
+def _by_dependence(dependence: DependenceTest, check: PredictionCheck, reasons: list[str],
+                   determined: tuple[str, ...], undetermined: tuple[str, ...]) -> Quality:
+    """The verdict without public labels (module docstring): the reports' dependence test, then the Wald test."""
+    if dependence.p_value > WALD_LEVEL:
+        verdict = "noise-dominated"
+        reasons.insert(0, f"the reports cannot be told from reports of labels independent of the features (the test "
+                          f"does not reject at {WALD_LEVEL:.0%}): neither can the predictions")
+    elif check.p_value > WALD_LEVEL:
+        verdict = "weak"
+        reasons.insert(0, f"the labels depend on the features (the reports' test rejects independence at "
+                          f"{WALD_LEVEL:.0%}), so the predictions carry signal, but the coefficients are not jointly "
+                          f"determined (the Wald test does not reject at {WALD_LEVEL:.0%})")
     else:
         verdict = "ok"
     return Quality(verdict, tuple(reasons), _finite(check.ratio), determined, undetermined, check)

@@ -71,8 +71,8 @@ def unbounded_influence_text(influence: Influence) -> str:
 
 def judge(fit: CampaignFit) -> Quality:
     """The verdict of a fit: a mean against its range ``[lower, upper]``; a fit whose protocol checked its predictions
-    on public labels by them (``estimators.local.quality.assess_predictions``); any other by its coefficients, naming
-    those not determined."""
+    (on public labels, or by the reports' dependence test) by them (``estimators.local.quality.assess_predictions``);
+    any other by its coefficients, naming those not determined."""
     if fit.kind == "mean" and fit.standard_errors is not None:
         (name, error), = fit.standard_errors.items()
         return assess_mean(name, error, fit.details["lower"], fit.details["upper"])

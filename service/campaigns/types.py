@@ -158,8 +158,9 @@ class CampaignFit:
     #: units of ``coefficients``
     influence: Influence | None = None
     standard_errors: dict[str, float] | None = None
-    #: the fitted predictor over the public rows (AUC on public labels, Wald test): set by a protocol whose fit has a
-    #: covariance and whose public table holds a binary target; the verdict then judges the predictions
+    #: the fitted predictor over the public rows (AUC on public labels, the reports' dependence test, Wald test): set
+    #: by a protocol whose fit has a covariance and either a public binary target or a dependence test (``glm``); the
+    #: verdict then judges the predictions
     predictions: PredictionCheck | None = field(default=None, kw_only=True)
 
     def to_json(self) -> dict[str, Any]:

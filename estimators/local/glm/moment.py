@@ -38,6 +38,10 @@ x~_j^T`` the Jacobian of the public moment map, so ``Cov(w_hat) = J^{-1} (Cov(T_
 for the Gaussian ``E[u u^T]`` is ``zz^T / 4`` averaged over the public rows for binary labels, exact, and for bounded
 ones ``E[s^2]`` (from the reports' mean squared norm less the noise's) times that average, an approximation), and
 ``Cov_pub`` the public rows' sample covariance of ``z_j g(eta_j)`` (the public table is a sample too).
+
+**Whether the labels depend on the features at all** (``dependence_``) is tested on the estimated moment itself,
+before any projection or linearisation (:mod:`estimators.local.glm.dependence`): where the link saturates, the delta
+method's standard errors explode and say nothing of the fit's predictions.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ from scipy.special import expit
 
 from estimators.base import EstimatorError
 from estimators.local.aggregate import ReportAggregate
+from estimators.local.glm.dependence import dependence_test
 from estimators.local.planning import ErrorModel
 from workloads import links
 from workloads.links import IDENTITY, Link, normal_density
@@ -140,6 +145,11 @@ class PublicDesign:
     @property
     def mean_direction(self) -> np.ndarray:
         return self.z.mean(axis=0)
+
+    @property
+    def direction_covariance(self) -> np.ndarray:
+        """The public rows' sample covariance of ``z`` (the public mean ``zbar``'s own noise, times m)."""
+        return np.atleast_2d(np.cov(self.z, rowvar=False, bias=True))
 
     def moments(self, link: MomentLink, w: np.ndarray) -> np.ndarray:
         """``(1/m) sum_j z_j g(eta_j)``."""
@@ -273,7 +283,8 @@ def input_second_moment(design: PublicDesign, labels: str, score_square: float |
 class PublicMomentGLM:
     """A ``glm`` campaign's fit for one link: ``coef_`` (``p``), ``intercept_``, ``covariance_`` (intercept first,
     ``(p + 1, p + 1)``) and ``standard_errors_`` (intercept first), in the campaign's transformed feature units;
-    ``projection_``: how far the estimated moment was moved onto the attainable set (0: not at all)."""
+    ``projection_``: how far the estimated moment was moved onto the attainable set (0: not at all);
+    ``dependence_``: the test of labels independent of the features (:mod:`estimators.local.glm.dependence`)."""
 
     def __init__(self, link: str) -> None:
         self.link = get_moment_link(link).name
@@ -285,8 +296,8 @@ class PublicMomentGLM:
             raise EstimatorError("the aggregate holds no reports yet")
         design = PublicDesign.for_spec(spec, public_rows)
         target = aggregate.mean("u")
-        moment, self.projection_ = attainable_moment(
-            design, self.link, moment_target(design, target, spec.labels, spec.label_bound))
+        estimated = moment_target(design, target, spec.labels, spec.label_bound)
+        moment, self.projection_ = attainable_moment(design, self.link, estimated)
         w = solve_moment_equation(design, self.link, moment)
         randomizer = spec.ball_randomizer()
         score_square = None
@@ -302,6 +313,9 @@ class PublicMomentGLM:
         self.covariance_ = moment_covariance(design, self.link, w, report, aggregate.count, spec.labels,
                                              spec.label_bound)
         self.standard_errors_ = np.sqrt(np.clip(np.diag(self.covariance_), 0.0, None))
+        self.dependence_ = dependence_test(estimated, design.mean_direction, design.direction_covariance,
+                                           design.z.shape[0], report, aggregate.count,
+                                           label_affine(spec.labels, spec.label_bound))
         return self
 
 

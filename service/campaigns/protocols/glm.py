@@ -108,8 +108,8 @@ def fit(engine: Engine, campaign: CampaignInfo, aggregates: list[ReportAggregate
                           "report moves the mean report by at most details.report_shift, and the root by about "
                           "||J^-1|| times that (first order)")
     kind = "classifier" if MOMENT_LINKS[model].binary else "regressor"
-    labels = campaign_public_labels(engine, campaign)
-    predictions = None if labels is None else check_predictions(public_rows, glm.coef_, glm.covariance_[1:, 1:], labels)
+    predictions = check_predictions(public_rows, glm.coef_, glm.covariance_[1:, 1:],
+                                    campaign_public_labels(engine, campaign), glm.dependence_)
     return CampaignFit(campaign.name, campaign.protocol, model, kind, campaign.target, campaign.features,
                        coefficients, aggregate.count, details, notes, influence, errors, predictions=predictions)
 
