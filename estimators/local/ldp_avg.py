@@ -40,10 +40,7 @@ from estimators.local.influence import Influence, mean_shift, project_interval
 from estimators.local.planning import ErrorModel, public_table
 from workloads.local.protocols import LdpAverageSpec
 
-METRIC = ("sqrt(E (mean_hat - mean)^2) / |mean|: the mean of the participants' values clipped to [lower, upper], in "
-          "the value's own units")
-ABSOLUTE = ("sqrt(E (mean_hat - mean)^2), absolute (no public table to take a reference from): the mean of the "
-            "participants' values clipped to [lower, upper], in the value's own units")
+METRIC = "the mean of the participants' values clipped to [lower, upper], in the value's own units"
 
 
 class LdpAverage:
@@ -87,7 +84,7 @@ def ldp_avg_error_model(spec: LdpAverageSpec, rows: object = None, labels: objec
         notes.append("no public table: the values' variance is taken at its largest, (upper - lower)^2 / 4, so the "
                      "prediction is an upper bound")
         return ErrorModel(lambda n: np.array([[(spread + report_noise) / n]]), None, "none (no public table)",
-                          ABSOLUTE, notes=tuple(notes))
+                          METRIC, notes=tuple(notes))
     column, _ = public_table(rows, None, 1, "ldp-avg")
     values = np.clip(column[:, 0], spec.lower, spec.upper)
     variance = float(values.var()) + report_noise

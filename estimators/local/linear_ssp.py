@@ -174,10 +174,9 @@ class SspLinearRegression(LinearRegressor):
         return Influence(bound, "l2", "coefficients", basis)
 
 
-METRIC = ("sqrt(E ||w_hat - w||^2) / ||w||: the least-squares slopes on the devices' (transformed) features, the "
-          "intercept not counted")
-ABSOLUTE = ("sqrt(E ||w_hat - w||^2), absolute (no reference coefficients), an upper bound: the least-squares slopes "
-            "on the devices' (transformed) features, the intercept not counted")
+METRIC = "the least-squares slopes on the devices' (transformed) features, the intercept not counted"
+ABSOLUTE = ("the least-squares slopes on the devices' (transformed) features, the intercept not counted (an upper "
+            "bound)")
 
 
 def linear_ssp_error_model(spec: LinearSspSpec, rows: object, labels: object = None,

@@ -52,8 +52,9 @@ class ErrorModel:
     mean (``None``: the reference; a function of ``n`` for an estimator whose shrinkage depends on it, as
     ``linear-ssp``'s default ridge); ``reference``: the coefficients the error is measured against (``None``: unknown,
     only the absolute error of the linear part is predicted); ``step``: the estimator's last, non-linear step, applied
-    to rows of draws (``None``: the estimate is the linear part); ``metric`` and ``reference_source`` say what is
-    measured and where the reference comes from; ``notes`` state the assumptions."""
+    to rows of draws (``None``: the estimate is the linear part); ``metric`` says what is measured, in which units (the
+    fit's standard errors'), and ``reference_source`` where the reference comes from (the error's formulas, absolute
+    and relative, are :data:`ABSOLUTE_ERROR` and :data:`RELATIVE_ERROR`); ``notes`` state the assumptions."""
 
     covariance: Covariance
     reference: np.ndarray | None
@@ -74,6 +75,11 @@ class ErrorModel:
         if self.centre is None:
             return self.reference
         return np.asarray(self.centre(n) if callable(self.centre) else self.centre, dtype=float)
+
+
+#: what :class:`PredictedError`'s ``error`` and ``relative`` are, in words a plan prints
+ABSOLUTE_ERROR = "sqrt(E ||estimate - reference||^2), in the units of what is measured (the model's metric)"
+RELATIVE_ERROR = "the absolute error over ||reference||"
 
 
 @dataclass(frozen=True)

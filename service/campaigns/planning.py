@@ -21,15 +21,17 @@ from sqlalchemy import Engine
 
 from estimators.base import EstimatorError
 from estimators.local.planning import (
+    ABSOLUTE_ERROR,
     AUC_QUANTILES,
     AUC_ROWS,
+    RELATIVE_ERROR,
     ErrorModel,
     auc_range,
     binary_labels,
     expected_error,
     participants_for,
 )
-from service.campaigns.campaigns import prepare_campaign
+from service.campaigns.campaigns import PreparedCampaign, prepare_campaign
 from service.campaigns.protocols import CAMPAIGN_PROTOCOLS, get_protocol
 from service.campaigns.public_tables import public_matrix
 from service.campaigns.types import ZERO_COST
@@ -57,10 +59,21 @@ class CampaignPlan:
     auc: dict[str, float] | None
     auc_note: str | None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    #: whether the model has reference coefficients: errors relative to them are predicted, and ``target_error`` is
+    #: one (absolute otherwise)
+    relative_target: bool = False
+
+    @property
+    def formulas(self) -> dict[str, str | None]:
+        """What ``expected_error`` (always absolute) and ``expected_relative_error`` (None without a reference) are."""
+        relative = RELATIVE_ERROR if self.relative_target else None
+        return {"expected_error": ABSOLUTE_ERROR, "expected_relative_error": relative}
 
     def to_json(self) -> dict[str, Any]:
         return {"protocol": self.protocol, "features": list(self.features), "target": self.target,
-                "epsilon": self.epsilon, "delta": self.delta, "metric": self.metric, "reference": self.reference,
+                "epsilon": self.epsilon, "delta": self.delta, "metric": self.metric, "formulas": self.formulas,
+                "target_error_is": None if self.target_error is None else
+                ("relative" if self.relative_target else "absolute"), "reference": self.reference,
                 "participants": self.participants, "expected_error": self.expected_error,
                 "expected_relative_error": self.expected_relative_error, "standard_errors": self.standard_errors,
                 "target_error": self.target_error, "participants_needed": self.participants_needed,
@@ -111,8 +124,8 @@ def _auc(model: ErrorModel, n: int | None, rows: np.ndarray | None, labels: np.n
     if rows is None or labels is None:
         missing = ("the campaign has no public table" if table is None
                    else f"public table {table!r} has no column {target!r}")
-        return None, (f"no AUC: it is evaluated on public rows holding the target {target!r}, and {missing}; load a "
-                      f"public sample with a column {target!r} to predict it")
+        return None, (f"no AUC: the AUC is evaluated on public rows that hold the target {target!r}, but {missing}; "
+                      f"load a public sample with a column {target!r} to predict it")
     if binary_labels(labels) is None:
         return None, f"no AUC: the target {target!r} is not binary in the public table"
     if n is None:
@@ -123,6 +136,14 @@ def _auc(model: ErrorModel, n: int | None, rows: np.ndarray | None, labels: np.n
                                                f"vectors drawn from the predicted error distribution: mean, and "
                                                f"{low:.0%} to {high:.0%} quantiles (low, high); reference: the "
                                                "reference coefficients' own AUC there")
+
+
+def _in_own_units(prepared: PreparedCampaign, errors: np.ndarray) -> dict[str, float]:
+    """Per-coefficient standard errors in the features' own units, as the campaign's fit reports them: a
+    coefficient on the transformed feature ``(x - center) / scale`` is ``scale`` times the feature's own."""
+    scale = np.asarray(prepared.transform.scale, dtype=float)
+    own = errors / scale if scale.shape == errors.shape else errors
+    return dict(zip(prepared.names, own.tolist(), strict=True))
 
 
 def plan_campaign(engine: Engine, protocol: str, features: Sequence[str] | str, target: str | None = None,
@@ -162,5 +183,5 @@ def plan_campaign(engine: Engine, protocol: str, features: Sequence[str] | str, 
     return CampaignPlan(
         protocol, prepared.names, target, float(epsilon), float(delta or 0.0), model.metric, model.reference_source,
         n, None if predicted is None else predicted.error, None if predicted is None else predicted.relative,
-        None if predicted is None else dict(zip(prepared.names, predicted.standard_errors.tolist(), strict=True)),
-        wanted, needed, auc, auc_note, tuple(notes))
+        None if predicted is None else _in_own_units(prepared, predicted.standard_errors),
+        wanted, needed, auc, auc_note, tuple(notes), relative_target=model.reference is not None)

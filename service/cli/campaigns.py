@@ -182,20 +182,27 @@ def campaign_plan(
         stdout.print(text, highlight=False, markup=False)  # the metric's formulas carry brackets
 
     def human() -> None:
-        say(f"{plan.protocol} at epsilon {plan.epsilon:g}, delta {plan.delta:g}; error {plan.metric}; reference: "
-            f"{plan.reference}")
+        at = "" if plan.participants is None else f", {plan.participants:,} participants"
+        say(f"{plan.protocol} at epsilon {plan.epsilon:g}, delta {plan.delta:g}{at} (a prediction: nothing spent)")
+        if plan.auc is not None:  # what a steward acts on first: how well the fit will rank
+            say(f"AUC on the public rows: {plan.auc['mean']:.3f} (90 % range {plan.auc['low']:.3f} to "
+                f"{plan.auc['high']:.3f}; without noise {plan.auc['reference']:.3f})")
+        elif plan.auc_note is not None and plan.target is not None:
+            say(plan.auc_note)
         if plan.participants is not None:
-            relative = "" if plan.expected_relative_error is None else f", relative {plan.expected_relative_error:.3g}"
-            say(f"at {plan.participants:,} participants: expected error {plan.expected_error:.3g}{relative}")
+            relative = ("" if plan.expected_relative_error is None else
+                        f"; relative to the reference's norm {plan.expected_relative_error:.3g}")
+            say(f"expected error of {plan.metric}: {plan.expected_error:.3g} absolute (sqrt(E ||estimate - "
+                f"reference||^2)){relative}")
+        if plan.standard_errors:
+            say("standard errors per coefficient, in the features' own units (as the fit reports them): " + ", ".join(
+                f"{name} {error:.3g}" for name, error in plan.standard_errors.items()))
+        say(f"reference: {plan.reference}")
         if plan.target_error is not None:
             needed = ("not reached at any n" if plan.participants_needed is None
                       else f"about {plan.participants_needed:,} participants")
-            say(f"for error {plan.target_error:g}: {needed}")
-        if plan.auc is not None:
-            say(f"AUC on the public rows: {plan.auc['mean']:.3f} (range {plan.auc['low']:.3f} to "
-                f"{plan.auc['high']:.3f}; the reference's {plan.auc['reference']:.3f})")
-        elif plan.auc_note is not None and plan.target is not None:
-            say(plan.auc_note)
+            kind = "relative" if plan.relative_target else "absolute"
+            say(f"for a {kind} error of {plan.target_error:g}: {needed}")
         for note in plan.notes:
             say(f"- {note}")
 

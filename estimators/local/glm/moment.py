@@ -377,6 +377,5 @@ def moment_error_model(spec: GlmSpec, public_rows: object, public_labels: object
     def covariance(n: int) -> np.ndarray:
         return _at(terms, int(n))[1:, 1:]
 
-    metric = ("sqrt(E ||w_hat - w||^2) / ||w||: the slopes of the moment-equation fit on the devices' "
-              "(public-transformed) features, against the noiseless root on the public labels")
+    metric = "the slopes of the moment-equation fit on the devices' (public-transformed) features"
     return ErrorModel(covariance, reference, source, metric, notes=tuple(notes))

@@ -42,10 +42,9 @@ from workloads.local.protocols import SteinGlmSpec
 from workloads.local.protocols.vector_reports import VECTOR_RANDOMIZERS
 from workloads.local.randomizers.sufficient_statistics import clip_features, clip_labels
 
-METRIC = ("sqrt(E ||w_ols_hat - w_ols||^2) / ||w_ols||: the private OLS's coefficients on the devices' (standardized) "
-          "features; a link model c w_ols has the same relative error to first order")
-ABSOLUTE = ("sqrt(E ||w_ols_hat - w_ols||^2), absolute (no reference coefficients): the private OLS's coefficients on "
-            "the devices' (standardized) features")
+METRIC = ("the private OLS's coefficients on the devices' (standardized) features; a link model c w_ols has the same "
+          "relative error to first order")
+ABSOLUTE = "the private OLS's coefficients on the devices' (standardized) features"
 
 
 def matrix_noise_covariance(w: np.ndarray, entry_variance: float) -> np.ndarray:
@@ -128,10 +127,9 @@ def stein_ols_error_model(spec: SteinGlmSpec, rows: object, labels: object = Non
                       "devices clip)", METRIC, step=feasible, notes=tuple(notes))
 
 
-PUBLIC_GRAM_METRIC = ("sqrt(E ||w_hat - w||^2) / ||w||: the OLS slope (with its intercept, on the public Gram) on the "
-                      "devices' (standardized) features; a link model c w has the same relative error to first order")
-PUBLIC_GRAM_ABSOLUTE = ("sqrt(E ||w_hat - w||^2), absolute (no reference coefficients): the OLS slope on the devices' "
-                        "(standardized) features")
+PUBLIC_GRAM_METRIC = ("the OLS slope (with its intercept, on the public Gram) on the devices' (standardized) features; "
+                      "a link model c w has the same relative error to first order")
+PUBLIC_GRAM_ABSOLUTE = "the OLS slope on the devices' (standardized) features"
 
 
 def public_gram_error_model(spec: SteinGlmSpec, rows: object, labels: object = None) -> ErrorModel:

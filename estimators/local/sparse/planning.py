@@ -31,7 +31,7 @@ from workloads.local.protocols.label_ldp import LabelLdpSpec
 from workloads.local.protocols.ldp_iht import LdpIhtSpec
 from workloads.local.randomizers.gaussian_label import label_noise
 
-METRIC = "sqrt(E ||theta_hat - theta||^2) / ||theta||: the sparse coefficients on the devices' features"
+METRIC = "the sparse coefficients on the devices' features"
 
 
 def sparse_step(sparsity: int, radius: float) -> Step:

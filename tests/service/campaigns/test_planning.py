@@ -133,7 +133,7 @@ def test_without_the_target_the_stein_glm_plan_is_an_absolute_upper_bound(engine
         bound = planning.plan_campaign(engine, "stein-glm", ["a", "b", "c"], "y", unlabeled, 4.0, delta, options,
                                        participants=5_000)
         assert bound.expected_relative_error is None and bound.auc is None and "no column 'y'" in bound.auc_note
-        assert "absolute" in bound.metric and "upper bound" in bound.notes[-1]
+        assert bound.formulas["expected_relative_error"] is None and "upper bound" in bound.notes[-1]
         name = f"u{len(campaigns.list_campaigns(engine))}"
         campaigns.create_campaign(engine, name, "stein-glm", ["a", "b", "c"], "y", stein_public, 4.0, delta,
                                   {**options, "participants": 5_000})  # the campaign the plan at 5,000 describes
@@ -264,11 +264,12 @@ def test_the_auc_note_names_the_table_and_the_missing_column(engine, tmp_path: P
     options = {"sparsity": 1}
     with_table = planning.plan_campaign(engine, "ldp-iht", ["a", "b"], "y", "pub", 1.0, 0.0, options,
                                         participants=1_000)
-    assert with_table.auc_note == ("no AUC: it is evaluated on public rows holding the target 'y', and public table "
-                                   "'pub' has no column 'y'; load a public sample with a column 'y' to predict it")
+    assert with_table.auc_note == ("no AUC: the AUC is evaluated on public rows that hold the target 'y', but public "
+                                   "table 'pub' has no column 'y'; load a public sample with a column 'y' to predict "
+                                   "it")
     without = planning.plan_campaign(engine, "ldp-iht", ["a", "b"], "y", None, 1.0, 0.0, options, participants=1_000)
-    assert without.auc_note == ("no AUC: it is evaluated on public rows holding the target 'y', and the campaign has "
-                                "no public table; load a public sample with a column 'y' to predict it")
+    assert without.auc_note == ("no AUC: the AUC is evaluated on public rows that hold the target 'y', but the "
+                                "campaign has no public table; load a public sample with a column 'y' to predict it")
 
 
 def test_participants_is_one_number_the_option_and_the_point_predicted_at(engine, tmp_path: Path) -> None:  # noqa: ANN001

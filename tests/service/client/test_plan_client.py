@@ -20,7 +20,8 @@ def test_an_analyst_plans_a_stein_glm_campaign(clients) -> None:  # noqa: ANN001
                                  participants=50_000, target_error=0.1)  # the default variant: public-gram, PrivUnit2
     assert plan["participants"] == 50_000 and plan["expected_relative_error"] > 0
     assert plan["participants_needed"] > 0 and plan["auc"]["low"] <= plan["auc"]["mean"] <= plan["auc"]["high"]
-    assert plan["metric"].startswith("sqrt(E ||w_hat - w||^2)") and analyst.campaigns() == []
+    assert plan["formulas"]["expected_error"].startswith("sqrt(E ||estimate - reference||^2)")
+    assert analyst.campaigns() == []
     with pytest.raises(MarginaliaError, match="no planner for protocol 'bernstein'") as refused:
         analyst.plan_campaign("bernstein", ["a"], target="y", epsilon=1, participants=10)
     assert refused.value.code == "no_planner"
