@@ -69,7 +69,7 @@ def campaign_arguments() -> list[str]:
 def plan_summary(plan: dict[str, Any]) -> str:
     """The plan in two lines: the expected error (what it measures), the AUC range and the planned standard errors."""
     auc = plan["auc"]
-    return (f"expected relative error {plan['expected_relative_error']:.3g} ({plan['metric'].split(':')[0]}); "
+    return (f"expected relative error {plan['expected_relative_error']:.3g} (of {plan['metric']}); "
             f"AUC {auc['mean']:.3f} ({auc['low']:.3f} to {auc['high']:.3f})\nstandard errors "
             + ", ".join(f"{k} {v:.3g}" for k, v in plan["standard_errors"].items()))
 
