@@ -35,6 +35,9 @@ CLI_ONLY = {
     "service/campaigns/simulate.py": "`marginalia simulate`: a command, no route",
     "service/campaigns/table_simulation.py": "`marginalia simulate --dataset`: a command, no route",
     "db/gateways.py": "names the command that widens a key's scope (`marginalia keys scope`): keys have no route",
+    "service/data/credentials.py": "`source add | update --password-env | --password-file` and `dataset attach --sql`; "
+                                   "over HTTP a missing password names the operator's command that sets it: sources "
+                                   "have no route",
 }
 
 
