@@ -77,6 +77,13 @@ def without_password(url: str) -> str:
     return parsed.render_as_string(hide_password=False)
 
 
+def sqlite_file_missing(url: str) -> bool:
+    """Whether ``url`` names a SQLite database file that does not exist (connecting would create an empty one)."""
+    parsed = _parsed(url)
+    return parsed is not None and parsed.get_backend_name() == "sqlite" and parsed.database not in (
+        None, "", ":memory:") and not os.path.isfile(parsed.database)
+
+
 def with_password(url: str, password: str | None) -> str:
     """The URL a driver is given: ``url`` with ``password`` set (``url`` itself for None). Never store, log or
     show what this returns."""

@@ -45,12 +45,11 @@ UPDATES = 4
 
 @dataclass(frozen=True)
 class DependenceTest:
-    """The statistic, its degrees of freedom and p-value (module docstring), and ``mean``, the null's ``mu``."""
+    """The statistic, its degrees of freedom and p-value (module docstring)."""
 
     statistic: float
     df: int
     p_value: float
-    mean: float
 
     def to_json(self) -> dict[str, Any]:
         return {"statistic": self.statistic, "df": self.df, "p_value": self.p_value}
@@ -76,4 +75,4 @@ def dependence_test(moment: object, mean_direction: object, direction_covariance
         residual = b - mean * zbar
         statistic = float(residual @ precision @ residual)
     df = b.size - 1
-    return DependenceTest(statistic, df, float(chi2.sf(statistic, df)), mean)
+    return DependenceTest(statistic, df, float(chi2.sf(statistic, df)))

@@ -41,7 +41,14 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.orm import Session
 
-from db.engine import DatabaseUnavailable, make_engine, safe_url, serialized_transaction, transaction
+from db.engine import (
+    DatabaseUnavailable,
+    make_engine,
+    safe_url,
+    serialized_transaction,
+    sqlite_file_missing,
+    transaction,
+)
 from db.models import SOURCE_KINDS, AttachSource, Dataset, utcnow
 from service.data.credentials import CredentialReference, CredentialsUnavailable, SourceConnection, refuse_password
 from service.errors import Conflict, InvalidInput, NotFound
@@ -186,7 +193,8 @@ def list_sources(engine: Engine) -> list[Source]:
     """Every source, the removed ones that still serve datasets too."""
     with transaction(engine) as session:
         rows = session.execute(select(AttachSource).order_by(AttachSource.name)).scalars().all()
-        return [_source(session, r) for r in rows]
+        through = _datasets_by_source(session)
+        return [_source(session, r, through) for r in rows]
 
 
 def remove_source(engine: Engine, name: str) -> Source:
@@ -219,10 +227,9 @@ def connect_failure(connection: SourceConnection) -> str | None:
     except CredentialsUnavailable:
         return "its password cannot be read by this process (see `marginalia source list`)"
     try:
-        parsed = make_url(url)
-        if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:") and \
-                not Path(parsed.database).is_file():  # connecting would create an empty database
+        if sqlite_file_missing(url):
             return "no such database file"
+        parsed = make_url(url)
         if parsed.get_backend_name() == "postgresql":  # libpq's own bound on connecting
             url = parsed.update_query_dict({"connect_timeout": str(CONNECT_SECONDS)}).render_as_string(
                 hide_password=False)
@@ -249,11 +256,16 @@ def _row(session: Session, name: str, *, removed: bool) -> AttachSource:
 
 def datasets_through(session: Session, source_id: int) -> list[Dataset]:
     """The datasets whose location names the source ``source_id`` (attached through a ``sql`` source)."""
-    found = []
+    return _datasets_by_source(session).get(source_id, [])
+
+
+def _datasets_by_source(session: Session) -> dict[int, list[Dataset]]:
+    """Every SQL dataset attached through a source, by the source's id (one scan of the datasets' locations)."""
+    found: dict[int, list[Dataset]] = {}
     for dataset in session.execute(select(Dataset).where(Dataset.engine == "sql").order_by(Dataset.id)).scalars():
         location = json.loads(dataset.location) if dataset.location else None
-        if isinstance(location, dict) and location.get("source") == source_id:
-            found.append(dataset)
+        if isinstance(location, dict) and isinstance(location.get("source"), int):
+            found.setdefault(location["source"], []).append(dataset)
     return found
 
 
@@ -264,22 +276,29 @@ def _check_moved(session: Session, engine: Engine, moved: Source) -> None:
     from service.data.engines import claims as claiming
     from service.data.engines.sql_engine import listed_table
 
-    mine = {d.id for d in datasets_through(session, int(moved.id or 0))}
-    others = [d for d in session.execute(select(Dataset).order_by(Dataset.id)).scalars() if d.id not in mine]
-    for dataset in datasets_through(session, int(moved.id or 0)):
+    mine = datasets_through(session, int(moved.id or 0))
+    if not mine:
+        return
+    ids = {d.id for d in mine}
+    held = [(other, dataset_claims(engine, other))
+            for other in session.execute(select(Dataset).order_by(Dataset.id)).scalars() if other.id not in ids]
+    connect = moved.connection().connect_url()
+    for dataset in mine:
         location = json.loads(str(dataset.location))
-        listed_table(moved.connection().connect_url(), location["table"],
-                     f"--sql {safe_url(str(moved.url))}: dataset {dataset.name!r}")
+        listed_table(connect, location["table"], f"--sql {safe_url(str(moved.url))}: dataset {dataset.name!r}")
         claim = claiming.sql_claim(str(moved.url), location["table"], location.get("schema"))
-        for other in others:
-            if any(claim.overlaps(held) for held in dataset_claims(engine, other)):
+        for other, claims in held:
+            if any(claim.overlaps(c) for c in claims):
                 raise Conflict(f"--sql {safe_url(str(moved.url))}: dataset {dataset.name!r} would read the table "
                                f"dataset {other.name!r} reads (one location is one dataset); nothing was changed",
                                code="already_attached")
 
 
-def _source(session: Session, row: AttachSource) -> Source:
-    datasets = tuple(d.name for d in datasets_through(session, row.id)) if row.kind == SQL_SOURCE else ()
+def _source(session: Session, row: AttachSource, through: dict[int, list[Dataset]] | None = None) -> Source:
+    """``row`` as a :class:`Source`; ``through``: :func:`_datasets_by_source`, when the caller has it already."""
+    if through is None:
+        through = _datasets_by_source(session) if row.kind == SQL_SOURCE else {}
+    datasets = tuple(d.name for d in through.get(row.id, []))
     reference = None if row.credentials is None else CredentialReference.parse(row.credentials)
     return Source(row.name, row.kind, root=row.root, url=row.url, principal=row.principal, id=row.id,
                   credentials=reference, needs_credentials=bool(row.needs_credentials),

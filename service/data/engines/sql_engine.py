@@ -18,13 +18,14 @@ table must be one of its own tables or views (:func:`_user_table`: never a catal
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import ClassVar
 
-from sqlalchemy import Engine, Inspector, inspect, make_url
+from sqlalchemy import Engine, Inspector, inspect
 
-from db.engine import OPEN_ERRORS, DatabaseUnavailable, make_engine, safe_url
+from db.engine import OPEN_ERRORS, DatabaseUnavailable, make_engine, safe_url, sqlite_file_missing
 from service.data.credentials import SourceConnection, refuse_password, source_connection
 from service.data.engines import claims as claiming
 from service.data.engines.base import SQL, EngineError, TableEngine
@@ -143,23 +144,10 @@ def attach(target: object, spec: BinningSpec, unit: str | None, name: str) -> At
     if target.connection is None:
         refuse_password(url, "--sql")
     connect = url if target.connection is None else target.connection.connect_url()
-    sqlite_file = url.startswith("sqlite") and make_url(url).database not in (None, "", ":memory:")
-    if sqlite_file and not Path(str(make_url(url).database)).is_file():  # opening it would create an empty one
-        raise InvalidInput(f"{where}: no such database file; nothing was stored", code="unreachable_database")
-    try:
-        foreign = make_engine(connect)
-    except DatabaseUnavailable:
-        raise InvalidInput(f"{where}: not a database URL this service can open (a SQLAlchemy URL whose driver is "
-                           "installed); nothing was stored", code="unreachable_database") from None
-    try:
-        inspector = inspect(foreign)
+    with _catalog(connect, where, "nothing was stored") as inspector:
         table_name = _user_table(inspector, table_name, where)
         schema = inspector.default_schema_name
         present = [c["name"] for c in inspector.get_columns(table_name)]
-    except OPEN_ERRORS:
-        raise InvalidInput(f"{where}: {UNREACHABLE}; nothing was stored", code="unreachable_database") from None
-    finally:
-        foreign.dispose()
     location = AttachedSql(url, table_name, schema, spec_to_dict(spec), target.source, unit)
     return _SqlAttach(where, location, present, name, spec.domain(), connect)
 
@@ -167,15 +155,26 @@ def attach(target: object, spec: BinningSpec, unit: str | None, name: str) -> At
 def listed_table(url: str, table: str, where: str) -> str:
     """``table`` as the database at ``url`` lists it among its own tables (:func:`_user_table`), reading its catalog
     only; refusals in our words, after ``where``."""
+    with _catalog(url, where, "nothing was changed") as inspector:
+        return _user_table(inspector, table, where)
+
+
+@contextmanager
+def _catalog(url: str, where: str, outcome: str) -> Iterator[Inspector]:
+    """An inspector of the database at ``url`` (closed after), reading its catalog only; a SQLite file that does not
+    exist (opening it would create an empty one), a URL this service cannot open and a database that does not answer
+    are ``unreachable_database`` in our words, after ``where`` and ending with ``outcome``."""
+    if sqlite_file_missing(url):
+        raise InvalidInput(f"{where}: no such database file; {outcome}", code="unreachable_database")
     try:
         foreign = make_engine(url)
     except DatabaseUnavailable:
-        raise InvalidInput(f"{where}: not a database URL this service can open; nothing was changed",
-                           code="unreachable_database") from None
+        raise InvalidInput(f"{where}: not a database URL this service can open (a SQLAlchemy URL whose driver is "
+                           f"installed); {outcome}", code="unreachable_database") from None
     try:
-        return _user_table(inspect(foreign), table, where)
+        yield inspect(foreign)
     except OPEN_ERRORS:
-        raise InvalidInput(f"{where}: {UNREACHABLE}; nothing was changed", code="unreachable_database") from None
+        raise InvalidInput(f"{where}: {UNREACHABLE}; {outcome}", code="unreachable_database") from None
     finally:
         foreign.dispose()
 
