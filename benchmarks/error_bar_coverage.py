@@ -8,7 +8,10 @@ For each trial ``t`` (seed ``trial_seed(--seed, t)``), in-process on a temporary
 * ``adassp/adassp``: a new Gram release of target and features at (``--epsilon``, ``--delta``), answered by AdaSSP
   (closed-form error bars: the delta method over the Gram release's noise scales, the ridge's own noise included);
 * ``aim-synth/aim`` and ``dd-ssp/aim``: a new AIM release of the same pairs, answered by AIM-Synth and by DD-SSP
-  (error bars from the release's parametric bootstrap, 24 replicates).
+  (error bars from the release's parametric bootstrap, 24 replicates);
+* ``objpert/objpert``: a new objective-perturbation release of a logistic regression of ``--logistic-target`` on the
+  same features (error bars from the curvature it releases; its target is the same estimator without noise, the
+  minimiser of the loss plus its regularisation ``Delta/2 ||theta||^2``).
 
 Each coefficient's interval ``coefficient +- 1.96 se`` is checked against the *target*: the same estimator without
 noise on the whole table (the non-private least-squares fit of the same design and encoding; DD-SSP on exact
@@ -37,7 +40,7 @@ import pandas as pd
 from benchmarks import harness
 
 DEFAULT_FEATURES = ("age", "sex", "race", "hours-per-week")
-METHODS = ("dd-ssp/gaussian", "aim-synth/aim", "dd-ssp/aim", "adassp/adassp")
+METHODS = ("dd-ssp/gaussian", "aim-synth/aim", "dd-ssp/aim", "adassp/adassp", "objpert/objpert")
 Z = 1.959963984540054
 
 
@@ -45,6 +48,28 @@ def _target_coefficients(frame: pd.DataFrame, design: object) -> dict[str, float
     from estimators.central.reference import fit_on_rows
 
     return fit_on_rows(frame, design).coefficients()
+
+
+def _objpert_target(frame: pd.DataFrame, design: object, regularization: float) -> dict[str, float]:
+    """The minimiser of ObjPert's objective without its noise, on the whole table (intercept first)."""
+    from scipy.optimize import minimize
+
+    from estimators.central.objpert import objpert_hessian, objpert_objective
+    from workloads.encodings import INTERCEPT_NAME
+
+    X, y = design.encode(frame)
+    Z = np.column_stack([np.ones(len(X)), X]) if design.intercept else np.asarray(X, dtype=float)
+    zero = np.zeros(Z.shape[1])
+    result = minimize(lambda t: objpert_objective(t, Z, y, zero, regularization), zero, jac=True,
+                      hess=lambda t: objpert_hessian(t, Z, y, regularization), method="trust-exact",
+                      options={"gtol": 1e-10})
+    names = ((INTERCEPT_NAME,) if design.intercept else ()) + tuple(design.feature_names)
+    return dict(zip(names, (float(v) for v in result.x), strict=True))
+
+
+def _covered(error: float, standard_error: float) -> float:
+    """1.0 when the nominal 95 % interval holds the target, 0.0 when not, NaN when the answer had no error bar."""
+    return float("nan") if np.isnan(standard_error) else float(abs(error) <= Z * standard_error)
 
 
 def run(args: argparse.Namespace, log) -> dict[str, object]:  # noqa: ANN001
@@ -80,6 +105,10 @@ def run(args: argparse.Namespace, log) -> dict[str, object]:  # noqa: ANN001
                 if mechanism == "aim" and aim_release is not None:
                     outcome = fit(engine, args.table, "linear", args.target, list(features), release_id=aim_release,
                                   **common)
+                elif mechanism == "objpert":  # a model release of a logistic regression
+                    outcome = fit(engine, args.table, "logistic", args.logistic_target, list(features),
+                                  epsilon=epsilon, delta=delta, reuse=False,
+                                  options={"curvature_share": args.curvature_share}, **common)
                 elif mechanism == "adassp":  # a Gram release: its own kind, no marginal mechanism to name
                     outcome = fit(engine, args.table, "linear", args.target, list(features), epsilon=epsilon,
                                   delta=delta, reuse=False, **common)
@@ -90,21 +119,24 @@ def run(args: argparse.Namespace, log) -> dict[str, object]:  # noqa: ANN001
                         aim_release = outcome.release_id
                 body = outcome.to_json()
                 if method not in target_of:
-                    target_of[method] = _target_coefficients(frame, outcome.design)
+                    target_of[method] = (_objpert_target(frame, outcome.design, outcome.details["regularization"])
+                                         if mechanism == "objpert" else _target_coefficients(frame, outcome.design))
                 target = target_of[method]
                 for coefficient, value in body["coefficients"].items():
-                    se = body["standard_errors"][coefficient]
-                    noise = body["error_components"]["noise"][coefficient]
+                    # a release without error bars (objpert with --curvature-share 0) still measures its spread
+                    se = (body["standard_errors"] or {}).get(coefficient, float("nan"))
+                    noise = ((body.get("error_components") or {}).get("noise") or {}).get(coefficient, float("nan"))
                     records.append({"method": method, "trial": t, "coefficient": coefficient, "value": value,
                                     "target": target[coefficient], "standard_error": se, "noise_standard_error": noise,
-                                    "covered": abs(value - target[coefficient]) <= Z * se,
-                                    "covered_by_noise_interval": abs(value - target[coefficient]) <= Z * noise,
+                                    "covered": _covered(value - target[coefficient], se),
+                                    "covered_by_noise_interval": _covered(value - target[coefficient], noise),
                                     "error_basis": body["error_basis"], "release_id": outcome.release_id,
                                     "seconds": time.perf_counter() - started})
                 log(f"trial {t} {method}: {time.perf_counter() - started:.1f} s")
             answers.clear_caches()  # a release's model and bootstrap are kept per process: free them
         engine.dispose()
-    return {"config": {"table": args.table, "target": args.target, "features": list(features),
+    return {"config": {"table": args.table, "target": args.target, "logistic_target": args.logistic_target,
+                       "curvature_share": args.curvature_share, "features": list(features),
                        "epsilon": args.epsilon, "delta": args.delta, "trials": args.trials, "seed": args.seed,
                        "methods": list(methods)},
             "machine": harness.machine(), "records": records, "summary": summarise(records)}
@@ -158,6 +190,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--table", default="adult", help="a folder of the shared data with <table>.csv")
     parser.add_argument("--target", default="education-num")
+    parser.add_argument("--logistic-target", default="income>50K", help="the target of objpert/objpert")
+    parser.add_argument("--curvature-share", type=float, default=0.1,
+                        help="objpert's share of the budget for its curvature (0: no error bars; measures their cost)")
     parser.add_argument("--features", default=",".join(DEFAULT_FEATURES), help="comma-separated features")
     parser.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated, of {list(METHODS)}")
     parser.add_argument("--epsilon", type=float, default=1.0)

@@ -4,7 +4,8 @@ Gaussian release of the same marginals at the same rho, both answered without a 
 For each table, epsilon (delta 1e-5, rho = ``service.privacy.conversions.cdp_rho(epsilon, delta)`` as an exact
 Fraction) and trial:
 
-* ``residual`` (``--losses``, default ``sum_var`` and ``max_var``): ``estimators.residual.planner.plan_residuals``
+* ``residual`` (``--losses``, default ``sum_var`` and ``max_var``; ``max_var_floor`` on request):
+  ``estimators.residual.planner.plan_residuals``
   over all 2-way marginals (weight 1), ``measure_residuals`` with a seeded numpy Gaussian sampler, then
   (a) the unbiased answers (``NoisyResiduals.marginal``) and (b) the non-negative consistent answers
   (``nonnegative_marginals`` with its defaults);
@@ -51,7 +52,7 @@ from benchmarks import harness
 from benchmarks.harness import DATA, RESULTS, machine
 from estimators.residual.measure import measure_residuals
 from estimators.residual.nonnegative import nonnegative_marginals
-from estimators.residual.planner import plan_residuals
+from estimators.residual.planner import LOSSES, plan_residuals
 from estimators.residual.reconstruct import NoisyMarginal, drop_insignificant, residuals_from_marginals
 from service.privacy.conversions import cdp_rho
 from workloads.domain import Domain
@@ -184,7 +185,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tables", nargs="+", default=["adult"], choices=sorted(TABLES))
     parser.add_argument("--epsilons", nargs="+", type=float, default=[0.1, 1.0])
-    parser.add_argument("--losses", nargs="+", default=["sum_var", "max_var"], choices=["sum_var", "max_var"])
+    parser.add_argument("--losses", nargs="+", default=["sum_var", "max_var"], choices=list(LOSSES))
     parser.add_argument("--trials", type=int, default=3)
     parser.add_argument("--one-way-weight", type=float, default=0.0,
                         help="add every 1-way marginal to the plan's workload with this weight (0: pairs only)")

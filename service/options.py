@@ -67,8 +67,8 @@ class OptionSpec:
         elif self.low == -math.inf:
             text = "a finite number"
         else:
-            text = f"a finite number {'>' if self.low_open else '>='} {_number(self.low)}"
-        return text if self.high is None else f"{text} <= {_number(self.high)}"
+            text = f"a finite number {'>' if self.low_open else '>='} {_number(self.low)} and"
+        return text.removesuffix(" and") if self.high is None else f"{text} <= {_number(self.high)}"
 
     def describe(self, owners: Sequence[str]) -> str:
         """The help of the API's field and the command line's option: ``residual: the plan's loss ... (one of

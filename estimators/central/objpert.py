@@ -33,6 +33,7 @@ import math
 import numpy as np
 
 from estimators.base import check_non_negative, check_positive, check_probability
+from estimators.psd import project_psd
 
 #: Relative margin that covers the rounding of the few float operations of a calibration formula (each is
 #: correctly rounded to within 2^-53; a handful of them stay far below 1e-14).
@@ -90,3 +91,26 @@ def objpert_hessian(
     curvature = s * (1.0 - s) if weights is None else weights * s * (1.0 - s)
     weighted = X * np.sqrt(curvature)[:, None]
     return weighted.T @ weighted + (regularization + l2) * np.eye(X.shape[1])
+
+
+def objpert_covariance(curvature: np.ndarray, regularization: float, noise_std: float, output_noise_std: float,
+                       l2: float = 0.0) -> dict[str, np.ndarray]:
+    """The covariance of the released coefficients, to first order, from a curvature ``H`` (the loss's Hessian
+    ``sum_i p_i (1 - p_i) x_i x_i^T`` at the released point; a noisy estimate is projected onto the PSD cone here):
+    ``{"noise": ..., "sampling": ...}``, two ``d x d`` matrices.
+
+    Derivation (the delta method through the stationarity condition; ours). The released ``theta`` solves
+    ``grad L(theta) + (Delta + l2) theta + b = 0`` (``L`` the un-divided loss), and the same estimator without noise
+    solves it with ``b = 0``. The implicit function theorem around that point gives ``theta - theta_0 = -J^{-1} b +
+    o(||b||)`` with ``J = H + (Delta + l2) I``, so with ``b ~ N(0, beta I)`` and the output noise ``N(0, sigma_out^2
+    I)`` the noise part is ``beta J^{-2} + sigma_out^2 I``. The noise-free estimator's variance over samples of the
+    population is the sandwich ``J^{-1} V J^{-1}`` with ``V = sum_i g_i g_i^T`` the scores' second moment; for the
+    logistic loss ``E[g g^T | x] = p (1 - p) x x^T`` when the model holds (the information identity), so ``V = H``
+    and the sampling part is ``J^{-1} H J^{-1}``.
+    """
+    H = project_psd(np.asarray(curvature, dtype=float))
+    d = H.shape[0]
+    inverse = np.linalg.inv(H + (check_non_negative("regularization", regularization) + l2) * np.eye(d))
+    noise = check_non_negative("noise_std", noise_std) ** 2 * inverse @ inverse
+    noise = noise + check_non_negative("output_noise_std", output_noise_std) ** 2 * np.eye(d)
+    return {"noise": noise, "sampling": inverse @ H @ inverse}

@@ -28,6 +28,17 @@ marginals, Ferrando & Sheldon, Prop. 3.2):
 * ``"max_var"``: ``max_S w_S Var_S`` (and, for queries, the weighted variance of their worst row): a small convex
   program (minimise ``t`` subject to ``w_S Var_S(u) <= t`` and ``sum_A p_A / (2 u_A) <= 1``, then scale by
   ``1/rho``), solved with cvxpy; anything but an optimal status is an error that reports the status.
+* ``"max_var_floor"``: ``max_var`` with the total and every 1-way residual constrained to be at least as precise as
+  in the direct Gaussian release of the same workload at the same rho (issue 30, point 2; our design). Why: after
+  the non-negative, consistent step (:mod:`estimators.residual.nonnegative`), which trusts the low orders, the error
+  a user reads is driven by the total and the 1-way margins, which the variance-optimal plans measure 3-18x worse
+  than direct measurement does (every pair measures them again). The floors are public: the direct release
+  measures marginal ``S`` with variance ``sigma_S^2 = sum_w / (2 rho w_S)`` (``service/mechanisms/direct.py``), and
+  its least-squares residual ``A`` then has ``1/u_A = sum_{S ⊇ A} 1 / (sigma_S^2 prod_{i in S \\ A} n_i)``; since
+  ``sum_{A ⊆ S} p_A / prod_{i in S \\ A} n_i = prod_{i in S} 1 = 1`` those ``u_A`` cost exactly ``rho``
+  (:func:`direct_residual_variances`), so the direct plan is feasible and the program always has a solution at
+  exactly ``rho``. It is no worse than direct in the program's own terms (the worst weighted cell variance), which
+  is not the same as the error after post-processing: docs/mechanisms.md has the measurement.
 
 **Exact cost.** The float optimum is turned into exact rationals: each residual's share of the budget
 ``c_A = p_A / (2 u_A)`` is taken as the exact binary value of its float, except for the residual with the largest share,
@@ -66,9 +77,10 @@ from estimators.residual.basis import (
 )
 from workloads.domain import Domain
 
-LOSSES = ("sum_var", "max_var")
+LOSSES = ("sum_var", "max_var", "max_var_floor")
 
-__all__ = ["LOSSES", "KroneckerQuery", "ResidualPlan", "plan_residuals", "sigma_rounded_up"]
+__all__ = ["LOSSES", "KroneckerQuery", "ResidualPlan", "direct_residual_variances", "plan_residuals",
+           "sigma_rounded_up"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -163,7 +175,7 @@ class ResidualPlan:
         terms = _terms(self.domain, self.workload, self.queries)
         if self.loss == "sum_var":
             return float(_sum_coefficients(self.domain, self.residuals, terms) @ u)
-        return float((_max_rows(self.domain, self.residuals, terms) @ u).max())
+        return float((_max_rows(self.domain, self.residuals, terms) @ u).max())  # max_var, with or without floors
 
 
 def sigma_rounded_up(variance: Fraction) -> float:
@@ -189,7 +201,8 @@ def plan_residuals(
 
     ``workload``: marginals with weights, as ``workloads.marginals.Query`` objects (``attributes``, ``weight``),
     ``(attributes, weight)`` pairs, or bare attribute sequences (weight 1); a marginal listed twice adds its
-    weights. ``loss``: ``"sum_var"`` (closed form) or ``"max_var"`` (cvxpy). ``queries``: extra weighted linear
+    weights. ``loss``: ``"sum_var"`` (closed form), ``"max_var"`` or ``"max_var_floor"`` (cvxpy; the module
+    docstring). ``queries``: extra weighted linear
     queries on marginals of the closure that the loss also counts (see :class:`KroneckerQuery`).
     """
     dom = as_domain(domain)
@@ -211,7 +224,11 @@ def plan_residuals(
     if loss == "sum_var":
         u, solver = _solve_sum_var(p, _sum_coefficients(dom, residuals, terms)), "closed form (Cauchy-Schwarz)"
     else:
-        u, solver = _solve_max_var(p, _max_rows(dom, residuals, terms))
+        ceilings = None
+        if loss == "max_var_floor":  # at rho = 1, like the program: the total and the 1-way residuals
+            direct = direct_residual_variances(dom, entries, 1)
+            ceilings = np.array([float(direct[r]) if len(r) <= 1 else np.inf for r in residuals])
+        u, solver = _solve_max_var(p, _max_rows(dom, residuals, terms), ceilings)
     variances = _exact_variances(dom, residuals, u / float(budget), budget)
     return ResidualPlan(dom, entries, loss, budget, residuals, variances, solver, extra)
 
@@ -329,20 +346,40 @@ def _solve_sum_var(p: np.ndarray, v: np.ndarray) -> np.ndarray:
     return np.sqrt(p / v) * total / 2.0
 
 
-def _solve_max_var(p: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, str]:
-    """Variances at rho = 1 minimising ``max(rows @ u)`` subject to ``sum p / (2 u) <= 1`` (cvxpy, Clarabel)."""
+def direct_residual_variances(
+    domain: Domain, workload: Sequence[tuple[Clique, float]], rho: object
+) -> dict[Clique, float]:
+    """The residual variances ``u_A`` of the direct Gaussian release of ``workload`` (``(clique, weight)`` pairs) at
+    ``rho``, read as a residual plan: each marginal ``S`` measured with ``sigma_S^2 = sum_w / (2 rho w_S)`` (rho
+    split by weight, ``service/mechanisms/direct.py``), every residual of the closure estimated by least squares from
+    all of them (:func:`estimators.residual.reconstruct.residual_scales`). Module docstring, ``max_var_floor``: they
+    cost exactly ``rho`` (a test checks it)."""
+    from estimators.residual.reconstruct import residual_scales
+
+    budget = float(_positive_rational(rho, "rho"))
+    total = sum(weight for _, weight in workload)
+    return residual_scales(domain, [(clique, total / (2.0 * budget * weight)) for clique, weight in workload])
+
+
+def _solve_max_var(p: np.ndarray, rows: np.ndarray, ceilings: np.ndarray | None = None) -> tuple[np.ndarray, str]:
+    """Variances at rho = 1 minimising ``max(rows @ u)`` subject to ``sum p / (2 u) <= 1`` and, with ``ceilings``,
+    ``u <= ceilings`` (``inf``: no ceiling; ``max_var_floor``'s precision floors) (cvxpy, Clarabel)."""
     import cvxpy as cp
 
     scale = rows.max()
     u = cp.Variable(len(p), pos=True)
     t = cp.Variable()
-    problem = cp.Problem(cp.Minimize(t), [(rows / scale) @ u <= t, (p / 2.0) @ cp.inv_pos(u) <= 1.0])
+    constraints = [(rows / scale) @ u <= t, (p / 2.0) @ cp.inv_pos(u) <= 1.0]
+    if ceilings is not None and np.any(np.isfinite(ceilings)):
+        bounded = np.flatnonzero(np.isfinite(ceilings))
+        constraints.append(u[bounded] <= ceilings[bounded])
+    problem = cp.Problem(cp.Minimize(t), constraints)
     try:
         problem.solve(solver=cp.CLARABEL)
     except cp.error.SolverError as exc:
-        raise ResidualError(f"loss='max_var': the convex program failed ({exc})") from None
+        raise ResidualError(f"the max_var program failed ({exc})") from None
     if problem.status != cp.OPTIMAL or u.value is None or not np.all(np.isfinite(u.value)) or np.any(u.value <= 0):
-        raise ResidualError(f"loss='max_var': the convex program ended with status {problem.status!r}, not optimal")
+        raise ResidualError(f"the max_var program ended with status {problem.status!r}, not optimal")
     values = np.asarray(u.value, dtype=float)
     return values * float((p / (2.0 * values)).sum()), f"cvxpy {problem.solver_stats.solver_name} ({problem.status})"
 

@@ -47,8 +47,9 @@ AIM_OPTIONS = (
     OptionSpec("round_iters", int, "iterations of the model fit of each round", default=100, internal=True),
 )
 RESIDUAL_OPTIONS = (
-    OptionSpec("loss", str, "the plan's loss, the sum or the maximum of the workload's cell variances",
-               default="sum_var", choices=("sum_var", "max_var")),
+    OptionSpec("loss", str, "the plan's loss: the sum or the maximum of the workload's cell variances, or the maximum "
+               "with the total and the 1-way margins at least as precise as direct measurement's (max_var_floor)",
+               default="sum_var", choices=("sum_var", "max_var", "max_var_floor")),
     OptionSpec("regression", help="a design whose Z^T Z the plan's loss is weighted toward (set by fit)",
                internal=True),
 )
@@ -143,6 +144,12 @@ def _objpert(request: RunRequest) -> Runner:
     return ObjPertRelease(request.design, request.cost.epsilon, request.cost.delta, **request.options)
 
 
+def _objpert_settings(design: DesignEncoding, options: dict[str, object]) -> dict[str, object]:  # noqa: ARG001
+    """Objective perturbation's settings are its options as declared (the registry fills the default in), so that a
+    stored release names the curvature share it spent and answers only a request with the same share."""
+    return dict(options)
+
+
 def _dp_iht(request: RunRequest) -> Runner:
     from service.mechanisms.dp_iht import DPIHTRelease
 
@@ -173,7 +180,14 @@ def _used_columns_first(design: DesignEncoding, attributes: Sequence[str]) -> di
 
 #: What a fit answered by a model release reports besides the model: public calibration constants only (no solver
 #: diagnostics: whether and how fast the solver converged depends on the data).
-OBJPERT_PUBLIC_DETAILS = ("regularization", "noise_std", "output_noise_std", "gradient_tolerance")
+OBJPERT_PUBLIC_DETAILS = ("regularization", "noise_std", "output_noise_std", "gradient_tolerance", "curvature_share",
+                          "curvature_noise_std")
+#: Objective perturbation's: the share of its (epsilon, delta) spent on the curvature its error bars read.
+OBJPERT_OPTIONS = (
+    OptionSpec("curvature_share", float, "share of epsilon and delta spent on the loss's curvature at the released "
+               "coefficients, which the standard errors read (0: no curvature, no error bars)", default=0.1, low=0,
+               low_open=False, high=0.5),
+)
 #: DP-IHT's: its settings (as declared) and its calibration.
 DP_IHT_PUBLIC_DETAILS = (*(option.name for option in DP_IHT_OPTIONS), "rho", "rho_count", "rho_per_iteration",
                          "sigma_gradient", "sigma_count")
@@ -212,7 +226,8 @@ register(MechanismSpec(
 register(MechanismSpec(
     "objpert", ReleaseKind.MODEL, PrivacyNotion.APPROXIMATE, _objpert,
     "approximate minima perturbation (Iyengar et al. 2019, Alg. 1) of a logistic regression",
-    uses_workload=False, answers=frozenset({"objpert"}), public_details=OBJPERT_PUBLIC_DETAILS))
+    options=OBJPERT_OPTIONS, uses_workload=False, answers=frozenset({"objpert"}), resolve_settings=_objpert_settings,
+    public_details=OBJPERT_PUBLIC_DETAILS))
 register(MechanismSpec(
     "dp-iht", ReleaseKind.MODEL, PrivacyNotion.ZCDP, _dp_iht,
     "DP-IHT (Wang & Xu 2019, Alg. 3): a sparse linear or logistic model by noisy iterative hard thresholding",

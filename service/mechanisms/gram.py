@@ -45,7 +45,7 @@ minimum eigenvalue, a real number, gets continuous Gaussian noise (from the OS C
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING
@@ -254,6 +254,29 @@ def integer_gram(oracle: CountOracle, design: DesignEncoding, integral: Integral
     return W
 
 
+def perturb_symmetric(W: np.ndarray, scales: Sequence[int], sigma2: Fraction, noise: NoiseSource,
+                      multiplier: int = 1) -> np.ndarray:
+    """``(W_ij + N_ij) / p_ij`` on the upper triangle, mirrored: ``W`` an exact integer matrix (Python ints) of some
+    matrix ``M = W / p`` with ``p_ij = multiplier s_i s_j``, ``N_ij`` exact discrete Gaussian of parameter
+    ``sigma2 p_ij^2`` (so ``M`` gets the Renyi divergence of continuous noise of variance ``sigma2``; module
+    docstring). Drawn by scale, in a fixed order, so that a seeded release is reproducible."""
+    q = W.shape[0]
+    rows, cols = np.triu_indices(q)
+    by_scale: dict[int, list[int]] = {}
+    for k, (i, j) in enumerate(zip(rows.tolist(), cols.tolist(), strict=True)):
+        by_scale.setdefault(multiplier * scales[i] * scales[j], []).append(k)
+    upper = np.empty(rows.size)
+    for product in sorted(by_scale):
+        entries = by_scale[product]
+        draws = noise.discrete_gaussian(sigma2 * product * product, len(entries))
+        for k, n in zip(entries, draws.tolist(), strict=True):
+            upper[k] = (W[rows[k], cols[k]] + n) / product  # int / int: correctly rounded
+    noisy = np.zeros((q, q))
+    noisy[rows, cols] = upper
+    noisy[cols, rows] = upper
+    return noisy
+
+
 class GramRelease:
     """A release runner for :func:`service.releases.engine.run_release`, built by the registry
     (:mod:`service.mechanisms.catalog`); its result's payload is a :class:`~service.mechanisms.payloads.GramPayload`.
@@ -277,20 +300,8 @@ class GramRelease:
         exact = np.array([[W[i, j] / (scales[i] * scales[j]) for j in range(q)] for i in range(q)], dtype=float)
         exact_lambda = float(np.linalg.eigvalsh(exact)[0])
         cal = self.calibration
-        rows, cols = np.triu_indices(q)
-        by_scale: dict[int, list[int]] = {}
-        for k, (i, j) in enumerate(zip(rows.tolist(), cols.tolist(), strict=True)):
-            by_scale.setdefault(scales[i] * scales[j], []).append(k)
-        upper = np.empty(rows.size)
-        for product in sorted(by_scale):  # a fixed order: a seeded release is reproducible
-            entries = by_scale[product]
-            draws = noise.discrete_gaussian(cal.sigma2_gram * product * product, len(entries))
-            for k, n in zip(entries, draws.tolist(), strict=True):
-                upper[k] = (W[rows[k], cols[k]] + n) / product  # int / int: correctly rounded
+        noisy = perturb_symmetric(W, scales, cal.sigma2_gram, noise)
         lam = float(np.asarray(noise.gaussian(cal.sigma_lambda, 1), dtype=float)[0])
-        noisy = np.zeros((q, q))
-        noisy[rows, cols] = upper
-        noisy[cols, rows] = upper
         payload = GramPayload(tuple(self.design.gram_names), noisy, exact_lambda + lam)
         progress(3, 3, "perturbed Z^T Z and lambda_min")
         details = {"gram_names": list(self.design.gram_names), "column_scales": list(scales), **cal.to_json()}

@@ -96,17 +96,26 @@ class GramPayload:
 
 @dataclass(frozen=True)
 class ModelPayload:
-    """A released linear model: ``score(x) = intercept + sum_j coef[j] x_j`` over the named encoded columns."""
+    """A released linear model: ``score(x) = intercept + sum_j coef[j] x_j`` over the named encoded columns.
+
+    ``curvature``, when the mechanism released one (objective perturbation's error bars,
+    :mod:`service.mechanisms.curvature`): the noisy Hessian of the loss at the released point, a symmetric matrix
+    over ``[intercept?, *feature_names]``, as rows of floats."""
 
     feature_names: tuple[str, ...]
     coef: tuple[float, ...]
     intercept: float | None  # None: fitted without an intercept
+    curvature: tuple[tuple[float, ...], ...] | None = None
 
     def to_bytes(self) -> bytes:
         body = {"feature_names": list(self.feature_names), "coef": list(self.coef), "intercept": self.intercept}
+        if self.curvature is not None:
+            body["curvature"] = [list(row) for row in self.curvature]
         return json.dumps({"format": 1, **body}).encode()
 
     @classmethod
     def from_bytes(cls, payload: bytes) -> ModelPayload:
         data = json.loads(payload.decode())
-        return cls(tuple(data["feature_names"]), tuple(float(c) for c in data["coef"]), data["intercept"])
+        curvature = data.get("curvature")
+        return cls(tuple(data["feature_names"]), tuple(float(c) for c in data["coef"]), data["intercept"],
+                   None if curvature is None else tuple(tuple(float(v) for v in row) for row in curvature))

@@ -4,12 +4,12 @@ Source: Xiao, He, Zhang & Kifer 2023, "An optimal and scalable matrix mechanism 
 functions" (NeurIPS 2023; ResidualPlanner+, arXiv:2305.08175). The math lives in ``estimators/residual``; this module
 is the service's side of it:
 
-* the plan for the request's workload (weights as given) and ``loss`` (``sum_var``, the default, or ``max_var``) at
-  the charged ``rho`` (:func:`estimators.residual.planner.plan_residuals`), whose exact cost is checked equal to
-  ``rho`` before anything is counted. With ``regression`` (a design, as :meth:`DesignEncoding.to_dict` writes it; set
-  by ``fit --method dd-ssp``), the loss is instead the summed variance of the entries of that design's ``Z^T Z``
-  (Ferrando & Sheldon 2024, "Private Regression via Data-Dependent Sufficient Statistic Perturbation", Prop. 3.2),
-  the ``X^T y`` entries weighted up (:func:`estimators.residual.regression_queries.regression_plan`);
+* the plan for the request's workload (weights as given) and ``loss`` (``sum_var``, the default, ``max_var`` or
+  ``max_var_floor``) at the charged ``rho`` (:func:`estimators.residual.planner.plan_residuals`), whose exact cost is
+  checked equal to ``rho`` before anything is counted. With ``regression`` (a design, as :meth:`DesignEncoding.to_dict`
+  writes it; set by ``fit --method dd-ssp``), the loss is instead the summed variance of the entries of that design's
+  ``Z^T Z`` (Ferrando & Sheldon 2024, "Private Regression via Data-Dependent Sufficient Statistic Perturbation", Prop.
+  3.2), the ``X^T y`` entries weighted up (:func:`estimators.residual.regression_queries.regression_plan`);
 * the exact counts of the closure's maximal marginals from the count oracle (SQL), then one call of the service's
   secure :meth:`NoiseSource.gaussian` per residual (:func:`estimators.residual.measure.measure_residuals`);
 * the result: the noisy residuals and their public noise scales (the release's payload, so every answer carries its

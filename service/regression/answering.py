@@ -7,7 +7,8 @@ Sufficient Statistic Perturbation", and Wang & Xu 2019 for DP-IHT):
 * :func:`dd_ssp`: ``Z^T Z`` from a marginal release (Prop. 3.2), then Alg. 1 (linear) or Prop. 3.4 (logistic);
 * :func:`aim_synth`: the non-private fit on synthetic rows drawn from the release's model (Sec. 3.4 / 4);
 * :func:`adassp`: Alg. 2 (App. B) from a principal submatrix of a Gram release;
-* :func:`released`: a model release's model itself (objective perturbation, App. C Alg. 3; DP-IHT, Alg. 3).
+* :func:`objpert` and :func:`dp_iht`: a model release's model itself (objective perturbation, App. C Alg. 3, with
+  error bars from the curvature it released; DP-IHT, Alg. 3).
 """
 
 from __future__ import annotations
@@ -146,15 +147,27 @@ def adassp(engine: Engine, release: StoredRelease, design: DesignEncoding, seed:
                        uncertainty.ERRORS_DETAIL: errors}
 
 
-def released(engine: Engine, release: StoredRelease, design: DesignEncoding, seed: int | None) -> Answer:  # noqa: ARG001
+def _released(release: StoredRelease, design: DesignEncoding, errors: object) -> Answer:
     """A model release's model itself, with the public numbers of its calibration (the ``public_details`` its
-    mechanism's spec declares; none for a mechanism no longer registered), and no error bars: only the coefficients
-    were released (``error_bars.RELEASED_MODEL_BASIS`` says why, under ``uncertainty.ERRORS_DETAIL``)."""
-    from service.regression import error_bars
-
+    mechanism's spec declares; none for a mechanism no longer registered) and ``errors``."""
     spec = registry.find(release.mechanism)
     public = spec.public_details if spec is not None else ()
     return released_model(release.decoded_payload(), design), {
         **{k: release.details[k] for k in public if k in release.details},
-        uncertainty.ERRORS_DETAIL: uncertainty.CoefficientErrors.none(error_bars.RELEASED_MODEL_BASIS),
+        uncertainty.ERRORS_DETAIL: errors,
     }
+
+
+def objpert(engine: Engine, release: StoredRelease, design: DesignEncoding, seed: int | None) -> Answer:  # noqa: ARG001
+    """An objective-perturbation release's model, with error bars from the curvature it released
+    (:func:`service.regression.error_bars.objpert_errors`)."""
+    from service.regression import error_bars
+
+    return _released(release, design, error_bars.objpert_errors(design, release.decoded_payload(), release.details))
+
+
+def dp_iht(engine: Engine, release: StoredRelease, design: DesignEncoding, seed: int | None) -> Answer:  # noqa: ARG001
+    """A DP-IHT release's model, without error bars (``error_bars.RELEASED_MODEL_BASIS`` says why)."""
+    from service.regression import error_bars
+
+    return _released(release, design, uncertainty.CoefficientErrors.none(error_bars.RELEASED_MODEL_BASIS))

@@ -37,6 +37,7 @@ from sqlalchemy import Engine
 
 from estimators.base import LinearScoreModel
 from estimators.central.adassp import AdaSSPNoiseScales, adassp_noise_covariance
+from estimators.central.objpert import objpert_covariance
 from estimators.central.reference import fit_on_rows
 from estimators.central.sufficient_stats import GramStatistics, gram_from_marginals
 from estimators.graphical.model import Fit
@@ -46,7 +47,7 @@ from service.regression.uncertainty import CoefficientErrors
 from service.releases import answers
 from service.releases.answers import StoredRelease
 from service.releases.measured import MeasuredRelease
-from workloads.encodings import DesignEncoding
+from workloads.encodings import INTERCEPT_NAME, DesignEncoding
 
 #: ``error_basis`` of DD-SSP's closed form.
 CLOSED_FORM_BASIS = "delta method: noise in closed form from the release's noise scales, plus sampling variance"
@@ -56,12 +57,20 @@ ADASSP_BASIS = ("delta method: noise in closed form from the Gram release's nois
 #: ``error_basis`` of AdaSSP's closed form from a Gram release that holds no row count (no constant column).
 ADASSP_NOISE_ONLY_BASIS = ("delta method: noise in closed form from the Gram release's noise scales; no sampling part "
                            "(the release has no constant column, so no row count to estimate the residual variance)")
-#: Why a released model (ObjPert, DP-IHT) answers without error bars.
+#: Why a DP-IHT model answers without error bars.
 RELEASED_MODEL_BASIS = (
-    "none: this method releases only the coefficients, and their noise acts through the table's own curvature "
-    "(ObjPert: the Hessian of the loss at the solution; DP-IHT: the noisy choice of support and the iterations), which "
-    "no release holds, so no honest standard error follows from what was released; for intervals, fit the same design "
-    "with adassp (linear) or dd-ssp (either task), or spend a little budget on a Gram or marginal release")
+    "none: DP-IHT releases only the coefficients, and its noise acts through a noisy choice of support and the "
+    "iterations on the table's own curvature, which no release holds; an interval for a coefficient whose presence "
+    "was itself chosen by the noisy data would also need selective inference; for intervals, fit the chosen "
+    "features with adassp (linear) or dd-ssp (either task)")
+#: ``error_basis`` of ObjPert's closed form.
+OBJPERT_BASIS = ("delta method through the optimality condition: noise from the calibration's public scales and the "
+                 "released curvature (the loss's noisy Hessian at the released coefficients), plus sampling variance "
+                 "(the inverse information)")
+#: Why an ObjPert release without a curvature answers without error bars.
+NO_CURVATURE_BASIS = ("none: this objective-perturbation release spent no budget on the loss's curvature "
+                      "(curvature_share 0, or made before error bars existed), and the coefficients' noise acts "
+                      "through it; release again with curvature_share > 0 (the default) for standard errors")
 #: Why a fit from a model without stored measurements gives no error bars.
 NO_MEASUREMENTS = ("none: the release's model has no stored measurements to bootstrap (a residual, laplace or gaussian "
                    "release that did not measure every marginal the design reads, or an MST or AIM release made "
@@ -156,6 +165,30 @@ def aim_synth_errors(engine: Engine, release: StoredRelease, design: DesignEncod
     return CoefficientErrors.from_variances(
         _names(design), {"noise": noise, "sampling": sampling},
         f"{replicates.basis} (synthetic rows redrawn from each) for the noise, plus sampling variance")
+
+
+def objpert_errors(design: DesignEncoding, payload: object, details: dict[str, object]) -> CoefficientErrors:
+    """ObjPert's error bars from its release alone: :func:`estimators.central.objpert.objpert_covariance` of the
+    released curvature (a :class:`~service.mechanisms.payloads.ModelPayload`'s, reordered to the design) and the
+    calibration's public scales. When the curvature's noise (about ``2 sigma sqrt(d)`` in spectral norm) exceeds the
+    smallest eigenvalue of the regularised curvature, the basis says the standard errors are unreliable."""
+    if payload.curvature is None:
+        return CoefficientErrors.none(NO_CURVATURE_BASIS)
+    head = [INTERCEPT_NAME] if payload.intercept is not None else []
+    order = {name: i for i, name in enumerate([*head, *payload.feature_names])}
+    index = [order[name] for name in _names(design)]
+    curvature = np.asarray(payload.curvature, dtype=float)[np.ix_(index, index)]
+    regularization = float(details["regularization"])
+    parts = objpert_covariance(curvature, regularization, float(details["noise_std"]),
+                               float(details["output_noise_std"]))
+    basis = OBJPERT_BASIS
+    noise_norm = 2.0 * float(details.get("curvature_noise_std", 0.0)) * np.sqrt(len(index))
+    smallest = float(np.linalg.eigvalsh(project_psd(curvature))[0]) + regularization
+    if noise_norm > smallest:
+        basis += (f"; unreliable: the curvature's noise (about {noise_norm:.3g} in spectral norm) exceeds the "
+                  f"smallest eigenvalue of the regularised curvature ({smallest:.3g}); a larger curvature_share or "
+                  "epsilon helps")
+    return CoefficientErrors.from_variances(_names(design), {name: np.diag(m) for name, m in parts.items()}, basis)
 
 
 def _rows_sampling_variance(frame: object, design: DesignEncoding, model: LinearScoreModel) -> np.ndarray:

@@ -122,10 +122,16 @@ def _adassp(*args):  # noqa: ANN002, ANN202
     return adassp(*args)
 
 
-def _released(*args):  # noqa: ANN002, ANN202
-    from service.regression.answering import released
+def _objpert(*args):  # noqa: ANN002, ANN202
+    from service.regression.answering import objpert
 
-    return released(*args)
+    return objpert(*args)
+
+
+def _dp_iht(*args):  # noqa: ANN002, ANN202
+    from service.regression.answering import dp_iht
+
+    return dp_iht(*args)
 
 
 register(MethodSpec(
@@ -135,12 +141,13 @@ register(MethodSpec(
     "adassp", ("linear",), ReleaseKind.GRAM, _adassp,
     "AdaSSP (Wang 2018; Ferrando & Sheldon 2024, App. B, Alg. 2) from a principal submatrix of a Gram release"))
 register(MethodSpec(
-    "objpert", ("logistic",), ReleaseKind.MODEL, _released,
-    "objective perturbation (Iyengar et al. 2019, Alg. 1): the released model of exactly this design and budget"))
+    "objpert", ("logistic",), ReleaseKind.MODEL, _objpert,
+    "objective perturbation (Iyengar et al. 2019, Alg. 1): the released model of exactly this design and budget",
+    options=registry.get("objpert").options))
 register(MethodSpec(
     "aim-synth", BOTH_TASKS, ReleaseKind.MARGINALS, _aim_synth,
     "AIM-Synth (Ferrando & Sheldon 2024, Sec. 3.4): the non-private fit on rows drawn from a release's model"))
 register(MethodSpec(
-    "dp-iht", BOTH_TASKS, ReleaseKind.MODEL, _released,
+    "dp-iht", BOTH_TASKS, ReleaseKind.MODEL, _dp_iht,
     "DP-IHT (Wang & Xu 2019, Alg. 3): the released sparse model of exactly this design, budget and settings",
     options=registry.get("dp-iht").options))

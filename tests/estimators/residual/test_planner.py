@@ -13,8 +13,9 @@ import cvxpy as cp
 import numpy as np
 import pytest
 
-from estimators.residual.basis import ResidualError
-from estimators.residual.planner import KroneckerQuery, ResidualPlan, plan_residuals
+from estimators.residual.basis import ResidualError, residual_sensitivity
+from estimators.residual.planner import KroneckerQuery, ResidualPlan, direct_residual_variances, plan_residuals
+from estimators.residual.reconstruct import NoisyMarginal, residuals_from_marginals
 from tests.support.paths import DATA
 from workloads.domain import Domain
 from workloads.marginals import Query
@@ -30,7 +31,7 @@ def _all_pairs(domain: Domain) -> list[tuple[str, ...]]:
 
 
 @pytest.mark.parametrize("rho", [Fraction(1, 10), 0.030557, 2, "0.5", Decimal("0.0004329"), Fraction(7, 3)])
-@pytest.mark.parametrize("loss", ["sum_var", "max_var"])
+@pytest.mark.parametrize("loss", ["sum_var", "max_var", "max_var_floor"])
 def test_the_plan_costs_exactly_rho(titanic: Domain, rho: object, loss: str) -> None:
     plan = plan_residuals(titanic, _all_pairs(titanic), rho, loss=loss)
     expected = Fraction(rho)
@@ -111,6 +112,48 @@ def test_for_one_marginal_both_losses_agree(titanic: Domain) -> None:
     b = plan_residuals(titanic, workload, Fraction(1, 4), loss="max_var")
     assert b.loss_value() == pytest.approx(a.cell_variance(workload[0]), rel=1e-6)  # the optimal values agree
     assert np.allclose([float(v) for v in a.variances], [float(v) for v in b.variances], rtol=1e-3)
+
+
+def test_direct_residual_variances_are_the_direct_release_read_as_a_plan(titanic: Domain) -> None:
+    """The floors of ``max_var_floor``: the least-squares residuals of a direct Gaussian release (rho split by weight)
+    have these variances, and they cost exactly rho (sum_{A <= S} p_A / prod_{S \\ A} n_i = 1 for every S)."""
+    workload = [(("Survived", "Pclass"), 1.0), (("Pclass", "Sex"), 3.0), (("Age",), 2.0)]
+    rho = 0.25
+    floors = direct_residual_variances(titanic, workload, rho)
+    measured = [NoisyMarginal(c, np.zeros(titanic.shape(list(c))), 6.0 / (2 * rho * w)) for c, w in workload]
+    scales = residuals_from_marginals(titanic, measured).scales
+    assert set(floors) == set(scales)
+    assert all(floors[a] == pytest.approx(scales[a], rel=1e-12) for a in floors)
+    cost = sum(float(residual_sensitivity(titanic, a)) / (2 * u) for a, u in floors.items())
+    assert cost == pytest.approx(rho, rel=1e-12)
+
+
+def test_the_floored_plan_keeps_the_low_orders_at_direct_precision_and_is_no_worse_than_direct(titanic: Domain) -> None:
+    pairs = _all_pairs(titanic)
+    rho = Fraction(1, 10)
+    floored = plan_residuals(titanic, pairs, rho, loss="max_var_floor")
+    free = plan_residuals(titanic, pairs, rho, loss="max_var")
+    summed = plan_residuals(titanic, pairs, rho, loss="sum_var")
+    floors = direct_residual_variances(titanic, [(c, 1.0) for c in pairs], rho)
+    for residual, variance in zip(floored.residuals, floored.variances, strict=True):
+        if len(residual) <= 1:  # the total and every 1-way residual: at most direct's variance
+            assert float(variance) <= floors[residual] * (1 + 1e-6)
+    for plan in (free, summed):  # the unfloored plans measure the total worse than direct does
+        assert float(plan.variance(())) > 1.5 * floors[()]
+    # no worse than direct in its own loss (direct is a feasible plan), no better than the unconstrained max_var
+    direct_max = max(float(sum(floors[a] * c for a, c in _cell_coefficients(titanic, w).items())) for w in pairs)
+    assert free.loss_value() * (1 - 1e-6) <= floored.loss_value() <= direct_max * (1 + 1e-6)
+
+
+def _cell_coefficients(domain: Domain, marginal: tuple[str, ...]) -> dict[tuple[str, ...], float]:
+    """``Var_S = sum_{A <= S} u_A p_A / prod_{S \\ A} n_i^2`` (planner module docstring), as coefficients of u_A."""
+    out = {}
+    for k in range(len(marginal) + 1):
+        for sub in itertools.combinations(marginal, k):
+            p = float(residual_sensitivity(domain, sub))
+            if p > 0:
+                out[sub] = p / math.prod(domain.size(a) ** 2 for a in marginal if a not in sub)
+    return out
 
 
 def test_max_variance_solver_failure_reports_the_status(titanic: Domain, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -142,7 +142,8 @@ def test_a_bound_declared_on_the_spec_is_enforced_in_process_too(engine, titanic
     with pytest.raises(InvalidInput, match=r"option rounds must be a positive int <= 100000"):
         release_engine.release_marginals(engine, "titanic", "aim", "all-1way", rho="0.01",
                                          options={"rounds": 100_001})
-    with pytest.raises(InvalidInput, match=r"option loss must be one of \['sum_var', 'max_var'\], got 'l1'"):
+    with pytest.raises(InvalidInput,
+                       match=r"option loss must be one of \['sum_var', 'max_var', 'max_var_floor'\], got 'l1'"):
         release_engine.release_marginals(engine, "titanic", "residual", "all-1way", rho="0.01",
                                          options={"loss": "l1"})
     assert _charges(engine) == []

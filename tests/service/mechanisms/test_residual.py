@@ -39,7 +39,7 @@ def _queries(domain: Domain, workload: list[list[str]]) -> list[Query]:
     return [Query(tuple(a for a in domain.names if a in w), 1.0) for w in workload]
 
 
-@pytest.mark.parametrize("loss", ["sum_var", "max_var"])
+@pytest.mark.parametrize("loss", ["sum_var", "max_var", "max_var_floor"])
 def test_the_ledger_charges_exactly_the_plans_cost(engine, titanic, loss: str) -> None:  # noqa: ANN001
     """The rho charged is the request's rho, and the plan computed for it costs exactly that, as a Fraction."""
     outcome = release_engine.release_marginals(engine, "titanic", "residual", WORKLOAD, rho="0.0125",

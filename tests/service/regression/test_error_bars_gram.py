@@ -1,6 +1,6 @@
 """Coefficient error bars of the regressions answered from a Gram or a model release (issue 29, section 3): AdaSSP's
 closed form (the delta method over the Gram release's noise scales, checked against Monte Carlo and against redrawn
-noise), and ObjPert's and DP-IHT's honest "none", through the service, the HTTP route and the client."""
+noise), through the service, the HTTP route and the client (ObjPert's and DP-IHT's: test_error_bars_objpert.py)."""
 
 from __future__ import annotations
 
@@ -92,14 +92,6 @@ def test_the_adassp_noise_error_matches_the_spread_over_redrawn_noise(engine, ti
     empirical = np.std(np.stack(thetas), axis=0, ddof=1)
     closed = np.array(list(outcome.to_json()["error_components"]["noise"].values()))
     assert np.allclose(closed, empirical, rtol=0.15), (closed, empirical)
-
-
-def test_a_released_model_answers_no_error_bars_and_says_why(engine, titanic) -> None:  # noqa: ANN001
-    body = fit_regression(engine, "titanic", "logistic", "Sex", ["Pclass", "Fare"], method="objpert", epsilon=1,
-                          delta=1e-5, seed=4, allow_seeded=True).to_json()
-    assert body["standard_errors"] is None and body["confidence_intervals"] is None
-    assert body["error_basis"] == error_bars.RELEASED_MODEL_BASIS
-    assert "adassp" in body["error_basis"] and "dd-ssp" in body["error_basis"]
 
 
 def test_the_fit_route_and_the_client_answer_adassp_error_bars(engine, titanic) -> None:  # noqa: ANN001
