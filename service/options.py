@@ -62,13 +62,14 @@ class OptionSpec:
             return "true or false"
         if self.kind is None:
             return "a value the mechanism checks"
+        joiner = " "
         if self.low == 0 and self.low_open:
             text = f"a positive {self.kind.__name__}"
         elif self.low == -math.inf:
             text = "a finite number"
         else:
-            text = f"a finite number {'>' if self.low_open else '>='} {_number(self.low)} and"
-        return text.removesuffix(" and") if self.high is None else f"{text} <= {_number(self.high)}"
+            text, joiner = f"a finite number {'>' if self.low_open else '>='} {_number(self.low)}", " and "
+        return text if self.high is None else f"{text}{joiner}<= {_number(self.high)}"
 
     def describe(self, owners: Sequence[str]) -> str:
         """The help of the API's field and the command line's option: ``residual: the plan's loss ... (one of

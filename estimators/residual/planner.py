@@ -75,6 +75,7 @@ from estimators.residual.basis import (
     query_total_coefficients,
     residual_sensitivity,
 )
+from estimators.residual.reconstruct import residual_scales
 from workloads.domain import Domain
 
 LOSSES = ("sum_var", "max_var", "max_var_floor")
@@ -354,8 +355,6 @@ def direct_residual_variances(
     split by weight, ``service/mechanisms/direct.py``), every residual of the closure estimated by least squares from
     all of them (:func:`estimators.residual.reconstruct.residual_scales`). Module docstring, ``max_var_floor``: they
     cost exactly ``rho`` (a test checks it)."""
-    from estimators.residual.reconstruct import residual_scales
-
     budget = float(_positive_rational(rho, "rho"))
     total = sum(weight for _, weight in workload)
     return residual_scales(domain, [(clique, total / (2.0 * budget * weight)) for clique, weight in workload])

@@ -144,12 +144,6 @@ def _objpert(request: RunRequest) -> Runner:
     return ObjPertRelease(request.design, request.cost.epsilon, request.cost.delta, **request.options)
 
 
-def _objpert_settings(design: DesignEncoding, options: dict[str, object]) -> dict[str, object]:  # noqa: ARG001
-    """Objective perturbation's settings are its options as declared (the registry fills the default in), so that a
-    stored release names the curvature share it spent and answers only a request with the same share."""
-    return dict(options)
-
-
 def _dp_iht(request: RunRequest) -> Runner:
     from service.mechanisms.dp_iht import DPIHTRelease
 
@@ -226,7 +220,7 @@ register(MechanismSpec(
 register(MechanismSpec(
     "objpert", ReleaseKind.MODEL, PrivacyNotion.APPROXIMATE, _objpert,
     "approximate minima perturbation (Iyengar et al. 2019, Alg. 1) of a logistic regression",
-    options=OBJPERT_OPTIONS, uses_workload=False, answers=frozenset({"objpert"}), resolve_settings=_objpert_settings,
+    options=OBJPERT_OPTIONS, uses_workload=False, answers=frozenset({"objpert"}),
     public_details=OBJPERT_PUBLIC_DETAILS))
 register(MechanismSpec(
     "dp-iht", ReleaseKind.MODEL, PrivacyNotion.ZCDP, _dp_iht,

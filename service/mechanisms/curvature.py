@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from estimators.base import logistic_probabilities
 from service.mechanisms.base import MechanismError
 from service.mechanisms.gram import integral_design, perturb_symmetric
 from service.privacy import calibration, conversions
@@ -95,7 +96,8 @@ def calibrate(bounds: tuple[Fraction, ...], epsilon: float, delta: float) -> Cur
 
 def grid_weights(scores: np.ndarray) -> np.ndarray:
     """``round(2^K p (1 - p))`` clamped to ``[0, 2^(K-2)]`` as int64, ``p`` the logistic of each row's score."""
-    curvature = 0.25 * (1.0 - np.tanh(0.5 * np.asarray(scores, dtype=float)) ** 2)
+    positive = logistic_probabilities(scores)[:, 1]
+    curvature = positive * (1.0 - positive)
     return np.clip(np.rint(curvature * 2.0 ** GRID_BITS), 0, 2 ** (GRID_BITS - 2)).astype(np.int64)
 
 

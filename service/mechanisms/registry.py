@@ -155,13 +155,12 @@ class MechanismSpec:
     def settings(self, design: DesignEncoding, options: Mapping[str, object] | None) -> dict[str, object]:
         """The complete settings of a new release of ``design`` (a gram or model release): ``options`` checked
         against the declarations (the one check), the declared defaults filled in, then the mechanism's own rules
-        (:attr:`resolve_settings`); empty for a mechanism without settings."""
+        (:attr:`resolve_settings`, when it has any); empty for a mechanism without settings."""
         given = dict(options or {})
         self.check_options(given)
-        if self.resolve_settings is None:
-            return given
         defaults = {option.name: option.default for option in self.options if option.default is not None}
-        return self.resolve_settings(design, {**defaults, **given})
+        settings = {**defaults, **given}
+        return settings if self.resolve_settings is None else self.resolve_settings(design, settings)
 
     def cost(self, epsilon: object, delta: object, rho: object) -> PrivacyCost:
         """The charge for a release by this mechanism, from what the caller asked for (by :attr:`notion`).
