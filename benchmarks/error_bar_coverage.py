@@ -11,7 +11,11 @@ For each trial ``t`` (seed ``trial_seed(--seed, t)``), in-process on a temporary
   (error bars from the release's parametric bootstrap, 24 replicates);
 * ``objpert/objpert``: a new objective-perturbation release of a logistic regression of ``--logistic-target`` on the
   same features (error bars from the curvature it releases; its target is the same estimator without noise, the
-  minimiser of the loss plus its regularisation ``Delta/2 ||theta||^2``).
+  minimiser of the loss plus its regularisation ``Delta/2 ||theta||^2``);
+* ``dp-iht/dp-iht``: a new DP-IHT release of the same logistic regression (``--dp-iht-task linear``: of
+  ``--target``) at ``--sparsity`` (error bars from the curvature it releases over the kept coefficients; its target is
+  the same iterations without noise, ``n_hat = n``, on the whole table; a coefficient the noisy model kept and the
+  noise-free one did not has target 0, and the ones it set to 0 have no interval).
 
 Each coefficient's interval ``coefficient +- 1.96 se`` is checked against the *target*: the same estimator without
 noise on the whole table (the non-private least-squares fit of the same design and encoding; DD-SSP on exact
@@ -40,7 +44,7 @@ import pandas as pd
 from benchmarks import harness
 
 DEFAULT_FEATURES = ("age", "sex", "race", "hours-per-week")
-METHODS = ("dd-ssp/gaussian", "aim-synth/aim", "dd-ssp/aim", "adassp/adassp", "objpert/objpert")
+METHODS = ("dd-ssp/gaussian", "aim-synth/aim", "dd-ssp/aim", "adassp/adassp", "objpert/objpert", "dp-iht/dp-iht")
 Z = 1.959963984540054
 
 
@@ -65,6 +69,21 @@ def _objpert_target(frame: pd.DataFrame, design: object, regularization: float) 
                       options={"gtol": 1e-10})
     names = ((INTERCEPT_NAME,) if design.intercept else ()) + tuple(design.feature_names)
     return dict(zip(names, (float(v) for v in result.x), strict=True))
+
+
+def _dp_iht_target(frame: pd.DataFrame, design: object, details: dict[str, object]) -> dict[str, float]:
+    """DP-IHT's iterations with the release's settings and no noise (``n_hat = n``), on the whole table."""
+    from estimators.central.dp_iht import DPIHTLinearRegression, DPIHTLogisticRegression
+    from workloads.encodings import INTERCEPT_NAME
+
+    X, y = design.encode(frame)
+    Z = np.column_stack([np.ones(len(X)), X]) if design.intercept else np.asarray(X, dtype=float)
+    names = ((INTERCEPT_NAME,) if design.intercept else ()) + tuple(design.feature_names)
+    kind = DPIHTLogisticRegression if design.task == "logistic" else DPIHTLinearRegression
+    model = kind(sparsity=int(details["sparsity"]), iterations=int(details["iterations"]), eta=float(details["step"]),
+                 rho=1.0, clip_norm=float(details["clip_norm"]), l2=float(details["l2"]), normalizer=float(len(Z)))
+    model.fit(Z, y, lambda sigma, size: np.zeros(size), names)
+    return dict(zip(names, (float(v) for v in model.coef_), strict=True))
 
 
 def _covered(error: float, standard_error: float) -> float:
@@ -109,6 +128,12 @@ def run(args: argparse.Namespace, log) -> dict[str, object]:  # noqa: ANN001
                     outcome = fit(engine, args.table, "logistic", args.logistic_target, list(features),
                                   epsilon=epsilon, delta=delta, reuse=False,
                                   options={"curvature_share": args.curvature_share}, **common)
+                elif mechanism == "dp-iht":  # a model release of a sparse regression
+                    task, target = ("logistic", args.logistic_target) if args.dp_iht_task == "logistic" else (
+                        "linear", args.target)
+                    outcome = fit(engine, args.table, task, target, list(features), epsilon=epsilon, delta=delta,
+                                  reuse=False, options={"sparsity": args.sparsity,
+                                                        "curvature_share": args.curvature_share}, **common)
                 elif mechanism == "adassp":  # a Gram release: its own kind, no marginal mechanism to name
                     outcome = fit(engine, args.table, "linear", args.target, list(features), epsilon=epsilon,
                                   delta=delta, reuse=False, **common)
@@ -119,8 +144,12 @@ def run(args: argparse.Namespace, log) -> dict[str, object]:  # noqa: ANN001
                         aim_release = outcome.release_id
                 body = outcome.to_json()
                 if method not in target_of:
-                    target_of[method] = (_objpert_target(frame, outcome.design, outcome.details["regularization"])
-                                         if mechanism == "objpert" else _target_coefficients(frame, outcome.design))
+                    if mechanism == "objpert":
+                        target_of[method] = _objpert_target(frame, outcome.design, outcome.details["regularization"])
+                    elif mechanism == "dp-iht":
+                        target_of[method] = _dp_iht_target(frame, outcome.design, outcome.details)
+                    else:
+                        target_of[method] = _target_coefficients(frame, outcome.design)
                 target = target_of[method]
                 for coefficient, value in body["coefficients"].items():
                     # a release without error bars (objpert with --curvature-share 0) still measures its spread
@@ -136,7 +165,8 @@ def run(args: argparse.Namespace, log) -> dict[str, object]:  # noqa: ANN001
             answers.clear_caches()  # a release's model and bootstrap are kept per process: free them
         engine.dispose()
     return {"config": {"table": args.table, "target": args.target, "logistic_target": args.logistic_target,
-                       "curvature_share": args.curvature_share, "features": list(features),
+                       "curvature_share": args.curvature_share, "sparsity": args.sparsity,
+                       "dp_iht_task": args.dp_iht_task, "features": list(features),
                        "epsilon": args.epsilon, "delta": args.delta, "trials": args.trials, "seed": args.seed,
                        "methods": list(methods)},
             "machine": harness.machine(), "records": records, "summary": summarise(records)}
@@ -192,7 +222,11 @@ def main() -> None:
     parser.add_argument("--target", default="education-num")
     parser.add_argument("--logistic-target", default="income>50K", help="the target of objpert/objpert")
     parser.add_argument("--curvature-share", type=float, default=0.1,
-                        help="objpert's share of the budget for its curvature (0: no error bars; measures their cost)")
+                        help="objpert's and dp-iht's share of the budget for their curvature (0: no error bars; "
+                             "measures their cost)")
+    parser.add_argument("--sparsity", type=int, default=4, help="dp-iht's sparsity (the intercept counted)")
+    parser.add_argument("--dp-iht-task", choices=("logistic", "linear"), default="logistic",
+                        help="dp-iht/dp-iht fits --logistic-target (logistic) or --target (linear)")
     parser.add_argument("--features", default=",".join(DEFAULT_FEATURES), help="comma-separated features")
     parser.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated, of {list(METHODS)}")
     parser.add_argument("--epsilon", type=float, default=1.0)

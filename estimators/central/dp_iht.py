@@ -59,6 +59,7 @@ from estimators.base import (
     feature_names_for,
 )
 from estimators.local.sparse.iht import hard_threshold
+from estimators.psd import project_psd
 
 #: ``noise(sigma, size)`` returns i.i.d. ``N(0, sigma^2)`` draws of shape ``size`` (``NoiseSource.gaussian``).
 GaussianNoise = Callable[[float, int], np.ndarray]
@@ -319,3 +320,41 @@ class DPIHTLogisticRegression(_DPIHT, BinaryClassifier):
             raise EstimatorError("y must hold labels in {-1, +1}")
 
     loss = "logistic"
+
+
+def dp_iht_covariance(curvature: np.ndarray, n_hat: float, eta: float, l2: float, sigma: float, iterations: int,
+                      loss: str) -> dict[str, np.ndarray]:
+    """The covariance, to first order, of DP-IHT's coefficients on the support its model kept, from the loss's
+    curvature ``H = sum_i l''(u_i) x_i x_i^T`` over that support at the released point (rows whose gradient is
+    clipped left out; a noisy estimate is projected onto the PSD cone here): ``{"noise": ...}`` and, for the logistic
+    loss, ``"sampling"``, ``k x k`` matrices.
+
+    Derivation (ours; Alg. 3 of Wang & Xu 2019 linearised on a fixed support). Once the support ``S`` stops
+    changing, the step on ``S`` is ``theta_{t+1} = theta_t - eta (g(theta_t) / n_hat + l2 theta_t + z_t / n_hat)``
+    with ``g`` the clipped gradient sum and ``z_t ~ N(0, sigma^2 I)``. Around the noise-free fixed point ``theta_bar``
+    (``g(theta_bar) / n_hat + l2 theta_bar = 0``), ``g(theta) = g(theta_bar) + H (theta - theta_bar) + o(.)`` (a
+    clipped gradient is locally constant), so ``e_t = theta_t - theta_bar`` follows ``e_{t+1} = A e_t - (eta / n_hat)
+    z_t`` with ``A = I - eta (H / n_hat + l2 I)``, symmetric: after ``T`` iterations the noise part is ``(eta sigma /
+    n_hat)^2 sum_{j<T} A^{2j}``, per eigenvalue ``a`` of ``A`` ``(1 - a^{2T}) / (1 - a^2)`` (``T`` at ``|a| = 1``).
+    Without noise, ``theta_T = (I - A^T) theta_bar`` (the iterations start at 0), and ``theta_bar`` varies over
+    samples of the population as ``J^{-1} V J^{-1}`` with ``J = H + n_hat l2 I`` and ``V = H`` for the logistic loss
+    (the information identity, as for objective perturbation), so the sampling part is ``M H M^T`` with ``M = (I -
+    A^T) J^{-1}``. The squared loss's ``V`` needs the residual variance, which no release holds: noise part only.
+    Neither part covers the choice of the support itself (a selective-inference question)."""
+    H = project_psd(np.asarray(curvature, dtype=float))
+    k = H.shape[0]
+    n = check_positive("n_hat", n_hat)
+    step, scale = check_positive("eta", eta), check_non_negative("sigma", sigma)
+    penalty, T = check_non_negative("l2", l2), check_count("iterations", iterations)
+    if loss not in LOSSES:
+        raise EstimatorError(f"loss must be one of {LOSSES}, got {loss!r}")
+    a, Q = np.linalg.eigh(np.eye(k) - step * (H / n + penalty * np.eye(k)))
+    a = np.clip(a, -1.0, 1.0)
+    square = a * a
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sums = np.where(1.0 - square > 1e-12, (1.0 - square ** T) / (1.0 - square), float(T))
+    noise = (step * scale / n) ** 2 * (Q * sums) @ Q.T
+    if loss == "linear":
+        return {"noise": noise}
+    M = (Q * (1.0 - a ** T)) @ Q.T @ np.linalg.pinv(H + n * penalty * np.eye(k), hermitian=True)
+    return {"noise": noise, "sampling": M @ H @ M.T}

@@ -6,7 +6,7 @@ for one release. It is engine-agnostic: the counting itself is a :class:`service
 Marginals come back as counts (``GROUP BY``). The mechanisms that genuinely need row-level data
 read :meth:`TableCountOracle.distinct_rows`, the distinct rows with their counts (also a ``GROUP BY``: memory bounded
 by the distinct rows, not by the table's length); nothing reads every row's codes into memory any more. DP-IHT asks
-:meth:`TableCountOracle.clipped_gradient_sums` instead (a :class:`GradientQuery`), one float per attribute code per
+:meth:`TableCountOracle.row_weight_sums` instead (a :class:`GradientQuery`), one float per attribute code per
 iteration, where the engine sums them in one scan (:attr:`TableCountOracle.gradient_sums_in_one_scan`), with the
 table's :meth:`~TableCountOracle.row_count`. A mechanism asks the oracle only, never its engine (``table``), so it
 runs the same over every engine (docs/architecture.md).
@@ -137,7 +137,7 @@ class TableCountOracle:
         self.rows_read = 0
         #: distinct rows read by :meth:`distinct_rows` (each stands for ``count`` rows of ``rows_read``)
         self.distinct_rows_read = 0
-        #: scans of :meth:`clipped_gradient_sums` (nothing but one float per attribute code comes back from each)
+        #: scans of :meth:`row_weight_sums` (nothing but one float per attribute code comes back from each)
         self.gradient_scans = 0
 
     def close(self) -> None:
@@ -201,7 +201,7 @@ class TableCountOracle:
 
     @property
     def gradient_sums_in_one_scan(self) -> bool:
-        """Whether the engine computes :meth:`clipped_gradient_sums` in one scan of the table (DuckDB, PostgreSQL,
+        """Whether the engine computes :meth:`row_weight_sums` in one scan of the table (DuckDB, PostgreSQL,
         Spark); where it does not (SQLite), a mechanism reads :meth:`distinct_rows` once instead."""
         return bool(self.table.gradient_sums_in_one_scan)
 
@@ -210,14 +210,14 @@ class TableCountOracle:
         as for :meth:`distinct_rows`: the mechanism releases it only through its noise)."""
         return self.table.row_count()
 
-    def clipped_gradient_sums(self, query: GradientQuery) -> list[np.ndarray]:
+    def row_weight_sums(self, query: GradientQuery) -> list[np.ndarray]:
         """DP-IHT's per-(attribute, code) sums of clipped per-row weights, computed by the engine in one
-        aggregation (:meth:`service.data.engines.base.TableEngine.clipped_gradient_sums`): no row leaves the engine.
+        aggregation (:meth:`service.data.engines.base.TableEngine.row_weight_sums`): no row leaves the engine.
         Only a release may call this, as for :meth:`distinct_rows`."""
         unknown = [a for a in query.attributes if a not in self.dataset.sql_columns]
         if unknown:
             raise ValueError(f"attributes must be columns of {self.dataset.name!r}; unknown: {unknown}")
-        sums = self.table.clipped_gradient_sums(query)
+        sums = self.table.row_weight_sums(query)
         self.gradient_scans += 1
         return sums
 

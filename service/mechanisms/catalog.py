@@ -53,6 +53,11 @@ RESIDUAL_OPTIONS = (
     OptionSpec("regression", help="a design whose Z^T Z the plan's loss is weighted toward (set by fit)",
                internal=True),
 )
+#: Objective perturbation's and DP-IHT's: the share of the budget spent on the curvature their error bars read.
+CURVATURE_SHARE = OptionSpec(
+    "curvature_share", float, "share of the budget spent on the loss's curvature at the released coefficients (DP-IHT: "
+    "over the coefficients it kept), which the standard errors read (0: no curvature, no error bars)", default=0.1,
+    low=0, low_open=False, high=0.5)
 DP_IHT_OPTIONS = (
     OptionSpec("sparsity", int, "the number of non-zero coefficients kept, the intercept counted (required)",
                high=2**31 - 1),
@@ -61,6 +66,7 @@ DP_IHT_OPTIONS = (
     OptionSpec("clip_norm", float, "per-example gradient clip norm G (default: the rows' norm bound B for logistic, "
                "2B for linear)"),
     OptionSpec("l2", float, "the penalty (l2/2)||theta||^2", default=0.0, low_open=False),
+    CURVATURE_SHARE,
 )
 
 
@@ -177,14 +183,10 @@ def _used_columns_first(design: DesignEncoding, attributes: Sequence[str]) -> di
 OBJPERT_PUBLIC_DETAILS = ("regularization", "noise_std", "output_noise_std", "gradient_tolerance", "curvature_share",
                           "curvature_noise_std")
 #: Objective perturbation's: the share of its (epsilon, delta) spent on the curvature its error bars read.
-OBJPERT_OPTIONS = (
-    OptionSpec("curvature_share", float, "share of epsilon and delta spent on the loss's curvature at the released "
-               "coefficients, which the standard errors read (0: no curvature, no error bars)", default=0.1, low=0,
-               low_open=False, high=0.5),
-)
+OBJPERT_OPTIONS = (CURVATURE_SHARE,)
 #: DP-IHT's: its settings (as declared) and its calibration.
 DP_IHT_PUBLIC_DETAILS = (*(option.name for option in DP_IHT_OPTIONS), "rho", "rho_count", "rho_per_iteration",
-                         "sigma_gradient", "sigma_count")
+                         "sigma_gradient", "sigma_count", "rho_curvature", "curvature_noise_std")
 
 
 register(MechanismSpec(

@@ -20,7 +20,13 @@ so that only an identical request reuses it):
   so the default is a public number;
 * ``clip_norm`` (``G``): default ``B`` for the logistic loss (its gradient has norm at most ``||x|| <= B``: nothing
   is clipped) and ``2 B`` for the squared loss (residuals up to 2 pass unclipped; the target is in ``[-1, 1]``);
-* ``l2``: the data-free penalty ``(l2 / 2) ||theta||^2`` (default 0; Sec. 7.2 uses ``1e-3`` with the logistic loss).
+* ``l2``: the data-free penalty ``(l2 / 2) ||theta||^2`` (default 0; Sec. 7.2 uses ``1e-3`` with the logistic loss);
+* ``curvature_share`` (``h``, default 0.1, at most 0.5): the share of ``rho`` spent, after the iterations, on the
+  loss's curvature over the coefficients the model kept, at the released coefficients, which the error bars read
+  (:mod:`service.mechanisms.curvature`; :func:`estimators.central.dp_iht.dp_iht_covariance`); 0 releases none.
+
+The charge ``rho`` is split exactly: ``h rho`` for the curvature, ``(1 - h) rho`` for the fit (itself split between
+the row count and the iterations), so the ledger's charge is unchanged by ``h``.
 
 Every iteration uses every row (no subsampling) and clips each row's gradient on its own. Where the data engine
 computes the clipped gradient sum in one scan (DuckDB, PostgreSQL, Spark: the count oracle's
@@ -33,8 +39,11 @@ with their counts once
 gradients is exactly the sum over the rows, ``n`` is the sum of the counts, memory is bounded by the distinct rows, and
 a design whose public memory estimate exceeds the budget is refused before any noise (refunded). Both paths compute
 the same sum (to the last bits of float64 summation order: tests/service/data/test_gradient_sums.py) with the same
-sensitivity ``G``, so the charge does not depend on the path. Only the fitted coefficients leave the runner, in the
-payload, and only public numbers (the calibration) in the details.
+sensitivity ``G``, so the charge does not depend on the path. The curvature follows the same two paths: the engine
+sums an integer weight per code and per pair of codes (:meth:`EngineGradients.curvature`), or numpy sums it over the
+distinct rows already read; both give the same integer matrix, which gets exact discrete Gaussian noise. Only the
+fitted coefficients, the noisy row count ``n_hat`` and the noisy curvature leave the runner, in the payload, and only
+public numbers (the calibration, the curvature's noise scale) in the details.
 """
 
 from __future__ import annotations
@@ -47,8 +56,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from estimators.base import EstimatorError
-from estimators.central.dp_iht import DPIHTCalibration, DPIHTLinearRegression, DPIHTLogisticRegression
+from estimators.central.dp_iht import (
+    DPIHTCalibration,
+    DPIHTLinearRegression,
+    DPIHTLogisticRegression,
+    loss_slopes,
+)
 from service.data.oracle import GradientQuery
+from service.mechanisms import curvature
 from service.mechanisms.base import MechanismError, MechanismResult, Progress, no_progress
 from service.mechanisms.payloads import ModelPayload
 from service.mechanisms.row_memory import weighted_design
@@ -59,8 +74,11 @@ if TYPE_CHECKING:
     from service.data.oracle import TableCountOracle
     from service.privacy.noise import NoiseSource
 
-#: The share of rho spent on the private row count ``n_hat`` (the rest is split equally among the iterations).
+#: The share of the fit's rho spent on the private row count ``n_hat`` (the rest is split equally among the
+#: iterations).
 COUNT_SHARE = Fraction(1, 10)
+#: The largest curvature share a request may set.
+MAX_CURVATURE_SHARE = Fraction(1, 2)
 
 
 def _fail(message: str) -> MechanismError:
@@ -98,9 +116,12 @@ def resolve_options(design: DesignEncoding, options: Mapping[str, object]) -> di
     clip = options.get("clip_norm")
     if clip is None:
         clip = design.feature_norm_bound() * (1.0 if design.task == "logistic" else 2.0)
+    share = float(options["curvature_share"])  # type: ignore[arg-type]
+    if share > 0:
+        curvature.integral_design_of(design)  # an encoding without exact rationals is refused before any noise
     return {"sparsity": sparsity, "iterations": int(options["iterations"]),  # type: ignore[call-overload]
             "step": 1.0 / smoothness_bound(design, l2) if step is None else float(step),  # type: ignore[arg-type]
-            "clip_norm": float(clip), "l2": l2}  # type: ignore[arg-type]
+            "clip_norm": float(clip), "l2": l2, "curvature_share": share}  # type: ignore[arg-type]
 
 
 class EngineGradients:
@@ -120,16 +141,41 @@ class EngineGradients:
             self.blocks.append(slice(start, start + enc.width))
             start += enc.width
 
-    def __call__(self, theta: np.ndarray, bound: float) -> np.ndarray:
+    def _query(self, theta: np.ndarray, bound: float, **statistic: object) -> GradientQuery:
         encodings = self.design.feature_encodings
-        query = GradientQuery(
+        return GradientQuery(
             loss=self.loss, clip_norm=float(bound), margin_offset=float(theta[0]) if self.design.intercept else 0.0,
             norm_offset=1.0 if self.design.intercept else 0.0, features=self.design.features,
             margins=tuple(enc.matrix.T @ theta[b] for enc, b in zip(encodings, self.blocks, strict=True)),
-            norms=self.norms, target=self.design.target, labels=self.labels)
-        sums = self.oracle.clipped_gradient_sums(query)
+            norms=self.norms, target=self.design.target, labels=self.labels, **statistic)  # type: ignore[arg-type]
+
+    def __call__(self, theta: np.ndarray, bound: float) -> np.ndarray:
+        sums = self.oracle.row_weight_sums(self._query(theta, bound))
         head = [math.fsum(sums[-1])] if self.design.intercept else []
+        encodings = self.design.feature_encodings
         return np.concatenate([head, *(enc.matrix @ w for enc, w in zip(encodings, sums, strict=False))])
+
+    def curvature(self, theta: np.ndarray, bound: float, support: Sequence[int]) -> np.ndarray:
+        """The exact integer curvature ``W`` over the columns ``support`` at ``theta`` (:func:`curvature.assemble`):
+        one aggregation of the integer weights per code and per pair of codes of the features holding a support
+        column."""
+        held = [name for name, block in zip(self.design.features, self.blocks, strict=True)
+                if any(block.start <= i < block.stop for i in support)]
+        pairs = tuple((a, b) for i, a in enumerate(held) for b in held[i + 1:])
+        sums = self.oracle.row_weight_sums(self._query(theta, bound, statistic="curvature", pairs=pairs))
+        return curvature.assemble(self.design, support, sums, pairs)
+
+
+def rows_curvature(X: np.ndarray, y: np.ndarray, counts: np.ndarray, theta: np.ndarray, loss: str, bound: float,
+                   support: Sequence[int], scales: Sequence[int]) -> np.ndarray:
+    """The exact integer curvature ``W`` over the columns ``support`` at ``theta``, from the distinct rows ``X``
+    (intercept column included), ``y`` and their ``counts``: each row's :func:`curvature.curvature_weights`, 0 where
+    its gradient is clipped (``|l'(u)| ||x|| > G``, the engines' rule), times its count."""
+    margins = X @ theta
+    unclipped = np.abs(loss_slopes(loss, margins, y)) * np.linalg.norm(X, axis=1) <= bound
+    weights = curvature.curvature_weights(loss, margins, unclipped)
+    rows = curvature.integer_rows(X[:, list(support)], tuple(scales))
+    return curvature.integer_curvature(rows, [int(c) * int(w) for c, w in zip(counts, weights, strict=True)])
 
 
 class DPIHTRelease:
@@ -147,17 +193,27 @@ class DPIHTRelease:
             raise _fail(f"rho must be > 0, got {rho}")
         self.design = design
         self.options = dict(settings)
+        share = Fraction(repr(float(self.options.get("curvature_share", 0.0))))  # 0.1 is 1/10, as the ledger reads it
+        if not 0 <= share <= MAX_CURVATURE_SHARE:
+            raise _fail(f"curvature_share must be between 0 and {float(MAX_CURVATURE_SHARE)}, got {float(share)}")
         self.cost = PrivacyCost(rho=rho)
+        self.rho_curvature = rho * share
         estimator_class = DPIHTLogisticRegression if design.task == "logistic" else DPIHTLinearRegression
         self.estimator = estimator_class(
             sparsity=self.options["sparsity"], iterations=self.options["iterations"], eta=self.options["step"],
-            rho=rho, clip_norm=self.options["clip_norm"], l2=self.options["l2"], count_fraction=COUNT_SHARE)
+            rho=rho - self.rho_curvature, clip_norm=self.options["clip_norm"], l2=self.options["l2"],
+            count_fraction=COUNT_SHARE)
         try:
             self.calibration: DPIHTCalibration = self.estimator.calibration()
         except EstimatorError as exc:
             raise _fail(str(exc)) from None
-        if self.calibration.rho_total != rho:  # the split is exact by construction; never charge what is not spent
-            raise _fail(f"calibration total {self.calibration.rho_total} differs from the charge {rho}")
+        if self.rho_curvature:
+            curvature.integral_design_of(design)  # before any noise
+        #: the curvature's mechanism, once the support is known (its sensitivity depends on the columns kept)
+        self.curvature: curvature.CurvatureCalibration | None = None
+        if self.calibration.rho_total + self.rho_curvature != rho:  # exact by construction: never charge unspent
+            raise _fail(f"calibration total {self.calibration.rho_total + self.rho_curvature} differs from the "
+                        f"charge {rho}")
 
     @property
     def attributes(self) -> Sequence[str]:
@@ -173,32 +229,49 @@ class DPIHTRelease:
         cal = self.calibration
         return {
             **self.options,
-            "rho": float(cal.rho),
+            "rho": float(self.cost.rho),
             "rho_count": float(cal.rho_count),
             "rho_per_iteration": float(cal.rho_per_iteration),
             "sigma_gradient": cal.sigma_gradient,
             "sigma_count": cal.sigma_count,
+            "rho_curvature": float(self.rho_curvature),
+            **(self.curvature.to_json() if self.curvature is not None else {}),
         }
 
     def __call__(
         self, oracle: TableCountOracle, noise: NoiseSource, progress: Progress = no_progress
     ) -> MechanismResult:
+        engine = oracle.gradient_sums_in_one_scan
         try:
-            if oracle.gradient_sums_in_one_scan:
-                progress(1, 2, "the engine sums the clipped gradients in one scan per iteration")
-                self.estimator.fit_gradients(EngineGradients(oracle, self.design, self.estimator.loss),
-                                             oracle.row_count(), dimension(self.design), noise.gaussian,
+            if engine:
+                progress(1, 3, "the engine sums the clipped gradients in one scan per iteration")
+                gradients = EngineGradients(oracle, self.design, self.estimator.loss)
+                self.estimator.fit_gradients(gradients, oracle.row_count(), dimension(self.design), noise.gaussian,
                                              self.coefficient_names)
             else:
                 X, y, counts = weighted_design(oracle, self.design, "dp-iht", certified=False)
                 if self.design.intercept:
                     X = np.column_stack([np.ones(len(X)), X])
-                progress(1, 2, "encoded the distinct rows")
+                progress(1, 3, "encoded the distinct rows")
                 self.estimator.fit(X, y, noise.gaussian, self.coefficient_names, sample_weight=counts)
         except EstimatorError as exc:  # after the noise: the charge stands (release marked failed_after_noise)
             raise MechanismError(f"dp-iht failed: {exc}") from None
-        progress(2, 2, f"ran {self.calibration.iterations} noisy hard-thresholding iterations")
-        theta = [float(c) for c in self.estimator.coef_]
+        progress(2, 3, f"ran {self.calibration.iterations} noisy hard-thresholding iterations")
+        fitted = np.asarray(self.estimator.coef_, dtype=float)  # [intercept?, *features]: the design's columns
+        support = [int(i) for i in np.flatnonzero(fitted)]
+        hessian, names = None, None
+        if self.rho_curvature and support:
+            scales, bounds = curvature.support_scales(self.design, support)
+            self.curvature = curvature.calibrate_rho(bounds, self.rho_curvature, self.estimator.loss)
+            G = self.calibration.clip_norm
+            W = (gradients.curvature(fitted, G, support) if engine
+                 else rows_curvature(X, y, counts, fitted, self.estimator.loss, G, support, scales))
+            noisy = curvature.perturb(W, scales, self.curvature, noise)
+            hessian = tuple(tuple(float(v) for v in row) for row in noisy)
+            names = tuple(self.coefficient_names[i] for i in support)
+            progress(3, 3, "perturbed the loss's curvature over the kept coefficients")
+        theta = [float(c) for c in fitted]
         intercept = theta.pop(0) if self.design.intercept else None
-        payload = ModelPayload(tuple(self.design.feature_names), tuple(theta), intercept)
+        payload = ModelPayload(tuple(self.design.feature_names), tuple(theta), intercept, hessian, names,
+                               float(self.estimator.normalizer_))
         return MechanismResult(self.cost, payload, self.public_details())

@@ -98,24 +98,33 @@ class GramPayload:
 class ModelPayload:
     """A released linear model: ``score(x) = intercept + sum_j coef[j] x_j`` over the named encoded columns.
 
-    ``curvature``, when the mechanism released one (objective perturbation's error bars,
-    :mod:`service.mechanisms.curvature`): the noisy Hessian of the loss at the released point, a symmetric matrix
-    over ``[intercept?, *feature_names]``, as rows of floats."""
+    ``curvature``, when the mechanism released one (the error bars' input, :mod:`service.mechanisms.curvature`): the
+    noisy Hessian of the loss at the released point, a symmetric matrix, as rows of floats, over the coefficients
+    ``curvature_names`` (DP-IHT's: those its model kept) or, when those are None, over ``[intercept?,
+    *feature_names]`` (objective perturbation's). ``row_count``: the release's noisy row count, when it released one
+    (DP-IHT's ``n_hat``)."""
 
     feature_names: tuple[str, ...]
     coef: tuple[float, ...]
     intercept: float | None  # None: fitted without an intercept
     curvature: tuple[tuple[float, ...], ...] | None = None
+    curvature_names: tuple[str, ...] | None = None
+    row_count: float | None = None
 
     def to_bytes(self) -> bytes:
         body = {"feature_names": list(self.feature_names), "coef": list(self.coef), "intercept": self.intercept}
         if self.curvature is not None:
             body["curvature"] = [list(row) for row in self.curvature]
+        if self.curvature_names is not None:
+            body["curvature_names"] = list(self.curvature_names)
+        if self.row_count is not None:
+            body["row_count"] = self.row_count
         return json.dumps({"format": 1, **body}).encode()
 
     @classmethod
     def from_bytes(cls, payload: bytes) -> ModelPayload:
         data = json.loads(payload.decode())
-        curvature = data.get("curvature")
+        curvature, names, count = data.get("curvature"), data.get("curvature_names"), data.get("row_count")
         return cls(tuple(data["feature_names"]), tuple(float(c) for c in data["coef"]), data["intercept"],
-                   None if curvature is None else tuple(tuple(float(v) for v in row) for row in curvature))
+                   None if curvature is None else tuple(tuple(float(v) for v in row) for row in curvature),
+                   None if names is None else tuple(names), None if count is None else float(count))

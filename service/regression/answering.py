@@ -167,7 +167,8 @@ def objpert(engine: Engine, release: StoredRelease, design: DesignEncoding, seed
 
 
 def dp_iht(engine: Engine, release: StoredRelease, design: DesignEncoding, seed: int | None) -> Answer:  # noqa: ARG001
-    """A DP-IHT release's model, without error bars (``error_bars.RELEASED_MODEL_BASIS`` says why)."""
+    """A DP-IHT release's model, with error bars from the curvature it released over the kept coefficients
+    (:func:`service.regression.error_bars.dp_iht_errors`)."""
     from service.regression import error_bars
 
-    return _released(release, design, uncertainty.CoefficientErrors.none(error_bars.RELEASED_MODEL_BASIS))
+    return _released(release, design, error_bars.dp_iht_errors(design, release.decoded_payload(), release.details))

@@ -37,6 +37,7 @@ from sqlalchemy import Engine
 
 from estimators.base import LinearScoreModel
 from estimators.central.adassp import AdaSSPNoiseScales, adassp_noise_covariance
+from estimators.central.dp_iht import dp_iht_covariance
 from estimators.central.objpert import objpert_covariance
 from estimators.central.reference import fit_on_rows
 from estimators.central.sufficient_stats import GramStatistics, gram_from_marginals
@@ -57,12 +58,20 @@ ADASSP_BASIS = ("delta method: noise in closed form from the Gram release's nois
 #: ``error_basis`` of AdaSSP's closed form from a Gram release that holds no row count (no constant column).
 ADASSP_NOISE_ONLY_BASIS = ("delta method: noise in closed form from the Gram release's noise scales; no sampling part "
                            "(the release has no constant column, so no row count to estimate the residual variance)")
+#: ``error_basis`` of DP-IHT's closed form (logistic: with a sampling part; linear: noise only).
+DP_IHT_BASIS = ("delta method through the iterations linearised on the kept support: noise from the calibration's "
+                "public scales and the released curvature (the loss's noisy Hessian over the kept coefficients at the "
+                "released model)")
+DP_IHT_SAMPLING = ", plus sampling variance (the inverse information, shrunk by the iterations' contraction)"
+DP_IHT_NO_SAMPLING = "; no sampling part (the squared loss's needs the residual variance, which no release holds)"
+#: What every DP-IHT interval leaves out.
+DP_IHT_SELECTION = ("; conditional on the kept support: coefficients the model set to 0 have none, and the support's "
+                    "own noisy choice is not covered (selective inference)")
 #: Why a DP-IHT model answers without error bars.
 RELEASED_MODEL_BASIS = (
-    "none: DP-IHT releases only the coefficients, and its noise acts through a noisy choice of support and the "
-    "iterations on the table's own curvature, which no release holds; an interval for a coefficient whose presence "
-    "was itself chosen by the noisy data would also need selective inference; for intervals, fit the chosen "
-    "features with adassp (linear) or dd-ssp (either task)")
+    "none: this DP-IHT release spent no budget on the loss's curvature (curvature_share 0, a model that kept no "
+    "coefficient, or a release made before error bars existed), and its noise acts through the iterations on the "
+    "table's own curvature; release again with curvature_share > 0 (the default) for standard errors")
 #: ``error_basis`` of ObjPert's closed form.
 OBJPERT_BASIS = ("delta method through the optimality condition: noise from the calibration's public scales and the "
                  "released curvature (the loss's noisy Hessian at the released coefficients), plus sampling variance "
@@ -189,6 +198,28 @@ def objpert_errors(design: DesignEncoding, payload: object, details: dict[str, o
                   f"smallest eigenvalue of the regularised curvature ({smallest:.3g}); a larger curvature_share or "
                   "epsilon helps")
     return CoefficientErrors.from_variances(_names(design), {name: np.diag(m) for name, m in parts.items()}, basis)
+
+
+def dp_iht_errors(design: DesignEncoding, payload: object, details: dict[str, object]) -> CoefficientErrors:
+    """DP-IHT's error bars from its release alone: :func:`estimators.central.dp_iht.dp_iht_covariance` of the
+    released curvature over the kept coefficients (a :class:`~service.mechanisms.payloads.ModelPayload`'s, with its
+    noisy row count) and the calibration's public numbers. When the curvature's noise (about ``2 sigma sqrt(k)`` in
+    spectral norm) exceeds the smallest eigenvalue of ``H + n_hat l2 I``, the basis says they are unreliable."""
+    if payload.curvature is None or payload.curvature_names is None or payload.row_count is None:
+        return CoefficientErrors.none(RELEASED_MODEL_BASIS)
+    names = payload.curvature_names
+    curvature = np.asarray(payload.curvature, dtype=float)
+    n_hat, l2 = float(payload.row_count), float(details["l2"])
+    parts = dp_iht_covariance(curvature, n_hat, float(details["step"]), l2, float(details["sigma_gradient"]),
+                              int(details["iterations"]), design.task)
+    basis = DP_IHT_BASIS + (DP_IHT_SAMPLING if "sampling" in parts else DP_IHT_NO_SAMPLING) + DP_IHT_SELECTION
+    noise_norm = 2.0 * float(details.get("curvature_noise_std", 0.0)) * np.sqrt(len(names))
+    smallest = float(np.linalg.eigvalsh(project_psd(curvature))[0]) + max(n_hat, 1.0) * l2
+    if noise_norm > smallest:
+        basis += (f"; unreliable: the curvature's noise (about {noise_norm:.3g} in spectral norm) exceeds the "
+                  f"smallest eigenvalue of the regularised curvature ({smallest:.3g}); a larger curvature_share or "
+                  "epsilon helps")
+    return CoefficientErrors.from_variances(names, {name: np.diag(m) for name, m in parts.items()}, basis)
 
 
 def _rows_sampling_variance(frame: object, design: DesignEncoding, model: LinearScoreModel) -> np.ndarray:

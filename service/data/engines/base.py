@@ -7,8 +7,9 @@ An engine answers three questions about one table, all aggregations computed whe
 * :meth:`TableEngine.distinct_rows`: ``SELECT attributes, COUNT(*) ... GROUP BY attributes`` streamed in chunks,
   for the mechanisms whose objective is a sum over rows and that need the rows themselves (objective
   perturbation, whose solver and certificate work on the rows);
-* :meth:`TableEngine.clipped_gradient_sums`: DP-IHT's per-iteration sum of clipped per-row gradients, as sums of a
-  per-row weight per (attribute, code) (:mod:`service.data.engines.gradients`), one scan where the engine can.
+* :meth:`TableEngine.row_weight_sums`: DP-IHT's per-iteration sum of clipped per-row gradients, and the curvature
+  of its loss at the released model (the error bars), as sums of a per-row weight per (attribute, code) and per pair
+  of codes (:mod:`service.data.engines.gradients`), one scan where the engine can.
 
 Nothing else leaves an engine: no row is ever read one by one. Attributes are named by the dataset's domain; the
 engine maps them to its own columns.
@@ -110,7 +111,7 @@ class TableEngine(Protocol):
     """Exact aggregations of one sensitive table (module docstring)."""
 
     name: str
-    #: whether :meth:`clipped_gradient_sums` is one scan of the table (else DP-IHT reads the distinct rows once)
+    #: whether :meth:`row_weight_sums` is one scan of the table (else DP-IHT reads the distinct rows once)
     gradient_sums_in_one_scan: bool
 
     def count_marginals(self, marginals: Sequence[Marginal]) -> list[np.ndarray]:
@@ -123,9 +124,10 @@ class TableEngine(Protocol):
         at most ``chunk_rows`` rows and ``len(attributes) + 1`` columns (the codes, then the count)."""
         ...
 
-    def clipped_gradient_sums(self, query: GradientQuery) -> list[np.ndarray]:
-        """For each attribute of ``query.attributes`` (the features, then the target), the float64 array, one entry
-        per code, of the sum of the rows' clipped weights ``w`` over the rows with that code (codes with no row: 0).
+    def row_weight_sums(self, query: GradientQuery) -> list[np.ndarray]:
+        """For each marginal of ``query.marginals()`` (each attribute of ``query.attributes``, the features then the
+        target, then the pairs of a curvature query), the float64 array, one entry per cell, of the sum of the rows'
+        weights ``w`` (the query's statistic) over the rows in that cell (cells with no row: 0).
         Raises :class:`EngineError` naming an attribute whose code is outside its domain."""
         ...
 

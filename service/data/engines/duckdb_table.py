@@ -92,7 +92,7 @@ class DuckDBTable:
                 return
             yield np.array(part, dtype=np.int64).reshape(len(part), len(attributes) + 1)
 
-    def clipped_gradient_sums(self, query: GradientQuery) -> list[np.ndarray]:
+    def row_weight_sums(self, query: GradientQuery) -> list[np.ndarray]:
         specs = query.marginals()
         grouped = self._grouped.table("coded", self._names, query.attributes)
         weighted = f"({weighted_rows_sql(DUCKDB_SQL, grouped, self._names, query, count='n')}) AS weighted"

@@ -25,6 +25,11 @@ than the scan).
 The target is grouped too: its sums give ``sum_i w_i`` (the intercept's entry), and a code outside the domain (an
 attached SQL table's value outside its spec, coded negative by :mod:`service.data.engines.foreign_sql`) shows as a
 negative cell of some attribute, so it is refused rather than silently dropped (its ``w`` is NULL).
+
+The curvature of the loss at a released model (DP-IHT's error bars, :mod:`service.mechanisms.curvature`) is the same
+scan with another weight (:func:`curvature_weight_sql`: an integer, so every engine sums it exactly) and more
+groups: besides each attribute's codes, each pair of features' pairs of codes, since ``sum_i w_i x_i x_i^T`` has
+the block ``M_a W_ab M_b^T`` for features ``a`` and ``b`` (``W_ab`` the weights summed per pair of codes).
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from sqlalchemy import Connection
 
 from service.data.engines.dialect import POSTGRESQL_SQL, SQLITE_SQL, Dialect
 from service.data.engines.grouping import dense_counts, distinct_rows_sql, grouping_sets_sql
-from service.data.engines.queries import GradientQuery
+from service.data.engines.queries import CURVATURE_GRID_BITS, GradientQuery
 
 
 class GroupedRows:
@@ -106,13 +111,31 @@ def weighted_rows_sql(dialect: Dialect, source: str, columns: Mapping[str, str],
     every = ", ".join(carried)
     half, one = dialect.double(0.5), dialect.double(1.0)
     slope = "u - y" if query.loss == "linear" else f"-y * {half} * ({one} - tanh({half} * (y * u)))"
-    sloped = f"SELECT {every}, {slope} AS s, n2 FROM ({looked}) AS looked"
-    normed = f"SELECT {every}, s, ABS(s) * SQRT(n2) AS a FROM ({sloped}) AS sloped"
+    sloped = f"SELECT {every}, u, {slope} AS s, n2 FROM ({looked}) AS looked"
+    normed = f"SELECT {every}, u, s, ABS(s) * SQRT(n2) AS a FROM ({sloped}) AS sloped"
     g = dialect.double(query.clip_norm)
-    w = f"s * ({g} / CASE WHEN a > {g} THEN a ELSE {g} END)"
+    if query.statistic == "curvature":
+        w = curvature_weight_sql(dialect, query.loss, g)
+    else:
+        w = f"s * ({g} / CASE WHEN a > {g} THEN a ELSE {g} END)"
     if count is not None:
         w = f"{q(count)} * ({w})"
     return f"SELECT {plain}, {w} AS w FROM ({normed}) AS normed"
+
+
+def curvature_weight_sql(dialect: Dialect, loss: str, clip: str) -> str:
+    """The integer curvature weight of a row of ``normed`` (columns ``u``, ``a``): ``floor(2^K l''(u) + 1/2)`` when
+    its gradient is not clipped (``a <= G``, ``clip`` the SQL constant ``G``), else 0; ``l''`` is 1 for the squared
+    loss and ``(1 - tanh(u / 2)^2) / 4`` for the logistic one (in ``[0, 1/4]``, so the weight is in ``[0, 2^(K-2)]``).
+    The same formula as :func:`service.mechanisms.curvature.curvature_weights` (numpy)."""
+    grid = 2 ** CURVATURE_GRID_BITS
+    if loss == "linear":
+        weight = str(grid)
+    else:
+        half, one = dialect.double(0.5), dialect.double(1.0)
+        weight = (f"CAST(FLOOR({dialect.double(grid / 4)} * ({one} - tanh({half} * u) * tanh({half} * u)) + {half}) "
+                  "AS BIGINT)")
+    return f"CASE WHEN a > {clip} THEN 0 ELSE {weight} END"
 
 
 def sum_rows(specs: Sequence[tuple[tuple[str, ...], tuple[int, ...]]], rows: Sequence[Sequence[object]]
@@ -136,11 +159,12 @@ class CodeOutsideDomain(ValueError):
 
 #: SQLite's math functions exist only when SQLite was compiled with them (3.35+, SQLITE_ENABLE_MATH_FUNCTIONS);
 #: where they are missing the same functions are registered on the connection from Python's ``math``.
-SQLITE_MATH = {"sqrt": math.sqrt, "tanh": math.tanh}
+SQLITE_MATH = {"sqrt": math.sqrt, "tanh": math.tanh, "floor": math.floor}
 
 
 def ensure_sqlite_math(dbapi_connection: object) -> None:
-    """Register ``sqrt`` and ``tanh`` on a ``sqlite3`` connection that lacks them (slower: a Python call per row)."""
+    """Register ``sqrt``, ``tanh`` and ``floor`` on a ``sqlite3`` connection that lacks them (slower: a Python call
+    per row)."""
     import sqlite3
 
     for name, function in SQLITE_MATH.items():

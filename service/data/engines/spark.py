@@ -213,7 +213,7 @@ class SparkTable:
         if part:
             yield np.array(part, dtype=np.int64).reshape(len(part), width)
 
-    def clipped_gradient_sums(self, query: GradientQuery) -> list[np.ndarray]:
+    def row_weight_sums(self, query: GradientQuery) -> list[np.ndarray]:
         specs = query.marginals()
         grouped = self._grouped.table(self._coded(), self._names, query.attributes)
         weighted = f"({weighted_rows_sql(SPARK_SQL, grouped, self._names, query, count='n')}) AS weighted"

@@ -71,7 +71,7 @@ class SqlTable:
                     raise self._outside(list(attributes))
                 yield rows
 
-    def clipped_gradient_sums(self, query: GradientQuery) -> list[np.ndarray]:
+    def row_weight_sums(self, query: GradientQuery) -> list[np.ndarray]:
         try:
             return self._gradients(query)
         except (CodeOutsideDomain, tables.CodeOutOfRange):

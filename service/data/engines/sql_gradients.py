@@ -40,7 +40,7 @@ CANNOT_CREATE = ("25006", "42501")
 
 
 class SqlGradientSums:
-    """:meth:`service.data.engines.base.TableEngine.clipped_gradient_sums` over ``source`` (a ``FROM`` item of the
+    """:meth:`service.data.engines.base.TableEngine.row_weight_sums` over ``source`` (a ``FROM`` item of the
     database of ``engine``: a quoted table, or a derived table with its alias) whose columns are ``columns``
     (attribute to unquoted column); module docstring."""
 

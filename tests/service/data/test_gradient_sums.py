@@ -71,7 +71,7 @@ def test_stored_tables_sum_as_numpy(engine: Engine, tmp_path: Path, store: str) 
             assert {enc.kind for enc in design.attribute_encodings} >= {"reduced_one_hot", "one_hot", "custom",
                                                                        "scalar"}
             assert_sums_as_numpy(oracle, design, frame)
-        assert oracle.gradient_scans == 8  # two designs, two thetas, two bounds
+        assert oracle.gradient_scans == 16  # two designs, two thetas, two bounds; a gradient and a curvature each
 
 
 def _binned(frame: pd.DataFrame) -> pd.DataFrame:
@@ -123,7 +123,7 @@ def test_sqlite_math_functions_are_registered_only_where_missing() -> None:
 
     lacking = Lacking()
     ensure_sqlite_math(lacking)
-    assert lacking.registered == {"sqrt": math.sqrt, "tanh": math.tanh}
+    assert lacking.registered == {"sqrt": math.sqrt, "tanh": math.tanh, "floor": math.floor}
 
 
 def _release(oracle: TableCountOracle, design: DesignEncoding, seed: int, options: dict) -> MechanismResult:
@@ -136,8 +136,10 @@ def _release(oracle: TableCountOracle, design: DesignEncoding, seed: int, option
 def test_the_release_on_the_engine_path_equals_the_distinct_rows_path(engine: Engine, tmp_path: Path,
                                                                       task: str) -> None:
     """The same rows in DuckDB (the engine sums, no distinct row read, one scan per iteration) and read as distinct
-    rows (the numpy path): with the same seed the same model (to float summation order), the same calibration and
-    charge; and the engine path gives the same model twice (DuckDB sums on one thread: 7 row groups here)."""
+    rows (the numpy path): with the same seed the same model (to float summation order), the same curvature (its
+    integer sums are exact on both paths, so the same noise gives the same matrix), the same calibration and charge;
+    and the engine path gives the same model twice (DuckDB sums on one thread: 7 row groups here). The engine path
+    scans once per iteration and once more for the curvature."""
     frame = _coded()
     datasets.load_coded_csv(engine, "t", *_write_coded(tmp_path, frame), categorical=("a", "b"), chunk_rows=100)
     stored = datasets.get_dataset(engine, "t")
@@ -146,13 +148,15 @@ def test_the_release_on_the_engine_path_equals_the_distinct_rows_path(engine: En
     with TableCountOracle(engine, stored) as oracle:
         assert oracle.table.gradient_sums_in_one_scan
         first = _release(oracle, design, 3, options)
-        assert (oracle.gradient_scans, oracle.distinct_rows_read, oracle.rows_read) == (12, 0, 0)
+        assert (oracle.gradient_scans, oracle.distinct_rows_read, oracle.rows_read) == (13, 0, 0)
         again = _release(oracle, design, 3, options)
         oracle.table.gradient_sums_in_one_scan = False  # the distinct-rows path on the same table
         rows = _release(oracle, design, 3, options)
-        assert oracle.distinct_rows_read > 0 and oracle.gradient_scans == 24
+        assert oracle.distinct_rows_read > 0 and oracle.gradient_scans == 26
     assert again.payload == first.payload
     np.testing.assert_allclose(first.payload.coef, rows.payload.coef, rtol=1e-7, atol=1e-12)
+    assert first.payload.curvature_names == rows.payload.curvature_names and first.payload.curvature is not None
+    np.testing.assert_array_equal(first.payload.curvature, rows.payload.curvature)
     assert first.details == rows.details and first.cost == rows.cost
     assert np.count_nonzero(first.payload.coef) + (first.payload.intercept not in (None, 0.0)) <= 4
 
@@ -163,7 +167,7 @@ class _OracleOnly:
     def __init__(self, oracle: TableCountOracle) -> None:
         self.domain = oracle.domain
         self.counts, self.counts_many, self.distinct_rows = oracle.counts, oracle.counts_many, oracle.distinct_rows
-        self.clipped_gradient_sums, self.row_count = oracle.clipped_gradient_sums, oracle.row_count
+        self.row_weight_sums, self.row_count = oracle.row_weight_sums, oracle.row_count
         self.gradient_sums_in_one_scan = oracle.gradient_sums_in_one_scan
 
 
@@ -179,7 +183,8 @@ def test_dp_iht_sees_only_the_count_oracle(engine: Engine, tmp_path: Path, store
         assert oracle.gradient_sums_in_one_scan is summed
         assert oracle.row_count() == ROWS
         result = _release(_OracleOnly(oracle), design, 3, {"sparsity": 4, "iterations": 3})  # type: ignore[arg-type]
-        assert (oracle.gradient_scans, oracle.distinct_rows_read > 0) == ((3, False) if summed else (0, True))
+        # three iterations and the curvature
+        assert (oracle.gradient_scans, oracle.distinct_rows_read > 0) == ((4, False) if summed else (0, True))
     assert len(result.payload.coef) == design.n_features and result.cost == PrivacyCost(rho=Fraction(1, 2))
 
 
@@ -200,8 +205,8 @@ def test_engine_path_ignores_the_distinct_row_budget_and_charges_as_before(engin
             monkeypatch.setenv(row_memory.MAX_DISTINCT_ROWS_ENV, "10")
         fit = fit_regression(engine, store, "linear", "y", ["a", "b", "c", "d"], **request)
         costs[store] = release_costs(engine, [fit.release_id])[fit.release_id]
-        assert fit.details["sigma_gradient"] == dp_iht_calibration(
-            costs[store].rho, 5, fit.details["clip_norm"], COUNT_SHARE).sigma_gradient
+        assert fit.details["sigma_gradient"] == dp_iht_calibration(  # the fit's share: 1 - curvature_share
+            costs[store].rho * Fraction(9, 10), 5, fit.details["clip_norm"], COUNT_SHARE).sigma_gradient
     assert costs["duckdb"] == costs["sql"] == PrivacyCost(rho=floor_to_grid(conversions.cdp_rho(1.0, 1e-5)))
     with pytest.raises(MechanismError, match="objective perturbation: refused before any noise"):
         fit_regression(engine, "duckdb", "logistic", "e", ["a", "b"], method="objpert", epsilon="1", delta="1e-5")
@@ -353,8 +358,8 @@ class _AggregatesOnly:
     def distinct_rows(self, attributes, *, chunk_rows):  # noqa: ANN001, ANN201, ARG002
         raise EngineError("dataset 't': this engine cannot stream distinct rows (it returns aggregates only)")
 
-    def clipped_gradient_sums(self, query):  # noqa: ANN001, ANN201
-        return self.inner.clipped_gradient_sums(query)
+    def row_weight_sums(self, query):  # noqa: ANN001, ANN201
+        return self.inner.row_weight_sums(query)
 
     def row_count(self) -> int:
         return self.inner.row_count()
@@ -381,4 +386,5 @@ def test_objpert_is_refused_naming_why_on_an_engine_that_cannot_stream_rows_and_
             ObjPertRelease(logistic, Fraction(1), Fraction(1, 10**5))(oracle, noise)  # type: ignore[arg-type]
         assert not noise.drawn
         release = _release(oracle, logistic, 5, {"sparsity": 2, "iterations": 3})
-    assert release.payload is not None and oracle.gradient_scans == 3
+    assert release.payload is not None and oracle.gradient_scans == 4  # three iterations and the curvature
+    assert release.payload.curvature is not None

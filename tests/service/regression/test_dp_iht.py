@@ -71,10 +71,12 @@ def test_cli_fit_recovers_the_sparse_answer_charges_exactly_and_reuses_the_model
     # the charge: cdp_rho(10, 1e-5) on the accountant's grid, and the calibration spends exactly that, no more
     rho = floor_to_grid(conversions.cdp_rho(10.0, 1e-5))
     clip = 2 * math.sqrt(8)  # the default for the squared loss: 2 B, B = sqrt(8) for eight {-1, +1} columns
-    calibration = dp_iht_calibration(rho, 30, clip, COUNT_SHARE)
+    # the fit gets (1 - h) rho, the curvature h rho (h = curvature_share, 1/10 by default)
+    calibration = dp_iht_calibration(rho * Fraction(9, 10), 30, clip, COUNT_SHARE)
     (charge,) = _charges(sparse)
-    assert release_costs(sparse, [body["release_id"]])[body["release_id"]] == PrivacyCost(rho=calibration.rho_total)
-    assert calibration.rho_total == rho and (charge["epsilon"], charge["delta"]) == (0.0, 0.0)
+    assert release_costs(sparse, [body["release_id"]])[body["release_id"]] == PrivacyCost(rho=rho)
+    assert calibration.rho_total + rho / 10 == rho and (charge["epsilon"], charge["delta"]) == (0.0, 0.0)
+    assert body["details"]["rho_curvature"] == float(rho / 10)
     assert body["details"]["sigma_gradient"] == calibration.sigma_gradient
     assert set(body["details"]) == set(registry.get("dp-iht").public_details)
     # the known sparse answer
@@ -132,9 +134,11 @@ def test_release_draws_one_count_and_t_gradient_vectors_of_the_calibrated_scale(
     settings = registry.get("dp-iht").settings(design, {"sparsity": 8, "iterations": 1, "step": 1.0})
     release = DPIHTRelease(design, Fraction(1, 2), settings)
     sigma = release.calibration.sigma_gradient
-    # exact: one iteration gets 9/10 of rho; G^2 / (2 sigma^2) <= rho_iter
-    assert release.calibration.rho_per_iteration == Fraction(9, 20)
-    assert Fraction(release.options["clip_norm"]) ** 2 / (2 * Fraction(sigma) ** 2) <= Fraction(9, 20)
+    # exact: the fit gets 9/10 of rho (the curvature 1/10), and its one iteration 9/10 of that; G^2 / (2 sigma^2)
+    # <= rho_iter
+    assert release.calibration.rho_per_iteration == Fraction(81, 200)
+    assert release.calibration.rho_total + release.rho_curvature == Fraction(1, 2)
+    assert Fraction(release.options["clip_norm"]) ** 2 / (2 * Fraction(sigma) ** 2) <= Fraction(81, 200)
     draws = []
     for seed in range(200):
         payload = release(oracle, NoiseSource(seed)).payload
@@ -179,7 +183,7 @@ def test_settings_are_resolved_with_public_defaults(sparse) -> None:  # noqa: AN
     resolved = registry.get("dp-iht").settings(design, {"sparsity": 2})
     # B^2 = 1 (intercept) + 2 scalar columns = 3; logistic smoothness B^2 / 4 = 3/4, so the default step is 4/3
     assert resolved == {"sparsity": 2, "iterations": 50, "step": pytest.approx(4 / 3), "clip_norm": math.sqrt(3),
-                        "l2": 0.0}
+                        "l2": 0.0, "curvature_share": 0.1}
     assert registry.get("dp-iht").kind == "model" and registry.get("dp-iht").notion == "zcdp"
 
 
