@@ -58,9 +58,7 @@ _DIGIT_BITS = 20
 def feature_scales(design: DesignEncoding) -> tuple[tuple[int, ...], tuple[Fraction, ...]]:
     """Each design column's integer scale ``s_c`` and each block's largest squared norm ``m_j`` (intercept first),
     without the target's block. Raises :class:`MechanismError` for an encoding whose entries are not rationals."""
-    integral = integral_design_of(design)
-    width = design.target_encoding.width
-    return tuple(integral.scales[:-width]), tuple(integral.bounds[:-1])
+    return support_scales(design, range(design.n_features + int(design.intercept)))
 
 
 def support_scales(design: DesignEncoding, support: Sequence[int]) -> tuple[tuple[int, ...], tuple[Fraction, ...]]:
@@ -196,10 +194,16 @@ def noisy_curvature(design_matrix: np.ndarray, counts: np.ndarray, theta: np.nda
     """The logistic ``H`` at ``theta`` plus the mechanism's noise (module docstring), over the distinct rows of
     ``design_matrix`` (the intercept column included) with their ``counts``, nothing clipped (objective
     perturbation's)."""
-    rows = integer_rows(design_matrix, scales)
     weights = grid_weights(np.asarray(design_matrix, dtype=float) @ np.asarray(theta, dtype=float))
-    return perturb(integer_curvature(rows, [int(c) * int(w) for c, w in zip(counts, weights, strict=True)]),
-                   scales, cal, noise)
+    return perturb(weighted_curvature(design_matrix, counts, weights, scales), scales, cal, noise)
+
+
+def weighted_curvature(design_matrix: np.ndarray, counts: np.ndarray, weights: np.ndarray,
+                       scales: Sequence[int]) -> np.ndarray:
+    """``W = sum_r count_r weight_r (S x_r)(S x_r)^T`` exactly over the distinct rows of ``design_matrix`` (the columns
+    released, scaled to integers by ``scales``), with integer grid ``weights`` (:func:`curvature_weights`)."""
+    rows = integer_rows(design_matrix, tuple(scales))
+    return integer_curvature(rows, [int(c) * int(w) for c, w in zip(counts, weights, strict=True)])
 
 
 def _integers(values: np.ndarray) -> np.ndarray:

@@ -174,8 +174,7 @@ def rows_curvature(X: np.ndarray, y: np.ndarray, counts: np.ndarray, theta: np.n
     margins = X @ theta
     unclipped = np.abs(loss_slopes(loss, margins, y)) * np.linalg.norm(X, axis=1) <= bound
     weights = curvature.curvature_weights(loss, margins, unclipped)
-    rows = curvature.integer_rows(X[:, list(support)], tuple(scales))
-    return curvature.integer_curvature(rows, [int(c) * int(w) for c, w in zip(counts, weights, strict=True)])
+    return curvature.weighted_curvature(X[:, list(support)], counts, weights, scales)
 
 
 class DPIHTRelease:
@@ -207,8 +206,6 @@ class DPIHTRelease:
             self.calibration: DPIHTCalibration = self.estimator.calibration()
         except EstimatorError as exc:
             raise _fail(str(exc)) from None
-        if self.rho_curvature:
-            curvature.integral_design_of(design)  # before any noise
         #: the curvature's mechanism, once the support is known (its sensitivity depends on the columns kept)
         self.curvature: curvature.CurvatureCalibration | None = None
         if self.calibration.rho_total + self.rho_curvature != rho:  # exact by construction: never charge unspent
