@@ -45,6 +45,11 @@ bench: install bench-quick bench-stein bench-sparse
 	$(B).accuracy_forecast --tables acs-income --mechanisms mst aim --trials 5 \
 	    --json $(R)/accuracy_forecast_graphical_acs-income.json
 	$(B).marginals
+	# which marginal mechanism is best where, and auto's pick (docs/mechanisms.md; about 1.5 hours on 2 cores)
+	$(B).mechanism_choice --trials 1 --json $(R)/mechanism_choice_a.json & \
+	    $(B).mechanism_choice --first-trial 1 --trials 2 --json $(R)/mechanism_choice_b.json; wait
+	$(B).mechanism_choice --mechanisms residual-floor --trials 2 --json $(R)/mechanism_choice_c.json
+	$(B).mechanism_choice --merge $(R)/mechanism_choice_a.json $(R)/mechanism_choice_b.json $(R)/mechanism_choice_c.json
 	$(B).api_load
 	$(B).body_edge
 	$(B).load_memory --sizes 1000000,5000000,20000000 --postgresql

@@ -23,6 +23,11 @@ TABLES = {
     "adult-pgm": ("adult_pgm/adult.csv", "adult_pgm/adult-domain.json"),
     "acs-income": ("acs/ACSincome-LIN_train.csv", "acs/ACSincome-LIN-domain.json"),
     "titanic": ("titanic/titanic.csv", "titanic/titanic-domain.json"),
+    "acs-employment": ("acs/ACSemployment_train.csv", "acs/ACSemployment-domain.json"),
+    "acs-mobility": ("acs/ACSmobility_train.csv", "acs/ACSmobility-domain.json"),
+    "nist-taxi": ("nist_taxi/nist-taxi.csv", "nist_taxi/nist-taxi-domain.json"),
+    "salary": ("salary/salary.csv", "salary/salary-domain.json"),
+    "nltcs": ("nltcs/nltcs.csv", "nltcs/nltcs-domain.json"),
 }
 COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 

@@ -151,7 +151,8 @@ def release_marginals(
             rho=body.rho, options=body.service_options(), principal=principal.label, progress=progress,
         )
         return 201, {"release_id": outcome.release_id, "dataset": name, "mechanism": outcome.mechanism,
-                     "status": "complete", "cost": outcome.cost.to_json(), "budget": outcome.budget.to_json()}
+                     "status": "complete", "cost": outcome.cost.to_json(), "budget": outcome.budget.to_json(),
+                     **({} if outcome.auto is None else {"auto": outcome.auto.to_json()})}
 
     return run_charged(request, principal, body, work, location=lambda p: f"/releases/{p['release_id']}",
                        dataset=name, kind="release")

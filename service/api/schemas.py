@@ -21,6 +21,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model,
 from db.ids import MAX_ID
 from service.api.declared import option_fields
 from service.mechanisms import registry
+from service.mechanisms.auto import AUTO
 from service.mechanisms.registry import ReleaseKind
 from service.privacy.cost import MAX_AMOUNT
 from service.regression import methods
@@ -279,9 +280,11 @@ ReleaseOptions = create_model(
 
 
 class MarginalReleaseIn(Strict):
-    """A marginal release. Laplace takes epsilon; gaussian/mst/aim/residual take rho, or epsilon and delta."""
+    """A marginal release. Laplace takes epsilon; gaussian/mst/aim/residual take rho, or epsilon and delta; `auto`
+    (rho, or epsilon and delta; no options) chooses among the zCDP ones from the domain, the workload and the budget
+    only (docs/mechanisms.md, "Which mechanism: auto")."""
 
-    mechanism: Literal[MARGINAL_MECHANISMS]  # type: ignore[valid-type]
+    mechanism: Literal[(*MARGINAL_MECHANISMS, AUTO)]  # type: ignore[valid-type]
     workload: NamedWorkload | WorkloadList = "all-2way"
     epsilon: Epsilon | None = None
     delta: Delta | None = None
@@ -291,6 +294,9 @@ class MarginalReleaseIn(Strict):
     @model_validator(mode="after")
     def _options_fit_mechanism(self) -> MarginalReleaseIn:
         for name in self.options.model_dump(exclude_none=True):
+            if self.mechanism == AUTO:
+                raise ValueError(f"options.{name}: auto chooses the options too, and takes none: name a mechanism "
+                                 "to set its options")
             if name not in registry.get(self.mechanism).option_names:
                 takers = [m for m in MARGINAL_MECHANISMS if name in registry.get(m).option_names]
                 raise ValueError(f"options.{name} is for {' or '.join(takers)}, not {self.mechanism}")
@@ -394,6 +400,16 @@ class ChargePlanOut(BaseModel):
                                        "with (`budget_exceeded`), word for word; nothing is charged.")
 
 
+class AutoChoiceOut(BaseModel):
+    """What `mechanism: auto` chose, from the domain, the workload and the budget only."""
+
+    mechanism: str
+    options: dict[str, Any]
+    rule: int = Field(description="The rule that chose it (docs/mechanisms.md, \"Which mechanism: auto\").")
+    reason: str
+    figures: dict[str, float] = Field(description="The public figures the rule compared.")
+
+
 class ReleasePlanOut(ChargePlanOut):
     dataset: str
     mechanism: str
@@ -409,6 +425,8 @@ class ReleasePlanOut(ChargePlanOut):
         description="What `accuracy` rests on: `closed_form`, `simulation`, or `none` (no estimate is possible).")
     accuracy_note: str
     target: TargetOut | None = Field(description="With `target_error`: the epsilon solved for.")
+    auto: AutoChoiceOut | None = Field(None, description="With `mechanism: auto`: what it chose and why (then "
+                                       "`mechanism` is the chosen one).")
 
 
 class FitPlanOut(ChargePlanOut):
@@ -513,6 +531,7 @@ class ReleaseCreated(BaseModel):
     status: str
     cost: Cost
     budget: BudgetEffectOut
+    auto: AutoChoiceOut | None = Field(None, description="With `mechanism: auto`: what it chose and why.")
 
 
 class ReleaseInfo(BaseModel):

@@ -35,6 +35,7 @@ from service.cli.common import (
 from service.cli.options import declared_options
 from service.errors import InvalidInput
 from service.mechanisms import registry
+from service.mechanisms.auto import AUTO
 from service.mechanisms.registry import PrivacyNotion, ReleaseKind
 
 #: The registered marginal mechanisms, for the help text (:mod:`service.mechanisms.registry`).
@@ -50,7 +51,9 @@ release_app = Typer(help="Make and list releases (the only commands that spend b
 def release_marginals(
     name: DatasetName,
     mechanism: Annotated[str, typer.Option(
-        help=f"{', '.join(MARGINAL_MECHANISMS[:-1])} or {MARGINAL_MECHANISMS[-1]}.")],
+        help=f"{', '.join(MARGINAL_MECHANISMS)}, or {AUTO} (the default): the zCDP mechanism the benchmark found "
+             "best for this workload at this budget, chosen from the domain, the workload and rho only (never the "
+             "data; docs/mechanisms.md, 'Which mechanism: auto'); it takes no mechanism options.")] = AUTO,
     workload: Annotated[str, typer.Option(
         help="all-1way, all-2way, all-3way, target:COL or a JSON file.")] = "all-2way",
     epsilon: Annotated[str | None, typer.Option(help="Epsilon to spend.")] = None,
@@ -100,7 +103,9 @@ def release_marginals(
                                                    rho=rho, seed=seed, options=options, progress=bar)
     late_interrupt(outcome.release_id)
     emit(as_json, {**outcome.to_json(), "status": "complete"}, lambda: stdout.print(
-        f"release [bold]{outcome.release_id}[/] ({mechanism}) complete: charged {describe_cost(outcome.cost)}"
+        (f"auto chose {outcome.auto.mechanism}: {outcome.auto.reason}\n" if outcome.auto is not None else "")
+        + f"release [bold]{outcome.release_id}[/] ({outcome.mechanism}) complete: charged "
+          f"{describe_cost(outcome.cost)}"
         + (f"\n{outcome.budget.describe()}" if outcome.budget is not None else "")
         + ("\n[bold red]seeded[/]: its noise is known to whoever knows the seed; it carries no privacy"
            if outcome.seeded else ""), highlight=False))

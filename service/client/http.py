@@ -305,7 +305,7 @@ class Client(CollectionsClient):
     def release_marginals(
         self,
         name: str,
-        mechanism: str,
+        mechanism: str = "auto",
         workload: Workload = "all-2way",
         epsilon: float | None = None,
         delta: float | None = None,
@@ -319,6 +319,9 @@ class Client(CollectionsClient):
         ``budget`` (the budget's composed epsilon spent before and after, with a note when that is not
         just the release's epsilon).
 
+        ``mechanism`` is a registered marginal mechanism, or ``"auto"`` (the default): the zCDP mechanism the
+        benchmark found best for this workload at this budget, chosen from the domain, the workload and rho only
+        (``auto`` in the answer says which and why; it takes no ``options``).
         ``workload`` is ``"all-2way"``-style, ``"target:COL"``, or a list of attribute lists (or
         ``{"attributes": [...], "weight": w}``). A 409 ``budget_exceeded`` error says what can still be spent.
         ``progress`` overrides the client's default for this call."""
@@ -328,7 +331,7 @@ class Client(CollectionsClient):
     def plan_release(
         self,
         name: str,
-        mechanism: str,
+        mechanism: str = "auto",
         workload: Workload = "all-2way",
         epsilon: float | None = None,
         delta: float | None = None,
@@ -346,8 +349,9 @@ class Client(CollectionsClient):
         stored release, ``accuracy["simulation"]`` saying which; an AIM estimate takes as long as an AIM release), or
         ``none`` with ``accuracy_note`` saying why. ``target_error`` (closed forms only) solves for the smallest epsilon
         at which every workload marginal's expected normalised L1 error is at most it (omit ``epsilon`` and ``rho``;
-        give ``delta`` for a zCDP mechanism): ``target["epsilon"]``, and the plan is made at it. Answered at once (no
-        job, no idempotency key: nothing is charged)."""
+        give ``delta`` for a zCDP mechanism; not with ``auto``): ``target["epsilon"]``, and the plan is made at it.
+        With ``mechanism="auto"``, ``auto`` says what it chose and why, and the plan is that mechanism's. Answered at
+        once (no job, no idempotency key: nothing is charged)."""
         body = _release_body(mechanism, workload, options, epsilon=epsilon, delta=delta, rho=rho,
                              target_error=target_error)
         return self._request("POST", f"/datasets/{_segment(name)}/releases/marginals/plan", json=body)

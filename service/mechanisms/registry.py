@@ -170,16 +170,26 @@ class MechanismSpec:
         via :func:`service.privacy.conversions.cdp_rho`), rounded down to the accountant's grid so the mechanism
         calibrates to exactly the rho that is charged. Approximate DP takes epsilon and delta > 0, charged as
         they are."""
-        try:
-            if self.notion is PrivacyNotion.PURE:
-                return _pure_cost(self.name, epsilon, delta, rho)
-            if self.notion is PrivacyNotion.APPROXIMATE:
-                return _approximate_cost(self.name, epsilon, delta, rho)
-            return _zcdp_cost(self.name, epsilon, delta, rho)
-        except ValueError as exc:
-            if isinstance(exc, InvalidInput):
-                raise
-            raise InvalidInput(str(exc), code="invalid_parameter") from None
+        rule = {PrivacyNotion.PURE: _pure_cost, PrivacyNotion.APPROXIMATE: _approximate_cost}.get(self.notion,
+                                                                                                 _zcdp_cost)
+        return _checked_cost(rule, self.name, epsilon, delta, rho)
+
+
+def zcdp_cost(name: str, epsilon: object, delta: object, rho: object) -> PrivacyCost:
+    """The zCDP charge of a request named ``name`` in the refusals (:meth:`MechanismSpec.cost` of a zCDP mechanism;
+    ``auto``, which chooses among them, is charged by it before it chooses)."""
+    return _checked_cost(_zcdp_cost, name, epsilon, delta, rho)
+
+
+def _checked_cost(rule: Callable[[str, object, object, object], PrivacyCost], name: str, epsilon: object,
+                  delta: object, rho: object) -> PrivacyCost:
+    """``rule``'s cost, its arithmetic's refusals as the caller's bad input."""
+    try:
+        return rule(name, epsilon, delta, rho)
+    except ValueError as exc:
+        if isinstance(exc, InvalidInput):
+            raise
+        raise InvalidInput(str(exc), code="invalid_parameter") from None
 
 
 def _epsilon(epsilon: object) -> Fraction:

@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 import numpy as np
@@ -62,7 +62,8 @@ from service.data.datasets import StoredDataset, get_dataset
 from service.data.oracle import TableCountOracle
 from service.error_text import is_own, shown_message
 from service.errors import InvalidInput, ServiceError
-from service.mechanisms import registry
+from service.mechanisms import auto, registry
+from service.mechanisms.auto import AutoChoice
 from service.mechanisms.base import MechanismError, MechanismResult, SpentSteps, spent_before_stop
 from service.mechanisms.progress import Progress, no_progress
 from service.mechanisms.registry import ReleaseKind
@@ -102,6 +103,7 @@ class ReleaseOutcome:
     details: dict[str, object] = field(default_factory=dict)
     budget: accountant.BudgetEffect | None = None
     seeded: bool = False
+    auto: AutoChoice | None = None
 
     def to_json(self) -> dict[str, object]:
         body: dict[str, object] = {"release_id": self.release_id, "mechanism": self.mechanism,
@@ -110,6 +112,8 @@ class ReleaseOutcome:
             body["budget"] = self.budget.to_json()
         if self.seeded:
             body["seeded"] = True
+        if self.auto is not None:
+            body["auto"] = self.auto.to_json()
         return body
 
 
@@ -143,6 +147,7 @@ class PreparedRelease:
     spec: registry.MechanismSpec
     request: registry.RunRequest
     params: dict[str, object]
+    auto: AutoChoice | None = None
 
 
 def prepare_marginals(
@@ -156,21 +161,58 @@ def prepare_marginals(
     rho: object = None,
     options: dict[str, object] | None = None,
 ) -> PreparedRelease:
-    """Step 1 of a marginal release of dataset ``name`` by a registered marginal mechanism: the cost, the dataset,
-    the workload and the options checked, nothing written."""
-    spec = registry.get(mechanism, kind=ReleaseKind.MARGINALS)
+    """Step 1 of a marginal release of dataset ``name`` by a registered marginal mechanism, or by the one ``auto``
+    chooses from public information (:mod:`service.mechanisms.auto`): the cost, the dataset, the workload and the
+    options checked, nothing written."""
+    if mechanism == auto.AUTO:
+        return _prepare_auto(engine, name, workload, epsilon=epsilon, delta=delta, rho=rho, options=options)
+    spec = marginal_spec(mechanism)
     options = dict(options or {})
     cost = spec.cost(epsilon, delta, rho)
     dataset = get_dataset(engine, name)
     queries = resolve_workload(dataset, workload) if spec.uses_workload else ()
-    params = {
+    spec.check_options(options)
+    return _prepared(dataset, spec, cost, queries, options, epsilon=epsilon, delta=delta, rho=rho)
+
+
+def marginal_spec(mechanism: object) -> registry.MechanismSpec:
+    """The registered marginal mechanism called ``mechanism``; the refusal names every choice, ``auto`` included."""
+    spec = registry.find(mechanism) if isinstance(mechanism, str) else None
+    if spec is None or spec.kind != ReleaseKind.MARGINALS:
+        choices = [*registry.names(ReleaseKind.MARGINALS), auto.AUTO]
+        raise InvalidInput(f"mechanism must be one of {choices}, got {mechanism!r}", code="invalid_parameter")
+    return spec
+
+
+def _prepared(dataset: StoredDataset, spec: registry.MechanismSpec, cost: PrivacyCost, queries: tuple[Query, ...],
+              options: dict[str, object], *, epsilon: object, delta: object, rho: object,
+              choice: AutoChoice | None = None) -> PreparedRelease:
+    params: dict[str, object] = {
         "workload": [{"attributes": list(q.attributes), "weight": q.weight} for q in queries],
         "options": options,
         "requested": {"epsilon": _num(epsilon), "delta": _num(delta), "rho": _num(rho)},
     }
-    spec.check_options(options)
+    if choice is not None:
+        params["auto"] = choice.to_json()
     request = registry.RunRequest(cost, options, queries=queries, epsilon=epsilon, delta=delta)
-    return PreparedRelease(dataset, spec, request, params)
+    return PreparedRelease(dataset, spec, request, params, choice)
+
+
+def _prepare_auto(engine: Engine, name: str, workload: str | list[object], *, epsilon: object, delta: object,
+                  rho: object, options: dict[str, object] | None) -> PreparedRelease:
+    """Step 1 of an ``auto`` release: charged as every candidate would be (they are all zCDP, at the same rho), the
+    mechanism chosen from the domain, the workload and that rho (never the table), then prepared as if named."""
+    if options:
+        raise InvalidInput(f"auto chooses the options too, and takes none (got {sorted(options)}): name a mechanism "
+                           f"({', '.join(auto.CANDIDATES)}) to set its options", code="invalid_parameter")
+    cost = registry.zcdp_cost(auto.AUTO, epsilon, delta, rho)
+    dataset = get_dataset(engine, name)
+    queries = resolve_workload(dataset, workload)
+    choice = auto.choose(dataset.domain, queries, cost.rho)
+    spec = marginal_spec(choice.mechanism)
+    spec.check_options(choice.options)
+    return _prepared(dataset, spec, cost, queries if spec.uses_workload else (), dict(choice.options),
+                     epsilon=epsilon, delta=delta, rho=rho, choice=choice)
 
 
 def release_marginals(
@@ -195,9 +237,11 @@ def release_marginals(
 
 def release_prepared(engine: Engine, prepared: PreparedRelease, *, seed: int | None, principal: str,
                      progress: Progress = no_progress) -> ReleaseOutcome:
-    """Reserve, run and store a :class:`PreparedRelease` (:func:`release_with`)."""
-    return release_with(engine, prepared.dataset, prepared.spec, prepared.request, prepared.params, seed=seed,
-                        principal=principal, progress=progress)
+    """Reserve, run and store a :class:`PreparedRelease` (:func:`release_with`); the outcome says what ``auto``
+    chose, if it chose."""
+    outcome = release_with(engine, prepared.dataset, prepared.spec, prepared.request, prepared.params, seed=seed,
+                           principal=principal, progress=progress)
+    return outcome if prepared.auto is None else replace(outcome, auto=prepared.auto)
 
 
 def checked_runner(spec: registry.MechanismSpec, request: registry.RunRequest) -> registry.Runner:

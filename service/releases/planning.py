@@ -35,9 +35,10 @@ from estimators.residual.accuracy import CellError
 from service.accounting import accountant
 from service.accounting.accountant import ChargeQuote, describe_cost
 from service.errors import InvalidInput
-from service.mechanisms import registry
+from service.mechanisms import auto
+from service.mechanisms.auto import AutoChoice
 from service.mechanisms.base import MechanismError
-from service.mechanisms.registry import MechanismSpec, PrivacyNotion, ReleaseKind
+from service.mechanisms.registry import MechanismSpec, PrivacyNotion
 from service.privacy.cost import MAX_AMOUNT, exact
 from service.releases import engine as release_engine
 from service.releases import simulated_accuracy
@@ -109,6 +110,7 @@ class ReleasePlan:
     accuracy: AccuracyForecast | SimulatedAccuracy | None
     accuracy_note: str = ""
     target: TargetSolution | None = None
+    auto: AutoChoice | None = None
 
     @property
     def fits(self) -> bool:
@@ -128,12 +130,15 @@ class ReleasePlan:
                 "accuracy": None if self.accuracy is None else {"normalised_by": NORMALISED_BY,
                                                                 **self.accuracy.to_json()},
                 "accuracy_basis": self.accuracy_basis, "accuracy_note": self.accuracy_note,
-                "target": None if self.target is None else self.target.to_json()}
+                "target": None if self.target is None else self.target.to_json(),
+                "auto": None if self.auto is None else self.auto.to_json()}
 
     def describe(self, shown: int = 8) -> str:
         """The plan in a few lines (the command line's ``--dry-run``)."""
         lines = [f"dry run (nothing was spent): a {self.mechanism} release of {self.dataset} would charge "
                  f"{describe_cost(self.quote.cost)}"]
+        if self.auto is not None:
+            lines.append(f"auto chose {self.auto.mechanism} (rule {self.auto.rule}): {self.auto.reason}")
         if self.target is not None:
             delta = "" if self.target.delta is None else f" with delta={float(self.target.delta):g}"
             lines.append(f"target: expected L1 error of every normalised workload marginal <= "
@@ -208,7 +213,7 @@ def plan_prepared(engine: Engine, prepared: PreparedRelease, *, target: TargetSo
                 note = (f"no estimate is possible: the simulated {spec.name} run stopped before drawing any noise: "
                         f"{exc}; a release with these settings is refused the same way once it runs (and refunded, "
                         "but a first zCDP charge's anchor stays: docs/privacy.md 6.6)")
-    return ReleasePlan(prepared.dataset.name, spec.name, spec.kind, quote, accuracy, note, target)
+    return ReleasePlan(prepared.dataset.name, spec.name, spec.kind, quote, accuracy, note, target, prepared.auto)
 
 
 def _no_forecast(spec: MechanismSpec) -> str:
@@ -253,7 +258,11 @@ def plan_marginals(
     target = _checked_target(target_error)
     if epsilon is not None or rho is not None:
         raise InvalidInput("target_error solves for epsilon: omit epsilon and rho", code="invalid_parameter")
-    spec = registry.get(mechanism, kind=ReleaseKind.MARGINALS)
+    if mechanism == auto.AUTO:
+        raise InvalidInput("target_error solves for one mechanism's epsilon, and auto's choice depends on epsilon: "
+                           "name the mechanism (gaussian or residual have closed forms; plan auto at a few epsilons "
+                           "to see what it picks)", code="invalid_parameter")
+    spec = release_engine.marginal_spec(mechanism)
     if spec.notion is PrivacyNotion.ZCDP and delta is None:
         raise InvalidInput(f"target_error solves for epsilon: {spec.name} is a zCDP mechanism, give delta too (its "
                            "(epsilon, delta) converts to rho as a release's does)", code="invalid_parameter")

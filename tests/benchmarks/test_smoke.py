@@ -105,6 +105,8 @@ FAST: dict[str, tuple[Args, bool]] = {
                            True),
     "objpert_memory": (lambda tmp, data: ["--rows", "3000", "--source-rows", "300", "--workdir", str(tmp),
                                           "--quiet"], True),
+    "mechanism_choice": (lambda tmp, data: ["--tables", "titanic", "--epsilons", "1", "--trials", "1",
+                                            "--mechanisms", "gaussian", "residual", "aim"], True),
     "error_bar_coverage": (lambda tmp, data: ["--table", "titanic", "--target", "Fare", "--features", "Pclass,Sex",
                                               "--methods", "dd-ssp/gaussian,adassp/adassp", "--trials", "2",
                                               "--quiet"], True),

@@ -137,6 +137,10 @@ def steward_loads(story: Story) -> None:
 
 def steward_releases(story: Story) -> None:
     heading("2. Releases: the only steps that spend budget")
+    # before spending: which mechanism --mechanism auto (the default) would run, chosen from public inputs only
+    story.run("release", "marginals", "adult", "--workload", "all-2way", "--epsilon", "2", "--delta", "1e-6",
+              "--dry-run", as_json=True,
+              summary=lambda p: f"auto would run {p['mechanism']} (rule {p['auto']['rule']}): {p['auto']['reason']}")
     plan = [
         ("laplace", ["--workload", "all-1way", "--epsilon", "0.5"]),
         ("gaussian", ["--workload", "target:income>50K", "--epsilon", "1", "--delta", "1e-6"]),

@@ -99,10 +99,11 @@ def test_the_api_schema_and_the_cli_offer_exactly_the_registered_marginal_mechan
     registered = registry.names(ReleaseKind.MARGINALS)
     assert registered == ["laplace", "gaussian", "mst", "aim", "residual"]
     schema = create_app(None).openapi()  # type: ignore[arg-type]
-    assert schema["components"]["schemas"]["MarginalReleaseIn"]["properties"]["mechanism"]["enum"] == registered
+    offered = [*registered, "auto"]  # auto chooses among the zCDP ones (service/mechanisms/auto.py)
+    assert schema["components"]["schemas"]["MarginalReleaseIn"]["properties"]["mechanism"]["enum"] == offered
     command = typer.main.get_command(app).commands["release"].commands["marginals"]  # type: ignore[attr-defined]
-    help_text = next(p.help for p in command.params if p.name == "mechanism")
-    assert re.split(r", | or ", help_text.rstrip(".")) == registered
+    option = next(p for p in command.params if p.name == "mechanism")
+    assert re.split(r", (?:or )?", option.help.split(" (the default)")[0]) == offered and option.default == "auto"
 
 
 def test_every_builtin_mechanism_is_registered_with_its_kind_and_notion() -> None:

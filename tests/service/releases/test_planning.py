@@ -75,6 +75,7 @@ CASES: dict[str, Case] = {
     "residual": _marginals("residual", rho="0.02"),
     "mst": _marginals("mst", workload="all-1way", rho="0.02", options={"iters": 20}),
     "aim": _marginals("aim", epsilon="1", delta="1e-6", options={"rounds": 5, "iters": 20, "round_iters": 10}),
+    "auto": _marginals("auto", epsilon="1", delta="1e-6"),  # chooses among the four from public inputs
     "fit dd-ssp": _fit("dd-ssp", "linear", "y"),
     "fit aim-synth": _fit("aim-synth", "linear", "y", rounds=5),
     "fit adassp": _fit("adassp", "linear", "y"),
