@@ -76,16 +76,21 @@ def own_peak_rss_mb() -> float:
     return peak_rss_mb()
 
 
+def load_domain(table: str) -> Any:
+    """The table's public domain (its ``-domain.json``), without reading its rows."""
+    from workloads.domain import Domain
+
+    return Domain.from_sizes(json.loads((DATA / TABLES[table][1]).read_text()))
+
+
 def load_oracle(table: str) -> Any:
     """The table's integer-coded columns as an in-memory ``selection.ArrayOracle`` (no SQL)."""
     import pandas as pd
 
     from service.mechanisms.selection import ArrayOracle
-    from workloads.domain import Domain
 
-    csv, domain_file = TABLES[table]
-    domain = Domain.from_sizes(json.loads((DATA / domain_file).read_text()))
-    frame = pd.read_csv(DATA / csv)
+    domain = load_domain(table)
+    frame = pd.read_csv(DATA / TABLES[table][0])
     return ArrayOracle(domain, {n: frame[n].to_numpy() for n in domain.names})
 
 

@@ -37,7 +37,7 @@ from pathlib import Path
 
 from benchmarks import harness
 from benchmarks.harness import machine
-from benchmarks.measure import TABLES, load_oracle, two_way_pairs, workload_error
+from benchmarks.measure import TABLES, load_domain, load_oracle, two_way_pairs, workload_error
 
 MECHANISMS = ("gaussian", "residual", "mst", "aim")
 #: Variants measured beside the four (``--mechanisms residual-floor``): a mechanism with non-default options, which
@@ -89,12 +89,6 @@ def auto_pick(table: str, epsilon: float) -> tuple[str, dict[str, object]]:
     rho = registry.zcdp_cost(auto.AUTO, epsilon, DELTA, None).rho
     choice = auto.choose(domain, parse_workload("all-2way", domain), rho)
     return choice.mechanism, dict(choice.options)
-
-
-def load_domain(table: str):  # noqa: ANN201
-    from workloads.domain import Domain
-
-    return Domain.from_sizes(json.loads((harness.DATA / TABLES[table][1]).read_text()))
 
 
 def summarize(runs: list[dict[str, object]]) -> list[dict[str, object]]:
