@@ -50,6 +50,8 @@ bench: install bench-quick bench-stein bench-sparse
 	    $(B).mechanism_choice --first-trial 1 --trials 2 --json $(R)/mechanism_choice_b.json; wait
 	$(B).mechanism_choice --mechanisms residual-floor --trials 2 --json $(R)/mechanism_choice_c.json
 	$(B).mechanism_choice --merge $(R)/mechanism_choice_a.json $(R)/mechanism_choice_b.json $(R)/mechanism_choice_c.json
+	# regression method auto's picks on the designs the DD-SSP paper does not use (docs/regression-results.md)
+	$(B).regression_method_choice --json $(R)/regression_method_choice.json --force
 	$(B).api_load
 	$(B).body_edge
 	$(B).load_memory --sizes 1000000,5000000,20000000 --postgresql

@@ -150,6 +150,18 @@ def _metric(design: DesignEncoding, model: object, X: np.ndarray, y: np.ndarray)
     return "auc", auc(y, model.decision_function(X))  # type: ignore[attr-defined]
 
 
+def _extra_metrics(design: DesignEncoding, model: object, X: np.ndarray, y: np.ndarray) -> dict[str, float]:
+    """A logistic model's ``accuracy`` of its predicted labels on the test rows (beside the AUC of its scores)."""
+    if design.task != "logistic":
+        return {}
+    out = {"accuracy": float(np.mean(model.predict(X) == y))}  # type: ignore[attr-defined]
+    surrogate = getattr(model, "surrogate_theta_", None)  # a calibrated DD-SSP: its surrogate's labels too
+    if surrogate is not None:
+        score = X @ surrogate[int(design.intercept):] + (surrogate[0] if design.intercept else 0.0)
+        out["accuracy_uncalibrated"] = float(np.mean(np.where(score > 0, 1, -1) == y))
+    return out
+
+
 def _load(engine: object, name: str, csv: Path, domain_json: Path, categorical: Sequence[str]) -> None:
     datasets.load_coded_csv(engine, name, csv, domain_json, tuple(categorical))  # type: ignore[arg-type]
     accountant.set_budget(engine, name, *BENCH_BUDGET, principal="bench")  # type: ignore[arg-type]
@@ -183,7 +195,7 @@ def run_regression_bench(config: RegressionBench, log: Callable[[str], None] = l
         reference.fit(X_train, y_train, design.feature_names)
         key, value = _metric(design, reference, X_test, y_test)
         records.append({"method": method, "epsilon": None, "trial": 0, key: value,
-                        "seconds": time.perf_counter() - t0})
+                        **_extra_metrics(design, reference, X_test, y_test), "seconds": time.perf_counter() - t0})
         log(f"{method}: {key}={value:.4f}")
 
     private = [m for m in applicable if m not in REFERENCES and m not in EXTRA_METHODS]
@@ -220,11 +232,14 @@ def run_regression_bench(config: RegressionBench, log: Callable[[str], None] = l
         "config": config.to_json(),
         "data": {"train_rows_available": len(train_all), "train_rows_used": len(train), "test_rows": len(test),
                  "columns": columns, "categorical": list(sub_domain.categorical()),
-                 "encoded_columns": list(design.gram_names)},
+                 "encoded_columns": list(design.gram_names),
+                 **({"majority_rate": float(max(np.mean(y_test == 1), np.mean(y_test == -1)))}
+                    if config.task == "logistic" else {})},
         "metric": "mse" if config.task == "linear" else "auc",
         "skipped_methods": skipped,
         "records": records,
         "summary": summarize(records, "mse" if config.task == "linear" else "auc"),
+        **({"summary_accuracy": summarize(records, "accuracy")} if config.task == "logistic" else {}),
         "seconds_total": time.perf_counter() - started,
     }
 
@@ -292,6 +307,7 @@ def _run_family(
                                     seed=seed, principal="bench", allow_seeded=True)  # in-process benchmark
             key, value = _metric(design, fitted.model, X_test, y_test)
             record[key] = value
+            record.update(_extra_metrics(design, fitted.model, X_test, y_test))
         except Exception as exc:  # noqa: BLE001
             record["error"] = f"{type(exc).__name__}: {exc}"
             key, value = "error", math.nan

@@ -7,6 +7,7 @@ Labels are ``y in {-1, +1}`` throughout (Sec. 3.3); the fitted models predict
 
 from __future__ import annotations
 
+import copy
 from decimal import Decimal
 
 import numpy as np
@@ -66,8 +67,31 @@ class DDSSPLogisticRegression(BinaryClassifier):
         self._quadratic = project_psd(stats.xtx) + ridge * np.eye(stats.dimension)
         self._linear = stats.xty.copy()
         self._n = stats.n
+        self._intercept = stats.intercept
         self._store(theta, stats.feature_names, stats.intercept)
         return self
+
+    def calibrated(self, slope: float, shift: float) -> DDSSPLogisticRegression:
+        """This fit with the score ``x.theta`` replaced by ``slope x.theta + shift`` (:func:`platt_scaling`): the
+        coefficients times ``slope``, the intercept ``slope intercept + shift`` (``shift`` must be 0 without an
+        intercept). ``slope`` must be positive, so the scores' order (and the AUC) is unchanged. Returns a new model;
+        the surrogate fit it came from stays on it as ``surrogate_theta_``."""
+        slope = check_positive("slope", slope)
+        if not np.isfinite(shift) or (shift != 0.0 and not self._intercept):
+            raise EstimatorError(f"shift must be finite, and 0 for a model without an intercept; got {shift!r}")
+        theta = self.theta_()
+        out = copy.copy(self)
+        moved = slope * theta
+        if self._intercept:
+            moved[0] += shift
+        out._store(moved, self.feature_names_, self._intercept)
+        out.surrogate_theta_ = theta
+        out.calibration_ = (slope, float(shift))
+        return out
+
+    def theta_(self) -> np.ndarray:
+        """``[intercept?, coef...]``, laid out as ``Z^T Z``'s rows of ``X``."""
+        return np.concatenate([[self.intercept_], self.coef_]) if self._intercept else self.coef_.copy()
 
     def surrogate_log_likelihood(self, theta: np.ndarray) -> float:
         """Prop. 3.4's ``n b0 + b1 theta^T X^T y + b2 theta^T X^T X theta`` at ``theta = [intercept?, coef]``."""
@@ -188,3 +212,25 @@ class ObjPertLogisticRegression(BinaryClassifier):
         self._store(np.array([float(t + Decimal(float(s))) for t, s in zip(theta, shift, strict=True)]), names,
                     self.fit_intercept)
         return self
+
+
+def platt_scaling(scores: object, labels: object, intercept: bool) -> tuple[float, float]:
+    """``(slope, shift)`` of the logistic model ``P(y = +1 | s) = 1 / (1 + e^{-(slope s + shift)})`` fitted by maximum
+    likelihood to ``scores`` and ``labels`` in ``{-1, +1}`` (Platt 1999, "Probabilistic Outputs for Support Vector
+    Machines", Sec. 2; ``shift`` is 0 when ``intercept`` is False). DD-SSP's surrogate (Prop. 3.4) is a scaled
+    least-squares fit of the labels: its direction ranks rows well (its AUC), but its scale and offset are those of a
+    linear probability model, which for a rare class puts almost every score on the majority's side. Re-fitting only
+    those two numbers on rows drawn from the release's model (free: post-processing) gives labels and probabilities
+    on the logistic scale again.
+
+    The fit is scikit-learn's, through :class:`estimators.central.reference.LogisticReference`, with an l2 penalty of
+    1 (``C = 1``) on the slope: negligible against the thousands of rows it is fitted on, and it keeps the slope
+    finite when the rows are separable."""
+    from estimators.central.reference import LogisticReference
+
+    s = as_matrix("scores", np.asarray(scores, dtype=float).reshape(-1, 1))
+    y = np.asarray(labels, dtype=float)
+    if y.shape != (s.shape[0],):
+        raise EstimatorError(f"labels must hold one label per score, got {y.shape} for {s.shape[0]} scores")
+    fitted = LogisticReference(fit_intercept=intercept, C=1.0).fit(s, y)
+    return float(fitted.coef_[0]), float(fitted.intercept_)

@@ -33,8 +33,8 @@ from estimators.residual.planner import KroneckerQuery, ResidualPlan, plan_resid
 from estimators.residual.reconstruct import NoisyResiduals
 from workloads.encodings import DesignEncoding
 
-__all__ = ["DEFAULT_RIDGE_FACTOR", "DEFAULT_TARGET_WEIGHT", "gram_noise_scale", "gram_queries", "gram_workload",
-           "regression_plan"]
+__all__ = ["DEFAULT_RIDGE_FACTOR", "DEFAULT_TARGET_WEIGHT", "gram_entry_variances", "gram_noise_scale", "gram_queries",
+           "gram_workload", "regression_plan"]
 
 #: The ``X^T y`` weight and the ridge factor of the regression plan, chosen with
 #: ``benchmarks/ddssp_residual_quick.py`` on the linear tables of docs/regression-results.md at epsilon 0.05 and 0.1
@@ -98,22 +98,29 @@ def gram_noise_scale(release: ResidualPlan | NoisyResiduals, design: DesignEncod
     the unbiased reconstruction of ``release`` (a plan, or the noisy residuals of a release with their public scales)
     -- the scale of the spectral norm of the noise in ``X^T X``, a public function of the plan. DD-SSP adds
     ``DEFAULT_RIDGE_FACTOR`` times it as a ridge (a setting, no privacy cost)."""
+    xtx, _ = gram_entry_variances(release, design)
+    return math.sqrt(len(design.gram_names) * float(np.mean(xtx)))
+
+
+def gram_entry_variances(release: ResidualPlan | NoisyResiduals, design: DesignEncoding,
+                         ) -> tuple[np.ndarray, np.ndarray]:
+    """The noise variance of every ``X^T X`` entry and of every ``X^T y`` entry (the ``y^T y`` one included) of the
+    unbiased reconstruction of ``release`` (a plan, or a release's noisy residuals with their public scales): public
+    functions of the plan, one value per query of :func:`gram_queries` and cell of it."""
     if isinstance(release, ResidualPlan):
         scales = dict(zip(release.residuals, (float(v) for v in release.variances), strict=True))
     elif isinstance(release, NoisyResiduals):
         scales = dict(release.scales)
     else:
         raise ResidualError(f"release must be a ResidualPlan or NoisyResiduals, got {type(release).__name__}")
-    variances = []
+    blocks: dict[bool, list[np.ndarray]] = {False: [], True: []}
     domain = design.domain
     for query in gram_queries(design):
-        if design.target in query.attributes:
-            continue
         clique = tuple(a for a in domain.names if a in query.attributes)  # domain order, factors to match
         factors = [query.factors[query.attributes.index(a)] for a in clique]
         coefficients = query_row_coefficients(domain, clique, factors)
         missing = [a for a in coefficients if a not in scales]
         if missing:
             raise ResidualError(f"the release has no residual {list(missing[0])}: it does not cover the design")
-        variances.append(sum(scales[a] * c for a, c in coefficients.items()))
-    return math.sqrt(len(design.gram_names) * float(np.mean(np.concatenate(variances))))
+        blocks[design.target in query.attributes].append(np.ravel(sum(scales[a] * c for a, c in coefficients.items())))
+    return np.concatenate(blocks[False]), np.concatenate(blocks[True])

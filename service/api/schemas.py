@@ -25,6 +25,7 @@ from service.mechanisms.auto import AUTO
 from service.mechanisms.registry import ReleaseKind
 from service.privacy.cost import MAX_AMOUNT
 from service.regression import methods
+from service.regression.choice import AUTO_METHOD
 
 #: Dataset names usable in URLs: no control characters and no "/" (it would split the path).
 NAME_PATTERN = r"^[^\x00-\x1f\x7f/]+$"
@@ -429,6 +430,15 @@ class ReleasePlanOut(ChargePlanOut):
                                        "`mechanism` is the chosen one).")
 
 
+class MethodChoiceOut(BaseModel):
+    """What `method: auto` chose, from the design's domain sizes and the budget only."""
+
+    method: str
+    rule: str = Field(description="The rule that chose it (docs/regression-results.md, \"method auto\").")
+    reason: str
+    figures: dict[str, float] = Field(description="The public figures the rule compared.")
+
+
 class FitPlanOut(ChargePlanOut):
     dataset: str
     task: str
@@ -439,11 +449,12 @@ class FitPlanOut(ChargePlanOut):
                                     "would be charged).")
     note: str
     release: ReleasePlanOut | None = Field(description="The plan of the new release the fit would make.")
+    auto: MethodChoiceOut | None = Field(None, description="With method auto: the method it chose and why.")
 
 
 # regression fits ----------------------------------------------------------------------------------
 #: The regression methods registered when the API is built (:mod:`service.regression.methods`).
-FIT_METHODS = tuple(methods.names())
+FIT_METHODS = (*methods.names(), AUTO_METHOD)
 #: The settings some method takes (DP-IHT's sparsity, iterations...), top-level fields of :data:`FitIn`.
 FIT_SETTINGS = methods.option_names()
 
@@ -498,6 +509,7 @@ class FitOut(BaseModel):
     cost: Cost = Field(description="What THIS call was charged (zero when a stored release answered).")
     budget: BudgetEffectOut | None = Field(None, description="When a new release was made: what it cost in the "
                                            "budget's composed epsilon.")
+    auto: MethodChoiceOut | None = Field(None, description="With method auto: the method it chose and why.")
     feature_names: list[str]
     coefficients: dict[str, float] = Field(description="On the design's encoding: ordinal columns and a linear "
                                            "target in [-1, 1], categorical levels as indicators.")

@@ -28,6 +28,10 @@ from service.cli.common import (
 )
 from service.cli.options import declared_options
 from service.regression import methods
+from service.regression.choice import AUTO_METHOD
+
+#: ``--method auto`` in the help (docs/regression-results.md, "method auto").
+AUTO_HELP = f"{AUTO_METHOD} (chosen from the design and epsilon only)"
 
 
 @app.command()
@@ -37,7 +41,7 @@ def fit(
     task: Annotated[str, typer.Argument(help="linear or logistic.", metavar="TASK")],
     name: Annotated[str, typer.Argument(help="Dataset to regress on.", metavar="NAME")],
     target: Annotated[str, typer.Option(help="Target column.")],
-    method: Annotated[str, typer.Option(help=f"{methods.describe_choices()}.")] = "dd-ssp",
+    method: Annotated[str, typer.Option(help=f"{methods.describe_choices(AUTO_HELP)}.")] = "dd-ssp",
     features: Annotated[str | None, typer.Option(help="Comma-separated feature columns (default: all others).")] = None,
     categorical: Annotated[str | None, typer.Option(
         help="Comma-separated features to one-hot encode (default: the dataset's categorical columns).")] = None,
@@ -98,7 +102,9 @@ def fit(
 
     def human() -> None:
         spent = "nothing (a stored release answered)" if outcome.cost.is_zero else describe_cost(outcome.cost)
-        stdout.print(f"{method} {task} regression of [bold]{target}[/] answered by release "
+        if outcome.auto is not None:
+            stdout.print(f"auto chose {outcome.method}: {outcome.auto.reason}", highlight=False)
+        stdout.print(f"{outcome.method} {task} regression of [bold]{target}[/] answered by release "
                      f"[bold]{outcome.release_id}[/] ({outcome.release_mechanism}); this call spent {spent}",
                      highlight=False)
         if outcome.budget is not None:

@@ -65,6 +65,7 @@ class FittedRegression:
         self.reused: bool = answer["reused"]
         self.cost: dict[str, float] = dict(answer["cost"])
         self.budget: dict[str, object] | None = answer.get("budget")
+        self.auto: dict[str, object] | None = answer.get("auto")  # method="auto": what it chose and why
         self.labels_ = {name: list(values) for name, values in (labels or {}).items()}
         self.design_ = DesignEncoding.from_dict(Domain.from_dict(domain), answer["design"])
         self.target_ = self.design_.target

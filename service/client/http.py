@@ -370,8 +370,9 @@ class Client(CollectionsClient):
     def fit_linear(self, name: str, target: str, features: Sequence[str] | None = None, method: str = "dd-ssp",
                    epsilon: float | None = None, delta: float | None = None, release: int | None = None,
                    **options: Any) -> FittedRegression:
-        """A private linear regression of ``target`` (methods dd-ssp, adassp, aim-synth, dp-iht). Free when a
-        stored release can answer; otherwise a new release is made with ``epsilon``/``delta`` and charged.
+        """A private linear regression of ``target`` (methods dd-ssp, adassp, aim-synth, dp-iht, or auto: the
+        server picks dd-ssp or adassp from the design and epsilon, and the answer's ``auto`` says which and why). Free
+        when a stored release can answer; otherwise a new release is made with ``epsilon``/``delta`` and charged.
         ``options``: ``intercept`` (default True), ``allow_unmeasured`` (let a release that did not measure
         every pair answer), ``idempotency_key``, ``progress``; for dp-iht ``sparsity`` (required),
         ``iterations``, ``step``, ``clip_norm``, ``l2`` (the same settings later are answered by the stored model). Any
@@ -383,7 +384,7 @@ class Client(CollectionsClient):
     def fit_logistic(self, name: str, target: str, features: Sequence[str] | None = None, method: str = "dd-ssp",
                      epsilon: float | None = None, delta: float | None = None, release: int | None = None,
                      **options: Any) -> FittedRegression:
-        """A private logistic regression of a binary ``target`` (dd-ssp, objpert, aim-synth, dp-iht); as
+        """A private logistic regression of a binary ``target`` (dd-ssp, objpert, aim-synth, dp-iht, or auto); as
         :meth:`fit_linear`."""
         return self._fit("logistic", name, target, features, method, epsilon, delta, release, options)
 

@@ -80,14 +80,21 @@ def dd_ssp(engine: Engine, release: StoredRelease, design: DesignEncoding, seed:
     reads the marginals of its graphical model, without a ridge. The statistics of a (release, design) are
     post-processing of an immutable release, computed once per process (:func:`dd_ssp_statistics`). The
     coefficients' error bars (:func:`service.regression.error_bars.dd_ssp_errors`; ``seed`` seeds a bootstrap this
-    call computes, in-process only) ride in the details under ``uncertainty.ERRORS_DETAIL``."""
-    from service.regression import error_bars
+    call computes, in-process only) ride in the details under ``uncertainty.ERRORS_DETAIL``. A logistic fit's
+    scores are then calibrated on rows of the release's model (:mod:`service.regression.calibration`: labels and
+    probabilities on the logistic scale, the order of the scores unchanged), said under ``calibration``."""
+    from service.regression import calibration, error_bars
 
     estimator_class = DDSSPLinearRegression if design.task == "linear" else DDSSPLogisticRegression
     stats, ridge, details = dd_ssp_statistics(engine, release, design)
     estimator = estimator_class() if ridge is None else estimator_class(ridge=ridge)
     model = estimator.fit(stats)
     errors = error_bars.dd_ssp_errors(engine, release, design, stats, ridge, model, seed)
+    if design.task == "logistic":
+        model, found = calibration.calibrate(engine, release, design, model)
+        details = {**details, "calibration": found.to_json()}
+        if found.applied:
+            errors = errors.scaled(found.slope, "times the calibration's slope (held fixed)")
     return model, {**details, uncertainty.ERRORS_DETAIL: errors}
 
 

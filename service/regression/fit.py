@@ -40,6 +40,7 @@ private row count and its iterations (docs/privacy.md, section 8.9 (e)).
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -59,7 +60,7 @@ from service.mechanisms.progress import Progress, no_progress
 from service.mechanisms.registry import PrivacyNotion, ReleaseKind, RunRequest
 from service.privacy.cost import PrivacyCost
 from service.regression import methods
-from service.regression.choice import marginal_mechanism_for
+from service.regression.choice import AUTO_METHOD, MethodChoice, marginal_mechanism_for, method_for
 from service.regression.design import (
     DEFAULT_MARGINAL_MECHANISM,
     RegressionInputError,
@@ -96,6 +97,7 @@ class FitOutcome:
     notes: tuple[str, ...] = ()
     budget: accountant.BudgetEffect | None = None  # what a new release cost in the budget's epsilon (None: reused)
     errors: CoefficientErrors = field(default_factory=CoefficientErrors.none)  # service/regression/uncertainty.py
+    auto: MethodChoice | None = None  # what method="auto" chose (service/regression/choice.py)
 
     @property
     def feature_names(self) -> tuple[str, ...]:
@@ -138,6 +140,7 @@ class FitOutcome:
             "details": self.details,
             "notes": list(self.notes),
             **({"budget": self.budget.to_json()} if self.budget is not None else {}),
+            **({"auto": self.auto.to_json()} if self.auto is not None else {}),
         }
 
 
@@ -156,7 +159,7 @@ def answer(
 def _method(method: object) -> MethodSpec:
     spec = methods.find(method)
     if spec is None:
-        raise RegressionInputError(f"method must be one of {methods.names()}, got {method!r}")
+        raise RegressionInputError(f"method must be one of {[*methods.names(), AUTO_METHOD]}, got {method!r}")
     return spec
 
 
@@ -258,6 +261,11 @@ class _Question:
     epsilon: Fraction | None = None
     delta: Fraction | None = None
     mechanism: str | None = None
+    auto: MethodChoice | None = None  # what method="auto" chose (None: the method was named)
+
+    @property
+    def method(self) -> str:
+        return self.spec.name
 
 
 def _question(engine: Engine, name: str, task: str, target: str, features: Sequence[str] | None,
@@ -268,6 +276,10 @@ def _question(engine: Engine, name: str, task: str, target: str, features: Seque
     release is needed (nothing written)."""
     if not isinstance(allow_unmeasured, bool):
         raise RegressionInputError(f"allow_unmeasured must be True or False, got {allow_unmeasured!r}")
+    if method == AUTO_METHOD:
+        return _auto_question(engine, name, task, target, features, categorical, epsilon, delta, release_id,
+                              intercept, reuse=reuse, mechanism=mechanism, options=options,
+                              allow_unmeasured=allow_unmeasured, allow_seeded=allow_seeded)
     spec = _method(method)
     if task in TASKS and task not in spec.tasks:
         raise RegressionInputError(f"method {method!r} fits {' or '.join(spec.tasks)} regression, not {task}")
@@ -295,6 +307,27 @@ def _question(engine: Engine, name: str, task: str, target: str, features: Seque
         return _Question(dataset, design, spec, settings, answers.get_release(engine, found), eps, dlt)
     chosen = mechanism or marginal_mechanism_for(design, method, eps, dlt)
     return _Question(dataset, design, spec, settings, None, eps, dlt, chosen)
+
+
+def _auto_question(engine: Engine, name: str, task: str, target: str, features: Sequence[str] | None,
+                   categorical: Sequence[str] | None, epsilon: object, delta: object, release_id: int | None,
+                   intercept: bool, **given: object) -> _Question:
+    """``method="auto"``: the method :func:`service.regression.choice.method_for` picks for a new release at
+    ``epsilon`` and ``delta`` (public inputs only), then the question of that method."""
+    if release_id is not None:
+        raise RegressionInputError("method 'auto' chooses the method of a new release; with release_id, name the "
+                                   f"method that release answers ({methods.describe_choices()})")
+    if given.get("mechanism") is not None or given.get("options"):
+        raise RegressionInputError("method 'auto' takes no mechanism or options: it chooses them; name a method "
+                                   "to set them")
+    dataset = get_dataset(engine, name)
+    design = build_design(dataset.domain, task, target, features, categorical, intercept)
+    eps, dlt = check_budget(epsilon, delta)
+    rho = registry.zcdp_cost(AUTO_METHOD, eps, dlt, None).rho
+    choice = method_for(design, eps, rho)
+    question = _question(engine, name, task, target, features, categorical, choice.method, epsilon, delta, None,
+                         intercept, **given)  # type: ignore[arg-type]
+    return dataclasses.replace(question, auto=choice)
 
 
 def fit(
@@ -336,7 +369,7 @@ def fit(
     question = _question(engine, name, task, target, features, categorical, method, epsilon, delta, release_id,
                          intercept, reuse=reuse, mechanism=mechanism, options=options,
                          allow_unmeasured=allow_unmeasured, allow_seeded=allow_seeded)
-    dataset, design, spec = question.dataset, question.design, question.spec
+    dataset, design, spec, method = question.dataset, question.design, question.spec, question.method
     cost = PrivacyCost()
     effect = None
     release = question.release
@@ -359,7 +392,7 @@ def fit(
         notes.append(_reused_note(release, mechanism, spec))
     release_cost = release_costs(engine, [release.id])[release.id]
     return FitOutcome(model, method, dataset.name, design, release.id, release.kind, release.mechanism, reused, cost,
-                      release_cost, details, tuple(notes), effect, errors)
+                      release_cost, details, tuple(notes), effect, errors, question.auto)
 
 
 def _reused_note(release: StoredRelease, mechanism: str | None, spec: MethodSpec,
@@ -385,6 +418,7 @@ class FitPlan:
     answered_by: int | None
     release: planning.ReleasePlan | None
     note: str = ""
+    auto: MethodChoice | None = None  # what method="auto" chose (service/regression/choice.py)
 
     @property
     def fits(self) -> bool:
@@ -394,7 +428,8 @@ class FitPlan:
         body: dict[str, object] = {"dry_run": True, "dataset": self.dataset, "task": self.design.task,
                                    "method": self.method, "target": self.design.target,
                                    "features": list(self.design.features), "answered_by": self.answered_by,
-                                   "fits": self.fits, "note": self.note}
+                                   "fits": self.fits, "note": self.note,
+                                   **({"auto": self.auto.to_json()} if self.auto is not None else {})}
         if self.release is None:
             return {**body, "cost": PrivacyCost().to_json(), "budget": None, "epsilon_charged": 0.0, "refusal": None,
                     "release": None}
@@ -403,9 +438,10 @@ class FitPlan:
                 "refusal": plan["refusal"], "release": plan}
 
     def describe(self) -> str:
+        chose = f"auto chose {self.method}: {self.auto.reason}\n" if self.auto is not None else ""
         if self.release is None:
-            return f"dry run (nothing was spent): {self.note}"
-        return self.release.describe()
+            return f"{chose}dry run (nothing was spent): {self.note}"
+        return chose + self.release.describe()
 
 
 def plan_fit(
@@ -433,12 +469,14 @@ def plan_fit(
     question = _question(engine, name, task, target, features, categorical, method, epsilon, delta, release_id,
                          intercept, reuse=True, mechanism=mechanism, options=options,
                          allow_unmeasured=allow_unmeasured, allow_seeded=allow_seeded)
+    method = question.method
     if question.release is not None:
         note = (f"release {question.release.id} answers this fit for free" if release_id is not None
                 else _reused_note(question.release, mechanism, question.spec, "this fit would spend"))
-        return FitPlan(question.dataset.name, method, question.design, question.release.id, None, note)
+        return FitPlan(question.dataset.name, method, question.design, question.release.id, None, note,
+                       question.auto)
     prepared = prepare_release(engine, question.dataset, question.design, method, question.epsilon, question.delta,
                                mechanism=question.mechanism, options=options, settings=question.settings)
     plan = planning.plan_prepared(engine, prepared, without_forecast=FIT_NO_FORECAST)
     return FitPlan(question.dataset.name, method, question.design, None, plan,
-                   f"a new {prepared.spec.name} release would answer it")
+                   f"a new {prepared.spec.name} release would answer it", question.auto)

@@ -96,10 +96,11 @@ def misplaced(method: str, given: Iterable[str]) -> tuple[list[str], list[str]]:
     return wrong, takers
 
 
-def describe_choices() -> str:
+def describe_choices(*extra: str) -> str:
     """``dd-ssp, adassp (linear), objpert (logistic), aim-synth or dp-iht``: the names, with the one task of a
-    method that fits only one."""
+    method that fits only one, then ``extra`` choices as given."""
     shown = [spec.name + (f" ({spec.tasks[0]})" if len(spec.tasks) == 1 else "") for spec in _METHODS.entries()]
+    shown += list(extra)
     return f"{', '.join(shown[:-1])} or {shown[-1]}" if len(shown) > 1 else "".join(shown)
 
 

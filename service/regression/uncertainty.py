@@ -51,6 +51,16 @@ class CoefficientErrors:
         root = {part: _named(names, np.sqrt(np.maximum(v, 0.0))) for part, v in parts.items()}
         return cls(_named(names, np.sqrt(np.maximum(total, 0.0))), basis, root)
 
+    def scaled(self, factor: float, note: str) -> CoefficientErrors:
+        """The errors of ``factor`` times the coefficients (``factor`` held fixed), the basis extended by ``note``."""
+        if self.standard_errors is None:
+            return self
+        size = abs(float(factor))
+        components = None if self.components is None else {
+            part: {k: size * v for k, v in values.items()} for part, values in self.components.items()}
+        return CoefficientErrors({k: size * v for k, v in self.standard_errors.items()}, f"{self.basis}, {note}",
+                                 components)
+
     def intervals(self, coefficients: Mapping[str, float]) -> dict[str, list[float]] | None:
         """``coefficient +- z se`` at :data:`CONFIDENCE_LEVEL`, for every coefficient with a standard error."""
         if self.standard_errors is None:

@@ -72,6 +72,11 @@ def test_bench_linear_and_logistic_on_titanic(tmp_path: Path, data_dir: Path) ->
     _check(linear, plot, "mse", ["adassp", "dd-ssp", "aim-synth"], "ols", ["objpert", "logreg"])
     logistic, plot = _run(tmp_path, data_dir, "logistic", "Sex", "Pclass,SibSp,Embarked,Fare")
     _check(logistic, plot, "auc", ["dd-ssp", "aim-synth", "objpert"], "logreg", ["ols", "adassp"])
+    assert 0.5 <= logistic["data"]["majority_rate"] <= 1.0
+    for record in logistic["records"]:  # labels' accuracy beside the AUC; a calibrated DD-SSP's surrogate's too
+        assert 0.0 <= record["accuracy"] <= 1.0
+        assert ("accuracy_uncalibrated" in record) == (record["method"] == "dd-ssp")
+    assert set(logistic["summary_accuracy"]) == {"dd-ssp", "aim-synth", "objpert", "logreg"}
 
 
 def test_bench_without_marginal_methods_is_quick_and_complete(tmp_path: Path, data_dir: Path) -> None:

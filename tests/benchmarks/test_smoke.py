@@ -107,6 +107,7 @@ FAST: dict[str, tuple[Args, bool]] = {
                                           "--quiet"], True),
     "mechanism_choice": (lambda tmp, data: ["--tables", "titanic", "--epsilons", "1", "--trials", "1",
                                             "--mechanisms", "gaussian", "residual", "aim"], True),
+    "regression_method_choice": (lambda tmp, data: ["--only", "titanic", "--epsilons", "1", "--trials", "1"], True),
     "error_bar_coverage": (lambda tmp, data: ["--table", "titanic", "--target", "Fare", "--features", "Pclass,Sex",
                                               "--methods", "dd-ssp/gaussian,adassp/adassp", "--trials", "2",
                                               "--quiet"], True),

@@ -28,6 +28,7 @@ from service.mechanisms import registry
 from service.mechanisms.registry import MechanismSpec, PrivacyNotion, ReleaseKind
 from service.options import OptionSpec
 from service.regression import methods
+from service.regression.choice import AUTO_METHOD
 from service.regression.methods import MethodSpec
 from service.releases import kinds
 from tests.support.paths import REPO
@@ -258,8 +259,8 @@ def test_the_api_the_command_line_and_the_client_offer_no_option_the_registries_
     fit_fields = set(_schema()["FitIn"]["properties"])
     assert fit_fields - {"target", "features", "method", "epsilon", "delta", "release", "intercept",
                          "allow_unmeasured"} == set(methods.option_names())
-    assert _schema()["FitIn"]["properties"]["method"]["enum"] == METHODS
-    assert _choices(next(p.help for p in _command("fit").params if p.name == "method")) == METHODS
+    assert _schema()["FitIn"]["properties"]["method"]["enum"] == [*METHODS, AUTO_METHOD]
+    assert _choices(next(p.help for p in _command("fit").params if p.name == "method")) == [*METHODS, AUTO_METHOD]
     cli = {p.name for p in _command("release", "marginals").params} - {
         "name", "mechanism", "workload", "epsilon", "delta", "rho", "seed", "dry_run", "target_error", "quiet",
         "as_json"}

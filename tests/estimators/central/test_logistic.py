@@ -6,13 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from estimators.central.logistic import DDSSPLogisticRegression
+from estimators.base import EstimatorError
+from estimators.central.logistic import DDSSPLogisticRegression, platt_scaling
 from estimators.central.metrics import auc
 from estimators.central.objpert import objpert_objective
 from estimators.central.reference import LogisticReference, counting_marginal, fit_on_rows
-from estimators.central.sufficient_stats import (
-    gram_from_marginals,
-)
+from estimators.central.sufficient_stats import GramStatistics, gram_from_marginals
 from estimators.psd import project_psd
 from tests.support.central_designs import LOGISTIC_FEATURES
 from workloads.chebyshev import chebyshev_basis_coefficients, chebyshev_monomial_coefficients
@@ -89,3 +88,48 @@ def test_unpenalised_logistic_reference_is_the_mle(adult_domain, adult_train):
     _, gradient = objpert_objective(theta, D, y, np.zeros(D.shape[1]), 0.0)  # summed logistic loss, no penalty
     assert np.max(np.abs(gradient)) / len(X) < 1e-5  # sklearn's lbfgs stops at tol=1e-8 on a scaled loss
     assert fit_on_rows(adult_train, design).coef_ == pytest.approx(model.coef_, rel=1e-6)
+
+
+# --- Platt scaling of DD-SSP's scores (service.regression.calibration) -------------------------------------------
+def test_platt_scaling_recovers_a_known_slope_and_shift():
+    rng = np.random.default_rng(0)
+    scores = rng.normal(size=40_000)
+    labels = np.where(rng.random(40_000) < 1.0 / (1.0 + np.exp(-(2.5 * scores - 1.5))), 1, -1)
+    slope, shift = platt_scaling(scores, labels, intercept=True)
+    assert slope == pytest.approx(2.5, rel=0.05) and shift == pytest.approx(-1.5, abs=0.08)
+    slope_only, none = platt_scaling(scores, np.where(rng.random(40_000) < 1 / (1 + np.exp(-3 * scores)), 1, -1),
+                                     intercept=False)
+    assert slope_only == pytest.approx(3.0, rel=0.05) and none == 0.0
+
+
+def test_a_calibrated_fit_keeps_the_order_and_moves_labels_off_the_majority():
+    """A rare class (about 10 %) that only the top level of an ordinal feature predicts: the surrogate, a scaled
+    least-squares fit, puts every row on the majority's side; the calibrated scores, same order, predict the top level
+    positive, as the logistic MLE does."""
+    rng = np.random.default_rng(1)
+    x = rng.integers(0, 10, size=20_000)
+    y = np.where(rng.random(x.size) < np.where(x == 9, 0.9, 0.02), 1, -1)
+    X = (x / 4.5 - 1.0)[:, None]
+    Z = np.column_stack([np.ones(x.size), X, y])
+    stats = GramStatistics(Z.T @ Z, ("x",), "y", True, float(x.size))
+    surrogate = DDSSPLogisticRegression().fit(stats)
+    majority = np.mean(y == -1)
+    assert np.mean(surrogate.predict(X) == y) == pytest.approx(majority)  # every row called -1
+    calibrated = surrogate.calibrated(*platt_scaling(surrogate.decision_function(X), y, intercept=True))
+    assert np.mean(calibrated.predict(X) == y) > majority + 0.05
+    assert auc(y, calibrated.decision_function(X)) == pytest.approx(auc(y, surrogate.decision_function(X)))
+    slope, shift = calibrated.calibration_
+    assert calibrated.coef_ == pytest.approx(slope * surrogate.coef_)
+    assert calibrated.intercept_ == pytest.approx(slope * surrogate.intercept_ + shift)
+    np.testing.assert_array_equal(calibrated.surrogate_theta_, surrogate.theta_())
+
+
+def test_calibration_refuses_what_would_reorder_or_has_no_intercept(logistic_fits):
+    fitted = logistic_fits["ddssp"]
+    for slope in (0.0, -1.0):
+        with pytest.raises(EstimatorError, match="slope"):
+            fitted.calibrated(slope, 0.0)
+    no_intercept = DDSSPLogisticRegression().fit(GramStatistics(
+        logistic_fits["stats"].zz[1:, 1:], logistic_fits["stats"].feature_names, "income>50K", False, 1.0))
+    with pytest.raises(EstimatorError, match="shift"):
+        no_intercept.calibrated(1.0, 0.5)

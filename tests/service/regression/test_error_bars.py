@@ -65,7 +65,10 @@ def _check_shape(body: dict[str, object]) -> None:
 def test_dd_ssp_from_a_residual_release_has_closed_form_error_bars(engine, titanic, question) -> None:  # noqa: ANN001
     release = release_engine.release_marginals(engine, "titanic", "gaussian", PAIRS, rho="0.5", seed=1).release_id
     body = _fit(engine, release, question).to_json()
-    assert body["error_basis"] == error_bars.CLOSED_FORM_BASIS
+    calibrated = question[0] == "logistic"  # service.regression.calibration: the errors times its slope
+    assert body["error_basis"] == error_bars.CLOSED_FORM_BASIS + (
+        ", times the calibration's slope (held fixed)" if calibrated else "")
+    assert body["details"].get("calibration", {}).get("applied", False) is calibrated
     _check_shape(body)
 
 
