@@ -53,6 +53,7 @@ bench: install bench-quick bench-stein bench-sparse
 	# regression method auto's picks on the designs the DD-SSP paper does not use (docs/regression-results.md)
 	$(B).regression_method_choice --json $(R)/regression_method_choice.json --force
 	$(B).api_load
+	$(B).console_pages
 	$(B).body_edge
 	$(B).load_memory --sizes 1000000,5000000,20000000 --postgresql
 	$(B).dp_iht_engine --rows 1000000 --iterations 20 --repeats 3

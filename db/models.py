@@ -309,6 +309,8 @@ class Job(Base):
     fit_total: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
     response_status: Mapped[int | None] = mapped_column(Integer, nullable=True)
     response_json: Mapped[str | None] = mapped_column(Text, nullable=True)
+    #: when its owner asked a running release to stop (the console's Cancel; migration 0017), else NULL
+    cancel_requested_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     runner_host: Mapped[str | None] = mapped_column(String(200), nullable=True)
     runner_pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
     runner_started: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
@@ -562,3 +564,19 @@ class AttachSource(Base):
     credentials: Mapped[str | None] = mapped_column(Text, nullable=True)
     needs_credentials: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False, server_default=false())
     removed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class ExactView(Base):
+    """An append-only record of a steward's look at a table's exact figures (the web console's quality view: a
+    release's answers beside the table's exact marginal), which auditors read beside the ledger. UPDATE and DELETE
+    are refused by triggers (migration 0017). ``attributes_json``: the marginal's columns, a JSON list."""
+
+    __tablename__ = "exact_views"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    dataset_id: Mapped[int] = mapped_column(ForeignKey("datasets.id"), nullable=False, index=True)
+    release_id: Mapped[int | None] = mapped_column(ForeignKey("releases.id"), nullable=True)
+    api_key_id: Mapped[int | None] = mapped_column(ForeignKey("api_keys.id"), nullable=True)
+    principal: Mapped[str] = mapped_column(String(200), nullable=False)
+    attributes_json: Mapped[str] = mapped_column(Text, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)

@@ -49,9 +49,11 @@ class Interrupted(ServiceError):
     code = "interrupted"
     status = 503
 
-    def __init__(self, message: str, *, outcome: Outcome | None = None) -> None:
+    def __init__(self, message: str, *, outcome: Outcome | None = None, by: str | None = None) -> None:
         super().__init__(message)
         self.outcome = outcome
+        #: who asked, when it was not a signal (the console's Cancel of a job: service/api/jobs.py)
+        self.by = by
 
 
 def defer_signals(signals: Iterable[signal.Signals] = (signal.SIGINT, signal.SIGTERM)) -> None:

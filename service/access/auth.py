@@ -183,7 +183,17 @@ def lookup_key(engine: Engine, key: str) -> Principal | None:
         row = session.execute(
             select(ApiKey).where(ApiKey.key_hash == hash_key(key), ApiKey.revoked_at.is_(None))
         ).scalar_one_or_none()
-        if row is None:
-            return None
-        info = _info(row)
-        return Principal(info.id, info.name, info.role, info.scope, info.sources)
+        return None if row is None else _principal(row)
+
+
+def principal_by_id(engine: Engine, key_id: int) -> Principal | None:
+    """The principal of the key with id ``key_id``, or None when there is none or it has been revoked (the console's
+    session names its key by id, never by the key: :mod:`service.api.console.sessions`)."""
+    with transaction(engine) as session:
+        row = session.get(ApiKey, key_id)
+        return None if row is None or row.revoked_at is not None else _principal(row)
+
+
+def _principal(row: ApiKey) -> Principal:
+    info = _info(row)
+    return Principal(info.id, info.name, info.role, info.scope, info.sources)

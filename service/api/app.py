@@ -12,6 +12,7 @@ from sqlalchemy import Engine
 
 from service.access.auth import Principal
 from service.api import (
+    console,
     lifespan,
     readiness,
     routes_attach,
@@ -21,6 +22,7 @@ from service.api import (
     routes_releases,
     schemas,
 )
+from service.api.console import sessions
 from service.api.errors import SafeJSONResponse, install_error_handlers
 from service.api.guard import GuardedRoute
 from service.api.limits import DEFAULT_MAX_BODY_BYTES
@@ -60,8 +62,11 @@ def version() -> str:
         return "0.0.0"
 
 
-def create_app(engine: Engine, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> FastAPI:
-    """The HTTP API over the database behind ``engine``."""
+def create_app(engine: Engine, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+               console_secret: str | None = None) -> FastAPI:
+    """The HTTP API over the database behind ``engine``, and the web console at ``/console``, whose session cookies
+    are signed with ``console_secret`` (default: the operator's ``MARGINALIA_CONSOLE_SECRET``, else a random one:
+    service/api/console/sessions.py)."""
     app = FastAPI(title="Marginalia", version=version(), description=DESCRIPTION, lifespan=lifespan.lifespan,
                   default_response_class=SafeJSONResponse, responses=ERROR_RESPONSES)
     app.router.route_class = GuardedRoute  # every route admits its caller before reading its body (guard.py)
@@ -103,4 +108,5 @@ def create_app(engine: Engine, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) 
     app.include_router(routes_releases.router)
     app.include_router(routes_jobs.router)
     app.include_router(routes_campaigns.router)
+    console.install(app, console_secret or sessions.console_secret())
     return app

@@ -62,26 +62,37 @@ def respond(request: Request, owner: int | None, work: Work, *, dataset: str, ki
 def start(engine: Engine, owner: int | None, work: Work, *, dataset: str, kind: str,
           accepted: Callable[[dict[str, object]], None] | None = None,
           refused: Callable[[], None] | None = None) -> SafeJSONResponse:
-    """A new job of ``owner`` running ``work`` in a thread; its 202 answer. ``accepted(body)`` is called with the
-    202's body before the work starts, ``refused()`` when the work ends with a :class:`ServiceError`."""
-    job_id = jobs.create(engine, dataset, kind, owner)
-    body = jobs.get(engine, job_id).to_json()
-    if accepted is not None:
-        accepted(body)
-    thread = threading.Thread(target=_run, args=(engine, job_id, work, refused), name=f"job-{job_id}", daemon=True)
-    drain.track(thread)  # a SIGTERM waits for it (service/api/drain.py)
-    thread.start()
+    """A new job of ``owner`` running ``work`` in a thread (:func:`launch`); its 202 answer."""
+    job_id, body = launch(engine, owner, work, dataset=dataset, kind=kind, accepted=accepted, refused=refused)
     response = SafeJSONResponse(body, status_code=202)
     response.headers["Location"] = f"/jobs/{job_id}"
     response.headers["Preference-Applied"] = PREFER_ASYNC
     return response
 
 
-def _run(engine: Engine, job_id: int, work: Work, refused: Callable[[], None] | None) -> None:
-    """The job's thread: the work with progress into the job's row, then its answer (never raises)."""
+def launch(engine: Engine, owner: int | None, work: Work, *, dataset: str, kind: str,
+           accepted: Callable[[dict[str, object]], None] | None = None,
+           refused: Callable[[], None] | None = None) -> tuple[int, dict[str, object]]:
+    """A new job of ``owner`` running ``work`` in a thread: its id and its first state (the 202's body; the console
+    sends its visitor to the job's page instead). ``accepted(body)`` is called with that body before the work starts,
+    ``refused()`` when the work ends with a :class:`ServiceError`."""
+    job_id = jobs.create(engine, dataset, kind, owner)
+    body = jobs.get(engine, job_id).to_json()
+    if accepted is not None:
+        accepted(body)
+    thread = threading.Thread(target=_run, args=(engine, job_id, work, refused, kind == "release"),
+                              name=f"job-{job_id}", daemon=True)
+    drain.track(thread)  # a SIGTERM waits for it (service/api/drain.py)
+    thread.start()
+    return job_id, body
+
+
+def _run(engine: Engine, job_id: int, work: Work, refused: Callable[[], None] | None, cancellable: bool) -> None:
+    """The job's thread: the work with progress into the job's row (a release's progress also reads whether it was
+    asked to stop: :func:`service.api.jobs.request_cancel`), then its answer (never raises)."""
     with runners.Heartbeat(engine, Job.__table__, job_id):
         try:
-            status, payload = work(jobs.JobProgress(engine, job_id))
+            status, payload = work(jobs.JobProgress(engine, job_id, cancellable=cancellable))
         except ServiceError as exc:
             jobs.finish(engine, job_id, "failed", exc.status, exc.to_json())
             if refused is not None and not charge_stands(exc):

@@ -18,12 +18,13 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Engine, update
+from sqlalchemy import Engine, select, update
 
 from db.engine import transaction
 from db.models import Job, utcnow
 from service import runners
-from service.errors import NotFound
+from service.errors import Conflict, NotFound
+from service.interrupts import Interrupted
 from service.mechanisms.progress import FIT_PHASE
 
 #: Progress is written to the database at most this often (and at the end of every phase).
@@ -88,6 +89,28 @@ def get(engine: Engine, job_id: int) -> JobView:
         )
 
 
+#: Who a cancelled job says stopped it.
+CANCELLED_BY = "a Cancel from the console"
+
+
+def request_cancel(engine: Engine, job_id: int) -> None:
+    """Ask the running release job ``job_id`` to stop at its next safe point (409 when it has ended, or is no
+    release: a fit or an attach is not stopped halfway). Its thread reads the request with its progress
+    (:class:`JobProgress`); the release then ends as on Ctrl-C: refunded if no noise was drawn, otherwise charged
+    exactly for the steps that drew noise (docs/privacy.md 6.5)."""
+    with transaction(engine) as session:
+        job = session.get(Job, job_id)
+        if job is None:
+            raise NotFound(f"no job with id {job_id}", code="job_not_found")
+        if job.kind != "release":
+            raise Conflict(f"job {job_id} is a {job.kind}: only a release can be stopped halfway",
+                           code="not_cancellable")
+        if job.state != "running":
+            raise Conflict(f"job {job_id} has ended ({job.state}): there is nothing to stop", code="job_ended")
+        if job.cancel_requested_at is None:
+            job.cancel_requested_at = utcnow()
+
+
 def visible_to(job: JobView, key_id: int, role: str, may_access_dataset: bool) -> bool:
     """Whether a caller may read ``job``: the key that created it, and stewards whose scope covers its dataset.
     A job's answer is its owner's (an analyst's fit, a steward's release): another analyst or an auditor sees the
@@ -103,8 +126,10 @@ class JobProgress:
     to the job's row at most every :data:`PROGRESS_SECONDS` (always at the end of a phase). Reports of a
     model fit (``FIT_PHASE``) go to the ``fit_*`` columns; the next step clears them."""
 
-    def __init__(self, engine: Engine, job_id: int, seconds: float = PROGRESS_SECONDS) -> None:
+    def __init__(self, engine: Engine, job_id: int, seconds: float = PROGRESS_SECONDS, *,
+                 cancellable: bool = False) -> None:
         self.engine, self.job_id, self.seconds = engine, job_id, seconds
+        self.cancellable = cancellable
         self._written = {True: 0.0, False: 0.0}  # by "is a fit report": a fit's reports do not hide a new step
 
     def __call__(self, done: int, total: int, message: str) -> None:
@@ -119,4 +144,8 @@ class JobProgress:
                       "fit_done": 0, "fit_total": 0}
         with transaction(self.engine) as session:
             session.execute(update(Job).where(Job.id == self.job_id).values(**values))
+            cancelled = self.cancellable and session.execute(
+                select(Job.cancel_requested_at).where(Job.id == self.job_id)).scalar_one() is not None
         self._written[fitting] = now
+        if cancelled:  # a progress report is a safe point of the release (service/interrupts.py)
+            raise Interrupted(f"interrupted by {CANCELLED_BY}", by=CANCELLED_BY)

@@ -39,6 +39,7 @@ from pathlib import Path
 
 from sqlalchemy import Engine
 
+from service.api.console.sessions import SECRET_ENV, console_secret
 from service.api.limits import DEFAULT_MAX_BODY_BYTES
 from service.api.tcp import NoDelayH11Protocol
 from service.observability.metrics import MULTIPROCESS_VARIABLE
@@ -81,7 +82,9 @@ def uvicorn_config(url: str, host: str, port: int, *, log_level: str | None = No
                                    "log_config": logging_config(level)}
     if workers > 1:
         settings.update(app="service.api.server:app_from_environment", factory=True,
-                        env={"MARGINALIA_DATABASE_URL": url, MAX_BODY_ENV: str(max_body_bytes)})
+                        env={"MARGINALIA_DATABASE_URL": url, MAX_BODY_ENV: str(max_body_bytes),
+                             # one console secret for every worker (a session signed by one is valid in all)
+                             SECRET_ENV: console_secret()})
     return settings
 
 
@@ -110,6 +113,8 @@ def serve(url: str, host: str, port: int, *, log_level: str | None = None,
     recovered = prepare_database(engine)
     log.info("database ready (%s); recovered: %s; %d worker(s)", engine.url.render_as_string(hide_password=True),
              recovered, workers)
+    log.info("the web console: http://%s:%d/console (sign in with a steward, analyst or auditor key)",
+             f"[{host}]" if ":" in host else host, port)
     if workers == 1:
         uvicorn.run(create_app(engine, max_body_bytes=max_body_bytes), **settings)
         return

@@ -105,19 +105,28 @@ def get_release(engine: Engine, release_id: int) -> StoredRelease:
         release = session.get(Release, release_id)
         if release is None:
             raise NotFound(f"no release with id {release_id}", code="release_not_found")
-        dataset = stored_dataset(session.get(Dataset, release.dataset_id))
-        return StoredRelease(release.id, dataset, release.kind, release.mechanism, release.status,
-                             json.loads(release.params_json), json.loads(release.details_json), release.payload,
-                             bool(release.seeded))
+        return _stored_release(release, stored_dataset(session.get(Dataset, release.dataset_id)))
+
+
+def _stored_release(release: Release, dataset: StoredDataset) -> StoredRelease:
+    return StoredRelease(release.id, dataset, release.kind, release.mechanism, release.status,
+                         json.loads(release.params_json), json.loads(release.details_json), release.payload,
+                         bool(release.seeded))
 
 
 def list_releases(engine: Engine, name: str | None = None) -> list[StoredRelease]:
+    """Every release (of dataset ``name``), oldest first, read in one query (each dataset once)."""
     with transaction(engine) as session:
-        query = select(Release.id).order_by(Release.id)
+        query = select(Release).order_by(Release.id)
         if name is not None:
             query = query.join(Dataset, Dataset.id == Release.dataset_id).where(Dataset.name == name)
-        ids = list(session.execute(query).scalars())
-    return [get_release(engine, i) for i in ids]
+        stored: dict[int, StoredDataset] = {}
+        found = []
+        for release in session.execute(query).scalars():
+            if release.dataset_id not in stored:
+                stored[release.dataset_id] = stored_dataset(session.get(Dataset, release.dataset_id))
+            found.append(_stored_release(release, stored[release.dataset_id]))
+        return found
 
 
 def _complete_marginal_release(engine: Engine, release_id: int) -> StoredRelease:

@@ -377,8 +377,8 @@ def _failed(engine: Engine, release_id: int, charge_id: int, mechanism: str, cos
     failure = ReleaseFailure(release_id, mechanism, status, cost, budget, kept=kept,
                              steps_drawn=None if spent is None else len(spent.steps), why=why)
     if requested:
-        exc = interrupts.Interrupted(f"interrupted by {interrupts.signal_name()}: {failure.sentence()}",
-                                     outcome=failure)
+        by = getattr(exc, "by", None) or interrupts.signal_name()
+        exc = interrupts.Interrupted(f"interrupted by {by}: {failure.sentence()}", outcome=failure, by=by)
     else:
         exc.add_note(failure.sentence())
     exc.release_failure = failure  # type: ignore[attr-defined]

@@ -64,6 +64,7 @@ TITANIC = "titanic/titanic"
 #: name -> (arguments on tiny sizes, draws a plot); ``--json`` and ``--plot`` are added by the test.
 FAST: dict[str, tuple[Args, bool]] = {
     "wire_throughput": (lambda tmp, data: ["--sizes", "200", "--repeats", "1"], True),
+    "console_pages": (lambda tmp, data: ["--requests", "2", "--releases", "3", "--entries", "10"], False),
     "load_memory": (lambda tmp, data: ["--sizes", "2000", "--folder", str(tmp / "tables"), "--quiet"], True),
     "dp_iht_engine": (lambda tmp, data: ["--rows", "3000", "--iterations", "3", "--folder", str(tmp / "tables"),
                                          "--quiet"], True),

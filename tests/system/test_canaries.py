@@ -37,6 +37,7 @@ from service.regression import methods
 from tests.support.apihelpers import BACKENDS, bearer, build_world, database_url, finished_job
 from tests.support.canaries import Canaries, LogCapture, LogContext, capturing_logs, quiet_other_handlers
 from tests.support.canary_commands import COMMANDS, command_paths
+from tests.support.canary_console import walk_the_console
 from tests.support.canary_findings import Findings
 from tests.support.canary_requests import FIT_SETTINGS, LATE, NO_BODY, REQUESTS, Call, Context
 from tests.support.canary_tables import (
@@ -123,6 +124,7 @@ def test_nothing_private_leaves(canary_world: CanaryWorld) -> None:
     quiet_other_handlers()
     _check_planted(canary_world.context.tables)
     _call_every_operation(canary_world)
+    walk_the_console(canary_world.context, canary_world.findings)
     _run_every_command(canary_world)
     _search_stored_rows(canary_world)
     _search_logs(canary_world)

@@ -337,8 +337,15 @@ def local_dp(story: Story) -> None:
     local_dp_collection(story, heading, Client)
 
 
+def console(story: Story) -> None:
+    """Part 7: the web console, screenshotted (service/tools/demo/console.py)."""
+    from service.tools.demo.console import console_screenshots
+
+    console_screenshots(story, heading)
+
+
 PARTS: list[Callable[[Story], None]] = [
-    steward_loads, steward_releases, free_answers, analyst_fits, auditor_recomputes, picture, local_dp,
+    steward_loads, steward_releases, free_answers, analyst_fits, auditor_recomputes, picture, local_dp, console,
 ]
 
 

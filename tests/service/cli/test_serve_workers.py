@@ -37,7 +37,9 @@ def test_uvicorn_runs_that_many_workers_each_from_the_environment() -> None:
     four = server.uvicorn_config(url, "127.0.0.1", 8000, workers=4, max_body_bytes=1234)
     assert four["workers"] == 4 and four["factory"] is True
     assert four["app"] == "service.api.server:app_from_environment"
-    assert four["env"] == {"MARGINALIA_DATABASE_URL": url, server.MAX_BODY_ENV: "1234"}
+    environment = dict(four["env"])
+    secret = environment.pop(server.SECRET_ENV)  # every worker signs the console's sessions with the same secret
+    assert environment == {"MARGINALIA_DATABASE_URL": url, server.MAX_BODY_ENV: "1234"} and len(secret) >= 32
     for wrong in (0, -1, True, 1.5):
         with pytest.raises(ValueError, match="workers"):
             server.uvicorn_config(url, "127.0.0.1", 8000, workers=wrong)
