@@ -102,6 +102,7 @@ def pages_of(site: Site, role: str) -> dict[str, str]:
              "canary-dataset": f"/console/datasets/{CANARY_DATASET}", "campaigns": "/console/campaigns",
              "campaign": f"/console/campaigns/{site.world.campaign}"}
     if role in ("steward", "analyst"):
+        found["campaign-fit"] = f"/console/campaigns/{site.world.campaign}/fit?model=mean"
         found["marginal"] = f"/console/releases/{release}/marginal?columns=Pclass&columns=Survived"
         found["canary-marginal"] = f"/console/releases/{site.canary_release}/marginal?columns=age&columns=sex"
     if role in ("steward", "auditor"):

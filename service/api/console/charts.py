@@ -37,14 +37,15 @@ def _svg(width: float, height: float, label: str, body: list[str], role: str = "
 
 
 def _ticks(low: float, high: float, count: int = 5) -> list[float]:
-    """About ``count`` round tick values covering [low, high]."""
+    """About ``count`` round tick values from at most ``low`` to at least ``high`` (the axis's ends: every mark
+    between ``low`` and ``high`` is drawn inside it)."""
     if high <= low:
         high = low + 1
     raw = (high - low) / count
     step = 10 ** math.floor(math.log10(raw))
     step *= next(m for m in (1, 2, 2.5, 5, 10) if raw <= m * step)
-    first = math.ceil(low / step) * step
-    return [first + i * step for i in range(int((high - first) / step + 1e-9) + 1)]
+    first, last = math.floor(low / step + 1e-9) * step, math.ceil(high / step - 1e-9) * step
+    return [first + i * step for i in range(round((last - first) / step) + 1)]
 
 
 def bars(categories: Sequence[str], series: Sequence[Series], *, label: str, unit: str = "") -> Markup:

@@ -152,3 +152,25 @@ def test_the_quality_view_shows_exact_counts_to_stewards_and_records_each_look(w
     refused = signed_in(world, "analyst").get(f"/console/releases/{world.release_id}/quality",
                                               params={"columns": ["Sex"]})
     assert refused.status_code == 403 and len(exact_views.looks(world.engine, world.dataset)) == before + 1
+
+
+def test_a_campaign_fit_shows_its_coefficients_errors_and_verdict(world: World) -> None:
+    from service.campaigns import estimates
+
+    page = signed_in(world, "analyst").get(f"/console/campaigns/{world.campaign}/fit", params={"model": "mean"})
+    fit = estimates.fit_campaign(world.engine, world.campaign, "mean", None, False).to_json()
+    assert page.status_code == 200 and f"Verdict: <strong>{fit['quality']['verdict']}</strong>" in page.text
+    assert formats.number(fit["coefficients"]["value"]) in page.text
+    assert formats.number(fit["standard_errors"]["value"]) in page.text and 'class="whisker"' in page.text
+    wrong = signed_in(world, "analyst").get(f"/console/campaigns/{world.campaign}/fit", params={"model": "glm"})
+    assert wrong.status_code == 422 and "model must be one of" in wrong.text
+
+
+def test_a_campaigns_page_shows_its_plan_at_the_reports_received(world: World) -> None:
+    from service.campaigns import campaigns, planning
+
+    reports = campaigns.get_campaign(world.engine, world.campaign).to_json()["reports"]
+    plan = planning.plan_stored(world.engine, world.campaign, reports).to_json()
+    page = signed_in(world, "auditor").get(f"/console/campaigns/{world.campaign}").text
+    assert f"At {reports} participants (the reports received)" in page
+    assert f"<strong>{formats.number(plan['expected_error'])}</strong>" in page

@@ -48,6 +48,7 @@ CONSOLE_TABLE: dict[tuple[str, str], tuple[int, ...]] = {
     ("GET", "/console/releases/{release_id}/quality"): (200, 403, 403, 403, 303, 303, 303, 303),
     ("GET", "/console/campaigns"): (200, 200, 200, 200, 303, 303, 303, 303),
     ("GET", "/console/campaigns/{name}"): (200, 200, 200, 200, 303, 303, 303, 303),
+    ("GET", "/console/campaigns/{name}/fit"): (200, 200, 200, 403, 303, 303, 303, 303),  # as POST /campaigns/{name}/fit
     # the world's job is the steward's: its owner and stewards whose scope covers it (GET /jobs/{id})
     ("GET", "/console/jobs/{job_id}"): (200, 404, 404, 404, 303, 303, 303, 303),
     ("GET", "/console/jobs/{job_id}/progress"): (200, 404, 404, 404, 303, 303, 303, 303),
@@ -70,7 +71,7 @@ def render_table() -> str:
 
 def concrete(route: str, world: World) -> str:
     query = {"/marginal": "?columns=Sex", "/marginal.csv": "?columns=Sex", "/synthetic.csv": "?rows=3",
-             "/quality": "?columns=Sex"}
+             "/quality": "?columns=Sex", "/fit": "?model=mean"}
     name = world.campaign if route.startswith("/console/campaigns") else world.dataset
     url = route.format(name=name, release_id=world.release_id, job_id=world.job_id)
     return url + next((q for suffix, q in query.items() if url.endswith(suffix)), "")
