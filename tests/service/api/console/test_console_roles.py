@@ -15,46 +15,8 @@ from service.api import create_app
 from service.api.console.access import ConsoleRoute
 from service.api.console.sessions import SESSION_COOKIE
 from tests.support.apihelpers import World
-from tests.support.console import SECRET, csrf_of, sign_in
+from tests.support.console import CONSOLE_TABLE, HEADINGS, SECRET, VISITORS, csrf_of, sign_in
 from tests.support.paths import REPO
-
-VISITORS = ("steward", "scoped_steward", "analyst", "auditor", "participant", "no_session", "revoked", "expired")
-HEADINGS = ("steward", "steward scoped to another dataset", "analyst", "auditor", "participant", "no session",
-            "key revoked after sign-in", "expired session")
-
-# (method, route): expected status for each visitor, in the order of VISITORS. 303 for a page without a session is
-# the way to the sign-in page; a form without a session is 401.
-CONSOLE_TABLE: dict[tuple[str, str], tuple[int, ...]] = {
-    ("GET", "/console"): (303, 303, 303, 303, 303, 303, 303, 303),
-    ("GET", "/console/sign-in"): (200, 200, 200, 200, 200, 200, 200, 200),
-    ("POST", "/console/sign-in"): (303, 303, 303, 303, 403, 401, 401, 303),  # with the visitor's own key
-    ("POST", "/console/sign-out"): (303, 303, 303, 303, 401, 401, 401, 401),
-    ("GET", "/console/datasets"): (200, 200, 200, 200, 303, 303, 303, 303),
-    ("GET", "/console/datasets/{name}"): (200, 403, 200, 200, 303, 303, 303, 303),
-    ("GET", "/console/datasets/{name}/ledger"): (200, 403, 403, 200, 303, 303, 303, 303),
-    ("GET", "/console/datasets/{name}/ledger.csv"): (200, 403, 403, 200, 303, 303, 303, 303),
-    ("GET", "/console/datasets/{name}/plan"): (200, 403, 403, 403, 303, 303, 303, 303),
-    ("POST", "/console/datasets/{name}/plan"): (200, 403, 403, 403, 401, 401, 401, 401),
-    ("POST", "/console/datasets/{name}/release"): (303, 403, 403, 403, 401, 401, 401, 401),
-    ("GET", "/console/datasets/{name}/fit"): (200, 403, 200, 403, 303, 303, 303, 303),
-    ("POST", "/console/datasets/{name}/fit/plan"): (200, 403, 200, 403, 401, 401, 401, 401),
-    ("POST", "/console/datasets/{name}/fit"): (303, 403, 303, 403, 401, 401, 401, 401),
-    ("GET", "/console/releases"): (200, 200, 200, 200, 303, 303, 303, 303),
-    ("GET", "/console/releases/{release_id}"): (200, 403, 200, 200, 303, 303, 303, 303),
-    ("GET", "/console/releases/{release_id}/marginal"): (200, 403, 200, 403, 303, 303, 303, 303),
-    ("GET", "/console/releases/{release_id}/marginal.csv"): (200, 403, 200, 403, 303, 303, 303, 303),
-    ("GET", "/console/releases/{release_id}/synthetic.csv"): (200, 403, 200, 403, 303, 303, 303, 303),
-    # the table's exact marginal beside the release's: stewards only, each look recorded
-    ("GET", "/console/releases/{release_id}/quality"): (200, 403, 403, 403, 303, 303, 303, 303),
-    ("GET", "/console/campaigns"): (200, 200, 200, 200, 303, 303, 303, 303),
-    ("GET", "/console/campaigns/{name}"): (200, 200, 200, 200, 303, 303, 303, 303),
-    ("GET", "/console/campaigns/{name}/fit"): (200, 200, 200, 403, 303, 303, 303, 303),  # as POST /campaigns/{name}/fit
-    # the world's job is the steward's: its owner and stewards whose scope covers it (GET /jobs/{id})
-    ("GET", "/console/jobs/{job_id}"): (200, 404, 404, 404, 303, 303, 303, 303),
-    ("GET", "/console/jobs/{job_id}/progress"): (200, 404, 404, 404, 303, 303, 303, 303),
-    # the world's job has ended: nothing to stop (409) for whom may see it
-    ("POST", "/console/jobs/{job_id}/cancel"): (409, 404, 404, 404, 401, 401, 401, 401),
-}
 
 RELEASE_FORM = {"workload": "columns", "columns": ["Sex"], "mechanism": "laplace", "aim": "epsilon",
                 "epsilon": "0.01"}
