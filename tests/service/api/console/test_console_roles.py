@@ -4,6 +4,7 @@ here fails the test."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -74,7 +75,17 @@ class Visitor:
             assert answer.headers["location"].startswith("/console/sign-in?next="), answer.headers
         if route.startswith("/console/") and answer.headers.get("content-type", "").startswith("text/html"):
             assert "frame-ancestors 'none'" in answer.headers["content-security-policy"]
+        if answer.status_code == 303 and answer.headers["location"].startswith("/console/jobs/"):
+            joined(int(answer.headers["location"].rsplit("/", 1)[1]))
         return answer.status_code
+
+
+def joined(job_id: int) -> None:
+    """Wait for the thread of the job ``job_id`` (service/api/background.py names it ``job-<id>``): a test leaves no
+    release running behind it (a later test of the worker measuring memory would count its allocations)."""
+    for thread in threading.enumerate():
+        if thread.name == f"job-{job_id}":
+            thread.join(timeout=120)
 
 
 @pytest.mark.parametrize("kind", VISITORS)
