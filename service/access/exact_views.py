@@ -12,12 +12,11 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import Engine, select
-from sqlalchemy.orm import Session
 
 from db.engine import transaction
-from db.models import Dataset, ExactView, utcnow
+from db.models import ExactView, utcnow
 from service.access.auth import Principal
-from service.errors import NotFound
+from service.accounting.accountant import dataset_by_name
 
 
 @dataclass(frozen=True)
@@ -31,23 +30,12 @@ class ExactLook:
     attributes: tuple[str, ...]
     created_at: datetime
 
-    def to_json(self) -> dict[str, object]:
-        return {"id": self.id, "dataset": self.dataset, "release_id": self.release_id, "principal": self.principal,
-                "attributes": list(self.attributes), "created_at": self.created_at.isoformat()}
-
-
-def _dataset_id(session: Session, name: str) -> int:
-    found = session.execute(select(Dataset.id).where(Dataset.name == name)).scalar_one_or_none()
-    if found is None:
-        raise NotFound(f"no dataset named {name!r}", code="dataset_not_found")
-    return found
-
 
 def record(engine: Engine, dataset: str, release_id: int | None, principal: Principal,
            attributes: tuple[str, ...]) -> None:
     """Record that ``principal`` is about to see the exact marginal over ``attributes`` of ``dataset``."""
     with transaction(engine) as session:
-        session.add(ExactView(dataset_id=_dataset_id(session, dataset), release_id=release_id,
+        session.add(ExactView(dataset_id=dataset_by_name(session, dataset).id, release_id=release_id,
                               api_key_id=principal.key_id,
                               principal=principal.label, attributes_json=json.dumps(list(attributes)),
                               created_at=utcnow()))
@@ -56,7 +44,7 @@ def record(engine: Engine, dataset: str, release_id: int | None, principal: Prin
 def looks(engine: Engine, dataset: str) -> list[ExactLook]:
     """Every recorded look at ``dataset``'s exact figures, oldest first."""
     with transaction(engine) as session:
-        dataset_id = _dataset_id(session, dataset)
+        dataset_id = dataset_by_name(session, dataset).id
         rows = session.execute(select(ExactView).where(ExactView.dataset_id == dataset_id).order_by(ExactView.id))
         return [ExactLook(r.id, dataset, r.release_id, r.principal, tuple(json.loads(r.attributes_json)),
                           r.created_at) for r in rows.scalars()]

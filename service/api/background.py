@@ -80,7 +80,7 @@ def launch(engine: Engine, owner: int | None, work: Work, *, dataset: str, kind:
     body = jobs.get(engine, job_id).to_json()
     if accepted is not None:
         accepted(body)
-    thread = threading.Thread(target=_run, args=(engine, job_id, work, refused, kind == "release"),
+    thread = threading.Thread(target=_run, args=(engine, job_id, work, refused, jobs.cancellable(kind)),
                               name=f"job-{job_id}", daemon=True)
     drain.track(thread)  # a SIGTERM waits for it (service/api/drain.py)
     thread.start()

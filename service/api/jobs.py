@@ -93,6 +93,12 @@ def get(engine: Engine, job_id: int) -> JobView:
 CANCELLED_BY = "a Cancel from the console"
 
 
+def cancellable(kind: str) -> bool:
+    """Whether a job of ``kind`` can be asked to stop: a release only (its progress reports are the release engine's
+    safe points); a fit or an attach is not stopped halfway."""
+    return kind == "release"
+
+
 def request_cancel(engine: Engine, job_id: int) -> None:
     """Ask the running release job ``job_id`` to stop at its next safe point (409 when it has ended, or is no
     release: a fit or an attach is not stopped halfway). Its thread reads the request with its progress
@@ -102,7 +108,7 @@ def request_cancel(engine: Engine, job_id: int) -> None:
         job = session.get(Job, job_id)
         if job is None:
             raise NotFound(f"no job with id {job_id}", code="job_not_found")
-        if job.kind != "release":
+        if not cancellable(job.kind):
             raise Conflict(f"job {job_id} is a {job.kind}: only a release can be stopped halfway",
                            code="not_cancellable")
         if job.state != "running":

@@ -157,7 +157,7 @@ def plan_campaign(engine: Engine, protocol: str, features: Sequence[str] | str, 
     participants the campaign plans for), given here or in ``options``: the plan predicts at it and builds the spec
     with it, as ``campaign create`` does, so a default that grows with ``n`` (Alg. 1's norm bound, IHT's iterations) is
     the created campaign's. Both given and different is refused."""
-    _planner(protocol)  # a protocol without a planner is refused before anything is read
+    plan = _planner(protocol)
     n, wanted = _participants(participants, options), _target_error(target_error)
     if n is None and wanted is None:
         raise InvalidInput("give participants (the error expected at N) or target_error (the N needed)",
@@ -165,32 +165,33 @@ def plan_campaign(engine: Engine, protocol: str, features: Sequence[str] | str, 
     if n is not None:
         options = {**(options or {}), "participants": n}
     prepared = prepare_campaign(engine, protocol, features, target, public, epsilon, delta, options)
-    return _plan_prepared(engine, protocol, prepared, public, float(epsilon), float(delta or 0.0), n, wanted)
+    return _plan_prepared(engine, protocol, plan, prepared, public, float(epsilon), float(delta or 0.0), n, wanted)
 
 
 def plan_stored(engine: Engine, name: str, participants: int) -> CampaignPlan:
     """The plan of the stored campaign ``name`` at ``participants``: its own spec, transform and public table (what
     ``campaign plan`` predicted for it, read again; the console's campaign page). Reads only the public table."""
     campaign = get_campaign(engine, name)
-    _planner(campaign.protocol)
+    plan = _planner(campaign.protocol)
     n = _participants(participants, None)
     table = None if campaign.public_table is None else get_public_table(engine, campaign.public_table)
     public_rows = None if table is None else campaign.transform.apply(public_matrix(engine, table, campaign.features))
     prepared = PreparedCampaign(campaign.features, campaign.target, table, campaign.transform, public_rows,
                                 campaign.spec)
-    return _plan_prepared(engine, campaign.protocol, prepared, campaign.public_table, campaign.epsilon,
+    return _plan_prepared(engine, campaign.protocol, plan, prepared, campaign.public_table, campaign.epsilon,
                           campaign.delta, n, None)
 
 
-def _plan_prepared(engine: Engine, protocol: str, prepared: PreparedCampaign, public: str | None, epsilon: float,
-                   delta: float, n: int | None, wanted: float | None) -> CampaignPlan:
-    """The plan of a prepared campaign: its planner's error model at ``n`` and for ``wanted`` (module docstring)."""
+def _plan_prepared(engine: Engine, protocol: str, plan: Any, prepared: PreparedCampaign, public: str | None,
+                   epsilon: float, delta: float, n: int | None, wanted: float | None) -> CampaignPlan:
+    """The plan of a prepared campaign: the error model of its protocol's planner ``plan`` at ``n`` and for ``wanted``
+    (module docstring)."""
     target = prepared.target
     labels = None
     if prepared.table is not None and target is not None and target in prepared.table.column_names:
         labels = public_matrix(engine, prepared.table, [target])[:, 0]
     try:
-        model = _planner(protocol)(prepared.spec, prepared.public_rows, labels)
+        model = plan(prepared.spec, prepared.public_rows, labels)
         predicted = None if n is None else expected_error(model, n)
         needed = None if wanted is None else participants_for(model, wanted)
         auc, auc_note = _auc(model, n, prepared.public_rows, labels, target, public)

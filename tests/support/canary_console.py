@@ -37,8 +37,9 @@ def pages(dataset: str, release_id: int) -> Iterator[tuple[str, str]]:
 
 
 def walk_the_console(ctx: Context, findings: Findings) -> None:
-    """Every page as every role on every canary dataset, then a preview and a release (a job whose page is searched
-    once it ends) of each, for each role (only a steward's go through). A page or form the role table refuses a role
+    """Every page as every role on every canary dataset, then a release's and a fit's preview and the release and the
+    fit themselves (jobs whose pages are searched once they end) of each, for each role (only the roles the table
+    admits go through), and the campaign pages. A page or form the role table refuses a role
     whatever it points at is sent on the first dataset only: the refusal comes before anything is read."""
     client = TestClient(create_app(ctx.world.engine, console_secret=SECRET), raise_server_exceptions=False)
     variants = [HEALTHY.name, *(v.name for v in ctx.tables.built)]
@@ -50,9 +51,12 @@ def walk_the_console(ctx: Context, findings: Findings) -> None:
             for route, page in pages(dataset, release_id):
                 if number == 0 or not refused("GET", route, role):
                     findings.response(client.get(page), f"console GET {route}", role, dataset, page)
-            form = {"csrf_token": token, "workload": "columns", "columns": ["hours", "age"], "mechanism": "laplace",
-                    "aim": "epsilon", "epsilon": "0.01"}
-            for action in ("plan", "release"):
+            release_form = {"csrf_token": token, "workload": "columns", "columns": ["hours", "age"],
+                            "mechanism": "laplace", "aim": "epsilon", "epsilon": "0.01"}
+            fit_form = {"csrf_token": token, "task": "linear", "target": "hours", "features": ["age", "sex"],
+                        "method": "dd-ssp", "epsilon": "0.5", "delta": "1e-6"}
+            for action, form in (("plan", release_form), ("release", release_form), ("fit/plan", fit_form),
+                                 ("fit", fit_form)):
                 where = f"/console/datasets/{{name}}/{action}"
                 if number > 0 and refused("POST", where, role):
                     continue
@@ -60,7 +64,11 @@ def walk_the_console(ctx: Context, findings: Findings) -> None:
                 findings.response(answer, f"console POST {where}", role, dataset, action)
                 if answer.status_code == 303 and answer.headers["location"].startswith("/console/jobs/"):
                     job = answer.headers["location"]
-                    findings.response(_ended(client, job), f"console GET {job}", role, dataset, "the release's job")
+                    findings.response(_ended(client, job), f"console GET {job}", role, dataset, f"the {action} job")
+        campaign = f"/console/campaigns/{ctx.tables.campaign}"
+        for route, page in (("/console/campaigns", "/console/campaigns"), ("/console/campaigns/{name}", campaign),
+                            ("/console/campaigns/{name}/fit", f"{campaign}/fit?model=mean")):
+            findings.response(client.get(page), f"console GET {route}", role, None, page)
 
 
 def _ended(client: TestClient, job: str):  # noqa: ANN202 - the job page's response

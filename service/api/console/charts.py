@@ -155,6 +155,7 @@ def timeline(steps: Sequence[Step], total: float, *, label: str) -> Markup:
         previous = step.after
     path.append(f"L{left + plot_w:.1f},{y(previous):.1f}")
     body.append(f'<path class="step" d="{"".join(path)}"/>')
+    radius = 5 if len(steps) <= 60 else 3
     for i, step in enumerate(steps):
         if i % every == 0 or i == len(steps) - 1:
             body.append(f'<text class="tick" x="{x(i):.1f}" y="{top + plot_h + 16}" '
@@ -162,7 +163,6 @@ def timeline(steps: Sequence[Step], total: float, *, label: str) -> Markup:
         if step.href is None:  # a budget change: part of the line, no point of its own
             continue
         tip = f"{step.when}: {step.what}; epsilon spent after it {number(step.after)}"
-        radius = 5 if len(steps) <= 60 else 3
         body.append(f'<a href="{escape(step.href)}" aria-label="{escape(tip)}"><circle class="point" '
                     f'cx="{x(i):.1f}" cy="{y(step.after):.1f}" r="{radius}"><title>{escape(tip)}</title></circle></a>')
     body.append(f'<text class="tick" x="{left + plot_w / 2:.1f}" y="{height - 4}" text-anchor="middle">'

@@ -155,6 +155,7 @@ def visible_job(request: Request, job_id: int, visitor: Visitor) -> jobs.JobView
 def job_page(request: Request, job_id: JobId, visitor: Visitor = Depends(anyone)) -> Response:
     job = visible_job(request, job_id, visitor).to_json()
     return render.page(request, "job.html", visitor, title=f"Job {job_id}", job=job,
+                       cancellable=job["state"] == "running" and jobs.cancellable(str(job["kind"])),
                        coefficients=coefficient_chart(job["result"]) if job["state"] == "done" else None)
 
 

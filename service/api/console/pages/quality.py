@@ -12,9 +12,15 @@ from starlette.responses import Response
 from service.access import exact_views
 from service.api.console import charts, render
 from service.api.console.access import ConsoleRoute, Visitor, signed_in
-from service.api.console.pages.releases import Columns, ReleaseId, columns_of, marginal_table, visible_release
+from service.api.console.pages.releases import (
+    Columns,
+    ReleaseId,
+    cells_chart,
+    columns_of,
+    marginal_table,
+    visible_release,
+)
 from service.api.security import STEWARD, engine_of
-from service.data import datasets
 from service.data.oracle import TableCountOracle
 from service.releases import answers
 
@@ -30,7 +36,7 @@ def quality_page(request: Request, release_id: ReleaseId, columns: Columns,
     answer = answers.answer_marginal(engine, release_id, columns_of(columns))
     attributes = tuple(str(a) for a in answer["attributes"])  # type: ignore[attr-defined]
     exact_views.record(engine, release.dataset.name, release_id, visitor.principal, attributes)
-    with TableCountOracle(engine, datasets.get_dataset(engine, release.dataset.name)) as oracle:
+    with TableCountOracle(engine, release.dataset) as oracle:
         exact = oracle.counts(attributes).astype(float)
     rows = marginal_table(answer)
     noisy = np.asarray(answer["counts"], dtype=float)
@@ -38,15 +44,9 @@ def quality_page(request: Request, release_id: ReleaseId, columns: Columns,
     error = float(np.abs(noisy - exact).sum() / total) if total > 0 else None
     for row, value in zip(rows, exact.ravel(), strict=True):
         row["exact"] = float(value)
-    categories = [", ".join(f"{a}={v}" for a, v in row["cell"].items()) for row in rows]  # type: ignore[union-attr]
-    chart = None
-    if len(rows) <= 400:
-        chart = charts.bars(categories, [
-            charts.Series(f"release {release_id}", [float(r["count"]) for r in rows],  # type: ignore[arg-type]
-                          None if answer["standard_errors"] is None
-                          else [float(r["standard_error"]) for r in rows]),  # type: ignore[arg-type]
-            charts.Series("exact (the table)", list(exact.ravel()))],
-            label=f"Release {release_id}'s marginal over {', '.join(attributes)} beside the table's exact marginal")
+    chart = cells_chart(rows, answer, release_id, beside=charts.Series("exact (the table)", list(exact.ravel())),
+                        label=f"Release {release_id}'s marginal over {', '.join(attributes)} beside the table's "
+                              "exact marginal")
     return render.page(request, "quality.html", visitor, title=f"Quality of release {release_id}",
                        release=release.to_json(hide_seeded_details=True), answer=answer, rows=rows, chart=chart,
                        error=error, columns=list(release.dataset.domain.names))

@@ -80,20 +80,26 @@ def marginal_table(answer: dict[str, object]) -> list[dict[str, object]]:
     return rows
 
 
+def cells_chart(rows: list[dict[str, object]], answer: dict[str, object], release_id: int, *, label: str,
+                beside: charts.Series | None = None) -> object:
+    """The bars of a marginal's cells (:func:`marginal_table`), each with its 95 % interval when the answer has
+    standard errors, and the series ``beside`` next to them; None past :data:`MAX_CHART_CELLS` cells."""
+    if len(rows) > MAX_CHART_CELLS:
+        return None
+    categories = [", ".join(f"{a}={v}" for a, v in row["cell"].items()) for row in rows]  # type: ignore[attr-defined]
+    errors = None if answer["standard_errors"] is None else [float(r["standard_error"]) for r in rows]  # type: ignore[arg-type]
+    series = [charts.Series(f"release {release_id}", [float(r["count"]) for r in rows], errors)]  # type: ignore[arg-type]
+    return charts.bars(categories, series + ([] if beside is None else [beside]), label=label)
+
+
 @router.get("/{release_id}/marginal")
 def marginal_page(request: Request, release_id: ReleaseId, columns: Columns,
                   visitor: Visitor = Depends(answering)) -> Response:
     release = visible_release(request, release_id, visitor)
     answer = answers.answer_marginal(engine_of(request), release_id, columns_of(columns))
     rows = marginal_table(answer)
-    chart = None
-    if len(rows) <= MAX_CHART_CELLS:
-        categories = [", ".join(f"{a}={v}" for a, v in row["cell"].items()) for row in rows]  # type: ignore[union-attr]
-        chart = charts.bars(categories, [charts.Series(
-            f"release {release_id}", [float(r["count"]) for r in rows],  # type: ignore[arg-type]
-            None if answer["standard_errors"] is None else [float(r["standard_error"]) for r in rows])],  # type: ignore[arg-type]
-            label=f"Counts of the marginal over {', '.join(answer['attributes'])} from release {release_id}, "
-                  "with 95 % intervals")
+    chart = cells_chart(rows, answer, release_id, label=f"Counts of the marginal over "
+                        f"{', '.join(answer['attributes'])} from release {release_id}, with 95 % intervals")
     return render.page(request, "marginal.html", visitor, title=f"Marginal of release {release_id}",
                        release=release.to_json(hide_seeded_details=True), answer=answer, rows=rows, chart=chart,
                        max_cells=MAX_CHART_CELLS, columns=list(release.dataset.domain.names))
