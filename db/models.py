@@ -130,6 +130,23 @@ class Release(Base):
     heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
 
+class CampaignModel(Base):
+    """The graphical model of a ``marginals`` campaign (issue 33), fitted to its round's aggregate the first time an
+    answer needs it after the reports changed, keyed by the number of reports it saw
+    (service/campaigns/marginal_answers.py). Post-processing of the stored aggregate: it reads no report.
+
+    ``payload``: the model with the measurements it was fitted to (``.npz``, as an MST release's); ``details_json``:
+    public facts about the fit (the sets it kept whole, its iterations, its seconds)."""
+
+    __tablename__ = "campaign_models"
+
+    campaign_id: Mapped[int] = mapped_column(ForeignKey("campaigns.id"), primary_key=True)
+    reports: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    payload: Mapped[bytes] = mapped_column(LargeBinary, nullable=False)
+    details_json: Mapped[str] = mapped_column(Text, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
+
+
 class ReleaseModel(Base):
     """The graphical model fitted to a release that was stored without one (issue 9): a residual release, or a direct
     Laplace or Gaussian release made after issue 9, answers its measured marginals straight from its measurements and

@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 
 from estimators.base import EstimatorError
-from workloads.local.protocols import ProtocolSpec, ReportSchema, RoundState
+from workloads.local.protocols import ProtocolSpec, ReportError, ReportSchema, RoundState
+from workloads.local.protocols.base import BatchTotals
 
 _FORMAT = "marginalia.local.aggregate/1"
 
@@ -42,16 +43,43 @@ class ReportAggregate:
         spec's :meth:`~workloads.local.protocols.ProtocolSpec.aggregate_schema`)."""
         return cls(spec.aggregate_schema(round_index, state), spec.protocol, round_index)
 
-    def add(self, batch: Mapping[str, Any]) -> ReportAggregate:
-        """Validate a columnar batch (refused whole: :class:`~workloads.local.protocols.ReportError`) and add it."""
-        arrays = self.schema.validate(batch)
-        sums = {name: array.sum(axis=0) for name, array in arrays.items()}
-        squares = {name: np.square(array).sum(axis=0) for name, array in arrays.items()}
+    def add(self, batch: Mapping[str, Any] | BatchTotals) -> ReportAggregate:
+        """Validate a columnar batch (refused whole: :class:`~workloads.local.protocols.ReportError`) and add it; or
+        add a batch's :class:`~workloads.local.protocols.base.BatchTotals` (checked by :meth:`_checked_totals`)."""
+        if isinstance(batch, BatchTotals):
+            count, sums, squares = self._checked_totals(batch)
+        else:
+            arrays = self.schema.validate(batch)
+            sums = {name: array.sum(axis=0) for name, array in arrays.items()}
+            squares = {name: np.square(array).sum(axis=0) for name, array in arrays.items()}
+            count = next(iter(arrays.values())).shape[0] if arrays else 0
         for name in self.sums:
             self.sums[name] = self.sums[name] + sums[name]
             self.squares[name] = self.squares[name] + squares[name]
-        self.count += next(iter(arrays.values())).shape[0] if arrays else 0
+        self.count += count
         return self
+
+    def _checked_totals(self, totals: BatchTotals) -> tuple[int, dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """The totals' count, sums and squares, refused (:class:`~workloads.local.protocols.ReportError`) unless
+        every field of the schema is there with its shape, finite, and within ``count`` times its range (squares
+        within ``count`` times the largest square)."""
+        count = totals.count
+        if isinstance(count, bool) or not isinstance(count, int | np.integer) or count < 0:
+            raise ReportError(f"a batch's totals need a report count >= 0, got {count!r}")
+        out: list[dict[str, np.ndarray]] = [{}, {}]
+        for f in self.schema.fields:
+            largest = max(f.low * f.low, f.high * f.high)
+            bounds = ((count * f.low, count * f.high), (0.0, count * largest))
+            for part, given, (low, high) in zip(out, (totals.sums, totals.squares), bounds, strict=True):
+                if f.name not in given:
+                    raise ReportError(f"the batch's totals lack field {f.name!r}", f.name)
+                value = np.asarray(given[f.name], dtype=float)
+                if value.shape != f.shape or not np.all(np.isfinite(value)) or np.any(value < low) or np.any(
+                        value > high):
+                    raise ReportError(f"the batch's totals of field {f.name!r} must be finite with shape {f.shape} "
+                                      f"and within {count} reports' range", f.name)
+                part[f.name] = value
+        return int(count), out[0], out[1]
 
     def merge(self, other: ReportAggregate) -> ReportAggregate:
         """A new aggregate holding both (same protocol, round and schema required)."""

@@ -32,7 +32,7 @@ from service.api.declared import described_options
 from service.api.guard import GuardedRoute
 from service.api.paths import path_id
 from service.api.security import ANALYST, AUDITOR, STEWARD, Forbidden, engine_of, require
-from service.campaigns import campaigns, caps, estimates, planning, public_tables
+from service.campaigns import campaigns, caps, estimates, marginal_answers, planning, public_tables
 from service.campaigns.protocols.base import protocol_options
 from service.campaigns.submission import (
     Submitter,
@@ -319,6 +319,23 @@ def fit_campaign(request: Request, name: Name, body: FitCampaignIn,
                  _: Principal = Depends(require(STEWARD, ANALYST))) -> dict[str, Any]:
     campaigns.get_campaign(engine_of(request), name).refuse_if_seeded()
     return estimates.fit_campaign(engine_of(request), name, body.model, body.covariance, body.strict).to_json()
+
+
+@router.post("/campaigns/{name}/marginal", response_model=schemas.CampaignMarginalOut,
+             summary="Any marginal from a marginals campaign's model (free; analysts, stewards)",
+             openapi_extra=limits.body(limits.NAMES_BODY))
+def campaign_marginal(request: Request, name: Name, body: schemas.MarginalQuery,
+                      _: Principal = Depends(require(STEWARD, ANALYST))) -> dict[str, Any]:
+    return marginal_answers.answer_marginal(engine_of(request), name, list(body.attributes), codes=body.codes,
+                                            bootstrap=body.bootstrap)
+
+
+@router.post("/campaigns/{name}/synthetic", response_model=schemas.CampaignSyntheticOut,
+             summary="Synthetic rows drawn from a marginals campaign's model (free; analysts, stewards)",
+             openapi_extra=limits.body(limits.SMALL_BODY))
+def campaign_synthetic(request: Request, name: Name, body: schemas.SyntheticQuery,
+                       _: Principal = Depends(require(STEWARD, ANALYST))) -> dict[str, Any]:
+    return marginal_answers.answer_synthetic(engine_of(request), name, body.rows, codes=body.codes)
 
 
 # ------------------------------------------------------------------------------------------------------- caps

@@ -638,6 +638,15 @@ class MarginalOut(BaseModel):
     cost: Cost = FREE_COST_FIELD
 
 
+class CampaignMarginalOut(MarginalOut):
+    """A marginal answered by a ``marginals`` campaign's model: a release's answer, with the campaign in place of the
+    release."""
+
+    release_id: None = Field(None, description="null: a campaign answered, not a release.")
+    campaign: str = Field(description="The marginals campaign whose model answered.")
+    reports: int = Field(description="The reports the campaign's model was fitted to.")
+
+
 class SyntheticQuery(Strict):
     rows: Annotated[Integer, Field(ge=1, le=MAX_SYNTHETIC_ROWS)]
     codes: Flag = CODES_FIELD
@@ -653,6 +662,13 @@ class SyntheticOut(BaseModel):
     labels: dict[str, list[str]] = Field(description="Column -> the label of each code, in code order, for the "
                                          "labelled columns (empty with `codes`).")
     cost: Cost = FREE_COST_FIELD
+
+
+class CampaignSyntheticOut(SyntheticOut):
+    """Synthetic rows drawn from a ``marginals`` campaign's model."""
+
+    release_id: None = Field(None, description="null: a campaign answered, not a release.")
+    campaign: str = Field(description="The marginals campaign whose model drew the rows.")
 
 
 # ledger -------------------------------------------------------------------------------------------

@@ -224,7 +224,9 @@ def prepare_campaign(engine: Engine, protocol: str, features: Sequence[str] | st
     transform = _transform(names, raw_public, public, option_values, protocol)
     public_rows = None if raw_public is None else transform.apply(raw_public)
     _check_finite(names, transform, public_rows)
-    spec = build_spec(protocol, CampaignRequest(names, target, eps, dlt, option_values, public_rows))
+    sizes = None if table is None else {c.name: int(c.size) for c in table.columns
+                                        if c.kind == "coded" and c.size is not None and c.name in names}
+    spec = build_spec(protocol, CampaignRequest(names, target, eps, dlt, option_values, public_rows, sizes))
     return PreparedCampaign(names, target, table, transform, public_rows, spec)
 
 

@@ -33,7 +33,7 @@ from service.campaigns.types import CampaignFit, CampaignInfo
 from service.errors import InvalidInput, ServiceError
 
 
-def _aggregates(engine: Engine, campaign: CampaignInfo) -> list[ReportAggregate | None]:
+def stored_aggregates(engine: Engine, campaign: CampaignInfo) -> list[ReportAggregate | None]:
     """Each round's running aggregate (``None`` before its first report)."""
     with transaction(engine) as session:
         rows = session.execute(select(CampaignRound).where(CampaignRound.campaign_id == campaign.id)
@@ -92,11 +92,14 @@ def warning_text(quality: Quality) -> str:
 def _fit(engine: Engine, name_or_id: str | int, model: str, covariance: str | None) -> CampaignFit:
     campaign = get_campaign(engine, name_or_id)
     protocol = get_protocol(campaign.protocol)
+    if protocol.marginals:
+        raise InvalidInput(f"campaign {campaign.name!r} ({campaign.protocol}) fits no model: ask it for marginals "
+                           "and synthetic rows instead (its marginal and synthetic answers)", code="unknown_model")
     if model not in protocol.models:
         raise InvalidInput(f"model must be one of {list(protocol.models)} for a {campaign.protocol!r} campaign, "
                            f"got {model!r}", code="unknown_model")
     try:
-        return protocol.fit(engine, campaign, _aggregates(engine, campaign), model, covariance)
+        return protocol.fit(engine, campaign, stored_aggregates(engine, campaign), model, covariance)
     except NoRootError as error:
         raise InvalidInput(f"link {model!r} has no constant on the data of campaign {campaign.name!r}: {error}",
                            code="no_root") from None

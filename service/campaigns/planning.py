@@ -62,12 +62,18 @@ class CampaignPlan:
     #: whether the model has reference coefficients: errors relative to them are predicted, and ``target_error`` is
     #: one (absolute otherwise)
     relative_target: bool = False
+    #: a marginals campaign: per attribute set, the model's expected L1 error (simulated) and the closed-form error of
+    #: the set's own estimate (:mod:`estimators.local.marginals_planning`)
+    marginal_errors: dict[str, float] | None = None
+    raw_errors: dict[str, float] | None = None
+    #: what ``expected_error`` is, in words
+    error_formula: str = ABSOLUTE_ERROR
 
     @property
     def formulas(self) -> dict[str, str | None]:
         """What ``expected_error`` (always absolute) and ``expected_relative_error`` (None without a reference) are."""
         relative = RELATIVE_ERROR if self.relative_target else None
-        return {"expected_error": ABSOLUTE_ERROR, "expected_relative_error": relative}
+        return {"expected_error": self.error_formula, "expected_relative_error": relative}
 
     def to_json(self) -> dict[str, Any]:
         return {"protocol": self.protocol, "features": list(self.features), "target": self.target,
@@ -77,7 +83,8 @@ class CampaignPlan:
                 "participants": self.participants, "expected_error": self.expected_error,
                 "expected_relative_error": self.expected_relative_error, "standard_errors": self.standard_errors,
                 "target_error": self.target_error, "participants_needed": self.participants_needed,
-                "auc": self.auc, "auc_note": self.auc_note, "notes": list(self.notes), "cost": dict(ZERO_COST)}
+                "auc": self.auc, "auc_note": self.auc_note, "notes": list(self.notes), "cost": dict(ZERO_COST),
+                "marginal_errors": self.marginal_errors, "raw_errors": self.raw_errors}
 
 
 def _planner(protocol: str) -> Any:
@@ -186,6 +193,8 @@ def _plan_prepared(engine: Engine, protocol: str, plan: Any, prepared: PreparedC
                    epsilon: float, delta: float, n: int | None, wanted: float | None) -> CampaignPlan:
     """The plan of a prepared campaign: the error model of its protocol's planner ``plan`` at ``n`` and for ``wanted``
     (module docstring)."""
+    if get_protocol(protocol).marginals:
+        return _plan_marginals(plan, prepared, epsilon, n, wanted)
     target = prepared.target
     labels = None
     if prepared.table is not None and target is not None and target in prepared.table.column_names:
@@ -207,3 +216,31 @@ def _plan_prepared(engine: Engine, protocol: str, plan: Any, prepared: PreparedC
         n, None if predicted is None else predicted.error, None if predicted is None else predicted.relative,
         None if predicted is None else _in_own_units(prepared, predicted.standard_errors),
         wanted, needed, auc, auc_note, tuple(notes), relative_target=model.reference is not None)
+
+
+def _plan_marginals(plan: Any, prepared: PreparedCampaign, epsilon: float, n: int | None,
+                    wanted: float | None) -> CampaignPlan:
+    """A marginals campaign's plan (:mod:`estimators.local.marginals_planning`): per set, the model's simulated error
+    and the closed form of the set's own estimate at ``n``; for ``wanted``, the participants the model needs."""
+    try:
+        model = plan(prepared.spec, prepared.public_rows, None)
+        start = n or (prepared.public_rows.shape[0] if prepared.public_rows is not None else 10_000)
+        errors = None if n is None else model.model_errors(n)
+        raw = None if n is None else model.raw_errors(n)
+        needed = None if wanted is None else model.participants_for(wanted, start)
+    except (EstimatorError, ProtocolError) as error:
+        raise InvalidInput(f"protocol 'marginals': {error}", code="invalid_parameter") from None
+    notes = [*model.notes, f"basis: {model.basis}"]
+    if raw is not None:
+        notes.append(f"each set on its own, without the model (closed form): mean L1 error "
+                     f"{float(np.mean(list(raw.values()))):.3g}")
+    if wanted is not None:
+        notes.append("target_error is the model's mean L1 error over the sets; fitted as a + b / sqrt(n) through "
+                     f"simulations at {start:,} and {4 * start:,} participants" + (
+                         "" if needed is not None else ": not reached at any participant count (the model's floor)"))
+    return CampaignPlan(
+        "marginals", prepared.names, None, epsilon, 0.0, "mean L1 error of the attribute sets' normalised "
+        "marginals (0 to 2), from the campaign's model", model.basis, n,
+        None if errors is None else float(np.mean(list(errors.values()))), None, None, wanted, needed, None,
+        "no AUC: a marginals campaign has no target", tuple(notes), marginal_errors=errors, raw_errors=raw,
+        error_formula="the mean over the attribute sets of E ||model's normalised marginal - true proportions||_1")

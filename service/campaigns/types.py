@@ -126,7 +126,8 @@ class CampaignInfo:
 class CampaignRequest:
     """What a builder sees. ``options``: the protocol's options, checked against its declaration with the defaults
     filled in; ``public_rows``: the public table's feature columns, already transformed (centred and scaled as
-    participants' features will be), or ``None`` without a public table."""
+    participants' features will be), or ``None`` without a public table; ``public_sizes``: the sizes of its coded
+    columns among the features (a ``marginals`` campaign's domain)."""
 
     features: tuple[str, ...]
     target: str | None
@@ -134,6 +135,8 @@ class CampaignRequest:
     delta: float
     options: OptionValues
     public_rows: np.ndarray | None
+    #: the public table's coded columns among the features and their sizes (``{}`` for none; ``None`` without a table)
+    public_sizes: Mapping[str, int] | None = None
 
 
 @dataclass(frozen=True)

@@ -189,7 +189,11 @@ def campaign_plan(
                 f"{plan.auc['high']:.3f}; without noise {plan.auc['reference']:.3f})")
         elif plan.auc_note is not None and plan.target is not None:
             say(plan.auc_note)
-        if plan.participants is not None:
+        if plan.marginal_errors is not None:
+            say(f"expected {plan.metric}: {plan.expected_error:.3g}")
+            say("per attribute set (the model; each set on its own): " + ", ".join(
+                f"{name} {error:.3g} ({plan.raw_errors[name]:.3g})" for name, error in plan.marginal_errors.items()))
+        elif plan.participants is not None:
             relative = ("" if plan.expected_relative_error is None else
                         f"; relative to the reference's norm {plan.expected_relative_error:.3g}")
             say(f"expected error of {plan.metric}: {plan.expected_error:.3g} absolute (sqrt(E ||estimate - "

@@ -16,7 +16,6 @@ from service.cli.common import (
     JsonFlag,
     ProgressBars,
     QuietFlag,
-    ReleaseId,
     SeedOption,
     Typer,
     app,
@@ -134,29 +133,73 @@ def release_list(
 @app.command()
 @handles_errors
 def marginal(
-    release: ReleaseId,
-    attributes: Annotated[list[str], typer.Argument(
-        help="Attributes of the marginal, in the order wanted (quote names such as 'income>50K').",
-        metavar="ATTRIBUTE...")],
+    arguments: Annotated[list[str], typer.Argument(
+        help="The release id, then the attributes of the marginal in the order wanted (quote names such as "
+             "'income>50K'); with --campaign, the attributes only.", metavar="RELEASE ATTRIBUTE...")],
+    campaign: Annotated[str | None, typer.Option(
+        help="Answer from this marginals campaign's model instead of a release (then give no release id).")] = None,
     codes: Annotated[bool, typer.Option("--codes", help=CODES_HELP, metavar="")] = False,
     bootstrap: Annotated[bool, typer.Option(
         "--bootstrap", metavar="",
-        help="Standard errors for a marginal an MST or AIM release did not measure, from the release's parametric "
-             "bootstrap (computed the first time, then stored; free).")] = False,
+        help="Standard errors for a marginal an MST or AIM release (or a campaign) did not measure, from the model's "
+             "parametric bootstrap (computed the first time; free).")] = False,
     as_json: JsonFlag = False,
 ) -> None:
-    """Answer any marginal from a stored release (free); says what the release measured of it, and the standard
-    error of its cells with its basis (the release's measurements, or with --bootstrap the parametric bootstrap of an
-    MST or AIM model). A marginal outside what the release measured needs its graphical model: the first such answer
-    fits it (shown as progress) and stores it for later ones.
+    """Answer any marginal from a stored release, or a marginals campaign (free); says what was measured of it, and
+    the standard error of its cells with its basis (the measurements, or with --bootstrap the parametric bootstrap of
+    the model). A marginal outside what the release measured needs its graphical model: the first such answer fits it
+    (shown as progress) and stores it for later ones.
 
     Cells are named by the labels of the table's spec or domain where it has them (--codes for the codes)."""
-    from service.releases import answers
+    release, attributes = answer_source(arguments, campaign, "ATTRIBUTE")
+    if campaign is not None:
+        from service.campaigns import marginal_answers
 
-    with ProgressBars(f"graphical model of release {release}", as_json) as bar:
-        answer = answers.answer_marginal(open_engine(), release, list(attributes), codes=codes,
-                                         allow_seeded=unsafe_seeds_allowed(), progress=bar, bootstrap=bootstrap)
+        with ProgressBars(f"graphical model of campaign {campaign}", as_json) as bar:
+            answer = marginal_answers.answer_marginal(open_engine(), campaign, attributes, codes=codes,
+                                                      bootstrap=bootstrap, allow_seeded=unsafe_seeds_allowed(),
+                                                      progress=bar)
+    else:
+        from service.releases import answers
+
+        with ProgressBars(f"graphical model of release {release}", as_json) as bar:
+            answer = answers.answer_marginal(open_engine(), release, attributes, codes=codes,
+                                             allow_seeded=unsafe_seeds_allowed(), progress=bar, bootstrap=bootstrap)
     emit(as_json, answer, lambda: _print_marginal(answer))
+
+
+def answer_source(arguments: list[str], campaign: str | None, what: str) -> tuple[int | None, list[str]]:
+    """The release id and the rest of the positional arguments, or (with ``--campaign``) none and all of them."""
+    if campaign is not None:
+        if what == "ATTRIBUTE" and not arguments:
+            raise InvalidInput("give the attributes of the marginal", code="invalid_parameter")
+        return None, list(arguments)
+    if not arguments:
+        raise InvalidInput("give a release id (marginalia release list), or --campaign NAME",
+                           code="invalid_parameter")
+    try:
+        release = int(arguments[0])
+    except ValueError:
+        raise InvalidInput(f"{arguments[0]!r} is not a release id (a whole number; for a campaign, --campaign NAME)",
+                           code="invalid_parameter") from None
+    if what == "ATTRIBUTE" and len(arguments) < 2:
+        raise InvalidInput("give the attributes of the marginal after the release id", code="invalid_parameter")
+    return release, list(arguments[1:])
+
+
+def answered_by(answer: dict[str, Any]) -> str:
+    """Who answered, in words: ``release 3`` or ``campaign 'survey'``."""
+    if answer.get("campaign") is not None:
+        return f"campaign {answer['campaign']!r}"
+    return f"release {answer['release_id']}"
+
+
+def free_words(answer: dict[str, Any]) -> str:
+    """What an answer cost, in words (:func:`free_answer` for a release)."""
+    if answer.get("campaign") is not None:
+        return (f"cost 0: post-processing of campaign {answer['campaign']!r}'s {answer.get('reports', 0):,} reports, "
+                "which their participants' devices randomized")
+    return free_answer(answer["release_id"])
 
 
 MARGINAL_ROWS_SHOWN = 200
@@ -176,8 +219,8 @@ def _print_marginal(answer: dict[str, Any]) -> None:
     counts = np.asarray(answer["counts"], dtype=float)
     names = [labels.get(a) or [str(code) for code in range(size)] for a, size in zip(attributes, counts.shape,
                                                                                        strict=True)]
-    stdout.print(f"marginal {attributes} from release {answer['release_id']} (estimated counts; "
-                 f"{free_answer(answer['release_id'])})", highlight=False)
+    stdout.print(f"marginal {attributes} from {answered_by(answer)} (estimated counts; {free_words(answer)})",
+                 highlight=False)
     if counts.ndim == 1:
         table = Table(attributes[0], "count")
         for name, value in zip(names[0], counts, strict=True):
@@ -200,8 +243,8 @@ def _print_marginal(answer: dict[str, Any]) -> None:
 
 #: What each ``error_basis`` of a marginal answer means, as the command line prints it.
 ERROR_BASIS_WORDS = {
-    "measurement": "from the release's measurements: of the unbiased estimate they support, which the counts "
-                   "adjust or model",
+    "measurement": "from the measurements and their public noise scales: of the unbiased estimate they support, "
+                   "which the counts adjust or model",
 }
 
 
@@ -225,24 +268,41 @@ def _print_marginal_errors(answer: dict[str, Any]) -> None:
 @app.command()
 @handles_errors
 def synth(
-    release: ReleaseId,
-    rows: Annotated[int, typer.Option(help="Number of synthetic rows.")],
-    out: Annotated[Path, typer.Option(help="CSV file to write (refused if it exists, unless --force).")],
+    release: Annotated[int | None, typer.Argument(help="Release id (`marginalia release list`); none with "
+                                                   "--campaign.", metavar="[RELEASE]")] = None,
+    rows: Annotated[int, typer.Option(help="Number of synthetic rows.")] = ...,  # type: ignore[assignment]
+    out: Annotated[Path, typer.Option(help="CSV file to write (refused if it exists, unless --force).")] = ...,  # type: ignore[assignment]
+    campaign: Annotated[str | None, typer.Option(
+        help="Draw from this marginals campaign's model instead of a release.")] = None,
     seed: Annotated[int | None, typer.Option(help="Seed for a reproducible sample.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite --out if it exists.", metavar="")] = False,
     codes: Annotated[bool, typer.Option("--codes", help=CODES_HELP, metavar="")] = False,
     as_json: JsonFlag = False,
 ) -> None:
-    """Draw synthetic rows from a stored release (free) into a CSV file.
+    """Draw synthetic rows from a stored release, or a marginals campaign (free), into a CSV file.
 
     The columns the table's spec or domain labels hold the labels (--codes for the codes)."""
-    from service.releases import answers
-
+    if (release is None) == (campaign is None):
+        raise InvalidInput("give a release id or --campaign NAME (one of them)", code="invalid_parameter")
     check_output(out, force, "--out")
-    with ProgressBars(f"graphical model of release {release}", as_json) as bar:
-        frame = answers.synthetic_frame(open_engine(), release, rows, seed, labels=not codes,
-                                         allow_seeded=unsafe_seeds_allowed(), progress=bar)
+    if campaign is not None:
+        from service.campaigns import marginal_answers
+
+        with ProgressBars(f"graphical model of campaign {campaign}", as_json) as bar:
+            frame = marginal_answers.synthetic_frame(open_engine(), campaign, rows, seed, labels=not codes,
+                                                     allow_seeded=unsafe_seeds_allowed(), progress=bar)
+        answer = {"campaign": campaign, "release_id": None, "reports": None}
+        source = f"campaign {campaign!r}"
+        cost = "cost 0: post-processing of the campaign's reports"
+    else:
+        from service.releases import answers
+
+        with ProgressBars(f"graphical model of release {release}", as_json) as bar:
+            frame = answers.synthetic_frame(open_engine(), release, rows, seed, labels=not codes,
+                                             allow_seeded=unsafe_seeds_allowed(), progress=bar)
+        answer = {"release_id": release}
+        source, cost = f"release {release}", free_answer(release)
     write_output(out, "--out", lambda path: frame.to_csv(path, index=False))
-    emit(as_json, {"release_id": release, "rows": len(frame), "out": str(out), "cost": answers.FREE.to_json()},
-          lambda: stdout.print(f"wrote {len(frame):,} synthetic rows to {out} ({free_answer(release)})",
-                               highlight=False))
+    emit(as_json, {**answer, "rows": len(frame), "out": str(out), "cost": {"epsilon": 0.0, "delta": 0.0, "rho": 0.0}},
+         lambda: stdout.print(f"wrote {len(frame):,} synthetic rows of {source} to {out} ({cost})",
+                              highlight=False))

@@ -427,18 +427,21 @@ class Client(CollectionsClient):
     def release(self, release_id: int) -> dict[str, object]:
         return self._request("GET", f"/releases/{int(release_id)}")
 
-    def marginal(self, release: int, attrs: Sequence[str], labels: bool = True,
-                 bootstrap: bool = False) -> pd.DataFrame:
-        """A marginal estimated from a release (free): one row per cell, a column per attribute (its
-        label where the table's spec or domain gives one, else its code; ``labels=False`` for codes) and ``count``.
-        ``frame.attrs["coverage"]`` says what the release measured of it and ``frame.attrs["cost"]`` what it cost
-        (nothing: the release paid); an extrapolated marginal also raises an :class:`ExtrapolationWarning`. A
+    def marginal(self, release: int | None = None, attrs: Sequence[str] = (), labels: bool = True,
+                 bootstrap: bool = False, *, campaign: str | None = None) -> pd.DataFrame:
+        """A marginal estimated from a release, or with ``campaign`` from a marginals campaign's model (free): one
+        row per cell, a column per attribute (its label where the table's spec or domain gives one, else its code;
+        ``labels=False`` for codes) and ``count``.
+        ``frame.attrs["coverage"]`` says what the release (campaign) measured of it and ``frame.attrs["cost"]`` what
+        it cost (nothing: the release paid, or the participants' reports did); an extrapolated marginal also raises
+        an :class:`ExtrapolationWarning`. A
         marginal the release measured also has ``standard_error`` per cell (residual, laplace, gaussian: of the
-        unbiased estimate the non-negative ``count`` adjusts; mst, aim: of the raw measurement), and so has one an MST
-        or AIM release did not measure with ``bootstrap=True`` (the release's parametric bootstrap, computed the first
-        time: seconds to a minute). ``frame.attrs["error_basis"]`` says how they were computed (docs/mechanisms.md,
-        "Error bars on answers")."""
-        answer = self._request("POST", f"/releases/{int(release)}/marginal",
+        unbiased estimate the non-negative ``count`` adjusts; mst, aim, a campaign's attribute set: of the raw
+        measurement), and so has one an MST or AIM release (or a campaign) did not measure with ``bootstrap=True``
+        (the model's parametric bootstrap, computed the first time: seconds to a minute).
+        ``frame.attrs["error_basis"]`` says how they were computed (docs/mechanisms.md, "Error bars on answers")."""
+        path = self._answer_path(release, campaign, "marginal")
+        answer = self._request("POST", path,
                                json={"attributes": list(attrs), "codes": not labels, "bootstrap": bool(bootstrap)})
         frame = marginal_frame(answer["attributes"], answer["shape"], answer["counts"], answer.get("labels"))
         if answer.get("standard_errors") is not None:
@@ -453,17 +456,28 @@ class Client(CollectionsClient):
             warnings.warn(warning, ExtrapolationWarning, stacklevel=2)
         return frame
 
-    def synthetic(self, release: int, rows: int, labels: bool = True) -> pd.DataFrame:
-        """``rows`` synthetic records drawn from a release (free), one column per attribute (the labels where the
-        table's spec or domain gives them, as ordered categoricals; ``labels=False`` for codes), with fresh
-        randomness of the server's. ``frame.attrs["cost"]`` is what it cost: nothing (the release paid). A fitted
-        regression predicts on such a frame as it comes."""
-        answer = self._request("POST", f"/releases/{int(release)}/synthetic", json={"rows": rows, "codes": not labels})
+    def synthetic(self, release: int | None = None, rows: int = 0, labels: bool = True, *,
+                  campaign: str | None = None) -> pd.DataFrame:
+        """``rows`` synthetic records drawn from a release, or with ``campaign`` from a marginals campaign's model
+        (free), one column per attribute (the labels where the table's spec or domain gives them, as ordered
+        categoricals; ``labels=False`` for codes), with fresh randomness of the server's. ``frame.attrs["cost"]`` is
+        what it cost: nothing. A fitted regression predicts on such a frame as it comes."""
+        path = self._answer_path(release, campaign, "synthetic")
+        answer = self._request("POST", path, json={"rows": rows, "codes": not labels})
         names = answer.get("labels") or {}
         frame = pd.DataFrame({c: _labelled_values(answer["data"][c], names.get(c)) for c in answer["columns"]},
                              columns=answer["columns"])
         frame.attrs["cost"] = answer.get("cost")
         return frame
+
+    @staticmethod
+    def _answer_path(release: int | None, campaign: str | None, what: str) -> str:
+        """The route of a free answer: a release's, or a marginals campaign's (exactly one of them named)."""
+        if (release is None) == (campaign is None):
+            raise ValueError("name exactly one of release (an id) and campaign (a marginals campaign's name)")
+        if campaign is not None:
+            return f"/campaigns/{_segment(str(campaign))}/{what}"
+        return f"/releases/{int(release)}/{what}"
 
     # ledger -----------------------------------------------------------------------------------
     def ledger(self, name: str) -> pd.DataFrame:

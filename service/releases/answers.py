@@ -140,7 +140,7 @@ def _complete_marginal_release(engine: Engine, release_id: int) -> StoredRelease
     return release
 
 
-class _Lru:
+class AnswerCache:
     """A thread-safe least-recently-used map of at most ``size`` entries, keyed by the database too (one process
     may serve several databases: tests, benchmarks), so that nothing is ever answered across databases. It holds
     only what was built from a *complete* release, which never changes; building raises for any other release, and
@@ -171,9 +171,9 @@ class _Lru:
 
 
 #: Decoded payloads and fitted models of complete releases (per process; a model can be large, hence few).
-_RELEASES = _Lru(32)
+_RELEASES = AnswerCache(32)
 #: Statistics that answers derive from a complete release (``Z^T Z`` of a design: small, hence many).
-_STATISTICS = _Lru(512)
+_STATISTICS = AnswerCache(512)
 
 
 def _cached(engine: Engine, release_id: int, what: str, build) -> tuple[StoredRelease, object]:  # noqa: ANN001

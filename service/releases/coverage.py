@@ -37,7 +37,7 @@ class Coverage:
     otherwise the attributes no measurement touched and the pairs no measurement held together (their
     dependence in the answer is the model's assumption, not data)."""
 
-    release_id: int
+    release_id: int | str  # a release's id, or what else measured (``campaign 'survey'``)
     attributes: tuple[str, ...]
     measured: bool
     measured_cliques: tuple[Clique, ...]  # measured cliques holding two of the attributes (one, for a 1-way)
@@ -62,7 +62,8 @@ class Coverage:
         if not parts:
             parts.append("every pair was measured, but never all of them together (their joint dependence is "
                          "the model's extrapolation)")
-        return f"release {self.release_id} did not measure {list(self.attributes)}: " + "; ".join(parts)
+        source = f"release {self.release_id}" if isinstance(self.release_id, int) else self.release_id
+        return f"{source} did not measure {list(self.attributes)}: " + "; ".join(parts)
 
     def to_json(self) -> dict[str, object]:
         return {"measured": self.measured, "measured_cliques": [list(c) for c in self.measured_cliques],
@@ -70,8 +71,9 @@ class Coverage:
                 "unmeasured_pairs": [list(p) for p in self.unmeasured_pairs], "warning": self.warning()}
 
 
-def coverage(release_id: int, cliques: Iterable[Clique], attributes: Sequence[str]) -> Coverage:
-    """What of ``attributes`` (in the order asked) the measured ``cliques`` cover."""
+def coverage(release_id: int | str, cliques: Iterable[Clique], attributes: Sequence[str]) -> Coverage:
+    """What of ``attributes`` (in the order asked) the measured ``cliques`` cover (``release_id``: the release's id,
+    or the words naming what else measured them, as a warning says it)."""
     cliques = [tuple(c) for c in cliques]
     sets = [set(c) for c in cliques]
     wanted = set(attributes)

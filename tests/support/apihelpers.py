@@ -44,6 +44,7 @@ class World:
     public_table: str = "households"
     campaign: str = "average"  # an ldp-avg campaign with reports (fits answer)
     closing_campaign: str = "closing"  # one the closing routes may close
+    marginals_campaign: str = "survey"  # a marginals campaign with reports (marginals and synthetic rows answer)
     source: str = "lake"  # a folder source holding ATTACHABLE (tests.support.binned's raw rows and SPEC)
     sql_dataset: str = "titanic-sql"  # titanic kept in the service database (the migrate route moves it)
 
@@ -101,7 +102,7 @@ def build_world(url: str, data_dir: Path, budget: float = 5.0, folder: Path | No
     job_id = jobs.create(engine, "titanic", "release", ids["steward"])  # a finished background release
     jobs.finish(engine, job_id, "done", 201, {"release_id": outcome.release_id})
     world = World(engine, url, keys, ids, "titanic", outcome.release_id, job_id)
-    add_collections(engine, world.public_table, world.campaign, world.closing_campaign)
+    add_collections(engine, world.public_table, world.campaign, world.closing_campaign, world.marginals_campaign)
     gateways.set_scope(engine, ids["gateway"], world.campaign, 1000)  # a steward opens the campaign to the gateway
     add_folder_source(engine, world.source, Path(tempfile.mkdtemp(prefix="marginalia-lake-")) if folder is None
                       else folder)
@@ -140,8 +141,9 @@ def attachable_copy(world: World) -> str:
 
 
 def add_collections(engine: Engine, public_table: str = "households", campaign: str = "average",
-                    closing_campaign: str = "closing") -> None:
-    """A public table, an ldp-avg campaign with 50 simulated reports, and a second campaign to close."""
+                    closing_campaign: str = "closing", marginals_campaign: str | None = None) -> None:
+    """A public table, an ldp-avg campaign with 50 simulated reports, a second campaign to close and (named) a
+    marginals campaign over three small attributes with 60 simulated reports."""
     import numpy as np
 
     from service.campaigns import campaigns, public_tables, simulate
@@ -153,6 +155,11 @@ def add_collections(engine: Engine, public_table: str = "households", campaign: 
     for name in (campaign, closing_campaign):
         campaigns.create_campaign(engine, name, "ldp-avg", ["value"], None, None, 1.0, 0.0, {"lower": 0, "upper": 1})
     simulate.simulate(engine, campaign, np.linspace(0, 1, 50)[:, None])
+    if marginals_campaign is not None:
+        campaigns.create_campaign(engine, marginals_campaign, "marginals", ["a", "b", "c"], None, None, 1.0, 0.0,
+                                  {"domain": {"a": 3, "b": 2, "c": 4}})
+        rows = np.stack([np.arange(60) % 3, np.arange(60) % 2, np.arange(60) % 4], axis=1)
+        simulate.simulate(engine, marginals_campaign, rows)
 
 
 def bearer(key: str | None) -> dict[str, str]:

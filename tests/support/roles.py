@@ -53,6 +53,9 @@ ROLE_TABLE: dict[tuple[str, str], tuple[int, ...]] = {
     ("GET", "/campaigns/{name}/state"): (200, 200, 200, 403, 200, 200, 401, 401),
     ("POST", "/campaigns/{name}/reports"): (403, 403, 403, 403, 201, 201, 401, 401),
     ("POST", "/campaigns/{name}/fit"): (200, 200, 200, 403, 403, 403, 401, 401),
+    # a marginals campaign's free answers: who may fit a campaign
+    ("POST", "/campaigns/{name}/marginal"): (200, 200, 200, 403, 403, 403, 401, 401),
+    ("POST", "/campaigns/{name}/synthetic"): (200, 200, 200, 403, 403, 403, 401, 401),
     ("GET", "/local-caps/default"): (200, 200, 403, 200, 403, 403, 401, 401),
     ("PUT", "/local-caps/default"): (200, 403, 403, 403, 403, 403, 401, 401),
     ("PUT", "/local-caps/participant"): (200, 403, 403, 403, 403, 403, 401, 401),
@@ -75,6 +78,7 @@ PROTOCOL_CAMPAIGNS: dict[str, dict[str, object]] = {
     "bernstein-1bit": {"features": ["a"], "target": "y", "epsilon": 1.0, "options": {"degree": 2}},
     "dr-erm": {"features": ["a", "b"], "target": "y", "epsilon": 1.0, "options": {"rows": 3}},
     "linear-ssp": {"features": ["income", "age"], "target": "y", "public": "{public}", "epsilon": 1.0},
+    "marginals": {"features": ["a", "b", "c"], "epsilon": 1.0, "options": {"domain": {"a": 3, "b": 2, "c": 4}}},
 }
 
 
@@ -87,6 +91,8 @@ def role_request(route: str, caller: str, world: World) -> tuple[str, dict[str, 
         name = world.sql_dataset
     elif route.startswith("/campaigns/"):  # the closing routes close a campaign of their own
         name = world.closing_campaign if route.endswith("/close") else world.campaign
+        if route.endswith(("/marginal", "/synthetic")):  # a marginals campaign's answers
+            name = world.marginals_campaign
     url = route.replace("{name}", name).replace("{release_id}", str(world.release_id)).replace(
         "{job_id}", str(world.job_id)).replace("{index}", "0")
     report = ({"round": 0, "report": {"value": 0.5}} if caller == "participant" else
@@ -111,6 +117,8 @@ def role_request(route: str, caller: str, world: World) -> tuple[str, dict[str, 
                             "public": world.public_table, "epsilon": 1.0, "delta": 0.0, "participants": 1000},
         "/campaigns/{name}/reports": report,
         "/campaigns/{name}/fit": {"model": "mean"},
+        "/campaigns/{name}/marginal": {"attributes": ["a", "b"]},
+        "/campaigns/{name}/synthetic": {"rows": 3},
         "/local-caps/default": {"epsilon": 10.0, "delta": 1e-4},
         "/local-caps/participant": {"epsilon": 5.0, "delta": 0.0, "key_id": world.key_ids["participant"]},
     }

@@ -70,6 +70,8 @@ def participant_data(spec: ProtocolSpec, state: Mapping[str, Any], x: object, y:
     if state["target"] is None:
         if y is not None:
             raise DeviceRefusal(f"campaign {state['campaign']!r} collects no label: call submit(x) without y")
+        if spec.unlabeled_rows:
+            return {"x": features}
         if dimension != 1:
             raise DeviceRefusal(f"protocol {spec.protocol!r} with {dimension} features needs a mapping of its data")
         return {"value": features[..., 0]}

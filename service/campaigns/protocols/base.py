@@ -14,9 +14,11 @@ It is the protocol's **declaration**, what the command line, the API schema and 
   a transform, :data:`TRANSFORM_OPTIONS` (``standardize``, ``feature_bounds``): :attr:`CampaignProtocol.declared`;
 * ``pure`` (a pure epsilon-LDP protocol, whose spec has no ``delta``): why, for the refusal of a ``delta``
   (:func:`build_spec` refuses it once, for all of them);
-* ``models``: what a campaign answers; ``target`` (``"required"`` or ``"none"``), ``transform`` (whether devices
-  centre and scale the features: the Stein GLMs, whose lemma wants zero-mean features; not LDP-AVG or the Bernstein
-  and DR-ERM protocols, whose bounds are stated in the features' own units) and a one-line ``summary``.
+* ``models``: what a campaign answers (none for a protocol with ``marginals``, which answers every marginal and
+  synthetic rows instead: :mod:`service.campaigns.marginal_answers`); ``target`` (``"required"`` or ``"none"``),
+  ``transform`` (whether devices centre and scale the features: the Stein GLMs, whose lemma wants zero-mean features;
+  not LDP-AVG or the Bernstein and DR-ERM protocols, whose bounds are stated in the features' own units) and a
+  one-line ``summary``.
 
 and the **functions that run it**, each named by where it lives (:class:`Deferred`, imported when first called: the
 builders and estimators load pandas, scipy, SQLAlchemy and cvxpy, which listing the protocols' options must not):
@@ -110,13 +112,16 @@ class CampaignProtocol:
     build: Callable[[CampaignRequest], ProtocolSpec]
     transition: Transition | None
     models: tuple[str, ...]
-    fit: Fit
+    fit: Fit | None
     target: str
     summary: str
     transform: bool = True
     plan: Planner | None = None
     options: tuple[OptionSpec, ...] = ()
     pure: str | None = None
+    #: it answers marginals and synthetic rows (:mod:`service.campaigns.marginal_answers`), not models: no ``models``
+    #: and no ``fit``
+    marginals: bool = False
 
     @property
     def declared(self) -> tuple[OptionSpec, ...]:
@@ -138,6 +143,9 @@ class CampaignProtocol:
         if self.spec.protocol != self.name:
             raise ValueError(f"protocol {self.name!r}: its spec class {self.spec.__name__} is of "
                              f"{self.spec.protocol!r}")
+        if self.marginals != (self.fit is None) or (self.marginals and self.models):
+            raise ValueError(f"protocol {self.name!r}: a record answers models through a fit, or marginals (no "
+                             "models, no fit)")
         if self.target not in ("required", "none"):
             raise ValueError(f"protocol {self.name!r}: target must be 'required' or 'none', got {self.target!r}")
         names = [option.name for option in self.declared]

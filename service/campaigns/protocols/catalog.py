@@ -28,8 +28,10 @@ from workloads.local.protocols.glm import DEFAULT_RANDOMIZER, GLM_RANDOMIZERS, L
 from workloads.local.protocols.label_ldp import LABEL_RANDOMIZERS, LabelLdpSpec
 from workloads.local.protocols.ldp_iht import GRADIENT_RANDOMIZERS, LdpIhtSpec
 from workloads.local.protocols.linear_ssp import LinearSspSpec
+from workloads.local.protocols.marginals import MarginalsSpec
 from workloads.local.protocols.stein_glm import VARIANTS as STEIN_VARIANTS
 from workloads.local.protocols.vector_reports import DEFAULT_VECTOR_RANDOMIZER, VECTOR_RANDOMIZERS
+from workloads.local.randomizers.frequency_oracles import ORACLES
 from workloads.local.randomizers.regression_statistics import STATISTICS_RANDOMIZERS
 
 
@@ -239,3 +241,21 @@ register(CampaignProtocol(
     "linear-ssp", LinearSspSpec, run("linear_ssp:build"), None, ("linear",), run("linear_ssp:fit"), "required",
     "low-dimensional linear regression with an intercept: one randomized vector of sufficient statistics per "
     "participant", plan=run("linear_ssp:plan"), options=LINEAR_SSP_OPTIONS))
+
+# -------------------------------------------------------------------------------------------------------- marginals
+MARGINALS_OPTIONS = (
+    OptionSpec("domain", None, "the number of codes of each attribute, {\"A\": 16, ...} (API) or A=16;B=32 (command "
+               "line); default: the public table's coded columns"),
+    OptionSpec("way", int, "the attribute sets are every subset of this many attributes (default 2; not with sets)"),
+    OptionSpec("sets", None, "the attribute sets participants are split among, [[\"A\", \"B\"], [\"C\"]] (API) or "
+               "A,B;C (command line); default: every subset of way attributes"),
+    OptionSpec("oracle", str, "the frequency oracle: auto takes the least variance for each set's cells and epsilon "
+               "(grr or olh, sometimes hadamard); oue sends one bit per cell", default="auto",
+               choices=("auto", *ORACLES)),
+    PARTICIPANTS,
+)
+register(CampaignProtocol(
+    "marginals", MarginalsSpec, run("marginals:build"), None, (), None, "none",
+    "marginals and synthetic rows: each participant reports her cell of one attribute set's marginal through a "
+    "frequency oracle", transform=False, plan=run("estimators.local.marginals_planning:marginals_error_model"),
+    options=MARGINALS_OPTIONS, pure="pure epsilon-LDP, frequency oracles", marginals=True))

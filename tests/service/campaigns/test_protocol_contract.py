@@ -2,7 +2,7 @@
 slice, so the next protocol cannot be half-registered. For each: a record in ``service.campaigns.protocols.catalog``
 with its spec class (and so its randomizer), its builder, its round transition (exactly when it has more than one
 round; every function the record names by where it lives found there), the models it answers (each with a mean the
-client predicts with) and its estimates; a row in docs/campaigns.md's protocol table; a privacy section in
+client predicts with) and its estimates, or for a protocol that answers marginals its planner; a row in docs/campaigns.md's protocol table; a privacy section in
 docs/privacy.md; an entry in the API's role test (``PROTOCOL_CAMPAIGNS``). A missing part fails naming it.
 
 Its options: each declared (an ``OptionSpec`` with help, a JSON type, a default its own check allows), and the
@@ -84,7 +84,7 @@ def missing_parts(name: str) -> list[str]:
         if getattr(record.spec, method) is getattr(ProtocolSpec, method):
             missing.append(f"{name}: its spec class {record.spec.__name__} does not define {method}"
                            f"{' (the randomizer devices run)' if method == 'randomize' else ''}")
-    for part in ("build", "fit"):
+    for part in ("build",) if record.marginals else ("build", "fit"):
         if not callable(getattr(record, part)):
             missing.append(f"{name}: the record's {part} is not callable")
     for part in ("build", "transition", "fit", "plan"):
@@ -97,7 +97,10 @@ def missing_parts(name: str) -> list[str]:
             else:
                 if not callable(resolved):
                     missing.append(f"{name}: the record's {part} names {function.target!r}, which is not callable")
-    if not record.models or not all(isinstance(model, str) and model for model in record.models):
+    if record.marginals:  # answers marginals and synthetic rows, from its model: the routes must exist
+        if record.plan is None:
+            missing.append(f"{name}: a marginals protocol without a planner")
+    elif not record.models or not all(isinstance(model, str) and model for model in record.models):
         missing.append(f"{name}: the record names no models it answers")
     for model in record.models:
         if model not in LINK_MEANS and model not in LINEAR_MODELS:

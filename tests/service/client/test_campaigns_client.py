@@ -80,3 +80,29 @@ def test_the_device_side_imports_no_server_stack() -> None:
             "print(bad); sys.exit(1 if bad else 0)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_marginals_campaign_through_the_client(clients, engine) -> None:  # noqa: ANN001
+    """Participants randomize on the device (one report each), a gateway sends a batch, and an analyst reads a
+    marginal and synthetic rows from the campaign with the calls that read a release (issue 33)."""
+    steward, analyst = clients["steward"], clients["analyst"]
+    steward.create_campaign("survey", "marginals", ["a", "b"], epsilon=2.0, domain={"a": 3, "b": 2}, way=1)
+    answer = clients["participant"].campaign("survey").submit([2, 1])
+    assert answer["accepted"] == 1
+    with pytest.raises(CollectionError, match="already_reported"):
+        clients["participant"].campaign("survey").submit([2, 1])
+    open_to_gateways(engine, "survey", 5_000)
+    rng = np.random.default_rng(1)
+    rows = np.stack([rng.choice(3, 4_000, p=[0.6, 0.3, 0.1]), rng.integers(0, 2, 4_000)], axis=1)
+    results = clients["gateway"].campaign("survey").submit_batch(rows, None, [f"p{i}" for i in range(4_000)])
+    assert sum(r["accepted"] for r in results) == 4_000
+    frame = analyst.marginal(attrs=["a"], campaign="survey")
+    assert list(frame.columns) == ["a", "count", "standard_error"] and frame.attrs["cost"]["epsilon"] == 0
+    assert frame["count"].sum() == pytest.approx(4_001, rel=1e-6)
+    assert frame["count"].iloc[0] > frame["count"].iloc[2]  # 0.6 against 0.1, far beyond the noise
+    synthetic = analyst.synthetic(rows=7, campaign="survey")
+    assert synthetic.shape == (7, 2)
+    with pytest.raises(ValueError, match="exactly one of release"):
+        analyst.marginal(3, ["a"], campaign="survey")
+    with pytest.raises(MarginaliaError, match="forbidden"):
+        clients["participant"].marginal(attrs=["a"], campaign="survey")

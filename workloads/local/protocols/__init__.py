@@ -32,13 +32,15 @@ public row and the server multiplies its own copy of that row by the label).
 
 Protocols are found by name in :data:`PROTOCOLS` (:func:`register_protocol`). What they share is
 :mod:`.base`; each protocol is a module of this package (``ldp_avg``, ``stein_glm``, ``glm``, ``ldp_iht``,
-``label_ldp``, ``bernstein``, ``dr_erm``, ``linear_ssp``) and registers its spec on import. Adding one means a new
-module here, its randomizer in :mod:`workloads.local.randomizers`, its estimator in :mod:`estimators.local` and its
-record (builder, transition, estimates) in ``service/campaigns/protocols/``.
+``label_ldp``, ``bernstein``, ``dr_erm``, ``linear_ssp``, ``marginals``) and registers its spec on import. Adding
+one means a new module here, its randomizer in :mod:`workloads.local.randomizers`, its estimator in
+:mod:`estimators.local` and its record (builder, transition, estimates) in ``service/campaigns/protocols/``.
 """
 
 # each protocol registers its spec on import, in the order the protocols are listed
-from workloads.local.protocols import bernstein, dr_erm, glm, label_ldp, ldp_avg, ldp_iht, linear_ssp, stein_glm  # noqa: E402, F401, I001
+from workloads.local.protocols import (  # noqa: E402, F401, I001
+    bernstein, dr_erm, glm, label_ldp, ldp_avg, ldp_iht, linear_ssp, marginals, stein_glm,
+)
 from workloads.local.protocols.base import (
     EXACT_NORM_RTOL,
     LAPLACE_TAIL,

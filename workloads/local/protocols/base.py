@@ -212,6 +212,18 @@ class ReportSchema:
             raise ReportError(f"{where}unknown field {extra[0]!r} (expected {list(self.names)})", extra[0], index)
 
 
+@dataclass(frozen=True)
+class BatchTotals:
+    """What a protocol's :meth:`ProtocolSpec.aggregate_input` may return instead of one row per report: the batch's
+    per-field ``sums`` and ``squares`` over its ``count`` reports, already added up (a frequency oracle's support
+    counts: a row per report would be a vector of the domain's size each). The aggregate checks the shapes against
+    its schema and every entry against ``count`` times the field's range."""
+
+    count: int
+    sums: Mapping[str, np.ndarray]
+    squares: Mapping[str, np.ndarray]
+
+
 def checked_delta(delta: object, pure: bool, randomizer: str) -> float:
     """A spec's ``delta`` for its randomizer: exactly 0 for a pure (epsilon, 0)-LDP one, in (0, 1) otherwise; a
     :class:`ProtocolError` naming the randomizer when it is not."""
@@ -404,6 +416,10 @@ class ProtocolSpec:
         """Refuse (:class:`ReportError`) reports the schema's ranges admit but the randomizer cannot emit.
 
         ``batch`` is what :meth:`ReportSchema.validate` returned. Default: the ranges are the whole support."""
+
+    #: whether a participant's data is her whole row of features and no label (``{"x": row}``: the marginals
+    #: protocol's codes); otherwise a protocol without a target takes one number (``{"value": v}``)
+    unlabeled_rows: ClassVar[bool] = False
 
     #: whether the server needs the campaign's public table to turn reports into aggregate input
     #: (:meth:`aggregate_input`; label-ldp's reports name a public row)
