@@ -2,8 +2,9 @@
 slice, so the next protocol cannot be half-registered. For each: a record in ``service.campaigns.protocols.catalog``
 with its spec class (and so its randomizer), its builder, its round transition (exactly when it has more than one
 round; every function the record names by where it lives found there), the models it answers (each with a mean the
-client predicts with) and its estimates, or for a protocol that answers marginals its planner; a row in docs/campaigns.md's protocol table; a privacy section in
-docs/privacy.md; an entry in the API's role test (``PROTOCOL_CAMPAIGNS``). A missing part fails naming it.
+client predicts with) and its estimates, or for a protocol that answers marginals its planner; a row in
+docs/campaigns.md's protocol table; a privacy section in docs/privacy.md; an entry in the API's role test
+(``PROTOCOL_CAMPAIGNS``). A missing part fails naming it.
 
 Its options: each declared (an ``OptionSpec`` with help, a JSON type, a default its own check allows), and the
 builder reads no other (reading an undeclared one fails here, naming it); ``campaign create`` and ``campaign plan``

@@ -63,7 +63,8 @@ def test_every_honest_report_is_accepted_and_added_as_totals(oracle: str) -> Non
 
 def test_the_server_refuses_what_no_device_sends() -> None:
     made = spec("olh")
-    batch = made.report_schema(0, STATE).validate(made.randomize(0, STATE, {"x": records(50)}, np.random.default_rng(0)))
+    reports = made.randomize(0, STATE, {"x": records(50)}, np.random.default_rng(0))
+    batch = made.report_schema(0, STATE).validate(reports)
     small = int(np.flatnonzero(batch["set"] == 0)[0])  # set 0 (a x b: 6 cells) has fewer seeds than set 1
     too_big = {**batch, "seed": batch["seed"].copy()}
     too_big["seed"][small] = made.oracles[0].seed_limit
