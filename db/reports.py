@@ -80,18 +80,37 @@ def _names_filter(session: Session, column: str, names: Sequence[str]) -> tuple[
 def participant_ids(session: Session, namespace: str, pseudonyms: Sequence[str], create: bool = True) -> np.ndarray:
     """The participant id of each pseudonym of ``namespace`` (``int64``, in order), creating the missing ones
     (``create``), or ``-1`` for a missing one when not creating."""
+    return participants_of(session, namespace, pseudonyms, create)[0]
+
+
+def participants_of(session: Session, namespace: str, pseudonyms: Sequence[str],
+                    create: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`participant_ids`, and a mask of the participants this call created: in this transaction, so they have
+    no report and no cap of their own yet (:func:`append_reports` need not ask the ledger about them)."""
     names = [str(p) for p in pseudonyms]
     bad = next((i for i, p in enumerate(names) if not p or len(p) > 200), None)
     if bad is not None:
         raise ReportRefused(f"report {bad}: a pseudonym must have 1 to 200 characters", "bad_batch", bad, "pseudonym")
     found = _lookup(session, namespace, names)
     missing = list(dict.fromkeys(p for p in names if p not in found))
+    created: set[str] = set()
     if missing and create:
         now = utcnow()
+        sqlite = session.get_bind().dialect.name == "sqlite"
+        stamp = now.isoformat(" ") if sqlite else now  # on SQLite, the string its datetime adapter would write
+        before = _fetch(session, "SELECT MAX(id) FROM participants", {})[0][0] if sqlite else None
         _executemany(session, "INSERT INTO participants (namespace, pseudonym, created_at) VALUES (?, ?, ?)",
-                     [(namespace, p, now) for p in missing])
-        found.update(_lookup(session, namespace, missing))
-    return np.array([found.get(p, -1) for p in names], dtype=np.int64)
+                     [(namespace, p, stamp) for p in missing])
+        first = (before or 0) + 1
+        if sqlite and _fetch(session, "SELECT MAX(id) FROM participants", {})[0][0] == first + len(missing) - 1:
+            # the transaction holds SQLite's write lock and each new rowid is the largest plus one: the rows took
+            # exactly the ids after the largest, in insertion order (checked by the new largest)
+            found.update(zip(missing, range(first, first + len(missing)), strict=True))
+        else:
+            found.update(_lookup(session, namespace, missing))
+        created = set(missing)
+    return (np.array([found.get(p, -1) for p in names], dtype=np.int64),
+            np.array([p in created for p in names], dtype=bool))
 
 
 def _lookup(session: Session, namespace: str, names: Sequence[str]) -> dict[str, int]:
@@ -144,12 +163,17 @@ def spent_units(session: Session, ids: np.ndarray) -> tuple[np.ndarray, np.ndarr
                             "SUM(delta_units) FROM reports WHERE {where} GROUP BY participant_id", default=(0, 0))
 
 
-def cap_units(session: Session, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each participant's cap in force, (epsilon units, delta units): her override, else the default."""
+def default_cap_units(session: Session) -> tuple[int, int]:
+    """The default per-participant cap, (epsilon units, delta units)."""
     default = session.get(LocalCapDefault, 1)
     if default is None:
         raise RuntimeError("the local_cap_default row is missing (migration 0005 writes it)")
-    fallback = (int(default.epsilon_units), int(default.delta_units))
+    return int(default.epsilon_units), int(default.delta_units)
+
+
+def cap_units(session: Session, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each participant's cap in force, (epsilon units, delta units): her override, else the default."""
+    fallback = default_cap_units(session)
     return _per_participant(session, ids, "id", "SELECT id, COALESCE(cap_epsilon_units, :de), "
                             "COALESCE(cap_delta_units, :dd) FROM participants WHERE {where} AND "
                             "(cap_epsilon_units IS NOT NULL OR cap_delta_units IS NOT NULL)", default=fallback,
@@ -171,6 +195,8 @@ def _per_participant(session: Session, ids: np.ndarray, id_column: str, sql: str
 
 def _reported(session: Session, ids: np.ndarray, condition: str, params: dict[str, object]) -> np.ndarray:
     """A mask over ``ids``: which of them have a report matching ``condition``."""
+    if ids.size == 0:
+        return np.zeros(0, dtype=bool)
     where, id_params = _ids_filter(session, "r.participant_id", np.unique(ids))
     rows = _fetch(session, f"SELECT DISTINCT r.participant_id FROM reports r WHERE {where} AND {condition}",
                   {**id_params, **params})
@@ -178,7 +204,7 @@ def _reported(session: Session, ids: np.ndarray, condition: str, params: dict[st
 
 
 def append_reports(session: Session, round_row: CampaignRound, ids: np.ndarray, payloads: np.ndarray,
-                   submitted_by: int | None = None) -> None:
+                   submitted_by: int | None = None, created: np.ndarray | None = None) -> None:
     """Check a batch against the ledger and the constraints of its round, then insert it and count it.
 
     ``round_row`` comes from :func:`lock_round` in this transaction (after :func:`lock_reports`); ``ids`` are the
@@ -197,15 +223,21 @@ def append_reports(session: Session, round_row: CampaignRound, ids: np.ndarray, 
     if ids.size == 0:
         return
     _refuse_first(_repeated(ids), "duplicate_in_batch", "names a participant an earlier report of the batch names")
-    _refuse_first(_reported(session, ids, "r.campaign_id = :c AND r.round_index = :r",
-                            {"c": round_row.campaign_id, "r": round_row.round_index}),
+    created = np.zeros(ids.shape, dtype=bool) if created is None else np.asarray(created, dtype=bool)
+    known = ids[~created]  # the ledger knows nothing yet of participants created in this transaction
+    _refuse_first(_spread(created, _reported(session, known, "r.campaign_id = :c AND r.round_index = :r",
+                                             {"c": round_row.campaign_id, "r": round_row.round_index})),
                   "already_reported", f"its participant has already reported in {where} (one report per round)")
-    _refuse_first(_reported(session, ids, "r.campaign_id = :c AND r.round_index IN (SELECT round_index FROM "
-                                          "campaign_rounds WHERE campaign_id = :c AND group_name <> :g)",
-                            {"c": round_row.campaign_id, "g": round_row.group_name}),
+    _refuse_first(_spread(created, _reported(session, known, "r.campaign_id = :c AND r.round_index IN (SELECT "
+                                                             "round_index FROM campaign_rounds WHERE campaign_id = :c "
+                                                             "AND group_name <> :g)",
+                                             {"c": round_row.campaign_id, "g": round_row.group_name})),
                   "other_group", f"its participant reported in a round of another group than {round_row.group_name!r}")
-    spent_eps, spent_delta = spent_units(session, ids)
-    cap_eps, cap_delta = cap_units(session, ids)
+    spent_eps, spent_delta = (np.zeros(ids.shape, dtype=np.int64) for _ in range(2))
+    cap_eps, cap_delta = (np.full(ids.shape, value, dtype=np.int64) for value in default_cap_units(session))
+    if known.size:
+        spent_eps[~created], spent_delta[~created] = spent_units(session, known)
+        cap_eps[~created], cap_delta[~created] = cap_units(session, known)
     over = (spent_eps + round_row.epsilon_units > cap_eps) | (spent_delta + round_row.delta_units > cap_delta)
     if over.any():
         i = int(np.argmax(over))
@@ -217,6 +249,13 @@ def append_reports(session: Session, round_row: CampaignRound, ids: np.ndarray, 
             "cap_exceeded", i, "participant")
     _insert(session, round_row, ids, values, submitted_by)
     round_row.report_count = int(round_row.report_count) + int(ids.size)
+
+
+def _spread(created: np.ndarray, known: np.ndarray) -> np.ndarray:
+    """A mask over the batch from a mask over its known (not just created) participants: False for the created."""
+    out = np.zeros(created.shape, dtype=bool)
+    out[~created] = known
+    return out
 
 
 def _repeated(ids: np.ndarray) -> np.ndarray:

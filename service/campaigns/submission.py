@@ -40,7 +40,7 @@ from db.reports import (
     key_participant,
     lock_reports,
     lock_round,
-    participant_ids,
+    participants_of,
 )
 from service.campaigns.campaigns import close_round_locked, get_campaign, round_aggregate
 from service.campaigns.public_tables import campaign_public_rows
@@ -158,11 +158,12 @@ def submit_reports(engine: Engine, campaign_name: str | int, round_index: object
                 raise ReportRefused(f"campaign {campaign.name!r} is closed", "round_not_open", None, "round")
             if submitter.gateway_key is not None:  # under the reports lock: concurrent batches cannot overshoot
                 charge_quota(session, submitter.gateway_key, campaign.id, campaign.name, index, count)
+            created = None
             if submitter.participant_key is not None:
                 ids = np.array([key_participant(session, submitter.participant_key)], dtype=np.int64)
             else:
-                ids = participant_ids(session, submitter.namespace, list(pseudonyms))
-            append_reports(session, round_row, ids, payloads, submitter.sent_by)
+                ids, created = participants_of(session, submitter.namespace, list(pseudonyms))
+            append_reports(session, round_row, ids, payloads, submitter.sent_by, created)
             aggregate = round_aggregate(spec, round_row).add(summed)
             round_row.aggregate_json = json.dumps(aggregate.to_json(), separators=(",", ":"))
             if round_row.expected_reports is not None and round_row.report_count >= round_row.expected_reports:

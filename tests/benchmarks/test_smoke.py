@@ -119,15 +119,15 @@ SLOW: dict[str, tuple[Args, bool]] = {
                                        "1", "--iters", "20"], True),
     "marginals": (lambda tmp, data: ["--tables", "titanic", "--mechanisms", "laplace", "--epsilons", "1", "--trials",
                                      "1", "--iters", "20"], True),
-    "api_load": (lambda tmp, data: ["--clients", "2", "--requests-per-client", "2"], True),
     "body_edge": (lambda tmp, data: ["--megabytes", "1"], True),  # six marginalia serve processes
     "counting": (_small_taxi, True),
     "sparse_quick": (lambda tmp, data: ["--only", "bernstein", "--trials", "1", "--bernstein-sizes", "2000"], True),
     # starts a local-mode Spark (seconds to a minute on a busy machine)
     "spark_engine": (lambda tmp, data: ["--rows", "2000,4000", "--folder", str(tmp / "tables"), "--quiet"], True),
 }
-#: Benchmarks that write something else than one JSON: checked by their own tests below.
-OTHER = {"regression_compare", "regression_suite"}
+#: Benchmarks checked by their own tests below: they write something else than one JSON, or (``api_load``) their
+#: smoke run is the one with both backends (a second run on SQLite alone took another minute of the suite)
+OTHER = {"regression_compare", "regression_suite", "api_load"}
 
 
 def run(name: str, *args: str) -> subprocess.CompletedProcess[str]:

@@ -268,7 +268,36 @@ def test_glm_standard_errors_match_the_spread(engine, tmp_path: Path, randomizer
 
 #: the protocols whose standard errors a test of this module validates against the spread
 VALIDATED = {"ldp-avg", "stein-glm", "stein-glm-2round", "label-ldp", "ldp-iht", "bernstein", "bernstein-1bit",
-             "dr-erm", "linear-ssp", "glm"}
+             "dr-erm", "linear-ssp", "glm", "marginals"}
+
+
+def test_marginals_standard_errors_match_the_spread() -> None:
+    """A marginals campaign's answer for a measured set states the raw measurement's per-cell standard error
+    (``N sqrt(mean Var f_v)``): over repeated collections from one population the set's unbiased estimate spreads by
+    it (cell-averaged), and the model's counts, which pool every set, spread by no more."""
+    from estimators.graphical.bootstrap import measured_standard_error
+    from estimators.local.aggregate import ReportAggregate
+    from estimators.local.marginals import domain_of, fit_marginal_model, set_estimates
+    from workloads.local.protocols import RoundState
+    from workloads.local.protocols.marginals import MarginalsSpec, all_sets
+
+    spec = MarginalsSpec(("a", "b", "c"), (3, 4, 2), all_sets(3, 2), 1.0)
+    rng = np.random.default_rng(12)
+    n = 6_000
+    population = np.stack([rng.choice(3, n, p=[0.5, 0.3, 0.2]), rng.integers(0, 4, n), rng.integers(0, 2, n)], 1)
+    state, raw, pooled, stated = RoundState(0, {}), [], [], []
+    for _ in range(40):
+        reports = spec.randomize(0, state, {"x": population}, rng)
+        aggregate = ReportAggregate.for_round(spec, 0, state).add(
+            spec.aggregate_input(0, state, spec.report_schema(0, state).validate(reports)))
+        first = set_estimates(spec, aggregate)[0]  # the set (a, b)
+        model, measurements = fit_marginal_model(spec, aggregate)
+        raw.append(n * first.frequencies)
+        pooled.append(model.marginal(("a", "b")))
+        stated.append(measured_standard_error(domain_of(spec), measurements, ("a", "b")))
+    spread = np.sqrt(np.mean(np.var(np.array(raw), axis=0, ddof=1)))
+    assert 0.8 < spread / np.mean(stated) < 1.25
+    assert np.sqrt(np.mean(np.var(np.array(pooled), axis=0, ddof=1))) < 1.1 * np.mean(stated)
 
 
 def test_every_registered_protocol_has_its_standard_errors_validated() -> None:

@@ -183,3 +183,21 @@ def test_bad_inputs_are_named() -> None:
         HadamardResponse(4, 0.0)
     with pytest.raises(ParameterError, match="oracle must be"):
         make_oracle("rappor", 4, 1.0)
+
+
+def test_a_marginals_olh_hashes_each_axis_and_stays_exactly_universal() -> None:
+    oracle = OptimizedLocalHashing(12, 1.0, (3, 4))
+    assert oracle.axis_digits == (1, 2) and oracle.seed_limit == 3**3
+    seeds = np.arange(oracle.seed_limit)
+    hashes = np.array([oracle.hash(seeds, np.full(seeds.size, v)) for v in range(12)])
+    for u, v in itertools.combinations(range(12), 2):
+        assert np.sum(hashes[u] == hashes[v]) * oracle.buckets == seeds.size
+
+
+def test_the_factorised_tally_is_the_direct_count() -> None:
+    """The two-axis tally by matrix products counts exactly what comparing every cell's hash counts."""
+    oracle = OptimizedLocalHashing(35, 1.0, (5, 7))
+    reports = oracle.randomize(np.random.default_rng(0).integers(0, 35, 3_000), np.random.default_rng(1))
+    direct = np.array([np.sum(oracle.hash(reports.seed, np.full(reports.count, v)) == reports.value)
+                       for v in range(35)], dtype=float)
+    assert np.array_equal(oracle.tally(reports), direct)

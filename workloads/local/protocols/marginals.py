@@ -34,6 +34,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from workloads.local import clipping
 from workloads.local.protocols.base import (
     BatchTotals,
     FieldSchema,
@@ -138,7 +139,7 @@ class MarginalsSpec(OneRound, ProtocolSpec):
     def oracles(self) -> tuple[FrequencyOracle, ...]:
         """Per set, its frequency oracle over the set's cells."""
         try:
-            return tuple(make_oracle(self.oracle, math.prod(self.set_shape(j)), self.epsilon)
+            return tuple(make_oracle(self.oracle, math.prod(self.set_shape(j)), self.epsilon, self.set_shape(j))
                          for j in range(len(self.sets)))
         except ParameterError as error:
             raise ProtocolError(str(error)) from None
@@ -221,6 +222,11 @@ class MarginalsSpec(OneRound, ProtocolSpec):
         count = int(np.asarray(batch["set"]).shape[0])
         sums = {"counts": counts, "reports": reports}
         return BatchTotals(count, sums, dict(sums))  # indicators: squares are the sums
+
+    def clipped(self, round_index: int, state: RoundState, data: Mapping[str, Any]) -> tuple[clipping.Clipped, ...]:
+        """Nothing: a code outside an attribute's domain is refused on the device (:meth:`randomize`), never
+        clipped."""
+        return ()
 
     # ---- the device
     def randomize(

@@ -12,7 +12,8 @@ check reports, tally them and estimate the frequencies with their variances:
   ``g`` buckets on ``h_a(x)``; ``p = e^eps / (e^eps + g - 1)``, and a value ``v != x`` is supported with
   ``q = 1/g``. Wang et al. take ``g = e^eps + 1`` and a universal family; here ``g`` is the **prime** of least
   variance near it and the family is ``h_a(v) = sum_i a_i v_i mod g`` over the ``L`` base-``g`` digits ``v_i`` of
-  ``v`` (``a`` uniform on ``Z_g^L``, sent as the integer whose digits are ``a_i``): for ``u != v`` some digit
+  ``v`` (of each axis's code, for a marginal's cell; ``a`` uniform on ``Z_g^L``, sent as the integer whose digits are
+  ``a_i``): for ``u != v`` some digit
   difference is invertible mod the prime ``g``, so ``P_a(h_a(u) = h_a(v)) = 1/g`` **exactly**, and the estimator
   is exactly unbiased (a finite family that is only approximately universal would bias it);
 * ``hadamard``, Hadamard response (Acharya, Sun & Zhang 2019, "Hadamard response: estimating distributions privately,
@@ -260,21 +261,47 @@ def olh_buckets(epsilon: float) -> int:
 
 @dataclass(frozen=True)
 class OptimizedLocalHashing(FrequencyOracle):
-    """OLH (Wang et al. 2017, Sec. 4.4) with the exactly universal family of the module docstring."""
+    """OLH (Wang et al. 2017, Sec. 4.4) with the exactly universal family of the module docstring.
+
+    ``shape``: the value's axes when it is a cell of a marginal (``cells = prod(shape)``); a value's digits are then
+    each axis code's base-``g`` digits, end to end, so ``h_a(u, w) = (alpha . d(u) + beta . d(w)) mod g``: distinct
+    cells differ in a digit, so the family stays exactly universal, and a two-axis tally factorises into matrix
+    products (:meth:`tally`)."""
 
     name: ClassVar[str] = "olh"
+    shape: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.shape is not None:
+            object.__setattr__(self, "shape", tuple(int(n) for n in self.shape))
+            if math.prod(self.shape) != self.cells or min(self.shape) < 1:
+                raise ParameterError(f"shape {self.shape} does not hold {self.cells} cells")
+
+    @property
+    def axes(self) -> tuple[int, ...]:
+        return self.shape if self.shape is not None else (self.cells,)
 
     @property
     def buckets(self) -> int:
         return olh_buckets(self.epsilon)
 
     @property
+    def axis_digits(self) -> tuple[int, ...]:
+        """``L_i``: base-``g`` digits of each axis's codes (``g^L_i >= k_i``, at least one)."""
+        g = self.buckets
+        out = []
+        for size in self.axes:
+            length = 1
+            while g**length < size:
+                length += 1
+            out.append(length)
+        return tuple(out)
+
+    @property
     def digits(self) -> int:
-        """``L``: base-``g`` digits of a value (``g^L >= k``)."""
-        g, length = self.buckets, 1
-        while g**length < self.cells:
-            length += 1
-        return length
+        """``L``: the digits of a value, and of a seed."""
+        return sum(self.axis_digits)
 
     @property
     def p(self) -> float:
@@ -292,15 +319,19 @@ class OptimizedLocalHashing(FrequencyOracle):
     def seed_limit(self) -> int:
         return self.buckets**self.digits
 
-    def _digits_of(self, numbers: np.ndarray) -> np.ndarray:
-        """``(n, L)`` base-``g`` digits of whole numbers."""
-        g = self.buckets
-        powers = g ** np.arange(self.digits, dtype=np.int64)
-        return (numbers.astype(np.int64)[:, np.newaxis] // powers) % g
+    def _base_digits(self, numbers: np.ndarray, length: int) -> np.ndarray:
+        """``(n, length)`` base-``g`` digits of whole numbers, least significant first."""
+        powers = self.buckets ** np.arange(length, dtype=np.int64)
+        return (np.asarray(numbers).astype(np.int64)[:, np.newaxis] // powers) % self.buckets
+
+    def _value_digits(self, values: np.ndarray) -> np.ndarray:
+        """``(n, L)``: each axis code's digits, end to end."""
+        codes = np.unravel_index(np.asarray(values).astype(np.int64), self.axes)
+        return np.concatenate([self._base_digits(c, n) for c, n in zip(codes, self.axis_digits, strict=True)], axis=1)
 
     def hash(self, seeds: np.ndarray, values: np.ndarray) -> np.ndarray:
         """``h_a(v)`` per pair (``seeds`` and ``values`` of one shape)."""
-        return (self._digits_of(seeds) * self._digits_of(values)).sum(axis=1) % self.buckets
+        return (self._base_digits(seeds, self.digits) * self._value_digits(values)).sum(axis=1) % self.buckets
 
     def _randomize(self, values: np.ndarray, rng: np.random.Generator) -> OracleReports:
         seeds = rng.integers(0, self.seed_limit, size=values.size, dtype=np.int64)
@@ -308,16 +339,35 @@ class OptimizedLocalHashing(FrequencyOracle):
         return OracleReports(drawn.astype(float), seeds.astype(float))
 
     def tally(self, reports: OracleReports) -> np.ndarray:
-        """``c_v``: for each value, the reports whose bucket is its hash under their seed, in chunks of the batch (an
-        ``(n, k)`` comparison per chunk, bounded memory)."""
-        cell_digits = self._digits_of(np.arange(self.cells)).T  # (L, k)
+        """``c_v``: for each value, the reports whose bucket is its hash under their seed. Two axes and a small ``g``:
+        ``C[u, w] = sum_c sum_r [A_r(u) = c] [B_r(w) = y_r - c]`` with ``A_r``, ``B_r`` the two axes' partial hashes,
+        ``g`` matrix products; otherwise an ``(n, k)`` comparison per chunk of the batch (bounded memory)."""
+        seeds = self._base_digits(reports.seed, self.digits)
+        buckets = reports.value.astype(np.int64)
+        if len(self.axes) == 2 and self.buckets <= 16:
+            return self._factorised_tally(seeds, buckets)
+        cell_digits = self._value_digits(np.arange(self.cells)).T  # (L, k)
         counts = np.zeros(self.cells)
         chunk = max(1, (1 << 22) // self.cells)
         for start in range(0, reports.count, chunk):
-            seeds = self._digits_of(reports.seed[start:start + chunk])
-            hashes = (seeds @ cell_digits) % self.buckets
-            counts += (hashes == reports.value[start:start + chunk, np.newaxis].astype(np.int64)).sum(axis=0)
+            hashes = (seeds[start:start + chunk] @ cell_digits) % self.buckets
+            counts += (hashes == buckets[start:start + chunk, np.newaxis]).sum(axis=0)
         return counts
+
+    def _factorised_tally(self, seeds: np.ndarray, buckets: np.ndarray) -> np.ndarray:
+        g = self.buckets
+        first, second = self.axis_digits
+        partial = []
+        for offset, length, size in ((0, first, self.axes[0]), (first, second, self.axes[1])):
+            axis_digits = self._base_digits(np.arange(size), length).T  # (L_i, k_i)
+            partial.append((seeds[:, offset:offset + length] @ axis_digits) % g)  # (n, k_i)
+        a, b = partial
+        counts = np.zeros(self.axes, dtype=np.float64)
+        for c in range(g):
+            left = (a == c).astype(np.float32)
+            right = (b == ((buckets - c) % g)[:, np.newaxis]).astype(np.float32)
+            counts += (left.T @ right).astype(np.float64)  # whole numbers below 2^24: exact in float32
+        return counts.ravel()
 
     def to_json(self) -> dict[str, object]:
         return {**super().to_json(), "buckets": self.buckets, "digits": self.digits}
@@ -429,18 +479,21 @@ ORACLE_CLASSES: Mapping[str, type[FrequencyOracle]] = {
                               OptimizedUnaryEncoding)}
 
 
-def make_oracle(name: str, cells: int, epsilon: float) -> FrequencyOracle:
-    """The oracle ``name`` (one of :data:`ORACLES`, or ``"auto"``: :func:`best_oracle`) over ``cells`` values."""
+def make_oracle(name: str, cells: int, epsilon: float, shape: tuple[int, ...] | None = None) -> FrequencyOracle:
+    """The oracle ``name`` (one of :data:`ORACLES`, or ``"auto"``: :func:`best_oracle`) over ``cells`` values
+    (``shape``: their axes, for a marginal's cells: OLH hashes each axis's code)."""
     if name == "auto":
-        return best_oracle(cells, epsilon)
+        return best_oracle(cells, epsilon, shape)
     if name not in ORACLE_CLASSES:
         raise ParameterError(f"oracle must be 'auto' or one of {list(ORACLES)}, got {name!r}")
+    if name == "olh":
+        return OptimizedLocalHashing(cells, epsilon, shape)
     return ORACLE_CLASSES[name](cells, epsilon)
 
 
-def best_oracle(cells: int, epsilon: float) -> FrequencyOracle:
+def best_oracle(cells: int, epsilon: float, shape: tuple[int, ...] | None = None) -> FrequencyOracle:
     """The oracle of :data:`AUTO_ORACLES` whose cell-averaged variance is least (ties: the earlier one). GRR wins for
     ``k < 3 e^eps + 2`` roughly, OLH above (Wang et al. 2017, Sec. 5); Hadamard's ``(e^eps + 1)^2 / (e^eps - 1)^2``
     is never below OLH's at its real optimum, but it is at a small prime ``g`` or a small ``epsilon``."""
-    candidates = [ORACLE_CLASSES[name](cells, epsilon) for name in AUTO_ORACLES]
+    candidates = [make_oracle(name, cells, epsilon, shape) for name in AUTO_ORACLES]
     return min(candidates, key=lambda oracle: oracle.mean_variance(1))
