@@ -63,13 +63,17 @@ OUT, PLOT = RESULTS / "local_marginals.json", RESULTS / "local_marginals.png"
 CONSISTENCY_ROUNDS = 3
 
 
+#: ``--rows``: only the first rows of each training table (smoke runs); None: all of them
+ROWS: list[int | None] = [None]
+
+
 def load(table: str) -> tuple[list[str], list[int], np.ndarray, np.ndarray]:
     import pandas as pd
 
     train, test, domain = TABLES[table]
     sizes = json.loads((DATA / domain).read_text())
     names = list(sizes)
-    return (names, [sizes[n] for n in names], pd.read_csv(DATA / train)[names].to_numpy(np.int64),
+    return (names, [sizes[n] for n in names], pd.read_csv(DATA / train, nrows=ROWS[0])[names].to_numpy(np.int64),
             pd.read_csv(DATA / test)[names].to_numpy(np.int64))
 
 
@@ -319,9 +323,11 @@ def main() -> None:
     parser.add_argument("--throughput", type=int, default=0, help="participants for the submission-path run (0: none)")
     parser.add_argument("--batch", type=int, default=50_000)
     parser.add_argument("--no-plan", action="store_true", help="skip the plan's prediction")
+    parser.add_argument("--rows", type=int, default=None, help="only the first N rows of each table (smoke runs)")
     harness.add_outputs(parser, "local_marginals")
     args = parser.parse_args()
     out, png = harness.outputs(args)
+    ROWS[0] = args.rows
     runs, plans = [], {}
     for table in args.tables:
         for epsilon in args.epsilons:

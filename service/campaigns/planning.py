@@ -230,7 +230,7 @@ def _plan_marginals(plan: Any, prepared: PreparedCampaign, epsilon: float, n: in
         needed = None if wanted is None else model.participants_for(wanted, start)
     except (EstimatorError, ProtocolError) as error:
         raise InvalidInput(f"protocol 'marginals': {error}", code="invalid_parameter") from None
-    notes = [*model.notes, f"basis: {model.basis}"]
+    notes = list(model.notes)
     if raw is not None:
         notes.append(f"each set on its own, without the model (closed form): mean L1 error "
                      f"{float(np.mean(list(raw.values()))):.3g}")

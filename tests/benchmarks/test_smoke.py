@@ -63,6 +63,9 @@ def _sparse_quick_replot(tmp: Path, data: Path) -> list[str]:
 TITANIC = "titanic/titanic"
 #: name -> (arguments on tiny sizes, draws a plot); ``--json`` and ``--plot`` are added by the test.
 FAST: dict[str, tuple[Args, bool]] = {
+    "local_marginals": (lambda tmp, data: ["--tables", "adult", "--epsilons", "2", "--trials", "1", "--aim-trials", "1",
+                                           "--way", "1", "--rows", "3000", "--throughput", "2000", "--batch", "1000"],
+                        True),
     "wire_throughput": (lambda tmp, data: ["--sizes", "200", "--repeats", "1"], True),
     "console_pages": (lambda tmp, data: ["--requests", "2", "--releases", "3", "--entries", "10"], False),
     "load_memory": (lambda tmp, data: ["--sizes", "2000", "--folder", str(tmp / "tables"), "--quiet"], True),
