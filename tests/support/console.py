@@ -41,6 +41,10 @@ CONSOLE_TABLE: dict[tuple[str, str], tuple[int, ...]] = {
     ("GET", "/console/campaigns"): (200, 200, 200, 200, 303, 303, 303, 303),
     ("GET", "/console/campaigns/{name}"): (200, 200, 200, 200, 303, 303, 303, 303),
     ("GET", "/console/campaigns/{name}/fit"): (200, 200, 200, 403, 303, 303, 303, 303),  # as POST /campaigns/{name}/fit
+    # a marginals campaign's answers: as POST /campaigns/{name}/marginal and /synthetic
+    ("GET", "/console/campaigns/{name}/marginal"): (200, 200, 200, 403, 303, 303, 303, 303),
+    ("GET", "/console/campaigns/{name}/marginal.csv"): (200, 200, 200, 403, 303, 303, 303, 303),
+    ("GET", "/console/campaigns/{name}/synthetic.csv"): (200, 200, 200, 403, 303, 303, 303, 303),
     # the world's job is the steward's: its owner and stewards whose scope covers it (GET /jobs/{id})
     ("GET", "/console/jobs/{job_id}"): (200, 404, 404, 404, 303, 303, 303, 303),
     ("GET", "/console/jobs/{job_id}/progress"): (200, 404, 404, 404, 303, 303, 303, 303),

@@ -3,11 +3,14 @@ received, the local guarantee every participant has, and the participants' spend
 no pseudonym is shown), with the SQL over the audit views that gives each figure. The readers of
 ``GET /campaigns/{name}``: stewards, analysts and auditors. Stewards and analysts also fit any of the campaign's
 models from its stored aggregates (free, as ``POST /campaigns/{name}/fit``): the coefficients with their standard
-errors and intervals, and the fit's verdict with its reasons."""
+errors and intervals, and the fit's verdict with its reasons; a marginals campaign answers any marginal (a chart
+with 95 % intervals, a table, CSV) and synthetic rows (CSV) instead, as ``POST /campaigns/{name}/marginal`` and
+``/synthetic``."""
 
 from __future__ import annotations
 
 from typing import Annotated
+from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Query, Request
 from sqlalchemy import text
@@ -16,9 +19,16 @@ from starlette.responses import Response
 from service.api.console import charts, render
 from service.api.console.access import ConsoleRoute, Visitor, anyone, signed_in
 from service.api.console.pages.ledger import AuditQuery
+from service.api.console.pages.releases import (
+    Columns,
+    columns_of,
+    marginal_csv_response,
+    marginal_view,
+    synthetic_csv_response,
+)
 from service.api.routes_campaigns import Name
 from service.api.security import ANALYST, STEWARD, engine_of
-from service.campaigns import campaigns, estimates, planning
+from service.campaigns import campaigns, estimates, marginal_answers, planning
 from service.campaigns.protocols import get_protocol
 from service.errors import InvalidInput
 
@@ -72,9 +82,10 @@ def _page(request: Request, visitor: Visitor, name: str, fit: dict[str, object] 
     stored = campaigns.get_campaign(engine_of(request), name)
     campaign = stored.to_json(hide_seeded=True)
     plan, no_plan = plan_of(request, campaign)
+    record = get_protocol(stored.protocol)
     return render.page(request, "campaign.html", visitor, title=f"Campaign {name}", campaign=campaign,
-                       audit=_audit(request, name), models=get_protocol(stored.protocol).models, fit=fit,
-                       chart=chart, plan=plan, no_plan=no_plan)
+                       audit=_audit(request, name), models=record.models, fit=fit, chart=chart, plan=plan,
+                       no_plan=no_plan, answers_marginals=record.marginals)
 
 
 @router.get("/{name}")
@@ -98,3 +109,30 @@ def campaign_fit(request: Request, name: Name, model: Annotated[str, Query(min_l
                              [None if errors.get(n) is None else float(errors[n]) for n in names],
                              label=f"Coefficients of the {model} fit of campaign {name} with their 95 % intervals")
     return _page(request, visitor, name, fit, chart)
+
+
+@router.get("/{name}/marginal")
+def campaign_marginal(request: Request, name: Name, columns: Columns,
+                      visitor: Visitor = Depends(signed_in(STEWARD, ANALYST))) -> Response:
+    """Any marginal of a marginals campaign (free, as ``POST /campaigns/{name}/marginal``): a chart with 95 %
+    intervals and a table of its cells."""
+    answer = marginal_answers.answer_marginal(engine_of(request), name, columns_of(columns))
+    source = {"name": f"campaign {name!r}", "base": f"/console/campaigns/{quote(name, safe='')}",
+              "intro": f"Campaign {name} ({answer['reports']:,} reports, each epsilon-LDP on the device)",
+              "legend": "Any marginal of this campaign (free: post-processing of its reports)"}
+    return marginal_view(request, visitor, answer, source, list(campaigns.get_campaign(engine_of(request),
+                                                                                        name).features))
+
+
+@router.get("/{name}/marginal.csv")
+def campaign_marginal_csv(request: Request, name: Name, columns: Columns,
+                          visitor: Visitor = Depends(signed_in(STEWARD, ANALYST))) -> Response:
+    answer = marginal_answers.answer_marginal(engine_of(request), name, columns_of(columns))
+    return marginal_csv_response(answer, f"campaign-{name}")
+
+
+@router.get("/{name}/synthetic.csv")
+def campaign_synthetic_csv(request: Request, name: Name, rows: Annotated[int, Query(ge=1, le=100_000)] = 1000,
+                           visitor: Visitor = Depends(signed_in(STEWARD, ANALYST))) -> Response:
+    return synthetic_csv_response(marginal_answers.answer_synthetic(engine_of(request), name, rows),
+                                  f"campaign-{name}")

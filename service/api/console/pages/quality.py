@@ -44,7 +44,8 @@ def quality_page(request: Request, release_id: ReleaseId, columns: Columns,
     error = float(np.abs(noisy - exact).sum() / total) if total > 0 else None
     for row, value in zip(rows, exact.ravel(), strict=True):
         row["exact"] = float(value)
-    chart = cells_chart(rows, answer, release_id, beside=charts.Series("exact (the table)", list(exact.ravel())),
+    chart = cells_chart(rows, answer, f"release {release_id}",
+                        beside=charts.Series("exact (the table)", list(exact.ravel())),
                         label=f"Release {release_id}'s marginal over {', '.join(attributes)} beside the table's "
                               "exact marginal")
     return render.page(request, "quality.html", visitor, title=f"Quality of release {release_id}",

@@ -80,15 +80,16 @@ def marginal_table(answer: dict[str, object]) -> list[dict[str, object]]:
     return rows
 
 
-def cells_chart(rows: list[dict[str, object]], answer: dict[str, object], release_id: int, *, label: str,
+def cells_chart(rows: list[dict[str, object]], answer: dict[str, object], source: str, *, label: str,
                 beside: charts.Series | None = None) -> object:
-    """The bars of a marginal's cells (:func:`marginal_table`), each with its 95 % interval when the answer has
-    standard errors, and the series ``beside`` next to them; None past :data:`MAX_CHART_CELLS` cells."""
+    """The bars of a marginal's cells (:func:`marginal_table`) from ``source`` (``release 3``, ``campaign
+    'survey'``), each with its 95 % interval when the answer has standard errors, and the series ``beside`` next to
+    them; None past :data:`MAX_CHART_CELLS` cells."""
     if len(rows) > MAX_CHART_CELLS:
         return None
     categories = [", ".join(f"{a}={v}" for a, v in row["cell"].items()) for row in rows]  # type: ignore[attr-defined]
     errors = None if answer["standard_errors"] is None else [float(r["standard_error"]) for r in rows]  # type: ignore[arg-type]
-    series = [charts.Series(f"release {release_id}", [float(r["count"]) for r in rows], errors)]  # type: ignore[arg-type]
+    series = [charts.Series(source, [float(r["count"]) for r in rows], errors)]  # type: ignore[arg-type]
     return charts.bars(categories, series + ([] if beside is None else [beside]), label=label)
 
 
@@ -97,12 +98,21 @@ def marginal_page(request: Request, release_id: ReleaseId, columns: Columns,
                   visitor: Visitor = Depends(answering)) -> Response:
     release = visible_release(request, release_id, visitor)
     answer = answers.answer_marginal(engine_of(request), release_id, columns_of(columns))
+    source = {"name": f"release {release_id}", "base": f"/console/releases/{release_id}",
+              "intro": f"Release {release_id} ({release.mechanism}) of {release.dataset.name}",
+              "legend": "Any marginal of this release (free: post-processing)"}
+    return marginal_view(request, visitor, answer, source, list(release.dataset.domain.names))
+
+
+def marginal_view(request: Request, visitor: Visitor, answer: dict[str, object], source: dict[str, str],
+                  columns: list[str]) -> Response:
+    """The page of a marginal answer from ``source`` (a release or a campaign: its name, its pages' base path, the
+    sentence that introduces it and the legend of the form asking for another): a chart and a table of its cells."""
     rows = marginal_table(answer)
-    chart = cells_chart(rows, answer, release_id, label=f"Counts of the marginal over "
-                        f"{', '.join(answer['attributes'])} from release {release_id}, with 95 % intervals")
-    return render.page(request, "marginal.html", visitor, title=f"Marginal of release {release_id}",
-                       release=release.to_json(hide_seeded_details=True), answer=answer, rows=rows, chart=chart,
-                       max_cells=MAX_CHART_CELLS, columns=list(release.dataset.domain.names))
+    chart = cells_chart(rows, answer, source["name"], label=f"Counts of the marginal over "
+                        f"{', '.join(answer['attributes'])} from {source['name']}, with 95 % intervals")
+    return render.page(request, "marginal.html", visitor, title=f"Marginal of {source['name']}", source=source,
+                       answer=answer, rows=rows, chart=chart, max_cells=MAX_CHART_CELLS, columns=columns)
 
 
 def columns_of(columns: list[str]) -> list[str]:
@@ -126,19 +136,29 @@ def marginal_csv(request: Request, release_id: ReleaseId, columns: Columns,
                  visitor: Visitor = Depends(answering)) -> Response:
     visible_release(request, release_id, visitor)
     answer = answers.answer_marginal(engine_of(request), release_id, columns_of(columns))
+    return marginal_csv_response(answer, f"release-{release_id}")
+
+
+def marginal_csv_response(answer: dict[str, object], stem: str) -> Response:
+    """A marginal answer as CSV: each cell's labels, count, standard error and 95 % interval."""
     attributes = [str(a) for a in answer["attributes"]]  # type: ignore[attr-defined]
     rows = [[*row["cell"].values(), row["count"], row["standard_error"], row["low"], row["high"]]  # type: ignore[union-attr]
             for row in marginal_table(answer)]
     return csv_response([*attributes, "count", "standard_error", "ci95_low", "ci95_high"], rows,
-                        f"release-{release_id}-{'-'.join(attributes)}.csv")
+                        f"{stem}-{'-'.join(attributes)}.csv")
 
 
 @router.get("/{release_id}/synthetic.csv")
 def synthetic_csv(request: Request, release_id: ReleaseId, rows: Annotated[int, Query(ge=1, le=100_000)] = 1000,
                   visitor: Visitor = Depends(answering)) -> Response:
     visible_release(request, release_id, visitor)
-    answer = answers.answer_synthetic(engine_of(request), release_id, rows)
+    return synthetic_csv_response(answers.answer_synthetic(engine_of(request), release_id, rows),
+                                  f"release-{release_id}")
+
+
+def synthetic_csv_response(answer: dict[str, object], stem: str) -> Response:
+    """A synthetic answer's rows as CSV."""
     names = list(answer["columns"])  # type: ignore[call-overload]
     data = answer["data"]
     table = [[data[c][i] for c in names] for i in range(int(answer["rows"]))]  # type: ignore[index, call-overload]
-    return csv_response(names, table, f"release-{release_id}-synthetic-{rows}.csv")
+    return csv_response(names, table, f"{stem}-synthetic-{answer['rows']}.csv")

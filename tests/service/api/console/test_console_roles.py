@@ -36,6 +36,9 @@ def concrete(route: str, world: World) -> str:
     query = {"/marginal": "?columns=Sex", "/marginal.csv": "?columns=Sex", "/synthetic.csv": "?rows=3",
              "/quality": "?columns=Sex", "/fit": "?model=mean"}
     name = world.campaign if route.startswith("/console/campaigns") else world.dataset
+    if route.startswith("/console/campaigns/{name}/") and not route.endswith("/fit"):  # a marginals campaign's
+        name = world.marginals_campaign
+        query = {"/marginal": "?columns=a&columns=b", "/marginal.csv": "?columns=a", "/synthetic.csv": "?rows=3"}
     url = route.format(name=name, release_id=world.release_id, job_id=world.job_id)
     return url + next((q for suffix, q in query.items() if url.endswith(suffix)), "")
 
