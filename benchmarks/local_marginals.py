@@ -175,16 +175,24 @@ def aim_model(names: list[str], sizes: list[int], rows: np.ndarray, epsilon: flo
     return result.payload.model
 
 
-def run_trial(table: str, epsilon: float, trial: int, aim: bool, way: int) -> dict[str, Any]:
+def design(sizes: list[int], epsilon: float, participants: int, way: int | None) -> tuple[tuple[int, ...], ...]:
+    """The campaign's attribute sets: every ``way``-subset, or (``None``) the planned split a campaign takes by
+    default (:func:`workloads.local.protocols.marginals.planned_sets`)."""
+    from workloads.local.protocols.marginals import all_sets, planned_sets
+
+    return planned_sets(tuple(sizes), epsilon, participants) if way is None else all_sets(len(sizes), way)
+
+
+def run_trial(table: str, epsilon: float, trial: int, aim: bool, way: int | None) -> dict[str, Any]:
     from estimators.graphical import mbi_adapter
     from estimators.local.aggregate import ReportAggregate
     from estimators.local.marginals import fit_marginal_model, set_estimates
     from workloads.local.protocols import RoundState
-    from workloads.local.protocols.marginals import MarginalsSpec, all_sets
+    from workloads.local.protocols.marginals import MarginalsSpec
 
     names, sizes, rows, _ = load(table)
     n = rows.shape[0]
-    spec = MarginalsSpec(tuple(names), tuple(sizes), all_sets(len(names), way), epsilon)
+    spec = MarginalsSpec(tuple(names), tuple(sizes), design(sizes, epsilon, n, way), epsilon)
     state, rng = RoundState(0, {}), np.random.default_rng(harness.trial_seed(0, trial, int(epsilon * 100)))
     started = time.perf_counter()
     reports = spec.randomize(0, state, {"x": rows}, rng)
@@ -219,18 +227,19 @@ def run_trial(table: str, epsilon: float, trial: int, aim: bool, way: int) -> di
             errors.setdefault(method, {})[f"{k}-way"] = total / len(workload)
     sets_error = float(np.mean([np.abs(model.marginal(spec.set_names(j)) / n - proportions(rows, spec.sets[j], sizes))
                                 .sum() for j in range(len(spec.sets))]))
-    return {"table": table, "epsilon": epsilon, "trial": trial, "way": way, "rows": n, "sets": len(spec.sets),
+    return {"table": table, "epsilon": epsilon, "trial": trial, "way": "planned" if way is None else way, "rows": n,
+            "sets": len(spec.sets), "pairs": sum(len(s) == 2 for s in spec.sets),
             "oracles": sorted({o.name for o in spec.oracles}), "errors": errors, "model_sets_error": sets_error,
             "seconds": {"randomize": randomized, "fit": fitted, "aim": aim_seconds}, "iterations": model.iterations}
 
 
-def plan_error(table: str, epsilon: float, way: int) -> float:
+def plan_error(table: str, epsilon: float, way: int | None) -> float:
     """``campaign plan``'s simulated mean L1 over the sets at the table's size, from its test split."""
     from estimators.local.marginals_planning import marginals_error_model
-    from workloads.local.protocols.marginals import MarginalsSpec, all_sets
+    from workloads.local.protocols.marginals import MarginalsSpec
 
     names, sizes, rows, public = load(table)
-    spec = MarginalsSpec(tuple(names), tuple(sizes), all_sets(len(names), way), epsilon)
+    spec = MarginalsSpec(tuple(names), tuple(sizes), design(sizes, epsilon, rows.shape[0], way), epsilon)
     return float(np.mean(list(marginals_error_model(spec, public).model_errors(rows.shape[0]).values())))
 
 
@@ -273,11 +282,11 @@ def throughput(participants: int, batch: int) -> dict[str, Any]:
 
 
 def summarize(runs: list[dict[str, Any]], plans: dict[str, float]) -> list[dict[str, Any]]:
-    cells: dict[tuple[str, float, int], list[dict[str, Any]]] = {}
+    cells: dict[tuple[str, float, object], list[dict[str, Any]]] = {}
     for run in runs:
         cells.setdefault((run["table"], run["epsilon"], run["way"]), []).append(run)
     out = []
-    for (table, epsilon, way), found in sorted(cells.items()):
+    for (table, epsilon, way), found in sorted(cells.items(), key=lambda kv: (kv[0][0], kv[0][1], str(kv[0][2]))):
         row: dict[str, Any] = {"table": table, "epsilon": epsilon, "way": way, "trials": len(found)}
         for k in ("2-way", "3-way"):
             means = {m: statistics.mean(r["errors"][m][k] for r in found if m in r["errors"])
@@ -289,6 +298,8 @@ def summarize(runs: list[dict[str, Any]], plans: dict[str, float]) -> list[dict[
                 row[f"{k} model / aim"] = means["model"] / means["aim"]
         measured = statistics.mean(r["model_sets_error"] for r in found)
         key = f"{table}|{epsilon:g}|{way}"
+        row["sets"] = found[0]["sets"]
+        row["pairs"] = found[0].get("pairs")
         row["sets: measured"] = measured
         if key in plans:
             row["sets: planned"] = plans[key]
@@ -301,7 +312,7 @@ def plot(summary: list[dict[str, Any]], path: Path) -> None:
     plt = harness.pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     for ax, k in zip(axes, ("2-way", "3-way"), strict=True):
-        labels = [f"{r['table']} {r['epsilon']:g}" for r in summary]
+        labels = [f"{r['table']} {r['epsilon']:g} ({r['way']})" for r in summary]
         for i, method in enumerate(METHODS):
             values = [r[k].get(method, float("nan")) for r in summary]
             ax.scatter(range(len(labels)), values, label=method, marker="os^Dv"[i], s=26)
@@ -319,7 +330,8 @@ def main() -> None:
     parser.add_argument("--epsilons", type=float, nargs="+", default=list(EPSILONS))
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--aim-trials", type=int, default=2, help="trials of the central AIM per cell (0: none)")
-    parser.add_argument("--way", type=int, default=2, help="the campaign's attribute sets: every subset of this size")
+    parser.add_argument("--way", type=int, default=None,
+                        help="the attribute sets: every subset of this size (default: the planned split)")
     parser.add_argument("--throughput", type=int, default=0, help="participants for the submission-path run (0: none)")
     parser.add_argument("--batch", type=int, default=50_000)
     parser.add_argument("--no-plan", action="store_true", help="skip the plan's prediction")
@@ -338,7 +350,8 @@ def main() -> None:
                     f"{m} {e['2-way']:.3f}/{e['3-way']:.3f}" for m, e in run["errors"].items())
                     + f" (fit {run['seconds']['fit']:.1f} s)", flush=True)
             if not args.no_plan:
-                plans[f"{table}|{epsilon:g}|{args.way}"] = plan_error(table, epsilon, args.way)
+                plans[f"{table}|{epsilon:g}|{'planned' if args.way is None else args.way}"] = plan_error(
+                    table, epsilon, args.way)
     summary = summarize(runs, plans)
     command = " ".join(["python -m benchmarks.local_marginals", *sys.argv[1:]])
     payload: dict[str, Any] = {"command": command, "machine": machine(), "summary": summary, "runs": runs}

@@ -243,8 +243,8 @@ def _print_marginal(answer: dict[str, Any]) -> None:
 
 #: What each ``error_basis`` of a marginal answer means, as the command line prints it.
 ERROR_BASIS_WORDS = {
-    "measurement": "from the measurements and their public noise scales: of the unbiased estimate they support, "
-                   "which the counts adjust or model",
+    "measurement": "from the release's measurements: of the unbiased estimate they support, which the counts "
+                   "adjust or model",
 }
 
 
@@ -262,7 +262,10 @@ def _print_marginal_errors(answer: dict[str, Any]) -> None:
     distinct = np.unique(np.round(values, 6))
     shown = (", ".join(f"{v:,.2f}" for v in distinct) if distinct.size <= 5
              else f"{values.min():,.2f} to {values.max():,.2f}")
-    stdout.print(f"standard error of each cell ({ERROR_BASIS_WORDS.get(basis, basis)}): {shown}", highlight=False)
+    words = ERROR_BASIS_WORDS.get(basis, basis)
+    if answer.get("campaign") is not None:
+        words = words.replace("the release's", "the campaign's")
+    stdout.print(f"standard error of each cell ({words}): {shown}", highlight=False)
 
 
 @app.command()

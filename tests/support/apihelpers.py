@@ -157,7 +157,7 @@ def add_collections(engine: Engine, public_table: str = "households", campaign: 
     simulate.simulate(engine, campaign, np.linspace(0, 1, 50)[:, None])
     if marginals_campaign is not None:
         campaigns.create_campaign(engine, marginals_campaign, "marginals", ["a", "b", "c"], None, None, 1.0, 0.0,
-                                  {"domain": {"a": 3, "b": 2, "c": 4}})
+                                  {"domain": {"a": 3, "b": 2, "c": 4}, "way": 2})
         rows = np.stack([np.arange(60) % 3, np.arange(60) % 2, np.arange(60) % 4], axis=1)
         simulate.simulate(engine, marginals_campaign, rows)
 

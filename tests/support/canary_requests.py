@@ -382,7 +382,8 @@ REQUESTS: dict[tuple[str, str], Builder] = {
         ("GET", "/public-tables/{name}/rows"), ("POST", "/campaigns"), ("POST", "/campaigns/plan"),
         ("GET", "/campaigns"), ("GET", "/campaigns/{name}"), ("POST", "/campaigns/{name}/close"),
         ("POST", "/campaigns/{name}/rounds/{index}/close"), ("GET", "/campaigns/{name}/state"),
-        ("POST", "/campaigns/{name}/reports"), ("POST", "/campaigns/{name}/fit"), ("GET", "/local-caps/default"),
+        ("POST", "/campaigns/{name}/reports"), ("POST", "/campaigns/{name}/fit"),
+        ("POST", "/campaigns/{name}/marginal"), ("POST", "/campaigns/{name}/synthetic"), ("GET", "/local-caps/default"),
         ("PUT", "/local-caps/default"), ("PUT", "/local-caps/participant"),
     ]},
 }

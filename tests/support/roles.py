@@ -78,7 +78,8 @@ PROTOCOL_CAMPAIGNS: dict[str, dict[str, object]] = {
     "bernstein-1bit": {"features": ["a"], "target": "y", "epsilon": 1.0, "options": {"degree": 2}},
     "dr-erm": {"features": ["a", "b"], "target": "y", "epsilon": 1.0, "options": {"rows": 3}},
     "linear-ssp": {"features": ["income", "age"], "target": "y", "public": "{public}", "epsilon": 1.0},
-    "marginals": {"features": ["a", "b", "c"], "epsilon": 1.0, "options": {"domain": {"a": 3, "b": 2, "c": 4}}},
+    "marginals": {"features": ["a", "b", "c"], "epsilon": 1.0,
+                  "options": {"domain": {"a": 3, "b": 2, "c": 4}, "participants": 1000}},
 }
 
 

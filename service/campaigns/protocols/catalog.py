@@ -246,9 +246,11 @@ register(CampaignProtocol(
 MARGINALS_OPTIONS = (
     OptionSpec("domain", None, "the number of codes of each attribute, {\"A\": 16, ...} (API) or A=16;B=32 (command "
                "line); default: the public table's coded columns"),
-    OptionSpec("way", int, "the attribute sets are every subset of this many attributes (default 2; not with sets)"),
+    OptionSpec("way", int, "the attribute sets are every subset of this many attributes (not with sets; default: "
+               "every attribute, and the pairs of few enough cells for the participants)"),
     OptionSpec("sets", None, "the attribute sets participants are split among, [[\"A\", \"B\"], [\"C\"]] (API) or "
-               "A,B;C (command line); default: every subset of way attributes"),
+               "A,B;C (command line); default: every attribute, and the pairs whose own estimate at their share "
+               "of the participants is expected within L1 0.25"),
     OptionSpec("oracle", str, "the frequency oracle: auto takes the least variance for each set's cells and epsilon "
                "(grr or olh, sometimes hadamard); oue sends one bit per cell", default="auto",
                choices=("auto", *ORACLES)),

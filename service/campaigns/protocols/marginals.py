@@ -3,7 +3,9 @@ campaign answers every marginal and synthetic rows (issue 33; docs/campaigns.md,
 
 Build: the features are the attributes (categorical codes); their sizes come from option ``domain`` or, for the
 columns it leaves out, from the ``--public`` table's coded columns (a table loaded with ``--bins`` or ``--domain``);
-the attribute sets are option ``sets`` or every ``way``-subset; the oracle is option ``oracle`` (``auto``: the least
+the attribute sets are option ``sets``, every ``way``-subset, or by default the planned split for the ``participants``
+(:func:`workloads.local.protocols.marginals.planned_sets`: every attribute, and the pairs few enough cells to be
+measured); the oracle is option ``oracle`` (``auto``: the least
 variance per set). Pure epsilon (``delta`` 0), no target, no transform (codes are not centred). Answers: not a fit but
 marginals and synthetic rows, from one graphical model (:mod:`service.campaigns.marginal_answers`). Plan:
 :func:`estimators.local.marginals_planning.marginals_error_model`.
@@ -18,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from service.campaigns.options import invalid
 from service.campaigns.types import CampaignRequest
 from workloads.local.protocols import ProtocolSpec
-from workloads.local.protocols.marginals import MarginalsSpec, all_sets
+from workloads.local.protocols.marginals import MarginalsSpec, all_sets, planned_sets
 
 
 def _domain_option(raw: object, features: tuple[str, ...]) -> dict[str, int]:
@@ -75,7 +77,13 @@ def build(request: CampaignRequest) -> ProtocolSpec:
     sets = _sets_option(options["sets"], features)
     if sets is not None and options["way"] is not None:
         raise invalid("options sets and way exclude each other: give the attribute sets, or their size")
+    shape = tuple(sizes[name] for name in features)
+    if sets is None and options["way"] is not None:
+        sets = all_sets(len(features), options["way"])
     if sets is None:
-        sets = all_sets(len(features), options["way"] or 2)
-    return MarginalsSpec(attributes=features, sizes=tuple(sizes[name] for name in features), sets=sets,
-                         epsilon=request.epsilon, oracle=options["oracle"], participants=options["participants"])
+        if options["participants"] is None:
+            raise invalid("marginals chooses its attribute sets for the participants it plans for: give option "
+                          "participants (or choose the sets yourself: option way, or option sets)")
+        sets = planned_sets(shape, request.epsilon, options["participants"], options["oracle"])
+    return MarginalsSpec(attributes=features, sizes=shape, sets=sets, epsilon=request.epsilon,
+                         oracle=options["oracle"], participants=options["participants"])

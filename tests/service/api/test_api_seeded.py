@@ -54,7 +54,7 @@ def seeded(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Iterator
     load_titanic(engine, data_dir)
     accountant.set_budget(engine, "titanic", 1000, 1e-3)
     keys, ids = make_keys(engine)
-    add_collections(engine)
+    add_collections(engine, marginals_campaign="survey")
     world = Seeded(
         engine, keys,
         marginal=release_engine.release_marginals(engine, "titanic", "laplace", PAIR, epsilon=5, seed=7).release_id,
@@ -135,6 +135,8 @@ def probes(world: Seeded) -> dict[tuple[str, str], list[tuple[str, dict[str, obj
         ("GET", "/campaigns/{name}/state"): [("/campaigns/average/state", None)],
         ("POST", "/campaigns/{name}/reports"): [("/campaigns/average/reports", {"round": 0, "report": {"value": 1}})],
         ("POST", "/campaigns/{name}/fit"): [("/campaigns/average/fit", {"model": "mean"})],
+        ("POST", "/campaigns/{name}/marginal"): [("/campaigns/survey/marginal", {"attributes": ["a"]})],
+        ("POST", "/campaigns/{name}/synthetic"): [("/campaigns/survey/synthetic", {"rows": 3})],
         ("GET", "/local-caps/default"): [("/local-caps/default", None)],
         ("PUT", "/local-caps/default"): [("/local-caps/default", {"epsilon": 10, "delta": 1e-4})],
         ("PUT", "/local-caps/participant"): [("/local-caps/participant", {"epsilon": 10, "delta": 0,

@@ -19,7 +19,7 @@ from service.campaigns import campaigns, simulate
 from tests.support.apihelpers import bearer, make_keys
 
 CALLERS = ("steward", "scoped_steward", "analyst", "auditor", "participant", "gateway", "revoked", "no_key")
-SEEDED = ("seeded-avg", "seeded-two", "seeded-closing")
+SEEDED = ("seeded-avg", "seeded-two", "seeded-closing", "seeded-marginals")
 
 
 @dataclass
@@ -43,6 +43,10 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     x = rng.normal(size=(400, 2))
     simulate.simulate(engine, "seeded-two", x, (x @ [1.0, -1.0] > 0).astype(float), seed=4)
     assert campaigns.get_campaign(engine, "seeded-two").rounds[1].state is not None
+    # a marginals campaign: its marginals and synthetic rows come from its seeded reports
+    campaigns.create_campaign(engine, "seeded-marginals", "marginals", ["a", "b"], None, None, 1.0, 0.0,
+                              {"domain": {"a": 3, "b": 2}, "way": 1})
+    simulate.simulate(engine, "seeded-marginals", np.stack([np.arange(60) % 3, np.arange(60) % 2], axis=1), seed=5)
     yield World(engine, keys)
     engine.dispose()
 
@@ -64,6 +68,8 @@ def probes() -> dict[tuple[str, str], list[tuple[str, dict[str, object] | None]]
             ("/campaigns/seeded-avg/reports", {"round": 0, "reports": {"value": [0.5]}, "pseudonyms": ["p"]})],
         ("POST", "/campaigns/{name}/fit"): [("/campaigns/seeded-avg/fit", {"model": "mean"}),
                                             ("/campaigns/seeded-two/fit", {"model": "linear"})],
+        ("POST", "/campaigns/{name}/marginal"): [("/campaigns/seeded-marginals/marginal", {"attributes": ["a"]})],
+        ("POST", "/campaigns/{name}/synthetic"): [("/campaigns/seeded-marginals/synthetic", {"rows": 3})],
     }
 
 
@@ -107,6 +113,8 @@ def test_no_caller_reads_a_seeded_campaign_by_any_route(world: World) -> None:
     for caller in ("steward", "analyst"):
         assert {("GET", f"/campaigns/{name}/state", caller) for name in SEEDED} <= refused
         assert {("POST", "/campaigns/seeded-avg/fit", caller), ("POST", "/campaigns/seeded-two/fit", caller)} <= refused
+        assert {("POST", "/campaigns/seeded-marginals/marginal", caller),
+                ("POST", "/campaigns/seeded-marginals/synthetic", caller)} <= refused
     assert {("GET", "/campaigns/seeded-avg/state", "participant"),
             ("POST", "/campaigns/seeded-avg/reports", "participant")} <= refused
     listed = client.get("/campaigns", headers=bearer(world.keys["analyst"])).json()

@@ -37,7 +37,7 @@ def truth(data: np.ndarray, columns: list[int]) -> np.ndarray:
 
 def make(engine, name: str = "survey", epsilon: float = 2.0, **options: object):  # noqa: ANN001, ANN201
     return campaigns.create_campaign(engine, name, "marginals", ["a", "b", "c"], epsilon=epsilon,
-                                     options={"domain": DOMAIN, **options})
+                                     options={"domain": DOMAIN, "way": 2, **options})
 
 
 def test_a_campaign_answers_marginals_and_synthetic_rows_from_one_stored_model(engine) -> None:  # noqa: ANN001
@@ -113,16 +113,29 @@ def test_bad_requests_are_named_and_store_nothing(engine) -> None:  # noqa: ANN0
              ({"domain": DOMAIN, "sets": [["a"]], "way": 1}, "sets and way exclude each other"),
              ({"domain": DOMAIN, "oracle": "rappor"}, "oracle"),
              ({"domain": "a=3;b=x;c=4"}, "the size of 'b'")]
+    cases.append(({"domain": DOMAIN}, "give option participants"))
     for options, message in cases:
         with pytest.raises(InvalidInput, match=message):
             campaigns.create_campaign(engine, "bad", "marginals", ["a", "b", "c"], epsilon=1.0, options=options)
     with pytest.raises(InvalidInput, match="delta must be 0"):
         campaigns.create_campaign(engine, "bad", "marginals", ["a", "b", "c"], epsilon=1.0, delta=1e-6,
-                                  options={"domain": DOMAIN})
+                                  options={"domain": DOMAIN, "way": 1})
     assert campaigns.list_campaigns(engine) == []
     info = campaigns.create_campaign(engine, "cli", "marginals", ["a", "b", "c"], epsilon=1.0,
                                      options={"domain": "a=3;b=2;c=4", "sets": "a,b;c"})
     assert info.spec.sets == ((0, 1), (2,))
+
+
+def test_the_default_split_measures_every_attribute_and_the_pairs_the_participants_can_afford(engine) -> None:  # noqa: ANN001
+    """Without way or sets, the split is planned from public inputs: every attribute, then the pairs of fewest
+    cells while each is expected within L1 0.25 on its own; more participants, or a larger epsilon, afford more."""
+    few = campaigns.create_campaign(engine, "few", "marginals", ["a", "b", "c"], epsilon=1.0,
+                                    options={"domain": DOMAIN, "participants": 2_000})
+    many = campaigns.create_campaign(engine, "many", "marginals", ["a", "b", "c"], epsilon=1.0,
+                                     options={"domain": DOMAIN, "participants": 200_000})
+    assert few.spec.sets[:3] == ((0,), (1,), (2,)) and many.spec.sets[:3] == ((0,), (1,), (2,))
+    assert len(few.spec.sets) < len(many.spec.sets) == 6  # all three pairs at 200,000
+    assert few.spec.participants == 2_000
 
 
 def test_what_a_marginals_campaign_refuses(engine) -> None:  # noqa: ANN001

@@ -33,7 +33,8 @@ def test_a_marginals_campaign_on_the_command_line(engine, tmp_path: Path, monkey
     assert wrote["rows"] == 10 and out.read_text().splitlines()[0] == "a,b"
     plan = run("campaign", "plan", "--protocol", "marginals", "--features", "a,b", "--epsilon", "2", "--domain",
                "a=3;b=2", "--participants", "3000")
-    assert set(plan["marginal_errors"]) == {"a x b"} and plan["cost"] == {"epsilon": 0.0, "delta": 0.0, "rho": 0.0}
+    assert set(plan["marginal_errors"]) == {"a", "b", "a x b"}  # the planned split: both, and their pair
+    assert plan["cost"] == {"epsilon": 0.0, "delta": 0.0, "rho": 0.0}
     human = runner.invoke(app, ["marginal", "--campaign", "survey", "a"])
     assert human.exit_code == 0 and "from campaign 'survey'" in human.output
     refused = runner.invoke(app, ["marginal", "survey", "a", "--json"])

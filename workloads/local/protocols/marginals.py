@@ -63,8 +63,41 @@ MAX_SETS = 4096
 
 
 def all_sets(attributes: int, way: int) -> tuple[tuple[int, ...], ...]:
-    """Every ``way``-subset of ``attributes`` attributes, as sorted index tuples (the default split)."""
+    """Every ``way``-subset of ``attributes`` attributes, as sorted index tuples."""
     return tuple(itertools.combinations(range(attributes), min(way, attributes)))
+
+
+#: :func:`planned_sets` admits a pair whose own estimate's expected L1 error is at most this (of at most 2)
+PAIR_ERROR = 0.25
+
+
+def own_error(cells: int, epsilon: float, reports: float, oracle: str = "auto") -> float:
+    """The expected L1 error of a ``cells``-cell marginal estimated on its own from ``reports`` reports
+    (``sqrt(2/pi) k sqrt(mean Var f)``, the central limit; cells taken as equally likely)."""
+    return math.sqrt(2.0 / math.pi) * cells * math.sqrt(make_oracle(oracle, cells, epsilon).mean_variance(1) / reports)
+
+
+def planned_sets(sizes: tuple[int, ...], epsilon: float, participants: int,
+                 oracle: str = "auto") -> tuple[tuple[int, ...], ...]:
+    """The default split for ``participants`` at ``epsilon`` (public inputs only): every single attribute, then the
+    pairs in increasing number of cells while each added pair's own estimate, at its share of the participants, is
+    expected within :data:`PAIR_ERROR` in L1. A pair of many cells measured by few participants is noise that costs
+    every other set its share: measured on adult (48,842 participants), all 105 pairs answered the 2-way marginals at
+    L1 0.55 (epsilon 1) and 0.24 (epsilon 4), the singles alone 0.47 and 0.20, the singles and the pairs of at most 64
+    cells 0.50 and 0.18 (docs/campaigns.md)."""
+    singles = [(i,) for i in range(len(sizes))]
+    pairs = sorted(itertools.combinations(range(len(sizes)), 2), key=lambda p: (sizes[p[0]] * sizes[p[1]], p))
+    chosen: list[tuple[int, ...]] = []
+    for pair in pairs:
+        cells = sizes[pair[0]] * sizes[pair[1]]
+        if cells > MAX_CELLS:
+            break
+        share = participants / (len(singles) + len(chosen) + 1)
+        if own_error(cells, epsilon, share, oracle) > PAIR_ERROR:
+            break
+        chosen.append(pair)
+    sets = [s for s in singles if sizes[s[0]] >= 2] + chosen
+    return tuple(sets)
 
 
 @register_protocol
