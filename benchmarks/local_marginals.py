@@ -346,6 +346,8 @@ def main() -> None:
             for trial in range(args.trials):
                 run = run_trial(table, epsilon, trial, trial < args.aim_trials, args.way)
                 runs.append(run)
+                harness.write_json(out, {"command": " ".join(["python -m benchmarks.local_marginals", *sys.argv[1:]]),
+                                         "machine": machine(), "partial": True, "runs": runs})
                 print(f"{table} eps {epsilon:g} trial {trial}: " + ", ".join(
                     f"{m} {e['2-way']:.3f}/{e['3-way']:.3f}" for m, e in run["errors"].items())
                     + f" (fit {run['seconds']['fit']:.1f} s)", flush=True)
