@@ -67,6 +67,8 @@ bench: install bench-quick bench-stein bench-sparse
 	$(B).sparse_quick
 	$(B).stein_glm_quick --reps 10
 	$(B).local_glm --trials 10
+	$(B).local_marginals --throughput 1000000 --batch 100000
+	$(B).local_marginals --way 2 --aim-trials 0 --json $(R)/local_marginals_pairs.json
 	# the regression page's issue-9 targets (epsilon 0.05 and 0.1, 5 trials), then the page in full (many hours)
 	$(B).regression_suite 5 16 --out-dir $(R)/regression-issue9/targets --epsilons 0.05,0.1 \
 	    --linear-methods ols,adassp,dd-ssp --logistic-methods objpert,dd-ssp --resume

@@ -29,6 +29,7 @@ Run from the repository root::
     .venv/bin/python -m benchmarks.local_marginals                 # adult and ACSincome, eps 1, 2, 4, 5 trials
     .venv/bin/python -m benchmarks.local_marginals --tables adult --epsilons 1 --trials 1 --aim-trials 0
     .venv/bin/python -m benchmarks.local_marginals --throughput 1000000   # the real submission path, one core
+    .venv/bin/python -m benchmarks.local_marginals --resume               # keep the trials already in the JSON
 
 Writes ``benchmarks/results/local_marginals.json`` (every trial, the summary, the machine) and
 ``local_marginals.png``.
@@ -259,7 +260,8 @@ def throughput(participants: int, batch: int) -> dict[str, Any]:
         engine = make_engine(f"sqlite:///{folder / 'bench.db'}")
         upgrade_to_head(engine)
         info = campaigns.create_campaign(engine, "throughput", "marginals", names, epsilon=1.0,
-                                         options={"domain": dict(zip(names, sizes, strict=True))})
+                                         options={"domain": dict(zip(names, sizes, strict=True)),
+                                                  "participants": participants})
         submitter = Submitter.simulator("bench")
         state = info.round_state(0)
         ingest, randomize, memory = 0.0, 0.0, []
@@ -336,14 +338,20 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=50_000)
     parser.add_argument("--no-plan", action="store_true", help="skip the plan's prediction")
     parser.add_argument("--rows", type=int, default=None, help="only the first N rows of each table (smoke runs)")
+    parser.add_argument("--resume", action="store_true", help="keep the trials already in the JSON, run the others")
     harness.add_outputs(parser, "local_marginals")
     args = parser.parse_args()
     out, png = harness.outputs(args)
     ROWS[0] = args.rows
     runs, plans = [], {}
+    if args.resume and out.exists():
+        runs = json.loads(out.read_text()).get("runs", [])
+    done = {(r["table"], r["epsilon"], r["trial"], r["way"]) for r in runs}
     for table in args.tables:
         for epsilon in args.epsilons:
             for trial in range(args.trials):
+                if (table, epsilon, trial, "planned" if args.way is None else args.way) in done:
+                    continue
                 run = run_trial(table, epsilon, trial, trial < args.aim_trials, args.way)
                 runs.append(run)
                 harness.write_json(out, {"command": " ".join(["python -m benchmarks.local_marginals", *sys.argv[1:]]),
