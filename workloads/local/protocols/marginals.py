@@ -82,9 +82,9 @@ def planned_sets(sizes: tuple[int, ...], epsilon: float, participants: int,
     """The default split for ``participants`` at ``epsilon`` (public inputs only): every single attribute, then the
     pairs in increasing number of cells while each added pair's own estimate, at its share of the participants, is
     expected within :data:`PAIR_ERROR` in L1. A pair of many cells measured by few participants is noise that costs
-    every other set its share: measured on adult (48,842 participants), all 105 pairs answered the 2-way marginals at
-    L1 0.55 (epsilon 1) and 0.24 (epsilon 4), the singles alone 0.47 and 0.20, the singles and the pairs of at most 64
-    cells 0.50 and 0.18 (docs/campaigns.md)."""
+    every other set its share: on adult (47,842 participants, 5 trials, ``benchmarks/local_marginals.py``) every pair
+    answered the 2-way marginals at mean L1 0.559 (epsilon 1) and 0.257 (epsilon 4), this split at 0.451 and 0.183
+    (docs/campaigns.md, "Marginals from participants")."""
     singles = [(i,) for i in range(len(sizes))]
     pairs = sorted(itertools.combinations(range(len(sizes)), 2), key=lambda p: (sizes[p[0]] * sizes[p[1]], p))
     chosen: list[tuple[int, ...]] = []
