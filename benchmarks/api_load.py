@@ -59,11 +59,12 @@ RELEASES = [
 ]
 
 
-def prepare(url: str) -> tuple[str, list[int], dict[int, list[str]]]:
-    """The releases in the new, empty database ``url`` (upgraded here); returns (analyst key, release ids, columns)."""
+def prepare(url: str, releases: int | None = None) -> tuple[str, list[int], dict[int, list[str]]]:
+    """The releases (the first ``releases`` of :data:`RELEASES`, all by default) in the new, empty database ``url``
+    (upgraded here); returns (analyst key, release ids, columns)."""
     engine = open_database(url)
     ids, columns = [], {}
-    for name, categorical, mechanism, workload, privacy in RELEASES:
+    for name, categorical, mechanism, workload, privacy in RELEASES[:releases]:
         if name not in [d.name for d in datasets.list_datasets(engine)]:
             source = DATA / name
             # PostgreSQL: the rows in the database too (the default folder of Parquet tables would be the working one)
@@ -193,7 +194,7 @@ def measure(url: str, folder: Path, args: argparse.Namespace) -> tuple[dict[str,
     """The protocol on the new database ``url``: HTTP at each ``--workers`` count, then in process. Returns (this
     backend's results, latencies per run in the order of the plan, kind of each request, distinct requests)."""
     load_at_start = os.getloadavg()[0]  # other work on the machine inflates every latency
-    key, ids, columns = prepare(url)
+    key, ids, columns = prepare(url, args.releases)
     plan = queries(ids, columns, args.clients * args.requests_per_client, args.seed)
     work = [plan[i :: args.clients] for i in range(args.clients)]
     kinds = np.asarray([query[0] for query in flat(work)])
@@ -252,6 +253,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, nargs="+", default=sorted({1, default_workers()}),
                         help="server worker processes; one HTTP run per count (default: 1 and one per core)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--releases", type=int, default=None,
+                        help="only the first N stored releases (smoke runs: each logistic fit's first answer fits the "
+                             "release's model)")
     parser.add_argument("--postgresql", action="store_true",
                         help="after SQLite, run the same protocol on a throwaway PostgreSQL server")
     harness.add_outputs(parser, "api_load")
@@ -278,7 +282,7 @@ def main() -> None:
         "clients": args.clients,
         "requests_per_client": args.requests_per_client,
         "distinct_queries": distinct,
-        "releases": [{"dataset": d, "mechanism": m, "workload": w, **p} for d, _, m, w, p in RELEASES],
+        "releases": [{"dataset": d, "mechanism": m, "workload": w, **p} for d, _, m, w, p in RELEASES[:args.releases]],
         "target_p99_ms": TARGET_P99_MS,
         "machine": harness.machine(),
         "backends": backends,

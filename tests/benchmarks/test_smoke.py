@@ -172,7 +172,7 @@ def test_api_load_measures_both_backends_with_postgresql(postgres_server, tmp_pa
     ``postgresql`` entry beside ``sqlite``, each with its HTTP runs and the in-process baseline."""
     out, png = tmp_path / "api_load.json", tmp_path / "api_load.png"
     done = run("api_load", "--clients", "2", "--requests-per-client", "2", "--workers", "1", "--postgresql",
-               "--json", str(out), "--plot", str(png))
+               "--releases", "1", "--json", str(out), "--plot", str(png))
     assert done.returncode == 0, done.stderr[-3000:]
     backends = json.loads(out.read_text())["backends"]
     assert sorted(backends) == ["postgresql", "sqlite"]
