@@ -24,7 +24,10 @@ smallest ``n`` with ``e(n) <= target`` follows, or none when the target is below
 
 from __future__ import annotations
 
+import collections
+import hashlib
 import math
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -132,9 +135,32 @@ class MarginalsErrorModel:
         return max(1, math.ceil((slope / (target - floor)) ** 2)) if slope > 0 else start
 
 
+#: the last few error models by (spec, public rows): their simulations are seconds, and a campaign's page asks again
+_KEPT: collections.OrderedDict[tuple[object, ...], MarginalsErrorModel] = collections.OrderedDict()
+_KEEP = 8
+_KEPT_LOCK = threading.Lock()
+
+
 def marginals_error_model(spec: MarginalsSpec, rows: object = None, labels: object = None) -> MarginalsErrorModel:  # noqa: ARG001
     """The planner of a ``marginals`` campaign (module docstring); ``rows``: the public table's codes of its
-    attributes, if it has one (``labels`` is not used: the protocol has no target)."""
+    attributes, if it has one (``labels`` is not used: the protocol has no target). The same spec and rows give the
+    same model, kept for the last few (its simulations are deterministic, so a cached figure is the figure)."""
+    codes = None if rows is None else np.asarray(rows, dtype=float)
+    key = (spec, None if codes is None else (codes.shape, hashlib.sha256(codes.tobytes()).hexdigest()))
+    with _KEPT_LOCK:
+        found = _KEPT.get(key)
+        if found is not None:
+            _KEPT.move_to_end(key)
+            return found
+    model = _error_model(spec, codes)  # checks the rows; outside the lock (its simulations run later, on demand)
+    with _KEPT_LOCK:
+        _KEPT[key] = model
+        while len(_KEPT) > _KEEP:
+            _KEPT.popitem(last=False)
+    return model
+
+
+def _error_model(spec: MarginalsSpec, rows: np.ndarray | None) -> MarginalsErrorModel:
     if rows is None:
         return MarginalsErrorModel(spec, None, ("no public table: the domain's cells are taken as equally likely",))
     codes = np.asarray(rows, dtype=float)
