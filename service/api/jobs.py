@@ -20,7 +20,7 @@ from datetime import datetime
 
 from sqlalchemy import Engine, select, update
 
-from db.engine import transaction
+from db.engine import serialized_transaction, transaction
 from db.models import Job, utcnow
 from service import runners
 from service.errors import Conflict, NotFound
@@ -103,9 +103,13 @@ def request_cancel(engine: Engine, job_id: int) -> None:
     """Ask the running release job ``job_id`` to stop at its next safe point (409 when it has ended, or is no
     release: a fit or an attach is not stopped halfway). Its thread reads the request with its progress
     (:class:`JobProgress`); the release then ends as on Ctrl-C: refunded if no noise was drawn, otherwise charged
-    exactly for the steps that drew noise (docs/privacy.md 6.5)."""
-    with transaction(engine) as session:
-        job = session.get(Job, job_id)
+    exactly for the steps that drew noise (docs/privacy.md 6.5).
+
+    It reads, then writes: a write transaction from its start (SQLite's ``BEGIN IMMEDIATE``, PostgreSQL's row lock),
+    because a deferred SQLite transaction that read while the job's thread wrote its progress cannot take the write
+    lock afterwards (SQLite refuses such an upgrade at once, without waiting: the cancel failed under load)."""
+    with serialized_transaction(engine) as session:
+        job = session.get(Job, job_id, with_for_update=True)
         if job is None:
             raise NotFound(f"no job with id {job_id}", code="job_not_found")
         if not cancellable(job.kind):
