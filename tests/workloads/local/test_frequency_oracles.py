@@ -164,14 +164,14 @@ def test_the_server_refuses_what_no_device_sends() -> None:
     for field, value in (("value", olh.buckets), ("value", 0.5), ("seed", olh.seed_limit), ("seed", -1.0)):
         bad = OracleReports(good.value.copy(), good.seed.copy())
         getattr(bad, field)[3] = value
-        index, why = olh.first_refused(bad)
-        assert index == 3 and field in why
+        index, named, why = olh.first_refused(bad)
+        assert index == 3 and named == field and field in why
     grr = GeneralizedRandomizedResponse(4, 1.0)
     assert grr.first_refused(OracleReports(np.array([0.0, 4.0]), np.zeros(2)))[0] == 1
     assert grr.first_refused(OracleReports(np.array([0.0, 1.0]), np.array([0.0, 1.0])))[0] == 1  # GRR's seed is 0
     oue = OptimizedUnaryEncoding(3, 1.0)
     bits = np.array([[0.0, 1.0, 0.0], [0.0, 0.5, 1.0]])
-    assert oue.first_refused(OracleReports(np.zeros(2), np.zeros(2), bits))[0] == 1
+    assert oue.first_refused(OracleReports(np.zeros(2), np.zeros(2), bits))[:2] == (1, "bits")
 
 
 def test_bad_inputs_are_named() -> None:

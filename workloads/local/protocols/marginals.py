@@ -205,13 +205,14 @@ class MarginalsSpec(OneRound, ProtocolSpec):
                              FieldSchema("reports", (len(self.sets),), 0.0, 1.0)))
 
     def _split(self, batch: Mapping[str, np.ndarray]) -> list[tuple[int, np.ndarray, OracleReports]]:
-        """Per set with reports in the batch: its index, the reports' positions in the batch and the reports."""
+        """Per set with reports in the batch: its index, the reports' positions in the batch and the reports (OUE's
+        bits cut to the set's cells: :meth:`check_reports` refuses a bit set past them)."""
         chosen = np.asarray(batch["set"]).astype(np.int64)
         out = []
         for j in np.unique(chosen):
             where = np.flatnonzero(chosen == j)
             if self._unary:
-                bits = np.asarray(batch["bits"], dtype=float)[where]
+                bits = np.asarray(batch["bits"], dtype=float)[where, :self.oracles[int(j)].cells]
                 reports = OracleReports(np.zeros(where.size), np.zeros(where.size), bits)
             else:
                 reports = OracleReports(np.asarray(batch["value"], dtype=float)[where],
@@ -227,17 +228,14 @@ class MarginalsSpec(OneRound, ProtocolSpec):
         for j, where, reports in self._split(batch):
             oracle = self.oracles[j]
             if self._unary:
-                extra = reports.bits[:, oracle.cells:]
-                bad = np.any(extra != 0, axis=1)
+                bad = np.any(np.asarray(batch["bits"], dtype=float)[where, oracle.cells:] != 0, axis=1)
                 if bad.any():
                     index = int(where[np.argmax(bad)])
                     raise ReportError(f"report {index}: set {j} has {oracle.cells} cells, but a bit past them is set",
                                       "bits", index)
-                reports = OracleReports(reports.value, reports.seed, reports.bits[:, :oracle.cells])
             refused = oracle.first_refused(reports)
             if refused is not None:
-                index, why = refused
-                field = "bits" if self._unary else ("seed" if "seed" in why else "value")
+                index, field, why = refused
                 raise ReportError(f"report {int(where[index])}: set {j}: {why}", field, int(where[index]))
 
     def aggregate_input(self, round_index: int, state: RoundState, batch: Mapping[str, np.ndarray],
@@ -247,10 +245,7 @@ class MarginalsSpec(OneRound, ProtocolSpec):
         counts = np.zeros(self.offsets[-1])
         reports = np.zeros(len(self.sets))
         for j, where, chosen in self._split(batch):
-            oracle = self.oracles[j]
-            if self._unary:
-                chosen = OracleReports(chosen.value, chosen.seed, chosen.bits[:, :oracle.cells])
-            counts[self.offsets[j]:self.offsets[j + 1]] += oracle.tally(chosen)
+            counts[self.offsets[j]:self.offsets[j + 1]] += self.oracles[j].tally(chosen)
             reports[j] += where.size
         count = int(np.asarray(batch["set"]).shape[0])
         sums = {"counts": counts, "reports": reports}

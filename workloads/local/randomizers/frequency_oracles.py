@@ -56,6 +56,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import cached_property
 from typing import ClassVar
 
 import numpy as np
@@ -189,22 +190,23 @@ class FrequencyOracle:
         """The length of :meth:`tally`'s vector."""
         return self.cells
 
-    def first_refused(self, reports: OracleReports) -> tuple[int, str] | None:
-        """The first report of the batch no honest device can send (its index in the batch) and why, or None."""
+    def first_refused(self, reports: OracleReports) -> tuple[int, str, str] | None:
+        """The first report of the batch no honest device can send: its index in the batch, the field at fault and
+        why; or None."""
         checks = [(reports.value, self.value_limit, "value"), (reports.seed, self.seed_limit, "seed")]
         for values, limit, what in checks:
             bad = _not_whole_below(np.asarray(values, dtype=float), limit)
             if bad.any():
                 index = int(np.argmax(bad))
-                return index, (f"its {self.name} {what} {float(values[index])!r} is not a whole number in "
-                               f"[0, {limit - 1}]")
+                return index, what, (f"its {self.name} {what} {float(values[index])!r} is not a whole number in "
+                                     f"[0, {limit - 1}]")
         return None
 
     def tally(self, reports: OracleReports) -> np.ndarray:
         """What the server adds up for a batch of accepted reports, a vector of :attr:`tally_width` counts (GRR,
         OUE, OLH: the support counts ``c_v``; Hadamard: the histogram of the outputs, turned into ``c_v`` by
         :meth:`support_counts`)."""
-        return np.bincount(reports.value.astype(np.int64), minlength=self.cells).astype(float)
+        return np.bincount(reports.value.astype(np.int64), minlength=self.tally_width).astype(float)
 
     def support_counts(self, tally: np.ndarray, reports: int) -> np.ndarray:
         """``c_v`` for every value from the summed tallies of ``reports`` reports."""
@@ -282,11 +284,11 @@ class OptimizedLocalHashing(FrequencyOracle):
     def axes(self) -> tuple[int, ...]:
         return self.shape if self.shape is not None else (self.cells,)
 
-    @property
+    @cached_property
     def buckets(self) -> int:
         return olh_buckets(self.epsilon)
 
-    @property
+    @cached_property
     def axis_digits(self) -> tuple[int, ...]:
         """``L_i``: base-``g`` digits of each axis's codes (``g^L_i >= k_i``, at least one)."""
         g = self.buckets
@@ -432,9 +434,6 @@ class HadamardResponse(FrequencyOracle):
         drawn = favoured_draw(values.size, self.order, None, self.exact_epsilon, rng, favoured)
         return OracleReports(drawn.astype(float), np.zeros(values.size))
 
-    def tally(self, reports: OracleReports) -> np.ndarray:
-        return np.bincount(reports.value.astype(np.int64), minlength=self.order).astype(float)
-
     def support_counts(self, tally: np.ndarray, reports: int) -> np.ndarray:
         """``c_v = (n + (H t)[v + 1]) / 2`` from the histogram ``t`` (row ``v + 1`` is +1 on the outputs that
         support ``v``)."""
@@ -462,11 +461,11 @@ class OptimizedUnaryEncoding(FrequencyOracle):
         bits[np.arange(n), values] = rng.integers(0, 2, size=n) == 1
         return OracleReports(np.zeros(n), np.zeros(n), bits.astype(float))
 
-    def first_refused(self, reports: OracleReports) -> tuple[int, str] | None:
+    def first_refused(self, reports: OracleReports) -> tuple[int, str, str] | None:
         bits = np.asarray(reports.bits, dtype=float)
         bad = ~np.all((bits == 0) | (bits == 1), axis=1)
         if bad.any():
-            return int(np.argmax(bad)), f"an oue report is {self.cells} bits, each 0 or 1"
+            return int(np.argmax(bad)), "bits", f"an oue report is {self.cells} bits, each 0 or 1"
         return super().first_refused(reports)
 
     def tally(self, reports: OracleReports) -> np.ndarray:
