@@ -44,15 +44,19 @@ from service.campaigns.public_tables import get_public_table
 from service.campaigns.types import CampaignInfo
 from service.errors import Conflict, InvalidInput
 from service.mechanisms.progress import Progress, fit_progress, no_progress
-from service.releases.answers import FREE, MAX_SYNTHETIC_ROWS, MEASUREMENT_BASIS, NO_ERROR_BASIS, AnswerCache
+from service.releases.answers import (
+    FREE,
+    MAX_SYNTHETIC_ROWS,
+    MEASUREMENT_BASIS,
+    NO_ERROR_BASIS,
+    AnswerCache,
+    checked_question,
+)
 from service.releases.coverage import coverage
 from workloads.domain import Domain
 from workloads.local.protocols.marginals import MarginalsSpec
-from workloads.marginals import WorkloadError, canonical
 
 FIT_MESSAGE = "fitting the campaign's graphical model (once per count of reports; stored for every later answer)"
-#: the most cells one marginal answer holds (a release's limit)
-MAX_CELLS = 10_000_000
 
 #: models (and bootstraps) of campaigns by (database, campaign, reports), per process
 _MODELS = AnswerCache(16)
@@ -151,15 +155,7 @@ def answer_marginal(engine: Engine, name_or_id: str | int, attributes: Sequence[
     campaign = _marginals_campaign(engine, name_or_id, allow_seeded)
     spec: MarginalsSpec = campaign.spec  # type: ignore[assignment]
     domain = domain_of(spec)
-    try:
-        ordered = canonical(domain, list(attributes))
-    except WorkloadError as error:
-        raise InvalidInput(str(error), code="invalid_attributes") from None
-    if domain.cells(ordered) > MAX_CELLS:
-        raise InvalidInput(f"marginal {list(attributes)} has {domain.cells(ordered):,} cells; the limit is "
-                           f"{MAX_CELLS:,}", code="too_large")
-    if not isinstance(bootstrap, bool):
-        raise InvalidInput(f"bootstrap must be true or false, got {bootstrap!r}", code="invalid_parameter")
+    checked_question(domain, list(attributes), bootstrap)
     model, measurements, reports = campaign_model(engine, campaign, progress)
     values = model.marginal(tuple(attributes))
     measured = model_bootstrap.measured_standard_error(domain, measurements, tuple(attributes))

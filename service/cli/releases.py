@@ -287,6 +287,8 @@ def synth(
     The columns the table's spec or domain labels hold the labels (--codes for the codes)."""
     if (release is None) == (campaign is None):
         raise InvalidInput("give a release id or --campaign NAME (one of them)", code="invalid_parameter")
+    from service.releases import answers
+
     check_output(out, force, "--out")
     if campaign is not None:
         from service.campaigns import marginal_answers
@@ -294,18 +296,16 @@ def synth(
         with ProgressBars(f"graphical model of campaign {campaign}", as_json) as bar:
             frame = marginal_answers.synthetic_frame(open_engine(), campaign, rows, seed, labels=not codes,
                                                      allow_seeded=unsafe_seeds_allowed(), progress=bar)
-        answer = {"campaign": campaign, "release_id": None, "reports": None}
+        answer: dict[str, object] = {"campaign": campaign, "release_id": None}
         source = f"campaign {campaign!r}"
         cost = "cost 0: post-processing of the campaign's reports"
     else:
-        from service.releases import answers
-
         with ProgressBars(f"graphical model of release {release}", as_json) as bar:
             frame = answers.synthetic_frame(open_engine(), release, rows, seed, labels=not codes,
                                              allow_seeded=unsafe_seeds_allowed(), progress=bar)
         answer = {"release_id": release}
         source, cost = f"release {release}", free_answer(release)
     write_output(out, "--out", lambda path: frame.to_csv(path, index=False))
-    emit(as_json, {**answer, "rows": len(frame), "out": str(out), "cost": {"epsilon": 0.0, "delta": 0.0, "rho": 0.0}},
+    emit(as_json, {**answer, "rows": len(frame), "out": str(out), "cost": answers.FREE.to_json()},
          lambda: stdout.print(f"wrote {len(frame):,} synthetic rows of {source} to {out} ({cost})",
                               highlight=False))

@@ -43,6 +43,7 @@ from service.releases import bootstrap as release_bootstraps
 from service.releases import kinds, stored_models
 from service.releases.coverage import Coverage, coverage, measured_cliques
 from service.releases.measured import MeasuredRelease
+from workloads.domain import Domain
 from workloads.marginals import WorkloadError, canonical
 
 MAX_SYNTHETIC_ROWS = 10_000_000
@@ -281,15 +282,7 @@ def answer_marginal(
     ``bootstrap_seed`` seeds a bootstrap computed by this call (in-process tests only; never from a caller)."""
     release, payload = release_payload(engine, release_id)
     release.check_answerable(allow_seeded)
-    try:
-        ordered = canonical(release.dataset.domain, attributes)
-    except WorkloadError as exc:
-        raise InvalidInput(str(exc), code="invalid_attributes") from None
-    cells = release.dataset.domain.cells(ordered)
-    if cells > 10_000_000:
-        raise InvalidInput(f"marginal {attributes} has {cells:,} cells; the limit is 10,000,000", code="too_large")
-    if not isinstance(bootstrap, bool):
-        raise InvalidInput(f"bootstrap must be true or false, got {bootstrap!r}", code="invalid_parameter")
+    ordered = checked_question(release.dataset.domain, attributes, bootstrap)
     errors, basis = None, NO_ERROR_BASIS
     if isinstance(payload, MeasuredRelease) and payload.covers(attributes):
         values, errors = payload.answer(attributes)
@@ -311,6 +304,27 @@ def answer_marginal(
         "coverage": release.coverage(attributes).to_json(),
         "cost": FREE.to_json(),
     }
+
+
+#: the most cells one marginal answer holds
+MAX_MARGINAL_CELLS = 10_000_000
+
+
+def checked_question(domain: Domain, attributes: list[str], bootstrap: object) -> tuple[str, ...]:
+    """A marginal question's attributes in the domain's order, refused (400, naming them) when they are not the
+    domain's, when the marginal has more than :data:`MAX_MARGINAL_CELLS` cells, or when ``bootstrap`` is not a
+    boolean: the one check of a release's and a campaign's marginal answers."""
+    try:
+        ordered = canonical(domain, attributes)
+    except WorkloadError as exc:
+        raise InvalidInput(str(exc), code="invalid_attributes") from None
+    cells = domain.cells(ordered)
+    if cells > MAX_MARGINAL_CELLS:
+        raise InvalidInput(f"marginal {attributes} has {cells:,} cells; the limit is {MAX_MARGINAL_CELLS:,}",
+                           code="too_large")
+    if not isinstance(bootstrap, bool):
+        raise InvalidInput(f"bootstrap must be true or false, got {bootstrap!r}", code="invalid_parameter")
+    return ordered
 
 
 def _model_errors(engine: Engine, release_id: int, attributes: tuple[str, ...], shape: tuple[int, ...],
