@@ -46,11 +46,12 @@ from service.errors import Conflict, InvalidInput
 from service.mechanisms.progress import Progress, fit_progress, no_progress
 from service.releases.answers import (
     FREE,
-    MAX_SYNTHETIC_ROWS,
     MEASUREMENT_BASIS,
     NO_ERROR_BASIS,
     AnswerCache,
+    check_rows,
     checked_question,
+    labelled_frame,
 )
 from service.releases.coverage import coverage
 from workloads.domain import Domain
@@ -179,21 +180,25 @@ def synthetic_frame(engine: Engine, name_or_id: str | int, rows: int, seed: int 
                     labels: bool = False, allow_seeded: bool = False, progress: Progress = no_progress) -> pd.DataFrame:
     """``rows`` synthetic records drawn from the campaign's model (free); fresh server entropy without a seed (the
     HTTP API never passes one); with ``labels``, the public table's labels in place of codes."""
-    if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1 or rows > MAX_SYNTHETIC_ROWS:
-        raise InvalidInput(f"rows must be an integer in 1..{MAX_SYNTHETIC_ROWS:,}, got {rows!r}", code="invalid_rows")
+    check_rows(rows)
     campaign = _marginals_campaign(engine, name_or_id, allow_seeded)
+    return _drawn(engine, campaign, rows, seed, campaign_labels(engine, campaign) if labels else {}, progress)
+
+
+def _drawn(engine: Engine, campaign: CampaignInfo, rows: int, seed: int | None, labels: dict[str, list[str]],
+           progress: Progress = no_progress) -> pd.DataFrame:
     model, _, _ = campaign_model(engine, campaign, progress)
     columns = model.sample(rows, np.random.default_rng(secrets.randbits(64) if seed is None else int(seed)))
-    names = campaign_labels(engine, campaign) if labels else {}
-    return pd.DataFrame({a: np.asarray(names[a], dtype=object)[columns[a]] if a in names else columns[a]
-                         for a in campaign.features})
+    return labelled_frame(columns, campaign.features, labels)
 
 
 def answer_synthetic(engine: Engine, name_or_id: str | int, rows: int, *, codes: bool = False) -> dict[str, object]:
     """``rows`` synthetic records as the API answers them (:func:`service.releases.answers.answer_synthetic`'s
     shape, with the campaign's name)."""
-    frame = synthetic_frame(engine, name_or_id, rows, labels=not codes)
-    campaign = get_campaign(engine, name_or_id)
+    check_rows(rows)
+    campaign = _marginals_campaign(engine, name_or_id, allow_seeded=False)
+    labels = {} if codes else campaign_labels(engine, campaign)
+    frame = _drawn(engine, campaign, rows, None, labels)
     return {"campaign": campaign.name, "release_id": None, "rows": len(frame),
             "columns": [str(c) for c in frame.columns], "data": {str(c): frame[c].tolist() for c in frame.columns},
-            "labels": {} if codes else campaign_labels(engine, campaign), "cost": FREE.to_json()}
+            "labels": labels, "cost": FREE.to_json()}

@@ -361,13 +361,22 @@ def synthetic_frame(
     """``rows`` synthetic records drawn from a release's model (free). Without a seed, fresh entropy is used (the
     HTTP API never passes one); refused for a seeded release unless ``allow_seeded``. With ``labels``, the columns
     the table's spec or domain labels hold their codes' labels instead of the codes."""
-    if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1 or rows > MAX_SYNTHETIC_ROWS:
-        raise InvalidInput(f"rows must be an integer in 1..{MAX_SYNTHETIC_ROWS:,}, got {rows!r}", code="invalid_rows")
+    check_rows(rows)
     release, _ = release_payload(engine, release_id)
     release.check_answerable(allow_seeded)
     _, model = release_model(engine, release_id, progress)
     seed = secrets.randbits(32) if seed is None else int(seed)
     columns = mbi_adapter.synthetic_rows(model, rows, seed)
-    names = release.dataset.labels if labels else {}
-    return pd.DataFrame({name: np.asarray(names[name], dtype=object)[columns[name]] if name in names else columns[name]
-                         for name in release.dataset.domain.names})
+    return labelled_frame(columns, release.dataset.domain.names, release.dataset.labels if labels else {})
+
+
+def check_rows(rows: object) -> None:
+    """Refuse (400 ``invalid_rows``) a number of synthetic rows outside ``1..MAX_SYNTHETIC_ROWS``."""
+    if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1 or rows > MAX_SYNTHETIC_ROWS:
+        raise InvalidInput(f"rows must be an integer in 1..{MAX_SYNTHETIC_ROWS:,}, got {rows!r}", code="invalid_rows")
+
+
+def labelled_frame(columns: dict[str, np.ndarray], names: Sequence[str], labels: dict[str, list[str]]) -> pd.DataFrame:
+    """Drawn rows (codes per column) as a frame of ``names``, the columns in ``labels`` holding their codes' labels."""
+    return pd.DataFrame({name: np.asarray(labels[name], dtype=object)[columns[name]] if name in labels
+                         else columns[name] for name in names})
