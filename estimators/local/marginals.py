@@ -110,11 +110,6 @@ def set_estimates(spec: MarginalsSpec, aggregate: ReportAggregate) -> list[SetEs
     return out
 
 
-def measurements(estimates: Sequence[SetEstimate], total: int) -> list[Measurement]:
-    """The sets' estimates as the model's measurements (counts out of ``total``)."""
-    return [e.measurement(float(total)) for e in estimates]
-
-
 def interaction_signal(estimate: SetEstimate) -> float:
     """How far a set's estimate is from the product of its one-way margins, in units of its noise:
     ``||f - prod_a f_a||^2 / (k Var)`` (about 1 for a set whose attributes are independent; a function of the

@@ -79,11 +79,8 @@ class MarginalsErrorModel:
     def raw_errors(self, participants: int) -> dict[str, float]:
         """Per set, the expected L1 error of its own unbiased estimate at ``participants`` (closed form)."""
         share = participants / len(self.spec.sets)
-        out = {}
-        for j, oracle in enumerate(self.spec.oracles):
-            variance = oracle.cell_variance(self._frequencies(j).ravel(), 1) / share
-            out[self.set_label(j)] = float(math.sqrt(2.0 / math.pi) * np.sqrt(variance).sum())
-        return out
+        return {self.set_label(j): oracle.expected_l1(self._frequencies(j).ravel(), share)
+                for j, oracle in enumerate(self.spec.oracles)}
 
     def _rows(self, participants: int, rng: np.random.Generator) -> np.ndarray:
         if self.rows is None:
@@ -110,6 +107,8 @@ class MarginalsErrorModel:
         return out
 
     def mean_model_error(self, participants: int) -> float:
+        """The model's mean L1 over the sets at ``participants``: simulated up to :data:`MAX_SIMULATED`, beyond it
+        extrapolated by ``a + b / sqrt(n)`` (:meth:`_curve`)."""
         errors = self.model_errors(participants)
         mean = float(np.mean(list(errors.values())))
         if participants <= MAX_SIMULATED:

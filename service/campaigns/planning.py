@@ -20,6 +20,7 @@ import numpy as np
 from sqlalchemy import Engine
 
 from estimators.base import EstimatorError
+from estimators.local.marginals_planning import MAX_SIMULATED
 from estimators.local.planning import (
     ABSOLUTE_ERROR,
     AUC_QUANTILES,
@@ -226,11 +227,15 @@ def _plan_marginals(plan: Any, prepared: PreparedCampaign, epsilon: float, n: in
         model = plan(prepared.spec, prepared.public_rows, None)
         start = n or (prepared.public_rows.shape[0] if prepared.public_rows is not None else 10_000)
         errors = None if n is None else model.model_errors(n)
+        expected = None if n is None else model.mean_model_error(n)
         raw = None if n is None else model.raw_errors(n)
         needed = None if wanted is None else model.participants_for(wanted, start)
     except (EstimatorError, ProtocolError) as error:
         raise InvalidInput(f"protocol 'marginals': {error}", code="invalid_parameter") from None
     notes = list(model.notes)
+    if n is not None and n > MAX_SIMULATED:
+        notes.append(f"{n:,} participants is past the {MAX_SIMULATED:,} a plan simulates: the per-set errors are at "
+                     f"{MAX_SIMULATED:,}, the mean is extrapolated by a + b / sqrt(n)")
     if raw is not None:
         notes.append(f"each set on its own, without the model (closed form): mean L1 error "
                      f"{float(np.mean(list(raw.values()))):.3g}")
@@ -241,6 +246,6 @@ def _plan_marginals(plan: Any, prepared: PreparedCampaign, epsilon: float, n: in
     return CampaignPlan(
         "marginals", prepared.names, None, epsilon, 0.0, "mean L1 error of the attribute sets' normalised "
         "marginals (0 to 2), from the campaign's model", model.basis, n,
-        None if errors is None else float(np.mean(list(errors.values()))), None, None, wanted, needed, None,
+        expected, None, None, wanted, needed, None,
         "no AUC: a marginals campaign has no target", tuple(notes), marginal_errors=errors, raw_errors=raw,
         error_formula="the mean over the attribute sets of E ||model's normalised marginal - true proportions||_1")

@@ -72,9 +72,9 @@ PAIR_ERROR = 0.25
 
 
 def own_error(cells: int, epsilon: float, reports: float, oracle: str = "auto") -> float:
-    """The expected L1 error of a ``cells``-cell marginal estimated on its own from ``reports`` reports
-    (``sqrt(2/pi) k sqrt(mean Var f)``, the central limit; cells taken as equally likely)."""
-    return math.sqrt(2.0 / math.pi) * cells * math.sqrt(make_oracle(oracle, cells, epsilon).mean_variance(1) / reports)
+    """The expected L1 error of a ``cells``-cell marginal estimated on its own from ``reports`` reports, its cells
+    taken as equally likely (:meth:`~workloads.local.randomizers.frequency_oracles.FrequencyOracle.expected_l1`)."""
+    return make_oracle(oracle, cells, epsilon).expected_l1(np.full(cells, 1.0 / cells), reports)
 
 
 def planned_sets(sizes: tuple[int, ...], epsilon: float, participants: int,

@@ -163,6 +163,11 @@ class FrequencyOracle:
         """The variance of one cell's estimate averaged over the cells (``f = 1/k``)."""
         return float(self.cell_variance(1.0 / self.cells, reports))
 
+    def expected_l1(self, frequencies: np.ndarray, reports: float) -> float:
+        """The expected L1 error of the unbiased estimate of a distribution ``frequencies`` over the cells from
+        ``reports`` reports: ``sqrt(2 / pi) sum_v sqrt(Var f_v)`` (the central limit of each cell's mean)."""
+        return float(math.sqrt(2.0 / math.pi) * np.sqrt(self.cell_variance(np.asarray(frequencies), reports)).sum())
+
     # ---- the device
     def randomize(self, values: object, rng: np.random.Generator | None = None) -> OracleReports:
         """One report per value of ``values`` (whole numbers in ``[0, cells)``; ``rng=None``: the device's source)."""
