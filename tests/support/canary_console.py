@@ -66,8 +66,14 @@ def walk_the_console(ctx: Context, findings: Findings) -> None:
                     job = answer.headers["location"]
                     findings.response(_ended(client, job), f"console GET {job}", role, dataset, f"the {action} job")
         campaign = f"/console/campaigns/{ctx.tables.campaign}"
+        survey = f"/console/campaigns/{ctx.world.marginals_campaign}"  # a marginals campaign's answers
         for route, page in (("/console/campaigns", "/console/campaigns"), ("/console/campaigns/{name}", campaign),
-                            ("/console/campaigns/{name}/fit", f"{campaign}/fit?model=mean")):
+                            ("/console/campaigns/{name}/fit", f"{campaign}/fit?model=mean"),
+                            ("/console/campaigns/{name}", survey),
+                            ("/console/campaigns/{name}/marginal", f"{survey}/marginal?columns=a&columns=b"),
+                            ("/console/campaigns/{name}/marginal.csv", f"{survey}/marginal.csv?columns=a"),
+                            ("/console/campaigns/{name}/marginal", f"{survey}/marginal?columns=zz"),
+                            ("/console/campaigns/{name}/synthetic.csv", f"{survey}/synthetic.csv?rows=5")):
             findings.response(client.get(page), f"console GET {route}", role, None, page)
 
 
