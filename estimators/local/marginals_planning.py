@@ -123,11 +123,18 @@ class MarginalsErrorModel:
         slope = max(2.0 * math.sqrt(start) * (low - high), 0.0)  # e(n) - e(4n) = b / (2 sqrt(n))
         return max(high - slope / (2.0 * math.sqrt(start)), 0.0), slope
 
+    @staticmethod
+    def curve_start(start: int) -> int:
+        """The first of the two simulated counts the inverse fits its curve through (the second is four times it):
+        ``start`` within ``[100, MAX_SIMULATED / 4]``."""
+        return max(min(int(start), MAX_SIMULATED // 4), 100)
+
     def participants_for(self, target: float, start: int) -> int | None:
-        """The smallest ``n`` whose predicted mean model error is at most ``target`` (module docstring), or None."""
+        """The smallest ``n`` whose predicted mean model error is at most ``target`` (module docstring), or None;
+        the curve goes through the simulations at :meth:`curve_start` of ``start`` and four times it."""
         if not (math.isfinite(target) and target > 0):
             raise EstimatorError(f"target_error must be a positive number, got {target!r}")
-        start = max(min(int(start), MAX_SIMULATED // 4), 100)
+        start = self.curve_start(start)
         floor, slope = self._curve(start)
         if target <= floor:
             return None

@@ -225,7 +225,7 @@ def _plan_marginals(plan: Any, prepared: PreparedCampaign, epsilon: float, n: in
     and the closed form of the set's own estimate at ``n``; for ``wanted``, the participants the model needs."""
     try:
         model = plan(prepared.spec, prepared.public_rows, None)
-        start = n or (prepared.public_rows.shape[0] if prepared.public_rows is not None else 10_000)
+        start = model.curve_start(n or (prepared.public_rows.shape[0] if prepared.public_rows is not None else 10_000))
         errors = None if n is None else model.model_errors(n)
         expected = None if n is None else model.mean_model_error(n)
         raw = None if n is None else model.raw_errors(n)

@@ -100,9 +100,11 @@ def pages_of(site: Site, role: str) -> dict[str, str]:
     found = {"datasets": "/console/datasets", "dataset": f"/console/datasets/{dataset}",
              "releases": "/console/releases", "release": f"/console/releases/{release}",
              "canary-dataset": f"/console/datasets/{CANARY_DATASET}", "campaigns": "/console/campaigns",
-             "campaign": f"/console/campaigns/{site.world.campaign}"}
+             "campaign": f"/console/campaigns/{site.world.campaign}",
+             "marginals-campaign": f"/console/campaigns/{site.world.marginals_campaign}"}
     if role in ("steward", "analyst"):
         found["campaign-fit"] = f"/console/campaigns/{site.world.campaign}/fit?model=mean"
+        found["campaign-marginal"] = f"/console/campaigns/{site.world.marginals_campaign}/marginal?columns=a&columns=b"
         found["marginal"] = f"/console/releases/{release}/marginal?columns=Pclass&columns=Survived"
         found["canary-marginal"] = f"/console/releases/{site.canary_release}/marginal?columns=age&columns=sex"
     if role in ("steward", "auditor"):
